@@ -1,0 +1,39 @@
+# converge: entry points. `make run` and `make test` work on a fresh machine
+# with only Go installed; the first run builds the control-plane binaries once.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+
+# Where hack/control-plane.sh puts etcd, kube-apiserver, kube-controller-manager
+# and kubectl; framework/envtest looks in the same place.
+ASSETS := $(shell hack/control-plane.sh --print-dir)
+
+# Unit and integration packages; e2e suites run separately with Ginkgo's flags.
+UNIT_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
+
+.PHONY: help assets run test test-unit test-e2e lint fmt
+
+help: ## Show the targets.
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+assets: ## Build (once) etcd, kube-apiserver, kube-controller-manager and kubectl into the cache folder.
+	@hack/control-plane.sh
+
+run: assets ## Run the podlogger example (an embedded control plane when no kubeconfig is found). ARGS=... passes flags.
+	$(GO) run ./examples/podlogger $(ARGS)
+
+test: lint assets test-unit test-e2e ## Everything: lint, unit and integration tests with -race, e2e suites.
+
+test-unit: ## Unit and integration tests, with the race detector.
+	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+test-e2e: assets ## End-to-end suites against a real control plane.
+	$(GO) test -race -count=1 -timeout 30m ./test/e2e/... -ginkgo.v=false
+
+lint: ## gofmt and go vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+fmt: ## Format the code.
+	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,184 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/workqueue"
+)
+
+// Builder assembles a controller for objects of kind T. NewController starts
+// one; Owns and Watches add sources; Complete or CompleteByKey build the
+// controller and add it to the manager. Errors are collected and returned by
+// the Complete call, each naming the controller and what was wrong.
+type Builder[T informers.Object] struct {
+	mgr     *Manager
+	name    string
+	opts    ControllerOptions
+	preds   []Predicate[T]
+	sources []Source
+	errs    []error
+}
+
+// NewController starts building a controller named name (unique within the
+// manager; it labels logs and metrics) for objects of kind T, a pointer to an
+// API type registered in the manager's scheme.
+//
+// The controller reconciles every T the cache holds (narrowed by
+// opts.Selection): equivalent to Watches on T's own key, with predicates from
+// WithPredicates.
+func NewController[T informers.Object](mgr *Manager, name string, opts ControllerOptions) *Builder[T] {
+	b := &Builder[T]{mgr: mgr, name: name, opts: opts}
+	if mgr == nil {
+		b.errs = append(b.errs, errors.New("manager is nil"))
+	}
+	if name == "" {
+		b.errs = append(b.errs, errors.New("controller name is empty"))
+	}
+	if err := opts.validate(); err != nil {
+		b.errs = append(b.errs, err)
+	}
+	return b
+}
+
+// WithPredicates filters the events of the primary kind T: an event enqueues
+// its object only when every predicate accepts it.
+func (b *Builder[T]) WithPredicates(preds ...Predicate[T]) *Builder[T] {
+	b.preds = append(b.preds, preds...)
+	return b
+}
+
+// Owns watches objects of obj's type and reconciles their controller owner
+// when it is a T: equivalent to Watches(Owned(obj)).
+func (b *Builder[T]) Owns(obj informers.Object) *Builder[T] {
+	if obj == nil {
+		b.errs = append(b.errs, errors.New("Owns called with a nil object"))
+		return b
+	}
+	return b.Watches(Owned(obj))
+}
+
+// Watches adds a source (see Owned, Map and WithSelection).
+func (b *Builder[T]) Watches(src Source) *Builder[T] {
+	if src == nil {
+		b.errs = append(b.errs, errors.New("Watches called with a nil Source"))
+		return b
+	}
+	b.sources = append(b.sources, src)
+	return b
+}
+
+// Complete builds the controller with a reconciler that is handed each
+// object from the cache (and, if it implements reconcile.DeletionReconciler,
+// a tombstone for each deleted one), and adds it to the manager.
+func (b *Builder[T]) Complete(r reconcile.ObjectReconciler[T]) error {
+	_, err := b.build(nil, r)
+	return err
+}
+
+// CompleteByKey builds the controller with a reconciler that is handed only
+// the object's namespace and name, and adds it to the manager.
+func (b *Builder[T]) CompleteByKey(r reconcile.Reconciler) error {
+	_, err := b.build(r, nil)
+	return err
+}
+
+// Build is Complete that also returns the controller, for callers that want
+// its queue length or name. The controller is already added to the manager.
+func (b *Builder[T]) Build(r reconcile.ObjectReconciler[T]) (*Controller[T], error) {
+	return b.build(nil, r)
+}
+
+func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.ObjectReconciler[T]) (*Controller[T], error) {
+	if isNil(byKey) && isNil(byObject) {
+		b.errs = append(b.errs, errors.New("reconciler is nil"))
+	}
+	if len(b.errs) > 0 {
+		return nil, b.fail(b.errs...)
+	}
+	mgr := b.mgr
+	if err := mgr.claimName(b.name); err != nil {
+		return nil, err
+	}
+	opts := b.opts.withDefaults(mgr)
+	c := &Controller[T]{
+		name:    b.name,
+		mgr:     mgr,
+		opts:    opts,
+		log:     opts.Logger.WithValues("controller", b.name),
+		metrics: mgr.metrics.forController(b.name, opts.Workers),
+	}
+	c.deeper = deeperSink(opts.Logger.GetSink())
+	c.queue = workqueue.New(workqueue.Options[reconcile.Request]{
+		Name:            b.name,
+		RateLimiter:     opts.RateLimiter,
+		MetricsProvider: mgr.metrics.queue,
+	})
+	primary := &kindSource[T]{self: true, sel: opts.Selection, preds: b.preds}
+	target := &watchTarget{mgr: mgr, name: b.name, queue: c.queue, log: c.log}
+	bound, err := primary.bind(target)
+	if err != nil {
+		return nil, b.fail(err)
+	}
+	c.kind = bound.informer().Kind()
+	target.owner = c.kind
+	c.sources = append(c.sources, bound)
+	for _, src := range b.sources {
+		s, err := src.bind(target)
+		if err != nil {
+			return nil, b.fail(err)
+		}
+		c.sources = append(c.sources, s)
+	}
+
+	if byObject != nil {
+		reader := &typedReader[T]{inf: bound.informer()}
+		adapter := &objectAdapter[T]{reader: reader, r: byObject}
+		if d, ok := byObject.(reconcile.DeletionReconciler[T]); ok {
+			adapter.deleted = d
+			adapter.tombstones = map[reconcile.Request]T{}
+			bound.(*boundKind[T]).onDelete = adapter.remember
+		}
+		byKey = adapter
+	}
+	c.reconciler = byKey
+	if err := mgr.Add(c); err != nil {
+		return nil, b.fail(err)
+	}
+	return c, nil
+}
+
+func (b *Builder[T]) fail(errs ...error) error {
+	return fmt.Errorf("controller %q for %v: %w", b.name, reflect.TypeFor[T](), errors.Join(errs...))
+}
+
+// isNil reports whether an interface holds nothing or a nil pointer or func.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Interface, reflect.Slice, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// typedReader reads T from an untyped informer handle.
+type typedReader[T informers.Object] struct {
+	inf *informers.Informer[informers.Object]
+}
+
+func (r *typedReader[T]) Get(ctx context.Context, namespace, name string) (T, error) {
+	obj, err := r.inf.Get(ctx, namespace, name)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return obj.(T), nil
+}

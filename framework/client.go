@@ -1,0 +1,350 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/converge-dev/converge/informers"
+)
+
+// DefaultFieldManager is the field manager converge's writes are recorded
+// under (metadata.managedFields) unless a write names another.
+const DefaultFieldManager = "converge"
+
+// Client reads from the shared cache and writes to the API server.
+//
+// Reads (Get, List) return deep copies the caller owns; for read-only access
+// without copies, use an informers.Reader from ReaderFor. Writes update the
+// object passed in with the server's answer (its new resourceVersion, defaults
+// and status). Every error names the object and the operation.
+//
+// A Client is safe for concurrent use.
+type Client struct {
+	cfg    *rest.Config
+	http   *http.Client
+	scheme *runtime.Scheme
+	mapper meta.RESTMapper
+	cache  *informers.Cache
+	codecs serializer.CodecFactory
+
+	mu sync.Mutex
+	// rest holds one REST client per group version; mu guards it.
+	rest map[schema.GroupVersion]*rest.RESTClient
+}
+
+func newClient(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, mapper meta.RESTMapper, c *informers.Cache) *Client {
+	return &Client{
+		cfg:    cfg,
+		http:   httpClient,
+		scheme: scheme,
+		mapper: mapper,
+		cache:  c,
+		codecs: serializer.NewCodecFactory(scheme),
+		rest:   map[schema.GroupVersion]*rest.RESTClient{},
+	}
+}
+
+// Get copies the cached object key into obj.
+func (c *Client) Get(ctx context.Context, key types.NamespacedName, obj informers.Object) error {
+	return c.cache.Get(ctx, key.Namespace, key.Name, obj)
+}
+
+// List copies the cached objects matching opts into list (a *FooList).
+func (c *Client) List(ctx context.Context, list runtime.Object, opts ...informers.ListOption) error {
+	return c.cache.List(ctx, list, opts...)
+}
+
+// WriteOption modifies one write.
+type WriteOption func(*writeOptions)
+
+type writeOptions struct {
+	fieldManager string
+	force        bool
+	propagation  *metav1.DeletionPropagation
+	precondition *metav1.Preconditions
+}
+
+func collect(opts []WriteOption) writeOptions {
+	wo := writeOptions{fieldManager: DefaultFieldManager}
+	for _, o := range opts {
+		o(&wo)
+	}
+	return wo
+}
+
+// FieldManager records the write under manager instead of DefaultFieldManager.
+func FieldManager(manager string) WriteOption {
+	return func(o *writeOptions) { o.fieldManager = manager }
+}
+
+// ForceOwnership makes a server-side apply take fields other managers own
+// instead of failing with a conflict.
+func ForceOwnership() WriteOption { return func(o *writeOptions) { o.force = true } }
+
+// Propagation sets how a deletion treats the object's dependents.
+func Propagation(p metav1.DeletionPropagation) WriteOption {
+	return func(o *writeOptions) { o.propagation = &p }
+}
+
+// MatchingUID makes a deletion apply only to the object with this UID, not to
+// a newer object of the same name.
+func MatchingUID(uid types.UID) WriteOption {
+	return func(o *writeOptions) { o.precondition = &metav1.Preconditions{UID: &uid} }
+}
+
+// Create creates obj.
+func (c *Client) Create(ctx context.Context, obj informers.Object, opts ...WriteOption) error {
+	wo := collect(opts)
+	return c.do(ctx, "create", obj, "", func(r *rest.Request) *rest.Request {
+		return r.Verb(http.MethodPost).VersionedParams(&metav1.CreateOptions{FieldManager: wo.fieldManager}, metav1.ParameterCodec).Body(obj)
+	}, false)
+}
+
+// Update replaces obj; it fails with a conflict when obj's resourceVersion is
+// not the latest.
+func (c *Client) Update(ctx context.Context, obj informers.Object, opts ...WriteOption) error {
+	return c.update(ctx, obj, "", opts)
+}
+
+func (c *Client) update(ctx context.Context, obj informers.Object, sub string, opts []WriteOption) error {
+	wo := collect(opts)
+	return c.do(ctx, "update", obj, sub, func(r *rest.Request) *rest.Request {
+		return r.Verb(http.MethodPut).VersionedParams(&metav1.UpdateOptions{FieldManager: wo.fieldManager}, metav1.ParameterCodec).Body(obj)
+	}, true)
+}
+
+// Patch applies a patch of type pt (JSON merge, strategic merge or JSON
+// patch) to obj.
+func (c *Client) Patch(ctx context.Context, obj informers.Object, pt types.PatchType, data []byte, opts ...WriteOption) error {
+	return c.patch(ctx, obj, "", pt, data, opts)
+}
+
+func (c *Client) patch(ctx context.Context, obj informers.Object, sub string, pt types.PatchType, data []byte, opts []WriteOption) error {
+	wo := collect(opts)
+	po := &metav1.PatchOptions{FieldManager: wo.fieldManager}
+	if pt == types.ApplyPatchType || pt == types.ApplyCBORPatchType {
+		po.Force = &wo.force
+	}
+	return c.do(ctx, "patch", obj, sub, func(r *rest.Request) *rest.Request {
+		return r.Verb(http.MethodPatch).SetHeader("Content-Type", string(pt)).VersionedParams(po, metav1.ParameterCodec).Body(data)
+	}, true)
+}
+
+// Delete deletes obj. Deleting an object that is already gone returns an
+// error for which apierrors.IsNotFound is true.
+func (c *Client) Delete(ctx context.Context, obj informers.Object, opts ...WriteOption) error {
+	wo := collect(opts)
+	do := &metav1.DeleteOptions{PropagationPolicy: wo.propagation, Preconditions: wo.precondition}
+	return c.do(ctx, "delete", obj, "", func(r *rest.Request) *rest.Request {
+		return r.Verb(http.MethodDelete).Body(do)
+	}, true)
+}
+
+// Apply server-side applies obj: obj states the fields this field manager
+// wants to own and their values; fields it owned before and leaves out are
+// removed. obj is a typed object, an *unstructured.Unstructured, or a
+// client-go apply configuration (k8s.io/client-go/applyconfigurations), and
+// must carry apiVersion, kind, name (and namespace for namespaced kinds).
+// Typed objects are sent as they marshal, so their zero-valued fields that do
+// not omit empty are applied too: prefer apply configurations or unstructured.
+//
+// Apply returns the object as the server stored it: typed when the scheme
+// knows its kind, unstructured otherwise.
+func (c *Client) Apply(ctx context.Context, obj any, opts ...WriteOption) (informers.Object, error) {
+	return c.apply(ctx, obj, "", opts)
+}
+
+func (c *Client) apply(ctx context.Context, obj any, sub string, opts []WriteOption) (informers.Object, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("apply %T: encode: %w", obj, err)
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("apply %T: decode head: %w", obj, err)
+	}
+	gv, err := schema.ParseGroupVersion(head.APIVersion)
+	if err != nil || head.Kind == "" || head.Metadata.Name == "" {
+		return nil, fmt.Errorf("apply %T %s/%s: apiVersion, kind and metadata.name are required (got %q, %q, %q)",
+			obj, head.Metadata.Namespace, head.Metadata.Name, head.APIVersion, head.Kind, head.Metadata.Name)
+	}
+	gvk := gv.WithKind(head.Kind)
+	out, err := c.newObject(gvk)
+	if err != nil {
+		return nil, err
+	}
+	out.SetNamespace(head.Metadata.Namespace)
+	out.SetName(head.Metadata.Name)
+	if err := c.patch(ctx, out, sub, types.ApplyPatchType, data, opts); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// newObject returns an empty object of kind gvk: typed when the scheme knows it.
+func (c *Client) newObject(gvk schema.GroupVersionKind) (informers.Object, error) {
+	if c.scheme.Recognizes(gvk) {
+		o, err := c.scheme.New(gvk)
+		if err != nil {
+			return nil, err
+		}
+		obj, ok := o.(informers.Object)
+		if !ok {
+			return nil, fmt.Errorf("%v has no object metadata", gvk)
+		}
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
+		return obj, nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// Status returns a writer for the status subresource.
+func (c *Client) Status() StatusWriter { return StatusWriter{c: c} }
+
+// StatusWriter writes the status subresource, which kinds with one ignore in
+// ordinary writes.
+type StatusWriter struct{ c *Client }
+
+// Update replaces obj's status.
+func (s StatusWriter) Update(ctx context.Context, obj informers.Object, opts ...WriteOption) error {
+	return s.c.update(ctx, obj, "status", opts)
+}
+
+// Patch patches obj's status.
+func (s StatusWriter) Patch(ctx context.Context, obj informers.Object, pt types.PatchType, data []byte, opts ...WriteOption) error {
+	return s.c.patch(ctx, obj, "status", pt, data, opts)
+}
+
+// Apply server-side applies obj's status. See Client.Apply.
+func (s StatusWriter) Apply(ctx context.Context, obj any, opts ...WriteOption) (informers.Object, error) {
+	return s.c.apply(ctx, obj, "status", opts)
+}
+
+// do sends one request about obj and decodes the answer into obj.
+func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub string, build func(*rest.Request) *rest.Request, named bool) error {
+	gvk, err := c.kindOf(obj)
+	if err != nil {
+		return fmt.Errorf("%s %T %s: %w", verb, obj, describeKey(obj), err)
+	}
+	what := fmt.Sprintf("%s %s %s", verb, gvk.Kind, describeKey(obj))
+	if sub != "" {
+		what += " " + sub
+	}
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	rc, err := c.restClient(gvk.GroupVersion())
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace
+	if namespaced && obj.GetNamespace() == "" {
+		return fmt.Errorf("%s: %s is namespaced but the object has no namespace", what, gvk.Kind)
+	}
+	req := rc.Verb("").NamespaceIfScoped(obj.GetNamespace(), namespaced).Resource(m.Resource.Resource)
+	if named {
+		if obj.GetName() == "" {
+			return fmt.Errorf("%s: the object has no name", what)
+		}
+		req = req.Name(obj.GetName())
+	}
+	if sub != "" {
+		req = req.SubResource(sub)
+	}
+	res := build(req).Do(ctx)
+	if err := res.Error(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if verb == "delete" {
+		return nil
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		raw, err := res.Raw()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			return fmt.Errorf("%s: decode answer: %w", what, err)
+		}
+		return nil
+	}
+	if err := res.Into(obj); err != nil {
+		return fmt.Errorf("%s: decode answer: %w", what, err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return nil
+}
+
+func describeKey(obj metav1.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// kindOf returns obj's kind: from the scheme for typed objects, from the
+// object itself otherwise.
+func (c *Client) kindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
+	switch obj.(type) {
+	case *unstructured.Unstructured, *metav1.PartialObjectMetadata:
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		if gvk.Kind == "" || gvk.Version == "" {
+			return gvk, errors.New("apiVersion and kind must be set on unstructured and metadata objects")
+		}
+		return gvk, nil
+	}
+	gvks, _, err := c.scheme.ObjectKinds(obj)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("%T is not registered in the manager's scheme: %w", obj, err)
+	}
+	return gvks[0], nil
+}
+
+// restClient returns the shared JSON REST client of a group version. Writes
+// use JSON: the body of a patch is JSON whatever the kind, and custom
+// resources only speak JSON.
+func (c *Client) restClient(gv schema.GroupVersion) (*rest.RESTClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rc, ok := c.rest[gv]; ok {
+		return rc, nil
+	}
+	cfg := rest.CopyConfig(c.cfg)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	cfg.NegotiatedSerializer = c.codecs.WithoutConversion()
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	rc, err := rest.RESTClientForConfigAndClient(cfg, c.http)
+	if err != nil {
+		return nil, fmt.Errorf("REST client for %s: %w", gv, err)
+	}
+	c.rest[gv] = rc
+	return rc, nil
+}

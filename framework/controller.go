@@ -1,0 +1,225 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientworkqueue "k8s.io/client-go/util/workqueue"
+
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/workqueue"
+)
+
+// ControllerOptions configures a controller. The zero value is a valid
+// configuration.
+type ControllerOptions struct {
+	// Workers is how many keys are reconciled at once. A key is never
+	// reconciled by two workers at once, whatever this is. Zero means 1.
+	Workers int
+
+	// RateLimiter decides how long a failing key waits before its retry.
+	// Zero means per-key exponential backoff from 5 ms doubling to 1000 s,
+	// combined with an overall token bucket of 10 retries per second (burst 100).
+	RateLimiter clientworkqueue.TypedRateLimiter[reconcile.Request]
+
+	// Selection narrows the primary objects the controller watches (a
+	// namespace, label or field selectors). Zero means the manager cache's
+	// default for the kind.
+	Selection informers.Selection
+
+	// ReconcileTimeout bounds each reconcile: its context is cancelled after
+	// this long and the reconcile is counted as timed out. Zero means no bound.
+	ReconcileTimeout time.Duration
+
+	// Logger is the controller's logger. Zero means the manager's.
+	Logger logr.Logger
+}
+
+func (o ControllerOptions) withDefaults(m *Manager) ControllerOptions {
+	if o.Workers == 0 {
+		o.Workers = 1
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = m.log
+	}
+	return o
+}
+
+func (o ControllerOptions) validate() error {
+	var errs []error
+	if o.Workers < 0 {
+		errs = append(errs, fmt.Errorf("ControllerOptions.Workers must not be negative, got %d", o.Workers))
+	}
+	if o.ReconcileTimeout < 0 {
+		errs = append(errs, fmt.Errorf("ControllerOptions.ReconcileTimeout must not be negative, got %v", o.ReconcileTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Controller reconciles objects of kind T: it watches its sources, queues the
+// keys their events map to, and runs the reconciler on them with
+// ControllerOptions.Workers workers. Build one with NewController.
+//
+// A controller is a Runnable the manager starts; it runs once.
+type Controller[T informers.Object] struct {
+	name       string
+	mgr        *Manager
+	opts       ControllerOptions
+	kind       schema.GroupVersionKind
+	queue      *workqueue.Queue[reconcile.Request]
+	reconciler reconcile.Reconciler
+	sources    []boundSource
+	log        logr.Logger
+	deeper     logr.LogSink
+	metrics    *controllerMetrics
+
+	// ids numbers reconciles for logs.
+	ids atomic.Uint64
+	// stopping is set when Start's context ends: workers stop taking keys.
+	stopping atomic.Bool
+	// started guards against a second Start.
+	started atomic.Bool
+}
+
+// Name returns the controller's name.
+func (c *Controller[T]) Name() string { return c.name }
+
+// Start registers the controller's event handlers, waits for the informers
+// it reads to sync, and runs its workers until ctx is done. Then it stops
+// taking keys and waits for in-flight reconciles, whose contexts stay alive
+// for the manager's graceful shutdown timeout.
+func (c *Controller[T]) Start(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return fmt.Errorf("controller %q: already started", c.name)
+	}
+	for _, s := range c.sources {
+		reg, err := s.start(ctx)
+		if err != nil {
+			return fmt.Errorf("controller %q: %w", c.name, err)
+		}
+		defer func() { _ = s.informer().RemoveHandler(reg) }()
+	}
+	for _, s := range c.sources {
+		if err := s.informer().WaitForSync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("controller %q: %w", c.name, err)
+		}
+	}
+
+	// Reconciles run on a context that outlives ctx by the drain timeout.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Go(func() { c.worker(workCtx) })
+	}
+	c.log.V(1).Info("controller started", "workers", c.opts.Workers)
+	<-ctx.Done()
+
+	c.stopping.Store(true)
+	c.queue.ShutDown()
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	timer := time.NewTimer(c.mgr.drainTimeout())
+	defer timer.Stop()
+	select {
+	case <-drained:
+	case <-timer.C:
+		c.log.Info("cancelling in-flight reconciles: graceful shutdown timeout reached", "timeout", c.mgr.drainTimeout())
+		cancelWork()
+		<-drained
+	}
+	c.log.V(1).Info("controller stopped")
+	return nil
+}
+
+func (c *Controller[T]) worker(ctx context.Context) {
+	for {
+		req, shutdown := c.queue.Get()
+		if shutdown {
+			return
+		}
+		if c.stopping.Load() {
+			// Shutting down: leave queued keys alone, they are reconciled
+			// by whoever runs next (level-triggered: nothing is lost).
+			c.queue.Done(req)
+			continue
+		}
+		c.reconcileOne(ctx, req)
+		c.queue.Done(req)
+	}
+}
+
+// reconcileOne runs the reconciler for req and acts on the outcome, as the
+// reconcile package documentation's table says.
+func (c *Controller[T]) reconcileOne(ctx context.Context, req reconcile.Request) {
+	c.metrics.active.Inc()
+	defer c.metrics.active.Dec()
+
+	log := logr.New(&reconcileSink{base: c.log.GetSink(), deeper: c.deeper, controller: c.name, req: req, id: c.ids.Add(1)})
+	ctx = logr.NewContext(ctx, log)
+	if c.opts.ReconcileTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.ReconcileTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	res, err, panicked := c.call(ctx, req)
+	took := time.Since(start)
+	timedOut := c.opts.ReconcileTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded)
+
+	var result string
+	switch {
+	case panicked:
+		result = resultPanic
+		c.queue.AddRateLimited(req)
+	case err != nil && reconcile.IsTerminal(err):
+		result = resultTerminal
+		log.Error(err, "reconcile failed; not retrying until the object changes")
+		c.queue.Forget(req)
+	case err != nil:
+		result = resultError
+		log.Error(err, "reconcile failed; retrying with backoff", "retries", c.queue.NumRequeues(req))
+		c.queue.AddRateLimited(req)
+	case res.RequeueAfter > 0:
+		result = resultRequeueAfter
+		c.queue.Forget(req)
+		c.queue.AddAfter(req, res.RequeueAfter)
+	default:
+		result = resultSuccess
+		c.queue.Forget(req)
+	}
+	if timedOut {
+		log.Info("reconcile ran past its timeout", "timeout", c.opts.ReconcileTimeout)
+	}
+	c.metrics.observe(result, took, timedOut)
+	if v := log.V(5); v.Enabled() {
+		v.Info("reconciled", "result", result, "duration", took)
+	}
+}
+
+// call runs the reconciler, turning a panic into an error.
+func (c *Controller[T]) call(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error, panicked bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = true
+			err = fmt.Errorf("panic: %v", r)
+			logr.FromContextOrDiscard(ctx).Error(err, "reconcile panicked; retrying with backoff", "stack", string(debug.Stack()))
+		}
+	}()
+	res, err = c.reconciler.Reconcile(ctx, req)
+	return res, err, false
+}
+
+// QueueLen returns the number of keys waiting to be reconciled.
+func (c *Controller[T]) QueueLen() int { return c.queue.Len() }

@@ -1,0 +1,238 @@
+package framework
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientworkqueue "k8s.io/client-go/util/workqueue"
+)
+
+// Reconcile results, the values of the "result" label of
+// controller_runtime_reconcile_total.
+const (
+	resultSuccess      = "success"
+	resultRequeueAfter = "requeue_after"
+	resultError        = "error"
+	resultTerminal     = "terminal"
+	resultPanic        = "panic"
+)
+
+// metrics holds the series one manager exports. Names and labels follow
+// controller-runtime's, so existing dashboards and alerts keep working; the
+// series converge adds use the converge_ prefix.
+type metrics struct {
+	registry *prometheus.Registry
+
+	reconcileTotal     *prometheus.CounterVec
+	reconcileErrors    *prometheus.CounterVec
+	reconcileTerminal  *prometheus.CounterVec
+	reconcilePanics    *prometheus.CounterVec
+	reconcileTimeouts  *prometheus.CounterVec
+	reconcileTime      *prometheus.HistogramVec
+	workersMax         *prometheus.GaugeVec
+	workersActive      *prometheus.GaugeVec
+	leaderStatus       *prometheus.GaugeVec
+	queue              *queueMetrics
+	cacheObjects       *prometheus.GaugeVec
+	cacheObjectsSource func() map[string]int
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_runtime_reconcile_total",
+			Help: "Total number of reconciliations per controller and result (success, requeue_after, error, terminal, panic).",
+		}, []string{"controller", "result"}),
+		reconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_runtime_reconcile_errors_total",
+			Help: "Total number of reconciliation errors per controller, panics included.",
+		}, []string{"controller"}),
+		reconcileTerminal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_runtime_terminal_reconcile_errors_total",
+			Help: "Total number of terminal reconciliation errors per controller.",
+		}, []string{"controller"}),
+		reconcilePanics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_runtime_reconcile_panics_total",
+			Help: "Total number of reconciliation panics per controller.",
+		}, []string{"controller"}),
+		reconcileTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "converge_reconcile_timeouts_total",
+			Help: "Total number of reconciliations that ran past the controller's reconcile timeout.",
+		}, []string{"controller"}),
+		reconcileTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "controller_runtime_reconcile_time_seconds",
+			Help: "Length of time per reconciliation per controller.",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+				1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60},
+		}, []string{"controller"}),
+		workersMax: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "controller_runtime_max_concurrent_reconciles",
+			Help: "Maximum number of concurrent reconciles per controller.",
+		}, []string{"controller"}),
+		workersActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "controller_runtime_active_workers",
+			Help: "Number of currently used workers per controller.",
+		}, []string{"controller"}),
+		leaderStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "leader_election_master_status",
+			Help: "1 while this process holds the leader lease named by the label, 0 otherwise.",
+		}, []string{"name"}),
+		cacheObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "converge_cache_objects",
+			Help: "Number of objects held by each informer of the shared cache.",
+		}, []string{"informer"}),
+		queue: newQueueMetrics(),
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.reconcileTotal, m.reconcileErrors, m.reconcileTerminal, m.reconcilePanics, m.reconcileTimeouts,
+		m.reconcileTime, m.workersMax, m.workersActive, m.leaderStatus,
+		cacheCollector{m},
+	)
+	m.queue.register(m.registry)
+	return m
+}
+
+// controllerMetrics are one controller's pre-bound series, so the hot path
+// does no label lookups.
+type controllerMetrics struct {
+	results  map[string]prometheus.Counter
+	errors   prometheus.Counter
+	terminal prometheus.Counter
+	panics   prometheus.Counter
+	timeouts prometheus.Counter
+	duration prometheus.Observer
+	active   prometheus.Gauge
+}
+
+func (m *metrics) forController(name string, workers int) *controllerMetrics {
+	cm := &controllerMetrics{
+		results:  map[string]prometheus.Counter{},
+		errors:   m.reconcileErrors.WithLabelValues(name),
+		terminal: m.reconcileTerminal.WithLabelValues(name),
+		panics:   m.reconcilePanics.WithLabelValues(name),
+		timeouts: m.reconcileTimeouts.WithLabelValues(name),
+		duration: m.reconcileTime.WithLabelValues(name),
+		active:   m.workersActive.WithLabelValues(name),
+	}
+	for _, r := range []string{resultSuccess, resultRequeueAfter, resultError, resultTerminal, resultPanic} {
+		cm.results[r] = m.reconcileTotal.WithLabelValues(name, r)
+	}
+	m.workersMax.WithLabelValues(name).Set(float64(workers))
+	return cm
+}
+
+func (cm *controllerMetrics) observe(result string, took time.Duration, timedOut bool) {
+	cm.results[result].Inc()
+	switch result {
+	case resultError:
+		cm.errors.Inc()
+	case resultPanic:
+		cm.errors.Inc()
+		cm.panics.Inc()
+	case resultTerminal:
+		cm.terminal.Inc()
+	}
+	if timedOut {
+		cm.timeouts.Inc()
+	}
+	cm.duration.Observe(took.Seconds())
+}
+
+// cacheCollector reports the number of cached objects per informer at scrape time.
+type cacheCollector struct{ m *metrics }
+
+func (c cacheCollector) Describe(ch chan<- *prometheus.Desc) { c.m.cacheObjects.Describe(ch) }
+
+func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.m.cacheObjectsSource != nil {
+		c.m.cacheObjects.Reset()
+		for name, n := range c.m.cacheObjectsSource() {
+			c.m.cacheObjects.WithLabelValues(name).Set(float64(n))
+		}
+	}
+	c.m.cacheObjects.Collect(ch)
+}
+
+// queueMetrics implements client-go's workqueue MetricsProvider with the
+// workqueue_* series controller-runtime exports (labels: name, controller).
+type queueMetrics struct {
+	depth      *prometheus.GaugeVec
+	adds       *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	work       *prometheus.HistogramVec
+	unfinished *prometheus.GaugeVec
+	longest    *prometheus.GaugeVec
+	retries    *prometheus.CounterVec
+}
+
+var _ clientworkqueue.MetricsProvider = (*queueMetrics)(nil)
+
+func newQueueMetrics() *queueMetrics {
+	labels := []string{"name", "controller"}
+	buckets := prometheus.ExponentialBuckets(10e-9, 10, 12)
+	return &queueMetrics{
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "workqueue_depth", Help: "Current depth of workqueue.",
+		}, labels),
+		adds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "workqueue_adds_total", Help: "Total number of adds handled by workqueue.",
+		}, labels),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "workqueue_queue_duration_seconds", Help: "How long in seconds an item stays in workqueue before being requested.",
+			Buckets: buckets,
+		}, labels),
+		work: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "workqueue_work_duration_seconds", Help: "How long in seconds processing an item from workqueue takes.",
+			Buckets: buckets,
+		}, labels),
+		unfinished: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "workqueue_unfinished_work_seconds",
+			Help: "How many seconds of work has been done that is in progress and hasn't been observed by work_duration.",
+		}, labels),
+		longest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "workqueue_longest_running_processor_seconds",
+			Help: "How many seconds has the longest running processor for workqueue been running.",
+		}, labels),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "workqueue_retries_total", Help: "Total number of retries handled by workqueue.",
+		}, labels),
+	}
+}
+
+func (q *queueMetrics) register(r *prometheus.Registry) {
+	r.MustRegister(q.depth, q.adds, q.latency, q.work, q.unfinished, q.longest, q.retries)
+}
+
+// The queue of a controller is named after it; both labels carry the name.
+
+func (q *queueMetrics) NewDepthMetric(name string) clientworkqueue.GaugeMetric {
+	return q.depth.WithLabelValues(name, name)
+}
+
+func (q *queueMetrics) NewAddsMetric(name string) clientworkqueue.CounterMetric {
+	return q.adds.WithLabelValues(name, name)
+}
+
+func (q *queueMetrics) NewLatencyMetric(name string) clientworkqueue.HistogramMetric {
+	return q.latency.WithLabelValues(name, name)
+}
+
+func (q *queueMetrics) NewWorkDurationMetric(name string) clientworkqueue.HistogramMetric {
+	return q.work.WithLabelValues(name, name)
+}
+
+func (q *queueMetrics) NewUnfinishedWorkSecondsMetric(name string) clientworkqueue.SettableGaugeMetric {
+	return q.unfinished.WithLabelValues(name, name)
+}
+
+func (q *queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) clientworkqueue.SettableGaugeMetric {
+	return q.longest.WithLabelValues(name, name)
+}
+
+func (q *queueMetrics) NewRetriesMetric(name string) clientworkqueue.CounterMetric {
+	return q.retries.WithLabelValues(name, name)
+}

@@ -1,0 +1,104 @@
+package framework
+
+import (
+	"maps"
+
+	"github.com/converge-dev/converge/informers"
+)
+
+// EventType says what happened to a watched object.
+type EventType int
+
+const (
+	// Added: the object was created, or listed when the watch started.
+	Added EventType = iota
+	// Updated: the object changed, or was replayed by a periodic resync.
+	Updated
+	// Deleted: the object is gone.
+	Deleted
+)
+
+func (t EventType) String() string {
+	switch t {
+	case Added:
+		return "added"
+	case Updated:
+		return "updated"
+	case Deleted:
+		return "deleted"
+	}
+	return "unknown"
+}
+
+// Event is one change to a watched object of type T, as predicates see it.
+// Objects are shared with the cache: do not modify them.
+type Event[T informers.Object] struct {
+	Type EventType
+	// Object is the new state (Added, Updated) or the last state seen (Deleted).
+	Object T
+	// Old is the previous state for Updated events, the zero T otherwise.
+	Old T
+	// Background is true for events that replay what the cache already holds:
+	// the initial list and periodic resyncs. Their keys are queued behind real
+	// changes.
+	Background bool
+}
+
+// Predicate decides whether an event should enqueue a reconcile. Any function
+// of this shape is a custom predicate; the ones in this package can be passed
+// by name, e.g. WithPredicates(framework.GenerationChanged).
+type Predicate[T informers.Object] func(Event[T]) bool
+
+// passes reports whether every predicate accepts e.
+func passes[T informers.Object](preds []Predicate[T], e Event[T]) bool {
+	for _, p := range preds {
+		if !p(e) {
+			return false
+		}
+	}
+	return true
+}
+
+// GenerationChanged accepts updates that change metadata.generation (a spec
+// change, for types with a status subresource) and every other event.
+func GenerationChanged[T informers.Object](e Event[T]) bool {
+	return e.Type != Updated || e.Old.GetGeneration() != e.Object.GetGeneration()
+}
+
+// LabelsChanged accepts updates that change labels and every other event.
+func LabelsChanged[T informers.Object](e Event[T]) bool {
+	return e.Type != Updated || !maps.Equal(e.Old.GetLabels(), e.Object.GetLabels())
+}
+
+// AnnotationsChanged accepts updates that change annotations and every other event.
+func AnnotationsChanged[T informers.Object](e Event[T]) bool {
+	return e.Type != Updated || !maps.Equal(e.Old.GetAnnotations(), e.Object.GetAnnotations())
+}
+
+// ResourceVersionChanged accepts updates that change the resource version,
+// which drops the replays of a periodic resync, and every other event.
+func ResourceVersionChanged[T informers.Object](e Event[T]) bool {
+	return e.Type != Updated || e.Old.GetResourceVersion() != e.Object.GetResourceVersion()
+}
+
+// And accepts an event when every predicate does (and when there are none).
+func And[T informers.Object](preds ...Predicate[T]) Predicate[T] {
+	return func(e Event[T]) bool { return passes(preds, e) }
+}
+
+// Or accepts an event when at least one predicate does.
+func Or[T informers.Object](preds ...Predicate[T]) Predicate[T] {
+	return func(e Event[T]) bool {
+		for _, p := range preds {
+			if p(e) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Not accepts an event when p does not.
+func Not[T informers.Object](p Predicate[T]) Predicate[T] {
+	return func(e Event[T]) bool { return !p(e) }
+}

@@ -1,0 +1,249 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/workqueue"
+)
+
+// Source is something a controller watches: objects of one kind in the shared
+// cache, and the rule that turns their events into requests for the
+// controller's own kind. Build one with Owned or Map; narrow it with
+// WithSelection.
+type Source interface {
+	// String names the source for errors and logs.
+	String() string
+
+	// bind requests the source's informer from the cache (so it syncs with
+	// the manager's caches) and ties the source to one controller.
+	bind(w *watchTarget) (boundSource, error)
+}
+
+// boundSource is a Source tied to a controller, ready to deliver events.
+type boundSource interface {
+	// start registers the handler; events then flow into the controller's queue.
+	start(ctx context.Context) (cache.ResourceEventHandlerRegistration, error)
+	// informer is the informer the source reads.
+	informer() *informers.Informer[informers.Object]
+	String() string
+}
+
+// watchTarget is what a source needs from the controller that watches it.
+type watchTarget struct {
+	mgr   *Manager
+	name  string // controller name
+	owner schema.GroupVersionKind
+	queue workqueue.Enqueuer[reconcile.Request]
+	log   logr.Logger
+	// ownerScope caches whether owner is namespaced: 0 unknown, 1 yes, 2 no.
+	ownerScope atomic.Int32
+}
+
+// kindSource watches objects of Go type C.
+type kindSource[C informers.Object] struct {
+	example C // its dynamic type picks the informer
+	sel     informers.Selection
+	preds   []Predicate[C]
+	// mapFn maps an object to requests; nil means "enqueue the controller owner".
+	mapFn func(ctx context.Context, obj C) []reconcile.Request
+	// self enqueues the object's own key (the controller's primary kind).
+	self bool
+	// onDelete, when set, sees each deleted object before its key is queued.
+	onDelete func(C)
+}
+
+// boundKind is a kindSource bound to a controller.
+type boundKind[C informers.Object] struct {
+	kindSource[C]
+	w   *watchTarget
+	inf *informers.Informer[informers.Object]
+}
+
+// Owned watches objects like example and enqueues their controller owner
+// (the owner reference with controller: true) when that owner is of the
+// controller's kind. It is what Builder.Owns uses.
+func Owned[C informers.Object](example C, preds ...Predicate[C]) Source {
+	return &kindSource[C]{example: example, preds: preds}
+}
+
+// Map watches objects of type C and enqueues the requests fn returns for each
+// event (for a deletion, fn sees the last state). fn runs on the informer's
+// event goroutine: keep it fast and read only from the cache.
+func Map[C informers.Object](fn func(ctx context.Context, obj C) []reconcile.Request, preds ...Predicate[C]) Source {
+	return &kindSource[C]{preds: preds, mapFn: fn}
+}
+
+// WithSelection returns src narrowed to the objects sel selects (namespace,
+// labels, fields), or, for *unstructured.Unstructured and
+// *metav1.PartialObjectMetadata sources, told which kind to watch.
+func WithSelection(src Source, sel informers.Selection) Source {
+	s, ok := src.(interface {
+		withSelection(informers.Selection) Source
+	})
+	if !ok {
+		return src
+	}
+	return s.withSelection(sel)
+}
+
+func (s *kindSource[C]) withSelection(sel informers.Selection) Source {
+	cp := *s
+	cp.sel = sel
+	return &cp
+}
+
+func (s *kindSource[C]) String() string {
+	return fmt.Sprintf("%s %v", s.role(), reflect.TypeFor[C]())
+}
+
+func (s *kindSource[C]) role() string {
+	switch {
+	case s.self:
+		return "primary"
+	case s.mapFn == nil:
+		return "owned"
+	}
+	return "mapped"
+}
+
+func (b *boundKind[C]) String() string { return b.role() + " " + b.inf.String() }
+
+func (b *boundKind[C]) informer() *informers.Informer[informers.Object] { return b.inf }
+
+func (s *kindSource[C]) bind(w *watchTarget) (boundSource, error) {
+	example := informers.Object(s.example)
+	if reflect.ValueOf(&s.example).Elem().IsZero() {
+		rt := reflect.TypeFor[C]()
+		if rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
+			return nil, fmt.Errorf("watch %v: type %v is not a pointer to a struct", s, rt)
+		}
+		example = reflect.New(rt.Elem()).Interface().(informers.Object)
+	}
+	sel := s.sel
+	if sel.Kind.Empty() {
+		sel.Kind = example.GetObjectKind().GroupVersionKind()
+	}
+	inf, err := informers.ForObject(w.mgr.cache, example, sel)
+	if err != nil {
+		return nil, fmt.Errorf("watch %T: %w", example, err)
+	}
+	return &boundKind[C]{kindSource: *s, w: w, inf: inf}, nil
+}
+
+func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerRegistration, error) {
+	s, w := &b.kindSource, b.w
+	emit := func(e Event[C], background bool) {
+		if !passes(s.preds, e) {
+			return
+		}
+		switch {
+		case s.self:
+			w.add(requestFor(e.Object), background)
+		case s.mapFn != nil:
+			for _, req := range s.mapFn(ctx, e.Object) {
+				w.add(req, background)
+			}
+		default:
+			if req, ok := w.ownerRequest(e.Object); ok {
+				w.add(req, background)
+			}
+		}
+	}
+	return b.inf.AddHandler(informers.HandlerFuncs[informers.Object]{
+		AddFunc: func(obj informers.Object, initial bool) {
+			if c, ok := obj.(C); ok {
+				emit(Event[C]{Type: Added, Object: c, Background: initial}, initial)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj informers.Object) {
+			o, ok1 := oldObj.(C)
+			n, ok2 := newObj.(C)
+			if !ok1 || !ok2 {
+				return
+			}
+			resync := oldObj.GetResourceVersion() == newObj.GetResourceVersion()
+			e := Event[C]{Type: Updated, Object: n, Old: o, Background: resync}
+			emit(e, resync)
+			// An owned object moved to another owner: the old owner must
+			// notice it lost a child.
+			if !s.self && s.mapFn == nil && !resync {
+				oldReq, ok1 := w.ownerRequest(oldObj)
+				newReq, ok2 := w.ownerRequest(newObj)
+				if ok1 && (!ok2 || oldReq != newReq) && passes(s.preds, e) {
+					w.add(oldReq, false)
+				}
+			}
+		},
+		DeleteFunc: func(obj informers.Object, _ bool) {
+			if c, ok := obj.(C); ok {
+				if s.onDelete != nil {
+					s.onDelete(c)
+				}
+				emit(Event[C]{Type: Deleted, Object: c}, false)
+			}
+		},
+	}, cache.HandlerOptions{})
+}
+
+// add queues req: behind real changes when it only replays cached state.
+func (w *watchTarget) add(req reconcile.Request, background bool) {
+	if background {
+		w.queue.AddBackground(req)
+	} else {
+		w.queue.Add(req)
+	}
+}
+
+func requestFor(obj metav1.Object) reconcile.Request {
+	return reconcile.Request{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// ownerRequest returns the request for obj's controller owner when that owner
+// is of the watching controller's kind.
+func (w *watchTarget) ownerRequest(obj metav1.Object) (reconcile.Request, bool) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != w.owner.Kind {
+		return reconcile.Request{}, false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != w.owner.Group {
+		return reconcile.Request{}, false
+	}
+	req := reconcile.Request{Name: ref.Name}
+	if w.ownerNamespaced() {
+		req.Namespace = obj.GetNamespace()
+	}
+	return req, true
+}
+
+// ownerNamespaced reports whether the controller's kind is namespaced. Racing
+// first lookups only repeat the mapping.
+func (w *watchTarget) ownerNamespaced() bool {
+	switch w.ownerScope.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	m, err := w.mgr.mapper.RESTMapping(w.owner.GroupKind(), w.owner.Version)
+	if err != nil {
+		return true // unknown yet: most kinds are namespaced; not cached
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		w.ownerScope.Store(1)
+		return true
+	}
+	w.ownerScope.Store(2)
+	return false
+}

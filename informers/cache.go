@@ -1,0 +1,286 @@
+package informers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Cache is the shared cache: a set of informers, one per kind, mode and
+// selection, created on first use and run until the Cache's Start context ends.
+//
+// A Cache is safe for concurrent use. Informers requested before Start begin
+// when Start is called; informers requested after Start begin at once.
+type Cache struct {
+	opts   Options
+	cfg    *rest.Config
+	http   *http.Client
+	codecs serializer.CodecFactory
+	params runtime.ParameterCodec
+	dyn    *dynamic.DynamicClient
+	meta   metadata.Interface
+
+	mu sync.Mutex
+	// entries guards the informer registry; mu guards it.
+	entries map[informerKey]*entry
+	// runCtx is the context informers run on; nil until Start. mu guards it.
+	runCtx context.Context
+	// wg counts running informers.
+	wg sync.WaitGroup
+	restMu sync.Mutex
+	// rest holds one REST client per group version; restMu guards it.
+	rest map[schema.GroupVersion]*rest.RESTClient
+}
+
+// informerKey identifies one informer: kind, mode and selection.
+type informerKey struct {
+	gvk       schema.GroupVersionKind
+	mode      Mode
+	namespace string
+	labels    string
+	fields    string
+}
+
+// New returns a Cache that reads from the API server cfg points at. It makes no
+// request until an informer starts.
+func New(cfg *rest.Config, opts Options) (*Cache, error) {
+	if cfg == nil {
+		return nil, errors.New("informers: New needs a *rest.Config, got nil")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	cfg = rest.CopyConfig(cfg)
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("informers: HTTP client for %s: %w", cfg.Host, err)
+	}
+	if opts.Mapper == nil {
+		if opts.Mapper, err = NewRESTMapper(cfg, httpClient); err != nil {
+			return nil, err
+		}
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("informers: dynamic client for %s: %w", cfg.Host, err)
+	}
+	md, err := metadata.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("informers: metadata client for %s: %w", cfg.Host, err)
+	}
+	return &Cache{
+		opts:    opts,
+		cfg:     cfg,
+		http:    httpClient,
+		codecs:  serializer.NewCodecFactory(opts.Scheme),
+		params:  runtime.NewParameterCodec(opts.Scheme),
+		dyn:     dyn,
+		meta:    md,
+		entries: map[informerKey]*entry{},
+		rest:    map[schema.GroupVersion]*rest.RESTClient{},
+	}, nil
+}
+
+// Scheme returns the scheme the cache decodes typed objects with.
+func (c *Cache) Scheme() *runtime.Scheme { return c.opts.Scheme }
+
+// Start runs every informer requested so far, and every one requested later,
+// until ctx is done; then it waits for them to stop and returns nil. Start may
+// be called once.
+func (c *Cache) Start(ctx context.Context) error {
+	c.mu.Lock()
+	if c.runCtx != nil {
+		c.mu.Unlock()
+		return errors.New("informers: Cache.Start called twice")
+	}
+	c.runCtx = ctx
+	for _, e := range c.entries {
+		c.runLocked(e)
+	}
+	c.mu.Unlock()
+	<-ctx.Done()
+	c.wg.Wait()
+	return nil
+}
+
+// runLocked starts e's informer on the run context. c.mu must be held.
+func (c *Cache) runLocked(e *entry) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		e.informer.RunWithContext(c.runCtx)
+	}()
+}
+
+// WaitForSync waits until every informer requested so far has listed its
+// objects once, or the sync timeout or ctx ends first. The error then names
+// every kind that has not synced and the last cause seen for each.
+func (c *Cache) WaitForSync(ctx context.Context) error {
+	c.mu.Lock()
+	entries := make([]*entry, 0, len(c.entries))
+	for _, e := range c.entries {
+		entries = append(entries, e)
+	}
+	c.mu.Unlock()
+	return c.waitForSync(ctx, entries...)
+}
+
+func (c *Cache) waitForSync(ctx context.Context, entries ...*entry) error {
+	if c.opts.SyncTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.SyncTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pending := entries[:0:0]
+		for _, e := range entries {
+			if !e.informer.HasSynced() {
+				pending = append(pending, e)
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			errs := make([]error, 0, len(pending))
+			for _, e := range pending {
+				errs = append(errs, e.syncError(time.Since(start), context.Cause(ctx)))
+			}
+			return errors.Join(errs...)
+		case <-tick.C:
+		}
+	}
+}
+
+// Health reports the state of every informer: nil when all have synced and
+// their last list or watch succeeded; otherwise an error per informer naming
+// its kind and cause. Readiness checks use it.
+func (c *Cache) Health() error {
+	c.mu.Lock()
+	started := c.runCtx != nil
+	var errs []error
+	for _, e := range c.entries {
+		if err := e.health(started); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	c.mu.Unlock()
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errors.Join(errs...)
+}
+
+// Stats returns the number of cached objects per informer, keyed by a
+// description of the informer ("apps/v1 Deployment", or with its selection).
+func (c *Cache) Stats() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.entries))
+	for _, e := range c.entries {
+		out[e.desc] += len(e.informer.GetStore().ListKeys())
+	}
+	return out
+}
+
+// lookup returns the informer for obj's Go type and sel, creating it (and
+// starting it, when the cache runs) on first use.
+func (c *Cache) lookup(obj runtime.Object, sel Selection) (*entry, error) {
+	mode := modeOf(obj)
+	gvk, err := kindFor(c.opts.Scheme, obj, sel.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if sel.isZero() || (sel.Namespace == "" && sel.Labels == nil && sel.Fields == nil) {
+		if def, ok := c.opts.ByKind[gvk.GroupKind()]; ok {
+			def.Kind = gvk
+			sel = def
+		}
+	}
+	if sel.Namespace == "" {
+		sel.Namespace = c.opts.Namespace
+	}
+	key := informerKey{gvk: gvk, mode: mode, namespace: sel.Namespace}
+	if sel.Labels != nil && !sel.Labels.Empty() {
+		key.labels = sel.Labels.String()
+	}
+	if sel.Fields != nil && !sel.Fields.Empty() {
+		key.fields = sel.Fields.String()
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[key]; ok {
+		return e, nil
+	}
+	e, err := c.newEntry(key, obj)
+	if err != nil {
+		return nil, err
+	}
+	c.entries[key] = e
+	if c.runCtx != nil {
+		c.runLocked(e)
+	}
+	return e, nil
+}
+
+// started reports whether Start has been called.
+func (c *Cache) started() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runCtx != nil
+}
+
+func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error) {
+	e := &entry{key: key, desc: key.describe(), cache: c}
+	lw, err := c.listWatch(e)
+	if err != nil {
+		return nil, err
+	}
+	example = example.DeepCopyObject()
+	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
+		ResyncPeriod:      c.opts.ResyncPeriod,
+		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		ObjectDescription: e.desc,
+	})
+	if err := inf.SetTransform(c.transform()); err != nil {
+		return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
+	}
+	if err := inf.SetWatchErrorHandlerWithContext(e.onWatchError); err != nil {
+		return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
+	}
+	e.informer = inf
+	return e, nil
+}
+
+func (k informerKey) describe() string {
+	s := describe(k.gvk)
+	if k.mode != Typed {
+		s += " (" + k.mode.String() + ")"
+	}
+	if k.namespace != "" {
+		s += " in namespace " + k.namespace
+	}
+	if k.labels != "" {
+		s += " with labels " + k.labels
+	}
+	if k.fields != "" {
+		s += " with fields " + k.fields
+	}
+	return s
+}

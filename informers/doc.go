@@ -1,0 +1,30 @@
+// Package informers is converge's shared cache: one informer (one LIST and one
+// WATCH against the API server) per object type and selection, however many
+// controllers and readers use it. It grows from client-go's informer design
+// (Reflector → DeltaFIFO → Indexer, a shared processor fanning events out to
+// listeners) and hides the factory, resync and sync-gating behind a Cache.
+//
+// Guarantees:
+//
+//   - One watch per selection: For called any number of times with the same type,
+//     mode, namespace and selectors returns handles on the same informer.
+//   - Shared, read-only objects: Get and List return the cached objects
+//     themselves, without a deep copy. They must not be modified; DeepCopy
+//     first to change one.
+//   - Lean by default: managedFields are stripped before objects are stored
+//     (Options.KeepManagedFields turns that off), built-in types travel as
+//     protobuf, and the initial list is streamed where the server supports it.
+//   - Named failures: a cache that cannot sync reports why, naming the type and
+//     the cause seen (forbidden, resource not found, API server unreachable),
+//     both from WaitForSync and from Health while it runs.
+//   - Recovery: a type whose resource does not exist yet (a CRD installed later)
+//     or cannot be listed yet (RBAC granted later) starts syncing once it can,
+//     without a restart.
+//
+// Three modes cover the object forms controllers use: typed Go structs from a
+// scheme, *unstructured.Unstructured for types known only at run time, and
+// *metav1.PartialObjectMetadata when only metadata is needed (owner references,
+// labels), which costs a fraction of the memory.
+//
+// See ExampleFor.
+package informers

@@ -1,0 +1,126 @@
+package informers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
+
+// entry is one shared informer and what the cache knows about its health.
+type entry struct {
+	key      informerKey
+	desc     string
+	cache    *Cache
+	informer cache.SharedIndexInformer
+
+	// mapping is the REST mapping last resolved for the kind, nil before the
+	// first list or watch.
+	mapping atomic.Pointer[meta.RESTMapping]
+	// lists counts list and watch-list requests: one per initial sync and one
+	// per relist after a watch expired or failed.
+	lists atomic.Int64
+
+	mu sync.Mutex
+	// lastErr is the cause of the last failed list or watch, nil once one
+	// succeeds again; mu guards it and lastErrAt.
+	lastErr   error
+	lastErrAt time.Time
+}
+
+// recordResult notes the outcome of a list or watch request.
+func (e *entry) recordResult(err error) {
+	if err != nil && ignorable(err) {
+		return
+	}
+	e.mu.Lock()
+	e.lastErr = err
+	if err != nil {
+		e.lastErrAt = time.Now()
+	}
+	e.mu.Unlock()
+}
+
+// ignorable reports errors that are part of normal watch life: an expired
+// resource version (the reflector relists) and a closed stream.
+func ignorable(err error) bool {
+	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.Canceled)
+}
+
+func (e *entry) onWatchError(ctx context.Context, r *cache.Reflector, err error) {
+	e.recordResult(err)
+	cache.DefaultWatchErrorHandler(ctx, r, err)
+}
+
+func (e *entry) cause() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastErr
+}
+
+// health is nil when the informer synced and its last request succeeded.
+func (e *entry) health(started bool) error {
+	cause := e.cause()
+	if cause == nil && (e.informer.HasSynced() || !started) {
+		return nil
+	}
+	return &SyncError{Description: e.desc, Kind: e.key.gvk, Resource: e.resource(), Cause: cause}
+}
+
+func (e *entry) syncError(waited time.Duration, ctxErr error) error {
+	cause := e.cause()
+	if cause == nil {
+		cause = ctxErr
+	}
+	return &SyncError{Description: e.desc, Kind: e.key.gvk, Resource: e.resource(), Waited: waited, Cause: cause}
+}
+
+// resource names the API resource for messages, or "" when never resolved.
+func (e *entry) resource() string {
+	if m := e.mapping.Load(); m != nil {
+		return m.Resource.GroupResource().String()
+	}
+	return ""
+}
+
+// SyncError says why an informer has not synced, or stopped being healthy.
+type SyncError struct {
+	// Description names the informer: kind, and namespace and selectors if any.
+	Description string
+	// Kind is the informer's kind.
+	Kind schema.GroupVersionKind
+	// Resource is the API resource ("deployments.apps"), empty if the kind
+	// never mapped to one.
+	Resource string
+	// Waited is how long a sync was waited for; zero from Health.
+	Waited time.Duration
+	// Cause is the last error seen listing or watching, or the context's
+	// error when no request failed (the API server did not answer in time).
+	Cause error
+}
+
+func (e *SyncError) Error() string {
+	msg := "cache for " + e.Description
+	if e.Waited > 0 {
+		msg += fmt.Sprintf(" not synced after %v", e.Waited.Round(time.Millisecond))
+	} else {
+		msg += " not ready"
+	}
+	if e.Cause == nil {
+		return msg + ": initial list in progress"
+	}
+	return msg + ": " + explain(e.Cause, e.Resource) + ": " + e.Cause.Error()
+}
+
+// Unwrap returns the cause.
+func (e *SyncError) Unwrap() error { return e.Cause }

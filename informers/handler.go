@@ -1,0 +1,77 @@
+package informers
+
+import "k8s.io/client-go/tools/cache"
+
+// Handler receives one informer's events for objects of type T. Objects are
+// shared with the cache and every other handler: do not modify them.
+type Handler[T Object] interface {
+	// OnAdd is called for each object in the initial list (isInInitialList
+	// true) and for each object created later.
+	OnAdd(obj T, isInInitialList bool)
+	// OnUpdate is called for each change, and for each object on a periodic
+	// resync (then oldObj and newObj have the same resource version).
+	OnUpdate(oldObj, newObj T)
+	// OnDelete is called with the last state the cache held. stale is true
+	// when the deletion was noticed on a relist after a watch gap, so obj may
+	// predate the deletion.
+	OnDelete(obj T, stale bool)
+}
+
+// HandlerFuncs adapts functions to a Handler; nil functions ignore their event.
+type HandlerFuncs[T Object] struct {
+	AddFunc    func(obj T, isInInitialList bool)
+	UpdateFunc func(oldObj, newObj T)
+	DeleteFunc func(obj T, stale bool)
+}
+
+var _ Handler[Object] = HandlerFuncs[Object]{}
+
+// OnAdd calls AddFunc if set.
+func (f HandlerFuncs[T]) OnAdd(obj T, isInInitialList bool) {
+	if f.AddFunc != nil {
+		f.AddFunc(obj, isInInitialList)
+	}
+}
+
+// OnUpdate calls UpdateFunc if set.
+func (f HandlerFuncs[T]) OnUpdate(oldObj, newObj T) {
+	if f.UpdateFunc != nil {
+		f.UpdateFunc(oldObj, newObj)
+	}
+}
+
+// OnDelete calls DeleteFunc if set.
+func (f HandlerFuncs[T]) OnDelete(obj T, stale bool) {
+	if f.DeleteFunc != nil {
+		f.DeleteFunc(obj, stale)
+	}
+}
+
+// untyped adapts a Handler[T] to client-go's untyped handler interface.
+// Objects of another type (impossible for a correctly built informer) are
+// dropped rather than crashing the informer's goroutine.
+type untyped[T Object] struct{ h Handler[T] }
+
+func (u untyped[T]) OnAdd(obj any, isInInitialList bool) {
+	if t, ok := obj.(T); ok {
+		u.h.OnAdd(t, isInInitialList)
+	}
+}
+
+func (u untyped[T]) OnUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(T)
+	n, ok2 := newObj.(T)
+	if ok1 && ok2 {
+		u.h.OnUpdate(o, n)
+	}
+}
+
+func (u untyped[T]) OnDelete(obj any) {
+	stale := false
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj, stale = d.Obj, true
+	}
+	if t, ok := obj.(T); ok {
+		u.h.OnDelete(t, stale)
+	}
+}

@@ -1,0 +1,152 @@
+package informers
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// listWatch builds the ListerWatcher of an informer. The REST mapping is
+// resolved on every request rather than once, so a kind whose CRD is installed
+// after the informer was created starts working at the reflector's next retry.
+func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
+	gvk := e.key.gvk
+	var (
+		list  func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error)
+		watchFn func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error)
+	)
+	switch e.key.mode {
+	case Typed:
+		listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+		listObj, err := c.opts.Scheme.New(listGVK)
+		if err != nil {
+			return nil, fmt.Errorf("informers: %s has no list type %s in the scheme: %w", e.desc, listGVK.Kind, err)
+		}
+		rc, err := c.restClient(gvk.GroupVersion(), supportsProtobuf(listObj))
+		if err != nil {
+			return nil, err
+		}
+		list = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+			out := listObj.DeepCopyObject()
+			err := rc.Get().NamespaceIfScoped(ns, ns != "").Resource(m.Resource.Resource).
+				VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
+			return out, err
+		}
+		watchFn = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.Watch = true
+			return rc.Get().NamespaceIfScoped(ns, ns != "").Resource(m.Resource.Resource).
+				VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+		}
+	case Unstructured:
+		list = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+			return c.dyn.Resource(m.Resource).Namespace(ns).List(ctx, opts)
+		}
+		watchFn = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+			return c.dyn.Resource(m.Resource).Namespace(ns).Watch(ctx, opts)
+		}
+	case Metadata:
+		list = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+			return c.meta.Resource(m.Resource).Namespace(ns).List(ctx, opts)
+		}
+		watchFn = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+			return c.meta.Resource(m.Resource).Namespace(ns).Watch(ctx, opts)
+		}
+	}
+
+	// prepare resolves the mapping and applies the informer's selection.
+	prepare := func(ctx context.Context, opts *metav1.ListOptions) (*meta.RESTMapping, string, error) {
+		m, err := c.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, "", fmt.Errorf("map %s to a resource: %w", describe(gvk), err)
+		}
+		e.mapping.Store(m)
+		ns := e.key.namespace
+		if m.Scope.Name() != meta.RESTScopeNameNamespace {
+			ns = ""
+		}
+		opts.LabelSelector = e.key.labels
+		opts.FieldSelector = e.key.fields
+		return m, ns, nil
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			e.lists.Add(1)
+			m, ns, err := prepare(ctx, &opts)
+			if err == nil {
+				var out runtime.Object
+				if out, err = list(ctx, m, ns, opts); err == nil {
+					e.recordResult(nil)
+					return out, nil
+				}
+			}
+			e.recordResult(err)
+			return nil, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+				e.lists.Add(1) // a streaming list
+			}
+			m, ns, err := prepare(ctx, &opts)
+			if err == nil {
+				var w watch.Interface
+				if w, err = watchFn(ctx, m, ns, opts); err == nil {
+					e.recordResult(nil)
+					return w, nil
+				}
+			}
+			e.recordResult(err)
+			return nil, err
+		},
+	}, nil
+}
+
+// supportsProtobuf reports whether obj (a list type) can be decoded from
+// protobuf, which all built-in Kubernetes types can and custom types cannot.
+func supportsProtobuf(obj runtime.Object) bool {
+	_, ok := obj.(interface {
+		Reset()
+		Unmarshal([]byte) error
+	})
+	return ok
+}
+
+// restClient returns the shared REST client for a group version, asking for
+// protobuf when the types support it (JSON stays acceptable as a fallback).
+func (c *Cache) restClient(gv schema.GroupVersion, protobuf bool) (*rest.RESTClient, error) {
+	c.restMu.Lock()
+	defer c.restMu.Unlock()
+	key := gv
+	if protobuf {
+		key.Version += "+protobuf"
+	}
+	if rc, ok := c.rest[key]; ok {
+		return rc, nil
+	}
+	cfg := rest.CopyConfig(c.cfg)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	cfg.NegotiatedSerializer = c.codecs.WithoutConversion()
+	if protobuf {
+		cfg.ContentType = runtime.ContentTypeProtobuf
+		cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	} else {
+		cfg.ContentType = runtime.ContentTypeJSON
+		cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	}
+	rc, err := rest.RESTClientForConfigAndClient(cfg, c.http)
+	if err != nil {
+		return nil, fmt.Errorf("informers: REST client for %s: %w", gv, err)
+	}
+	c.rest[key] = rc
+	return rc, nil
+}

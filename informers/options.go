@@ -1,0 +1,106 @@
+package informers
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Options configures a Cache. The zero value is a valid configuration: every
+// built-in type, all namespaces, no resync, managedFields stripped.
+type Options struct {
+	// Scheme maps Go types to kinds and decodes them.
+	// Zero means client-go's scheme of built-in Kubernetes types.
+	Scheme *runtime.Scheme
+
+	// Mapper maps kinds to API resources.
+	// Zero means a mapper backed by discovery on the cache's API server (NewRESTMapper).
+	Mapper meta.RESTMapper
+
+	// Namespace limits every informer to one namespace unless its Selection
+	// names another. Zero means all namespaces.
+	Namespace string
+
+	// ByKind gives the default Selection of a kind, used whenever a reader or
+	// controller asks for that kind without a Selection of its own (for
+	// example: only Pods with label app=web, only Secrets in one namespace).
+	// Zero means every kind is cached in Namespace with no selectors.
+	ByKind map[schema.GroupKind]Selection
+
+	// ResyncPeriod replays every cached object to every handler at this
+	// interval, as a safety net for controllers that act on the outside world.
+	// Replayed keys are queued behind real changes. Zero means no resync.
+	ResyncPeriod time.Duration
+
+	// SyncTimeout bounds how long WaitForSync and a reader's first access to a
+	// new kind wait for the initial list. Zero means 2 minutes; negative means
+	// no bound other than the caller's context.
+	SyncTimeout time.Duration
+
+	// KeepManagedFields keeps metadata.managedFields on cached objects. They are
+	// rarely read by controllers and are often the largest part of an object's
+	// metadata. Zero (false) means they are stripped before objects are stored.
+	KeepManagedFields bool
+
+	// Transform changes each object before it is stored, after managedFields
+	// are stripped, for example to drop large fields the controllers never
+	// read. It must return an object of the same type. Zero means none.
+	Transform cache.TransformFunc
+}
+
+// Selection says which objects of one kind an informer holds. Two readers
+// with equal Selections of the same kind share one informer.
+type Selection struct {
+	// Kind is the kind to cache. It is required for *unstructured.Unstructured
+	// and *metav1.PartialObjectMetadata and must match the scheme for typed
+	// objects. Zero means the kind registered for the Go type in the scheme.
+	Kind schema.GroupVersionKind
+
+	// Namespace limits the informer to one namespace. Zero means Options.Namespace.
+	Namespace string
+
+	// Labels keeps only objects whose labels match. Zero (nil) means all.
+	Labels labels.Selector
+
+	// Fields keeps only objects whose fields match (the server supports
+	// metadata.name, metadata.namespace and a few fields per kind).
+	// Zero (nil) means all.
+	Fields fields.Selector
+}
+
+func (s Selection) isZero() bool {
+	return s.Kind.Empty() && s.Namespace == "" && s.Labels == nil && s.Fields == nil
+}
+
+const defaultSyncTimeout = 2 * time.Minute
+
+func (o Options) withDefaults() Options {
+	if o.Scheme == nil {
+		o.Scheme = clientgoscheme.Scheme
+	}
+	if o.SyncTimeout == 0 {
+		o.SyncTimeout = defaultSyncTimeout
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.ResyncPeriod < 0 {
+		errs = append(errs, fmt.Errorf("informers: Options.ResyncPeriod must not be negative, got %v", o.ResyncPeriod))
+	}
+	for gk, sel := range o.ByKind {
+		if !sel.Kind.Empty() && sel.Kind.GroupKind() != gk {
+			errs = append(errs, fmt.Errorf("informers: Options.ByKind[%v] has Selection.Kind %v of another kind", gk, sel.Kind))
+		}
+	}
+	return errors.Join(errs...)
+}

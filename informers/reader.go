@@ -1,0 +1,126 @@
+package informers
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Get copies the cached object namespace/name into into, for callers that hold
+// an object of a type known only at run time. The kind comes from into's Go
+// type (or its apiVersion and kind, for unstructured and metadata objects).
+// Unlike Informer.Get, the result is a deep copy the caller owns.
+func (c *Cache) Get(ctx context.Context, namespace, name string, into Object) error {
+	inf, err := c.untyped(into)
+	if err != nil {
+		return err
+	}
+	obj, err := inf.Get(ctx, namespace, name)
+	if err != nil {
+		return err
+	}
+	return copyInto(obj.DeepCopyObject(), into, inf.Kind())
+}
+
+// List copies the cached objects matching opts into list, a list type such as
+// *corev1.PodList, *unstructured.UnstructuredList or
+// *metav1.PartialObjectMetadataList (the last two with apiVersion and kind
+// set, as "FooList"). The items are deep copies the caller owns.
+func (c *Cache) List(ctx context.Context, list runtime.Object, opts ...ListOption) error {
+	item, err := c.itemFor(list)
+	if err != nil {
+		return err
+	}
+	inf, err := c.untyped(item)
+	if err != nil {
+		return err
+	}
+	objs, err := inf.List(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	items := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		cp := o.DeepCopyObject()
+		cp.GetObjectKind().SetGroupVersionKind(inf.Kind())
+		items[i] = cp
+	}
+	if err := meta.SetList(list, items); err != nil {
+		return fmt.Errorf("list %s: fill %T: %w", inf, list, err)
+	}
+	if lm, err := meta.ListAccessor(list); err == nil {
+		lm.SetResourceVersion(inf.LastSyncResourceVersion())
+	}
+	return nil
+}
+
+// untyped returns the informer for obj's kind with the default selection.
+func (c *Cache) untyped(obj Object) (*Informer[Object], error) {
+	return ForObject(c, obj, Selection{})
+}
+
+// itemFor returns an empty item of the list type list.
+func (c *Cache) itemFor(list runtime.Object) (Object, error) {
+	var gvk schema.GroupVersionKind
+	switch list.(type) {
+	case *unstructured.UnstructuredList, *metav1.PartialObjectMetadataList:
+		gvk = list.GetObjectKind().GroupVersionKind()
+	default:
+		gvks, _, err := c.opts.Scheme.ObjectKinds(list)
+		if err != nil {
+			return nil, fmt.Errorf("informers: %T is not registered in the scheme: %w", list, err)
+		}
+		gvk = gvks[0]
+	}
+	if !strings.HasSuffix(gvk.Kind, "List") {
+		return nil, fmt.Errorf("informers: %T has kind %q, which is not a list kind (FooList)", list, gvk.Kind)
+	}
+	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
+	switch list.(type) {
+	case *unstructured.UnstructuredList:
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return u, nil
+	case *metav1.PartialObjectMetadataList:
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		return m, nil
+	}
+	obj, err := c.opts.Scheme.New(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("informers: no item type for %T: %w", list, err)
+	}
+	o, ok := obj.(Object)
+	if !ok {
+		return nil, fmt.Errorf("informers: %T has no object metadata", obj)
+	}
+	return o, nil
+}
+
+// copyInto moves the (already copied) object src into dst, which has the same
+// Go type, and sets its kind.
+func copyInto(src runtime.Object, dst Object, gvk schema.GroupVersionKind) error {
+	if u, ok := dst.(*unstructured.Unstructured); ok {
+		su, ok := src.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("informers: cannot copy %T into %T", src, dst)
+		}
+		u.Object = su.Object
+		u.SetGroupVersionKind(gvk)
+		return nil
+	}
+	dv, sv := reflect.ValueOf(dst), reflect.ValueOf(src)
+	if dv.Type() != sv.Type() {
+		return fmt.Errorf("informers: cannot copy %T into %T", src, dst)
+	}
+	dv.Elem().Set(sv.Elem())
+	dst.GetObjectKind().SetGroupVersionKind(gvk)
+	return nil
+}
