@@ -38,7 +38,7 @@ type Cache struct {
 	// runCtx is the context informers run on; nil until Start. mu guards it.
 	runCtx context.Context
 	// wg counts running informers.
-	wg sync.WaitGroup
+	wg     sync.WaitGroup
 	restMu sync.Mutex
 	// rest holds one REST client per group version; restMu guards it.
 	rest map[schema.GroupVersion]*rest.RESTClient

@@ -19,7 +19,7 @@ import (
 func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 	gvk := e.key.gvk
 	var (
-		list  func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error)
+		list    func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error)
 		watchFn func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error)
 	)
 	switch e.key.mode {
