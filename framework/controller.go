@@ -74,7 +74,7 @@ type Controller[T informers.Object] struct {
 	mgr        *Manager
 	opts       ControllerOptions
 	kind       schema.GroupVersionKind
-	queue      *workqueue.Queue[reconcile.Request]
+	queue      queue
 	reconciler reconcile.Reconciler
 	sources    []boundSource
 	log        logr.Logger
@@ -88,6 +88,21 @@ type Controller[T informers.Object] struct {
 	// started guards against a second Start.
 	started atomic.Bool
 }
+
+// queue is what a controller needs of its work queue; *workqueue.Queue is
+// the implementation, tests substitute a recorder.
+type queue interface {
+	workqueue.Enqueuer[reconcile.Request]
+	AddRateLimited(reconcile.Request)
+	Forget(reconcile.Request)
+	NumRequeues(reconcile.Request) int
+	Get() (reconcile.Request, bool)
+	Done(reconcile.Request)
+	Len() int
+	ShutDown()
+}
+
+var _ queue = (*workqueue.Queue[reconcile.Request])(nil)
 
 // Name returns the controller's name.
 func (c *Controller[T]) Name() string { return c.name }

@@ -37,6 +37,8 @@ type Cache struct {
 	entries map[informerKey]*entry
 	// runCtx is the context informers run on; nil until Start. mu guards it.
 	runCtx context.Context
+	// startedCh is closed by Start.
+	startedCh chan struct{}
 	// wg counts running informers.
 	wg     sync.WaitGroup
 	restMu sync.Mutex
@@ -89,8 +91,9 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		params:  runtime.NewParameterCodec(opts.Scheme),
 		dyn:     dyn,
 		meta:    md,
-		entries: map[informerKey]*entry{},
-		rest:    map[schema.GroupVersion]*rest.RESTClient{},
+		entries:   map[informerKey]*entry{},
+		rest:      map[schema.GroupVersion]*rest.RESTClient{},
+		startedCh: make(chan struct{}),
 	}, nil
 }
 
@@ -110,6 +113,7 @@ func (c *Cache) Start(ctx context.Context) error {
 	for _, e := range c.entries {
 		c.runLocked(e)
 	}
+	close(c.startedCh)
 	c.mu.Unlock()
 	<-ctx.Done()
 	c.wg.Wait()
@@ -145,6 +149,11 @@ func (c *Cache) waitForSync(ctx context.Context, entries ...*entry) error {
 		defer cancel()
 	}
 	start := time.Now()
+	select {
+	case <-c.startedCh:
+	case <-ctx.Done():
+		return fmt.Errorf("informers: waited %v: %w", time.Since(start).Round(time.Millisecond), ErrNotStarted)
+	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -237,13 +246,6 @@ func (c *Cache) lookup(obj runtime.Object, sel Selection) (*entry, error) {
 		c.runLocked(e)
 	}
 	return e, nil
-}
-
-// started reports whether Start has been called.
-func (c *Cache) started() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.runCtx != nil
 }
 
 func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error) {

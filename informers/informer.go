@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// ErrNotStarted is returned by reads of a cache whose Start has not been called:
-// such a read could only ever see an empty cache.
+// ErrNotStarted is returned by reads and waits that gave up (at the sync
+// timeout or when their context ended) before the cache's Start was called.
 var ErrNotStarted = errors.New("informers: the cache has not been started")
 
 // Reader reads objects of one type from the shared cache.
@@ -81,10 +81,11 @@ func (i *Informer[T]) HasSynced() bool { return i.e.informer.HasSynced() }
 // WaitForSync waits for the initial list, bounded by the cache's SyncTimeout
 // and ctx; the error names the kind and the cause.
 func (i *Informer[T]) WaitForSync(ctx context.Context) error {
-	if !i.e.cache.started() {
-		return fmt.Errorf("wait for %s: %w", i.e.desc, ErrNotStarted)
+	err := i.e.cache.waitForSync(ctx, i.e)
+	if errors.Is(err, ErrNotStarted) {
+		return fmt.Errorf("wait for %s: %w", i.e.desc, err)
 	}
-	return i.e.cache.waitForSync(ctx, i.e)
+	return err // a *SyncError names the informer itself
 }
 
 // Relists returns how many times the informer has listed its objects: once to

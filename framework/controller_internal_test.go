@@ -1,0 +1,247 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// recordingQueue records what a controller asks of its queue.
+type recordingQueue struct {
+	mu          sync.Mutex
+	calls       []string
+	requeues    map[reconcile.Request]int
+	afterDelays []time.Duration
+}
+
+func (q *recordingQueue) record(s string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.calls = append(q.calls, s)
+}
+
+func (q *recordingQueue) Add(reconcile.Request)           { q.record("add") }
+func (q *recordingQueue) AddBackground(reconcile.Request) { q.record("add-background") }
+func (q *recordingQueue) AddAfter(_ reconcile.Request, d time.Duration) {
+	q.record("add-after")
+	q.afterDelays = append(q.afterDelays, d)
+}
+func (q *recordingQueue) AddRateLimited(r reconcile.Request) {
+	q.record("add-rate-limited")
+	q.requeues[r]++
+}
+func (q *recordingQueue) Forget(r reconcile.Request) {
+	q.record("forget")
+	delete(q.requeues, r)
+}
+func (q *recordingQueue) NumRequeues(r reconcile.Request) int { return q.requeues[r] }
+func (q *recordingQueue) Get() (reconcile.Request, bool)      { return reconcile.Request{}, true }
+func (q *recordingQueue) Done(reconcile.Request)              { q.record("done") }
+func (q *recordingQueue) Len() int                            { return 0 }
+func (q *recordingQueue) ShutDown()                           {}
+
+// logLines collects funcr output.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, args)
+	}, funcr.Options{LogCaller: funcr.All, Verbosity: 0})
+}
+
+func (l *logLines) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
+func newTestController(t *testing.T, r reconcile.Reconciler, timeout time.Duration) (*Controller[*corev1.ConfigMap], *recordingQueue, *logLines, *metrics) {
+	t.Helper()
+	logs := &logLines{}
+	m := newMetrics()
+	q := &recordingQueue{requeues: map[reconcile.Request]int{}}
+	log := logs.logger()
+	c := &Controller[*corev1.ConfigMap]{
+		name:       "test",
+		opts:       ControllerOptions{Workers: 1, ReconcileTimeout: timeout},
+		queue:      q,
+		reconciler: r,
+		log:        log.WithValues("controller", "test"),
+		deeper:     deeperSink(log.GetSink()),
+		metrics:    m.forController("test", 1),
+	}
+	return c, q, logs, m
+}
+
+func TestReconcileOutcomes(t *testing.T) {
+	req := reconcile.Request{Namespace: "ns", Name: "obj"}
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name      string
+		fn        reconcile.Func
+		timeout   time.Duration
+		calls     []string
+		result    string
+		logged    []string // substrings of the single expected error line, if any
+		afterWant time.Duration
+		timedOut  bool
+	}{
+		{
+			name:   "success forgets the key",
+			fn:     func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil },
+			calls:  []string{"forget"},
+			result: resultSuccess,
+		},
+		{
+			name: "requeue after forgets and re-adds after the delay",
+			fn: func(context.Context, reconcile.Request) (reconcile.Result, error) {
+				return reconcile.Result{RequeueAfter: 42 * time.Second}, nil
+			},
+			calls:     []string{"forget", "add-after"},
+			result:    resultRequeueAfter,
+			afterWant: 42 * time.Second,
+		},
+		{
+			name: "error backs off and ignores the result",
+			fn: func(context.Context, reconcile.Request) (reconcile.Result, error) {
+				return reconcile.Result{RequeueAfter: time.Hour}, boom
+			},
+			calls:  []string{"add-rate-limited"},
+			result: resultError,
+			logged: []string{"reconcile failed; retrying with backoff", "boom", `"retries"=0`},
+		},
+		{
+			name: "terminal error forgets and does not retry",
+			fn: func(context.Context, reconcile.Request) (reconcile.Result, error) {
+				return reconcile.Result{}, reconcile.Terminal(boom)
+			},
+			calls:  []string{"forget"},
+			result: resultTerminal,
+			logged: []string{"not retrying", "terminal error: boom"},
+		},
+		{
+			name: "panic is recovered, logged with its stack and retried",
+			fn: func(context.Context, reconcile.Request) (reconcile.Result, error) {
+				panic("kaboom")
+			},
+			calls:  []string{"add-rate-limited"},
+			result: resultPanic,
+			logged: []string{"reconcile panicked", "panic: kaboom", "controller_internal_test.go"},
+		},
+		{
+			name:    "timeout cancels the context and is counted",
+			timeout: time.Millisecond,
+			fn: func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+				<-ctx.Done()
+				return reconcile.Result{}, ctx.Err()
+			},
+			calls:    []string{"add-rate-limited"},
+			result:   resultError,
+			logged:   []string{"context deadline exceeded"},
+			timedOut: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, q, logs, m := newTestController(t, tc.fn, tc.timeout)
+			c.reconcileOne(t.Context(), req)
+
+			if strings.Join(q.calls, ",") != strings.Join(tc.calls, ",") {
+				t.Errorf("queue calls = %v, want %v", q.calls, tc.calls)
+			}
+			if tc.afterWant != 0 && (len(q.afterDelays) != 1 || q.afterDelays[0] != tc.afterWant) {
+				t.Errorf("AddAfter delays = %v, want [%v]", q.afterDelays, tc.afterWant)
+			}
+			for _, r := range []string{resultSuccess, resultRequeueAfter, resultError, resultTerminal, resultPanic} {
+				want := 0.0
+				if r == tc.result {
+					want = 1
+				}
+				if got := testutil.ToFloat64(m.reconcileTotal.WithLabelValues("test", r)); got != want {
+					t.Errorf("reconcile_total{result=%q} = %v, want %v", r, got, want)
+				}
+			}
+			if got, want := testutil.ToFloat64(m.reconcilePanics.WithLabelValues("test")), b2f(tc.result == resultPanic); got != want {
+				t.Errorf("panics_total = %v, want %v", got, want)
+			}
+			if got, want := testutil.ToFloat64(m.reconcileTimeouts.WithLabelValues("test")), b2f(tc.timedOut); got != want {
+				t.Errorf("timeouts_total = %v, want %v", got, want)
+			}
+			var errLines []string
+			for _, l := range logs.all() {
+				if strings.Contains(l, `"error"=`) || strings.Contains(l, `"err"=`) {
+					errLines = append(errLines, l)
+				}
+			}
+			if len(tc.logged) == 0 && len(errLines) != 0 {
+				t.Errorf("error lines logged on %s: %v", tc.result, errLines)
+			}
+			if len(tc.logged) > 0 {
+				if len(errLines) != 1 {
+					t.Fatalf("want exactly one error line (logged once), got %d: %v", len(errLines), errLines)
+				}
+				for _, s := range tc.logged {
+					if !strings.Contains(errLines[0], s) {
+						t.Errorf("error line %q lacks %q", errLines[0], s)
+					}
+				}
+			}
+		})
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestReconcileLoggerCarriesObjectAndID(t *testing.T) {
+	var ids []string
+	c, _, logs, _ := newTestController(t, reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		logr.FromContextOrDiscard(ctx).Info("hello", "k", "v")
+		return reconcile.Result{}, nil
+	}), 0)
+	c.reconcileOne(t.Context(), reconcile.Request{Namespace: "ns", Name: "a"})
+	c.reconcileOne(t.Context(), reconcile.Request{Name: "cluster-scoped"})
+	lines := logs.all()
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines, want 2: %v", len(lines), lines)
+	}
+	for i, want := range [][]string{
+		{`"controller"="test"`, `"namespace"="ns"`, `"name"="a"`, `"k"="v"`, `"reconcileID"=`},
+		{`"controller"="test"`, `"name"="cluster-scoped"`, `"reconcileID"=`},
+	} {
+		for _, w := range want {
+			if !strings.Contains(lines[i], w) {
+				t.Errorf("line %d %q lacks %s", i, lines[i], w)
+			}
+		}
+		// The caller is the reconciler, not the framework's log sink.
+		if !strings.Contains(lines[i], "controller_internal_test.go") {
+			t.Errorf("line %d %q does not name the caller's file", i, lines[i])
+		}
+		ids = append(ids, lines[i][strings.Index(lines[i], `"reconcileID"=`):])
+	}
+	if strings.Contains(lines[1], `"namespace"`) {
+		t.Errorf("cluster-scoped object logged with a namespace: %q", lines[1])
+	}
+	if ids[0] == ids[1] {
+		t.Errorf("two reconciles share a reconcile ID: %v", ids)
+	}
+}
