@@ -1,0 +1,37 @@
+// Package framework runs controllers: a Manager owns the shared cache, the
+// client and the process's lifecycle; a Controller drains a rate-limited work
+// queue of keys into a Reconciler; a Builder wires a controller's watches.
+//
+// The smallest controller:
+//
+//	mgr, err := framework.NewManager(nil, framework.Options{}) // kubeconfig or in-cluster
+//	err = framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+//		Complete(reconcile.ObjectFunc[*corev1.Pod](func(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
+//			logr.FromContextOrDiscard(ctx).Info("seen", "phase", pod.Status.Phase)
+//			return reconcile.Result{}, nil
+//		}))
+//	err = mgr.Start(ctx)
+//
+// Guarantees:
+//
+//   - One watch per kind: every controller and reader of a kind shares one
+//     informer (see package informers).
+//   - No key runs twice at once: a controller hands a key to one worker at a
+//     time, however many workers it has and however often the key changes.
+//   - Latest state, once: a key queued many times before a worker takes it is
+//     reconciled once, reading the latest state from the cache.
+//   - Real changes first: keys that only replay the cache (the initial list,
+//     periodic resyncs) wait behind keys of real changes, without starving.
+//   - Nothing lost: errors and panics are retried with per-key backoff;
+//     shutdown stops taking keys, lets in-flight reconciles finish within
+//     Options.GracefulShutdownTimeout, and leaves queued keys to whoever runs
+//     next (reconciles are level-triggered, so the next process catches up).
+//   - Named failures: bad configuration fails at Complete or Start with an
+//     error naming the controller, kind and cause; a cache that cannot sync
+//     names the kind and why (forbidden, CRD not installed, unreachable).
+//
+// Reconcile outcomes (result, error, terminal error, panic) are described in
+// package reconcile. Metrics use controller-runtime's names (see Manager.Metrics).
+//
+// See ExampleNewController and ExampleManager.
+package framework

@@ -1,0 +1,85 @@
+package framework_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// A manager with one controller: the configuration comes from the kubeconfig
+// or the pod's service account, and Start runs until ctx is cancelled.
+func ExampleManager() {
+	ctx := context.Background() // in main: signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+
+	mgr, err := framework.NewManager(nil, framework.Options{})
+	if err != nil {
+		fmt.Println(err) // e.g. framework.ErrNoConfig
+		return
+	}
+	err = framework.NewController[*corev1.Pod](mgr, "pod-phases", framework.ControllerOptions{}).
+		Complete(reconcile.ObjectFunc[*corev1.Pod](func(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
+			logr.FromContextOrDiscard(ctx).Info("pod", "phase", pod.Status.Phase)
+			return reconcile.Result{}, nil
+		}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := mgr.Start(ctx); err != nil {
+		fmt.Println(err)
+	}
+}
+
+// A controller for Deployments that also reacts to its ReplicaSets (owned
+// objects) and to ConfigMaps named in an annotation (a mapped watch), only for
+// spec changes of the Deployment itself, with four workers.
+func ExampleNewController() {
+	mgr, err := framework.NewManager(nil, framework.Options{})
+	if err != nil {
+		return
+	}
+	byConfig := framework.Map(func(ctx context.Context, cm *corev1.ConfigMap) []reconcile.Request {
+		if name := cm.Annotations["example.com/deployment"]; name != "" {
+			return []reconcile.Request{{Namespace: cm.Namespace, Name: name}}
+		}
+		return nil
+	})
+	err = framework.NewController[*appsv1.Deployment](mgr, "deployments", framework.ControllerOptions{Workers: 4}).
+		WithPredicates(framework.GenerationChanged).
+		Owns(&appsv1.ReplicaSet{}).
+		Watches(byConfig).
+		Complete(reconcile.ObjectFunc[*appsv1.Deployment](func(ctx context.Context, d *appsv1.Deployment) (reconcile.Result, error) {
+			if d.Spec.Paused {
+				return reconcile.Result{RequeueAfter: time.Minute}, nil
+			}
+			return reconcile.Result{}, nil
+		}))
+	fmt.Println(err)
+}
+
+// A key-based reconciler reads what it needs through the manager's client,
+// which reads from the shared cache.
+func ExampleBuilder_CompleteByKey() {
+	mgr, err := framework.NewManager(nil, framework.Options{})
+	if err != nil {
+		return
+	}
+	c := mgr.Client()
+	err = framework.NewController[*corev1.Service](mgr, "services", framework.ControllerOptions{}).
+		CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			var svc corev1.Service
+			if err := c.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, &svc); err != nil {
+				return reconcile.Result{}, err
+			}
+			return reconcile.Result{}, nil
+		}))
+	fmt.Println(err)
+}
