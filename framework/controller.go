@@ -41,6 +41,11 @@ type ControllerOptions struct {
 
 	// Logger is the controller's logger. Zero means the manager's.
 	Logger logr.Logger
+
+	// WithoutLeaderElection runs the controller in every process, leader or
+	// not (for controllers whose work is per process). Zero (false) means it
+	// runs only in the leader when leader election is on.
+	WithoutLeaderElection bool
 }
 
 func (o ControllerOptions) withDefaults(m *Manager) ControllerOptions {
@@ -103,6 +108,9 @@ type queue interface {
 }
 
 var _ queue = (*workqueue.Queue[reconcile.Request])(nil)
+
+// NeedLeaderElection reports whether the controller runs only in the leader.
+func (c *Controller[T]) NeedLeaderElection() bool { return !c.opts.WithoutLeaderElection }
 
 // Name returns the controller's name.
 func (c *Controller[T]) Name() string { return c.name }

@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/informers"
@@ -36,48 +34,6 @@ var _ Runnable = RunnableFunc(nil)
 // Start calls f(ctx).
 func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 
-// Options configures a Manager. The zero value is a valid configuration.
-type Options struct {
-	// Scheme maps Go types to kinds for the cache and the client.
-	// Zero means a new scheme holding client-go's built-in types; add your own
-	// API types to it through Manager.Scheme before building controllers.
-	Scheme *runtime.Scheme
-
-	// Logger is the root logger; controllers add their name and each
-	// reconcile adds the object and a reconcile ID.
-	// Zero means slog's default logger (text on standard error).
-	Logger logr.Logger
-
-	// Cache configures the shared cache (namespace, per-kind selections,
-	// resync, sync timeout, managedFields). Its Scheme and Mapper fields are
-	// ignored: the manager's are used. Zero means all namespaces, no resync,
-	// a 2-minute sync timeout and managedFields stripped.
-	Cache informers.Options
-
-	// GracefulShutdownTimeout is how long in-flight reconciles may run after
-	// Start's context is cancelled before their contexts are cancelled too.
-	// Zero means 30 seconds; negative means in-flight reconciles are cancelled
-	// at once.
-	GracefulShutdownTimeout time.Duration
-}
-
-const defaultGracefulShutdownTimeout = 30 * time.Second
-
-func (o Options) withDefaults() Options {
-	if o.Scheme == nil {
-		o.Scheme = runtime.NewScheme()
-		// AddToScheme only fails on conflicting registrations, impossible on a new scheme.
-		_ = clientgoscheme.AddToScheme(o.Scheme)
-	}
-	if o.Logger.GetSink() == nil {
-		o.Logger = logr.FromSlogHandler(slog.Default().Handler())
-	}
-	if o.GracefulShutdownTimeout == 0 {
-		o.GracefulShutdownTimeout = defaultGracefulShutdownTimeout
-	}
-	return o
-}
-
 // Manager owns what the controllers of one process share: the API server
 // configuration, the scheme, the REST mapper, the shared cache and the client.
 // It runs the cache and every added Runnable (controllers among them).
@@ -92,17 +48,31 @@ type Manager struct {
 	log     logr.Logger
 	metrics *metrics
 
+	// synced is set once the caches first synced (readiness needs it).
+	synced atomic.Bool
+	// lostLeadership is set when the lease is lost: in-flight reconciles are
+	// cancelled without the graceful drain.
+	lostLeadership atomic.Bool
+	// runErr receives the first failure of any runnable.
+	runErr chan error
+
 	mu sync.Mutex
-	// runnables are started by Start, in order; mu guards it, names and runCtx.
+	// started is set by Start; mu guards it and every field below.
+	started bool
+	// runnables were added before Start.
 	runnables []Runnable
+	// leaderPending are runnables that need leadership, waiting for it.
+	leaderPending []Runnable
+	// leading is set once this process leads (at once without election).
+	leading bool
+	// always and leaders run the runnables once Start has synced the caches.
+	always, leaders *group
 	// names holds the controller names in use, to reject duplicates.
 	names map[string]bool
-	// runCtx is the context runnables added after Start run on; nil before Start.
-	runCtx context.Context
-	// runErr receives the first failure of a runnable added after Start.
-	runErr chan error
-	// wg counts running runnables.
-	wg sync.WaitGroup
+	// healthChecks and readyChecks are the named probe checks.
+	healthChecks, readyChecks map[string]Check
+	// metricsAddr and probeAddr are the addresses served, once listening.
+	metricsAddr, probeAddr string
 }
 
 // NewManager returns a Manager for the API server cfg points at. A nil cfg is
@@ -119,6 +89,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 && cfg.RateLimiter == nil {
 		cfg.QPS, cfg.Burst = 50, 100
@@ -178,34 +151,26 @@ func (m *Manager) Metrics() *prometheus.Registry { return m.metrics.registry }
 // Logger returns the manager's root logger.
 func (m *Manager) Logger() logr.Logger { return m.log }
 
-// Add registers r to run when the manager starts, or starts it at once when
-// the manager is already running.
+// Add registers r to run once the manager has started and synced its caches
+// (and, if r needs leadership, once this process leads), or starts it at once
+// when that time has come.
 func (m *Manager) Add(r Runnable) error {
 	if r == nil {
 		return errors.New("framework: Manager.Add called with a nil Runnable")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.runCtx != nil {
-		m.startLocked(r)
-		return nil
+	switch {
+	case needsLeader(r) && m.leading:
+		m.leaders.start(r)
+	case needsLeader(r):
+		m.leaderPending = append(m.leaderPending, r)
+	case m.always != nil:
+		m.always.start(r)
+	default:
+		m.runnables = append(m.runnables, r)
 	}
-	m.runnables = append(m.runnables, r)
 	return nil
-}
-
-// startLocked runs r on the run context. m.mu must be held.
-func (m *Manager) startLocked(r Runnable) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		if err := r.Start(m.runCtx); err != nil {
-			select {
-			case m.runErr <- err:
-			default: // an earlier failure is already stopping the manager
-			}
-		}
-	}()
 }
 
 // claimName reserves a controller name.
@@ -217,69 +182,4 @@ func (m *Manager) claimName(name string) error {
 	}
 	m.names[name] = true
 	return nil
-}
-
-// Start runs the shared cache, waits until every informer requested so far
-// has synced, then runs every Runnable until ctx is cancelled or one of them
-// fails. On cancellation it stops controllers taking new keys, lets in-flight
-// reconciles finish (up to Options.GracefulShutdownTimeout), stops the cache
-// and returns nil; on failure it does the same and returns the error. A
-// manager can be started once; a second call returns ErrManagerStarted.
-func (m *Manager) Start(ctx context.Context) error {
-	m.mu.Lock()
-	if m.runCtx != nil {
-		m.mu.Unlock()
-		return ErrManagerStarted
-	}
-	// The cache outlives the runnables so that draining reconciles can
-	// still read from it.
-	cacheCtx, stopCache := context.WithCancel(context.WithoutCancel(ctx))
-	runCtx, stopRunnables := context.WithCancel(ctx)
-	m.runCtx = runCtx
-	m.mu.Unlock()
-
-	cacheDone := make(chan struct{})
-	go func() {
-		defer close(cacheDone)
-		_ = m.cache.Start(cacheCtx)
-	}()
-	shutdown := func(err error) error {
-		stopRunnables()
-		m.wg.Wait()
-		stopCache()
-		<-cacheDone
-		return err
-	}
-
-	m.log.V(1).Info("waiting for caches to sync")
-	if err := m.cache.WaitForSync(ctx); err != nil {
-		if ctx.Err() != nil {
-			return shutdown(nil)
-		}
-		return shutdown(fmt.Errorf("framework: start manager: %w", err))
-	}
-	m.mu.Lock()
-	for _, r := range m.runnables {
-		m.startLocked(r)
-	}
-	m.runnables = nil
-	m.mu.Unlock()
-	m.log.V(1).Info("manager started")
-
-	select {
-	case <-ctx.Done():
-		m.log.V(1).Info("stopping manager")
-		return shutdown(nil)
-	case err := <-m.runErr:
-		m.log.Error(err, "stopping manager after a component failed")
-		return shutdown(err)
-	}
-}
-
-// drainTimeout is the grace in-flight reconciles get at shutdown.
-func (m *Manager) drainTimeout() time.Duration {
-	if m.opts.GracefulShutdownTimeout < 0 {
-		return 0
-	}
-	return m.opts.GracefulShutdownTimeout
 }

@@ -1,0 +1,129 @@
+package framework
+
+import (
+	"context"
+	"crypto/sha256"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// authFilter admits a request when its bearer token authenticates (a
+// TokenReview) and its identity may "get" the request's path (a
+// SubjectAccessReview on the non-resource URL), as kube-rbac-proxy and
+// controller-runtime's filters do. Decisions are cached briefly per token
+// digest and path; tokens themselves are never stored or logged.
+type authFilter struct {
+	cs  kubernetes.Interface
+	log logr.Logger
+
+	mu sync.Mutex
+	// decisions caches recent outcomes; mu guards it.
+	decisions map[decisionKey]decision
+}
+
+type decisionKey struct {
+	token [sha256.Size]byte
+	path  string
+}
+
+type decision struct {
+	status  int // http.StatusOK, StatusUnauthorized or StatusForbidden
+	expires time.Time
+}
+
+const (
+	decisionTTL     = 10 * time.Second
+	maxDecisions    = 1024
+	reviewTimeout   = 10 * time.Second
+	wwwAuthenticate = `Bearer realm="converge metrics"`
+)
+
+func newAuthFilter(cs kubernetes.Interface, log logr.Logger) *authFilter {
+	return &authFilter{cs: cs, log: log.WithName("metrics-auth"), decisions: map[decisionKey]decision{}}
+}
+
+func (a *authFilter) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		token = strings.TrimSpace(token)
+		if !ok || token == "" {
+			w.Header().Set("WWW-Authenticate", wwwAuthenticate)
+			http.Error(w, "Unauthorized: a bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		switch status := a.decide(r.Context(), token, r.URL.Path); status {
+		case http.StatusOK:
+			next.ServeHTTP(w, r)
+		case http.StatusUnauthorized:
+			w.Header().Set("WWW-Authenticate", wwwAuthenticate)
+			http.Error(w, "Unauthorized", status)
+		default:
+			http.Error(w, "Forbidden: get on "+r.URL.Path+" is not allowed", status)
+		}
+	})
+}
+
+func (a *authFilter) decide(ctx context.Context, token, path string) int {
+	key := decisionKey{token: sha256.Sum256([]byte(token)), path: path}
+	now := time.Now()
+	a.mu.Lock()
+	d, ok := a.decisions[key]
+	a.mu.Unlock()
+	if ok && now.Before(d.expires) {
+		return d.status
+	}
+	status := a.review(ctx, token, path)
+	if status == http.StatusServiceUnavailable {
+		return status // not cached: a later try may reach the API server
+	}
+	a.mu.Lock()
+	if len(a.decisions) >= maxDecisions {
+		clear(a.decisions)
+	}
+	a.decisions[key] = decision{status: status, expires: now.Add(decisionTTL)}
+	a.mu.Unlock()
+	return status
+}
+
+func (a *authFilter) review(ctx context.Context, token, path string) int {
+	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+	defer cancel()
+	tr, err := a.cs.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
+		Spec: authnv1.TokenReviewSpec{Token: token},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		a.log.Error(err, "token review failed")
+		return http.StatusServiceUnavailable
+	}
+	if !tr.Status.Authenticated {
+		return http.StatusUnauthorized
+	}
+	u := tr.Status.User
+	extra := make(map[string]authzv1.ExtraValue, len(u.Extra))
+	for k, v := range u.Extra {
+		extra[k] = authzv1.ExtraValue(v)
+	}
+	sar, err := a.cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{
+		Spec: authzv1.SubjectAccessReviewSpec{
+			User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
+			NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: "get"},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		a.log.Error(err, "subject access review failed", "user", u.Username)
+		return http.StatusServiceUnavailable
+	}
+	if !sar.Status.Allowed {
+		a.log.V(1).Info("metrics request forbidden", "user", u.Username, "path", path)
+		return http.StatusForbidden
+	}
+	return http.StatusOK
+}

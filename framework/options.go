@@ -1,0 +1,186 @@
+package framework
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/converge-dev/converge/informers"
+)
+
+// Options configures a Manager. The zero value is a valid configuration: all
+// namespaces, no leader election, no servers, slog logging.
+type Options struct {
+	// Scheme maps Go types to kinds for the cache and the client.
+	// Zero means a new scheme holding client-go's built-in types; add your own
+	// API types to it through Manager.Scheme before building controllers.
+	Scheme *runtime.Scheme
+
+	// Logger is the root logger; controllers add their name and each
+	// reconcile adds the object and a reconcile ID.
+	// Zero means slog's default logger (text on standard error).
+	Logger logr.Logger
+
+	// Cache configures the shared cache (namespace, per-kind selections,
+	// resync, sync timeout, managedFields). Its Scheme and Mapper fields are
+	// ignored: the manager's are used. Zero means all namespaces, no resync,
+	// a 2-minute sync timeout and managedFields stripped.
+	Cache informers.Options
+
+	// LeaderElection makes the processes of one deployment elect a leader
+	// that alone runs the controllers, while the others keep warm caches.
+	// Zero means off: every process runs every controller.
+	LeaderElection LeaderElectionOptions
+
+	// HealthProbeBindAddress is where /healthz and /readyz are served (plain
+	// HTTP, for kubelet probes), e.g. ":8081". Zero means not served.
+	HealthProbeBindAddress string
+
+	// Metrics configures the Prometheus endpoint. Zero means not served.
+	Metrics MetricsOptions
+
+	// TracerProvider, when set, records an OpenTelemetry span per reconcile.
+	// Zero means no tracing (and no tracing cost).
+	TracerProvider trace.TracerProvider
+
+	// GracefulShutdownTimeout is how long in-flight reconciles may run after
+	// Start's context is cancelled before their contexts are cancelled too.
+	// Zero means 30 seconds; negative means in-flight reconciles are cancelled
+	// at once.
+	GracefulShutdownTimeout time.Duration
+}
+
+// LeaderElectionOptions configures leader election on a coordination.k8s.io
+// Lease. Durations must satisfy LeaseDuration > RenewDeadline > 1.2 × RetryPeriod.
+type LeaderElectionOptions struct {
+	// Enabled turns leader election on. Zero (false) means off.
+	Enabled bool
+
+	// ID is the name of the Lease; processes with the same ID and namespace
+	// compete for it. Required when Enabled.
+	ID string
+
+	// Namespace holds the Lease. Zero means the namespace of the pod's service
+	// account when running in a cluster, "default" otherwise.
+	Namespace string
+
+	// Identity names this process in the Lease. Zero means the hostname plus
+	// a random suffix.
+	Identity string
+
+	// LeaseDuration is how long a lease is valid: how long standbys wait
+	// before taking over from a leader that stopped renewing. Zero means 15 s.
+	LeaseDuration time.Duration
+
+	// RenewDeadline is how long the leader retries renewing before it gives
+	// up leadership (and Start returns ErrLeaderElectionLost). Zero means 10 s.
+	RenewDeadline time.Duration
+
+	// RetryPeriod is the interval between attempts to acquire or renew.
+	// Zero means 2 s.
+	RetryPeriod time.Duration
+}
+
+// MetricsOptions configures the metrics endpoint.
+type MetricsOptions struct {
+	// BindAddress is where /metrics is served, e.g. ":8443". Zero means not
+	// served.
+	BindAddress string
+
+	// Insecure serves plain HTTP without authentication, for local
+	// development. Zero (false) means HTTPS, with each request's bearer token
+	// checked by a TokenReview and its identity authorized by a
+	// SubjectAccessReview for "get" on the non-resource URL /metrics.
+	Insecure bool
+
+	// CertDir holds tls.crt and tls.key for HTTPS. Zero means a self-signed
+	// certificate generated at start (scrapers then skip verification, as
+	// Prometheus's kubernetes_sd does for pods).
+	CertDir string
+
+	// EnableHTTP2 serves HTTP/2 too. Zero (false) means HTTP/1.1 only, which
+	// shuts the door on HTTP/2 Rapid Reset (CVE-2023-44487) style attacks.
+	EnableHTTP2 bool
+
+	// PprofBindAddress serves net/http/pprof there (plain HTTP, bind it to
+	// localhost). Zero means pprof is not served.
+	PprofBindAddress string
+}
+
+const (
+	defaultGracefulShutdownTimeout = 30 * time.Second
+	defaultLeaseDuration           = 15 * time.Second
+	defaultRenewDeadline           = 10 * time.Second
+	defaultRetryPeriod             = 2 * time.Second
+	inClusterNamespaceFile         = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+)
+
+func (o Options) withDefaults() Options {
+	if o.Scheme == nil {
+		o.Scheme = runtime.NewScheme()
+		// AddToScheme only fails on conflicting registrations, impossible on a new scheme.
+		_ = clientgoscheme.AddToScheme(o.Scheme)
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.FromSlogHandler(slog.Default().Handler())
+	}
+	if o.GracefulShutdownTimeout == 0 {
+		o.GracefulShutdownTimeout = defaultGracefulShutdownTimeout
+	}
+	le := &o.LeaderElection
+	if le.LeaseDuration == 0 {
+		le.LeaseDuration = defaultLeaseDuration
+	}
+	if le.RenewDeadline == 0 {
+		le.RenewDeadline = defaultRenewDeadline
+	}
+	if le.RetryPeriod == 0 {
+		le.RetryPeriod = defaultRetryPeriod
+	}
+	if le.Enabled && le.Namespace == "" {
+		le.Namespace = "default"
+		if b, err := os.ReadFile(inClusterNamespaceFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			le.Namespace = strings.TrimSpace(string(b))
+		}
+	}
+	if le.Enabled && le.Identity == "" {
+		host, _ := os.Hostname()
+		le.Identity = host + "_" + randomSuffix()
+	}
+	return o
+}
+
+// validate checks o after withDefaults; each error names the field and rule.
+func (o Options) validate() error {
+	var errs []error
+	le := o.LeaderElection
+	if le.Enabled {
+		if le.ID == "" {
+			errs = append(errs, errors.New("Options.LeaderElection.ID is required when leader election is enabled"))
+		}
+		if le.LeaseDuration <= le.RenewDeadline {
+			errs = append(errs, fmt.Errorf("Options.LeaderElection.LeaseDuration (%v) must be greater than RenewDeadline (%v)", le.LeaseDuration, le.RenewDeadline))
+		}
+		if float64(le.RenewDeadline) <= 1.2*float64(le.RetryPeriod) {
+			errs = append(errs, fmt.Errorf("Options.LeaderElection.RenewDeadline (%v) must be greater than 1.2 × RetryPeriod (%v)", le.RenewDeadline, le.RetryPeriod))
+		}
+		if le.RetryPeriod <= 0 {
+			errs = append(errs, fmt.Errorf("Options.LeaderElection.RetryPeriod must be positive, got %v", le.RetryPeriod))
+		}
+	}
+	if o.Metrics.BindAddress != "" && o.Metrics.BindAddress == o.HealthProbeBindAddress {
+		errs = append(errs, fmt.Errorf("Options.Metrics.BindAddress and Options.HealthProbeBindAddress are both %q", o.HealthProbeBindAddress))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("framework: invalid manager options: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package e2e_test
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+var _ = Describe("Owns", func() {
+	var ns string
+	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
+
+	It("reconciles the owner again when an owned object changes", func(ctx SpecContext) {
+		mgr := newManager(ns, framework.Options{})
+		calls := newRecorder()
+		var (
+			mu sync.Mutex
+			// seen is the child Secret's data["v"] as the parent's last
+			// reconcile read it from the cache; mu guards it.
+			seen string
+		)
+		parent := reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
+			calls.record(key(cm.Namespace, cm.Name))
+			var child corev1.Secret
+			err := mgr.Client().Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: "child"}, &child)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				seen = string(child.Data["v"])
+			}
+			return reconcile.Result{}, nil
+		})
+		Expect(framework.NewController[*corev1.ConfigMap](mgr, "parent", framework.ControllerOptions{}).
+			Owns(&corev1.Secret{}).
+			Complete(parent)).To(Succeed())
+		startManager(ctx, mgr)
+
+		cm := createConfigMap(ctx, ns, "parent", nil)
+		secrets := kube.CoreV1().Secrets(ns)
+		secret, err := secrets.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns, Name: "child",
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID, Controller: new(true),
+				}},
+			},
+			Data: map[string][]byte{"v": []byte("1")},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// A Secret that refers to the parent without controlling it
+		// (controller unset) must not enqueue it.
+		_, err = secrets.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: ns, Name: "bystander",
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID,
+				}},
+			},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		seenChild := func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return seen
+		}
+		By("the initial reconcile of the parent")
+		Eventually(ctx, seenChild).Should(Equal("1"))
+		before := calls.count(key(ns, "parent"))()
+
+		By("changing the owned Secret")
+		secret.Data["v"] = []byte("2")
+		_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// Nothing but the Secret changed: the parent can only see "2" if the
+		// Secret's update enqueued it.
+		Eventually(ctx, seenChild).Should(Equal("2"))
+		Expect(calls.count(key(ns, "parent"))()).To(BeNumerically(">", before))
+
+		By("leaving the parent alone when a Secret it does not control changes")
+		settled := calls.count(key(ns, "parent"))()
+		Expect(kube.CoreV1().Secrets(ns).Delete(ctx, "bystander", metav1.DeleteOptions{})).To(Succeed())
+		Consistently(ctx, calls.count(key(ns, "parent"))).WithTimeout(500 * time.Millisecond).Should(Equal(settled))
+
+		// Only the primary kind's keys are reconciled: the Secrets' own
+		// names never reach the ConfigMap reconciler.
+		Expect(calls.keys()).To(ConsistOf(key(ns, "parent")))
+	}, SpecTimeout(time.Minute))
+})

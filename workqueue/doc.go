@@ -1,0 +1,39 @@
+// Package workqueue provides Queue, the rate-limited queue of keys that
+// controller workers drain. It is built on k8s.io/client-go/util/workqueue
+// (same metrics, same rate limiters, same Get/Done contract) and adds two
+// priority classes, so that keys from an informer's initial list or periodic
+// resync do not delay keys that carry real changes.
+//
+// A Queue has the following properties:
+//   - Stingy: a key added any number of times before a worker gets it is
+//     handed out once.
+//   - Exclusive: a key is never handed to two workers at once. A key added
+//     while a worker holds it (between Get and Done) is queued again, once,
+//     when the worker calls Done.
+//   - Prioritized: Add queues a key at normal priority; AddBackground queues a
+//     key that only comes from a list or a resync. Background keys wait behind
+//     normal keys: a background key added at time t is ordered as if it had
+//     been added at t + Options.BackgroundDelay, and normal keys are ordered by
+//     the time they were added. Within a class keys are first in, first out.
+//   - Fair: background keys age, so they are never starved. A background key
+//     is handed out before any normal key added more than BackgroundDelay
+//     after it. With a negative BackgroundDelay the queue is one FIFO.
+//   - Never demoted: Add of a key queued as background promotes it to normal
+//     priority (and never moves it later than it already was); AddBackground
+//     of a key queued as normal changes nothing. A key re-added while a worker
+//     holds it is queued at Done with the highest priority requested meanwhile.
+//   - Rate limited: AddRateLimited queues a key after the delay its
+//     RateLimiter chooses (by default per-key exponential backoff from 5 ms to
+//     1000 s, and 10 qps with a burst of 100 overall); Forget resets a key's
+//     backoff. Keys queued by AddAfter or AddRateLimited have normal priority.
+//   - Shutdown: after ShutDown, adds are ignored, keys already queued are
+//     still handed out, and Get reports shutdown once the queue is empty.
+//     ShutDownWithDrain also waits until workers have called Done for every
+//     key they hold.
+//
+// Workers must call Done(k) once for every k that Get returns, and Forget(k)
+// once k has succeeded or been given up on. Event handlers only add keys and
+// should be given the narrower Enqueuer.
+//
+// See the package Example for a complete worker loop.
+package workqueue

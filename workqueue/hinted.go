@@ -1,0 +1,121 @@
+package workqueue
+
+import (
+	"sync"
+
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+)
+
+// hintedQueue is client-go's Typed queue, storing its keys in an order, with
+// every path that can call order.Push or order.Touch wrapped so that the
+// priority of the add reaches order.
+//
+// It is the queue under client-go's delaying and rate-limiting layers, which
+// call its Add (for AddAfter and AddRateLimited: normal priority); Queue
+// calls add directly for Add and AddBackground.
+//
+// Why mu is held across the calls into Typed, instead of a hint being
+// stored before Typed.Add for Push or Touch to find: an add takes effect
+// inside Typed.Add, under Typed's lock, and a stored hint can be consumed by
+// someone else's Push first. A normal Add(k) could store its hint and lose
+// it to another goroutine's Push of k; a worker could then Get k, and a
+// background add store its lower hint; the normal Add, reaching Typed while
+// k is held, would have no say at Done, and a real change would be queued
+// as background. Holding mu across Typed.Add and Typed.Done makes each add's
+// priority reach exactly the Push or Touch it causes, or pending.
+//
+// Lock order: mu, then Typed's lock. order's methods run under Typed's lock
+// and never take mu: Push and Touch run only inside Typed.Add and Typed.Done,
+// called from add and Done with mu held, and Pop and Len (from Get and Len)
+// do not read hand.
+type hintedQueue[K comparable] struct {
+	*workqueue.Typed[K]
+
+	mu   sync.Mutex
+	hand handoff[K] // mu guards hand
+}
+
+// newHintedQueue returns a Typed queue storing its keys in an order.
+// opts must have its defaults applied.
+func newHintedQueue[K comparable](opts Options[K], c clock.WithTicker) *hintedQueue[K] {
+	q := &hintedQueue[K]{hand: handoff[K]{pending: make(map[K]priority)}}
+	q.Typed = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[K]{
+		Name:            opts.Name,
+		MetricsProvider: opts.MetricsProvider,
+		Clock:           c,
+		Queue:           newOrder(c, opts.BackgroundDelay, &q.hand),
+	})
+	return q
+}
+
+// Add queues k with normal priority. The delaying queue calls it for keys
+// whose AddAfter or AddRateLimited delay has passed.
+func (q *hintedQueue[K]) Add(k K) { q.add(k, normal) }
+
+// add queues k with priority p, merged with any priority already requested.
+func (q *hintedQueue[K]) add(k K, p priority) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.hand.adding, q.hand.prio = true, p
+	q.Typed.Add(k)
+	if !q.hand.adding {
+		return // Push or Touch took p
+	}
+	q.hand.adding = false
+	// Typed.Add neither pushed nor touched k: either a worker holds k and
+	// Typed will push it at Done, or the queue is shutting down and dropped
+	// k. ShuttingDown never goes back to false, so false here means the
+	// former, and p must wait in pending for that Push. When shutting down,
+	// dropping p is safe: a Push without a priority is normal.
+	if q.Typed.ShuttingDown() {
+		return
+	}
+	if old, ok := q.hand.pending[k]; !ok || p > old {
+		q.hand.pending[k] = p
+	}
+}
+
+// Done marks k as processed; if k was re-added meanwhile, Typed pushes it,
+// with the priority waiting in pending.
+func (q *hintedQueue[K]) Done(k K) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.Typed.Done(k)
+}
+
+// ShutDown does nothing. The delaying queue calls it from its own ShutDown
+// before stopping its goroutine; Queue shuts Typed down itself (with
+// Typed.ShutDown or Typed.ShutDownWithDrain) and only then shuts the
+// delaying queue down, to stop that goroutine. Going through here would make
+// ShutDownWithDrain end with a Typed.ShutDown, which cuts short any other
+// ShutDownWithDrain still waiting.
+func (q *hintedQueue[K]) ShutDown() {}
+
+// handoff carries the priority of an add from hintedQueue to order, across
+// client-go code that has no parameter for it. hintedQueue.mu guards every
+// field, and is held by the goroutine that runs order.Push and order.Touch.
+type handoff[K comparable] struct {
+	// adding is true while hintedQueue.add is inside Typed.Add, which calls
+	// Push or Touch at most once, for that key; prio is that add's priority.
+	adding bool
+	prio   priority
+	// pending holds the highest priority requested for each key re-added
+	// while a worker holds it. Typed pushes such a key at Done, which
+	// consumes the entry; nothing else adds or removes entries, so pending
+	// only holds keys that are being processed and were re-added.
+	pending map[K]priority
+}
+
+// take returns the priority of the Push or Touch of k that is in progress,
+// consuming it; ok is false when none was handed over.
+func (h *handoff[K]) take(k K) (p priority, ok bool) {
+	if h.adding {
+		h.adding = false
+		return h.prio, true
+	}
+	if p, ok = h.pending[k]; ok {
+		delete(h.pending, k)
+	}
+	return p, ok
+}

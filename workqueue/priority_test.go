@@ -1,0 +1,286 @@
+package workqueue_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/converge-dev/converge/workqueue"
+)
+
+// TestPriorityTraces runs golden traces: a script of operations on one
+// goroutine and a fake clock, then the order in which Get hands out what is
+// left. Operations:
+//
+//	add K | bg K | after K D   Add, AddBackground, AddAfter (waits for its timer)
+//	step D                     advance the clock
+//	get K | done K             Get (must return K), Done
+//	len N | wait N             Len must be N | spin until Len is N
+//	shutdown                   ShutDown
+func TestPriorityTraces(t *testing.T) {
+	tests := []struct {
+		name  string
+		delay time.Duration // Options.BackgroundDelay
+		trace string        // operations, separated by ";"
+		want  string        // drain order
+	}{
+		{name: "normal before background", trace: "bg x; add a", want: "a x"},
+		{name: "background waits behind normal keys added within the delay", trace: "bg x; step 4999ms; add a", want: "a x"},
+		{name: "background ages past normal keys added after the delay", trace: "bg x; step 4s; add a; step 2s; add b", want: "a x b"},
+		{name: "a tie goes to the normal key", trace: "bg x; step 5s; add a", want: "a x"},
+		{name: "FIFO within each class", trace: "bg x; bg y; add a; add b", want: "a b x y"},
+		{name: "re-adding keeps a normal key's place", trace: "add a; add b; add a", want: "a b"},
+		{name: "re-adding keeps a background key's place", trace: "bg x; bg y; bg x", want: "x y"},
+		{name: "dedup across classes", trace: "add a; bg a; add a; bg a; len 1", want: "a"},
+		{name: "add promotes a queued background key", trace: "bg x; bg y; step 1s; add a; add y; len 3", want: "a y x"},
+		{name: "promoting the last of several background keys", trace: "bg x; bg y; bg z; add z", want: "z x y"},
+		{name: "promoting in reverse order", trace: "bg x; bg y; bg z; add y; add x", want: "y x z"},
+		{name: "promotion never delays an aged key", trace: "bg x; step 6s; add a; add x", want: "x a"},
+		{name: "background add never demotes", trace: "add a; bg x; bg a; add b", want: "a b x"},
+		{
+			name:  "re-add while processing gets the highest priority requested",
+			trace: "bg x; add k; get k; bg k; add k; bg k; len 1; done k; len 2",
+			want:  "k x",
+		},
+		{name: "re-add while processing in background stays background", trace: "bg x; add k; get k; bg k; done k", want: "x k"},
+		{name: "re-add while processing is queued once, at Done", trace: "add k; get k; add k; add k; len 0; done k; len 1", want: "k"},
+		{name: "background re-queued after a promotion", trace: "bg x; add x; get x; bg x; bg y; done x", want: "y x"},
+		{name: "delayed keys are normal priority", trace: "bg x; after k 1s; step 1s; wait 2", want: "k x"},
+		{name: "custom delay", delay: time.Second, trace: "bg x; step 1001ms; add a", want: "x a"},
+		{name: "huge delay does not wrap around", delay: math.MaxInt64, trace: "step 1h; bg x; add a; step 1000h; add b", want: "a b x"},
+		{name: "negative delay is one FIFO", delay: -1, trace: "bg x; add a; bg y; add x", want: "x a y"},
+		{name: "shutdown hands out queued keys and ignores adds", trace: "add a; bg x; shutdown; add b; bg c; after d 0s; len 2", want: "a x"},
+		{name: "re-add while processing survives shutdown", trace: "add k; get k; bg k; shutdown; done k; len 1", want: "k"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q, clk := newFakeQueue(t, workqueue.Options[string]{BackgroundDelay: tt.delay})
+			for op := range strings.SplitSeq(tt.trace, ";") {
+				runOp(t, q, clk, strings.Fields(op))
+			}
+			if got := strings.Join(drain(t, q), " "); got != tt.want {
+				t.Errorf("trace %q: drained %q, want %q", tt.trace, got, tt.want)
+			}
+			if n := workqueue.PendingPriorities(q); n != 0 {
+				t.Errorf("%d priorities left pending with no key in flight", n)
+			}
+		})
+	}
+}
+
+func runOp(t *testing.T, q *workqueue.Queue[string], clk *clocktesting.FakeClock, f []string) {
+	t.Helper()
+	arg := func(i int) string {
+		if i >= len(f) {
+			t.Fatalf("op %q: missing argument %d", f, i)
+		}
+		return f[i]
+	}
+	dur := func(s string) time.Duration {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("op %q: %v", f, err)
+		}
+		return d
+	}
+	num := func(s string) int {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("op %q: %v", f, err)
+		}
+		return n
+	}
+	switch arg(0) {
+	case "add":
+		q.Add(arg(1))
+	case "bg":
+		q.AddBackground(arg(1))
+	case "after":
+		d := dur(arg(2))
+		q.AddAfter(arg(1), d)
+		if d > 0 {
+			waitTimerSet(t, clk)
+		}
+	case "step":
+		clk.Step(dur(arg(1)))
+	case "get":
+		if k := mustGet(t, q); k != arg(1) {
+			t.Fatalf("op %q: Get returned %q", f, k)
+		}
+	case "done":
+		q.Done(arg(1))
+	case "len":
+		if n := q.Len(); n != num(arg(1)) {
+			t.Fatalf("op %q: Len is %d", f, n)
+		}
+	case "wait":
+		n := num(arg(1))
+		waitUntil(t, fmt.Sprintf("Len is %d", n), func() bool { return q.Len() == n })
+	case "shutdown":
+		q.ShutDown()
+	default:
+		t.Fatalf("unknown op %q", f)
+	}
+}
+
+// TestPriorityMatchesModel drives the queue with random operations on one
+// goroutine and compares every Get and Len with a direct transcription of
+// the documented model: each queued key has an ordering time (add time, plus
+// BackgroundDelay for background), Get takes the smallest, normal first on a
+// tie, then first added. Each run fills the queue, then drains it.
+func TestPriorityMatchesModel(t *testing.T) {
+	const delay = 5 * time.Second
+	tests := []struct {
+		name    string
+		keys    int
+		ops     int
+		seeds   uint64
+		maxStep time.Duration
+	}{
+		{name: "few keys", keys: 6, ops: 400, seeds: 50, maxStep: 4 * time.Second},
+		// Thousands of queued keys: the rings grow, wrap around and shrink.
+		{name: "many keys", keys: 4000, ops: 14000, seeds: 2, maxStep: 20 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		for seed := range tt.seeds {
+			t.Run(fmt.Sprintf("%s/seed=%d", tt.name, seed), func(t *testing.T) {
+				rnd := rand.New(rand.NewPCG(seed, 0))
+				q, clk := newFakeQueue(t, workqueue.Options[string]{BackgroundDelay: delay})
+				m := newModel(delay)
+				var held []string // keys between Get and Done
+				peak := 0
+				get := func(i int) {
+					t.Helper()
+					got, want := mustGet(t, q), m.get()
+					if got != want {
+						t.Fatalf("op %d: Get returned %q, model says %q", i, got, want)
+					}
+					held = append(held, got)
+				}
+				for i := range tt.ops {
+					k := strconv.Itoa(rnd.IntN(tt.keys))
+					// Percent weights: add, background, get, done; the rest steps.
+					w := [4]int{35, 35, 15, 5}
+					if i >= tt.ops/2 {
+						w = [4]int{5, 5, 50, 30}
+					}
+					switch op := rnd.IntN(100); {
+					case op < w[0]:
+						q.Add(k)
+						m.add(k, true)
+					case op < w[0]+w[1]:
+						q.AddBackground(k)
+						m.add(k, false)
+					case op < w[0]+w[1]+w[2]:
+						if m.len() > 0 {
+							get(i)
+						}
+					case op < w[0]+w[1]+w[2]+w[3]:
+						if len(held) > 0 {
+							j := rnd.IntN(len(held))
+							q.Done(held[j])
+							m.done(held[j])
+							held = slices.Delete(held, j, j+1)
+						}
+					default:
+						d := time.Duration(rnd.Int64N(int64(tt.maxStep)))
+						clk.Step(d)
+						m.now = m.now.Add(d)
+					}
+					if got, want := q.Len(), m.len(); got != want {
+						t.Fatalf("op %d: Len is %d, model says %d", i, got, want)
+					}
+					peak = max(peak, m.len())
+				}
+				for m.len() > 0 || len(held) > 0 {
+					for m.len() > 0 {
+						get(tt.ops)
+					}
+					for _, k := range held {
+						q.Done(k)
+						m.done(k)
+					}
+					held = held[:0]
+				}
+				if n := workqueue.PendingPriorities(q); n != 0 {
+					t.Errorf("%d priorities left pending with no key in flight", n)
+				}
+				t.Logf("peak Len %d", peak)
+			})
+		}
+	}
+}
+
+// model is the queue's documented ordering, written the slow, obvious way.
+type model struct {
+	delay   time.Duration
+	now     time.Time
+	seq     int
+	queued  map[string]modelEntry
+	pending map[string]bool // held keys re-added: normal priority requested?
+	held    map[string]bool
+}
+
+type modelEntry struct {
+	at     time.Time
+	normal bool
+	seq    int
+}
+
+func newModel(delay time.Duration) *model {
+	return &model{delay: delay, now: epoch, queued: map[string]modelEntry{}, pending: map[string]bool{}, held: map[string]bool{}}
+}
+
+func (m *model) add(k string, normal bool) {
+	if m.held[k] {
+		m.pending[k] = m.pending[k] || normal
+		return
+	}
+	if e, ok := m.queued[k]; ok {
+		if normal && !e.normal && m.now.Before(e.at) {
+			m.push(k, true)
+		}
+		return
+	}
+	m.push(k, normal)
+}
+
+func (m *model) push(k string, normal bool) {
+	at := m.now
+	if !normal {
+		at = at.Add(m.delay)
+	}
+	m.seq++
+	m.queued[k] = modelEntry{at: at, normal: normal, seq: m.seq}
+}
+
+func (m *model) get() string {
+	var best string
+	var b modelEntry
+	for k, e := range m.queued {
+		if best == "" || e.at.Before(b.at) ||
+			(e.at.Equal(b.at) && (e.normal && !b.normal || e.normal == b.normal && e.seq < b.seq)) {
+			best, b = k, e
+		}
+	}
+	delete(m.queued, best)
+	m.held[best] = true
+	return best
+}
+
+func (m *model) done(k string) {
+	delete(m.held, k)
+	if normal, ok := m.pending[k]; ok {
+		delete(m.pending, k)
+		m.push(k, normal)
+	}
+}
+
+func (m *model) len() int { return len(m.queued) }

@@ -1,0 +1,203 @@
+package workqueue
+
+import (
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+)
+
+// DefaultBackgroundDelay is the BackgroundDelay used when
+// Options.BackgroundDelay is zero.
+const DefaultBackgroundDelay = 5 * time.Second
+
+// Enqueuer is what event handlers need: a way to add keys. Give handlers an
+// Enqueuer rather than the whole Queue.
+type Enqueuer[K comparable] interface {
+	// Add queues k at normal priority: k carries a real change.
+	Add(k K)
+	// AddBackground queues k at background priority: k comes only from an
+	// informer's initial list or a periodic resync.
+	AddBackground(k K)
+	// AddAfter queues k at normal priority once d has passed.
+	AddAfter(k K, d time.Duration)
+}
+
+var (
+	_ Enqueuer[string] = (*Queue[string])(nil)
+	// A Queue can be handed to code written for client-go's queues.
+	_ workqueue.TypedRateLimitingInterface[string] = (*Queue[string])(nil)
+)
+
+// Options configures a Queue. The zero value is a valid configuration, and
+// every value of every field is valid, so Options has no validate method.
+type Options[K comparable] struct {
+	// Name names the queue's workqueue_* metrics (depth, adds, queue
+	// latency, work duration, unfinished work, longest running processor,
+	// retries), which are created through MetricsProvider.
+	// Zero means unnamed: the queue records no metrics.
+	Name string
+
+	// RateLimiter chooses the delay of AddRateLimited, and is what Forget
+	// and NumRequeues act on.
+	// Zero means DefaultRateLimiter[K](), a new one for this queue.
+	RateLimiter workqueue.TypedRateLimiter[K]
+
+	// MetricsProvider creates the metrics of a named queue.
+	// Zero means client-go's global provider, as set by
+	// workqueue.SetProvider (a provider that drops everything unless
+	// something set one).
+	MetricsProvider workqueue.MetricsProvider
+
+	// BackgroundDelay is how far behind normal keys background keys wait: a
+	// key added with AddBackground at time t is ordered as if added with Add
+	// at t + BackgroundDelay.
+	// Zero means DefaultBackgroundDelay (5 s). Negative means no penalty:
+	// AddBackground is Add, and the queue is one FIFO.
+	BackgroundDelay time.Duration
+}
+
+func (o Options[K]) withDefaults() Options[K] {
+	if o.RateLimiter == nil {
+		o.RateLimiter = DefaultRateLimiter[K]()
+	}
+	if o.BackgroundDelay == 0 {
+		o.BackgroundDelay = DefaultBackgroundDelay
+	}
+	// A nil MetricsProvider is resolved by client-go, when the queue is built.
+	return o
+}
+
+// DefaultRateLimiter returns the rate limiter a Queue uses when
+// Options.RateLimiter is zero: the larger of a per-key exponential backoff
+// (5 ms, doubling on each AddRateLimited of the key, capped at 1000 s, reset
+// by Forget) and an overall token bucket of 10 qps with a burst of 100. It is
+// client-go's DefaultTypedControllerRateLimiter. Each call returns a limiter
+// with its own state; do not share one between queues unless they should
+// share a budget.
+func DefaultRateLimiter[K comparable]() workqueue.TypedRateLimiter[K] {
+	return workqueue.DefaultTypedControllerRateLimiter[K]()
+}
+
+// Queue is a rate-limited queue of keys, drained by controller workers, with
+// two priority classes. See the package documentation for the ordering and
+// the guarantees.
+//
+// All methods are safe for concurrent use. A worker loops on Get, processes
+// the key, calls Forget on success (or when giving up) or AddRateLimited to
+// retry, and always calls Done. Every key returned by Get must be passed to
+// Done exactly once; until then the key is not handed to any other worker.
+//
+// Create a Queue with New; the zero Queue is not usable.
+type Queue[K comparable] struct {
+	// rl is client-go's rate-limiting queue, over its delaying queue, over
+	// core. Add, AddBackground, Done and shutdown go to core directly; the
+	// rest goes through rl.
+	rl   workqueue.TypedRateLimitingInterface[K]
+	core *hintedQueue[K]
+	// bg is what AddBackground requests: background, or normal when
+	// BackgroundDelay is negative.
+	bg priority
+}
+
+// New returns a Queue configured by opts. Call ShutDown (or
+// ShutDownWithDrain) when done with it, to stop its goroutines.
+func New[K comparable](opts Options[K]) *Queue[K] {
+	return newQueue(opts, clock.RealClock{})
+}
+
+// newQueue is New with a clock, which tests replace with a fake one.
+func newQueue[K comparable](opts Options[K], c clock.WithTicker) *Queue[K] {
+	opts = opts.withDefaults()
+	core := newHintedQueue[K](opts, c)
+	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[K]{
+		Name:            opts.Name,
+		MetricsProvider: opts.MetricsProvider,
+		Clock:           c,
+		Queue:           core,
+	})
+	q := &Queue[K]{
+		rl: workqueue.NewTypedRateLimitingQueueWithConfig(opts.RateLimiter, workqueue.TypedRateLimitingQueueConfig[K]{
+			Name:            opts.Name,
+			MetricsProvider: opts.MetricsProvider,
+			Clock:           c,
+			DelayingQueue:   delaying,
+		}),
+		core: core,
+		bg:   background,
+	}
+	if opts.BackgroundDelay < 0 {
+		q.bg = normal
+	}
+	return q
+}
+
+// Add queues k at normal priority: use it for keys that carry a real change.
+// If k is already queued it is not queued twice, but a background k is
+// promoted. If a worker holds k, k is queued again when the worker calls
+// Done. After shutdown, Add does nothing.
+func (q *Queue[K]) Add(k K) { q.core.add(k, normal) }
+
+// AddBackground queues k at background priority: use it for keys that come
+// only from an informer's initial list or a periodic resync. If k is already
+// queued, nothing changes. If a worker holds k, k is queued again when the
+// worker calls Done (at normal priority if Add was also called meanwhile).
+// After shutdown, AddBackground does nothing.
+func (q *Queue[K]) AddBackground(k K) { q.core.add(k, q.bg) }
+
+// AddAfter queues k at normal priority once d has passed (at once if d <= 0).
+// If AddAfter is called again for k before then, the earlier time wins.
+func (q *Queue[K]) AddAfter(k K, d time.Duration) { q.rl.AddAfter(k, d) }
+
+// AddRateLimited queues k at normal priority after the delay the rate limiter
+// chooses, which grows each time it is called for k until Forget(k).
+func (q *Queue[K]) AddRateLimited(k K) { q.rl.AddRateLimited(k) }
+
+// Forget resets k's rate limiting: the next AddRateLimited(k) starts from
+// the initial delay. Call it once k has been processed successfully or given
+// up on. It does not replace Done.
+func (q *Queue[K]) Forget(k K) { q.rl.Forget(k) }
+
+// NumRequeues returns how many times AddRateLimited(k) was called since the
+// last Forget(k).
+func (q *Queue[K]) NumRequeues(k K) int { return q.rl.NumRequeues(k) }
+
+// Get blocks until a key is queued, removes it from the queue and returns it;
+// the caller must pass it to Done once processed. It returns shutdown = true
+// (and the zero K) once the queue is shut down and empty: the worker should
+// then return.
+func (q *Queue[K]) Get() (k K, shutdown bool) { return q.rl.Get() }
+
+// Done marks k, returned by Get, as processed. If k was added again since
+// Get, it is queued again now, once, with the highest priority requested
+// since Get.
+func (q *Queue[K]) Done(k K) { q.core.Done(k) }
+
+// Len returns the number of queued keys, not counting keys held by workers
+// or waiting for AddAfter or AddRateLimited. It is for information only:
+// another goroutine may change it at any time.
+func (q *Queue[K]) Len() int { return q.rl.Len() }
+
+// ShutDown makes the queue ignore adds from now on. Keys already queued are
+// still handed out by Get, which reports shutdown once the queue is empty;
+// keys waiting for AddAfter or AddRateLimited are dropped. ShutDown does not
+// wait for workers; it may be called more than once, and may be called to
+// make a ShutDownWithDrain in progress return at once.
+func (q *Queue[K]) ShutDown() {
+	q.core.Typed.ShutDown()
+	q.rl.ShutDown() // stops the delaying queue's goroutine
+}
+
+// ShutDownWithDrain is ShutDown, then waits until no worker holds a key:
+// until every key that Get has returned has been passed to Done. It does not
+// wait for keys still queued, which workers keep getting until the queue is
+// empty; wait for the workers themselves when that matters. Workers must
+// keep calling Done, or ShutDownWithDrain blocks for ever; ShutDown makes it
+// return at once.
+func (q *Queue[K]) ShutDownWithDrain() {
+	q.core.Typed.ShutDownWithDrain()
+	q.rl.ShutDown() // stops the delaying queue's goroutine
+}
+
+// ShuttingDown reports whether ShutDown or ShutDownWithDrain has been called.
+func (q *Queue[K]) ShuttingDown() bool { return q.rl.ShuttingDown() }
