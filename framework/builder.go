@@ -113,6 +113,9 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		metrics: mgr.metrics.forController(b.name, opts.Workers),
 	}
 	c.deeper = deeperSink(opts.Logger.GetSink())
+	if tp := mgr.opts.TracerProvider; tp != nil {
+		c.tracer = tp.Tracer("github.com/converge-dev/converge/framework")
+	}
 	c.queue = workqueue.New(workqueue.Options[reconcile.Request]{
 		Name:            b.name,
 		RateLimiter:     opts.RateLimiter,

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
@@ -85,6 +88,7 @@ type Controller[T informers.Object] struct {
 	log        logr.Logger
 	deeper     logr.LogSink
 	metrics    *controllerMetrics
+	tracer     trace.Tracer // nil: no tracing
 
 	// ids numbers reconciles for logs.
 	ids atomic.Uint64
@@ -189,12 +193,23 @@ func (c *Controller[T]) reconcileOne(ctx context.Context, req reconcile.Request)
 	c.metrics.active.Inc()
 	defer c.metrics.active.Dec()
 
-	log := logr.New(&reconcileSink{base: c.log.GetSink(), deeper: c.deeper, controller: c.name, req: req, id: c.ids.Add(1)})
+	id := c.ids.Add(1)
+	log := logr.New(&reconcileSink{base: c.log.GetSink(), deeper: c.deeper, controller: c.name, req: req, id: id})
 	ctx = logr.NewContext(ctx, log)
 	if c.opts.ReconcileTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.ReconcileTimeout)
 		defer cancel()
+	}
+	var span trace.Span
+	if c.tracer != nil {
+		ctx, span = c.tracer.Start(ctx, "reconcile "+c.name, trace.WithAttributes(
+			attribute.String("converge.controller", c.name),
+			attribute.String("converge.namespace", req.Namespace),
+			attribute.String("converge.name", req.Name),
+			attribute.Int64("converge.reconcile_id", int64(id)),
+		))
+		defer span.End()
 	}
 	start := time.Now()
 	res, err, panicked := c.call(ctx, req)
@@ -226,6 +241,13 @@ func (c *Controller[T]) reconcileOne(ctx context.Context, req reconcile.Request)
 		log.Info("reconcile ran past its timeout", "timeout", c.opts.ReconcileTimeout)
 	}
 	c.metrics.observe(result, took, timedOut)
+	if span != nil {
+		span.SetAttributes(attribute.String("converge.result", result))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
 	if v := log.V(5); v.Enabled() {
 		v.Info("reconciled", "result", result, "duration", took)
 	}

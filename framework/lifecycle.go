@@ -95,6 +95,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 
 	cacheGroup := newGroup(base, m.runErr)
 	cacheGroup.start(RunnableFunc(m.cache.Start))
+	cacheGroup.start(RunnableFunc(m.runEvents))
 	defer cacheGroup.stop()
 
 	m.log.V(1).Info("waiting for caches to sync")

@@ -11,7 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	eventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/informers"
 )
@@ -47,6 +49,7 @@ type Manager struct {
 	client  *Client
 	log     logr.Logger
 	metrics *metrics
+	events  events.EventBroadcaster
 
 	// synced is set once the caches first synced (readiness needs it).
 	synced atomic.Bool
@@ -125,6 +128,11 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m.metrics.cacheObjectsSource = c.Stats
 	m.client = newClient(cfg, httpClient, opts.Scheme, mapper, c)
+	ev, err := eventsv1.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("framework: events client for %s: %w", cfg.Host, err)
+	}
+	m.events = events.NewBroadcaster(&events.EventSinkImpl{Interface: ev})
 	return m, nil
 }
 

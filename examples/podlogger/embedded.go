@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -18,38 +18,38 @@ import (
 
 // config loads the cluster configuration, or starts an embedded control plane
 // with a demo load when there is none. cleanup stops what config started.
-func config(ctx context.Context, kubeconfig string) (*rest.Config, func(), error) {
-	cfg, err := framework.LoadConfig(kubeconfig)
+func config(ctx context.Context, flags *framework.Flags, log logr.Logger) (*rest.Config, func(), error) {
+	cfg, err := flags.Config()
 	if err == nil || !errors.Is(err, framework.ErrNoConfig) {
 		return cfg, func() {}, err
 	}
-	slog.Info("no kubeconfig found: starting an embedded control plane (etcd + kube-apiserver)")
+	log.Info("no kubeconfig found: starting an embedded control plane (etcd + kube-apiserver)")
 	env := envtest.New(envtest.Options{})
 	start := time.Now()
 	if cfg, err = env.Start(ctx); err != nil {
 		return nil, nil, fmt.Errorf("start embedded control plane: %w", err)
 	}
-	slog.Info("embedded control plane ready", "took", time.Since(start).Round(time.Millisecond), "kubeconfig", env.KubeconfigPath())
+	log.Info("embedded control plane ready", "took", time.Since(start).Round(time.Millisecond), "kubeconfig", env.KubeconfigPath())
 	demoCtx, stopDemo := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := demo(demoCtx, cfg); err != nil && demoCtx.Err() == nil {
-			slog.Error("demo load failed", "err", err)
+		if err := demo(demoCtx, cfg, log); err != nil && demoCtx.Err() == nil {
+			log.Error(err, "demo load failed")
 		}
 	}()
 	return cfg, func() {
 		stopDemo()
 		<-done
 		if err := env.Stop(); err != nil {
-			slog.Error("stop embedded control plane", "err", err)
+			log.Error(err, "stop embedded control plane")
 		}
 	}, nil
 }
 
 // demo creates, changes and deletes a few pods over about 20 seconds, the way
 // a scheduler and kubelets would, so the podlogger has something to log.
-func demo(ctx context.Context, cfg *rest.Config) error {
+func demo(ctx context.Context, cfg *rest.Config, log logr.Logger) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -60,7 +60,7 @@ func demo(ctx context.Context, cfg *rest.Config) error {
 		if err := sleep(ctx, 3*time.Second); err != nil {
 			return err
 		}
-		slog.Info("demo: " + msg)
+		log.Info("demo: " + msg)
 		for _, n := range names {
 			if err := f(n); err != nil {
 				return fmt.Errorf("demo %s %s: %w", msg, n, err)
@@ -110,7 +110,7 @@ func demo(ctx context.Context, cfg *rest.Config) error {
 	if err := sleep(ctx, time.Second); err != nil {
 		return err
 	}
-	slog.Info("demo finished; the control plane keeps running: create pods with the kubeconfig above, Ctrl-C to stop")
+	log.Info("demo finished; the control plane keeps running: create pods with the kubeconfig above, Ctrl-C to stop")
 	return nil
 }
 

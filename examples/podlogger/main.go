@@ -1,10 +1,11 @@
 // Command podlogger logs pods as they appear, change phase, readiness or node,
-// and disappear. It is converge's first example: a level-triggered reconciler
-// that reads pods from the shared cache.
+// and disappear: converge's first example, a level-triggered reconciler that
+// reads pods from the shared cache.
 //
 // With --kubeconfig (or $KUBECONFIG, ~/.kube/config, or a pod's service
 // account) it watches that cluster; with none, it starts an embedded control
-// plane and a short demo load.
+// plane and a short demo load. See --help for metrics, probes, leader election
+// and logging flags.
 package main
 
 import (
@@ -12,9 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -30,16 +29,18 @@ type podLogger struct {
 }
 
 func (p *podLogger) Reconcile(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
-	state := fmt.Sprintf("phase=%s ready=%t node=%q deleting=%t", pod.Status.Phase, isReady(pod), pod.Spec.NodeName, pod.DeletionTimestamp != nil)
-	key := reconcile.Request{Namespace: pod.Namespace, Name: pod.Name}
+	ready := false
+	for _, c := range pod.Status.Conditions {
+		ready = ready || c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	}
+	state := fmt.Sprintf("phase=%s ready=%t node=%q deleting=%t", pod.Status.Phase, ready, pod.Spec.NodeName, pod.DeletionTimestamp != nil)
 	p.mu.Lock()
-	before, known := p.seen[key]
-	p.seen[key] = state
+	before, known := p.seen[reconcile.Request{Namespace: pod.Namespace, Name: pod.Name}]
+	p.seen[reconcile.Request{Namespace: pod.Namespace, Name: pod.Name}] = state
 	p.mu.Unlock()
-	switch {
-	case !known:
+	if !known {
 		logr.FromContextOrDiscard(ctx).Info("pod appeared", "state", state)
-	case before != state:
+	} else if before != state {
 		logr.FromContextOrDiscard(ctx).Info("pod changed", "from", before, "to", state)
 	}
 	return reconcile.Result{}, nil
@@ -53,33 +54,27 @@ func (p *podLogger) ReconcileDeleted(ctx context.Context, gone reconcile.Tombsto
 	return reconcile.Result{}, nil
 }
 
-func isReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "path to a kubeconfig; empty means $KUBECONFIG, ~/.kube/config, in-cluster, or an embedded control plane")
+	flags := framework.Flags{LeaderElectionID: "podlogger", HealthProbeBindAddress: ":8081"}
+	flags.Register(nil)
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *kubeconfig); err != nil {
+	if err := run(framework.SignalContext(context.Background()), &flags); err != nil {
 		fmt.Fprintln(os.Stderr, "podlogger:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, kubeconfig string) error {
-	cfg, cleanup, err := config(ctx, kubeconfig)
+func run(ctx context.Context, flags *framework.Flags) error {
+	opts, err := flags.Options()
+	if err != nil {
+		return err
+	}
+	cfg, cleanup, err := config(ctx, flags, opts.Logger) // the cluster, or an embedded control plane
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	mgr, err := framework.NewManager(cfg, framework.Options{})
+	mgr, err := framework.NewManager(cfg, opts)
 	if err != nil {
 		return err
 	}

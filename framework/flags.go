@@ -1,0 +1,153 @@
+package framework
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+)
+
+// Flags are the command-line flags most controller mains need, named as
+// kubebuilder projects name them. Set fields before Register to change the
+// defaults, then call Register, flag.Parse, and Options and Config.
+type Flags struct {
+	// Kubeconfig is --kubeconfig: the kubeconfig file. Empty means $KUBECONFIG,
+	// ~/.kube/config, then in-cluster credentials.
+	Kubeconfig string
+	// LeaderElect is --leader-elect.
+	LeaderElect bool
+	// LeaderElectionNamespace is --leader-election-namespace.
+	LeaderElectionNamespace string
+	// LeaderElectionID is --leader-election-id: the Lease name. Set a default
+	// (the program's name) before Register.
+	LeaderElectionID string
+	// MetricsBindAddress is --metrics-bind-address, e.g. ":8443"; "0" or
+	// empty means metrics are not served.
+	MetricsBindAddress string
+	// MetricsInsecure is --metrics-insecure: plain HTTP without
+	// authentication, for local development.
+	MetricsInsecure bool
+	// HealthProbeBindAddress is --health-probe-bind-address; "0" or empty
+	// means probes are not served.
+	HealthProbeBindAddress string
+	// LogFormat is --log-format: "text" (the default) or "json".
+	LogFormat string
+	// Verbosity is -v: 0 logs info and errors, higher numbers more detail.
+	Verbosity int
+}
+
+// Register adds the flags to fs (flag.CommandLine when nil), with the
+// fields' current values as defaults.
+func (f *Flags) Register(fs *flag.FlagSet) {
+	if fs == nil {
+		fs = flag.CommandLine
+	}
+	if f.LogFormat == "" {
+		f.LogFormat = "text"
+	}
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", f.Kubeconfig, "path to a kubeconfig file; empty means $KUBECONFIG, ~/.kube/config, then in-cluster credentials")
+	fs.BoolVar(&f.LeaderElect, "leader-elect", f.LeaderElect, "elect a leader among the replicas: only the leader runs controllers, the others keep warm caches")
+	fs.StringVar(&f.LeaderElectionNamespace, "leader-election-namespace", f.LeaderElectionNamespace, "namespace of the leader election Lease; empty means the pod's namespace")
+	fs.StringVar(&f.LeaderElectionID, "leader-election-id", f.LeaderElectionID, "name of the leader election Lease")
+	fs.StringVar(&f.MetricsBindAddress, "metrics-bind-address", f.MetricsBindAddress, `address of the Prometheus /metrics endpoint, e.g. ":8443"; "0" or empty disables it`)
+	fs.BoolVar(&f.MetricsInsecure, "metrics-insecure", f.MetricsInsecure, "serve metrics over plain HTTP without authentication (local development only)")
+	fs.StringVar(&f.HealthProbeBindAddress, "health-probe-bind-address", f.HealthProbeBindAddress, `address of /healthz and /readyz, e.g. ":8081"; "0" or empty disables them`)
+	fs.StringVar(&f.LogFormat, "log-format", f.LogFormat, `log format: "text" or "json"`)
+	fs.IntVar(&f.Verbosity, "v", f.Verbosity, "log verbosity: 0 is info and errors, higher shows more detail")
+}
+
+// Options returns manager Options set from the flags, with the logger they
+// select (see NewLogger). Fields the flags do not cover keep their zero values.
+func (f *Flags) Options() (Options, error) {
+	log, err := NewLogger(LogOptions{Format: f.LogFormat, Verbosity: f.Verbosity})
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{
+		Logger: log,
+		LeaderElection: LeaderElectionOptions{
+			Enabled:   f.LeaderElect,
+			ID:        f.LeaderElectionID,
+			Namespace: f.LeaderElectionNamespace,
+		},
+		HealthProbeBindAddress: disabledIfZero(f.HealthProbeBindAddress),
+		Metrics: MetricsOptions{
+			BindAddress: disabledIfZero(f.MetricsBindAddress),
+			Insecure:    f.MetricsInsecure,
+		},
+	}, nil
+}
+
+// Config loads the API server configuration the flags point at (see LoadConfig).
+func (f *Flags) Config() (*rest.Config, error) { return LoadConfig(f.Kubeconfig) }
+
+func disabledIfZero(addr string) string {
+	if addr == "0" {
+		return ""
+	}
+	return addr
+}
+
+// LogOptions configures NewLogger. The zero value logs text at verbosity 0
+// to standard error.
+type LogOptions struct {
+	// Format is "text" or "json". Zero means text.
+	Format string
+	// Verbosity: logr V(n) lines are written when n ≤ Verbosity. Zero means
+	// info and errors only.
+	Verbosity int
+	// Writer receives the log. Zero means standard error.
+	Writer io.Writer
+}
+
+// NewLogger returns a logr.Logger on log/slog, and routes client-go's klog
+// output into it so one process writes one format. klog's own verbosity is
+// left at 0: client-go's request and response dumps (which can hold object
+// data) stay off whatever Verbosity is.
+func NewLogger(o LogOptions) (logr.Logger, error) {
+	w := o.Writer
+	if w == nil {
+		w = os.Stderr
+	}
+	ho := &slog.HandlerOptions{Level: slog.Level(-o.Verbosity)}
+	var h slog.Handler
+	switch o.Format {
+	case "", "text":
+		h = slog.NewTextHandler(w, ho)
+	case "json":
+		h = slog.NewJSONHandler(w, ho)
+	default:
+		return logr.Logger{}, fmt.Errorf("framework: log format %q: want \"text\" or \"json\"", o.Format)
+	}
+	if o.Verbosity < 0 {
+		return logr.Logger{}, fmt.Errorf("framework: log verbosity must not be negative, got %d", o.Verbosity)
+	}
+	log := logr.FromSlogHandler(h)
+	klog.SetLoggerWithOptions(log.WithName("client-go"), klog.ContextualLogger(true))
+	return log, nil
+}
+
+// SignalContext returns a context that is cancelled on the first SIGINT or
+// SIGTERM, starting a graceful shutdown; a second signal exits the process
+// at once with status 1.
+func SignalContext(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancel(parent)
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ch
+		cancel()
+		<-ch
+		fmt.Fprintln(os.Stderr, "second signal: exiting at once")
+		os.Exit(1)
+	}()
+	return ctx
+}
