@@ -84,13 +84,13 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		return nil, fmt.Errorf("informers: metadata client for %s: %w", cfg.Host, err)
 	}
 	return &Cache{
-		opts:    opts,
-		cfg:     cfg,
-		http:    httpClient,
-		codecs:  serializer.NewCodecFactory(opts.Scheme),
-		params:  runtime.NewParameterCodec(opts.Scheme),
-		dyn:     dyn,
-		meta:    md,
+		opts:      opts,
+		cfg:       cfg,
+		http:      httpClient,
+		codecs:    serializer.NewCodecFactory(opts.Scheme),
+		params:    runtime.NewParameterCodec(opts.Scheme),
+		dyn:       dyn,
+		meta:      md,
 		entries:   map[informerKey]*entry{},
 		rest:      map[schema.GroupVersion]*rest.RESTClient{},
 		startedCh: make(chan struct{}),
