@@ -117,14 +117,16 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{
-		opts:    opts,
-		cfg:     cfg,
-		mapper:  mapper,
-		cache:   c,
-		log:     opts.Logger,
-		names:   map[string]bool{},
-		runErr:  make(chan error, 1),
-		metrics: newMetrics(),
+		opts:         opts,
+		cfg:          cfg,
+		mapper:       mapper,
+		cache:        c,
+		log:          opts.Logger,
+		names:        map[string]bool{},
+		healthChecks: map[string]Check{},
+		readyChecks:  map[string]Check{},
+		runErr:       make(chan error, 1),
+		metrics:      newMetrics(),
 	}
 	m.metrics.cacheObjectsSource = c.Stats
 	m.client = newClient(cfg, httpClient, opts.Scheme, mapper, c)

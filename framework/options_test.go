@@ -1,0 +1,118 @@
+package framework_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/converge-dev/converge/framework"
+)
+
+func TestManagerOptionsValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts framework.Options
+		want []string
+	}{
+		{"zero value", framework.Options{}, nil},
+		{"leader election defaults", framework.Options{LeaderElection: framework.LeaderElectionOptions{Enabled: true, ID: "x"}}, nil},
+		{"leader election without ID", framework.Options{LeaderElection: framework.LeaderElectionOptions{Enabled: true}},
+			[]string{"LeaderElection.ID is required"}},
+		{"lease not longer than renew deadline", framework.Options{LeaderElection: framework.LeaderElectionOptions{
+			Enabled: true, ID: "x", LeaseDuration: 10 * time.Second, RenewDeadline: 10 * time.Second}},
+			[]string{"LeaseDuration (10s) must be greater than RenewDeadline (10s)"}},
+		{"renew deadline within jitter of retry", framework.Options{LeaderElection: framework.LeaderElectionOptions{
+			Enabled: true, ID: "x", RenewDeadline: 5 * time.Second, RetryPeriod: 5 * time.Second}},
+			[]string{"RenewDeadline (5s) must be greater than 1.2 × RetryPeriod (5s)"}},
+		{"invalid durations ignored while disabled", framework.Options{LeaderElection: framework.LeaderElectionOptions{
+			RenewDeadline: time.Second, RetryPeriod: time.Hour}}, nil},
+		{"metrics and probes on one address", framework.Options{HealthProbeBindAddress: ":8080", Metrics: framework.MetricsOptions{BindAddress: ":8080"}},
+			[]string{`both ":8080"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := framework.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, tc.opts)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    framework.LogOptions
+		info    string // what logger.Info("hello") writes, "" for nothing
+		v1      bool   // whether V(1) lines are written
+		wantErr string
+	}{
+		{"text", framework.LogOptions{}, "level=INFO msg=hello k=v", false, ""},
+		{"json", framework.LogOptions{Format: "json"}, `"msg":"hello","k":"v"`, false, ""},
+		{"verbose", framework.LogOptions{Verbosity: 1}, "msg=hello", true, ""},
+		{"bad format", framework.LogOptions{Format: "xml"}, "", false, `log format "xml"`},
+		{"negative verbosity", framework.LogOptions{Verbosity: -1}, "", false, "must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			tc.opts.Writer = &buf
+			log, err := framework.NewLogger(tc.opts)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			log.Info("hello", "k", "v")
+			if !strings.Contains(buf.String(), tc.info) {
+				t.Errorf("Info wrote %q, want it to contain %q", buf.String(), tc.info)
+			}
+			buf.Reset()
+			log.V(1).Info("detail")
+			if got := strings.Contains(buf.String(), "detail"); got != tc.v1 {
+				t.Errorf("V(1) written = %v, want %v", got, tc.v1)
+			}
+		})
+	}
+}
+
+func TestFlagsOptions(t *testing.T) {
+	f := framework.Flags{LeaderElectionID: "prog"}
+	fs := newFlagSet()
+	f.Register(fs)
+	if err := fs.Parse([]string{"--leader-elect", "--metrics-bind-address=0", "--health-probe-bind-address=:9000", "--log-format=json", "-v=2"}); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := f.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !opts.LeaderElection.Enabled || opts.LeaderElection.ID != "prog" {
+		t.Errorf("leader election = %+v, want enabled with ID prog", opts.LeaderElection)
+	}
+	if opts.Metrics.BindAddress != "" {
+		t.Errorf(`--metrics-bind-address=0 gave %q, want "" (off)`, opts.Metrics.BindAddress)
+	}
+	if opts.HealthProbeBindAddress != ":9000" {
+		t.Errorf("probe address = %q", opts.HealthProbeBindAddress)
+	}
+	if !opts.Logger.V(2).Enabled() || opts.Logger.V(3).Enabled() {
+		t.Error("-v=2 should enable V(2) and not V(3)")
+	}
+}
