@@ -93,9 +93,26 @@ func (b *Builder[T]) Build(r reconcile.ObjectReconciler[T]) (*Controller[T], err
 	return b.build(nil, r)
 }
 
+// SourceProvider is the optional interface of reconcilers that know what
+// they must watch (a declarative reconciler watches the kinds of children it
+// creates). Complete checks for it with a type assertion and adds the
+// sources it returns; an error fails Complete.
+type SourceProvider interface {
+	Sources() ([]Source, error)
+}
+
 func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.ObjectReconciler[T]) (*Controller[T], error) {
 	if isNil(byKey) && isNil(byObject) {
 		b.errs = append(b.errs, errors.New("reconciler is nil"))
+	}
+	for _, r := range []any{byKey, byObject} {
+		if sp, ok := r.(SourceProvider); ok && !isNil(r) {
+			srcs, err := sp.Sources()
+			if err != nil {
+				b.errs = append(b.errs, err)
+			}
+			b.sources = append(b.sources, srcs...)
+		}
 	}
 	if len(b.errs) > 0 {
 		return nil, b.fail(b.errs...)

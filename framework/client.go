@@ -189,35 +189,17 @@ func (c *Client) apply(ctx context.Context, obj any, sub string, opts []WriteOpt
 			obj, head.Metadata.Namespace, head.Metadata.Name, head.APIVersion, head.Kind, head.Metadata.Name)
 	}
 	gvk := gv.WithKind(head.Kind)
-	out, err := c.newObject(gvk)
+	out, err := newForKind(c.scheme, gvk)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("apply %s %s/%s: %w", head.Kind, head.Metadata.Namespace, head.Metadata.Name, err)
 	}
+	out.GetObjectKind().SetGroupVersionKind(gvk)
 	out.SetNamespace(head.Metadata.Namespace)
 	out.SetName(head.Metadata.Name)
 	if err := c.patch(ctx, out, sub, types.ApplyPatchType, data, opts); err != nil {
 		return nil, err
 	}
 	return out, nil
-}
-
-// newObject returns an empty object of kind gvk: typed when the scheme knows it.
-func (c *Client) newObject(gvk schema.GroupVersionKind) (informers.Object, error) {
-	if c.scheme.Recognizes(gvk) {
-		o, err := c.scheme.New(gvk)
-		if err != nil {
-			return nil, err
-		}
-		obj, ok := o.(informers.Object)
-		if !ok {
-			return nil, fmt.Errorf("%v has no object metadata", gvk)
-		}
-		obj.GetObjectKind().SetGroupVersionKind(gvk)
-		return obj, nil
-	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	return u, nil
 }
 
 // Status returns a writer for the status subresource.
@@ -279,6 +261,7 @@ func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub 
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if verb == "delete" {
+		c.observeDeletion(gvk, obj, res)
 		return nil
 	}
 	if u, ok := obj.(*unstructured.Unstructured); ok {
@@ -289,13 +272,44 @@ func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub 
 		if err := u.UnmarshalJSON(raw); err != nil {
 			return fmt.Errorf("%s: decode answer: %w", what, err)
 		}
-		return nil
+	} else {
+		if err := res.Into(obj); err != nil {
+			return fmt.Errorf("%s: decode answer: %w", what, err)
+		}
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
 	}
-	if err := res.Into(obj); err != nil {
-		return fmt.Errorf("%s: decode answer: %w", what, err)
-	}
-	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	c.cache.ObserveWrite(gvk, obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion())
 	return nil
+}
+
+// observeDeletion tells the cache about a deletion: gone at once (the
+// server answered with a Status), or still there with a deletion timestamp
+// (the server answered with the object, held by finalizers).
+func (c *Client) observeDeletion(gvk schema.GroupVersionKind, obj informers.Object, res rest.Result) {
+	raw, err := res.Raw()
+	if err != nil {
+		return
+	}
+	var head struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			ResourceVersion   string  `json:"resourceVersion"`
+			UID               string  `json:"uid"`
+			DeletionTimestamp *string `json:"deletionTimestamp"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(raw, &head) != nil {
+		return
+	}
+	if head.Kind == "Status" || head.Metadata.DeletionTimestamp == nil {
+		uid := head.Metadata.UID
+		if uid == "" {
+			uid = string(obj.GetUID())
+		}
+		c.cache.ObserveDeletion(gvk, obj.GetNamespace(), obj.GetName(), uid)
+		return
+	}
+	c.cache.ObserveWrite(gvk, obj.GetNamespace(), obj.GetName(), head.Metadata.ResourceVersion)
 }
 
 func describeKey(obj metav1.Object) string {

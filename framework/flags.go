@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
@@ -137,17 +138,24 @@ func NewLogger(o LogOptions) (logr.Logger, error) {
 
 // SignalContext returns a context that is cancelled on the first SIGINT or
 // SIGTERM, starting a graceful shutdown; a second signal exits the process
-// at once with status 1.
+// at once with status 1. Repeats within a second of the first are taken as
+// one signal delivered twice (to the process and to its process group, as
+// some supervisors do), not as a second request.
 func SignalContext(parent context.Context) context.Context {
 	ctx, cancel := context.WithCancel(parent)
-	ch := make(chan os.Signal, 2)
+	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ch
+		first := time.Now()
 		cancel()
-		<-ch
-		fmt.Fprintln(os.Stderr, "second signal: exiting at once")
-		os.Exit(1)
+		for range ch {
+			if time.Since(first) < time.Second {
+				continue
+			}
+			fmt.Fprintln(os.Stderr, "second signal: exiting at once")
+			os.Exit(1)
+		}
 	}()
 	return ctx
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
@@ -125,10 +127,18 @@ func (s *kindSource[C]) bind(w *watchTarget) (boundSource, error) {
 	example := informers.Object(s.example)
 	if reflect.ValueOf(&s.example).Elem().IsZero() {
 		rt := reflect.TypeFor[C]()
-		if rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
-			return nil, fmt.Errorf("watch %v: type %v is not a pointer to a struct", s, rt)
+		switch {
+		case rt.Kind() == reflect.Pointer && rt.Elem().Kind() == reflect.Struct:
+			example = reflect.New(rt.Elem()).Interface().(informers.Object)
+		case !s.sel.Kind.Empty():
+			// An interface type (informers.Object): the kind says what to watch.
+			var err error
+			if example, err = newForKind(w.mgr.Scheme(), s.sel.Kind); err != nil {
+				return nil, fmt.Errorf("watch %v: %w", s.sel.Kind, err)
+			}
+		default:
+			return nil, fmt.Errorf("watch %v: type %v is not a pointer to a struct; give the kind with WithSelection", s, rt)
 		}
-		example = reflect.New(rt.Elem()).Interface().(informers.Object)
 	}
 	sel := s.sel
 	if sel.Kind.Empty() {
@@ -194,6 +204,25 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 			}
 		},
 	}, cache.HandlerOptions{})
+}
+
+// newForKind returns an empty object of kind gvk: typed when the scheme
+// knows it, unstructured otherwise.
+func newForKind(scheme *runtime.Scheme, gvk schema.GroupVersionKind) (informers.Object, error) {
+	if scheme.Recognizes(gvk) {
+		o, err := scheme.New(gvk)
+		if err != nil {
+			return nil, err
+		}
+		obj, ok := o.(informers.Object)
+		if !ok {
+			return nil, fmt.Errorf("%v has no object metadata", gvk)
+		}
+		return obj, nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
 }
 
 // add queues req: behind real changes when it only replays cached state.

@@ -40,7 +40,12 @@ type Cache struct {
 	// startedCh is closed by Start.
 	startedCh chan struct{}
 	// wg counts running informers.
-	wg     sync.WaitGroup
+	wg      sync.WaitGroup
+	marksMu sync.Mutex
+	// marks holds this process's recent writes not yet seen in the cache;
+	// marksMu guards it.
+	marks map[writeKey]writeMark
+
 	restMu sync.Mutex
 	// rest holds one REST client per group version; restMu guards it.
 	rest map[schema.GroupVersion]*rest.RESTClient
@@ -94,6 +99,7 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		entries:   map[informerKey]*entry{},
 		rest:      map[schema.GroupVersion]*rest.RESTClient{},
 		startedCh: make(chan struct{}),
+		marks:     map[writeKey]writeMark{},
 	}, nil
 }
 

@@ -22,7 +22,9 @@ var ErrNotStarted = errors.New("informers: the cache has not been started")
 // initial list, bounded by the cache's SyncTimeout and ctx.
 type Reader[T Object] interface {
 	// Get returns the object, or an error for which apierrors.IsNotFound is
-	// true when the cache holds no such object.
+	// true when the cache holds no such object. When this process wrote the
+	// object through a client that reports its writes (the framework's
+	// client does), Get first waits for the cache to hold that write.
 	Get(ctx context.Context, namespace, name string) (T, error)
 	// List returns the objects matching every option, in no particular order.
 	List(ctx context.Context, opts ...ListOption) ([]T, error)
@@ -155,6 +157,9 @@ func (i *Informer[T]) Get(ctx context.Context, namespace, name string) (T, error
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name
+	}
+	if err := i.e.awaitOwnWrite(ctx, namespace, name, key); err != nil {
+		return zero, err
 	}
 	obj, ok, err := i.e.informer.GetIndexer().GetByKey(key)
 	if err != nil {

@@ -45,6 +45,11 @@ type Options struct {
 	// no bound other than the caller's context.
 	SyncTimeout time.Duration
 
+	// ReadYourWritesTimeout bounds how long Get waits for the cache to reflect
+	// a write this process made to that object (see Cache.ObserveWrite).
+	// Zero means 10 seconds; negative turns the wait off.
+	ReadYourWritesTimeout time.Duration
+
 	// KeepManagedFields keeps metadata.managedFields on cached objects. They are
 	// rarely read by controllers and are often the largest part of an object's
 	// metadata. Zero (false) means they are stripped before objects are stored.
@@ -88,6 +93,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SyncTimeout == 0 {
 		o.SyncTimeout = defaultSyncTimeout
+	}
+	if o.ReadYourWritesTimeout == 0 {
+		o.ReadYourWritesTimeout = defaultReadYourWritesTimeout
 	}
 	return o
 }

@@ -1,9 +1,11 @@
 package reconcile_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -60,5 +62,43 @@ func TestResultIsZero(t *testing.T) {
 	}
 	if (reconcile.Result{RequeueAfter: 1}).IsZero() {
 		t.Error("Result with RequeueAfter reports zero")
+	}
+}
+
+func TestSequence(t *testing.T) {
+	var ran []string
+	step := func(name string, res reconcile.Result, err error) reconcile.ObjectReconciler[string] {
+		return reconcile.ObjectFunc[string](func(_ context.Context, obj string) (reconcile.Result, error) {
+			ran = append(ran, name+":"+obj)
+			return res, err
+		})
+	}
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name    string
+		steps   []reconcile.ObjectReconciler[string]
+		ran     []string
+		requeue time.Duration
+		err     error
+	}{
+		{"empty", nil, nil, 0, nil},
+		{"all run, shortest requeue wins", []reconcile.ObjectReconciler[string]{
+			step("a", reconcile.Result{RequeueAfter: time.Minute}, nil),
+			step("b", reconcile.Result{}, nil),
+			step("c", reconcile.Result{RequeueAfter: time.Second}, nil),
+		}, []string{"a:x", "b:x", "c:x"}, time.Second, nil},
+		{"stops at the first error", []reconcile.ObjectReconciler[string]{
+			step("a", reconcile.Result{}, nil),
+			step("b", reconcile.Result{}, boom),
+			step("c", reconcile.Result{}, nil),
+		}, []string{"a:x", "b:x"}, 0, boom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran = nil
+			res, err := reconcile.Sequence(tc.steps...).Reconcile(t.Context(), "x")
+			if !errors.Is(err, tc.err) || res.RequeueAfter != tc.requeue || fmt.Sprint(ran) != fmt.Sprint(tc.ran) {
+				t.Errorf("got (%v, %v) after %v; want (%v, %v) after %v", res.RequeueAfter, err, ran, tc.requeue, tc.err, tc.ran)
+			}
+		})
 	}
 }

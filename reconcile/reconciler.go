@@ -63,3 +63,23 @@ type Tombstone[T any] struct {
 	// Like cached objects, it is shared: do not modify it.
 	Last T
 }
+
+// Sequence runs steps in order on the same object, as one reconcile of a
+// controller with several steps. It stops at the first error (returning it,
+// so the whole sequence is retried) and otherwise returns the shortest
+// non-zero RequeueAfter any step asked for.
+func Sequence[T any](steps ...ObjectReconciler[T]) ObjectReconciler[T] {
+	return ObjectFunc[T](func(ctx context.Context, obj T) (Result, error) {
+		var out Result
+		for _, s := range steps {
+			res, err := s.Reconcile(ctx, obj)
+			if err != nil {
+				return res, err
+			}
+			if res.RequeueAfter > 0 && (out.RequeueAfter == 0 || res.RequeueAfter < out.RequeueAfter) {
+				out.RequeueAfter = res.RequeueAfter
+			}
+		}
+		return out, nil
+	})
+}

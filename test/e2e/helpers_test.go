@@ -130,6 +130,15 @@ func (r *recorder) keys() []reconcile.Request {
 	})
 }
 
+// countingReconciler returns a reconciler that records every call in calls
+// and succeeds.
+func countingReconciler(calls *recorder) reconcile.Func {
+	return func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+		calls.record(req)
+		return reconcile.Result{}, nil
+	}
+}
+
 // gaps returns the durations between consecutive times.
 func gaps(times []time.Time) []time.Duration {
 	out := make([]time.Duration, 0, len(times))

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/reconcile"
@@ -46,7 +47,7 @@ var _ = Describe("reconcile outcomes", func() {
 		Expect(calls.keys()).To(ConsistOf(k))
 	}, SpecTimeout(time.Minute))
 
-	It("retries errors with a growing backoff, and never retries a terminal error", func(ctx SpecContext) {
+	It("retries errors with a growing backoff, and retries a terminal error only after a change", func(ctx SpecContext) {
 		// The default rate limiter waits 5ms·2^n before the n-th retry of a
 		// key (n from 0), so the gaps between the attempts of a key that
 		// fails 6 times are at least 5, 10, 20, 40, 80 and 160 ms.
@@ -97,16 +98,24 @@ var _ = Describe("reconcile outcomes", func() {
 			return []int{calls.count(flaky)(), calls.count(invalid)()}
 		}).WithTimeout(time.Second).Should(Equal([]int{failures + 1, 1}))
 
+		By("retrying a terminal error once the object changes")
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, invalid.Name, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		cm.Data = map[string]string{"size": "-1"}
+		_, err = kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(ctx, calls.count(invalid)).Should(Equal(2))
+
 		By("counting each outcome")
 		labels := func(result string) map[string]string {
 			return map[string]string{"controller": "backoff", "result": result}
 		}
 		reg := mgr.Metrics()
 		Expect(metricValue(reg, "controller_runtime_reconcile_total", labels("error"))()).To(BeEquivalentTo(failures))
-		Expect(metricValue(reg, "controller_runtime_reconcile_total", labels("terminal"))()).To(BeEquivalentTo(1))
+		Expect(metricValue(reg, "controller_runtime_reconcile_total", labels("terminal"))()).To(BeEquivalentTo(2))
 		Expect(metricValue(reg, "controller_runtime_reconcile_total", labels("success"))()).To(BeEquivalentTo(1))
 		Expect(metricValue(reg, "controller_runtime_terminal_reconcile_errors_total", map[string]string{"controller": "backoff"})()).
-			To(BeEquivalentTo(1))
+			To(BeEquivalentTo(2))
 	}, SpecTimeout(time.Minute))
 
 	It("recovers from a panicking reconciler and keeps the manager running", func(ctx SpecContext) {

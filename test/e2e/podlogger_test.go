@@ -29,13 +29,14 @@ var _ = Describe("the podlogger example", func() {
 		Expect(err).NotTo(HaveOccurred(), "start podlogger")
 		DeferCleanup(func() { session.Kill() }) // no-op once it has exited
 
-		// The example logs with slog's default handler, to standard error:
-		//   ... INFO pod appeared controller=podlogger namespace=NS name=NAME reconcileID=1 state="..."
-		// The podlogger watches every namespace; matching on the namespace and
+		// The example logs with slog to standard error, one line per event
+		// with the reconcile's key=value pairs, such as
+		//   ... msg="pod appeared" controller=podlogger namespace=NS name=NAME reconcileID=1 state="..."
+		// The podlogger watches every namespace; matching the namespace and
 		// name ignores the pods of other specs.
 		const name = "logged"
 		says := func(msg string) OmegaMatcher {
-			return gbytes.Say(fmt.Sprintf(`%s .*namespace=%s name=%s\b`, regexp.QuoteMeta(msg), regexp.QuoteMeta(ns), name))
+			return gbytes.Say(fmt.Sprintf(`%s\b.*\bnamespace=%s\b.*\bname=%s\b`, regexp.QuoteMeta(msg), regexp.QuoteMeta(ns), name))
 		}
 		pods := kube.CoreV1().Pods(ns)
 

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
-	"github.com/converge-dev/converge/reconcile"
 )
 
 // podRequests counts the read requests a client makes for Pods, by kind. It
@@ -84,16 +82,10 @@ var _ = Describe("the shared cache", func() {
 		Expect(err).NotTo(HaveOccurred())
 
 		first, second := newRecorder(), newRecorder()
-		byKey := func(r *recorder) reconcile.Func {
-			return func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
-				r.record(req)
-				return reconcile.Result{}, nil
-			}
-		}
 		Expect(framework.NewController[*corev1.Pod](mgr, "pods-first", framework.ControllerOptions{}).
-			CompleteByKey(byKey(first))).To(Succeed())
+			CompleteByKey(countingReconciler(first))).To(Succeed())
 		Expect(framework.NewController[*corev1.Pod](mgr, "pods-second", framework.ControllerOptions{}).
-			CompleteByKey(byKey(second))).To(Succeed())
+			CompleteByKey(countingReconciler(second))).To(Succeed())
 		startManager(ctx, mgr)
 
 		_, err = kube.CoreV1().Pods(ns).Create(ctx, newPod(ns, "shared"), metav1.CreateOptions{})

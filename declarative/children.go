@@ -1,0 +1,413 @@
+package declarative
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/go-logr/logr"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// child is one desired child, ready to apply.
+type child struct {
+	obj  *unstructured.Unstructured
+	kind *childKind
+	hash string
+}
+
+func (c child) String() string {
+	return fmt.Sprintf("%s %s", c.obj.GetKind(), key(c.obj.GetNamespace(), c.obj.GetName()))
+}
+
+func key(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// prepare turns the declared children into unstructured objects carrying
+// ownership, labels and the hash of their content. linked reports children
+// tied by labels only, which need the finalizer to be cleaned up.
+func (d *Declarative[T]) prepare(ctx context.Context, parent informers.Object, declared []any) (out []child, linked bool, err error) {
+	parentNamespaced := parent.GetNamespace() != ""
+	seen := map[string]bool{}
+	var errs []error
+	for i, decl := range declared {
+		u, err := d.toUnstructured(decl)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("child %d (%T): %w", i, decl, err))
+			continue
+		}
+		gvk := u.GroupVersionKind()
+		ck, ok := d.children[gvk.GroupKind()]
+		if !ok {
+			errs = append(errs, fmt.Errorf("child %s %s: kind %v is not in declarative.Options.Children; list it so converge watches and prunes it", gvk.Kind, u.GetName(), gvk.GroupKind()))
+			continue
+		}
+		if u.GetName() == "" {
+			errs = append(errs, fmt.Errorf("child %d (%s): metadata.name is required", i, gvk.Kind))
+			continue
+		}
+		namespaced, err := d.namespaced(ck)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("child %s %s: %w", gvk.Kind, u.GetName(), err))
+			continue
+		}
+		switch {
+		case namespaced && u.GetNamespace() == "":
+			u.SetNamespace(parent.GetNamespace())
+		case !namespaced:
+			u.SetNamespace("")
+		}
+		id := gvk.GroupKind().String() + "/" + key(u.GetNamespace(), u.GetName())
+		if seen[id] {
+			errs = append(errs, fmt.Errorf("child %s %s is declared twice", gvk.Kind, key(u.GetNamespace(), u.GetName())))
+			continue
+		}
+		seen[id] = true
+
+		// Ownership: an owner reference where Kubernetes allows one (same
+		// namespace, or a cluster-scoped parent), a label link otherwise.
+		if !parentNamespaced || u.GetNamespace() == parent.GetNamespace() {
+			u.SetOwnerReferences([]metav1.OwnerReference{{
+				APIVersion: d.parentGVK.GroupVersion().String(), Kind: d.parentGVK.Kind,
+				Name: parent.GetName(), UID: parent.GetUID(),
+				Controller: ptr(true), BlockOwnerDeletion: ptr(true),
+			}})
+		} else {
+			linked = true
+		}
+		setMap(u, "labels", map[string]string{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
+		setMap(u, "annotations", map[string]string{ParentAnnotation: key(parent.GetNamespace(), parent.GetName())})
+		h, err := hashOf(u.Object)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("child %s: %w", gvk.Kind, err))
+			continue
+		}
+		setMap(u, "annotations", map[string]string{AppliedAnnotation: h})
+		out = append(out, child{obj: u, kind: ck, hash: h})
+	}
+	return out, linked, errors.Join(errs...)
+}
+
+// toUnstructured converts a declared child, dropping what typed objects
+// carry without meaning it: null fields, empty objects, status and
+// creationTimestamp.
+func (d *Declarative[T]) toUnstructured(decl any) (*unstructured.Unstructured, error) {
+	var m map[string]any
+	switch o := decl.(type) {
+	case nil:
+		return nil, errors.New("nil child")
+	case *unstructured.Unstructured:
+		m = runtime.DeepCopyJSON(o.Object)
+	default:
+		b, err := json.Marshal(decl)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, err
+		}
+		if ro, ok := decl.(runtime.Object); ok && (m["kind"] == nil || m["apiVersion"] == nil) {
+			gvks, _, err := d.mgr.Scheme().ObjectKinds(ro)
+			if err != nil {
+				return nil, fmt.Errorf("not registered in the manager's scheme: %w", err)
+			}
+			m["apiVersion"], m["kind"] = gvks[0].GroupVersion().String(), gvks[0].Kind
+		}
+	}
+	delete(m, "status")
+	if md, ok := m["metadata"].(map[string]any); ok {
+		for _, f := range []string{"creationTimestamp", "resourceVersion", "uid", "generation", "managedFields", "selfLink"} {
+			delete(md, f)
+		}
+	}
+	prune(m)
+	u := &unstructured.Unstructured{Object: m}
+	if u.GetKind() == "" || u.GetAPIVersion() == "" {
+		return nil, errors.New("apiVersion and kind are required")
+	}
+	return u, nil
+}
+
+// prune removes null values and empty objects, recursively.
+func prune(m map[string]any) {
+	for k, v := range m {
+		switch x := v.(type) {
+		case nil:
+			delete(m, k)
+		case map[string]any:
+			prune(x)
+			if len(x) == 0 {
+				delete(m, k)
+			}
+		case []any:
+			for _, e := range x {
+				if em, ok := e.(map[string]any); ok {
+					prune(em)
+				}
+			}
+		}
+	}
+}
+
+func setMap(u *unstructured.Unstructured, field string, add map[string]string) {
+	md, _ := u.Object["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		u.Object["metadata"] = md
+	}
+	cur, _ := md[field].(map[string]any)
+	if cur == nil {
+		cur = map[string]any{}
+		md[field] = cur
+	}
+	for k, v := range add {
+		cur[k] = v
+	}
+}
+
+func hashOf(obj map[string]any) (string, error) {
+	b, err := json.Marshal(obj) // encoding/json sorts map keys: stable
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+// labelValue makes s a valid label value (63 characters, alphanumerics and -_.).
+func labelValue(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 63 {
+		b = b[:63]
+	}
+	return string(b)
+}
+
+func ptr[V any](v V) *V { return &v }
+
+func (d *Declarative[T]) namespaced(ck *childKind) (bool, error) {
+	m, err := d.mgr.RESTMapper().RESTMapping(ck.gvk.GroupKind(), ck.gvk.Version)
+	if err != nil {
+		return false, err
+	}
+	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}
+
+// applyChild applies c unless its live copy already matches.
+func (d *Declarative[T]) applyChild(ctx context.Context, c child) error {
+	live, err := c.kind.inf.Get(ctx, c.obj.GetNamespace(), c.obj.GetName())
+	switch {
+	case err == nil:
+		if live.GetAnnotations()[AppliedAnnotation] == c.hash {
+			lu, err := toMap(live)
+			if err == nil {
+				// Cached typed objects carry no apiVersion and kind.
+				lu["apiVersion"], lu["kind"] = c.obj.GetAPIVersion(), c.obj.GetKind()
+				if contains(lu, c.obj.Object) {
+					return nil // nothing would change
+				}
+			}
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("read %s: %w", c, err)
+	}
+	if _, err := d.client.Apply(ctx, c.obj, framework.FieldManager(d.opts.FieldManager), framework.ForceOwnership()); err != nil {
+		return err
+	}
+	logr.FromContextOrDiscard(ctx).Info("applied child", "child", c.String())
+	return nil
+}
+
+// toMap converts a live object to its JSON form.
+func toMap(obj runtime.Object) (map[string]any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u.Object, nil
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+}
+
+// contains reports whether live holds every value want declares. Lists
+// match when every declared element is contained in some live element.
+func contains(live, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			lv, ok := l[k]
+			if !ok || !contains(lv, wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		l, ok := live.([]any)
+		if !ok || len(l) < len(w) {
+			return false
+		}
+		for i, wv := range w {
+			if i < len(l) && contains(l[i], wv) {
+				continue
+			}
+			found := false
+			for _, lv := range l {
+				if contains(lv, wv) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	default:
+		return equalScalar(live, want)
+	}
+}
+
+// equalScalar compares JSON scalars; numbers may be int64 on one side (the
+// converter) and float64 on the other (encoding/json).
+func equalScalar(a, b any) bool {
+	fa, aNum := number(a)
+	fb, bNum := number(b)
+	if aNum && bNum {
+		return fa == fb
+	}
+	return a == b
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case float64:
+		return n, true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// prune deletes the children labelled for parent that are not desired.
+func (d *Declarative[T]) prune(ctx context.Context, parent informers.Object, desired []child) error {
+	keep := make(map[string]bool, len(desired))
+	for _, c := range desired {
+		keep[c.kind.gvk.GroupKind().String()+"/"+key(c.obj.GetNamespace(), c.obj.GetName())] = true
+	}
+	var errs []error
+	for _, ck := range d.sortedKinds() {
+		found, err := d.labelled(ctx, ck, parent)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, obj := range found {
+			if keep[ck.gvk.GroupKind().String()+"/"+key(obj.GetNamespace(), obj.GetName())] {
+				continue
+			}
+			if err := d.deleteChild(ctx, ck, obj); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// labelled returns the cached children of kind ck that carry parent's labels.
+func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent informers.Object) ([]informers.Object, error) {
+	sel := labels.SelectorFromSet(labels.Set{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
+	objs, err := ck.inf.List(ctx, informers.MatchingLabels(sel))
+	if err != nil {
+		return nil, fmt.Errorf("list %s children: %w", ck.gvk.Kind, err)
+	}
+	return objs, nil
+}
+
+func (d *Declarative[T]) deleteChild(ctx context.Context, ck *childKind, obj informers.Object) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(ck.gvk)
+	u.SetNamespace(obj.GetNamespace())
+	u.SetName(obj.GetName())
+	err := d.client.Delete(ctx, u, framework.MatchingUID(obj.GetUID()), framework.Propagation(metav1.DeletePropagationBackground))
+	switch {
+	case err == nil:
+		logr.FromContextOrDiscard(ctx).Info("deleted child", "child", ck.gvk.Kind+" "+key(obj.GetNamespace(), obj.GetName()))
+	case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
+		return err
+	}
+	return nil
+}
+
+func (d *Declarative[T]) sortedKinds() []*childKind {
+	out := make([]*childKind, 0, len(d.children))
+	for _, ck := range d.children {
+		out = append(out, ck)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].gvk.String() < out[j].gvk.String() })
+	return out
+}
+
+// parentOf maps a child to its parent through the labels converge set.
+func (d *Declarative[T]) parentOf(child informers.Object) []reconcile.Request {
+	if child.GetLabels()[ManagerLabel] != labelValue(d.opts.FieldManager) {
+		return nil
+	}
+	ref := child.GetAnnotations()[ParentAnnotation]
+	if ref == "" {
+		return nil
+	}
+	ns, name, ok := cut(ref)
+	if !ok {
+		return []reconcile.Request{{Name: ref}}
+	}
+	return []reconcile.Request{{Namespace: ns, Name: name}}
+}
+
+func cut(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return "", s, false
+}
+
+// objectRef returns an unstructured stub naming parent, for writes.
+func (d *Declarative[T]) objectRef(parent informers.Object) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(d.parentGVK)
+	u.SetNamespace(parent.GetNamespace())
+	u.SetName(parent.GetName())
+	return u
+}

@@ -1,0 +1,262 @@
+package declarative
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// State is what should exist for one parent.
+type State struct {
+	// Children are the objects that should exist: typed API objects,
+	// *unstructured.Unstructured, or client-go apply configurations. Each
+	// needs a name; namespaced children without a namespace get the
+	// parent's. Typed objects are sent without their null fields, empty
+	// objects and status. Every child's kind must be listed in
+	// Options.Children. Children left out are deleted.
+	Children []any
+
+	// Status is the parent's desired status (the value of its status field,
+	// e.g. a StaticSiteStatus), applied to the status subresource. Nil means
+	// the status is not written.
+	Status any
+
+	// RequeueAfter asks for another reconcile after this long, for state that
+	// depends on time. Zero means none.
+	RequeueAfter time.Duration
+}
+
+// Reconciler computes the desired state of a parent. It must not write to the
+// cluster itself: it returns what should exist, and converge makes it so.
+// The parent is shared with the cache: do not modify it.
+type Reconciler[T informers.Object] interface {
+	Desired(ctx context.Context, parent T) (State, error)
+}
+
+// Func adapts a function to a Reconciler.
+type Func[T informers.Object] func(ctx context.Context, parent T) (State, error)
+
+// Desired calls f(ctx, parent).
+func (f Func[T]) Desired(ctx context.Context, parent T) (State, error) { return f(ctx, parent) }
+
+var _ Reconciler[informers.Object] = Func[informers.Object](nil)
+
+// Finalizer is the optional interface of Reconcilers with cleanup to do
+// before their parent is deleted (outside the cluster, usually). New checks
+// for it with a type assertion. Finalize may run more than once for one
+// deletion (if removing the finalizer fails): make it idempotent.
+type Finalizer[T informers.Object] interface {
+	Finalize(ctx context.Context, parent T) error
+}
+
+// Options configures a declarative reconciler.
+type Options struct {
+	// Children holds one example object of every kind of child (e.g.
+	// &appsv1.Deployment{}). Those kinds are watched, so changes to children
+	// reconcile their parent, and searched when pruning. Required.
+	Children []informers.Object
+
+	// FieldManager owns the fields converge applies, and labels the children.
+	// Zero means "converge-" followed by the parent kind in lower case.
+	FieldManager string
+
+	// Finalizer is the name of the finalizer added when cleanup is needed.
+	// Zero means "converge.dev/" followed by FieldManager.
+	Finalizer string
+}
+
+// Labels and annotations converge puts on every child.
+const (
+	// ParentUIDLabel holds the parent's UID.
+	ParentUIDLabel = "converge.dev/parent-uid"
+	// ManagerLabel holds the field manager of the controller that made the child.
+	ManagerLabel = "converge.dev/manager"
+	// ParentAnnotation holds the parent's "namespace/name" (or "name").
+	ParentAnnotation = "converge.dev/parent"
+	// AppliedAnnotation holds a hash of what was last applied.
+	AppliedAnnotation = "converge.dev/applied"
+)
+
+// Declarative is a reconcile.ObjectReconciler[T] that applies the State a
+// Reconciler computes. Build one with New and pass it to a framework
+// Builder's Complete.
+type Declarative[T informers.Object] struct {
+	mgr       *framework.Manager
+	client    *framework.Client
+	r         Reconciler[T]
+	finalize  Finalizer[T] // nil: no user cleanup
+	opts      Options
+	parentGVK schema.GroupVersionKind
+	// children maps each child kind to its example and informer.
+	children map[schema.GroupKind]*childKind
+	err      error // reported by Sources, i.e. by Builder.Complete
+}
+
+type childKind struct {
+	gvk        schema.GroupVersionKind
+	example    informers.Object
+	inf        *informers.Informer[informers.Object]
+	namespaced bool
+}
+
+var (
+	_ reconcile.ObjectReconciler[informers.Object] = (*Declarative[informers.Object])(nil)
+	_ framework.SourceProvider                     = (*Declarative[informers.Object])(nil)
+)
+
+// New returns a declarative reconciler for parents of kind T. Pass it to the
+// Complete of a framework.NewController[T]; configuration errors are
+// reported there, naming the problem.
+func New[T informers.Object](mgr *framework.Manager, r Reconciler[T], opts Options) *Declarative[T] {
+	d := &Declarative[T]{mgr: mgr, r: r, opts: opts, children: map[schema.GroupKind]*childKind{}}
+	if mgr == nil || isNil(r) {
+		d.err = errors.New("declarative.New: manager and reconciler must not be nil")
+		return d
+	}
+	d.client = mgr.Client()
+	if f, ok := r.(Finalizer[T]); ok {
+		d.finalize = f
+	}
+	var zero T
+	parent := reflect.New(reflect.TypeOf(zero).Elem()).Interface().(informers.Object)
+	gvks, _, err := mgr.Scheme().ObjectKinds(parent)
+	if err != nil {
+		d.err = fmt.Errorf("declarative: parent type %T is not registered in the manager's scheme: %w", parent, err)
+		return d
+	}
+	d.parentGVK = gvks[0]
+	if d.opts.FieldManager == "" {
+		d.opts.FieldManager = "converge-" + strings.ToLower(d.parentGVK.Kind)
+	}
+	if d.opts.Finalizer == "" {
+		d.opts.Finalizer = "converge.dev/" + d.opts.FieldManager
+	}
+	d.err = d.validate()
+	return d
+}
+
+func (d *Declarative[T]) validate() error {
+	var errs []error
+	if len(d.opts.Children) == 0 {
+		errs = append(errs, errors.New("declarative: Options.Children is empty; list an example object of every child kind"))
+	}
+	if len(d.opts.FieldManager) > 128 {
+		errs = append(errs, fmt.Errorf("declarative: Options.FieldManager %q is longer than 128 characters", d.opts.FieldManager))
+	}
+	if !strings.Contains(d.opts.Finalizer, "/") {
+		errs = append(errs, fmt.Errorf("declarative: Options.Finalizer %q must be domain-qualified, like example.com/cleanup", d.opts.Finalizer))
+	}
+	for _, ex := range d.opts.Children {
+		if isNil(ex) {
+			errs = append(errs, errors.New("declarative: Options.Children holds a nil object"))
+			continue
+		}
+		gvk := ex.GetObjectKind().GroupVersionKind()
+		if gvk.Kind == "" {
+			gvks, _, err := d.mgr.Scheme().ObjectKinds(ex)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("declarative: child type %T is not registered in the manager's scheme: %w", ex, err))
+				continue
+			}
+			gvk = gvks[0]
+		}
+		inf, err := informers.ForObject(d.mgr.Cache(), ex, informers.Selection{Kind: gvk})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("declarative: child kind %v: %w", gvk, err))
+			continue
+		}
+		d.children[gvk.GroupKind()] = &childKind{gvk: gvk, example: ex, inf: inf}
+	}
+	return errors.Join(errs...)
+}
+
+// Sources watches every child kind: a change to a child (found by its
+// labels) reconciles its parent.
+func (d *Declarative[T]) Sources() ([]framework.Source, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	srcs := make([]framework.Source, 0, len(d.children))
+	for _, ck := range d.children {
+		src := framework.Map(func(_ context.Context, child informers.Object) []reconcile.Request {
+			return d.parentOf(child)
+		})
+		srcs = append(srcs, framework.WithSelection(src, informers.Selection{Kind: ck.gvk}))
+	}
+	return srcs, nil
+}
+
+// Reconcile applies the state the Reconciler declares for parent.
+func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Result, error) {
+	if d.err != nil {
+		return reconcile.Result{}, reconcile.Terminal(d.err)
+	}
+	if parent.GetDeletionTimestamp() != nil {
+		return reconcile.Result{}, d.finalizeParent(ctx, parent)
+	}
+	state, err := d.r.Desired(ctx, parent)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	children, linked, err := d.prepare(ctx, parent, state.Children)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if (d.finalize != nil || linked) && !hasString(parent.GetFinalizers(), d.opts.Finalizer) {
+		if err := d.setFinalizer(ctx, parent, true); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	var errs []error
+	for _, c := range children {
+		if err := d.applyChild(ctx, c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		// Prune only after every desired child is in place, so a failed
+		// apply never leaves a parent with fewer children than before.
+		if err := d.prune(ctx, parent, children); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if state.Status != nil {
+		if err := d.applyStatus(ctx, parent, state.Status); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: state.RequeueAfter}, nil
+}
+
+func hasString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
