@@ -1,0 +1,108 @@
+package declarative
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func decode(t *testing.T, s string) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestContains(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		live, want string
+		ok         bool
+	}{
+		{"equal", `{"a":1}`, `{"a":1}`, true},
+		{"extra live fields are someone else's", `{"a":1,"b":2}`, `{"a":1}`, true},
+		{"missing field", `{"b":2}`, `{"a":1}`, false},
+		{"changed value", `{"a":2}`, `{"a":1}`, false},
+		{"nested", `{"spec":{"replicas":3,"x":1}}`, `{"spec":{"replicas":3}}`, true},
+		{"list element with defaults", `{"c":[{"name":"a","image":"x","pull":"Always"}]}`, `{"c":[{"name":"a","image":"x"}]}`, true},
+		{"list element changed", `{"c":[{"name":"a","image":"y"}]}`, `{"c":[{"name":"a","image":"x"}]}`, false},
+		{"list element added by another manager", `{"c":[{"name":"sidecar"},{"name":"a"}]}`, `{"c":[{"name":"a"}]}`, true},
+		{"list element missing", `{"c":[{"name":"a"}]}`, `{"c":[{"name":"a"},{"name":"b"}]}`, false},
+		{"type mismatch", `{"a":"1"}`, `{"a":1}`, false},
+	} {
+		if got := contains(decode(t, tc.live), decode(t, tc.want)); got != tc.ok {
+			t.Errorf("%s: contains = %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+	// Numbers compare across the converter's int64 and encoding/json's float64.
+	if !contains(map[string]any{"n": int64(3)}, map[string]any{"n": float64(3)}) {
+		t.Error("int64 3 does not contain float64 3")
+	}
+}
+
+func TestPruneDropsNullsAndEmptyObjects(t *testing.T) {
+	m := decode(t, `{"a":null,"b":{},"c":{"d":null,"e":{}},"f":[{"g":null,"h":1}],"i":[],"j":0,"k":""}`).(map[string]any)
+	prune(m)
+	got, _ := json.Marshal(m)
+	if want := `{"f":[{"h":1}],"i":[],"j":0,"k":""}`; string(got) != want {
+		t.Errorf("prune = %s, want %s", got, want)
+	}
+}
+
+func TestHashIsStable(t *testing.T) {
+	a, _ := hashOf(decode(t, `{"x":1,"y":{"b":2,"a":1}}`).(map[string]any))
+	b, _ := hashOf(decode(t, `{"y":{"a":1,"b":2},"x":1}`).(map[string]any))
+	c, _ := hashOf(decode(t, `{"y":{"a":1,"b":3},"x":1}`).(map[string]any))
+	if a != b || a == c || len(a) != 16 {
+		t.Errorf("hashes %q %q %q: want equal for equal content, different otherwise, 16 hex digits", a, b, c)
+	}
+}
+
+func TestLabelValue(t *testing.T) {
+	for in, want := range map[string]string{
+		"converge-staticsite": "converge-staticsite",
+		"team/op:v1":          "team_op_v1",
+		"x" + string(make([]byte, 70)): "x" + string(make([]byte, 62)),
+	} {
+		got := labelValue(in)
+		if len(got) > 63 || (len(in) < 63 && got != want) {
+			t.Errorf("labelValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestConditionsKeepTransitionTime(t *testing.T) {
+	then := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	now := time.Date(2026, 6, 1, 12, 0, 0, 500, time.UTC)
+	current := []metav1.Condition{
+		{Type: "Ready", Status: metav1.ConditionTrue, LastTransitionTime: then, Reason: "Old"},
+		{Type: "Degraded", Status: metav1.ConditionFalse, LastTransitionTime: then},
+		{Type: "Stale", Status: metav1.ConditionTrue, LastTransitionTime: then},
+	}
+	c := NewConditions(current, 7)
+	c.now = func() time.Time { return now }
+	got := c.True("Ready", "Applied", "ok").True("Degraded", "Broken", "x").Unknown("New", "Wait", "").List()
+	if len(got) != 3 {
+		t.Fatalf("got %d conditions, want 3 (unset ones dropped): %+v", len(got), got)
+	}
+	byType := map[string]metav1.Condition{}
+	for _, cond := range got {
+		byType[cond.Type] = cond
+		if cond.ObservedGeneration != 7 {
+			t.Errorf("%s: observedGeneration %d, want 7", cond.Type, cond.ObservedGeneration)
+		}
+	}
+	if r := byType["Ready"]; !r.LastTransitionTime.Equal(&then) || r.Reason != "Applied" {
+		t.Errorf("Ready kept its status: want the old transition time and the new reason, got %v %q", r.LastTransitionTime, r.Reason)
+	}
+	if d := byType["Degraded"]; !d.LastTransitionTime.Time.Equal(now.Truncate(time.Second)) {
+		t.Errorf("Degraded changed status: want transition time now (to the second), got %v", d.LastTransitionTime)
+	}
+	if got[0].Type != "Degraded" || got[2].Type != "Ready" {
+		t.Errorf("conditions not sorted by type: %v", []string{got[0].Type, got[1].Type, got[2].Type})
+	}
+}
