@@ -11,7 +11,7 @@ ASSETS := $(shell hack/control-plane.sh --print-dir)
 # Unit and integration packages; e2e suites run separately with Ginkgo's flags.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: help assets run test test-unit test-e2e lint fmt
+.PHONY: help assets run test test-unit test-e2e chaos generate lint fmt
 
 help: ## Show the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,6 +29,12 @@ test-unit: ## Unit and integration tests, with the race detector.
 
 test-e2e: assets ## End-to-end suites against a real control plane.
 	$(GO) test -race -count=1 -timeout 30m ./test/e2e/... -ginkgo.v=false
+
+chaos: assets ## Fault-injection suite at full size (apiserver kills, expired watches, half-open connections, panics, SIGTERM, late CRD/RBAC); prints a table.
+	CHAOS_FULL=1 $(GO) test -count=1 -timeout 40m -v ./test/chaos/ 2>&1 | grep -E '^(=== RUN|--- |    [a-z_]+\.go:|fault|ok|FAIL|PASS)|^[a-zA-Z0-9%].*  [0-9]+ '
+
+generate: ## Regenerate deepcopy code and CRD YAML of the examples (controller-gen).
+	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=./examples/staticsite/api/... crd:crdVersions=v1 output:crd:dir=./examples/staticsite/config/crd
 
 lint: ## gofmt and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -49,6 +50,7 @@ type Manager struct {
 	client  *Client
 	log     logr.Logger
 	metrics *metrics
+	http    *http.Client
 	events  events.EventBroadcaster
 
 	// synced is set once the caches first synced (readiness needs it).
@@ -111,7 +113,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	cacheOpts := opts.Cache
-	cacheOpts.Scheme, cacheOpts.Mapper = opts.Scheme, mapper
+	cacheOpts.Scheme, cacheOpts.Mapper, cacheOpts.HTTPClient = opts.Scheme, mapper, httpClient
 	c, err := informers.New(cfg, cacheOpts)
 	if err != nil {
 		return nil, err
@@ -127,6 +129,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		readyChecks:  map[string]Check{},
 		runErr:       make(chan error, 1),
 		metrics:      newMetrics(),
+		http:         httpClient,
 	}
 	m.metrics.cacheObjectsSource = c.Stats
 	m.client = newClient(cfg, httpClient, opts.Scheme, mapper, c)

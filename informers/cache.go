@@ -71,10 +71,14 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 	}
 	opts = opts.withDefaults()
 	cfg = rest.CopyConfig(cfg)
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("informers: HTTP client for %s: %w", cfg.Host, err)
+	httpClient := opts.HTTPClient
+	if httpClient == nil {
+		var err error
+		if httpClient, err = rest.HTTPClientFor(cfg); err != nil {
+			return nil, fmt.Errorf("informers: HTTP client for %s: %w", cfg.Host, err)
+		}
 	}
+	var err error
 	if opts.Mapper == nil {
 		if opts.Mapper, err = NewRESTMapper(cfg, httpClient); err != nil {
 			return nil, err

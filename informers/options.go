@@ -3,6 +3,7 @@ package informers
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,6 +25,11 @@ type Options struct {
 	// Mapper maps kinds to API resources.
 	// Zero means a mapper backed by discovery on the cache's API server (NewRESTMapper).
 	Mapper meta.RESTMapper
+
+	// HTTPClient carries the cache's requests; sharing one with other
+	// clients of the same API server shares their connections.
+	// Zero means a client built from the rest.Config.
+	HTTPClient *http.Client
 
 	// Namespace limits every informer to one namespace unless its Selection
 	// names another. Zero means all namespaces.

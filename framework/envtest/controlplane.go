@@ -99,7 +99,7 @@ func (e *Environment) startLocal(ctx context.Context) error {
 		return err
 	}
 	cfg := lp.adminConfig()
-	if err := writeKubeconfig(lp.kubeconfig, cfg); err != nil {
+	if err := WriteKubeconfig(lp.kubeconfig, cfg); err != nil {
 		return err
 	}
 	if e.opts.ControllerManager {
@@ -222,11 +222,14 @@ func (lp *localPlane) stopAll() error {
 }
 
 // writeKubeconfig writes a kubeconfig for cfg's host and client certificate to path.
-func writeKubeconfig(path string, cfg *rest.Config) error {
+// WriteKubeconfig writes a kubeconfig file for cfg (host, CA and client
+// certificate, as Start and AddUser make them), for processes that take
+// --kubeconfig. A bearer token in cfg is written too.
+func WriteKubeconfig(path string, cfg *rest.Config) error {
 	const name = "converge-envtest"
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos[adminUser] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.AuthInfos[adminUser] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
 	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: adminUser, Namespace: "default"}
 	kc.CurrentContext = name
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {

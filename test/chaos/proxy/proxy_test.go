@@ -1,0 +1,96 @@
+package proxy_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/converge-dev/converge/test/chaos/proxy"
+)
+
+// echoServer answers each line with the same line.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return l.Addr().String()
+}
+
+func roundTrip(c net.Conn, r *bufio.Reader, msg string, timeout time.Duration) (string, error) {
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte(msg + "\n")); err != nil {
+		return "", err
+	}
+	line, err := r.ReadString('\n')
+	return line, err
+}
+
+func TestModes(t *testing.T) {
+	p, err := proxy.New(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+
+	c, r := dial()
+	if got, err := roundTrip(c, r, "hello", 5*time.Second); err != nil || got != "hello\n" {
+		t.Fatalf("pass: got %q, %v", got, err)
+	}
+
+	p.SetMode(proxy.Delay, 200*time.Millisecond)
+	start := time.Now()
+	if got, err := roundTrip(c, r, "slow", 5*time.Second); err != nil || got != "slow\n" {
+		t.Fatalf("delay: got %q, %v", got, err)
+	}
+	if took := time.Since(start); took < 400*time.Millisecond {
+		t.Errorf("delay mode: round trip took %v, want at least 2 × 200ms", took)
+	}
+
+	p.SetMode(proxy.Blackhole, 0)
+	var ne net.Error
+	if _, err := roundTrip(c, r, "void", 300*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("blackhole on an open connection: err %v, want a timeout", err)
+	}
+	b, br := dial() // a new connection is accepted, then silent
+	if _, err := roundTrip(b, br, "void", 300*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("blackhole on a new connection: err %v, want a timeout", err)
+	}
+
+	p.SetMode(proxy.Reset, 0)
+	if _, err := roundTrip(c, r, "x", 2*time.Second); err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("reset on an open connection: err %v, want a connection error", err)
+	}
+	d, dr := dial()
+	if _, err := roundTrip(d, dr, "x", 2*time.Second); err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("reset on a new connection: err %v, want a connection error", err)
+	}
+
+	p.SetMode(proxy.Pass, 0)
+	e, er := dial()
+	if got, err := roundTrip(e, er, "healed", 5*time.Second); err != nil || got != "healed\n" {
+		t.Fatalf("healed: got %q, %v", got, err)
+	}
+}
