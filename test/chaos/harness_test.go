@@ -80,13 +80,16 @@ func (s *suite) record(r result) {
 	s.results = append(s.results, r)
 }
 
+// table renders the results as a Markdown table.
 func (s *suite) table() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%-40s %8s %8s %10s %16s %9s %8s\n", "fault", "objects", "updates", "converged", "max convergence", "overlaps", "relists")
+	b.WriteString("\n| fault | objects | updates | converged | max convergence | overlaps | relists |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range s.results {
-		fmt.Fprintf(&b, "%-40s %8d %8d %10d %16v %9d %8d\n", r.fault, r.objects, r.updates, r.converged, r.maxConvergence.Round(10*time.Millisecond), r.overlaps, r.relists)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %v | %d | %d |\n", r.fault, r.objects, r.updates, r.converged,
+			r.maxConvergence.Round(10*time.Millisecond), r.overlaps, r.relists)
 	}
 	return b.String()
 }

@@ -173,14 +173,27 @@ var _ = Describe("concurrent workers", func() {
 		Expect(regressions).To(BeZero(), "a reconcile saw an older state than the key's reconcile before it")
 		// Without parallelism the overlap check proves nothing.
 		Expect(tracker.maxActive.Load()).To(BeNumerically(">", 1), "the 8 workers never ran two reconciles at once")
-		Expect(metricValue(mgr.Metrics(), "controller_runtime_max_concurrent_reconciles", map[string]string{"controller": "eight-workers"})()).
-			To(BeEquivalentTo(8))
+
+		By("accounting for every reconcile in the metrics")
+		reg := mgr.Metrics()
+		controller := map[string]string{"controller": "eight-workers"}
+		Expect(metricValue(reg, "controller_runtime_max_concurrent_reconciles", controller)()).To(BeEquivalentTo(8))
+		Expect(metricValue(reg, "controller_runtime_reconcile_total", map[string]string{"controller": "eight-workers", "result": "success"})()).
+			To(BeEquivalentTo(total))
+		Expect(metricValue(reg, "controller_runtime_active_workers", controller)()).To(BeZero())
+		queue := map[string]string{"name": "eight-workers"}
+		Expect(metricValue(reg, "workqueue_depth", queue)()).To(BeZero())
+		// Each reconcile took a key that an add had made pending: with the
+		// queue empty and no retries, adds and reconciles match.
+		Expect(metricValue(reg, "workqueue_adds_total", queue)()).To(BeEquivalentTo(total))
+		Expect(metricValue(reg, "workqueue_retries_total", queue)()).To(BeZero())
 	}, SpecTimeout(3*time.Minute))
 
 	It("reconcile a key that changed many times while it was held once more, at its latest state", func(ctx SpecContext) {
 		const updates = 10
 		mgr := newManager(ns, framework.Options{})
 		release := make(chan struct{})
+		releaseOnce := sync.OnceFunc(func() { close(release) })
 		var (
 			mu sync.Mutex
 			// seen is data["v"] as each reconcile of the key saw it; mu guards it.
@@ -208,6 +221,7 @@ var _ = Describe("concurrent workers", func() {
 				return reconcile.Result{}, nil
 			}))).To(Succeed())
 		startManager(ctx, mgr)
+		DeferCleanup(releaseOnce) // runs before the manager stops, should the spec fail early
 
 		cm := createConfigMap(ctx, ns, "busy", map[string]string{"v": "0"})
 		Eventually(ctx, seenNow).Should(Equal([]string{"0"}))
@@ -226,7 +240,7 @@ var _ = Describe("concurrent workers", func() {
 		Consistently(ctx, seenNow).WithTimeout(300*time.Millisecond).Should(HaveLen(1), "the held key was handed to the other worker")
 
 		By("releasing the key")
-		close(release)
+		releaseOnce()
 		Eventually(ctx, seenNow).Should(HaveLen(2))
 		Consistently(ctx, func() int { return len(seenNow()) }).WithTimeout(500 * time.Millisecond).Should(BeNumerically("<=", 3))
 		// The updates collapse into one reconcile at the last state. One more

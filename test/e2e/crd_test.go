@@ -45,16 +45,10 @@ var _ = Describe("custom resources", func() {
 				return reconcile.Result{}, nil
 			}))).To(Succeed())
 
-		runCtx, cancel := context.WithCancel(ctx)
-		DeferCleanup(cancel)
 		started := time.Now()
-		errc := make(chan error, 1)
-		go func() {
-			defer GinkgoRecover()
-			errc <- mgr.Start(runCtx)
-		}()
-		var err error
-		Eventually(ctx, errc).WithTimeout(syncTimeout+10*time.Second).Should(Receive(&err), "Start hangs on a kind that does not exist")
+		run := runManager(ctx, mgr)
+		Eventually(ctx, run.done).WithTimeout(syncTimeout+10*time.Second).Should(BeClosed(), "Start hangs on a kind that does not exist")
+		err := run.err
 		took := time.Since(started)
 		GinkgoWriter.Printf("Start returned after %v: %v\n", took.Round(time.Millisecond), err)
 

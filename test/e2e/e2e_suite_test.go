@@ -31,6 +31,13 @@ import (
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// What a spec waits for (a reconcile, a cache sync) takes milliseconds;
+	// 10 s leaves room for a loaded machine and the race detector. Specs that
+	// wait on purpose (backoffs, leases, CRDs) say so with WithTimeout. The
+	// default also bounds Eventually and Consistently given the spec's
+	// context, so a failing spec fails in seconds, not at its SpecTimeout.
+	SetDefaultEventuallyTimeout(10 * time.Second)
+	EnforceDefaultTimeoutsWhenUsingContexts()
 	RunSpecs(t, "converge e2e")
 }
 

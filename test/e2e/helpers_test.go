@@ -58,26 +58,43 @@ func newManager(ns string, opts framework.Options) *framework.Manager {
 
 // runningManager is a Manager whose Start runs in a goroutine.
 type runningManager struct {
+	// cancel cancels Start's context.
+	cancel context.CancelFunc
 	// done is closed when Start has returned.
 	done chan struct{}
 	// err is what Start returned; read it only after done is closed.
 	err error
 }
 
-// startManager runs mgr.Start in a goroutine until the spec ends: a cleanup
-// then cancels Start's context and asserts that Start returns nil promptly.
-// Specs that expect Start to fail call mgr.Start themselves.
-func startManager(ctx context.Context, mgr *framework.Manager) *runningManager {
+// runManager runs mgr.Start in a goroutine. A cleanup cancels it, if the spec
+// has not, and waits for Start to return, whatever it returns: specs that
+// expect an error read run.err once run.done is closed.
+func runManager(ctx context.Context, mgr *framework.Manager) *runningManager {
 	runCtx, cancel := context.WithCancel(ctx)
-	run := &runningManager{done: make(chan struct{})}
+	run := &runningManager{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer GinkgoRecover()
 		defer close(run.done)
 		run.err = mgr.Start(runCtx)
 	}()
+	DeferCleanup(run.stop, NodeTimeout(40*time.Second))
+	return run
+}
+
+// stop cancels Start's context and waits for Start to return.
+func (r *runningManager) stop(ctx SpecContext) {
+	GinkgoHelper()
+	r.cancel()
+	// In-flight reconciles may take up to the default GracefulShutdownTimeout (30 s).
+	Eventually(ctx, r.done).WithTimeout(35*time.Second).Should(BeClosed(), "Manager.Start did not return after its context was cancelled")
+}
+
+// startManager runs mgr.Start in a goroutine until the spec ends: a cleanup
+// then cancels Start's context and asserts that Start returns nil.
+func startManager(ctx context.Context, mgr *framework.Manager) *runningManager {
+	run := runManager(ctx, mgr)
 	DeferCleanup(func(ctx SpecContext) {
-		cancel()
-		Eventually(ctx, run.done).Should(BeClosed(), "Manager.Start did not return after its context was cancelled")
+		run.stop(ctx)
 		Expect(run.err).NotTo(HaveOccurred(), "Manager.Start returned an error after its context was cancelled")
 	}, NodeTimeout(40*time.Second))
 	return run

@@ -42,7 +42,7 @@ var _ = Describe("leader election", func() {
 		Expect(framework.NewController[*corev1.ConfigMap](standby, "elected", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(standbyCalls))).To(Succeed())
 
-		stopLeader, leaderResult := startUntilCancel(ctx, leader)
+		first := runManager(ctx, leader)
 		one := key(ns, "one")
 		createConfigMap(ctx, ns, one.Name, nil)
 		Eventually(ctx, leaderCalls.count(one)).Should(Equal(1))
@@ -57,8 +57,9 @@ var _ = Describe("leader election", func() {
 
 		By("stopping the leader: it releases the lease, so the standby need not wait for it to expire")
 		stopped := time.Now()
-		stopLeader()
-		Eventually(ctx, leaderResult).WithTimeout(10 * time.Second).Should(Receive(BeNil()))
+		first.cancel()
+		Eventually(ctx, first.done).Should(BeClosed())
+		Expect(first.err).NotTo(HaveOccurred())
 		Eventually(ctx, standbyCalls.keys).WithTimeout(2 * leaseDuration).Should(ConsistOf(one, two))
 		takeover := standbyCalls.times(one)[0].Sub(stopped)
 		GinkgoWriter.Printf("the standby reconciled %v after the leader was told to stop\n", takeover)
@@ -76,7 +77,7 @@ var _ = Describe("leader election", func() {
 				<-ctx.Done() // in flight until cancelled
 				return reconcile.Result{}, nil
 			}))).To(Succeed())
-		_, result := startUntilCancel(ctx, mgr)
+		run := runManager(ctx, mgr)
 		k := key(ns, "busy")
 		createConfigMap(ctx, ns, k.Name, nil)
 		Eventually(ctx, calls.count(k)).Should(Equal(1))
@@ -98,9 +99,8 @@ var _ = Describe("leader election", func() {
 			return err
 		}).Should(Succeed())
 
-		var err error
-		Eventually(ctx, result).WithTimeout(renewDeadline + 10*time.Second).Should(Receive(&err))
-		Expect(err).To(MatchError(framework.ErrLeaderElectionLost))
+		Eventually(ctx, run.done).WithTimeout(renewDeadline + 10*time.Second).Should(BeClosed())
+		Expect(run.err).To(MatchError(framework.ErrLeaderElectionLost))
 		lostAfter := time.Since(taken)
 		GinkgoWriter.Printf("Start returned %v after the lease was taken\n", lostAfter)
 		Expect(lostAfter).To(BeNumerically("<", renewDeadline+5*time.Second))

@@ -25,7 +25,11 @@ var _ = Describe("the podlogger example", func() {
 		Expect(err).NotTo(HaveOccurred(), "build examples/podlogger")
 		DeferCleanup(gexec.CleanupBuildArtifacts)
 
-		session, err := gexec.Start(exec.Command(bin, "--kubeconfig="+env.KubeconfigPath()), GinkgoWriter, GinkgoWriter)
+		// The example serves health probes on :8081 by default; "0" turns them
+		// off, so parallel suites (ginkgo -p) and other local processes
+		// cannot collide on the port.
+		cmd := exec.Command(bin, "--kubeconfig="+env.KubeconfigPath(), "--health-probe-bind-address=0")
+		session, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred(), "start podlogger")
 		DeferCleanup(func() { session.Kill() }) // no-op once it has exited
 

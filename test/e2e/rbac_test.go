@@ -55,15 +55,9 @@ var _ = Describe("RBAC", func() {
 		Expect(framework.NewController[*corev1.ConfigMap](mgr, "forbidden", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(newRecorder()))).To(Succeed())
 
-		runCtx, cancel := context.WithCancel(ctx)
-		DeferCleanup(cancel)
-		result := make(chan error, 1)
-		go func() {
-			defer GinkgoRecover()
-			result <- mgr.Start(runCtx)
-		}()
-		var startErr error
-		Eventually(ctx, result).WithTimeout(syncTimeout + 10*time.Second).Should(Receive(&startErr))
+		run := runManager(ctx, mgr)
+		Eventually(ctx, run.done).WithTimeout(syncTimeout+10*time.Second).Should(BeClosed(), "Start hangs on a kind it may not list")
+		startErr := run.err
 		GinkgoWriter.Printf("Start: %v\n", startErr)
 		Expect(startErr).To(HaveOccurred())
 		Expect(startErr.Error()).To(And(ContainSubstring("ConfigMap"), ContainSubstring("forbidden"), ContainSubstring("configmaps")))

@@ -45,19 +45,6 @@ func (e *endings) of(req reconcile.Request) func() []ending {
 	}
 }
 
-// startUntilCancel runs mgr.Start in a goroutine and returns the function that
-// cancels its context, and a channel that receives Start's result.
-func startUntilCancel(ctx context.Context, mgr *framework.Manager) (context.CancelFunc, <-chan error) {
-	runCtx, cancel := context.WithCancel(ctx)
-	DeferCleanup(cancel)
-	result := make(chan error, 1)
-	go func() {
-		defer GinkgoRecover()
-		result <- mgr.Start(runCtx)
-	}()
-	return cancel, result
-}
-
 var _ = Describe("shutdown and timeouts", func() {
 	var ns string
 	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
@@ -83,7 +70,7 @@ var _ = Describe("shutdown and timeouts", func() {
 				}
 				return reconcile.Result{}, nil
 			}))).To(Succeed())
-		cancel, result := startUntilCancel(ctx, mgr)
+		run := runManager(ctx, mgr)
 		createConfigMap(ctx, ns, polite.Name, nil)
 		createConfigMap(ctx, ns, stubborn.Name, nil)
 		Eventually(ctx, calls.count(polite)).Should(Equal(1))
@@ -91,15 +78,14 @@ var _ = Describe("shutdown and timeouts", func() {
 
 		By("stopping the manager while both reconciles run")
 		stopped := time.Now()
-		cancel()
-		Consistently(ctx, result).WithTimeout(grace/3).ShouldNot(Receive(), "Start returned before in-flight reconciles ended")
+		run.cancel()
+		Consistently(ctx, run.done).WithTimeout(grace/3).ShouldNot(BeClosed(), "Start returned before in-flight reconciles ended")
 		close(finish)
 		Eventually(ctx, ends.of(polite)).Should(HaveLen(1))
 		Expect(ends.of(polite)()[0].ctxErr).NotTo(HaveOccurred(), "a reconcile that finished within the grace period had its context cancelled")
 
-		var err error
-		Eventually(ctx, result).WithTimeout(grace + 10*time.Second).Should(Receive(&err))
-		Expect(err).NotTo(HaveOccurred())
+		Eventually(ctx, run.done).WithTimeout(grace + 10*time.Second).Should(BeClosed())
+		Expect(run.err).NotTo(HaveOccurred())
 		Expect(ends.of(stubborn)()).To(HaveLen(1))
 		end := ends.of(stubborn)()[0]
 		Expect(end.ctxErr).To(MatchError(context.Canceled))
@@ -117,16 +103,15 @@ var _ = Describe("shutdown and timeouts", func() {
 				<-ctx.Done()
 				return reconcile.Result{}, nil
 			}))).To(Succeed())
-		cancel, result := startUntilCancel(ctx, mgr)
+		run := runManager(ctx, mgr)
 		k := key(ns, "stubborn")
 		createConfigMap(ctx, ns, k.Name, nil)
 		Eventually(ctx, calls.count(k)).Should(Equal(1))
 
 		stopped := time.Now()
-		cancel()
-		var err error
-		Eventually(ctx, result).WithTimeout(10 * time.Second).Should(Receive(&err))
-		Expect(err).NotTo(HaveOccurred())
+		run.cancel()
+		Eventually(ctx, run.done).Should(BeClosed())
+		Expect(run.err).NotTo(HaveOccurred())
 		Expect(ends.of(k)()).To(HaveLen(1))
 		end := ends.of(k)()[0]
 		Expect(end.ctxErr).To(MatchError(context.Canceled))
