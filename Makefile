@@ -11,7 +11,7 @@ ASSETS := $(shell hack/control-plane.sh --print-dir)
 # Unit and integration packages; e2e suites run separately with Ginkgo's flags.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: help assets run test test-unit test-e2e chaos generate lint fmt
+.PHONY: help assets run test test-unit test-e2e fuzz chaos generate lint fmt
 
 help: ## Show the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -22,13 +22,16 @@ assets: ## Build (once) etcd, kube-apiserver, kube-controller-manager and kubect
 run: assets ## Run the podlogger example (an embedded control plane when no kubeconfig is found). ARGS=... passes flags.
 	$(GO) run ./examples/podlogger $(ARGS)
 
-test: lint assets test-unit test-e2e ## Everything: lint, unit and integration tests with -race, e2e suites.
+test: lint assets test-unit fuzz test-e2e ## Everything: lint, unit, integration and chaos tests with -race, short fuzzing, e2e suites.
 
 test-unit: ## Unit and integration tests, with the race detector.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
 test-e2e: assets ## End-to-end suites against a real control plane.
 	$(GO) test -race -count=1 -timeout 30m ./test/e2e/... -ginkgo.v=false
+
+fuzz: ## Run every fuzz target for FUZZTIME each (default 3s; seeds replay in test-unit too).
+	FUZZTIME=$${FUZZTIME:-3s} hack/fuzz.sh
 
 chaos: assets ## Fault-injection suite at full size (apiserver kills, expired watches, half-open connections, panics, SIGTERM, late CRD/RBAC); prints a table.
 	CHAOS_FULL=1 $(GO) test -count=1 -timeout 40m -v ./test/chaos/ 2>&1 | grep -E '^(--- |    [a-z_]+\.go:|[|]|ok|FAIL|PASS)'

@@ -52,9 +52,8 @@ func newAuthFilter(cs kubernetes.Interface, log logr.Logger) *authFilter {
 
 func (a *authFilter) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		token = strings.TrimSpace(token)
-		if !ok || token == "" {
+		token, ok := bearerToken(r.Header.Get("Authorization"))
+		if !ok {
 			w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 			http.Error(w, "Unauthorized: a bearer token is required", http.StatusUnauthorized)
 			return
@@ -69,6 +68,16 @@ func (a *authFilter) wrap(next http.Handler) http.Handler {
 			http.Error(w, "Forbidden: get on "+r.URL.Path+" is not allowed", status)
 		}
 	})
+}
+
+// bearerToken extracts the token of an "Authorization: Bearer <token>"
+// header; the scheme is case-insensitive (RFC 7235), as kube-apiserver's is.
+func bearerToken(header string) (string, bool) {
+	fields := strings.Fields(header)
+	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+		return "", false
+	}
+	return fields[1], true
 }
 
 func (a *authFilter) decide(ctx context.Context, token, path string) int {
