@@ -64,8 +64,8 @@ func TestHashIsStable(t *testing.T) {
 
 func TestLabelValue(t *testing.T) {
 	for in, want := range map[string]string{
-		"converge-staticsite": "converge-staticsite",
-		"team/op:v1":          "team_op_v1",
+		"converge-staticsite":          "converge-staticsite",
+		"team/op:v1":                   "team_op_v1",
 		"x" + string(make([]byte, 70)): "x" + string(make([]byte, 62)),
 	} {
 		got := labelValue(in)

@@ -13,19 +13,24 @@ import (
 	"github.com/converge-dev/converge/reconcile"
 )
 
-// Short leases keep these specs fast; they still satisfy the framework's
-// rules (LeaseDuration > RenewDeadline > 1.2 × RetryPeriod).
-const (
-	leaseDuration = 4 * time.Second
-	renewDeadline = 2 * time.Second
-	retryPeriod   = 250 * time.Millisecond
+// leaseTiming is the timing of one election. Both specs' timings satisfy the
+// framework's rules (LeaseDuration > RenewDeadline > 1.2 × RetryPeriod).
+type leaseTiming struct{ leaseDuration, renewDeadline, retryPeriod time.Duration }
+
+var (
+	// handover leaves a loaded machine seconds to renew and to release the
+	// lease, so that only a lease that was not released makes the standby
+	// wait (LeaseDuration) before it takes over.
+	handover = leaseTiming{leaseDuration: 10 * time.Second, renewDeadline: 5 * time.Second, retryPeriod: 250 * time.Millisecond}
+	// losing makes a leader whose lease was taken give up within seconds.
+	losing = leaseTiming{leaseDuration: 4 * time.Second, renewDeadline: 2 * time.Second, retryPeriod: 250 * time.Millisecond}
 )
 
 // electing returns manager options that join the election for lease ns/id as identity.
-func electing(ns, id, identity string) framework.Options {
+func electing(ns, id, identity string, t leaseTiming) framework.Options {
 	return framework.Options{LeaderElection: framework.LeaderElectionOptions{
 		Enabled: true, ID: id, Namespace: ns, Identity: identity,
-		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+		LeaseDuration: t.leaseDuration, RenewDeadline: t.renewDeadline, RetryPeriod: t.retryPeriod,
 	}}
 }
 
@@ -35,7 +40,7 @@ var _ = Describe("leader election", func() {
 
 	It("runs controllers in the leader only, and hands over to a standby at once when the leader stops", func(ctx SpecContext) {
 		const lease = "e2e-handover"
-		leader, standby := newManager(ns, electing(ns, lease, "first")), newManager(ns, electing(ns, lease, "second"))
+		leader, standby := newManager(ns, electing(ns, lease, "first", handover)), newManager(ns, electing(ns, lease, "second", handover))
 		leaderCalls, standbyCalls := newRecorder(), newRecorder()
 		Expect(framework.NewController[*corev1.ConfigMap](leader, "elected", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(leaderCalls))).To(Succeed())
@@ -60,15 +65,15 @@ var _ = Describe("leader election", func() {
 		first.cancel()
 		Eventually(ctx, first.done).Should(BeClosed())
 		Expect(first.err).NotTo(HaveOccurred())
-		Eventually(ctx, standbyCalls.keys).WithTimeout(2 * leaseDuration).Should(ConsistOf(one, two))
+		Eventually(ctx, standbyCalls.keys).WithTimeout(2 * handover.leaseDuration).Should(ConsistOf(one, two))
 		takeover := standbyCalls.times(one)[0].Sub(stopped)
 		GinkgoWriter.Printf("the standby reconciled %v after the leader was told to stop\n", takeover)
-		Expect(takeover).To(BeNumerically("<", leaseDuration), "the standby waited for the lease to expire: was it released?")
+		Expect(takeover).To(BeNumerically("<", handover.leaseDuration), "the standby waited for the lease to expire: was it released?")
 	}, SpecTimeout(time.Minute))
 
 	It("returns ErrLeaderElectionLost and cancels in-flight reconciles at once when the lease is taken away", func(ctx SpecContext) {
 		const lease = "e2e-lost"
-		mgr := newManager(ns, electing(ns, lease, "victim"))
+		mgr := newManager(ns, electing(ns, lease, "victim", losing))
 		calls, ends := newRecorder(), newEndings()
 		Expect(framework.NewController[*corev1.ConfigMap](mgr, "dethroned", framework.ControllerOptions{}).
 			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -99,15 +104,15 @@ var _ = Describe("leader election", func() {
 			return err
 		}).Should(Succeed())
 
-		Eventually(ctx, run.done).WithTimeout(renewDeadline + 10*time.Second).Should(BeClosed())
+		Eventually(ctx, run.done).WithTimeout(losing.renewDeadline + 10*time.Second).Should(BeClosed())
 		Expect(run.err).To(MatchError(framework.ErrLeaderElectionLost))
 		lostAfter := time.Since(taken)
 		GinkgoWriter.Printf("Start returned %v after the lease was taken\n", lostAfter)
-		Expect(lostAfter).To(BeNumerically("<", renewDeadline+5*time.Second))
+		Expect(lostAfter).To(BeNumerically("<", losing.renewDeadline+5*time.Second))
 		// The default GracefulShutdownTimeout (30s) does not apply: another
 		// process may be reconciling the same keys already.
 		Expect(ends.of(k)()).To(HaveLen(1))
 		Expect(ends.of(k)()[0].ctxErr).To(MatchError(context.Canceled))
-		Expect(ends.of(k)()[0].at.Sub(taken)).To(BeNumerically("<", renewDeadline+5*time.Second))
+		Expect(ends.of(k)()[0].at.Sub(taken)).To(BeNumerically("<", losing.renewDeadline+5*time.Second))
 	}, SpecTimeout(time.Minute))
 })

@@ -196,6 +196,11 @@ var _ = Describe("a watch drop", func() {
 			g.Expect(r.deleted()).To(BeEmpty())
 		}).WithTimeout(500 * time.Millisecond).Should(Succeed())
 
+		// client-go retries a cut watch in one of two ways, and both must end
+		// in a fresh list: a watch that lived over a second resumes from its
+		// resource version (held, then answered 410 Gone on heal); a
+		// shorter one counts as broken and the reflector lists again at once
+		// (held, then let through on heal).
 		By("healing: the watch cannot resume, so the informer lists again")
 		p.heal()
 		Eventually(ctx, r.lastSeen(changed)).WithTimeout(30 * time.Second).Should(Equal("2"))
