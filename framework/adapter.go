@@ -33,35 +33,43 @@ func (a *objectAdapter[T]) remember(obj T) {
 
 func (a *objectAdapter[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	obj, err := a.reader.Get(ctx, req.Namespace, req.Name)
-	switch {
-	case err == nil:
-		if a.deleted != nil {
-			// Re-created since a deletion: the old tombstone is moot.
-			a.mu.Lock()
-			delete(a.tombstones, req)
-			a.mu.Unlock()
-		}
-		return a.r.Reconcile(ctx, obj)
-	case !apierrors.IsNotFound(err):
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
-	case a.deleted == nil:
-		return reconcile.Result{}, nil
 	}
-	a.mu.Lock()
-	last, ok := a.tombstones[req]
-	a.mu.Unlock()
-	if !ok {
-		// Deleted before this process saw it, or its deletion was already
-		// reconciled: nothing to report.
-		return reconcile.Result{}, nil
-	}
-	res, err := a.deleted.ReconcileDeleted(ctx, reconcile.Tombstone[T]{Request: req, Last: last})
-	if err == nil || reconcile.IsTerminal(err) {
+	if a.deleted != nil {
 		a.mu.Lock()
-		if cur, still := a.tombstones[req]; still && any(cur) == any(last) {
-			delete(a.tombstones, req)
-		}
+		last, ok := a.tombstones[req]
 		a.mu.Unlock()
+		switch {
+		case ok && (!found || last.GetUID() != obj.GetUID()):
+			// The object we knew is gone, perhaps already replaced by a new
+			// one of the same name: report its deletion first.
+			res, err := a.deleted.ReconcileDeleted(ctx, reconcile.Tombstone[T]{Request: req, Last: last})
+			done := (err == nil && res.RequeueAfter <= 0) || reconcile.IsTerminal(err)
+			if done {
+				a.forget(req, last)
+			}
+			if !done || !found {
+				return res, err
+			}
+		case ok:
+			a.forget(req, last) // the same object is back in the cache: nothing was deleted
+		}
 	}
-	return res, err
+	if !found {
+		// Deleted before this process saw it, or its deletion was already
+		// reconciled: nothing to do.
+		return reconcile.Result{}, nil
+	}
+	return a.r.Reconcile(ctx, obj)
+}
+
+// forget drops the tombstone of req if it is still last.
+func (a *objectAdapter[T]) forget(req reconcile.Request, last T) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cur, ok := a.tombstones[req]; ok && cur.GetUID() == last.GetUID() && cur.GetResourceVersion() == last.GetResourceVersion() {
+		delete(a.tombstones, req)
+	}
 }

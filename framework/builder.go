@@ -118,28 +118,17 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		return nil, b.fail(b.errs...)
 	}
 	mgr := b.mgr
-	if err := mgr.claimName(b.name); err != nil {
-		return nil, err
-	}
 	opts := b.opts.withDefaults(mgr)
 	c := &Controller[T]{
-		name:    b.name,
-		mgr:     mgr,
-		opts:    opts,
-		log:     opts.Logger.WithValues("controller", b.name),
-		metrics: mgr.metrics.forController(b.name, opts.Workers),
+		name: b.name,
+		mgr:  mgr,
+		opts: opts,
+		log:  opts.Logger.WithValues("controller", b.name),
 	}
-	c.deeper = deeperSink(opts.Logger.GetSink())
-	if tp := mgr.opts.TracerProvider; tp != nil {
-		c.tracer = tp.Tracer("github.com/converge-dev/converge/framework")
-	}
-	c.queue = workqueue.New(workqueue.Options[reconcile.Request]{
-		Name:            b.name,
-		RateLimiter:     opts.RateLimiter,
-		MetricsProvider: mgr.metrics.queue,
-	})
+	// Bind every source first: binding can fail (a kind missing from the
+	// scheme), and a failed build must leave nothing behind.
 	primary := &kindSource[T]{self: true, sel: opts.Selection, preds: b.preds}
-	target := &watchTarget{mgr: mgr, name: b.name, queue: c.queue, log: c.log}
+	target := &watchTarget{mgr: mgr, name: b.name, log: c.log}
 	bound, err := primary.bind(target)
 	if err != nil {
 		return nil, b.fail(err)
@@ -147,13 +136,32 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	c.kind = bound.informer().Kind()
 	target.owner = c.kind
 	c.sources = append(c.sources, bound)
+	var errs []error
 	for _, src := range b.sources {
 		s, err := src.bind(target)
 		if err != nil {
-			return nil, b.fail(err)
+			errs = append(errs, err)
+			continue
 		}
 		c.sources = append(c.sources, s)
 	}
+	if len(errs) > 0 {
+		return nil, b.fail(errs...)
+	}
+	if err := mgr.claimName(b.name); err != nil {
+		return nil, err
+	}
+	c.deeper = deeperSink(opts.Logger.GetSink())
+	if tp := mgr.opts.TracerProvider; tp != nil {
+		c.tracer = tp.Tracer("github.com/converge-dev/converge/framework")
+	}
+	c.metrics = mgr.metrics.forController(b.name, opts.Workers)
+	q := workqueue.New(workqueue.Options[reconcile.Request]{
+		Name:            b.name,
+		RateLimiter:     opts.RateLimiter,
+		MetricsProvider: mgr.metrics.queue,
+	})
+	c.queue, target.queue = q, q
 
 	if byObject != nil {
 		reader := &typedReader[T]{inf: bound.informer()}

@@ -162,7 +162,11 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-timer.C:
-		c.log.Info("cancelling in-flight reconciles: graceful shutdown timeout reached", "timeout", c.mgr.drainTimeout())
+		if c.mgr.lostLeadership.Load() {
+			c.log.Info("cancelling in-flight reconciles: leadership was lost")
+		} else {
+			c.log.Info("cancelling in-flight reconciles: graceful shutdown timeout reached", "timeout", c.mgr.drainTimeout())
+		}
 		cancelWork()
 		<-drained
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // ErrLeaderElectionLost is returned by Start when this process stopped being
@@ -86,7 +88,9 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 
 	// Everything below ctx's cancellation runs on contexts of its own so the
 	// shutdown order is ours: leader work, lease, other runnables, cache, servers.
-	base := context.WithoutCancel(ctx)
+	// client-go (reflectors, leader election) logs through the context's
+	// logger: the manager's.
+	base := klog.NewContext(context.WithoutCancel(ctx), m.log)
 	servers := newGroup(base, m.runErr)
 	defer servers.stop()
 	if err := m.startServers(servers); err != nil {
@@ -154,7 +158,10 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 func (m *Manager) becomeLeader() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.leading = true
+	if !m.leading {
+		m.leading = true
+		close(m.elected)
+	}
 	for _, r := range m.leaderPending {
 		m.leaders.start(r)
 	}

@@ -70,6 +70,8 @@ type Manager struct {
 	leaderPending []Runnable
 	// leading is set once this process leads (at once without election).
 	leading bool
+	// elected is closed when leading is set.
+	elected chan struct{}
 	// always and leaders run the runnables once Start has synced the caches.
 	always, leaders *group
 	// names holds the controller names in use, to reject duplicates.
@@ -130,6 +132,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		runErr:       make(chan error, 1),
 		metrics:      newMetrics(),
 		http:         httpClient,
+		elected:      make(chan struct{}),
 	}
 	m.metrics.cacheObjectsSource = c.Stats
 	m.client = newClient(cfg, httpClient, opts.Scheme, mapper, c)
@@ -156,6 +159,11 @@ func (m *Manager) Cache() *informers.Cache { return m.cache }
 
 // Client returns the client that reads from the shared cache and writes to the API server.
 func (m *Manager) Client() *Client { return m.client }
+
+// Elected is closed once this process runs the controllers that need
+// leadership: when it wins the election, or as soon as the caches synced
+// when leader election is off.
+func (m *Manager) Elected() <-chan struct{} { return m.elected }
 
 // Metrics returns the manager's Prometheus registry, which holds the
 // framework's series; register your own collectors on it to export them too.

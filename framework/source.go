@@ -197,10 +197,11 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 		},
 		DeleteFunc: func(obj informers.Object, _ bool) {
 			if c, ok := obj.(C); ok {
-				if s.onDelete != nil {
-					s.onDelete(c)
+				e := Event[C]{Type: Deleted, Object: c}
+				if s.onDelete != nil && passes(s.preds, e) {
+					s.onDelete(c) // keep a tombstone only for deletions that will be reconciled
 				}
-				emit(Event[C]{Type: Deleted, Object: c}, false)
+				emit(e, false)
 			}
 		},
 	}, cache.HandlerOptions{})

@@ -109,8 +109,6 @@ var _ = Describe("a DeletionReconciler", func() {
 	}, SpecTimeout(time.Minute))
 
 	It("is told of a deletion even when an object of the same name replaces it before the reconcile", func(ctx SpecContext) {
-		Skip("framework bug: framework/adapter.go objectAdapter.Reconcile drops the tombstone when the cache holds an object of the same name, " +
-			"even one with another UID, so the deleted object is never reported (StatefulSet pods are replaced this way); see the e2e report")
 		mgr := newManager(ns, framework.Options{})
 		r := &deletionRecorder{seen: map[reconcile.Request][]string{}}
 		release := make(chan struct{})
@@ -148,8 +146,6 @@ var _ = Describe("a DeletionReconciler", func() {
 		Expect(r.deleted()[0].Last.UID).To(Equal(old.UID))
 	}, SpecTimeout(time.Minute))
 	It("is handed the tombstone again when ReconcileDeleted asks for a RequeueAfter", func(ctx SpecContext) {
-		Skip("framework bug: framework/adapter.go objectAdapter.Reconcile deletes the tombstone whenever ReconcileDeleted returns a nil error, " +
-			"so the requeue it asked for finds no tombstone and never calls ReconcileDeleted again; see the e2e report")
 		const after = 200 * time.Millisecond
 		mgr := newManager(ns, framework.Options{})
 		r := &requeueingDeletionRecorder{deletionRecorder: &deletionRecorder{seen: map[reconcile.Request][]string{}}, after: after}
