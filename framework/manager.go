@@ -116,6 +116,18 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	cacheOpts := opts.Cache
 	cacheOpts.Scheme, cacheOpts.Mapper, cacheOpts.HTTPClient = opts.Scheme, mapper, httpClient
+	metrics := newMetrics()
+	user := cacheOpts.OnRequestError
+	cacheOpts.OnRequestError = func(e informers.RequestError) {
+		resource := e.Resource
+		if resource == "" {
+			resource = e.Kind.GroupKind().String()
+		}
+		metrics.cacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Reason).Inc()
+		if user != nil {
+			user(e)
+		}
+	}
 	c, err := informers.New(cfg, cacheOpts)
 	if err != nil {
 		return nil, err
@@ -130,7 +142,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		healthChecks: map[string]Check{},
 		readyChecks:  map[string]Check{},
 		runErr:       make(chan error, 1),
-		metrics:      newMetrics(),
+		metrics:      metrics,
 		http:         httpClient,
 		elected:      make(chan struct{}),
 	}

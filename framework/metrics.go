@@ -35,6 +35,7 @@ type metrics struct {
 	leaderStatus       *prometheus.GaugeVec
 	queue              *queueMetrics
 	cacheObjects       *prometheus.GaugeVec
+	cacheErrors        *prometheus.CounterVec
 	cacheObjectsSource func() map[string]int
 }
 
@@ -83,13 +84,17 @@ func newMetrics() *metrics {
 			Name: "converge_cache_objects",
 			Help: "Number of objects held by each informer of the shared cache.",
 		}, []string{"informer"}),
+		cacheErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "converge_cache_request_errors_total",
+			Help: "Failed list and watch requests of the shared cache, by resource, namespace, verb and reason (forbidden, unauthorized, not_found, unreachable, timeout, other).",
+		}, []string{"resource", "namespace", "verb", "reason"}),
 		queue: newQueueMetrics(),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconcileTotal, m.reconcileErrors, m.reconcileTerminal, m.reconcilePanics, m.reconcileTimeouts,
-		m.reconcileTime, m.workersMax, m.workersActive, m.leaderStatus,
+		m.reconcileTime, m.workersMax, m.workersActive, m.leaderStatus, m.cacheErrors,
 		cacheCollector{m},
 	)
 	m.queue.register(m.registry)

@@ -272,11 +272,12 @@ func TestSyncErrorsNameTheCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name string
-		cfg  *rest.Config
-		sel  informers.Selection
-		kind func(c *informers.Cache) error
-		want []string
+		name   string
+		cfg    *rest.Config
+		sel    informers.Selection
+		kind   func(c *informers.Cache) error
+		want   []string
+		reason string
 	}{
 		{
 			name: "forbidden",
@@ -285,7 +286,8 @@ func TestSyncErrorsNameTheCause(t *testing.T) {
 				_, err := informers.For[*corev1.Secret](c, informers.Selection{})
 				return err
 			},
-			want: []string{"cache for v1 Secret not synced after", "forbidden", "grant list and watch", "secrets"},
+			want:   []string{"cache for v1 Secret not synced after", "forbidden", "grant list and watch", "secrets"},
+			reason: "forbidden",
 		},
 		{
 			name: "CRD not installed",
@@ -294,7 +296,8 @@ func TestSyncErrorsNameTheCause(t *testing.T) {
 				_, err := informers.For[*unstructured.Unstructured](c, informers.Selection{Kind: schema.GroupVersionKind{Group: "ghosts.example.com", Version: "v1", Kind: "Ghost"}})
 				return err
 			},
-			want: []string{"ghosts.example.com/v1 Ghost", "is its CRD installed"},
+			want:   []string{"ghosts.example.com/v1 Ghost", "is its CRD installed"},
+			reason: "not_found",
 		},
 		{
 			name: "API server unreachable",
@@ -303,11 +306,18 @@ func TestSyncErrorsNameTheCause(t *testing.T) {
 				_, err := informers.For[*corev1.Pod](c, informers.Selection{})
 				return err
 			},
-			want: []string{"cache for v1 Pod not synced", "connection refused"},
+			want:   []string{"cache for v1 Pod not synced", "connection refused"},
+			reason: "unreachable",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := started(t, tc.cfg, informers.Options{SyncTimeout: 3 * time.Second})
+			reported := make(chan informers.RequestError, 100)
+			c := started(t, tc.cfg, informers.Options{SyncTimeout: 3 * time.Second, OnRequestError: func(e informers.RequestError) {
+				select {
+				case reported <- e:
+				default:
+				}
+			}})
 			if err := tc.kind(c); err != nil {
 				t.Fatal(err)
 			}
@@ -323,6 +333,14 @@ func TestSyncErrorsNameTheCause(t *testing.T) {
 			}
 			if h := c.Health(); h == nil {
 				t.Error("Health() = nil for a cache that cannot sync")
+			}
+			select {
+			case e := <-reported:
+				if e.Reason != tc.reason || (e.Verb != "list" && e.Verb != "watch") {
+					t.Errorf("OnRequestError got reason %q verb %q, want %q", e.Reason, e.Verb, tc.reason)
+				}
+			default:
+				t.Error("OnRequestError was not called")
 			}
 		})
 	}

@@ -57,6 +57,13 @@ func ignorable(err error) bool {
 		errors.Is(err, context.Canceled)
 }
 
+// reportError hands a failed request to Options.OnRequestError.
+func (e *entry) reportError(verb string, err error) {
+	if h := e.cache.opts.OnRequestError; h != nil && !ignorable(err) {
+		h(RequestError{Informer: e.desc, Kind: e.key.gvk, Resource: e.resource(), Namespace: e.key.namespace, Verb: verb, Reason: Reason(err), Err: err})
+	}
+}
+
 func (e *entry) onWatchError(ctx context.Context, r *cache.Reflector, err error) {
 	e.recordResult(err)
 	cache.DefaultWatchErrorHandler(ctx, r, err)

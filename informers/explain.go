@@ -8,7 +8,38 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
+
+// RequestError describes one failed list or watch request of an informer.
+type RequestError struct {
+	Informer  string                  // the informer's description
+	Kind      schema.GroupVersionKind // its kind
+	Resource  string                  // the API resource, "" if the kind never mapped to one
+	Namespace string                  // "" for all namespaces
+	Verb      string                  // "list" or "watch"
+	Reason    string                  // see Reason
+	Err       error
+}
+
+// Reason classifies a list or watch error in one word, for metrics and
+// alerts: forbidden, unauthorized, not_found, unreachable, timeout, other.
+func Reason(err error) string {
+	var opErr *net.OpError
+	switch {
+	case apierrors.IsForbidden(err):
+		return "forbidden"
+	case apierrors.IsUnauthorized(err):
+		return "unauthorized"
+	case meta.IsNoMatchError(err), apierrors.IsNotFound(err):
+		return "not_found"
+	case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &opErr):
+		return "unreachable"
+	case errors.Is(err, context.DeadlineExceeded), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
+		return "timeout"
+	}
+	return "other"
+}
 
 // explain turns a list or watch error into a short cause a user can act on.
 func explain(err error, resource string) string {

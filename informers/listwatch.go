@@ -87,6 +87,7 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 				}
 			}
 			e.recordResult(err)
+			e.reportError("list", err)
 			return nil, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
@@ -102,6 +103,7 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 				}
 			}
 			e.recordResult(err)
+			e.reportError("watch", err)
 			return nil, err
 		},
 	}, nil

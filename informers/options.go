@@ -61,6 +61,11 @@ type Options struct {
 	// metadata. Zero (false) means they are stripped before objects are stored.
 	KeepManagedFields bool
 
+	// OnRequestError is called for each failed list or watch request (not
+	// for the routine expiry of a watch), from the informer's goroutine; it
+	// must not block. Zero means none. The manager counts them in metrics.
+	OnRequestError func(RequestError)
+
 	// Transform changes each object before it is stored, after managedFields
 	// are stripped, for example to drop large fields the controllers never
 	// read. It must return an object of the same type. Zero means none.
