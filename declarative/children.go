@@ -107,8 +107,7 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent informers.Object, d
 }
 
 // toUnstructured converts a declared child, dropping what typed objects
-// carry without meaning it: null fields, empty objects, status and
-// creationTimestamp.
+// carry without meaning it: null fields, status, and server-set metadata.
 func (d *Declarative[T]) toUnstructured(decl any) (*unstructured.Unstructured, error) {
 	var m map[string]any
 	switch o := decl.(type) {
@@ -146,7 +145,8 @@ func (d *Declarative[T]) toUnstructured(decl any) (*unstructured.Unstructured, e
 	return u, nil
 }
 
-// prune removes null values and empty objects, recursively.
+// prune removes null values, recursively. Empty objects stay: some carry
+// meaning by their presence alone (a volume's emptyDir: {}).
 func prune(m map[string]any) {
 	for k, v := range m {
 		switch x := v.(type) {
@@ -154,9 +154,6 @@ func prune(m map[string]any) {
 			delete(m, k)
 		case map[string]any:
 			prune(x)
-			if len(x) == 0 {
-				delete(m, k)
-			}
 		case []any:
 			for _, e := range x {
 				if em, ok := e.(map[string]any); ok {

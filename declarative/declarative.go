@@ -20,8 +20,8 @@ type State struct {
 	// Children are the objects that should exist: typed API objects,
 	// *unstructured.Unstructured, or client-go apply configurations. Each
 	// needs a name; namespaced children without a namespace get the
-	// parent's. Typed objects are sent without their null fields, empty
-	// objects and status. Every child's kind must be listed in
+	// parent's. Typed objects are sent without their null fields, status and
+	// server-set metadata. Every child's kind must be listed in
 	// Options.Children. Children left out are deleted.
 	Children []any
 

@@ -44,11 +44,12 @@ func TestContains(t *testing.T) {
 	}
 }
 
-func TestPruneDropsNullsAndEmptyObjects(t *testing.T) {
+func TestPruneDropsNullsOnly(t *testing.T) {
+	// Empty objects stay: a volume's "emptyDir": {} means something.
 	m := decode(t, `{"a":null,"b":{},"c":{"d":null,"e":{}},"f":[{"g":null,"h":1}],"i":[],"j":0,"k":""}`).(map[string]any)
 	prune(m)
 	got, _ := json.Marshal(m)
-	if want := `{"f":[{"h":1}],"i":[],"j":0,"k":""}`; string(got) != want {
+	if want := `{"b":{},"c":{"e":{}},"f":[{"h":1}],"i":[],"j":0,"k":""}`; string(got) != want {
 		t.Errorf("prune = %s, want %s", got, want)
 	}
 }
