@@ -1,0 +1,386 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/mod/modfile"
+)
+
+// commonFlags are the flags of every scaffolding command.
+type commonFlags struct {
+	dir          string
+	force        bool
+	skipGenerate bool
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.dir, "dir", ".", "the project's folder, `DIR`")
+	fs.BoolVar(&c.force, "force", false, "overwrite files you changed since converge generated them (they are kept otherwise)")
+	fs.BoolVar(&c.skipGenerate, "skip-generate", false, "only write files: skip go mod tidy and controller-gen (run make manifests later)")
+}
+
+var initCommand = command{
+	path:    "init",
+	summary: "create a project: go.mod, main.go, Makefile, tests, config/, Dockerfile",
+	usage: `Usage: converge init --module PATH [--dir DIR] [flags]
+
+Creates a controller project in DIR (created if missing): a go.mod requiring
+converge, a main.go using framework.Flags (kubeconfig, leader election, metrics
+and probe addresses), a Makefile (run, test, build, manifests, deploy), a README,
+a Ginkgo suite that starts a real control plane, config/ (least-privilege RBAC,
+a Deployment with restricted pod security, kustomizations) and a Dockerfile.
+Then it runs go mod tidy and controller-gen.
+
+Example:
+  converge init --module example.com/team/op --dir op
+`,
+	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
+		var c commonFlags
+		c.register(fs)
+		module := fs.String("module", "", "the Go module `PATH`, e.g. example.com/team/op (required)")
+		domain := fs.String("domain", "", "the `DOMAIN` ending the project's API groups: --group shop becomes shop.DOMAIN\n(default: the module path's host, or OWNER.github.io for github.com/OWNER/...)")
+		name := fs.String("name", "", "the project's `NAME`, which prefixes its cluster objects (default: the module path's last element)")
+		replace := fs.String("converge-replace", os.Getenv("CONVERGE_REPLACE"), "a local converge checkout (its `PATH`) that go.mod replaces the module with (default $CONVERGE_REPLACE)")
+		version := fs.String("converge-version", "", "the converge `VERSION` go.mod requires (default: this binary's version, else the latest)")
+		return func(ctx context.Context, u *ui) error {
+			return runInit(ctx, u, c, initOptions{module: *module, domain: *domain, name: *name, replace: *replace, version: *version})
+		}
+	},
+}
+
+type initOptions struct {
+	module, domain, name, replace, version string
+}
+
+func runInit(ctx context.Context, u *ui, c commonFlags, o initOptions) error {
+	if err := ValidateModulePath(o.module); err != nil {
+		return usageError{err.Error()}
+	}
+	if o.domain != "" {
+		if err := ValidateDomain(o.domain); err != nil {
+			return usageError{err.Error()}
+		}
+	}
+	if o.name != "" {
+		if err := ValidateProjectName(o.name); err != nil {
+			return usageError{err.Error()}
+		}
+	}
+	dir, err := filepath.Abs(c.dir)
+	if err != nil {
+		return err
+	}
+	m, exists, err := loadManifest(dir)
+	if err != nil {
+		return err
+	}
+	p := m.Project
+	if exists {
+		// Re-running init: the project keeps what it was created with.
+		for _, f := range []struct{ flag, given, stored string }{
+			{"--module", o.module, p.Module}, {"--domain", o.domain, p.Domain}, {"--name", o.name, p.Name},
+		} {
+			if f.given != "" && f.given != f.stored {
+				return fmt.Errorf("%s already holds a converge project with %s %s (not %s); converge cannot rename a project", dir, f.flag, f.stored, f.given)
+			}
+		}
+	} else {
+		p = Project{Module: o.module, Domain: o.domain, Name: o.name}
+		if p.Domain == "" {
+			p.Domain = domainFrom(o.module)
+		}
+		if p.Name == "" {
+			if p.Name = projectNameFrom(o.module); p.Name == "" {
+				return usagef("cannot derive a project name from module path %q: pass --name", o.module)
+			}
+		}
+		if p.Converge, err = convergeDep(o.replace, o.version); err != nil {
+			return err
+		}
+		// converge writes go.mod only when it is missing: one that is there
+		// must be for this module, or nothing generated would build.
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			if mp := modfile.ModulePath(b); mp != p.Module {
+				return fmt.Errorf("%s declares module %q, not %s: run converge init in another folder, or pass --module %s", filepath.Join(dir, "go.mod"), mp, p.Module, mp)
+			}
+		}
+	}
+	u.printf("converge init: project %s in %s\n", p.Module, dir)
+	if !exists {
+		u.printf("  name %s (--name), API groups end in %s (--domain), converge %s\n", p.Name, p.Domain, p.Converge)
+	}
+	kept, err := scaffold(ctx, u, dir, &m, p, c)
+	if err != nil {
+		return err
+	}
+	rel := relDir(dir)
+	u.printf("\nNext steps:\n")
+	if rel != "." {
+		u.printf("  cd %s\n", rel)
+	}
+	u.printf("  converge create api --group shop --version v1alpha1 --kind Order         # a new API and its declarative controller\n")
+	u.printf("  converge create controller --group apps --version v1 --kind Deployment   # a controller of a built-in kind\n")
+	u.printf("  make test                                                                # vet, then the specs on a real control plane\n")
+	printKept(u, kept, "init")
+	return nil
+}
+
+var createAPICommand = command{
+	path:    "create api",
+	summary: "add a new API kind: Go types, CRD, a declarative controller and its test",
+	usage: `Usage: converge create api --group GROUP --version VERSION --kind KIND [flags]
+
+Adds a new API kind to the project in DIR: its Go types with conditions
+(api/GROUP/VERSION/KIND_types.go), the deepcopy code and the CRD (generated by
+controller-gen), a declarative controller (internal/controller/KIND_controller.go)
+with its RBAC markers, its Ginkgo spec, a sample, and its registration in
+internal/controller/controllers.go.
+
+A GROUP without a dot gets the project's domain: --group shop becomes
+shop.<domain>. Built-in groups (apps, batch, ...) and groups ending in k8s.io
+or kubernetes.io are refused: use converge create controller for built-in kinds.
+
+Example:
+  converge create api --group shop --version v1alpha1 --kind Order
+`,
+	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
+		var c commonFlags
+		c.register(fs)
+		group := fs.String("group", "", "the API `GROUP`: shop (becomes shop.<domain>) or a full group such as shop.example.com (required)")
+		version := fs.String("version", "", "the API `VERSION`: v1, v1alpha1, v2beta3 (required)")
+		kind := fs.String("kind", "", "the `KIND`, UpperCamelCase: Order (required)")
+		plural := fs.String("plural", "", "the resource name, `PLURAL` (default: the lower-case kind made plural, e.g. orders)")
+		return func(ctx context.Context, u *ui) error {
+			return runCreate(ctx, u, c, func(p Project) (Resource, error) {
+				return newAPIResource(p, *group, *version, *kind, *plural)
+			})
+		}
+	},
+}
+
+var createControllerCommand = command{
+	path:    "create controller",
+	summary: "add a controller of a built-in kind (Deployment, ConfigMap, ...) and its test",
+	usage: `Usage: converge create controller --group GROUP --version VERSION --kind KIND [flags]
+
+Adds a controller of a built-in Kubernetes kind to the project in DIR: a
+reconciler stub with its RBAC markers (internal/controller/KIND_controller.go),
+its Ginkgo spec, and its registration in internal/controller/controllers.go.
+GROUP is the kind's API group; "core" (or "") is the core group of Pods,
+ConfigMaps and Services.
+
+Examples:
+  converge create controller --group apps --version v1 --kind Deployment
+  converge create controller --group core --version v1 --kind ConfigMap
+`,
+	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
+		var c commonFlags
+		c.register(fs)
+		group := fs.String("group", "", "the kind's API `GROUP`: apps, batch, core (required; \"core\" or \"\" for the core group)")
+		version := fs.String("version", "", "the API `VERSION`, e.g. v1 (required)")
+		kind := fs.String("kind", "", "the built-in `KIND`, e.g. Deployment (required)")
+		return func(ctx context.Context, u *ui) error {
+			groupSet := false
+			fs.Visit(func(f *flag.Flag) { groupSet = groupSet || f.Name == "group" })
+			return runCreate(ctx, u, c, func(Project) (Resource, error) {
+				if !groupSet {
+					return Resource{}, usagef(`--group is required: the kind's API group, e.g. apps, batch, or core (or "") for the core group`)
+				}
+				if err := ValidateKind(*kind); err != nil {
+					return Resource{}, usageError{err.Error()}
+				}
+				if err := ValidateVersion(*version); err != nil {
+					return Resource{}, usageError{err.Error()}
+				}
+				r, err := lookupBuiltin(*group, *version, *kind)
+				if err != nil {
+					return Resource{}, usageError{err.Error()}
+				}
+				return r, nil
+			})
+		}
+	},
+}
+
+var versionCommand = command{
+	path:    "version",
+	summary: "print converge's version",
+	usage:   "Usage: converge version\n\nPrints the version of this converge binary, which new projects require.\n",
+	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
+		return func(_ context.Context, u *ui) error {
+			v := buildVersion()
+			if v == "" {
+				v = "(devel: built without version information)"
+			}
+			u.printf("converge %s\n", v)
+			return nil
+		}
+	},
+}
+
+// newAPIResource validates the flags of create api.
+func newAPIResource(p Project, group, version, kind, plural string) (Resource, error) {
+	if err := ValidateKind(kind); err != nil {
+		return Resource{}, usageError{err.Error()}
+	}
+	full, err := ValidateAPIGroup(group, p.Domain)
+	if err != nil {
+		return Resource{}, usageError{err.Error()}
+	}
+	if err := ValidateVersion(version); err != nil {
+		return Resource{}, usageError{err.Error()}
+	}
+	if plural == "" {
+		plural = guessPlural(kind)
+	}
+	if err := ValidatePlural(plural); err != nil {
+		return Resource{}, usageError{err.Error()}
+	}
+	r := Resource{Group: full, Version: version, Kind: kind, Plural: plural}
+	r.ImportPath = p.Module + "/" + r.APIDir()
+	return r, nil
+}
+
+// runCreate adds the resource that newResource builds to the project in
+// c.dir and scaffolds it.
+func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Project) (Resource, error)) error {
+	dir, err := filepath.Abs(c.dir)
+	if err != nil {
+		return err
+	}
+	m, exists, err := loadManifest(dir)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return fmt.Errorf("%s is not a converge project (it has no %s): run converge init first, or pass --dir", dir, manifestPath)
+	}
+	p := m.Project
+	r, err := newResource(p)
+	if err != nil {
+		return err
+	}
+	added, err := p.addResource(r)
+	if err != nil {
+		return err
+	}
+	what := "controller for built-in kind"
+	if !r.Builtin {
+		what = "API"
+	}
+	state := ""
+	if !added {
+		state = " (already in the project: regenerating)"
+	}
+	u.printf("converge create: %s %s/%s %s in %s%s\n", what, r.GroupOrCore(), r.Version, r.Kind, dir, state)
+	kept, err := scaffold(ctx, u, dir, &m, p, c)
+	if err != nil {
+		return err
+	}
+	u.printf("\nNext steps:\n")
+	if rel := relDir(dir); rel != "." {
+		u.printf("  cd %s\n", rel)
+	}
+	if r.Builtin {
+		u.printf("  edit internal/controller/%s_controller.go: Reconcile, and an RBAC marker for each write\n", r.Lower())
+		u.printf("  make test   # regenerates config/rbac/role.yaml, then runs the specs with exactly those permissions\n")
+	} else {
+		u.printf("  edit %s/%s_types.go (the spec and status) and internal/controller/%s_controller.go (Desired)\n", r.APIDir(), r.Lower(), r.Lower())
+		u.printf("  make test   # regenerates deepcopy, CRD and RBAC, then runs the specs on a real control plane\n")
+		u.printf("  make install run && kubectl apply -k config/samples   # try it on the cluster of your kubeconfig\n")
+	}
+	printKept(u, kept, "create")
+	return nil
+}
+
+// scaffold renders p, writes the files under dir, records them in m and,
+// unless skipped, runs go mod tidy and controller-gen. It returns the files
+// kept because the user changed them.
+func scaffold(ctx context.Context, u *ui, dir string, m *manifest, p Project, c commonFlags) (kept []string, err error) {
+	files, err := render(p)
+	if err != nil {
+		return nil, err
+	}
+	outcomes, writeErr := writeFiles(dir, files, m, c.force)
+	// Record what was written even when a write failed, so a re-run knows
+	// those files are converge's.
+	m.Project = p
+	b, err := m.encode()
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, filepath.FromSlash(manifestPath)), b, false); err != nil {
+		return nil, err
+	}
+	if writeErr != nil {
+		return nil, writeErr
+	}
+	counts := map[Action]int{}
+	for _, o := range outcomes {
+		counts[o.Action]++
+		switch o.Action {
+		case ActionUnchanged:
+		case ActionKeep:
+			kept = append(kept, o.Path)
+			u.printf("  %-10s %s: changed since converge generated it (--force overwrites it)\n", o.Action, o.Path)
+		default:
+			u.printf("  %-10s %s\n", o.Action, o.Path)
+		}
+	}
+	changed := counts[ActionCreate] + counts[ActionUpdate] + counts[ActionOverwrite]
+	u.printf("  %d created, %d updated, %d overwritten, %d unchanged, %d kept\n",
+		counts[ActionCreate], counts[ActionUpdate], counts[ActionOverwrite], counts[ActionUnchanged], counts[ActionKeep])
+	if c.skipGenerate {
+		u.printf("  skipped go mod tidy and controller-gen (--skip-generate): run go mod tidy and make manifests\n")
+		return kept, nil
+	}
+	missing := missingOutputs(dir, p)
+	if changed == 0 && len(missing) == 0 {
+		return kept, nil // nothing new: the generated code is as the last run left it
+	}
+	return kept, generate(ctx, u, dir, p)
+}
+
+// missingOutputs lists the files the tools generate that are not there.
+func missingOutputs(dir string, p Project) []string {
+	want := []string{"go.sum", "config/rbac/role.yaml"}
+	for _, r := range p.Resources {
+		if !r.Builtin {
+			want = append(want, r.APIDir()+"/zz_generated.deepcopy.go", "config/crd/bases/"+r.CRDFile())
+		}
+	}
+	var missing []string
+	for _, f := range want {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f))); errors.Is(err, os.ErrNotExist) {
+			missing = append(missing, f)
+		}
+	}
+	return missing
+}
+
+func printKept(u *ui, kept []string, cmd string) {
+	if len(kept) == 0 {
+		return
+	}
+	u.printf("\nKept %d file(s) you changed: %s.\n", len(kept), strings.Join(kept, ", "))
+	u.printf("To see what converge would write instead, commit your work, rerun converge %s with --force and look at git diff.\n", cmd)
+}
+
+// relDir is dir relative to the working directory, for messages.
+func relDir(dir string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return dir
+	}
+	rel, err := filepath.Rel(wd, dir)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return dir
+	}
+	return rel
+}

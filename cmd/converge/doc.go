@@ -1,0 +1,36 @@
+// Command converge scaffolds controller projects built on the converge
+// framework, and adds controllers and APIs to them.
+//
+//	converge init --module example.com/team/op [--dir DIR]
+//	converge create api --group shop --version v1alpha1 --kind Order
+//	converge create controller --group apps --version v1 --kind Deployment
+//	make test
+//
+// Install it with
+//
+//	go install github.com/converge-dev/converge/cmd/converge@latest
+//
+// # What it guarantees
+//
+//   - Builds and passes: a generated project builds, vets and passes its own
+//     tests (Ginkgo specs on a real control plane) before you change a line.
+//   - Least privilege, tested: each controller declares its permissions with
+//     +kubebuilder:rbac markers; make manifests turns them into
+//     config/rbac/role.yaml, and the generated specs run the controllers
+//     with exactly that role, so a missing permission fails a test.
+//   - Your changes are kept: .converge/scaffold.json records a hash of every
+//     file converge wrote. Re-running a command rewrites only files nobody
+//     changed since; a changed file is kept and reported unless --force.
+//     Running the same command twice changes nothing.
+//   - Names are checked before anything is written, and every rejection says
+//     what is allowed.
+//
+// # The framework version
+//
+// go.mod requires github.com/converge-dev/converge at, in order:
+// --converge-replace PATH (or $CONVERGE_REPLACE), which adds a replace
+// directive to a local checkout; --converge-version; the version this
+// converge binary was built from (go install ...@v0.4.0 records it, and so
+// does a build inside a git checkout: a pseudo-version v0.0.0-<time>-<commit>);
+// otherwise the latest release, resolved by go get.
+package main

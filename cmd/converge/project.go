@@ -1,0 +1,177 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// manifestPath is where a project records what converge generated, relative
+// to the project root. Commit it: it is how converge tells a file nobody
+// touched since it generated it from one the user changed.
+const manifestPath = ".converge/scaffold.json"
+
+// manifestVersion is the format of the manifest; a newer one is refused.
+const manifestVersion = 1
+
+// Project is what converge knows about a project: enough to render every
+// file it generates. It is stored in the manifest.
+type Project struct {
+	// Module is the Go module path, e.g. example.com/team/op.
+	Module string `json:"module"`
+	// Name prefixes the project's cluster objects and names its binary.
+	Name string `json:"name"`
+	// Domain is appended to short API groups: shop becomes shop.<Domain>.
+	Domain string `json:"domain"`
+	// Converge is how go.mod requires the framework.
+	Converge ConvergeDep `json:"converge"`
+	// Resources are the controllers and APIs, in the order they were created.
+	Resources []Resource `json:"resources,omitempty"`
+}
+
+// ConvergeDep is the framework requirement written into go.mod.
+type ConvergeDep struct {
+	// Version is the required version; "" means the latest, resolved by go get.
+	Version string `json:"version,omitempty"`
+	// Replace is a local checkout that go.mod replaces the module with.
+	Replace string `json:"replace,omitempty"`
+}
+
+// Resource is one controller: of a built-in kind (create controller) or of
+// a new API of the project (create api).
+type Resource struct {
+	// Group is the full API group: "" for core, apps, shop.example.com.
+	Group string `json:"group"`
+	// Version is the API version, e.g. v1alpha1.
+	Version string `json:"version"`
+	// Kind is the UpperCamelCase kind.
+	Kind string `json:"kind"`
+	// Plural is the resource name, e.g. orders.
+	Plural string `json:"plural"`
+	// Builtin is true for kinds of k8s.io/api.
+	Builtin bool `json:"builtin,omitempty"`
+	// ImportPath is the Go package of the kind's type.
+	ImportPath string `json:"importPath"`
+}
+
+// Alias is the import name of the kind's package: appsv1, corev1, shopv1alpha1.
+func (r Resource) Alias() string {
+	var group string
+	if r.Builtin {
+		// k8s.io/api/<group dir>/<version>, e.g. k8s.io/api/rbac/v1.
+		group = path.Base(path.Dir(r.ImportPath))
+	} else {
+		group = firstLabel(r.Group)
+	}
+	return strings.ReplaceAll(group, "-", "") + r.Version
+}
+
+// Lower is the kind in lower case: the controller's name and file prefix.
+func (r Resource) Lower() string { return strings.ToLower(r.Kind) }
+
+// GroupOrCore is the group for display ("core" for the core group).
+func (r Resource) GroupOrCore() string { return displayGroup(r.Group) }
+
+// APIDir is the folder of a new API's package, relative to the project root.
+func (r Resource) APIDir() string { return path.Join("api", firstLabel(r.Group), r.Version) }
+
+// CRDFile is the file controller-gen writes a new API's CRD to.
+func (r Resource) CRDFile() string { return r.Group + "_" + r.Plural + ".yaml" }
+
+// SampleFile is the file of a new API's sample object, under config/samples.
+func (r Resource) SampleFile() string {
+	return strings.ReplaceAll(firstLabel(r.Group), "-", "_") + "_" + r.Version + "_" + r.Lower() + ".yaml"
+}
+
+// manifest is the stored form of .converge/scaffold.json.
+type manifest struct {
+	Version int     `json:"version"`
+	Project Project `json:"project"`
+	// Files maps each generated file (slash-separated, relative to the
+	// project root) to the SHA-256 of the content converge last wrote.
+	Files map[string]string `json:"files"`
+}
+
+// loadManifest reads dir's manifest; ok is false when there is none.
+func loadManifest(dir string) (m manifest, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(manifestPath)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return manifest{Files: map[string]string{}}, false, nil
+	}
+	if err != nil {
+		return m, false, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, false, fmt.Errorf("read %s: %w (fix or delete the file; it records what converge generated)", manifestPath, err)
+	}
+	if m.Version > manifestVersion {
+		return m, false, fmt.Errorf("%s has format %d, newer than this converge understands (%d): update converge", manifestPath, m.Version, manifestVersion)
+	}
+	if m.Files == nil {
+		m.Files = map[string]string{}
+	}
+	return m, true, nil
+}
+
+// encode returns the manifest as indented JSON with sorted keys.
+func (m manifest) encode() ([]byte, error) {
+	m.Version = manifestVersion
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// findResource returns the index of the resource with kind's name, or -1.
+func (p *Project) findResource(kind string) int {
+	for i, r := range p.Resources {
+		if r.Kind == kind {
+			return i
+		}
+	}
+	return -1
+}
+
+// addResource adds r, or checks that the same resource is already there.
+// Kinds must be unique in a project: they name the controller, its files
+// and its setup function.
+func (p *Project) addResource(r Resource) (added bool, err error) {
+	i := p.findResource(r.Kind)
+	if i < 0 {
+		for _, other := range p.Resources {
+			if !r.Builtin && !other.Builtin && firstLabel(other.Group) == firstLabel(r.Group) && other.Group != r.Group {
+				return false, fmt.Errorf("group %s would share the folder api/%s with group %s: pick a group whose first label differs", r.Group, firstLabel(r.Group), other.Group)
+			}
+		}
+		p.Resources = append(p.Resources, r)
+		return true, nil
+	}
+	old := p.Resources[i]
+	if old.Group != r.Group || old.Version != r.Version || old.Builtin != r.Builtin {
+		return false, fmt.Errorf("the project already has a controller for kind %s (%s/%s): kinds name controllers and their files, so they must be unique in a project", r.Kind, old.GroupOrCore(), old.Version)
+	}
+	if old.Plural != r.Plural {
+		return false, fmt.Errorf("kind %s was created with plural %s, not %s", r.Kind, old.Plural, r.Plural)
+	}
+	return false, nil
+}
+
+// apis returns the new APIs' group versions, each once, in creation order.
+func (p *Project) apis() []Resource {
+	var out []Resource
+	seen := map[string]bool{}
+	for _, r := range p.Resources {
+		if r.Builtin || seen[r.ImportPath] {
+			continue
+		}
+		seen[r.ImportPath] = true
+		out = append(out, r)
+	}
+	return out
+}

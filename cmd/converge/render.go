@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"go/format"
+	"go/token"
+	"io/fs"
+	"strings"
+	"sync"
+	"text/template"
+	"unicode"
+)
+
+//go:embed all:templates
+var templateFS embed.FS
+
+// Versions the generated project pins. They match the framework's own
+// go.mod (a test checks), so a generated project builds with the same
+// dependencies converge is tested with.
+const (
+	goVersion            = "1.26.0"
+	k8sVersion           = "v0.37.2"
+	ginkgoVersion        = "v2.34.0"
+	gomegaVersion        = "v1.44.0"
+	controllerGenVersion = "v0.23.0"
+	controllerGenPackage = "sigs.k8s.io/controller-tools/cmd/controller-gen"
+	convergeModule       = "github.com/converge-dev/converge"
+	// replacedVersion is the version go.mod requires when a replace
+	// directive points at a local checkout: any version works, and this is
+	// the one the go command itself writes for such requirements.
+	replacedVersion = "v0.0.0-00010101000000-000000000000"
+)
+
+// controllerGenSteps are the controller-gen runs of make manifests, in
+// order: deepcopy code first, so the packages type-check for the second run
+// (CRDs from the api/ types, the manager's ClusterRole from the
+// +kubebuilder:rbac markers).
+var controllerGenSteps = [][]string{
+	{"object", "paths=./..."},
+	{"rbac:roleName=manager-role", "crd", "paths=./...", "output:crd:artifacts:config=config/crd/bases", "output:rbac:artifacts:config=config/rbac"},
+}
+
+// templateData is what every template sees.
+type templateData struct {
+	Project
+	// R is the resource a per-resource template renders (zero otherwise).
+	R Resource
+	// Kinds are the resources of R's API group version (register.go).
+	Kinds []Resource
+	// APIs are the project's new API group versions, one resource each.
+	APIs []Resource
+	// Sample is R's test object, when converge knows one for a built-in kind.
+	Sample *sample
+}
+
+// GoVersion is the go directive of the generated go.mod.
+func (templateData) GoVersion() string { return goVersion }
+
+// K8sVersion is the version of k8s.io/api, apimachinery and client-go.
+func (templateData) K8sVersion() string { return k8sVersion }
+
+// GinkgoVersion is the version of github.com/onsi/ginkgo/v2.
+func (templateData) GinkgoVersion() string { return ginkgoVersion }
+
+// GomegaVersion is the version of github.com/onsi/gomega.
+func (templateData) GomegaVersion() string { return gomegaVersion }
+
+// ControllerGen is the Makefile's command for controller-gen.
+func (templateData) ControllerGen() string {
+	return "$(GO) run " + controllerGenPackage + "@" + controllerGenVersion
+}
+
+// ControllerGenSteps are the arguments of each controller-gen run of make manifests.
+func (templateData) ControllerGenSteps() []string {
+	out := make([]string, len(controllerGenSteps))
+	for i, s := range controllerGenSteps {
+		out[i] = strings.Join(s, " ")
+	}
+	return out
+}
+
+// ConvergeRequire is the version go.mod requires.
+func (d templateData) ConvergeRequire() string {
+	if d.Converge.Replace != "" {
+		return replacedVersion
+	}
+	return d.Converge.Version
+}
+
+var funcs = template.FuncMap{
+	"lower":     strings.ToLower,
+	"varName":   varName,
+	"join":      strings.Join,
+	"lowerKind": func(r Resource) string { return lowerCamel(r.Kind) },
+	"plural":    func(r Resource) string { return r.Plural },
+	"rbacGroup": func(g string) string {
+		if g == "" {
+			return `""`
+		}
+		return g
+	},
+}
+
+// templates holds every template by its path under templates/ (base names
+// repeat: several folders hold a kustomization.yaml.tmpl).
+var templates = sync.OnceValue(func() map[string]*template.Template {
+	out := map[string]*template.Template{}
+	err := fs.WalkDir(templateFS, "templates", func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := templateFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(p, "templates/")
+		if !strings.HasSuffix(name, ".tmpl") {
+			return nil // a raw file
+		}
+		out[name] = template.Must(template.New(name).Funcs(funcs).Parse(string(b)))
+		return nil
+	})
+	if err != nil {
+		panic(err) // the templates are embedded: a failure is a build defect
+	}
+	return out
+})
+
+// fileSpec says which template renders which file.
+type fileSpec struct {
+	tmpl       string // relative to templates/
+	out        string // output path; may hold {{ }} on templateData
+	executable bool
+	createOnly bool
+	// raw files are copied as they are, not executed as templates.
+	raw bool
+}
+
+// projectFiles are rendered once per project.
+var projectFiles = []fileSpec{
+	{tmpl: "project/go.mod.tmpl", out: "go.mod", createOnly: true},
+	{tmpl: "project/main.go.tmpl", out: "main.go"},
+	{tmpl: "project/Makefile.tmpl", out: "Makefile"},
+	{tmpl: "project/README.md.tmpl", out: "README.md"},
+	{tmpl: "project/Dockerfile.tmpl", out: "Dockerfile"},
+	{tmpl: "project/dockerignore.tmpl", out: ".dockerignore"},
+	{tmpl: "project/gitignore.tmpl", out: ".gitignore"},
+	{tmpl: "project/hack/control-plane.sh", out: "hack/control-plane.sh", executable: true, raw: true},
+	{tmpl: "project/controller/controllers.go.tmpl", out: "internal/controller/controllers.go"},
+	{tmpl: "project/controller/suite_test.go.tmpl", out: "internal/controller/suite_test.go"},
+	{tmpl: "project/controller/manager_test.go.tmpl", out: "internal/controller/manager_test.go"},
+	{tmpl: "project/config/default/kustomization.yaml.tmpl", out: "config/default/kustomization.yaml"},
+	{tmpl: "project/config/default/metrics_service.yaml.tmpl", out: "config/default/metrics_service.yaml"},
+	{tmpl: "project/config/manager/manager.yaml.tmpl", out: "config/manager/manager.yaml"},
+	{tmpl: "project/config/manager/kustomization.yaml.tmpl", out: "config/manager/kustomization.yaml"},
+	{tmpl: "project/config/rbac/kustomization.yaml.tmpl", out: "config/rbac/kustomization.yaml"},
+	{tmpl: "project/config/rbac/service_account.yaml.tmpl", out: "config/rbac/service_account.yaml"},
+	{tmpl: "project/config/rbac/role_binding.yaml.tmpl", out: "config/rbac/role_binding.yaml"},
+	{tmpl: "project/config/rbac/leader_election_role.yaml.tmpl", out: "config/rbac/leader_election_role.yaml"},
+	{tmpl: "project/config/rbac/leader_election_role_binding.yaml.tmpl", out: "config/rbac/leader_election_role_binding.yaml"},
+	{tmpl: "project/config/rbac/metrics_auth_role.yaml.tmpl", out: "config/rbac/metrics_auth_role.yaml"},
+	{tmpl: "project/config/rbac/metrics_auth_role_binding.yaml.tmpl", out: "config/rbac/metrics_auth_role_binding.yaml"},
+	{tmpl: "project/config/rbac/metrics_reader_role.yaml.tmpl", out: "config/rbac/metrics_reader_role.yaml"},
+	{tmpl: "project/config/crd/kustomization.yaml.tmpl", out: "config/crd/kustomization.yaml"},
+	{tmpl: "project/config/samples/kustomization.yaml.tmpl", out: "config/samples/kustomization.yaml"},
+}
+
+// builtinFiles are rendered per controller of a built-in kind.
+var builtinFiles = []fileSpec{
+	{tmpl: "builtin/controller.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller.go"},
+	{tmpl: "builtin/controller_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_test.go"},
+}
+
+// apiFiles are rendered per new API kind.
+var apiFiles = []fileSpec{
+	{tmpl: "api/types.go.tmpl", out: "{{.R.APIDir}}/{{.R.Lower}}_types.go"},
+	{tmpl: "api/controller.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller.go"},
+	{tmpl: "api/controller_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_test.go"},
+	{tmpl: "api/sample.yaml.tmpl", out: "config/samples/{{.R.SampleFile}}"},
+}
+
+// groupVersionFiles are rendered per new API group version.
+var groupVersionFiles = []fileSpec{
+	{tmpl: "api/doc.go.tmpl", out: "{{.R.APIDir}}/doc.go"},
+	{tmpl: "api/register.go.tmpl", out: "{{.R.APIDir}}/register.go"},
+}
+
+// render returns every file converge generates for p, in a stable order.
+// Go files are gofmt-ed; a template that yields invalid Go is an error.
+func render(p Project) ([]File, error) {
+	base := templateData{Project: p, APIs: p.apis()}
+	var files []File
+	add := func(specs []fileSpec, d templateData) error {
+		for _, s := range specs {
+			f, err := renderOne(s, d)
+			if err != nil {
+				return err
+			}
+			files = append(files, f)
+		}
+		return nil
+	}
+	if err := add(projectFiles, base); err != nil {
+		return nil, err
+	}
+	for _, gv := range base.APIs {
+		d := base
+		d.R = gv
+		for _, r := range p.Resources {
+			if !r.Builtin && r.ImportPath == gv.ImportPath {
+				d.Kinds = append(d.Kinds, r)
+			}
+		}
+		if err := add(groupVersionFiles, d); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range p.Resources {
+		d := base
+		d.R = r
+		specs := apiFiles
+		if r.Builtin {
+			specs = builtinFiles
+			d.Sample = sampleFor(r)
+		}
+		if err := add(specs, d); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+func renderOne(s fileSpec, d templateData) (File, error) {
+	out, err := execute(template.Must(template.New("path").Funcs(funcs).Parse(s.out)), d)
+	if err != nil {
+		return File{}, fmt.Errorf("render the path of %s: %w", s.tmpl, err)
+	}
+	if s.raw {
+		b, err := templateFS.ReadFile("templates/" + s.tmpl)
+		return File{Path: out, Content: b, Executable: s.executable, CreateOnly: s.createOnly}, err
+	}
+	var buf bytes.Buffer
+	t, ok := templates()[s.tmpl]
+	if !ok {
+		return File{}, fmt.Errorf("no template %s", s.tmpl)
+	}
+	if err := t.Execute(&buf, d); err != nil {
+		return File{}, fmt.Errorf("render %s: %w", out, err)
+	}
+	content := buf.Bytes()
+	if strings.HasSuffix(out, ".go") {
+		formatted, err := format.Source(content)
+		if err != nil {
+			return File{}, fmt.Errorf("render %s: the template yields invalid Go: %w\n%s", out, err, content)
+		}
+		content = formatted
+	}
+	return File{Path: string(out), Content: content, Executable: s.executable, CreateOnly: s.createOnly}, nil
+}
+
+func execute(t *template.Template, d templateData) (string, error) {
+	var b strings.Builder
+	err := t.Execute(&b, d)
+	return b.String(), err
+}
+
+// lowerCamel turns a kind into a Go variable name: CronJob → cronJob,
+// HTTPRoute → httpRoute, PV → pv.
+func lowerCamel(kind string) string {
+	r := []rune(kind)
+	n := 0
+	for n < len(r) && unicode.IsUpper(r[n]) {
+		n++
+	}
+	if n > 1 && n < len(r) {
+		n-- // HTTPRoute: the R starts the next word
+	}
+	for i := range n {
+		r[i] = unicode.ToLower(r[i])
+	}
+	return string(r)
+}
+
+// taken are names the generated functions already use.
+var taken = map[string]bool{
+	"ctx": true, "log": true, "r": true, "err": true, "mgr": true, "ns": true,
+	"context": true, "reconcile": true, "framework": true, "logr": true, "declarative": true,
+	"informers": true, "metav1": true, "corev1": true, "state": true, "configMap": true, "got": true,
+	"types": true, "meta": true, "controller": true, "admin": true, "kube": true,
+}
+
+// varName is the kind's variable name in generated code, kept clear of
+// keywords and of the names around it.
+func varName(r Resource) string {
+	v := lowerCamel(r.Kind)
+	if token.IsKeyword(v) || taken[v] || v == r.Alias() {
+		v += "Obj"
+	}
+	return v
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/semver"
+)
+
+// String describes the requirement for progress lines.
+func (c ConvergeDep) String() string {
+	switch {
+	case c.Replace != "":
+		return "replaced by " + c.Replace
+	case c.Version != "":
+		return c.Version
+	}
+	return "latest (resolved by go get)"
+}
+
+// convergeDep decides how go.mod requires converge: see the package doc.
+func convergeDep(replace, version string) (ConvergeDep, error) {
+	if replace != "" {
+		abs, err := filepath.Abs(replace)
+		if err != nil {
+			return ConvergeDep{}, err
+		}
+		b, err := os.ReadFile(filepath.Join(abs, "go.mod"))
+		if err != nil || !bytes.Contains(b, []byte("module "+convergeModule+"\n")) {
+			return ConvergeDep{}, usagef("--converge-replace %s is not a converge checkout (its go.mod must declare module %s)", replace, convergeModule)
+		}
+		return ConvergeDep{Replace: abs}, nil
+	}
+	if version != "" {
+		if err := module.Check(convergeModule, version); err != nil {
+			return ConvergeDep{}, usagef("--converge-version %q is not a version of %s: want a semantic version such as v0.4.0 or a pseudo-version", version, convergeModule)
+		}
+		return ConvergeDep{Version: version}, nil
+	}
+	return ConvergeDep{Version: buildVersion()}, nil
+}
+
+// buildVersion is the converge version this binary was built from, or "".
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	return versionFrom(bi)
+}
+
+// versionFrom reads a module version from build information: the main
+// module's version when it is converge at a proper version (go install
+// ...@v0.4.0, or a VCS-stamped build), else a pseudo-version from the VCS
+// settings of a clean checkout, else "".
+func versionFrom(bi *debug.BuildInfo) string {
+	if bi.Main.Path != convergeModule {
+		return ""
+	}
+	if v := bi.Main.Version; semver.IsValid(v) && module.Check(convergeModule, v) == nil && !strings.Contains(v, "+") {
+		return v
+	}
+	var rev, at string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				return "" // uncommitted changes: no version names this code
+			}
+		}
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	if len(rev) < 12 || err != nil {
+		return ""
+	}
+	return module.PseudoVersion("v0", "", t, rev[:12])
+}
+
+// generate runs the tools that complete the files: go get (when converge's
+// version is left to it), go mod tidy, then controller-gen as make
+// manifests does.
+func generate(ctx context.Context, u *ui, dir string, p Project) error {
+	if p.Converge.Replace == "" && p.Converge.Version == "" && !requiresConverge(dir) {
+		if err := runTool(ctx, u, dir, "go", "get", convergeModule+"@latest"); err != nil {
+			return fmt.Errorf("%w\nconverge could not tell which framework version to require: pass --converge-version or --converge-replace", err)
+		}
+	}
+	if err := runTool(ctx, u, dir, "go", "mod", "tidy"); err != nil {
+		return fmt.Errorf("%w\nThe files are written; fix the cause and run go mod tidy, then make manifests", err)
+	}
+	for _, step := range controllerGenSteps {
+		args := append([]string{"run", controllerGenPackage + "@" + controllerGenVersion}, step...)
+		if err := runTool(ctx, u, dir, "go", args...); err != nil {
+			return fmt.Errorf("%w\nThe files are written; fix the cause and run make manifests (controller-gen %s generates the deepcopy code, CRDs and config/rbac/role.yaml)", err, controllerGenVersion)
+		}
+	}
+	return nil
+}
+
+// requiresConverge reports whether dir's go.mod already requires converge.
+func requiresConverge(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	return err == nil && bytes.Contains(b, []byte(convergeModule+" v"))
+}
+
+// runTool runs a command in dir, printing one progress line, and returns an
+// error holding the end of its output if it fails.
+func runTool(ctx context.Context, u *ui, dir, name string, args ...string) error {
+	display := name + " " + strings.Join(args, " ")
+	u.printf("  %-10s %s\n", "run", display)
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s failed after %v: %w\n%s", display, time.Since(start).Round(100*time.Millisecond), err, tail(out.String(), 40))
+	}
+	u.printf("  %-10s %s (%v)\n", "done", display, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{"..."}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// guessPlural makes a lower-case plural of a kind the way Kubernetes
+// guesses resource names (Order → orders, Policy → policies, Status →
+// statuses). Pass --plural when it guesses wrong.
+func guessPlural(kind string) string {
+	lower := strings.ToLower(kind)
+	switch {
+	case strings.HasSuffix(lower, "s"), strings.HasSuffix(lower, "x"), strings.HasSuffix(lower, "ch"), strings.HasSuffix(lower, "sh"):
+		return lower + "es"
+	case strings.HasSuffix(lower, "y") && len(lower) > 1 && !strings.ContainsAny(lower[len(lower)-2:len(lower)-1], "aeiou"):
+		return lower[:len(lower)-1] + "ies"
+	}
+	return lower + "s"
+}
