@@ -43,6 +43,10 @@ type Flags struct {
 	LogFormat string
 	// Verbosity is -v: 0 logs info and errors, higher numbers more detail.
 	Verbosity int
+	// GracefulShutdownTimeout is --graceful-shutdown-timeout: how long
+	// in-flight reconciles may run after SIGTERM. Zero means the manager's
+	// default (30 s). Keep the pod's terminationGracePeriodSeconds longer.
+	GracefulShutdownTimeout time.Duration
 }
 
 // Register adds the flags to fs (flag.CommandLine when nil), with the
@@ -63,6 +67,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.HealthProbeBindAddress, "health-probe-bind-address", f.HealthProbeBindAddress, `address of /healthz and /readyz, e.g. ":8081"; "0" or empty disables them`)
 	fs.StringVar(&f.LogFormat, "log-format", f.LogFormat, `log format: "text" or "json"`)
 	fs.IntVar(&f.Verbosity, "v", f.Verbosity, "log verbosity: 0 is info and errors, higher shows more detail")
+	fs.DurationVar(&f.GracefulShutdownTimeout, "graceful-shutdown-timeout", f.GracefulShutdownTimeout, "how long in-flight reconciles may run after SIGTERM; 0 means 30s, negative cancels them at once")
 }
 
 // Options returns manager Options set from the flags, with the logger they
@@ -84,6 +89,7 @@ func (f *Flags) Options() (Options, error) {
 			BindAddress: disabledIfZero(f.MetricsBindAddress),
 			Insecure:    f.MetricsInsecure,
 		},
+		GracefulShutdownTimeout: f.GracefulShutdownTimeout,
 	}, nil
 }
 

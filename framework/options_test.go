@@ -96,7 +96,7 @@ func TestFlagsOptions(t *testing.T) {
 	f := framework.Flags{LeaderElectionID: "prog"}
 	fs := newFlagSet()
 	f.Register(fs)
-	if err := fs.Parse([]string{"--leader-elect", "--metrics-bind-address=0", "--health-probe-bind-address=:9000", "--log-format=json", "-v=2"}); err != nil {
+	if err := fs.Parse([]string{"--leader-elect", "--metrics-bind-address=0", "--health-probe-bind-address=:9000", "--log-format=json", "-v=2", "--graceful-shutdown-timeout=45s"}); err != nil {
 		t.Fatal(err)
 	}
 	opts, err := f.Options()
@@ -111,6 +111,9 @@ func TestFlagsOptions(t *testing.T) {
 	}
 	if opts.HealthProbeBindAddress != ":9000" {
 		t.Errorf("probe address = %q", opts.HealthProbeBindAddress)
+	}
+	if opts.GracefulShutdownTimeout != 45*time.Second {
+		t.Errorf("graceful shutdown timeout = %v, want 45s", opts.GracefulShutdownTimeout)
 	}
 	if !opts.Logger.V(2).Enabled() || opts.Logger.V(3).Enabled() {
 		t.Error("-v=2 should enable V(2) and not V(3)")
