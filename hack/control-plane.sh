@@ -48,16 +48,19 @@ has_version() {
 }
 
 # with_heartbeat LABEL CMD...: runs CMD, printing a progress line every 30 s.
+# CMD's own output goes to a log file, shown only when CMD fails.
 with_heartbeat() {
   local label=$1; shift
   local t0; t0=$(date +%s)
+  local out="$BUILD_ROOT/last-step.log"
   ( while sleep 30; do log "still $label ($(( $(date +%s) - t0 ))s)"; done ) &
   local ticker=$!
   local rc=0
-  "$@" || rc=$?
+  "$@" >"$out" 2>&1 || rc=$?
   kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
   if (( rc != 0 )); then
-    log "FAILED: $label (exit $rc)"
+    log "FAILED: $label (exit $rc); its output:"
+    tail -n 40 "$out" >&2
     return "$rc"
   fi
   log "done: $label in $(( $(date +%s) - t0 ))s"
@@ -92,7 +95,7 @@ k8s_module() {
   rm -f "$mod/go.mod" "$mod/go.sum"
   (cd "$mod" && go mod init converge.local/kubernetes-build >/dev/null 2>&1)
   with_heartbeat "downloading k8s.io/kubernetes $K8S_VERSION" \
-    bash -c "cd '$mod' && go mod download -json k8s.io/kubernetes@$K8S_VERSION >/dev/null" >&2
+    bash -c "cd '$mod' && go mod download -json k8s.io/kubernetes@$K8S_VERSION" >&2
   local gomod
   gomod=$(cd "$mod" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
   [[ -f "$gomod" ]] || { log "cannot find k8s.io/kubernetes go.mod in the module cache" >&2; exit 1; }
@@ -114,7 +117,7 @@ import (
 )
 GO
   with_heartbeat "resolving kubernetes $K8S_VERSION modules" \
-    bash -c "cd '$mod' && go mod tidy -e >/dev/null 2>&1 || true; cd '$mod' && go mod download" >&2
+    bash -c "cd '$mod' && { go mod tidy -e || true; } && go mod download" >&2
   touch "$mod/.ready"
   echo "$mod"
 }
