@@ -62,8 +62,10 @@ type runningManager struct {
 	cancel context.CancelFunc
 	// done is closed when Start has returned.
 	done chan struct{}
-	// err is what Start returned; read it only after done is closed.
-	err error
+	// err is what Start returned, and returned when; read them only after
+	// done is closed.
+	err      error
+	returned time.Time
 }
 
 // runManager runs mgr.Start in a goroutine. A cleanup cancels it, if the spec
@@ -76,6 +78,7 @@ func runManager(ctx context.Context, mgr *framework.Manager) *runningManager {
 		defer GinkgoRecover()
 		defer close(run.done)
 		run.err = mgr.Start(runCtx)
+		run.returned = time.Now()
 	}()
 	DeferCleanup(run.stop, NodeTimeout(40*time.Second))
 	return run

@@ -38,6 +38,13 @@ func (c *logCapture) logger() logr.Logger {
 	}, funcr.Options{})
 }
 
+// all returns every line logged so far.
+func (c *logCapture) all() []map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]map[string]any(nil), c.lines...)
+}
+
 // with returns a function reporting the lines whose field k is v.
 func (c *logCapture) with(k string, v any) func() []map[string]any {
 	return func() []map[string]any {

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"fmt"
-	"os/exec"
 	"regexp"
 	"time"
 
@@ -19,16 +18,12 @@ var _ = Describe("the podlogger example", func() {
 	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
 
 	It("logs a pod appearing, changing and disappearing, and exits 0 on SIGINT", func(ctx SpecContext) {
-		// Built with -race, like the suite: the example is the framework's
-		// happy path, and a data race in it makes it exit 66.
-		bin, err := gexec.Build("github.com/converge-dev/converge/examples/podlogger", "-race")
-		Expect(err).NotTo(HaveOccurred(), "build examples/podlogger")
-		DeferCleanup(gexec.CleanupBuildArtifacts)
-
+		// Built with -race, like the suite (see buildPrograms): the example is
+		// the framework's happy path, and a data race in it makes it exit 66.
 		// The example serves health probes on :8081 by default; "0" turns them
 		// off, so parallel suites (ginkgo -p) and other local processes
 		// cannot collide on the port.
-		cmd := exec.Command(bin, "--kubeconfig="+env.KubeconfigPath(), "--health-probe-bind-address=0")
+		cmd := bins.command(ctx, "podlogger", "--kubeconfig="+env.KubeconfigPath(), "--health-probe-bind-address=0")
 		session, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred(), "start podlogger")
 		DeferCleanup(func() { session.Kill() }) // no-op once it has exited
