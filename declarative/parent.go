@@ -19,14 +19,19 @@ func (d *Declarative[T]) finalizerManager() string { return d.opts.FieldManager 
 
 // setFinalizer adds (on) or removes (off) converge's finalizer with a
 // server-side apply by its own field manager.
+//
+// The apply names the parent's UID: an apply creates missing objects, and
+// without the UID a parent deleted meanwhile would be re-created, empty. With
+// it the server answers with a conflict instead, which means "gone".
 func (d *Declarative[T]) setFinalizer(ctx context.Context, parent informers.Object, on bool) error {
 	u := d.objectRef(parent)
+	u.SetUID(parent.GetUID())
 	if on {
 		u.SetFinalizers([]string{d.opts.Finalizer})
 	}
 	_, err := d.client.Apply(ctx, u, framework.FieldManager(d.finalizerManager()), framework.ForceOwnership())
-	if err != nil && !on && apierrors.IsNotFound(err) {
-		return nil // already gone
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // the parent is gone; a new one of the same name is reconciled on its own
 	}
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/converge-dev/converge/informers"
 )
@@ -256,7 +257,7 @@ func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub 
 	if sub != "" {
 		req = req.SubResource(sub)
 	}
-	res := build(req).Do(ctx)
+	res := build(req).Do(klog.NewContext(ctx, capVerbosity(klog.FromContext(ctx))))
 	if err := res.Error(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -277,6 +278,12 @@ func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub 
 			return fmt.Errorf("%s: decode answer: %w", what, err)
 		}
 		obj.GetObjectKind().SetGroupVersionKind(gvk)
+	}
+	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
+		// The write removed the last finalizer of an object being deleted:
+		// it is gone, though the answer shows it as it was.
+		c.cache.ObserveDeletion(gvk, obj.GetNamespace(), obj.GetName(), string(obj.GetUID()))
+		return nil
 	}
 	c.cache.ObserveWrite(gvk, obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion())
 	return nil

@@ -116,9 +116,11 @@ type LogOptions struct {
 }
 
 // NewLogger returns a logr.Logger on log/slog, and routes client-go's klog
-// output into it so one process writes one format. klog's own verbosity is
-// left at 0: client-go's request and response dumps (which can hold object
-// data) stay off whatever Verbosity is.
+// output into it so one process writes one format. client-go gets the logger
+// capped at V(7): its request and response dumps (V(8) and up), which can
+// hold Secret data and bearer tokens, stay off whatever Verbosity is. Lines
+// converge and your reconcilers write through a reconcile's context are
+// capped the same way, since client-go logs through that context too.
 func NewLogger(o LogOptions) (logr.Logger, error) {
 	w := o.Writer
 	if w == nil {
@@ -138,7 +140,7 @@ func NewLogger(o LogOptions) (logr.Logger, error) {
 		return logr.Logger{}, fmt.Errorf("framework: log verbosity must not be negative, got %d", o.Verbosity)
 	}
 	log := logr.FromSlogHandler(h)
-	klog.SetLoggerWithOptions(log.WithName("client-go"), klog.ContextualLogger(true))
+	klog.SetLoggerWithOptions(capVerbosity(log).WithName("client-go"), klog.ContextualLogger(true))
 	return log, nil
 }
 

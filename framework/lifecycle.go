@@ -90,7 +90,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	// shutdown order is ours: leader work, lease, other runnables, cache, servers.
 	// client-go (reflectors, leader election) logs through the context's
 	// logger: the manager's.
-	base := klog.NewContext(context.WithoutCancel(ctx), m.log)
+	base := klog.NewContext(context.WithoutCancel(ctx), capVerbosity(m.log))
 	servers := newGroup(base, m.runErr)
 	defer servers.stop()
 	if err := m.startServers(servers); err != nil {
@@ -103,7 +103,10 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	defer cacheGroup.stop()
 
 	m.log.V(1).Info("waiting for caches to sync")
-	if err := m.cache.WaitForSync(ctx); err != nil {
+	restoreGC := relaxGC(m.opts.SyncGCPercent)
+	err = m.cache.WaitForSync(ctx)
+	restoreGC()
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}

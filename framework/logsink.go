@@ -33,7 +33,11 @@ func deeperSink(parent logr.LogSink) logr.LogSink {
 
 func (s *reconcileSink) Init(logr.RuntimeInfo) {}
 
-func (s *reconcileSink) Enabled(level int) bool { return s.deeper.Enabled(level) }
+// Enabled caps the reconcile's logger at maxClientGoLevel: client-go logs
+// through it too.
+func (s *reconcileSink) Enabled(level int) bool {
+	return level <= maxClientGoLevel && s.deeper.Enabled(level)
+}
 
 func (s *reconcileSink) values(kv []any) []any {
 	out := make([]any, 0, 8+len(kv))
@@ -46,7 +50,9 @@ func (s *reconcileSink) values(kv []any) []any {
 }
 
 func (s *reconcileSink) Info(level int, msg string, kv ...any) {
-	s.deeper.Info(level, msg, s.values(kv)...)
+	if level <= maxClientGoLevel {
+		s.deeper.Info(level, msg, s.values(kv)...)
+	}
 }
 
 func (s *reconcileSink) Error(err error, msg string, kv ...any) {
@@ -55,7 +61,7 @@ func (s *reconcileSink) Error(err error, msg string, kv ...any) {
 
 func (s *reconcileSink) WithValues(kv ...any) logr.LogSink {
 	// Values added by the user are rare: materialize the prefix once here.
-	return s.base.WithValues(s.values(kv)...)
+	return cappedSink{LogSink: s.base.WithValues(s.values(kv)...), max: maxClientGoLevel}
 }
 
 func (s *reconcileSink) WithName(name string) logr.LogSink {
@@ -63,4 +69,51 @@ func (s *reconcileSink) WithName(name string) logr.LogSink {
 	cp.base = s.base.WithName(name)
 	cp.deeper = deeperSink(cp.base)
 	return &cp
+}
+
+// maxClientGoLevel is the highest verbosity converge hands to client-go
+// through a logger. From V(8) on, client-go writes request and response
+// bodies (Secret data) and at higher levels request headers (bearer tokens).
+// Kubernetes reserves those levels for such dumps; converge keeps them off
+// whatever -v is.
+const maxClientGoLevel = 7
+
+// cappedSink drops lines above max.
+type cappedSink struct {
+	logr.LogSink
+	max int
+}
+
+// capVerbosity returns l limited to maxClientGoLevel.
+func capVerbosity(l logr.Logger) logr.Logger {
+	if l.GetSink() == nil {
+		return l
+	}
+	if _, ok := l.GetSink().(cappedSink); ok {
+		return l
+	}
+	return l.WithSink(cappedSink{LogSink: l.GetSink(), max: maxClientGoLevel})
+}
+
+func (c cappedSink) Enabled(level int) bool { return level <= c.max && c.LogSink.Enabled(level) }
+
+func (c cappedSink) Info(level int, msg string, kv ...any) {
+	if level <= c.max {
+		c.LogSink.Info(level, msg, kv...)
+	}
+}
+
+func (c cappedSink) WithValues(kv ...any) logr.LogSink {
+	return cappedSink{LogSink: c.LogSink.WithValues(kv...), max: c.max}
+}
+
+func (c cappedSink) WithName(name string) logr.LogSink {
+	return cappedSink{LogSink: c.LogSink.WithName(name), max: c.max}
+}
+
+func (c cappedSink) WithCallDepth(depth int) logr.LogSink {
+	if d, ok := c.LogSink.(logr.CallDepthLogSink); ok {
+		return cappedSink{LogSink: d.WithCallDepth(depth), max: c.max}
+	}
+	return c
 }

@@ -51,6 +51,16 @@ type Options struct {
 	// Zero means no tracing (and no tracing cost).
 	TracerProvider trace.TracerProvider
 
+	// SyncGCPercent is the garbage collector's GOGC while the caches first
+	// sync. Decoding the initial lists allocates, within a second or two,
+	// most of what the process will keep, and a larger heap target then
+	// saves about a quarter of the CPU of starting up. Once the caches have
+	// synced, the previous GOGC is restored and the memory the sync freed is
+	// returned to the operating system. A larger GOGC (or GOGC=off) is left
+	// alone, and a memory limit (GOMEMLIMIT) still bounds the heap.
+	// Zero means 400; negative means the GC settings are never touched.
+	SyncGCPercent int
+
 	// GracefulShutdownTimeout is how long in-flight reconciles may run after
 	// Start's context is cancelled before their contexts are cancelled too.
 	// Zero means 30 seconds; negative means in-flight reconciles are cancelled
@@ -131,6 +141,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.FromSlogHandler(slog.Default().Handler())
+	}
+	if o.SyncGCPercent == 0 {
+		o.SyncGCPercent = defaultSyncGCPercent
 	}
 	if o.GracefulShutdownTimeout == 0 {
 		o.GracefulShutdownTimeout = defaultGracefulShutdownTimeout

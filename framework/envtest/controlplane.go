@@ -102,14 +102,21 @@ func (e *Environment) startLocal(ctx context.Context) error {
 	if err := WriteKubeconfig(lp.kubeconfig, cfg); err != nil {
 		return err
 	}
+	e.mu.Lock()
+	e.cfg, e.kubeconfigPath, e.etcdURL = cfg, lp.kubeconfig, lp.etcdURL
+	e.mu.Unlock()
+	if !e.opts.CRDs.isZero() {
+		// Before kube-controller-manager starts: its garbage collector
+		// discovers kinds at start and then only every 30 seconds.
+		if err := e.installCRDs(ctx, e.opts.CRDs); err != nil {
+			return err
+		}
+	}
 	if e.opts.ControllerManager {
 		if err := lp.startControllerManager(ctx, bins.controllerManager); err != nil {
 			return err
 		}
 	}
-	e.mu.Lock()
-	e.cfg, e.kubeconfigPath, e.etcdURL = cfg, lp.kubeconfig, lp.etcdURL
-	e.mu.Unlock()
 	return nil
 }
 

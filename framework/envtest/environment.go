@@ -95,8 +95,8 @@ func (e *Environment) Start(ctx context.Context) (*rest.Config, error) {
 	} else {
 		err = e.startLocal(ctx)
 	}
-	if err == nil && !e.opts.CRDs.isZero() {
-		err = e.installCRDs(ctx, e.opts.CRDs)
+	if err == nil && e.opts.UseExistingCluster && !e.opts.CRDs.isZero() {
+		err = e.installCRDs(ctx, e.opts.CRDs) // startLocal installs them itself
 	}
 	if err != nil {
 		cleanupErr := e.teardown()

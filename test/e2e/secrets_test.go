@@ -52,9 +52,6 @@ var _ = Describe("secrets in logs", func() {
 	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
 
 	It("never writes Secret data or bearer tokens to the output of a controller reconciling Secrets at -v=10", func(ctx SpecContext) {
-		Skip("framework bug: at -v>=8 client-go's V(8) \"Request Body\"/\"Response Body\" dumps reach the output, with Secret data " +
-			"(reconcile contexts carry the manager's logger: framework/controller.go reconcileOne) and the bearer tokens of " +
-			"/metrics scrapers (TokenReview bodies, through the klog logger framework.NewLogger installs: framework/flags.go)")
 		// testdata/secretctl copies each Secret by server-side apply, marks
 		// the original, records an Event, and serves secure metrics: Secret
 		// data goes through the cache, the client's reads and writes and the
