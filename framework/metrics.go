@@ -5,7 +5,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
+
+	"github.com/converge-dev/converge/informers"
 )
 
 // Reconcile results, the values of the "result" label of
@@ -34,9 +37,9 @@ type metrics struct {
 	workersActive      *prometheus.GaugeVec
 	leaderStatus       *prometheus.GaugeVec
 	queue              *queueMetrics
-	cacheObjects       *prometheus.GaugeVec
+	cacheObjects       *prometheus.Desc
 	cacheErrors        *prometheus.CounterVec
-	cacheObjectsSource func() map[string]int
+	cacheObjectsSource func() []informers.InformerStats
 }
 
 func newMetrics() *metrics {
@@ -80,10 +83,9 @@ func newMetrics() *metrics {
 			Name: "leader_election_master_status",
 			Help: "1 while this process holds the leader lease named by the label, 0 otherwise.",
 		}, []string{"name"}),
-		cacheObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "converge_cache_objects",
-			Help: "Number of objects held by each informer of the shared cache.",
-		}, []string{"informer"}),
+		cacheObjects: prometheus.NewDesc("converge_cache_objects",
+			"Number of objects the shared cache holds, per kind (summed over its informers).",
+			[]string{"group", "version", "kind"}, nil),
 		cacheErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "converge_cache_request_errors_total",
 			Help: "Failed list and watch requests of the shared cache, by resource, namespace, verb and reason (forbidden, unauthorized, not_found, unreachable, timeout, other).",
@@ -147,19 +149,22 @@ func (cm *controllerMetrics) observe(result string, took time.Duration, timedOut
 	cm.duration.Observe(took.Seconds())
 }
 
-// cacheCollector reports the number of cached objects per informer at scrape time.
+// cacheCollector reports the number of cached objects per kind at scrape time.
 type cacheCollector struct{ m *metrics }
 
-func (c cacheCollector) Describe(ch chan<- *prometheus.Desc) { c.m.cacheObjects.Describe(ch) }
+func (c cacheCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.cacheObjects }
 
 func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.m.cacheObjectsSource != nil {
-		c.m.cacheObjects.Reset()
-		for name, n := range c.m.cacheObjectsSource() {
-			c.m.cacheObjects.WithLabelValues(name).Set(float64(n))
-		}
+	if c.m.cacheObjectsSource == nil {
+		return
 	}
-	c.m.cacheObjects.Collect(ch)
+	byKind := map[schema.GroupVersionKind]int{}
+	for _, st := range c.m.cacheObjectsSource() {
+		byKind[st.Kind] += st.Objects
+	}
+	for k, n := range byKind {
+		ch <- prometheus.MustNewConstMetric(c.m.cacheObjects, prometheus.GaugeValue, float64(n), k.Group, k.Version, k.Kind)
+	}
 }
 
 // queueMetrics implements client-go's workqueue MetricsProvider with the

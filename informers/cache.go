@@ -46,6 +46,10 @@ type Cache struct {
 	// marksMu guards it.
 	marks map[writeKey]writeMark
 
+	// share makes equal values of cached objects one; nil with
+	// Options.DisableSharing.
+	share *sharer
+
 	restMu sync.Mutex
 	// rest holds one REST client per group version; restMu guards it.
 	rest map[schema.GroupVersion]*rest.RESTClient
@@ -92,7 +96,7 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("informers: metadata client for %s: %w", cfg.Host, err)
 	}
-	return &Cache{
+	c := &Cache{
 		opts:      opts,
 		cfg:       cfg,
 		http:      httpClient,
@@ -104,7 +108,11 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		rest:      map[schema.GroupVersion]*rest.RESTClient{},
 		startedCh: make(chan struct{}),
 		marks:     map[writeKey]writeMark{},
-	}, nil
+	}
+	if !opts.DisableSharing {
+		c.share = newSharer()
+	}
+	return c, nil
 }
 
 // Scheme returns the scheme the cache decodes typed objects with.
@@ -205,15 +213,30 @@ func (c *Cache) Health() error {
 	return errors.Join(errs...)
 }
 
-// Stats returns the number of cached objects per informer, keyed by a
-// description of the informer ("apps/v1 Deployment", or with its selection).
-func (c *Cache) Stats() map[string]int {
+// InformerStats describes one informer of the cache.
+type InformerStats struct {
+	// Description names the informer: kind, and namespace and selectors if any.
+	Description string
+	// Kind is the informer's kind and Mode how it stores objects.
+	Kind schema.GroupVersionKind
+	Mode Mode
+	// Objects is the number of objects it holds; Relists how often it listed.
+	Objects int
+	Relists int64
+}
+
+// Stats describes every informer of the cache, sorted by description.
+func (c *Cache) Stats() []InformerStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.entries))
+	out := make([]InformerStats, 0, len(c.entries))
 	for _, e := range c.entries {
-		out[e.desc] += len(e.informer.GetStore().ListKeys())
+		out = append(out, InformerStats{
+			Description: e.desc, Kind: e.key.gvk, Mode: e.key.mode,
+			Objects: len(e.informer.GetStore().ListKeys()), Relists: e.lists.Load(),
+		})
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Description < out[j].Description })
 	return out
 }
 

@@ -29,20 +29,28 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 		if err != nil {
 			return nil, fmt.Errorf("informers: %s has no list type %s in the scheme: %w", e.desc, listGVK.Kind, err)
 		}
-		rc, err := c.restClient(gvk.GroupVersion(), supportsProtobuf(listObj))
+		protobuf := supportsProtobuf(listObj)
+		rc, err := c.restClient(gvk.GroupVersion(), protobuf)
 		if err != nil {
 			return nil, err
 		}
+		// get builds a list or watch request; custom resources ask for CBOR.
+		get := func(m *meta.RESTMapping, ns string, opts *metav1.ListOptions) *rest.Request {
+			req := rc.Get().NamespaceIfScoped(ns, ns != "").Resource(m.Resource.Resource).
+				VersionedParams(opts, metav1.ParameterCodec)
+			if !protobuf && !c.opts.DisableCBOR {
+				req.SetHeader("Accept", cborAccept)
+			}
+			return req
+		}
 		list = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error) {
 			out := listObj.DeepCopyObject()
-			err := rc.Get().NamespaceIfScoped(ns, ns != "").Resource(m.Resource.Resource).
-				VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(out)
+			err := get(m, ns, &opts).Do(ctx).Into(out)
 			return out, err
 		}
 		watchFn = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
-			return rc.Get().NamespaceIfScoped(ns, ns != "").Resource(m.Resource.Resource).
-				VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+			return get(m, ns, &opts).Watch(ctx)
 		}
 	case Unstructured:
 		list = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error) {
@@ -139,9 +147,13 @@ func (c *Cache) restClient(gv schema.GroupVersion, protobuf bool) (*rest.RESTCli
 	}
 	cfg.NegotiatedSerializer = c.codecs.WithoutConversion()
 	if protobuf {
+		cfg.NegotiatedSerializer = newProtoCodecs(cfg.NegotiatedSerializer, c.opts.Scheme)
 		cfg.ContentType = runtime.ContentTypeProtobuf
 		cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	} else {
+		if !c.opts.DisableCBOR {
+			cfg.NegotiatedSerializer = newCBORCodecs(c.opts.Scheme)
+		}
 		cfg.ContentType = runtime.ContentTypeJSON
 		cfg.AcceptContentTypes = runtime.ContentTypeJSON
 	}

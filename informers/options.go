@@ -61,6 +61,21 @@ type Options struct {
 	// metadata. Zero (false) means they are stripped before objects are stored.
 	KeepManagedFields bool
 
+	// DisableSharing stores every object exactly as decoded. Zero (false)
+	// means equal labels, annotations, owner references and namespaces of
+	// different objects (and, of Pods and Nodes, equal resource lists and
+	// node selectors) are stored once and shared: cached objects are
+	// read-only, and a cache of similar objects (the pods of a ReplicaSet)
+	// then needs about a third less memory.
+	DisableSharing bool
+
+	// DisableCBOR reads typed custom resources (types without protobuf) as
+	// JSON only. Zero (false) means lists and watches ask for CBOR first,
+	// which API servers with the CBORServingAndStorage feature (KEP-4222)
+	// serve and which decodes in half the time of JSON; other servers answer
+	// JSON, as they would anyway.
+	DisableCBOR bool
+
 	// OnRequestError is called for each failed list or watch request (not
 	// for the routine expiry of a watch), from the informer's goroutine; it
 	// must not block. Zero means none. The manager counts them in metrics.

@@ -6,18 +6,25 @@ import (
 )
 
 // transform returns the function applied to each object before it is stored:
-// managedFields stripped unless kept, then the user's Transform.
+// managedFields stripped unless kept, then the user's Transform, then equal
+// values shared with other cached objects unless sharing is disabled.
 func (c *Cache) transform() cache.TransformFunc {
-	user := c.opts.Transform
-	if c.opts.KeepManagedFields {
+	user, strip, share := c.opts.Transform, !c.opts.KeepManagedFields, c.share
+	if !strip && share == nil {
 		return user
 	}
 	return func(obj any) (any, error) {
-		if m, ok := obj.(metav1.Object); ok && m.GetManagedFields() != nil {
+		if m, ok := obj.(metav1.Object); strip && ok && m.GetManagedFields() != nil {
 			m.SetManagedFields(nil)
 		}
 		if user != nil {
-			return user(obj)
+			var err error
+			if obj, err = user(obj); err != nil {
+				return nil, err
+			}
+		}
+		if share != nil {
+			share.object(obj)
 		}
 		return obj, nil
 	}

@@ -115,9 +115,9 @@ var _ = Describe("the shared cache", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(pods.Relists()).To(BeEquivalentTo(1))
 		var podInformers []string
-		for desc := range mgr.Cache().Stats() {
-			if strings.Contains(desc, "Pod") {
-				podInformers = append(podInformers, desc)
+		for _, st := range mgr.Cache().Stats() {
+			if st.Kind.Kind == "Pod" {
+				podInformers = append(podInformers, st.Description)
 			}
 		}
 		Expect(podInformers).To(HaveLen(1))
