@@ -44,7 +44,10 @@ fi
 has_version() {
   local bin=$1 want=$2; shift 2
   [[ -x "$ASSETS/$bin" ]] || return 1
-  "$ASSETS/$bin" "$@" 2>/dev/null | grep -qF -- "$want"
+  # Capture first: with pipefail, `| grep -q` can fail on the writer's SIGPIPE.
+  local out
+  out=$("$ASSETS/$bin" "$@" 2>/dev/null) || return 1
+  [[ "$out" == *"$want"* ]]
 }
 
 # with_heartbeat LABEL CMD...: runs CMD, printing a progress line every 30 s.
