@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework/envtest"
@@ -106,10 +107,9 @@ var _ = Describe("secrets in logs", func() {
 		Eventually(ctx, copied).WithTimeout(time.Minute).Should(Equal(first))
 
 		By("reconciling it as it changes")
-		s, err := secrets.Get(ctx, "canary", metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		s.Data["password"] = []byte(second)
-		_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+		// A patch, not an update: the controller annotates the Secret meanwhile.
+		patch := fmt.Sprintf(`{"stringData":{"password":%q}}`, second)
+		_, err = secrets.Patch(ctx, "canary", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(ctx, copied).Should(Equal(second))
 		Eventually(ctx, func() (map[string]string, error) {
