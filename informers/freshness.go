@@ -74,9 +74,13 @@ func (c *Cache) mark(k writeKey, m writeMark) {
 		return // an older answer arriving late
 	}
 	c.marks[k] = m
+	c.hasMarks.Store(true)
 }
 
 func (c *Cache) markFor(k writeKey) (writeMark, bool) {
+	if !c.hasMarks.Load() {
+		return writeMark{}, false // the usual case: no lock on the read path
+	}
 	c.marksMu.Lock()
 	defer c.marksMu.Unlock()
 	m, ok := c.marks[k]
@@ -89,6 +93,7 @@ func (c *Cache) settle(k writeKey, m writeMark) {
 	defer c.marksMu.Unlock()
 	if cur, ok := c.marks[k]; ok && cur == m {
 		delete(c.marks, k)
+		c.hasMarks.Store(len(c.marks) > 0)
 	}
 }
 
@@ -110,13 +115,20 @@ func (e *entry) fresh(key string, m writeMark) bool {
 		}
 		return true
 	}
-	// Absent: fresh if the informer has seen events past our write (the
+	// Absent: fresh if the store has applied events past our write (the
 	// object was deleted since), or if it is outside this informer's
-	// selection.
-	if rv, err := strconv.ParseUint(e.informer.LastSyncResourceVersion(), 10, 64); err == nil && rv >= m.rv {
-		return true
+	// selection. The store's own resource version counts, not the
+	// reflector's: the reflector moves on as soon as an event is queued,
+	// before the store holds it, and a read in between would miss an object
+	// just created. Stores report their resource version with client-go's
+	// AtomicFIFO feature (on by default); without it the reflector's is the
+	// best there is.
+	rv := e.informer.GetIndexer().LastStoreSyncResourceVersion()
+	if rv == "" {
+		rv = e.informer.LastSyncResourceVersion()
 	}
-	return false
+	n, err := strconv.ParseUint(rv, 10, 64)
+	return err == nil && n >= m.rv
 }
 
 // awaitOwnWrite waits until e reflects this process's last write of

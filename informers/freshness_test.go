@@ -62,6 +62,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 
 	t.Run("a read after a deletion does not see the object", func(t *testing.T) {
 		cm := createConfigMap(t, cs, ns, "gone", nil)
+		c.ObserveWrite(configMapKind, ns, "gone", cm.ResourceVersion) // the create, or the Get races its watch event
 		if _, err := inf.Get(t.Context(), ns, "gone"); err != nil {
 			t.Fatalf("created object not readable: %v", err)
 		}

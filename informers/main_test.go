@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -60,10 +62,17 @@ func namespace(t *testing.T, cs kubernetes.Interface, suffix ...string) string {
 		name = name[:50]
 	}
 	name = strings.Trim(name+"-"+strings.Join(suffix, "-"), "-")
-	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	base := name
+	for i := 2; ; i++ { // a run with -count=N finds the namespaces of the last
+		_, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err == nil {
+			return name
+		}
+		if !apierrors.IsAlreadyExists(err) || i > 100 {
+			t.Fatal(err)
+		}
+		name = base + "-" + strconv.Itoa(i)
 	}
-	return name
 }
 
 // requestLog records the API requests a config makes.
