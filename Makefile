@@ -11,7 +11,7 @@ ASSETS := $(shell hack/control-plane.sh --print-dir)
 # Unit and integration packages; e2e suites run separately with Ginkgo's flags.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: help assets run test test-unit test-e2e fuzz chaos generate lint fmt
+.PHONY: help assets run test test-unit test-e2e fuzz chaos bench generate lint fmt
 
 help: ## Show the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 3s; seeds replay in te
 chaos: assets ## Fault-injection suite at full size (apiserver kills, expired watches, half-open connections, panics, SIGTERM, late CRD/RBAC); prints a table.
 	CHAOS_FULL=1 $(GO) test -count=1 -timeout 40m -v ./test/chaos/ 2>&1 | grep -E '^(--- |    [a-z_]+\.go:|[|]|ok|FAIL|PASS)'
 
+bench: assets ## converge vs controller-runtime vs client-go on one control plane (bench/README.md); BENCH_ARGS=... passes flags.
+	cd bench && $(GO) run ./cmd/bench $(BENCH_ARGS)
+
 generate: ## Regenerate deepcopy code and CRD YAML of the examples (controller-gen).
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=./examples/staticsite/api/... crd:crdVersions=v1 output:crd:dir=./examples/staticsite/config/crd
 
@@ -43,6 +46,7 @@ lint: ## gofmt and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')

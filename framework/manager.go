@@ -106,6 +106,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "converge"
 	}
+	if opts.DisableCompression {
+		cfg.DisableCompression = true
+	}
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("framework: HTTP client for %s: %w", cfg.Host, err)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,6 +46,9 @@ type Cache struct {
 	// marks holds this process's recent writes not yet seen in the cache;
 	// marksMu guards it.
 	marks map[writeKey]writeMark
+	// hasMarks is whether marks holds any, so that reads skip marksMu when
+	// it holds none; it is written with marksMu held.
+	hasMarks atomic.Bool
 
 	// share makes equal values of cached objects one; nil with
 	// Options.DisableSharing.

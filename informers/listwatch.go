@@ -152,7 +152,7 @@ func (c *Cache) restClient(gv schema.GroupVersion, protobuf bool) (*rest.RESTCli
 		cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	} else {
 		if !c.opts.DisableCBOR {
-			cfg.NegotiatedSerializer = newCBORCodecs(c.opts.Scheme)
+			cfg.NegotiatedSerializer = newCBORCodecs(c.opts.Scheme, gv, c.opts.KeepManagedFields)
 		}
 		cfg.ContentType = runtime.ContentTypeJSON
 		cfg.AcceptContentTypes = runtime.ContentTypeJSON

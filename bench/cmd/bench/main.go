@@ -1,0 +1,258 @@
+// Command bench runs converge, controller-runtime and a hand-written client-go
+// controller side by side against one local control plane, and writes a
+// table, a JSON file and a chart of what each needed.
+//
+// Each contender is a separate process, started in turn for each workload
+// (ConfigMaps, Pods, a custom resource), doing the same work per key: read
+// the object from its cache and report the resource version and the "gen"
+// field it saw. See bench/README.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/converge-dev/converge/bench/internal/workload"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/converge-dev/converge/framework/envtest"
+)
+
+// contenders names the contender programs, in run order for even repeats.
+var contenders = []string{"converge", "controller-runtime", "client-go"}
+
+var contenderPkg = map[string]string{
+	"converge":           "./contenders/converge",
+	"controller-runtime": "./contenders/controllerruntime",
+	"client-go":          "./contenders/clientgo",
+}
+
+type workloadFlags struct {
+	n                 int
+	stormRate, rate   float64
+	burst, backlogMax int
+}
+
+func main() {
+	log.SetFlags(0)
+	var (
+		scale    = flag.Float64("scale", 1, "multiply every object count by this")
+		repeats  = flag.Int("repeats", 1, "runs of each contender per workload; the order alternates and medians are reported")
+		workers  = flag.Int("workers", 4, "reconcile workers of every contender")
+		only     = flag.String("workloads", "configmaps,pods,widgets", "workloads to run, comma-separated")
+		who      = flag.String("contenders", strings.Join(contenders, ","), "contenders to run, comma-separated")
+		duration = flag.Duration("duration", 10*time.Second, "length of the fixed-rate update phase")
+		deadline = flag.Duration("deadline", 30*time.Second, "how long an update may stay unseen before it counts as missed")
+		out      = flag.String("out", "results", "folder for results.json, results.md and chart.svg")
+		profile  = flag.Bool("profile", false, "write CPU and heap profiles of every contender run to <out>/profiles")
+		cbor     = flag.Bool("cbor", true, "serve CBOR from kube-apiserver (feature gate CBORServingAndStorage)")
+		quiet    = flag.Bool("quiet", false, "print only the table")
+		attach   = flag.String("kubeconfig", "", "use this cluster (objects already created, e.g. by --hold) instead of starting a control plane")
+		prebuilt = flag.String("prebuilt", "", "folder of already built contender binaries, named after the contenders")
+		phases   = flag.String("phases", "storm,steady,burst,backlog", "phases to run after start-up, comma-separated")
+		hold     = flag.Bool("hold", false, "create the objects, print the kubeconfig path and wait for Ctrl-C instead of running contenders (for profiling by hand)")
+	)
+	wf := map[workload.Kind]*workloadFlags{
+		workload.ConfigMaps: {n: 10000, stormRate: 200, rate: 100, burst: 2000, backlogMax: 10000},
+		workload.Pods:       {n: 5000, stormRate: 60, rate: 40, burst: 1000, backlogMax: 5000},
+		workload.Widgets:    {n: 5000, stormRate: 200, rate: 100, burst: 2000, backlogMax: 5000},
+	}
+	for _, k := range workload.Kinds {
+		f := wf[k]
+		flag.IntVar(&f.n, string(k), f.n, "number of "+string(k))
+		flag.Float64Var(&f.rate, string(k)+"-rate", f.rate, "fixed update rate for "+string(k)+" (updates/s)")
+		flag.Float64Var(&f.stormRate, string(k)+"-storm-rate", f.stormRate, "update rate for "+string(k)+" while the initial keys drain")
+	}
+	flag.Parse()
+	start := time.Now()
+	logf := func(format string, args ...any) {
+		if !*quiet {
+			fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	names := strings.Split(*who, ",")
+	for _, n := range names {
+		if contenderPkg[n] == "" {
+			log.Fatalf("unknown contender %q (have %v)", n, contenders)
+		}
+	}
+	var kinds []workload.Kind
+	for _, k := range strings.Split(*only, ",") {
+		if !slices.Contains(workload.Kinds, workload.Kind(k)) {
+			log.Fatalf("unknown workload %q (have %v)", k, workload.Kinds)
+		}
+		kinds = append(kinds, workload.Kind(k))
+	}
+
+	tmp, err := os.MkdirTemp("", "converge-bench-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	logDir := filepath.Join(tmp, "logs")
+	_ = os.MkdirAll(logDir, 0o755)
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	profileDir := ""
+	if *profile {
+		profileDir, _ = filepath.Abs(filepath.Join(*out, "profiles"))
+		_ = os.MkdirAll(profileDir, 0o755)
+	}
+
+	logf("building contenders")
+	bins := map[string]string{}
+	for _, n := range names {
+		if *prebuilt != "" {
+			bins[n] = filepath.Join(*prebuilt, n)
+			continue
+		}
+		bins[n] = filepath.Join(tmp, n)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bins[n], contenderPkg[n])
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			log.Fatalf("build %s: %v", n, err)
+		}
+	}
+
+	var (
+		cfg        *rest.Config
+		kubeconfig = *attach
+	)
+	if kubeconfig != "" {
+		if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+			log.Fatal(err)
+		}
+	} else {
+		logf("starting the control plane")
+		apiFlags := []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}
+		if *cbor {
+			apiFlags = append(apiFlags, "--feature-gates=CBORServingAndStorage=true")
+		}
+		env := envtest.New(envtest.Options{
+			APIServerFlags: apiFlags,
+			CRDs:           envtest.CRDOptions{Objects: []runtime.Object{workload.CRD()}},
+			StartTimeout:   2 * time.Minute,
+		})
+		if cfg, err = env.Start(ctx); err != nil {
+			log.Fatal(err)
+		}
+		defer env.Stop()
+		kubeconfig = env.KubeconfigPath()
+	}
+	c, err := newCluster(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, p := range strings.Split(*phases, ",") {
+		want[p] = true
+	}
+
+	if *hold {
+		for _, k := range kinds {
+			n := max(1, int(float64(wf[k].n)**scale))
+			if err := c.setUp(ctx, k, n, 32); err != nil {
+				log.Fatal(err)
+			}
+			logf("%s: %d created in namespace %s", k, n, namespaceFor(k))
+		}
+		fmt.Println(kubeconfig)
+		<-ctx.Done()
+		return
+	}
+
+	var results []*Result
+	for _, k := range kinds {
+		f := wf[k]
+		n := max(1, int(float64(f.n)**scale))
+		if *attach == "" {
+			logf("%s: creating %d", k, n)
+			t0 := time.Now()
+			if err := c.setUp(ctx, k, n, 32); err != nil {
+				log.Fatal(err)
+			}
+			logf("%s: created %d in %.1fs", k, n, time.Since(t0).Seconds())
+		}
+		o := runOpts{
+			kind: k, n: n, workers: *workers, stormRate: f.stormRate, rate: f.rate, duration: *duration,
+			burst: max(1, int(float64(f.burst)**scale)), backlog: max(1, int(float64(f.backlogMax)**scale)),
+			deadline: *deadline, kubeconfig: kubeconfig, phases: want, logDir: logDir, profileDir: profileDir,
+		}
+		for r := range *repeats {
+			order := slices.Clone(names)
+			if r%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, name := range order {
+				logf("%s: run %d: %s", k, r+1, name)
+				res, err := runContender(ctx, c, name, bins[name], o, r)
+				if err != nil {
+					log.Fatal(err)
+				}
+				logf("%s: run %d: %s: sync %.2fs, cpu %.2fs, heap %.1f MiB, rss %.1f MiB, storm p99 %.0fms (n=%d), p99 %.1fms, burst %.0f/s, backlog %.0f/s, shutdown %.2fs, missed %d",
+					k, r+1, name, res.SyncSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.StormP99Ms, res.StormCount,
+					res.UpdateP99Ms, res.BurstPerSec, res.BacklogPerSec, res.ShutdownSeconds, res.Missed)
+				results = append(results, res)
+				if ctx.Err() != nil {
+					log.Fatal(ctx.Err())
+				}
+			}
+		}
+		if *attach == "" {
+			if err := c.tearDown(ctx, k); err != nil {
+				logf("%s: delete: %v", k, err)
+			}
+		}
+	}
+
+	sum := summarize(results, names, kinds)
+	sum.Command = "make bench" + argsSuffix()
+	sum.Elapsed = time.Since(start).Round(time.Second).String()
+	sum.Date = time.Now().UTC().Format(time.RFC3339)
+	sum.Workers = *workers
+	sum.Repeats = *repeats
+	sum.CBOR = *cbor
+	table := renderTable(sum)
+	fmt.Print(table)
+	js, _ := json.MarshalIndent(struct {
+		*Summary
+		Runs []*Result `json:"runs"`
+	}{sum, results}, "", "  ")
+	must(os.WriteFile(filepath.Join(*out, "results.json"), append(js, '\n'), 0o644))
+	must(os.WriteFile(filepath.Join(*out, "results.md"), []byte(table), 0o644))
+	must(os.WriteFile(filepath.Join(*out, "chart.svg"), []byte(renderChart(sum)), 0o644))
+	logf("wrote %s/{results.json,results.md,chart.svg}; contender logs in %s", *out, logDir)
+}
+
+// argsSuffix renders the flags given, for the "made by" line.
+func argsSuffix() string {
+	var args []string
+	flag.Visit(func(f *flag.Flag) { args = append(args, "--"+f.Name+"="+f.Value.String()) })
+	if len(args) == 0 {
+		return ""
+	}
+	return " BENCH_ARGS='" + strings.Join(args, " ") + "'"
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/converge-dev/converge/bench/internal/workload"
+)
+
+// metric is one figure of the table.
+type metric struct {
+	Key          string
+	Label        string
+	HigherBetter bool
+	get          func(*Result) float64
+	format       string // fmt verb for one value
+	chart        bool   // drawn in the chart
+}
+
+const mib = 1 << 20
+
+var metrics = []metric{
+	{"sync", "time to all reconciled (s)", false, func(r *Result) float64 { return r.SyncSeconds }, "%.2f", true},
+	{"cpu", "CPU, whole run (s)", false, func(r *Result) float64 { return r.CPUSeconds }, "%.2f", true},
+	{"syncCpu", "CPU to sync (s)", false, func(r *Result) float64 { return r.SyncCPUSeconds }, "%.2f", false},
+	{"heap", "heap after sync (MiB)", false, func(r *Result) float64 { return r.HeapBytes / mib }, "%.1f", true},
+	{"rss", "RSS after sync (MiB)", false, func(r *Result) float64 { return r.RSSBytes / mib }, "%.1f", true},
+	{"peakRss", "peak RSS (MiB)", false, func(r *Result) float64 { return r.PeakRSSBytes / mib }, "%.1f", false},
+	{"updateP50", "update p50 at fixed rate (ms)", false, func(r *Result) float64 { return r.UpdateP50Ms }, "%.1f", false},
+	{"updateP99", "update p99 at fixed rate (ms)", false, func(r *Result) float64 { return r.UpdateP99Ms }, "%.1f", true},
+	{"updateMax", "update max at fixed rate (ms)", false, func(r *Result) float64 { return r.UpdateMaxMs }, "%.1f", false},
+	{"stormP50", "startup-storm p50 (ms)", false, func(r *Result) float64 { return r.StormP50Ms }, "%.0f", false},
+	{"stormP99", "startup-storm p99 (ms)", false, func(r *Result) float64 { return r.StormP99Ms }, "%.0f", true},
+	{"stormCount", "startup-storm changes (n)", false, func(r *Result) float64 { return float64(r.StormCount) }, "%.0f", false},
+	{"burst", "burst throughput (updates/s)", true, func(r *Result) float64 { return r.BurstPerSec }, "%.0f", false},
+	{"backlog", "backlog drain (updates/s)", true, func(r *Result) float64 { return r.BacklogPerSec }, "%.0f", true},
+	{"backlogCpu", "CPU to drain the backlog (s)", false, func(r *Result) float64 { return r.BacklogCPU }, "%.2f", false},
+	{"shutdown", "shutdown (s)", false, func(r *Result) float64 { return r.ShutdownSeconds }, "%.3f", false},
+	{"missed", "updates missed", false, func(r *Result) float64 { return float64(r.Missed) }, "%.0f", false},
+}
+
+// target is one performance goal: converge's figure divided by a rival's.
+type target struct {
+	Workload string  `json:"workload"`
+	Metric   string  `json:"metric"`
+	Against  string  `json:"against"` // contender, or "" for an absolute bound
+	AtMost   bool    `json:"atMost"`  // ratio <= Value, else ratio >= Value
+	Value    float64 `json:"value"`
+	Ratio    float64 `json:"ratio"`
+	Met      bool    `json:"met"`
+}
+
+func targetsFor(k workload.Kind) []target {
+	w := string(k)
+	cr := "controller-runtime"
+	ts := []target{
+		{Workload: w, Metric: "sync", Against: cr, AtMost: true, Value: 0.6},
+		{Workload: w, Metric: "sync", Against: "client-go", AtMost: true, Value: 1.1},
+		{Workload: w, Metric: "cpu", Against: cr, AtMost: true, Value: 0.6},
+		{Workload: w, Metric: "rss", Against: cr, AtMost: true, Value: 0.7},
+		{Workload: w, Metric: "backlog", Against: cr, AtMost: false, Value: 2},
+		{Workload: w, Metric: "updateP99", Against: cr, AtMost: true, Value: 1.0},
+		{Workload: w, Metric: "stormP99", Against: cr, AtMost: true, Value: 0.5},
+		{Workload: w, Metric: "missed", AtMost: true, Value: 0},
+	}
+	switch k {
+	case workload.Pods:
+		ts = append(ts, target{Workload: w, Metric: "heap", Against: cr, AtMost: true, Value: 0.6})
+	case workload.ConfigMaps:
+		ts = append(ts, target{Workload: w, Metric: "heap", Against: cr, AtMost: true, Value: 0.85})
+	case workload.Widgets:
+		ts[2].Value = 0.5 // the custom-resource row: CPU <= 0.5x
+	}
+	return ts
+}
+
+// Summary is the medians per workload and contender, and the targets.
+type Summary struct {
+	Command   string                                   `json:"command"`
+	Date      string                                   `json:"date"`
+	Elapsed   string                                   `json:"elapsed"`
+	Workers   int                                      `json:"workers"`
+	Repeats   int                                      `json:"repeats"`
+	CBOR      bool                                     `json:"cborServing"`
+	Order     []string                                 `json:"contenders"`
+	Workloads []string                                 `json:"workloads"`
+	Objects   map[string]int                           `json:"objects"`
+	Medians   map[string]map[string]map[string]float64 `json:"medians"` // workload -> contender -> metric
+	Targets   []target                                 `json:"targets"`
+}
+
+func summarize(results []*Result, names []string, kinds []workload.Kind) *Summary {
+	s := &Summary{Order: names, Objects: map[string]int{}, Medians: map[string]map[string]map[string]float64{}}
+	for _, k := range kinds {
+		w := string(k)
+		s.Workloads = append(s.Workloads, w)
+		s.Medians[w] = map[string]map[string]float64{}
+		for _, n := range names {
+			med := map[string]float64{}
+			for _, m := range metrics {
+				var vs []float64
+				for _, r := range results {
+					if r.Workload == w && r.Contender == n {
+						vs = append(vs, m.get(r))
+						s.Objects[w] = r.Objects
+					}
+				}
+				med[m.Key] = median(vs)
+			}
+			s.Medians[w][n] = med
+		}
+		if !slices.Contains(names, "converge") {
+			continue
+		}
+		for _, t := range targetsFor(k) {
+			conv := s.Medians[w]["converge"][t.Metric]
+			if t.Against == "" {
+				t.Ratio = conv
+			} else {
+				rival, ok := s.Medians[w][t.Against]
+				if !ok {
+					continue
+				}
+				t.Ratio = ratio(conv, rival[t.Metric])
+			}
+			if t.AtMost {
+				t.Met = t.Ratio <= t.Value
+			} else {
+				t.Met = t.Ratio >= t.Value
+			}
+			s.Targets = append(s.Targets, t)
+		}
+	}
+	return s
+}
+
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2]
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		if a == 0 {
+			return 1
+		}
+		return math.Inf(1)
+	}
+	return a / b
+}
+
+func metricByKey(k string) metric {
+	for _, m := range metrics {
+		if m.Key == k {
+			return m
+		}
+	}
+	panic("no metric " + k)
+}
+
+func (t target) describe() string {
+	op := "≥"
+	if t.AtMost {
+		op = "≤"
+	}
+	if t.Against == "" {
+		return fmt.Sprintf("%s %g", op, t.Value)
+	}
+	return fmt.Sprintf("%s %g× %s", op, t.Value, short(t.Against))
+}
+
+func short(contender string) string {
+	if contender == "controller-runtime" {
+		return "CR"
+	}
+	return contender
+}
+
+// renderTable renders the medians, the ratios against controller-runtime and
+// the targets as Markdown.
+func renderTable(s *Summary) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## converge vs controller-runtime vs client-go\n\n")
+	fmt.Fprintf(&b, "`%s` — %s, %d workers per contender, median of %d run(s) each, CBOR serving %v, took %s.\n",
+		s.Command, s.Date, s.Workers, s.Repeats, s.CBOR, s.Elapsed)
+	hasCR := slices.Contains(s.Order, "controller-runtime")
+	for _, w := range s.Workloads {
+		fmt.Fprintf(&b, "\n### %s (N=%d)\n\n| metric |", w, s.Objects[w])
+		for _, n := range s.Order {
+			fmt.Fprintf(&b, " %s |", n)
+		}
+		if hasCR {
+			for _, n := range s.Order {
+				if n != "controller-runtime" {
+					fmt.Fprintf(&b, " %s ÷ CR |", n)
+				}
+			}
+		}
+		b.WriteString(" target |\n|---|")
+		cols := len(s.Order) + 1
+		if hasCR {
+			cols += len(s.Order) - 1
+		}
+		b.WriteString(strings.Repeat("--:|", cols) + "\n")
+		for _, m := range metrics {
+			fmt.Fprintf(&b, "| %s |", m.Label)
+			for _, n := range s.Order {
+				fmt.Fprintf(&b, " "+m.format+" |", s.Medians[w][n][m.Key])
+			}
+			if hasCR {
+				cr := s.Medians[w]["controller-runtime"][m.Key]
+				for _, n := range s.Order {
+					if n != "controller-runtime" {
+						fmt.Fprintf(&b, " %.2f× |", ratio(s.Medians[w][n][m.Key], cr))
+					}
+				}
+			}
+			var goals []string
+			for _, t := range s.Targets {
+				if t.Workload == w && t.Metric == m.Key {
+					mark := "✗"
+					if t.Met {
+						mark = "✓"
+					}
+					goals = append(goals, t.describe()+" "+mark)
+				}
+			}
+			fmt.Fprintf(&b, " %s |\n", strings.Join(goals, ", "))
+		}
+	}
+	if len(s.Targets) > 0 {
+		met := 0
+		for _, t := range s.Targets {
+			if t.Met {
+				met++
+			}
+		}
+		fmt.Fprintf(&b, "\nTargets met: %d of %d.", met, len(s.Targets))
+		var missed []string
+		for _, t := range s.Targets {
+			if !t.Met {
+				missed = append(missed, fmt.Sprintf("%s %s %.2f (goal %s)", t.Workload, t.Metric, t.Ratio, t.describe()))
+			}
+		}
+		if len(missed) > 0 {
+			fmt.Fprintf(&b, " Not met: %s.", strings.Join(missed, "; "))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// renderChart draws, per workload, how many times better than
+// controller-runtime converge and client-go are on the charted metrics
+// (higher is better; log scale), with each target as a red tick.
+func renderChart(s *Summary) string {
+	var chartMetrics []metric
+	for _, m := range metrics {
+		if m.chart {
+			chartMetrics = append(chartMetrics, m)
+		}
+	}
+	var others []string
+	for _, n := range s.Order {
+		if n != "controller-runtime" {
+			others = append(others, n)
+		}
+	}
+	const (
+		left, panelW, barH, gap, top = 190, 300, 9, 8, 56
+		lo, hi                       = 0.25, 16.0
+	)
+	rowH := barH*len(others) + gap
+	panelH := rowH*len(chartMetrics) + 30
+	width := left + (panelW+40)*len(s.Workloads) + 10
+	height := top + panelH + 50
+	x := func(v float64) float64 {
+		v = math.Max(lo, math.Min(hi, v))
+		return math.Log(v/lo) / math.Log(hi/lo) * panelW
+	}
+	colors := map[string]string{"converge": "#2b6cb0", "client-go": "#a0aec0"}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", width, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="10" y="20" font-size="14" font-weight="bold">Times better than controller-runtime (higher is better, log scale)</text>`+"\n")
+	fmt.Fprintf(&b, `<text x="10" y="38" fill="#555">%s — median of %d, %d workers; red tick = target</text>`+"\n", esc(s.Command), s.Repeats, s.Workers)
+	for i, m := range chartMetrics {
+		y := top + 24 + i*rowH
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", left-8, y+barH*len(others)/2+4, esc(m.Label))
+	}
+	for p, w := range s.Workloads {
+		x0 := float64(left + p*(panelW+40))
+		fmt.Fprintf(&b, `<text x="%.0f" y="%d" font-weight="bold">%s (N=%d)</text>`+"\n", x0, top+10, w, s.Objects[w])
+		for _, t := range []float64{0.25, 0.5, 1, 2, 4, 8, 16} {
+			xx := x0 + x(t)
+			stroke := "#e2e8f0"
+			if t == 1 {
+				stroke = "#333"
+			}
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"/>`+"\n", xx, top+18, xx, top+panelH, stroke)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%g×</text>`+"\n", xx, top+panelH+14, t)
+		}
+		cr := s.Medians[w]["controller-runtime"]
+		for i, m := range chartMetrics {
+			y := top + 24 + i*rowH
+			for j, n := range others {
+				v := s.Medians[w][n][m.Key]
+				adv := ratio(cr[m.Key], v)
+				if m.HigherBetter {
+					adv = ratio(v, cr[m.Key])
+				}
+				if math.IsNaN(adv) || math.IsInf(adv, 0) {
+					continue
+				}
+				x1, x2 := x0+x(1), x0+x(adv)
+				if x2 < x1 {
+					x1, x2 = x2, x1
+				}
+				fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s %s: %.2f× (%s)</title></rect>`+"\n",
+					x1, y+j*barH, math.Max(x2-x1, 1), barH-1, colors[n], n, esc(m.Label), adv, fmt.Sprintf(m.format, v))
+			}
+			for _, t := range s.Targets {
+				if t.Workload != w || t.Metric != m.Key || t.Against != "controller-runtime" {
+					continue
+				}
+				goal := 1 / t.Value
+				if !t.AtMost {
+					goal = t.Value
+				}
+				xx := x0 + x(goal)
+				fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e53e3e" stroke-width="2"/>`+"\n", xx, y-2, xx, y+barH*len(others)+1)
+			}
+		}
+	}
+	ly := top + panelH + 34
+	for j, n := range others {
+		lx := left + j*120
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-9, colors[n], lx+16, ly, n)
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="%d">controller-runtime = 1×</text>`+"\n", left+len(others)*120, ly)
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func esc(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/converge-dev/converge/bench/internal/workload"
+)
+
+// Result is what one run of one contender on one workload measured.
+type Result struct {
+	Contender string `json:"contender"`
+	Workload  string `json:"workload"`
+	Repeat    int    `json:"repeat"`
+	Objects   int    `json:"objects"`
+
+	SyncSeconds    float64 `json:"syncSeconds"`    // start to every object reconciled once
+	SyncCPUSeconds float64 `json:"syncCpuSeconds"` // CPU used by then
+	HeapBytes      float64 `json:"heapBytes"`      // HeapAlloc after sync, after a GC
+	RSSBytes       float64 `json:"rssBytes"`       // VmRSS after sync
+	PeakRSSBytes   float64 `json:"peakRssBytes"`   // VmHWM at the end
+
+	StormCount int     `json:"stormCount"` // changes made while the initial keys drained
+	StormP50Ms float64 `json:"stormP50Ms"`
+	StormP99Ms float64 `json:"stormP99Ms"`
+	StormMaxMs float64 `json:"stormMaxMs"`
+
+	UpdateRate  float64 `json:"updateRate"` // fixed rate, updates/s
+	UpdateCount int     `json:"updateCount"`
+	UpdateP50Ms float64 `json:"updateP50Ms"`
+	UpdateP99Ms float64 `json:"updateP99Ms"`
+	UpdateMaxMs float64 `json:"updateMaxMs"`
+
+	BurstCount  int     `json:"burstCount"`
+	BurstPerSec float64 `json:"burstPerSec"` // updates seen per second, first write to last seen
+
+	BacklogCount   int     `json:"backlogCount"`
+	BacklogSeconds float64 `json:"backlogSeconds"` // SIGCONT to every update seen
+	BacklogPerSec  float64 `json:"backlogPerSec"`
+	BacklogCPU     float64 `json:"backlogCpuSeconds"` // CPU the contender used draining it
+
+	CPUSeconds      float64 `json:"cpuSeconds"`      // whole run, utime+stime
+	ShutdownSeconds float64 `json:"shutdownSeconds"` // SIGTERM to exit
+	Missed          int     `json:"missed"`          // updates (and objects) never seen within the deadline
+	WriteErrors     int64   `json:"writeErrors"`
+}
+
+// runOpts are the sizes and rates of one workload.
+type runOpts struct {
+	kind       workload.Kind
+	n          int
+	workers    int
+	stormRate  float64
+	rate       float64
+	duration   time.Duration
+	burst      int
+	backlog    int
+	deadline   time.Duration
+	kubeconfig string
+	logDir     string
+	profileDir string // non-empty: CPU and heap profiles go here
+	phases     map[string]bool
+}
+
+// runContender runs the contender binary bin through every phase: one
+// process for start-up (undisturbed), memory, fixed-rate updates, the burst
+// and the backlog; then, when asked, a second one started during a storm of
+// changes.
+func runContender(ctx context.Context, c *cluster, name, bin string, o runOpts, repeat int) (*Result, error) {
+	res := &Result{Contender: name, Workload: string(o.kind), Repeat: repeat, Objects: o.n}
+	if err := runProcess(ctx, c, name, bin, o, repeat, false, res); err != nil {
+		return nil, err
+	}
+	if o.phases["storm"] {
+		if err := runProcess(ctx, c, name, bin, o, repeat, true, res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// runProcess runs one contender process: with storm, only its start-up
+// while changes are written, then its shutdown; otherwise every other phase.
+func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, repeat int, storm bool, res *Result) error {
+	ns := namespaceFor(o.kind)
+	index := make(map[string]int, o.n)
+	for i := range o.n {
+		index[ns+"/"+workload.Name(o.kind, i)] = i
+	}
+	t := newTracker(index)
+	w := &writer{c: c, kind: o.kind}
+	w.gen.Store(time.Now().UnixNano() / 1000) // above every gen already written
+	tag := fmt.Sprintf("%s-%s-%d", o.kind, name, repeat)
+	if storm {
+		tag += "-storm"
+	}
+	logf, err := os.Create(filepath.Join(o.logDir, tag+".log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+
+	cmd := exec.Command(bin, "--kind="+string(o.kind), "--kubeconfig="+o.kubeconfig, "--workers="+strconv.Itoa(o.workers))
+	cmd.Stderr = logf
+	cmd.Env = os.Environ()
+	if o.profileDir != "" {
+		cmd.Env = append(cmd.Env, "BENCH_CPUPROFILE="+filepath.Join(o.profileDir, tag+".cpu.pprof"))
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	// exited is closed once the process has exited; waitErr is then its error.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		t.read(stdout)
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	pid := cmd.Process.Pid
+	kill := func() { _ = cmd.Process.Kill() }
+	defer func() {
+		kill()
+		<-exited
+	}()
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %s (log: %s)", tag, fmt.Sprintf(format, args...), logf.Name())
+	}
+
+	// Start-up. In the storm run, changes are written from the start until
+	// every object was reconciled once: the changes a restarted controller
+	// must pick up while it is still catching up.
+	perm := rand.New(rand.NewPCG(uint64(repeat), 7)).Perm(o.n)
+	stormDone := make(chan int, 1)
+	go func() {
+		if !storm {
+			stormDone <- 0
+			return
+		}
+		stormDone <- w.paced(ctx, t, perm[:o.n/2], o.stormRate, phaseStorm, t.allSeen)
+	}()
+	select {
+	case <-t.allSeen:
+	case <-time.After(o.deadline + 2*time.Minute):
+		n, _ := t.seen()
+		res.Missed += o.n - n
+	case <-exited:
+		return fail("exited during start-up: %v", waitErr)
+	}
+	syncCPU, _ := cpuSeconds(pid)
+	_, lastFirst := t.seen()
+	if storm {
+		res.StormCount = <-stormDone
+		res.Missed += t.waitPhase(phaseStorm, o.deadline)
+		lat, _ := t.results(phaseStorm)
+		res.StormP50Ms, res.StormP99Ms, res.StormMaxMs = percentiles(lat)
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+		}
+		res.WriteErrors += w.errs.Load()
+		return nil
+	}
+	<-stormDone
+	res.SyncSeconds = time.Unix(0, lastFirst).Sub(start).Seconds()
+	res.SyncCPUSeconds = syncCPU
+	var lat []time.Duration
+
+	// Memory after sync.
+	time.Sleep(time.Second)
+	if rss, err := procStatus(pid, "VmRSS"); err == nil {
+		res.RSSBytes = float64(rss)
+	}
+	if _, err := io.WriteString(stdin, "mem\n"); err != nil {
+		return fail("ask for memory stats: %v", err)
+	}
+	select {
+	case m := <-t.mem:
+		res.HeapBytes = float64(m.heapAlloc)
+	case <-time.After(30 * time.Second):
+		return fail("no memory stats")
+	}
+	if o.profileDir != "" {
+		p := filepath.Join(o.profileDir, tag+".heap.pprof")
+		fmt.Fprintf(stdin, "heap %s\n", p)
+		select {
+		case <-t.acks:
+		case <-time.After(30 * time.Second):
+		}
+	}
+
+	// Updates at a fixed rate.
+	if o.phases["steady"] {
+		steady := min(o.n, int(o.rate*o.duration.Seconds()))
+		res.UpdateRate = o.rate
+		res.UpdateCount = w.paced(ctx, t, perm[o.n/2:][:min(steady, o.n-o.n/2)], o.rate, phaseSteady, nil)
+		res.Missed += t.waitPhase(phaseSteady, o.deadline)
+		lat, _ = t.results(phaseSteady)
+		res.UpdateP50Ms, res.UpdateP99Ms, res.UpdateMaxMs = percentiles(lat)
+	}
+
+	// A burst, as fast as the API server takes it.
+	if o.phases["burst"] {
+		burst := min(o.burst, o.n)
+		burstStart := time.Now()
+		w.flood(ctx, t, perm[:burst], 64, phaseBurst)
+		res.Missed += t.waitPhase(phaseBurst, o.deadline)
+		lat, lastAt := t.results(phaseBurst)
+		_ = lastAt
+		res.BurstCount = len(lat)
+		if d := time.Unix(0, lastAt).Sub(burstStart).Seconds(); d > 0 {
+			res.BurstPerSec = float64(len(lat)) / d
+		}
+	}
+
+	// A backlog: the contender is paused while every object changes.
+	if o.phases["backlog"] {
+		backlog := min(o.backlog, o.n)
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return fail("SIGSTOP: %v", err)
+		}
+		w.flood(ctx, t, perm[:backlog], 64, phaseBacklog)
+		resumed := time.Now()
+		cpuBefore, _ := cpuSeconds(pid)
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			return fail("SIGCONT: %v", err)
+		}
+		res.Missed += t.waitPhase(phaseBacklog, o.deadline+time.Minute)
+		cpuAfter, _ := cpuSeconds(pid)
+		res.BacklogCPU = cpuAfter - cpuBefore
+		lat, lastAt := t.results(phaseBacklog)
+		res.BacklogCount = len(lat)
+		if d := time.Unix(0, lastAt).Sub(resumed).Seconds(); d > 0 {
+			res.BacklogSeconds = d
+			res.BacklogPerSec = float64(len(lat)) / d
+		}
+	}
+
+	// The end: CPU, peak memory, shutdown.
+	res.CPUSeconds, _ = cpuSeconds(pid)
+	if hwm, err := procStatus(pid, "VmHWM"); err == nil {
+		res.PeakRSSBytes = float64(hwm)
+	}
+	stopAt := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fail("SIGTERM: %v", err)
+	}
+	select {
+	case <-exited:
+		res.ShutdownSeconds = time.Since(stopAt).Seconds()
+		if waitErr != nil {
+			fmt.Fprintf(os.Stderr, "  %s exited: %v\n", tag, waitErr)
+		}
+	case <-time.After(time.Minute):
+		kill()
+		<-exited
+		res.ShutdownSeconds = time.Since(stopAt).Seconds()
+	}
+	res.WriteErrors += w.errs.Load()
+	return nil
+}
+
+// percentiles returns p50, p99 and max in milliseconds.
+func percentiles(d []time.Duration) (p50, p99, mx float64) {
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(d)
+	at := func(q float64) float64 {
+		i := int(q*float64(len(d))+0.5) - 1
+		i = max(0, min(i, len(d)-1))
+		return float64(d[i]) / 1e6
+	}
+	return at(0.50), at(0.99), float64(d[len(d)-1]) / 1e6
+}
+
+// cpuSeconds returns the user plus system CPU time of pid.
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces; fields count from after ')'.
+	rest := b[bytes.LastIndexByte(b, ')')+2:]
+	f := strings.Fields(string(rest))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// procStatus returns a "kB" line of /proc/<pid>/status in bytes.
+func procStatus(pid int, field string) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			f := strings.Fields(v)
+			n, err := strconv.ParseUint(f[0], 10, 64)
+			return n * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}

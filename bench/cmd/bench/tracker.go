@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// phase names a part of a contender's run; latencies are kept per phase.
+type phase int
+
+const (
+	phaseStorm phase = iota
+	phaseSteady
+	phaseBurst
+	phaseBacklog
+	numPhases
+)
+
+// pending is an update the driver wrote and the contender has not reported yet.
+type pending struct {
+	gen   int64
+	wrote int64 // unix nanos, just before the write was sent
+	phase phase
+}
+
+type memStats struct {
+	heapAlloc, heapInuse, heapSys, sys, numGC uint64
+}
+
+// tracker follows what one contender process reports.
+type tracker struct {
+	index map[string]int // "namespace/name" -> object index
+
+	mu sync.Mutex
+	// firstSeen is when each object was first reported (unix nanos), 0 if never.
+	firstSeen []int64
+	nSeen     int
+	lastFirst int64 // the latest firstSeen
+	// pend holds the unreported updates per object; mu guards it and below.
+	pend        map[int][]pending
+	outstanding [numPhases]int
+	latencies   [numPhases][]time.Duration
+	lastAt      [numPhases]int64 // latest report that settled an update of the phase
+	reports     int
+
+	firstReport chan struct{} // closed at the first report
+	allSeen     chan struct{} // closed once every object was reported
+	mem         chan memStats
+	acks        chan string
+}
+
+func newTracker(index map[string]int) *tracker {
+	return &tracker{
+		index:       index,
+		firstSeen:   make([]int64, len(index)),
+		pend:        map[int][]pending{},
+		firstReport: make(chan struct{}),
+		allSeen:     make(chan struct{}),
+		mem:         make(chan memStats, 1),
+		acks:        make(chan string, 1),
+	}
+}
+
+// expect registers an update of object i to gen, about to be written.
+func (t *tracker) expect(i int, gen int64, p phase) {
+	now := time.Now().UnixNano()
+	t.mu.Lock()
+	t.pend[i] = append(t.pend[i], pending{gen: gen, wrote: now, phase: p})
+	t.outstanding[p]++
+	t.mu.Unlock()
+}
+
+// outstandingIn returns how many updates of phase p are not reported yet.
+func (t *tracker) outstandingIn(p phase) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.outstanding[p]
+}
+
+// waitPhase waits until every update of p was reported, or until timeout;
+// it returns how many were not.
+func (t *tracker) waitPhase(p phase, timeout time.Duration) int {
+	deadline := time.Now().Add(timeout)
+	for {
+		n := t.outstandingIn(p)
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (t *tracker) results(p phase) ([]time.Duration, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]time.Duration(nil), t.latencies[p]...), t.lastAt[p]
+}
+
+func (t *tracker) seen() (n int, last int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nSeen, t.lastFirst
+}
+
+// read consumes the contender's standard output until it closes.
+func (t *tracker) read(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	first := true
+	for sc.Scan() {
+		line := sc.Text()
+		if len(line) < 2 {
+			continue
+		}
+		switch line[0] {
+		case 'R':
+			f := strings.Fields(line)
+			if len(f) != 5 {
+				continue
+			}
+			i, ok := t.index[f[2]]
+			if !ok {
+				continue // an object the benchmark did not create
+			}
+			at, _ := strconv.ParseInt(f[1], 10, 64)
+			gen, _ := strconv.ParseInt(f[4], 10, 64)
+			t.report(i, at, gen)
+			if first {
+				first = false
+				close(t.firstReport)
+			}
+		case 'M':
+			f := strings.Fields(line)
+			var m memStats
+			if len(f) == 6 {
+				m.heapAlloc, _ = strconv.ParseUint(f[1], 10, 64)
+				m.heapInuse, _ = strconv.ParseUint(f[2], 10, 64)
+				m.heapSys, _ = strconv.ParseUint(f[3], 10, 64)
+				m.sys, _ = strconv.ParseUint(f[4], 10, 64)
+				m.numGC, _ = strconv.ParseUint(f[5], 10, 64)
+			}
+			t.mem <- m
+		case 'H':
+			t.acks <- strings.TrimSpace(line[1:])
+		}
+	}
+}
+
+func (t *tracker) report(i int, at, gen int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reports++
+	if t.firstSeen[i] == 0 {
+		t.firstSeen[i] = at
+		t.nSeen++
+		if at > t.lastFirst {
+			t.lastFirst = at
+		}
+		if t.nSeen == len(t.firstSeen) {
+			close(t.allSeen)
+		}
+	}
+	ps := t.pend[i]
+	if len(ps) == 0 {
+		return
+	}
+	keep := ps[:0]
+	for _, p := range ps {
+		if p.gen > gen {
+			keep = append(keep, p)
+			continue
+		}
+		t.latencies[p.phase] = append(t.latencies[p.phase], time.Duration(max(at-p.wrote, 0)))
+		t.outstanding[p.phase]--
+		if at > t.lastAt[p.phase] {
+			t.lastAt[p.phase] = at
+		}
+	}
+	if len(keep) == 0 {
+		delete(t.pend, i)
+	} else {
+		t.pend[i] = keep
+	}
+}

@@ -1,0 +1,135 @@
+// Package report is the channel from a contender to the benchmark driver,
+// the same code in every contender so that reporting costs them all alike.
+//
+// Contender to driver, on standard output, one line each:
+//
+//	R <unix-nanos> <namespace>/<name> <resourceVersion> <gen>   a key was reconciled
+//	M <HeapAlloc> <HeapInuse> <HeapSys> <Sys> <NumGC>          reply to "mem"
+//	H <path>                                                   reply to "heap <path>"
+//
+// Driver to contender, on standard input: "mem" (collect garbage, then
+// report runtime.MemStats) and "heap <path>" (write a heap profile).
+//
+// Seen only sends a small struct on a buffered channel; one goroutine formats
+// and writes the lines, flushing whenever the channel runs empty, so reports
+// are batched under load and prompt when idle.
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type record struct {
+	at                int64
+	ns, name, rv, gen string
+	ctl               string // a control reply, written as is
+}
+
+var (
+	ch      = make(chan record, 4096)
+	done    = make(chan struct{})
+	cpuProf *os.File
+)
+
+// Start begins reporting. With $BENCH_CPUPROFILE set it also records a CPU
+// profile into that file until Stop.
+func Start() {
+	if p := os.Getenv("BENCH_CPUPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			cpuProf = f
+		}
+	}
+	go write()
+	go commands()
+}
+
+// Seen reports that the object namespace/name was reconciled at resource
+// version rv, carrying gen.
+func Seen(ns, name, rv, gen string) {
+	ch <- record{at: time.Now().UnixNano(), ns: ns, name: name, rv: rv, gen: gen}
+}
+
+// Stop flushes what was reported and ends the CPU profile, if any.
+func Stop() {
+	close(ch)
+	<-done
+	if cpuProf != nil {
+		pprof.StopCPUProfile()
+		cpuProf.Close()
+	}
+}
+
+func write() {
+	defer close(done)
+	w := bufio.NewWriterSize(os.Stdout, 64<<10)
+	buf := make([]byte, 0, 256)
+	put := func(r record) {
+		if r.ctl != "" {
+			w.WriteString(r.ctl)
+			return
+		}
+		buf = append(buf[:0], 'R', ' ')
+		buf = strconv.AppendInt(buf, r.at, 10)
+		buf = append(buf, ' ')
+		buf = append(buf, r.ns...)
+		buf = append(buf, '/')
+		buf = append(buf, r.name...)
+		buf = append(buf, ' ')
+		buf = append(buf, r.rv...)
+		buf = append(buf, ' ')
+		buf = append(buf, r.gen...)
+		buf = append(buf, '\n')
+		w.Write(buf)
+	}
+	for r := range ch {
+		put(r)
+	drain:
+		for {
+			select {
+			case r, ok := <-ch:
+				if !ok {
+					break drain
+				}
+				put(r)
+			default:
+				break drain
+			}
+		}
+		w.Flush()
+	}
+	w.Flush()
+}
+
+func commands() {
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "mem":
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			ch <- record{ctl: fmt.Sprintf("M %d %d %d %d %d\n", m.HeapAlloc, m.HeapInuse, m.HeapSys, m.Sys, m.NumGC)}
+		case "heap":
+			if len(f) > 1 {
+				if fh, err := os.Create(f[1]); err == nil {
+					runtime.GC()
+					pprof.Lookup("heap").WriteTo(fh, 0)
+					fh.Close()
+				}
+				ch <- record{ctl: "H " + f[1] + "\n"}
+			}
+		}
+	}
+}
