@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
+	"github.com/converge-dev/converge/examples/staticsite/site"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 )
@@ -36,58 +36,6 @@ const (
 	siteFinalizer = "converge.dev/converge-staticsite"
 )
 
-// staticSiteState is examples/staticsite's desired function, copied so that
-// specs can instrument the reconciler (the example's main package cannot be
-// imported). Keep the two identical: the example's own spec runs the real
-// one, and it sees the sites other specs leave behind.
-func staticSiteState(site *v1alpha1.StaticSite) declarative.State {
-	labels := map[string]string{"app.kubernetes.io/name": "staticsite", "app.kubernetes.io/instance": site.Name}
-	image := site.Spec.Image
-	if image == "" {
-		image = "nginx:1.27-alpine"
-	}
-	meta := metav1.ObjectMeta{Name: site.Name, Labels: labels}
-	children := []any{
-		&corev1.ConfigMap{ObjectMeta: meta, Data: site.Spec.Pages},
-		&appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{
-			Replicas: site.Spec.Replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name: "nginx", Image: image,
-						Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: 80}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "pages", MountPath: "/usr/share/nginx/html", ReadOnly: true}},
-					}},
-					Volumes: []corev1.Volume{{Name: "pages", VolumeSource: corev1.VolumeSource{
-						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: site.Name}},
-					}}},
-				},
-			},
-		}},
-		&corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{
-			Selector: labels,
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}},
-		}},
-	}
-	if site.Spec.MinAvailable != nil {
-		minAvailable := intstr.FromInt32(*site.Spec.MinAvailable)
-		children = append(children, &policyv1.PodDisruptionBudget{ObjectMeta: meta, Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: &minAvailable, Selector: &metav1.LabelSelector{MatchLabels: labels},
-		}})
-	}
-	return declarative.State{
-		Children: children,
-		Status: v1alpha1.StaticSiteStatus{
-			ObservedGeneration: site.Generation,
-			URL:                fmt.Sprintf("http://%s.%s.svc", site.Name, site.Namespace),
-			Conditions: declarative.NewConditions(site.Status.Conditions, site.Generation).
-				True("Ready", "Applied", "every child is applied").List(),
-		},
-	}
-}
-
 // sites is the StaticSite declarative reconciler with a count of the
 // reconciles of each site (each calls Desired once, unless the site is being
 // deleted).
@@ -99,10 +47,10 @@ var _ declarative.Reconciler[*v1alpha1.StaticSite] = (*sites)(nil)
 
 func newSites() *sites { return &sites{desired: newRecorder()} }
 
-func (s *sites) Desired(ctx context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
-	s.desired.record(key(site.Namespace, site.Name))
-	logr.FromContextOrDiscard(ctx).Info("desired", "uid", site.UID, "resourceVersion", site.ResourceVersion, "generation", site.Generation, "finalizers", site.Finalizers)
-	return staticSiteState(site), nil
+func (s *sites) Desired(ctx context.Context, obj *v1alpha1.StaticSite) (declarative.State, error) {
+	s.desired.record(key(obj.Namespace, obj.Name))
+	logr.FromContextOrDiscard(ctx).Info("desired", "uid", obj.UID, "resourceVersion", obj.ResourceVersion, "generation", obj.Generation, "finalizers", obj.Finalizers)
+	return site.Desired(ctx, obj)
 }
 
 // finalizingSites is sites with cleanup: it implements declarative.Finalizer
