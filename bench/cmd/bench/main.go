@@ -23,11 +23,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/converge-dev/converge/bench/internal/workload"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/converge-dev/converge/bench/internal/workload"
 	"github.com/converge-dev/converge/framework/envtest"
 )
 

@@ -102,9 +102,14 @@ func main() {
 	// klog's flush daemon and the signal handler (process-wide by design), and
 	// the readers of pooled HTTP/2 connections to the API server: client-go
 	// shares one transport per configuration across the process, and its
-	// idle connections close on their idle timeout, not with a client.
+	// idle connections close on their idle timeout, not with a client. For
+	// the same reason a dial the shared transport started for a request
+	// since cancelled (a blackholed API server answers no TLS handshake)
+	// outlives the request, until the handshake timeout (10 s) ends it.
 	if err := goleak.Find(goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
 		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*Transport).dialConnFor"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).addTLS.func2"),
 		goleak.IgnoreAnyFunction("github.com/converge-dev/converge/framework.SignalContext.func1"),
 		goleak.IgnoreTopFunction("os/signal.signal_recv"),
 	); err != nil {
