@@ -49,6 +49,8 @@ type Cache struct {
 	// hasMarks is whether marks holds any, so that reads skip marksMu when
 	// it holds none; it is written with marksMu held.
 	hasMarks atomic.Bool
+	// swept is when expired marks were last dropped; marksMu guards it.
+	swept time.Time
 
 	// share makes equal values of cached objects one; nil with
 	// Options.DisableSharing.

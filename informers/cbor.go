@@ -2,6 +2,7 @@ package informers
 
 import (
 	"reflect"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -64,12 +65,17 @@ func newCBORCodecs(scheme *runtime.Scheme, gv schema.GroupVersion, keepManagedFi
 var (
 	rawExtensionType = reflect.TypeFor[runtime.RawExtension]()
 	fieldsV1Type     = reflect.TypeFor[metav1.FieldsV1]()
-	managedType      = reflect.TypeFor[metav1.ManagedFieldsEntry]()
+	objectMetaType   = reflect.TypeFor[metav1.ObjectMeta]()
 )
 
 // anyRawFields reports whether a kind of gv in scheme may hold a
-// runtime.RawExtension or metav1.FieldsV1 outside managedFields (or a field
-// whose type says nothing, such as any), which CBOR decoding must transcode.
+// runtime.RawExtension or metav1.FieldsV1 (or a field whose type says
+// nothing, such as any), which CBOR decoding must transcode. The one
+// exception is the object's own metadata.managedFields, which the cache
+// strips before storing: a kind's top-level ObjectMeta, or that of each item
+// of a list kind. Nested metadata (a pod template's) still counts. The
+// answer covers the kinds gv has in the scheme when the REST client for gv
+// is made; register kinds before the cache starts.
 func anyRawFields(scheme *runtime.Scheme, gv schema.GroupVersion) bool {
 	seen := map[reflect.Type]bool{}
 	var raw func(t reflect.Type) bool
@@ -81,8 +87,6 @@ func anyRawFields(scheme *runtime.Scheme, gv schema.GroupVersion) bool {
 		switch t {
 		case rawExtensionType, fieldsV1Type:
 			return true
-		case managedType:
-			return false // stripped before objects are stored
 		}
 		switch t.Kind() {
 		case reflect.Interface:
@@ -100,11 +104,39 @@ func anyRawFields(scheme *runtime.Scheme, gv schema.GroupVersion) bool {
 		}
 		return false
 	}
-	for _, t := range scheme.KnownTypes(gv) {
-		if t.PkgPath() == managedType.PkgPath() {
+	// object checks a kind (or a list's item type): its fields, with the
+	// managedFields of its own ObjectMeta exempt.
+	var object func(t reflect.Type, list bool) bool
+	object = func(t reflect.Type, list bool) bool {
+		if t.Kind() != reflect.Struct {
+			return raw(t)
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			switch {
+			case f.Type == objectMetaType:
+				for j := range objectMetaType.NumField() {
+					if m := objectMetaType.Field(j); m.Name != "ManagedFields" && raw(m.Type) {
+						return true
+					}
+				}
+			case list && f.Name == "Items" && f.Type.Kind() == reflect.Slice:
+				if object(f.Type.Elem(), false) {
+					return true
+				}
+			default:
+				if raw(f.Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for kind, t := range scheme.KnownTypes(gv) {
+		if t.PkgPath() == objectMetaType.PkgPath() {
 			continue // WatchEvent, options, Status: never cached
 		}
-		if raw(t) {
+		if object(t, strings.HasSuffix(kind, "List")) {
 			return true
 		}
 	}

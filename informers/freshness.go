@@ -64,11 +64,7 @@ func (c *Cache) mark(k writeKey, m writeMark) {
 	c.marksMu.Lock()
 	defer c.marksMu.Unlock()
 	if len(c.marks) >= maxMarks {
-		for key, old := range c.marks {
-			if time.Since(old.at) > markTTL {
-				delete(c.marks, key)
-			}
-		}
+		c.sweepLocked(m.at)
 	}
 	if old, ok := c.marks[k]; ok && !m.gone && !old.gone && old.rv > m.rv {
 		return // an older answer arriving late
@@ -83,8 +79,25 @@ func (c *Cache) markFor(k writeKey) (writeMark, bool) {
 	}
 	c.marksMu.Lock()
 	defer c.marksMu.Unlock()
+	// Marks of objects never read back (pruned children, kinds only
+	// listed) would keep reads on this path; drop the expired ones now and
+	// then.
+	if now := time.Now(); now.Sub(c.swept) > markTTL {
+		c.sweepLocked(now)
+	}
 	m, ok := c.marks[k]
 	return m, ok
+}
+
+// sweepLocked forgets marks older than markTTL; marksMu is held.
+func (c *Cache) sweepLocked(now time.Time) {
+	for key, old := range c.marks {
+		if now.Sub(old.at) > markTTL {
+			delete(c.marks, key)
+		}
+	}
+	c.swept = now
+	c.hasMarks.Store(len(c.marks) > 0)
 }
 
 // settle forgets a mark once the cache has caught up with it.

@@ -22,7 +22,6 @@ import (
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/examples/staticsite/site"
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/informers"
 )
 
 // The StaticSite kind of examples/staticsite, whose CRD the suite installs.
@@ -76,7 +75,7 @@ func startSites(ctx context.Context, ns string, r declarative.Reconciler[*v1alph
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 	Expect(framework.NewController[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, r, declarative.Options{
-			Children: []informers.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}},
+			Children: site.Children(),
 		}))).To(Succeed())
 	return mgr, startManager(ctx, mgr)
 }

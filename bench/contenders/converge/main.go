@@ -31,7 +31,8 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mgr, err := framework.NewManager(cfg, framework.Options{})
+	// All defaults, but for one documented experiment (bench/README.md).
+	mgr, err := framework.NewManager(cfg, framework.Options{DisableCompression: os.Getenv("BENCH_DISABLE_COMPRESSION") != ""})
 	if err != nil {
 		log.Fatal(err)
 	}
