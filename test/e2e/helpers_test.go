@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -193,34 +192,20 @@ func newPod(ns, name string) *corev1.Pod {
 	}
 }
 
-// metricValue returns a function reporting the value of the counter or gauge
-// name in reg whose labels include every pair of labels, for Eventually. It
-// fails when no such series exists.
+// metricValue returns a function reporting, for Eventually, the value of the
+// series of family name in reg whose labels include every pair of labels (see
+// scrape.value). It fails when no such series exists.
 func metricValue(reg *prometheus.Registry, name string, labels map[string]string) func() (float64, error) {
 	return func() (float64, error) {
 		families, err := reg.Gather()
 		if err != nil {
 			return 0, err
 		}
+		s := make(scrape, len(families))
 		for _, f := range families {
-			if f.GetName() != name {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				if !hasLabels(m, labels) {
-					continue
-				}
-				switch {
-				case m.GetCounter() != nil:
-					return m.GetCounter().GetValue(), nil
-				case m.GetGauge() != nil:
-					return m.GetGauge().GetValue(), nil
-				}
-				return 0, fmt.Errorf("metric %s%v is neither a counter nor a gauge", name, labels)
-			}
-			return 0, fmt.Errorf("metric %s has no series with labels %v", name, labels)
+			s[f.GetName()] = f
 		}
-		return 0, fmt.Errorf("metric %s is not registered", name)
+		return s.value(name, labels)
 	}
 }
 
