@@ -99,7 +99,8 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 			return nil, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+			streamed := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+			if streamed {
 				e.lists.Add(1) // a streaming list
 			}
 			m, ns, err := prepare(ctx, &opts)
@@ -107,6 +108,13 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 				var w watch.Interface
 				if w, err = watchFn(ctx, m, ns, opts); err == nil {
 					e.recordResult(nil)
+					if streamed {
+						w = splitWatch(ctx, w, func(ctx context.Context, rv string) (watch.Interface, error) {
+							plain := opts
+							plain.SendInitialEvents, plain.ResourceVersionMatch, plain.ResourceVersion = nil, "", rv
+							return watchFn(ctx, m, ns, plain)
+						})
+					}
 					return w, nil
 				}
 			}
