@@ -13,8 +13,7 @@
 //     first to change one.
 //   - Lean by default: managedFields are stripped before objects are stored
 //     (Options.KeepManagedFields turns that off), built-in types travel as
-//     protobuf, and the initial list is streamed where the server supports it
-//     (compressed), with the events after it on a plain, uncompressed watch.
+//     protobuf, and the initial list is streamed where the server supports it.
 //   - Named failures: a cache that cannot sync reports why, naming the type and
 //     the cause seen (forbidden, resource not found, API server unreachable),
 //     both from WaitForSync and from Health while it runs.
