@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -376,59 +374,5 @@ func TestRecoversWhenAllowed(t *testing.T) {
 	}
 	if _, err := inf.Get(t.Context(), ns, "a"); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestStreamedListThenPlainWatch(t *testing.T) {
-	admin := controlPlane(t)
-	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
-	createConfigMap(t, cs, ns, "a", nil)
-
-	var log requestLog
-	c := started(t, log.wrap(admin), informers.Options{Namespace: ns})
-	inf, err := informers.For[*corev1.ConfigMap](c, informers.Selection{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := inf.Get(t.Context(), ns, "a"); err != nil {
-		t.Fatal(err)
-	}
-	// Changes right after the initial list race the switch to the plain
-	// watch; the cache must end at the last of them.
-	const changes = 30
-	for i := range changes {
-		patch := []byte(`{"data":{"i":"` + strconv.Itoa(i) + `"}}`)
-		if _, err := cs.CoreV1().ConfigMaps(ns).Patch(t.Context(), "a", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := strconv.Itoa(changes - 1)
-	err = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		cm, err := inf.Get(ctx, ns, "a")
-		return err == nil && cm.Data["i"] == want, nil
-	})
-	if err != nil {
-		cm, _ := inf.Get(t.Context(), ns, "a")
-		t.Fatalf("cache did not reach the last change (i=%s): holds %v", want, cm.Data)
-	}
-
-	var streamed, plain []string
-	for _, r := range log.matching("/namespaces/" + ns + "/configmaps") {
-		switch {
-		case strings.Contains(r.query, "sendInitialEvents=true"):
-			streamed = append(streamed, r.query)
-		case strings.Contains(r.query, "watch=true"):
-			if r.gzipped {
-				t.Errorf("the watch after the streamed list came gzipped: %s", r.query)
-			}
-			if !strings.Contains(r.query, "resourceVersion=") || strings.Contains(r.query, "resourceVersion=&") {
-				t.Errorf("the watch after the streamed list starts at no resource version: %s", r.query)
-			}
-			plain = append(plain, r.query)
-		}
-	}
-	if len(streamed) != 1 || len(plain) != 1 {
-		t.Fatalf("want one streamed list and one plain watch; got streamed %q, plain %q", streamed, plain)
 	}
 }

@@ -99,8 +99,7 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 			return nil, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			streamed := opts.SendInitialEvents != nil && *opts.SendInitialEvents
-			if streamed {
+			if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 				e.lists.Add(1) // a streaming list
 			}
 			m, ns, err := prepare(ctx, &opts)
@@ -108,13 +107,6 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 				var w watch.Interface
 				if w, err = watchFn(ctx, m, ns, opts); err == nil {
 					e.recordResult(nil)
-					if streamed {
-						w = splitWatch(ctx, w, func(ctx context.Context, rv string) (watch.Interface, error) {
-							plain := opts
-							plain.SendInitialEvents, plain.ResourceVersionMatch, plain.ResourceVersion = nil, "", rv
-							return watchFn(ctx, m, ns, plain)
-						})
-					}
 					return w, nil
 				}
 			}

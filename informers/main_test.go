@@ -83,18 +83,16 @@ type requestLog struct {
 
 type recorded struct {
 	method, path, query, accept string
-	gzipped                     bool // the response came gzipped (and was inflated)
 }
 
 func (l *requestLog) wrap(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			resp, err := rt.RoundTrip(r)
 			l.mu.Lock()
-			l.requests = append(l.requests, recorded{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Accept"), resp != nil && resp.Uncompressed})
+			l.requests = append(l.requests, recorded{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Accept")})
 			l.mu.Unlock()
-			return resp, err
+			return rt.RoundTrip(r)
 		})
 	})
 	return cfg
