@@ -22,7 +22,8 @@ assets: ## Build (once) etcd, kube-apiserver, kube-controller-manager and kubect
 run: assets ## Run the podlogger example (an embedded control plane when no kubeconfig is found). ARGS=... passes flags.
 	$(GO) run ./examples/podlogger $(ARGS)
 
-test: lint assets test-unit fuzz test-e2e ## Everything: lint, unit, integration and chaos tests with -race, short fuzzing, e2e suites.
+test: ## Everything: lint, unit, integration and chaos tests with -race (fuzz seed corpora included), e2e suites; prints each stage's time.
+	@hack/stages.sh lint assets test-unit test-e2e
 
 test-unit: ## Unit and integration tests, with the race detector.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
@@ -30,7 +31,7 @@ test-unit: ## Unit and integration tests, with the race detector.
 test-e2e: assets ## End-to-end suites against a real control plane.
 	$(GO) test -race -count=1 -timeout 30m ./test/e2e/... -ginkgo.v=false
 
-fuzz: ## Run every fuzz target for FUZZTIME each (default 3s; seeds replay in test-unit too).
+fuzz: ## Fuzz every target for FUZZTIME each (default 3s). Not part of `make test`, whose test-unit replays the seed corpora.
 	FUZZTIME=$${FUZZTIME:-3s} hack/fuzz.sh
 
 chaos: assets ## Fault-injection suite at full size (apiserver kills, expired watches, half-open connections, panics, SIGTERM, late CRD/RBAC); prints a table.
@@ -42,11 +43,13 @@ bench: assets ## converge vs controller-runtime vs client-go on one control plan
 generate: ## Regenerate deepcopy code and CRD YAML of the examples (controller-gen).
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=./examples/staticsite/api/... crd:crdVersions=v1 output:crd:dir=./examples/staticsite/config/crd
 
-lint: ## gofmt and go vet.
+lint: ## gofmt, go vet, and go.mod/go.sum tidy in both modules.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	@cd bench && { $(GO) mod tidy -diff || { echo "bench/go.mod/go.sum are not tidy: run go mod tidy in bench/"; exit 1; }; }
 
 fmt: ## Format the code.
 	gofmt -w $$(git ls-files '*.go')

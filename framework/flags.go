@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -42,15 +43,24 @@ type Flags struct {
 	// LogFormat is --log-format: "text" (the default) or "json".
 	LogFormat string
 	// Verbosity is -v: 0 logs info and errors, higher numbers more detail.
+	// When the flag set already has a -v (klog.InitFlags registers one, as
+	// ported client-go mains do), Register reuses it instead of registering a
+	// second, and Options reads the level from it.
 	Verbosity int
 	// GracefulShutdownTimeout is --graceful-shutdown-timeout: how long
 	// in-flight reconciles may run after SIGTERM. Zero means the manager's
 	// default (30 s). Keep the pod's terminationGracePeriodSeconds longer.
 	GracefulShutdownTimeout time.Duration
+
+	// sharedV is the -v flag another package registered first (klog's),
+	// read by Options; nil when Register registered its own.
+	sharedV *flag.Flag
 }
 
 // Register adds the flags to fs (flag.CommandLine when nil), with the
-// fields' current values as defaults.
+// fields' current values as defaults. A -v already on fs is reused (call
+// klog.InitFlags before Register, not after: the flag package panics on a
+// second -v).
 func (f *Flags) Register(fs *flag.FlagSet) {
 	if fs == nil {
 		fs = flag.CommandLine
@@ -66,13 +76,24 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.MetricsInsecure, "metrics-insecure", f.MetricsInsecure, "serve metrics over plain HTTP without authentication (local development only)")
 	fs.StringVar(&f.HealthProbeBindAddress, "health-probe-bind-address", f.HealthProbeBindAddress, `address of /healthz and /readyz, e.g. ":8081"; "0" or empty disables them`)
 	fs.StringVar(&f.LogFormat, "log-format", f.LogFormat, `log format: "text" or "json"`)
-	fs.IntVar(&f.Verbosity, "v", f.Verbosity, "log verbosity: 0 is info and errors, higher shows more detail")
+	if v := fs.Lookup("v"); v != nil {
+		f.sharedV = v
+	} else {
+		fs.IntVar(&f.Verbosity, "v", f.Verbosity, "log verbosity: 0 is info and errors, higher shows more detail")
+	}
 	fs.DurationVar(&f.GracefulShutdownTimeout, "graceful-shutdown-timeout", f.GracefulShutdownTimeout, "how long in-flight reconciles may run after SIGTERM; 0 means 30s, negative cancels them at once")
 }
 
 // Options returns manager Options set from the flags, with the logger they
 // select (see NewLogger). Fields the flags do not cover keep their zero values.
 func (f *Flags) Options() (Options, error) {
+	if f.sharedV != nil {
+		n, err := strconv.Atoi(f.sharedV.Value.String())
+		if err != nil {
+			return Options{}, fmt.Errorf("framework: flag -v=%q: want a whole number: %w", f.sharedV.Value.String(), err)
+		}
+		f.Verbosity = n
+	}
 	log, err := NewLogger(LogOptions{Format: f.LogFormat, Verbosity: f.Verbosity})
 	if err != nil {
 		return Options{}, err

@@ -3,7 +3,7 @@ package framework
 import (
 	"errors"
 	"fmt"
-	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -26,7 +26,9 @@ type Options struct {
 
 	// Logger is the root logger; controllers add their name and each
 	// reconcile adds the object and a reconcile ID.
-	// Zero means slog's default logger (text on standard error).
+	// Zero means NewLogger(LogOptions{}): text at verbosity 0 on standard
+	// error, with client-go's klog output routed into it (the same logger
+	// Flags.Options gives without flags).
 	Logger logr.Logger
 
 	// Cache configures the shared cache (namespace, per-kind selections,
@@ -151,7 +153,8 @@ func (o Options) withDefaults() Options {
 		_ = clientgoscheme.AddToScheme(o.Scheme)
 	}
 	if o.Logger.GetSink() == nil {
-		o.Logger = logr.FromSlogHandler(slog.Default().Handler())
+		// NewLogger fails only on a bad format or a negative verbosity.
+		o.Logger, _ = NewLogger(LogOptions{})
 	}
 	if o.SyncGCPercent == 0 {
 		o.SyncGCPercent = defaultSyncGCPercent
@@ -200,11 +203,18 @@ func (o Options) validate() error {
 			errs = append(errs, fmt.Errorf("Options.LeaderElection.RetryPeriod must be positive, got %v", le.RetryPeriod))
 		}
 	}
-	if o.Metrics.BindAddress != "" && o.Metrics.BindAddress == o.HealthProbeBindAddress {
+	if o.Metrics.BindAddress != "" && o.Metrics.BindAddress == o.HealthProbeBindAddress && !anyPort(o.HealthProbeBindAddress) {
 		errs = append(errs, fmt.Errorf("Options.Metrics.BindAddress and Options.HealthProbeBindAddress are both %q", o.HealthProbeBindAddress))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("framework: invalid manager options: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// anyPort reports whether addr asks for a port the kernel picks (":0",
+// "127.0.0.1:0"): two such listeners never collide.
+func anyPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
 }

@@ -2,11 +2,14 @@ package framework_test
 
 import (
 	"bytes"
+	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/converge-dev/converge/framework"
 )
@@ -31,6 +34,7 @@ func TestManagerOptionsValidation(t *testing.T) {
 			RenewDeadline: time.Second, RetryPeriod: time.Hour}}, nil},
 		{"metrics and probes on one address", framework.Options{HealthProbeBindAddress: ":8080", Metrics: framework.MetricsOptions{BindAddress: ":8080"}},
 			[]string{`both ":8080"`}},
+		{"metrics and probes both on a port the kernel picks", framework.Options{HealthProbeBindAddress: "127.0.0.1:0", Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0"}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := framework.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, tc.opts)
@@ -117,5 +121,60 @@ func TestFlagsOptions(t *testing.T) {
 	}
 	if !opts.Logger.V(2).Enabled() || opts.Logger.V(3).Enabled() {
 		t.Error("-v=2 should enable V(2) and not V(3)")
+	}
+}
+
+// A main ported from client-go calls klog.InitFlags(nil) before Register:
+// Register must reuse klog's -v instead of panicking on a second one, and
+// Options must read the level from it.
+func TestFlagsReuseKlogVerbosity(t *testing.T) {
+	fs := newFlagSet()
+	klog.InitFlags(fs)
+	var f framework.Flags
+	f.Register(fs)
+	if err := fs.Parse([]string{"-v=3"}); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := f.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !opts.Logger.V(3).Enabled() || opts.Logger.V(4).Enabled() {
+		t.Error("klog's -v=3 should enable V(3) and not V(4)")
+	}
+	if f.Verbosity != 3 {
+		t.Errorf("Flags.Verbosity = %d, want 3 read from klog's -v", f.Verbosity)
+	}
+}
+
+// The zero Options give the logger Flags.Options gives without flags: slog
+// text on standard error, with client-go's klog lines routed through it.
+func TestDefaultLoggerRoutesKlog(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	mgr, err := framework.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, framework.Options{})
+	os.Stderr = stderr
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr.Logger().Info("from the manager")
+	klog.InfoS("from client-go")
+	klog.Flush()
+	w.Close()
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"level=INFO msg=\"from the manager\"", "level=INFO msg=\"from client-go\" logger=client-go"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("standard error %q lacks %q", out, want)
+		}
+	}
+	if mgr.Logger().V(1).Enabled() {
+		t.Error("default logger should hide V(1)")
 	}
 }

@@ -69,6 +69,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// kube-apiserver start, which mostly wait.
 	bins = buildPrograms(ctx,
 		"github.com/converge-dev/converge/examples/podlogger",
+		"github.com/converge-dev/converge/examples/podphases",
 		"github.com/converge-dev/converge/examples/staticsite",
 		"./testdata/slowctl",
 		"./testdata/secretctl",
