@@ -166,9 +166,14 @@ func TestReconcileOutcomes(t *testing.T) {
 			if tc.afterWant != 0 && (len(q.afterDelays) != 1 || q.afterDelays[0] != tc.afterWant) {
 				t.Errorf("AddAfter delays = %v, want [%v]", q.afterDelays, tc.afterWant)
 			}
-			for _, r := range []string{resultSuccess, resultRequeueAfter, resultError, resultTerminal, resultPanic} {
+			// controller-runtime's labels: terminal errors and panics are "error".
+			label := map[string]string{resultTerminal: "error", resultPanic: "error"}[tc.result]
+			if label == "" {
+				label = tc.result
+			}
+			for _, r := range []string{"success", "error", "requeue", "requeue_after"} {
 				want := 0.0
-				if r == tc.result {
+				if r == label {
 					want = 1
 				}
 				if got := testutil.ToFloat64(m.reconcileTotal.WithLabelValues("test", r)); got != want {
@@ -177,6 +182,12 @@ func TestReconcileOutcomes(t *testing.T) {
 			}
 			if got, want := testutil.ToFloat64(m.reconcilePanics.WithLabelValues("test")), b2f(tc.result == resultPanic); got != want {
 				t.Errorf("panics_total = %v, want %v", got, want)
+			}
+			if got, want := testutil.ToFloat64(m.reconcileTerminal.WithLabelValues("test")), b2f(tc.result == resultTerminal); got != want {
+				t.Errorf("terminal_reconcile_errors_total = %v, want %v", got, want)
+			}
+			if got, want := testutil.ToFloat64(m.reconcileErrors.WithLabelValues("test")), b2f(label == "error"); got != want {
+				t.Errorf("reconcile_errors_total = %v, want %v", got, want)
 			}
 			if got, want := testutil.ToFloat64(m.reconcileTimeouts.WithLabelValues("test")), b2f(tc.timedOut); got != want {
 				t.Errorf("timeouts_total = %v, want %v", got, want)

@@ -11,8 +11,7 @@ import (
 	"github.com/converge-dev/converge/informers"
 )
 
-// Reconcile results, the values of the "result" label of
-// controller_runtime_reconcile_total.
+// Reconcile outcomes, as logs and spans name them.
 const (
 	resultSuccess      = "success"
 	resultRequeueAfter = "requeue_after"
@@ -20,6 +19,24 @@ const (
 	resultTerminal     = "terminal"
 	resultPanic        = "panic"
 )
+
+// resultLabels are the values of controller_runtime_reconcile_total's
+// "result" label: controller-runtime's, so its dashboards keep working.
+// "requeue" (controller-runtime's Result.Requeue) has no converge
+// equivalent and stays 0; it is exported so queries over all four find it.
+var resultLabels = []string{resultSuccess, resultError, "requeue", resultRequeueAfter}
+
+// resultLabel maps an outcome to its "result" label: as in
+// controller-runtime, terminal errors and panics count as "error" there,
+// and have series of their own (terminal_reconcile_errors_total,
+// reconcile_panics_total).
+func resultLabel(result string) string {
+	switch result {
+	case resultTerminal, resultPanic:
+		return resultError
+	}
+	return result
+}
 
 // metrics holds the series one manager exports. Names and labels follow
 // controller-runtime's, so existing dashboards and alerts keep working; the
@@ -47,11 +64,11 @@ func newMetrics() *metrics {
 		registry: prometheus.NewRegistry(),
 		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "controller_runtime_reconcile_total",
-			Help: "Total number of reconciliations per controller and result (success, requeue_after, error, terminal, panic).",
+			Help: "Total number of reconciliations per controller and result (success, error, requeue, requeue_after; terminal errors and panics count as error).",
 		}, []string{"controller", "result"}),
 		reconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "controller_runtime_reconcile_errors_total",
-			Help: "Total number of reconciliation errors per controller, panics included.",
+			Help: "Total number of reconciliation errors per controller, terminal errors and panics included.",
 		}, []string{"controller"}),
 		reconcileTerminal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "controller_runtime_terminal_reconcile_errors_total",
@@ -99,6 +116,7 @@ func newMetrics() *metrics {
 		m.reconcileTime, m.workersMax, m.workersActive, m.leaderStatus, m.cacheErrors,
 		cacheCollector{m},
 	)
+	m.registry.MustRegister(restClientCollectors()...)
 	m.queue.register(m.registry)
 	return m
 }
@@ -125,7 +143,7 @@ func (m *metrics) forController(name string, workers int) *controllerMetrics {
 		duration: m.reconcileTime.WithLabelValues(name),
 		active:   m.workersActive.WithLabelValues(name),
 	}
-	for _, r := range []string{resultSuccess, resultRequeueAfter, resultError, resultTerminal, resultPanic} {
+	for _, r := range resultLabels {
 		cm.results[r] = m.reconcileTotal.WithLabelValues(name, r)
 	}
 	m.workersMax.WithLabelValues(name).Set(float64(workers))
@@ -133,7 +151,7 @@ func (m *metrics) forController(name string, workers int) *controllerMetrics {
 }
 
 func (cm *controllerMetrics) observe(result string, took time.Duration, timedOut bool) {
-	cm.results[result].Inc()
+	cm.results[resultLabel(result)].Inc()
 	switch result {
 	case resultError:
 		cm.errors.Inc()
@@ -141,6 +159,7 @@ func (cm *controllerMetrics) observe(result string, took time.Duration, timedOut
 		cm.errors.Inc()
 		cm.panics.Inc()
 	case resultTerminal:
+		cm.errors.Inc()
 		cm.terminal.Inc()
 	}
 	if timedOut {
