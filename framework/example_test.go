@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
@@ -82,4 +83,21 @@ func ExampleBuilder_CompleteByKey() {
 			return reconcile.Result{}, nil
 		}))
 	fmt.Println(err)
+}
+
+// A predicate built from a label selector: only ConfigMaps of team "web"
+// (and those that just left it) reconcile.
+func ExampleLabelSelectorMatch() {
+	web, err := framework.LabelSelectorMatch[*corev1.ConfigMap](metav1.LabelSelector{MatchLabels: map[string]string{"team": "web"}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, labels := range []map[string]string{{"team": "web"}, {"team": "db"}} {
+		e := framework.Event[*corev1.ConfigMap]{Type: framework.Added, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}
+		fmt.Println(labels["team"], web(e))
+	}
+	// Output:
+	// web true
+	// db false
 }

@@ -1,7 +1,11 @@
 package framework
 
 import (
+	"fmt"
 	"maps"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/converge-dev/converge/informers"
 )
@@ -101,4 +105,28 @@ func Or[T informers.Object](preds ...Predicate[T]) Predicate[T] {
 // Not accepts an event when p does not.
 func Not[T informers.Object](p Predicate[T]) Predicate[T] {
 	return func(e Event[T]) bool { return !p(e) }
+}
+
+// LabelsMatch accepts events about objects whose labels sel selects. An
+// update passes when the object matches before or after it, so an object
+// that leaves the selection still reconciles once (to undo what its labels
+// asked for). To stop the cache from holding unselected objects at all,
+// select them in the informer instead (informers.Selection.Labels).
+func LabelsMatch[T informers.Object](sel labels.Selector) Predicate[T] {
+	return func(e Event[T]) bool {
+		if sel.Matches(labels.Set(e.Object.GetLabels())) {
+			return true
+		}
+		return e.Type == Updated && sel.Matches(labels.Set(e.Old.GetLabels()))
+	}
+}
+
+// LabelSelectorMatch is LabelsMatch for a metav1.LabelSelector, as
+// Kubernetes objects spell selectors; it fails when the selector is invalid.
+func LabelSelectorMatch[T informers.Object](ls metav1.LabelSelector) (Predicate[T], error) {
+	sel, err := metav1.LabelSelectorAsSelector(&ls)
+	if err != nil {
+		return nil, fmt.Errorf("framework: label selector %s: %w", metav1.FormatLabelSelector(&ls), err)
+	}
+	return LabelsMatch[T](sel), nil
 }

@@ -1,6 +1,7 @@
 package framework_test
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,5 +63,39 @@ func TestPredicates(t *testing.T) {
 				t.Errorf("%s on %s = %v, want %v", tc.name, name, got, tc.want[name])
 			}
 		}
+	}
+}
+
+func TestLabelsMatch(t *testing.T) {
+	team := cm(1, "1", map[string]string{"team": "web"}, nil)
+	other := cm(1, "2", map[string]string{"team": "db"}, nil)
+	none := cm(1, "3", nil, nil)
+	type ev = framework.Event[*corev1.ConfigMap]
+	p, err := framework.LabelSelectorMatch[*corev1.ConfigMap](metav1.LabelSelector{MatchLabels: map[string]string{"team": "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		e    ev
+		want bool
+	}{
+		{"added, selected", ev{Type: framework.Added, Object: team}, true},
+		{"added, other value", ev{Type: framework.Added, Object: other}, false},
+		{"added, no labels", ev{Type: framework.Added, Object: none}, false},
+		{"deleted, selected", ev{Type: framework.Deleted, Object: team}, true},
+		{"deleted, not selected", ev{Type: framework.Deleted, Object: other}, false},
+		{"updated into the selection", update(other, team), true},
+		{"updated out of the selection", update(team, other), true},
+		{"updated outside the selection", update(other, none), false},
+	} {
+		if got := p(tc.e); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	_, err = framework.LabelSelectorMatch[*corev1.ConfigMap](metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near"}}})
+	if err == nil || !strings.Contains(err.Error(), `"Near" is not a valid label selector operator`) {
+		t.Errorf("invalid operator: err = %v, want one naming the operator", err)
 	}
 }
