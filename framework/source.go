@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -57,8 +58,10 @@ type kindSource[C informers.Object] struct {
 	example C // its dynamic type picks the informer
 	sel     informers.Selection
 	preds   []Predicate[C]
-	// mapFn maps an object to requests; nil means "enqueue the controller owner".
-	mapFn func(ctx context.Context, obj C) []reconcile.Request
+	// mapFn maps an object to requests; nil means "enqueue the controller
+	// owner" (or every owner of the controller's kind, with anyOwner).
+	mapFn    func(ctx context.Context, obj C) []reconcile.Request
+	anyOwner bool
 	// self enqueues the object's own key (the controller's primary kind).
 	self bool
 	// onDelete, when set, sees each deleted object before its key is queued.
@@ -77,6 +80,14 @@ type boundKind[C informers.Object] struct {
 // controller's kind. It is what Builder.Owns uses.
 func Owned[C informers.Object](example C, preds ...Predicate[C]) Source {
 	return &kindSource[C]{example: example, preds: preds}
+}
+
+// OwnedByAny watches objects like example and enqueues every owner of the
+// controller's kind among their owner references, controller or not: for
+// objects several parents share, such as a ConfigMap that each of its
+// consumers lists as an owner so it is deleted with the last of them.
+func OwnedByAny[C informers.Object](example C, preds ...Predicate[C]) Source {
+	return &kindSource[C]{example: example, preds: preds, anyOwner: true}
 }
 
 // Map watches objects of type C and enqueues the requests fn returns for each
@@ -113,6 +124,8 @@ func (s *kindSource[C]) role() string {
 	switch {
 	case s.self:
 		return "primary"
+	case s.mapFn == nil && s.anyOwner:
+		return "owned (any owner)"
 	case s.mapFn == nil:
 		return "owned"
 	}
@@ -164,9 +177,15 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 			for _, req := range s.mapFn(ctx, e.Object) {
 				w.add(req, background)
 			}
-		default:
-			if req, ok := w.ownerRequest(e.Object); ok {
+		case s.anyOwner:
+			for _, req := range w.ownerRequests(e.Object, true) {
 				w.add(req, background)
+			}
+		default:
+			if ref := metav1.GetControllerOfNoCopy(e.Object); ref != nil {
+				if req, ok := w.ownerRequest(e.Object, ref); ok {
+					w.add(req, background)
+				}
 			}
 		}
 	}
@@ -187,11 +206,12 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 			emit(e, resync)
 			// An owned object moved to another owner: the old owner must
 			// notice it lost a child.
-			if !s.self && s.mapFn == nil && !resync {
-				oldReq, ok1 := w.ownerRequest(oldObj)
-				newReq, ok2 := w.ownerRequest(newObj)
-				if ok1 && (!ok2 || oldReq != newReq) && passes(s.preds, e) {
-					w.add(oldReq, false)
+			if !s.self && s.mapFn == nil && !resync && passes(s.preds, e) {
+				now := w.ownerRequests(newObj, s.anyOwner)
+				for _, req := range w.ownerRequests(oldObj, s.anyOwner) {
+					if !slices.Contains(now, req) {
+						w.add(req, false)
+					}
 				}
 			}
 		},
@@ -239,11 +259,34 @@ func requestFor(obj metav1.Object) reconcile.Request {
 	return reconcile.Request{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
 
-// ownerRequest returns the request for obj's controller owner when that owner
-// is of the watching controller's kind.
-func (w *watchTarget) ownerRequest(obj metav1.Object) (reconcile.Request, bool) {
-	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil || ref.Kind != w.owner.Kind {
+// ownerRequests returns the requests for obj's owners of the watching
+// controller's kind: its controller owner only, or every such owner when
+// any is true.
+func (w *watchTarget) ownerRequests(obj metav1.Object, any bool) []reconcile.Request {
+	if !any {
+		ref := metav1.GetControllerOfNoCopy(obj)
+		if ref == nil {
+			return nil
+		}
+		if req, ok := w.ownerRequest(obj, ref); ok {
+			return []reconcile.Request{req}
+		}
+		return nil
+	}
+	var out []reconcile.Request
+	refs := obj.GetOwnerReferences()
+	for i := range refs {
+		if req, ok := w.ownerRequest(obj, &refs[i]); ok && !slices.Contains(out, req) {
+			out = append(out, req)
+		}
+	}
+	return out
+}
+
+// ownerRequest returns the request for ref, an owner reference of obj, when
+// it names an object of the watching controller's kind.
+func (w *watchTarget) ownerRequest(obj metav1.Object, ref *metav1.OwnerReference) (reconcile.Request, bool) {
+	if ref.Kind != w.owner.Kind {
 		return reconcile.Request{}, false
 	}
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)

@@ -95,4 +95,37 @@ var _ = Describe("Owns", func() {
 		// names never reach the ConfigMap reconciler.
 		Expect(calls.keys()).To(ConsistOf(key(ns, "parent")))
 	}, SpecTimeout(time.Minute))
+
+	It("with OwnedByAny, reconciles every owner of the controller's kind, controller or not, and an owner that was dropped", func(ctx SpecContext) {
+		mgr := newManager(ns, framework.Options{})
+		calls := newRecorder()
+		Expect(framework.NewController[*corev1.ConfigMap](mgr, "shared-owner", framework.ControllerOptions{}).
+			Watches(framework.OwnedByAny(&corev1.Secret{})).
+			CompleteByKey(countingReconciler(calls))).To(Succeed())
+		startManager(ctx, mgr)
+
+		a, b := createConfigMap(ctx, ns, "a", nil), createConfigMap(ctx, ns, "b", nil)
+		Eventually(ctx, calls.count(key(ns, "a"))).Should(Equal(1))
+		Eventually(ctx, calls.count(key(ns, "b"))).Should(Equal(1))
+		ref := func(cm *corev1.ConfigMap) metav1.OwnerReference {
+			return metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}
+		}
+
+		By("creating a Secret both ConfigMaps own, neither as controller")
+		secrets := kube.CoreV1().Secrets(ns)
+		shared, err := secrets.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: "shared", OwnerReferences: []metav1.OwnerReference{ref(a), ref(b)},
+		}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(ctx, calls.count(key(ns, "a"))).Should(Equal(2))
+		Eventually(ctx, calls.count(key(ns, "b"))).Should(Equal(2))
+
+		By("dropping b from the owners: b notices it lost the Secret")
+		shared.OwnerReferences = []metav1.OwnerReference{ref(a)}
+		_, err = secrets.Update(ctx, shared, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(ctx, calls.count(key(ns, "a"))).Should(Equal(3))
+		Eventually(ctx, calls.count(key(ns, "b"))).Should(Equal(3))
+		Expect(calls.keys()).To(ConsistOf(key(ns, "a"), key(ns, "b")))
+	}, SpecTimeout(time.Minute))
 })

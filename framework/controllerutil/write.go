@@ -1,0 +1,174 @@
+package controllerutil
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
+)
+
+// OperationResult says what CreateOrUpdate or CreateOrPatch did.
+type OperationResult string
+
+const (
+	// Unchanged: the object existed and mutate changed nothing; nothing was written.
+	Unchanged OperationResult = "unchanged"
+	// Created: the object did not exist and was created.
+	Created OperationResult = "created"
+	// Updated: the object existed and was replaced (CreateOrUpdate).
+	Updated OperationResult = "updated"
+	// Patched: the object existed and was patched (CreateOrPatch), status
+	// included when mutate changed it.
+	Patched OperationResult = "patched"
+)
+
+// MutateFunc sets the fields the caller wants on the object it is given,
+// which holds the object as it exists (or only its name and namespace when
+// it does not exist yet). It must not change the name or namespace.
+type MutateFunc func() error
+
+// CreateOrUpdate reads obj (by its namespace and name) through c, calls
+// mutate, and creates obj if it did not exist, updates it if mutate changed
+// it, or writes nothing. The update carries the resourceVersion read, so a
+// concurrent change makes it fail with a conflict (retry the reconcile).
+func CreateOrUpdate(ctx context.Context, c *framework.Client, obj informers.Object, mutate MutateFunc) (OperationResult, error) {
+	existing, err := readForWrite(ctx, c, obj, mutate)
+	if err != nil || existing == nil {
+		return created(err)
+	}
+	if equality.Semantic.DeepEqual(existing, obj) {
+		return Unchanged, nil
+	}
+	if err := c.Update(ctx, obj); err != nil {
+		return Unchanged, err
+	}
+	return Updated, nil
+}
+
+// CreateOrPatch is CreateOrUpdate with JSON merge patches instead of an
+// update: only the fields mutate changed are sent, so fields this program's
+// Go types do not know survive. A status that mutate changed is patched
+// through the status subresource.
+func CreateOrPatch(ctx context.Context, c *framework.Client, obj informers.Object, mutate MutateFunc) (OperationResult, error) {
+	existing, err := readForWrite(ctx, c, obj, mutate)
+	if err != nil || existing == nil {
+		return created(err)
+	}
+	patch, err := mergePatchMap(existing, obj)
+	if err != nil {
+		return Unchanged, fmt.Errorf("patch %s: %w", describe(obj), err)
+	}
+	status, hasStatus := patch["status"]
+	delete(patch, "status")
+	if len(patch) == 0 && !hasStatus {
+		return Unchanged, nil
+	}
+	if hasStatus {
+		data, err := json.Marshal(map[string]any{"status": status})
+		if err != nil {
+			return Unchanged, err
+		}
+		if err := c.Status().Patch(ctx, obj, types.MergePatchType, data); err != nil {
+			return Unchanged, err
+		}
+	}
+	if len(patch) > 0 {
+		data, err := json.Marshal(patch)
+		if err != nil {
+			return Unchanged, err
+		}
+		if err := c.Patch(ctx, obj, types.MergePatchType, data); err != nil {
+			return Unchanged, err
+		}
+	}
+	return Patched, nil
+}
+
+// readForWrite reads obj's current state into obj and runs mutate. It
+// returns a copy of the state read, or nil when obj did not exist, in which
+// case it has created obj.
+func readForWrite(ctx context.Context, c *framework.Client, obj informers.Object, mutate MutateFunc) (informers.Object, error) {
+	ns, name := obj.GetNamespace(), obj.GetName()
+	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := runMutate(mutate, obj, ns, name); err != nil {
+			return nil, err
+		}
+		return nil, c.Create(ctx, obj)
+	case err != nil:
+		return nil, err
+	}
+	existing := obj.DeepCopyObject().(informers.Object)
+	if err := runMutate(mutate, obj, ns, name); err != nil {
+		return nil, err
+	}
+	return existing, nil
+}
+
+func runMutate(mutate MutateFunc, obj informers.Object, ns, name string) error {
+	if err := mutate(); err != nil {
+		return fmt.Errorf("mutate %s: %w", describe(obj), err)
+	}
+	if obj.GetNamespace() != ns || obj.GetName() != name {
+		return fmt.Errorf("mutate %s/%s: it changed the object's name or namespace to %s", ns, name, describe(obj))
+	}
+	return nil
+}
+
+// created is the outcome of readForWrite when it found nothing to compare:
+// it created the object, or failed.
+func created(err error) (OperationResult, error) {
+	if err != nil {
+		return Unchanged, err
+	}
+	return Created, nil
+}
+
+// MergePatch returns the JSON merge patch (RFC 7386) that turns original
+// into modified, for Client.Patch with types.MergePatchType. With
+// optimisticLock, the patch carries original's resourceVersion, so the API
+// server refuses it (with a conflict) if the object changed meanwhile.
+// Lists are replaced whole, as merge patches do.
+func MergePatch(original, modified informers.Object, optimisticLock bool) ([]byte, error) {
+	patch, err := mergePatchMap(original, modified)
+	if err != nil {
+		return nil, fmt.Errorf("merge patch of %s: %w", describe(modified), err)
+	}
+	if optimisticLock {
+		md, _ := patch["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			patch["metadata"] = md
+		}
+		md["resourceVersion"] = original.GetResourceVersion()
+	}
+	return json.Marshal(patch)
+}
+
+func mergePatchMap(original, modified any) (map[string]any, error) {
+	a, err := json.Marshal(original)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(modified)
+	if err != nil {
+		return nil, err
+	}
+	data, err := jsonpatch.CreateMergePatch(a, b)
+	if err != nil {
+		return nil, err
+	}
+	var patch map[string]any
+	if err := json.Unmarshal(data, &patch); err != nil {
+		return nil, err
+	}
+	return patch, nil
+}
