@@ -346,4 +346,3 @@ var _ = Describe("a k8s.io/sample-controller port on the declarative package", f
 		Expect(kept()).To(Equal(deploy.UID))
 	}, SpecTimeout(2*time.Minute))
 })
-
