@@ -38,7 +38,8 @@ func withLive(ctx context.Context, d liveReader, parent informers.Object) contex
 
 // LiveChild returns the child of example's kind named name as the cache
 // holds it now, status included: in the parent's namespace for namespaced
-// kinds. Call it from Desired, with the context Desired was given, to build
+// kinds (a cluster-scoped parent's namespaced children are found with
+// LiveChildren). Call it from Desired, with the context Desired was given, to build
 // the parent's status from its children's (a Deployment's
 // availableReplicas, say) in the same reconcile: a change to a child
 // reconciles its parent, so Desired sees each change.

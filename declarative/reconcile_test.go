@@ -102,3 +102,13 @@ func TestLiveChildErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestEventWithTypedNilRelated(t *testing.T) {
+	var none *corev1.Secret
+	d := newDeclarative(t, declarative.Func[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) (declarative.State, error) {
+		return declarative.State{KeepChildren: true, Events: []declarative.Event{{Reason: "Waiting", Related: none}}}, nil
+	}))
+	if _, err := d.Reconcile(t.Context(), parent()); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+}
