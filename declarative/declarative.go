@@ -32,8 +32,9 @@ type State struct {
 	Children []any
 
 	// KeepChildren leaves the children as they are: nothing is applied,
-	// nothing deleted. Children must then be empty. Zero (false) means the
-	// children are made to match Children.
+	// nothing deleted (and converge's finalizer is not added). Children must
+	// then be empty. Zero (false) means the children are made to match
+	// Children.
 	KeepChildren bool
 
 	// Status is the parent's desired status (the value of its status field,
