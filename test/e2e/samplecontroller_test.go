@@ -2,9 +2,13 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -17,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/framework"
@@ -94,7 +99,14 @@ func installFoos(ctx context.Context) {
 // controller, with Deployment children.
 func startFoos(ctx context.Context, ns string, r declarative.Reconciler[*Foo], opts framework.Options) *framework.Manager {
 	GinkgoHelper()
-	mgr := newManager(ns, opts)
+	return startFoosOn(ctx, cfg, ns, r, opts)
+}
+
+// startFoosOn is startFoos with a manager on restCfg.
+func startFoosOn(ctx context.Context, restCfg *rest.Config, ns string, r declarative.Reconciler[*Foo], opts framework.Options) *framework.Manager {
+	GinkgoHelper()
+	mgr, err := framework.NewManager(restCfg, managerOptions(ns, opts))
+	Expect(err).NotTo(HaveOccurred(), "NewManager")
 	mgr.Scheme().AddKnownTypes(fooGV, &Foo{}, &FooList{})
 	metav1.AddToGroupVersion(mgr.Scheme(), fooGV)
 	Expect(framework.NewController[*Foo](mgr, "foo", framework.ControllerOptions{}).
@@ -144,6 +156,29 @@ func newFooDeployment(foo *Foo) *appsv1.Deployment {
 		},
 	}
 }
+
+// statusWrites counts the writes to the status subresource of Foos that go
+// through the transports it wraps (every HTTP client of one rest.Config).
+type statusWrites struct{ n atomic.Int64 }
+
+func (w *statusWrites) config() *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/foos/") && strings.HasSuffix(req.URL.Path, "/status") {
+				w.n.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return c
+}
+
+func (w *statusWrites) count() int64 { return w.n.Load() }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // fooPort is k8s.io/sample-controller's controller ported onto the
 // declarative package: the Deployment a Foo names, the Foo's status
@@ -247,8 +282,8 @@ var _ = Describe("a k8s.io/sample-controller port on the declarative package", f
 	})
 
 	It("writes a status whose field is zero, which the typed parent in the cache shows before it is written, and writes it again when someone removes it", func(ctx SpecContext) {
-		desired := newRecorder()
-		startFoos(ctx, ns, declarative.Func[*Foo](func(_ context.Context, foo *Foo) (declarative.State, error) {
+		desired, writes := newRecorder(), &statusWrites{}
+		startFoosOn(ctx, writes.config(), ns, declarative.Func[*Foo](func(_ context.Context, foo *Foo) (declarative.State, error) {
 			desired.record(key(foo.Namespace, foo.Name))
 			return declarative.State{Children: []any{newFooDeployment(foo)}, Status: FooStatus{AvailableReplicas: 0}}, nil
 		}), framework.Options{})
@@ -264,16 +299,34 @@ var _ = Describe("a k8s.io/sample-controller port on the declarative package", f
 		Eventually(ctx, fooStatus(ctx, ns, "zero")).WithTimeout(30*time.Second).Should(HaveKeyWithValue("availableReplicas", BeEquivalentTo(0)),
 			"the field was not written again")
 
-		By("settling: no reconcile loop on a status that holds")
+		By("settling: no reconcile loop on a status that holds, and no write of it")
 		k := key(ns, "zero")
-		last := -1
-		Eventually(ctx, func() bool {
-			n := desired.count(k)()
-			stable := n == last
-			last = n
-			return stable
-		}).WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).Should(BeTrue(), "the Foo is reconciled on and on")
-		Consistently(ctx, desired.count(k)).WithTimeout(time.Second).Should(Equal(last))
+		settle := func() int {
+			GinkgoHelper()
+			last := -1
+			Eventually(ctx, func() bool {
+				n := desired.count(k)()
+				stable := n == last
+				last = n
+				return stable
+			}).WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).Should(BeTrue(), "the Foo is reconciled on and on")
+			Consistently(ctx, desired.count(k)).WithTimeout(time.Second).Should(Equal(last))
+			return last
+		}
+		settled := settle()
+		Expect(writes.count()).To(BeEquivalentTo(2), "the status was written other than once at first and once after its removal")
+
+		By("reconciling the Foo again, for changes to its Deployment")
+		for i := range 3 {
+			_, err := kube.AppsV1().Deployments(ns).Patch(ctx, "zero-nginx", types.MergePatchType,
+				[]byte(fmt.Sprintf(`{"metadata":{"labels":{"touched":"%d"}}}`, i)), metav1.PatchOptions{FieldManager: "someone-else"})
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(ctx, desired.count(k)).WithTimeout(30 * time.Second).Should(BeNumerically(">", settled))
+			settled = settle()
+		}
+		GinkgoWriter.Printf("%d reconciles, %d status writes\n", settled, writes.count())
+		AddReportEntry("Foo reconciles and status writes", fmt.Sprintf("%d reconciles, %d status writes", settled, writes.count()))
+		Expect(writes.count()).To(BeEquivalentTo(2), "a status the Foo holds was written again")
 	}, SpecTimeout(2*time.Minute))
 
 	It("hands Desired the Deployments the Foo owns, live, so its status follows theirs, and shows no one else's", func(ctx SpecContext) {
