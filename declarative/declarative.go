@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
@@ -16,6 +17,11 @@ import (
 )
 
 // State is what should exist for one parent.
+//
+// The zero State deletes every child and leaves the status alone. To leave
+// everything as it is (Desired cannot decide yet: a spec it cannot use, a
+// dependency not there), return State{KeepChildren: true}, with Events
+// saying why if that helps, and a RequeueAfter if time will tell.
 type State struct {
 	// Children are the objects that should exist: typed API objects,
 	// *unstructured.Unstructured, or client-go apply configurations. Each
@@ -25,10 +31,25 @@ type State struct {
 	// Options.Children. Children left out are deleted.
 	Children []any
 
+	// KeepChildren leaves the children as they are: nothing is applied,
+	// nothing deleted (and converge's finalizer is not added). Children must
+	// then be empty. Zero (false) means the children are made to match
+	// Children.
+	KeepChildren bool
+
 	// Status is the parent's desired status (the value of its status field,
 	// e.g. a StaticSiteStatus), applied to the status subresource. Nil means
 	// the status is not written.
 	Status any
+
+	// Events are Kubernetes Events to record on the parent, in order (see
+	// Event). Desired runs on every reconcile, and so each event is recorded
+	// each time Desired returns it: client-go folds repeats within minutes
+	// into one Event with a count, but return an event when something
+	// happens (a decision changes), not as long as a state lasts. Events are
+	// recorded whether or not applying the rest of the State succeeds. Nil
+	// means none.
+	Events []Event
 
 	// RequeueAfter asks for another reconcile after this long, for state that
 	// depends on time. Zero means none.
@@ -36,8 +57,19 @@ type State struct {
 }
 
 // Reconciler computes the desired state of a parent. It must not write to the
-// cluster itself: it returns what should exist, and converge makes it so.
-// The parent is shared with the cache: do not modify it.
+// cluster itself: it returns what should exist, and converge makes it so
+// (Kubernetes Events included: see State.Events). The parent is shared with
+// the cache: do not modify it.
+//
+// Desired may read the parent's live children (their status, say) with
+// LiveChild and LiveChildren and the context it is given: a change to a
+// child reconciles its parent.
+//
+// An error Desired returns reaches the framework unchanged, and nothing is
+// applied, deleted or recorded: reconcile.Terminal(err) is not retried
+// until something changes, any other error is retried with backoff (see
+// package reconcile). To leave everything as it is without an error, return
+// State{KeepChildren: true}.
 type Reconciler[T informers.Object] interface {
 	Desired(ctx context.Context, parent T) (State, error)
 }
@@ -99,6 +131,10 @@ type Declarative[T informers.Object] struct {
 	// children maps each child kind to its example and informer.
 	children map[schema.GroupKind]*childKind
 	err      error // reported by Sources, i.e. by Builder.Complete
+	// recorder records State.Events on parents.
+	recorder events.EventRecorder
+	// statuses remembers the status last applied to each parent.
+	statuses statusMemory
 }
 
 type childKind struct {
@@ -140,6 +176,7 @@ func New[T informers.Object](mgr *framework.Manager, r Reconciler[T], opts Optio
 	if d.opts.Finalizer == "" {
 		d.opts.Finalizer = "converge.dev/" + d.opts.FieldManager
 	}
+	d.recorder = mgr.EventRecorder(reportingController(d.opts.FieldManager))
 	d.err = d.validate()
 	return d
 }
@@ -203,9 +240,13 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	if parent.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, d.finalizeParent(ctx, parent)
 	}
-	state, err := d.r.Desired(ctx, parent)
+	state, err := d.r.Desired(withLive(ctx, d, parent), parent)
 	if err != nil {
-		return reconcile.Result{}, err
+		return reconcile.Result{}, err // unchanged, as Reconciler says
+	}
+	d.recordEvents(parent, state.Events)
+	if state.KeepChildren {
+		return d.keepChildren(ctx, parent, state)
 	}
 	children, linked, err := d.prepare(ctx, parent, state.Children)
 	if err != nil {

@@ -10,7 +10,9 @@
 //  2. Add the finalizer when cleanup is needed (a Finalizer, or children that
 //     owner references cannot tie to the parent: cluster-scoped ones, or ones
 //     in other namespaces), before the first child exists.
-//  3. Ask the Reconciler for the desired State.
+//  3. Ask the Reconciler for the desired State (Desired may read the
+//     parent's live children with LiveChild), and record the Events it
+//     asks for. State{KeepChildren: true} skips steps 4 and 5.
 //  4. Server-side apply each child with the field manager, a controller owner
 //     reference (or a label link) and labels naming the parent, forcing
 //     ownership of the fields it declares. Fields other managers own are left
@@ -20,7 +22,10 @@
 //     desired (prune). They are found through the cache, which is rebuilt
 //     from the cluster, so pruning survives restarts.
 //  6. Server-side apply the status to the status subresource, unless it
-//     already holds exactly that status.
+//     already holds exactly that status. converge remembers the status it
+//     last applied to each parent: a typed parent from the cache shows a
+//     field the server does not hold as zero, so zero values are written,
+//     and written again if someone removes them.
 //
 // Every child kind is watched (Options.Children), so a child deleted or
 // changed by hand is re-applied: drift is reverted. Reads after converge's

@@ -66,7 +66,7 @@ func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 }
 
 // applyStatus applies status to the parent's status subresource, unless the
-// parent already holds exactly that status.
+// parent already holds exactly that status (see statusHeld).
 func (d *Declarative[T]) applyStatus(ctx context.Context, parent T, status any) error {
 	b, err := json.Marshal(status)
 	if err != nil {
@@ -79,21 +79,27 @@ func (d *Declarative[T]) applyStatus(ctx context.Context, parent T, status any) 
 	if m, ok := want.(map[string]any); ok {
 		prune(m)
 	}
-	if live, err := toMap(parent); err == nil {
-		cur := live["status"]
-		if m, ok := cur.(map[string]any); ok {
-			m = deepCopyMap(m)
-			prune(m)
-			cur = m
-		}
-		if cur != nil && contains(cur, want) && contains(want, cur) {
-			return nil // nothing would change
-		}
+	h, err := hashOf(map[string]any{"status": want})
+	if err != nil {
+		return fmt.Errorf("hash status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+	}
+	if d.statusHeld(parent, want, h) {
+		return nil // nothing would change
 	}
 	u := d.objectRef(parent)
+	// The UID makes the apply fail with a conflict, not write a parent of
+	// the same name that replaced this one.
+	u.SetUID(parent.GetUID())
 	u.Object["status"] = want
-	_, err = d.client.Status().Apply(ctx, u, framework.FieldManager(d.opts.FieldManager), framework.ForceOwnership())
-	return err
+	applied, err := d.client.Status().Apply(ctx, u, framework.FieldManager(d.opts.FieldManager), framework.ForceOwnership())
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // the parent is gone; a new one of the same name is reconciled on its own
+	}
+	if err != nil {
+		return err
+	}
+	d.statuses.set(parent.GetUID(), appliedStatus{hash: h, resourceVersion: applied.GetResourceVersion()})
+	return nil
 }
 
 func deepCopyMap(m map[string]any) map[string]any {

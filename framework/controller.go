@@ -150,7 +150,7 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	for range c.opts.Workers {
 		wg.Go(func() { c.worker(workCtx) })
 	}
-	c.log.V(1).Info("controller started", "workers", c.opts.Workers)
+	c.log.Info("controller started", "workers", c.opts.Workers) // caches synced: the one line a healthy controller logs
 	<-ctx.Done()
 
 	c.stopping.Store(true)

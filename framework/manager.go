@@ -155,7 +155,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("framework: events client for %s: %w", cfg.Host, err)
 	}
-	m.events = events.NewBroadcaster(&events.EventSinkImpl{Interface: ev})
+	m.events = events.NewBroadcaster(newEventSink(ev, m.log))
 	return m, nil
 }
 

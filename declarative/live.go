@@ -1,0 +1,161 @@
+package declarative
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/converge-dev/converge/informers"
+)
+
+// liveKey is the context key of the liveView Reconcile hands Desired.
+type liveKey struct{}
+
+// liveView is what LiveChild and LiveChildren read: the children of one
+// parent, through the Declarative reconciling it.
+type liveView struct {
+	d      liveReader
+	parent informers.Object
+}
+
+// liveReader is the part of a Declarative[T] a liveView needs, without T.
+type liveReader interface {
+	kindOf(example informers.Object) (*childKind, error)
+	labelled(ctx context.Context, ck *childKind, parent informers.Object) ([]informers.Object, error)
+	namespaced(ck *childKind) (bool, error)
+	groupResource(ck *childKind) schema.GroupResource
+	managerLabel() string
+}
+
+// withLive returns ctx carrying the live children of parent, for Desired.
+func withLive(ctx context.Context, d liveReader, parent informers.Object) context.Context {
+	return context.WithValue(ctx, liveKey{}, &liveView{d: d, parent: parent})
+}
+
+// LiveChild returns the child of example's kind named name as the cache
+// holds it now, status included: in the parent's namespace for namespaced
+// kinds (a cluster-scoped parent's namespaced children are found with
+// LiveChildren). Call it from Desired, with the context Desired was given, to build
+// the parent's status from its children's (a Deployment's
+// availableReplicas, say) in the same reconcile: a change to a child
+// reconciles its parent, so Desired sees each change.
+//
+// Only the parent's own children are seen: objects of a kind listed in
+// Options.Children that carry the parent's labels. Any other object, such as
+// one of the same name that another parent or no one owns, is reported as
+// not found (apierrors.IsNotFound), like a child not created yet.
+//
+// The child is shared with the cache: do not modify it. Other errors name
+// the cause: example's kind is not in Options.Children, or ctx does not come
+// from Desired.
+func LiveChild[C informers.Object](ctx context.Context, example C, name string) (C, error) {
+	var zero C
+	v, ck, err := liveKind(ctx, example)
+	if err != nil {
+		return zero, fmt.Errorf("declarative.LiveChild %s: %w", name, err)
+	}
+	namespaced, err := v.d.namespaced(ck)
+	if err != nil {
+		return zero, fmt.Errorf("declarative.LiveChild %s %s: %w", ck.gvk.Kind, name, err)
+	}
+	ns := ""
+	if namespaced {
+		ns = v.parent.GetNamespace()
+	}
+	obj, err := ck.inf.Get(ctx, ns, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return zero, err
+	case err != nil:
+		return zero, fmt.Errorf("declarative.LiveChild %s %s: %w", ck.gvk.Kind, key(ns, name), err)
+	case !v.owns(obj):
+		return zero, apierrors.NewNotFound(v.d.groupResource(ck), name)
+	}
+	c, ok := obj.(C)
+	if !ok {
+		return zero, fmt.Errorf("declarative.LiveChild %s %s: the cache holds a %T, not a %T", ck.gvk.Kind, key(ns, name), obj, example)
+	}
+	return c, nil
+}
+
+// LiveChildren returns every child of example's kind the parent has, as the
+// cache holds them, sorted by namespace and name: LiveChild for children
+// whose names Desired does not know, or that live in other namespaces. The
+// same rules apply.
+func LiveChildren[C informers.Object](ctx context.Context, example C) ([]C, error) {
+	v, ck, err := liveKind(ctx, example)
+	if err != nil {
+		return nil, fmt.Errorf("declarative.LiveChildren: %w", err)
+	}
+	objs, err := v.d.labelled(ctx, ck, v.parent)
+	if err != nil {
+		return nil, fmt.Errorf("declarative.LiveChildren: %w", err)
+	}
+	out := make([]C, 0, len(objs))
+	for _, obj := range objs {
+		c, ok := obj.(C)
+		if !ok {
+			return nil, fmt.Errorf("declarative.LiveChildren %s: the cache holds %T, not %T", ck.gvk.Kind, obj, example)
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return key(out[i].GetNamespace(), out[i].GetName()) < key(out[j].GetNamespace(), out[j].GetName())
+	})
+	return out, nil
+}
+
+func liveKind(ctx context.Context, example informers.Object) (*liveView, *childKind, error) {
+	v, _ := ctx.Value(liveKey{}).(*liveView)
+	if v == nil {
+		return nil, nil, errors.New("the context holds no parent: call it from Desired, with the context Desired was given")
+	}
+	if isNil(example) {
+		return nil, nil, errors.New("example object is nil")
+	}
+	ck, err := v.d.kindOf(example)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, ck, nil
+}
+
+// owns reports whether obj carries the labels converge puts on the
+// parent's children.
+func (v *liveView) owns(obj informers.Object) bool {
+	l := obj.GetLabels()
+	return l[ParentUIDLabel] == string(v.parent.GetUID()) && l[ManagerLabel] == v.d.managerLabel()
+}
+
+// kindOf returns the child kind of example, which must be listed in
+// Options.Children.
+func (d *Declarative[T]) kindOf(example informers.Object) (*childKind, error) {
+	gvk := example.GetObjectKind().GroupVersionKind()
+	if gvk.Kind == "" {
+		gvks, _, err := d.mgr.Scheme().ObjectKinds(example)
+		if err != nil {
+			return nil, fmt.Errorf("type %T is not registered in the manager's scheme: %w", example, err)
+		}
+		gvk = gvks[0]
+	}
+	ck, ok := d.children[gvk.GroupKind()]
+	if !ok {
+		return nil, fmt.Errorf("kind %v is not in declarative.Options.Children", gvk.GroupKind())
+	}
+	return ck, nil
+}
+
+// managerLabel is the ManagerLabel value of the children.
+func (d *Declarative[T]) managerLabel() string { return labelValue(d.opts.FieldManager) }
+
+// groupResource names ck's resource for errors.
+func (d *Declarative[T]) groupResource(ck *childKind) schema.GroupResource {
+	if m, err := d.mgr.RESTMapper().RESTMapping(ck.gvk.GroupKind(), ck.gvk.Version); err == nil {
+		return m.Resource.GroupResource()
+	}
+	return schema.GroupResource{Group: ck.gvk.Group, Resource: ck.gvk.Kind}
+}
