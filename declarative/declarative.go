@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
@@ -20,9 +22,15 @@ type State struct {
 	// Children are the objects that should exist: typed API objects,
 	// *unstructured.Unstructured, or client-go apply configurations. Each
 	// needs a name; namespaced children without a namespace get the
-	// parent's. Typed objects are sent without their null fields, status and
-	// server-set metadata. Every child's kind must be listed in
+	// parent's, and must be in the namespace the manager's cache holds, if
+	// it holds one. Typed objects are sent without their null fields, status
+	// and server-set metadata. Every child's kind must be listed in
 	// Options.Children. Children left out are deleted.
+	//
+	// A child is only ever applied over an object the parent owns (see the
+	// package documentation): an existing object of the same name that is
+	// someone else's is left untouched and reported, unless the child is
+	// wrapped with Adopt and no other owner controls the object.
 	Children []any
 
 	// Status is the parent's desired status (the value of its status field,
@@ -98,7 +106,11 @@ type Declarative[T informers.Object] struct {
 	parentGVK schema.GroupVersionKind
 	// children maps each child kind to its example and informer.
 	children map[schema.GroupKind]*childKind
-	err      error // reported by Sources, i.e. by Builder.Complete
+	// live reads children from the API server where the cache may lag.
+	live metadata.Interface
+	// events records ownership conflicts on parents.
+	events events.EventRecorder
+	err    error // reported by Sources, i.e. by Builder.Complete
 }
 
 type childKind struct {
@@ -140,6 +152,11 @@ func New[T informers.Object](mgr *framework.Manager, r Reconciler[T], opts Optio
 	if d.opts.Finalizer == "" {
 		d.opts.Finalizer = "converge.dev/" + d.opts.FieldManager
 	}
+	if d.live, err = metadata.NewForConfig(mgr.Config()); err != nil {
+		d.err = fmt.Errorf("declarative: metadata client: %w", err)
+		return d
+	}
+	d.events = mgr.EventRecorder(d.opts.FieldManager)
 	d.err = d.validate()
 	return d
 }
@@ -212,13 +229,20 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 		return reconcile.Result{}, err
 	}
 	if (d.finalize != nil || linked) && !hasString(parent.GetFinalizers(), d.opts.Finalizer) {
-		if err := d.setFinalizer(ctx, parent, true); err != nil {
+		err := d.addFinalizer(ctx, parent)
+		if errors.Is(err, errParentGone) {
+			// Applying children now could leave some nothing cleans up;
+			// a parent of the same name made meanwhile is reconciled on
+			// its own.
+			return reconcile.Result{}, nil
+		}
+		if err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	var errs []error
 	for _, c := range children {
-		if err := d.applyChild(ctx, c); err != nil {
+		if err := d.applyChild(ctx, parent, c); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func decode(t *testing.T, s string) any {
@@ -33,6 +35,18 @@ func TestContains(t *testing.T) {
 		{"list element added by another manager", `{"c":[{"name":"sidecar"},{"name":"a"}]}`, `{"c":[{"name":"a"}]}`, true},
 		{"list element missing", `{"c":[{"name":"a"}]}`, `{"c":[{"name":"a"},{"name":"b"}]}`, false},
 		{"type mismatch", `{"a":"1"}`, `{"a":1}`, false},
+		{"atomic list extended", `{"args":["a","b","c"]}`, `{"args":["a","b"]}`, false},
+		{"atomic list reordered", `{"args":["b","a"]}`, `{"args":["a","b"]}`, false},
+		{"atomic list shortened", `{"args":["a"]}`, `{"args":["a","b"]}`, false},
+		{"atomic list equal", `{"args":["a","b"]}`, `{"args":["a","b"]}`, true},
+		{"scalar list with a duplicate", `{"args":["a","a"]}`, `{"args":["a"]}`, false},
+		{"keyless objects extended", `{"s":[{"x":1},{"x":2}]}`, `{"s":[{"x":1}]}`, false},
+		{"keyless objects reordered", `{"s":[{"x":2},{"x":1}]}`, `{"s":[{"x":1},{"x":2}]}`, false},
+		{"keyless objects with defaults", `{"s":[{"x":1,"d":0}]}`, `{"s":[{"x":1}]}`, true},
+		{"associative list reordered", `{"c":[{"name":"b"},{"name":"a"}]}`, `{"c":[{"name":"a"},{"name":"b"}]}`, true},
+		{"ports keyed by number", `{"p":[{"containerPort":53,"protocol":"UDP"},{"containerPort":80,"protocol":"TCP"}]}`, `{"p":[{"containerPort":80}]}`, true},
+		{"port changed", `{"p":[{"containerPort":81,"protocol":"TCP"}]}`, `{"p":[{"containerPort":80}]}`, false},
+		{"args of a container extended", `{"c":[{"name":"a","args":["x","y"]}]}`, `{"c":[{"name":"a","args":["x"]}]}`, false},
 	} {
 		if got := contains(decode(t, tc.live), decode(t, tc.want)); got != tc.ok {
 			t.Errorf("%s: contains = %v, want %v", tc.name, got, tc.ok)
@@ -105,5 +119,17 @@ func TestConditionsKeepTransitionTime(t *testing.T) {
 	}
 	if got[0].Type != "Degraded" || got[2].Type != "Ready" {
 		t.Errorf("conditions not sorted by type: %v", []string{got[0].Type, got[1].Type, got[2].Type})
+	}
+}
+
+func TestTypedNilChildIsAnError(t *testing.T) {
+	d := &Declarative[*unstructured.Unstructured]{}
+	for _, decl := range []any{nil, (*corev1.ConfigMap)(nil), (*unstructured.Unstructured)(nil), Adopt((*corev1.ConfigMap)(nil))} {
+		if a, ok := decl.(adoption); ok {
+			decl = a.child
+		}
+		if _, err := d.toUnstructured(decl); err == nil {
+			t.Errorf("toUnstructured(%T(nil)) = nil error, want one", decl)
+		}
 	}
 }
