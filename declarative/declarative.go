@@ -156,7 +156,7 @@ func New[T informers.Object](mgr *framework.Manager, r Reconciler[T], opts Optio
 		d.err = fmt.Errorf("declarative: metadata client: %w", err)
 		return d
 	}
-	d.events = mgr.EventRecorder(d.opts.FieldManager)
+	d.events = mgr.EventRecorder(eventSource(d.opts.FieldManager))
 	d.err = d.validate()
 	return d
 }
@@ -262,6 +262,16 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: state.RequeueAfter}, nil
+}
+
+// eventSource makes a field manager a valid reportingController of Events:
+// a qualified name, alphanumerics and -_. between alphanumerics.
+func eventSource(fieldManager string) string {
+	s := strings.Trim(labelValue(fieldManager), "-_.")
+	if s == "" {
+		return "converge"
+	}
+	return s
 }
 
 func hasString(list []string, s string) bool {
