@@ -182,7 +182,6 @@ var _ = Describe("declarative children ownership", func() {
 		release := make(chan struct{})
 		var once sync.Once
 		releaseNow := func() { once.Do(func() { close(release) }) }
-		DeferCleanup(releaseNow) // before the manager stops
 		hold := func(obj any) (any, error) {
 			if cr, ok := obj.(*rbacv1.ClusterRole); ok && cr.Name == name {
 				<-release
@@ -193,6 +192,7 @@ var _ = Describe("declarative children ownership", func() {
 		startDeclarative(ctx, ns, r, []informers.Object{&rbacv1.ClusterRole{}}, framework.Options{
 			Cache: informers.Options{Transform: hold, ReadYourWritesTimeout: -1},
 		})
+		DeferCleanup(releaseNow) // registered after the manager's: runs before it stops
 		DeferCleanup(func(ctx SpecContext) { _ = kube.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{}) })
 		site := createSite(ctx, ns, "site", anySpec)
 		Eventually(ctx, clusterRoleGone(ctx, name)).WithTimeout(30*time.Second).Should(BeFalse(), "the child was not applied")
