@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func decode(t *testing.T, s string) any {
@@ -130,6 +131,48 @@ func TestTypedNilChildIsAnError(t *testing.T) {
 		}
 		if _, err := d.toUnstructured(decl); err == nil {
 			t.Errorf("toUnstructured(%T(nil)) = nil error, want one", decl)
+		}
+	}
+}
+
+func TestOwnsNeedsProof(t *testing.T) {
+	d := &Declarative[*unstructured.Unstructured]{opts: Options{FieldManager: "m"}}
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "parent"}}
+	ours := map[string]string{ParentUIDLabel: "parent", ManagerLabel: "m"}
+	ref := func(uid string, controller bool) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{Kind: "X", Name: "x", UID: types.UID(uid), Controller: &controller}}
+	}
+	for _, tc := range []struct {
+		name string
+		obj  metav1.ObjectMeta
+		want bool
+	}{
+		{"controller reference to the parent", metav1.ObjectMeta{Namespace: "ns", OwnerReferences: ref("parent", true)}, true},
+		{"controller reference to another owner", metav1.ObjectMeta{Namespace: "ns", OwnerReferences: ref("other", true), Labels: ours}, false},
+		{"a non-controller reference to the parent", metav1.ObjectMeta{Namespace: "ns", OwnerReferences: ref("parent", false)}, false},
+		{"same namespace, labels only", metav1.ObjectMeta{Namespace: "ns", Labels: ours}, false},
+		{"other namespace, labels", metav1.ObjectMeta{Namespace: "other", Labels: ours}, true},
+		{"cluster-scoped, labels", metav1.ObjectMeta{Labels: ours}, true},
+		{"cluster-scoped, another manager's labels", metav1.ObjectMeta{Labels: map[string]string{ParentUIDLabel: "parent", ManagerLabel: "n"}}, false},
+		{"cluster-scoped, another parent's labels", metav1.ObjectMeta{Labels: map[string]string{ParentUIDLabel: "other", ManagerLabel: "m"}}, false},
+		{"cluster-scoped, labels and another controller", metav1.ObjectMeta{Labels: ours, OwnerReferences: ref("other", true)}, false},
+		{"nothing", metav1.ObjectMeta{Namespace: "ns"}, false},
+	} {
+		if got := d.owns(parent, &corev1.ConfigMap{ObjectMeta: tc.obj}); got != tc.want {
+			t.Errorf("%s: owns = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestEventSource(t *testing.T) {
+	for in, want := range map[string]string{
+		"converge-staticsite": "converge-staticsite",
+		"team/op:v1":          "team_op_v1",
+		"-x-":                 "x",
+		"///":                 "converge",
+	} {
+		if got := eventSource(in); got != want {
+			t.Errorf("eventSource(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
