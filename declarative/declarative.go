@@ -254,7 +254,13 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 		}
 	}
 	if state.Status != nil {
-		if err := d.applyStatus(ctx, parent, state.Status); err != nil {
+		status := state.Status
+		if conflicts := conflictNotes(errs); len(conflicts) > 0 {
+			if status, err = withConflictCondition(parent, status, conflicts); err != nil {
+				return reconcile.Result{}, errors.Join(append(errs, fmt.Errorf("encode status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err))...)
+			}
+		}
+		if err := d.applyStatus(ctx, parent, status); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -272,6 +278,18 @@ func eventSource(fieldManager string) string {
 		return "converge"
 	}
 	return s
+}
+
+// conflictNotes returns the notes of the child conflicts among errs.
+func conflictNotes(errs []error) []string {
+	var out []string
+	for _, err := range errs {
+		var c *conflictError
+		if errors.As(err, &c) {
+			out = append(out, c.note)
+		}
+	}
+	return out
 }
 
 func hasString(list []string, s string) bool {

@@ -2,6 +2,7 @@ package declarative
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -174,5 +175,42 @@ func TestEventSource(t *testing.T) {
 		if got := eventSource(in); got != want {
 			t.Errorf("eventSource(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestConflictCondition(t *testing.T) {
+	parent := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "p", "generation": int64(4)},
+		"status": map[string]any{"conditions": []any{map[string]any{
+			"type": ChildConflictCondition, "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z",
+		}}},
+	}}
+	type status struct {
+		Conditions []metav1.Condition `json:"conditions,omitempty"`
+	}
+	ready := status{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Applied"}}}
+	got, err := withConflictCondition(parent, ready, []string{"ConfigMap ns/a is taken", "Secret ns/b is taken"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds := got.(map[string]any)["conditions"].([]any)
+	if len(conds) != 2 {
+		t.Fatalf("conditions %v: want Ready and %s", conds, ChildConflictCondition)
+	}
+	c := conds[1].(map[string]any)
+	if c["type"] != ChildConflictCondition || c["status"] != "True" || c["reason"] != ChildConflictReason ||
+		c["message"] != "ConfigMap ns/a is taken; Secret ns/b is taken" || c["observedGeneration"] != int64(4) ||
+		c["lastTransitionTime"] != "2026-01-01T00:00:00Z" {
+		t.Errorf("condition %v: want True, both notes, generation 4 and the current transition time", c)
+	}
+	// A status without conditions has no room known for one: unchanged.
+	for _, s := range []any{status{}, map[string]any{"url": "x"}, "text"} {
+		if got, err := withConflictCondition(parent, s, []string{"x"}); err != nil || !reflect.DeepEqual(got, s) {
+			t.Errorf("withConflictCondition(%#v) = %#v, %v; want it unchanged", s, got, err)
+		}
+	}
+	// The unmodified cache object stays as it was.
+	if n := len(parent.Object["status"].(map[string]any)["conditions"].([]any)); n != 1 {
+		t.Errorf("the parent's conditions changed: %d", n)
 	}
 }

@@ -2,11 +2,15 @@ package declarative
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/metadata"
 
@@ -21,6 +25,21 @@ var ErrChildConflict = errors.New("child exists and is not managed by this paren
 // ChildConflictReason is the reason of the Warning Event recorded on a parent
 // whose declared child is someone else's object.
 const ChildConflictReason = "ChildConflict"
+
+// ChildConflictCondition is the type of the condition converge adds to the
+// parent's status conditions (when State.Status holds a non-empty
+// "conditions" list, as one built with Conditions does) while a declared
+// child is someone else's object: status True, reason ChildConflictReason,
+// the message naming the objects. It is left out, and so removed, once there
+// is no conflict.
+const ChildConflictCondition = "ChildConflict"
+
+// conflictError is the error of one declared child whose object is someone
+// else's; it wraps ErrChildConflict.
+type conflictError struct{ note string }
+
+func (e *conflictError) Error() string { return ErrChildConflict.Error() + ": " + e.note }
+func (e *conflictError) Unwrap() error { return ErrChildConflict }
 
 // adoption wraps a declared child that may be adopted. See Adopt.
 type adoption struct{ child any }
@@ -89,7 +108,53 @@ func (d *Declarative[T]) mayApply(parent T, c child, live metav1.Object) error {
 	if d.events != nil {
 		d.events.Eventf(parent, nil, "Warning", ChildConflictReason, "Apply", "%s", note)
 	}
-	return fmt.Errorf("%w: %s", ErrChildConflict, note)
+	return &conflictError{note: note}
+}
+
+// withConflictCondition returns status with a ChildConflictCondition
+// condition describing conflicts added to its conditions list, keeping the
+// lastTransitionTime the parent's current one has. A status without a
+// non-empty "conditions" list is returned as it is: converge cannot tell
+// whether its type has room for conditions.
+func withConflictCondition(parent informers.Object, status any, conflicts []string) (any, error) {
+	b, err := json.Marshal(status)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return status, nil // not an object: no conditions to add to
+	}
+	conds, ok := m["conditions"].([]any)
+	if !ok || len(conds) == 0 {
+		return status, nil
+	}
+	msg := strings.Join(conflicts, "; ")
+	if len(msg) > 32768 { // metav1.Condition's limit
+		msg = msg[:32765] + "..."
+	}
+	cond := map[string]any{
+		"type": ChildConflictCondition, "status": string(metav1.ConditionTrue), "reason": ChildConflictReason,
+		"message": msg, "observedGeneration": parent.GetGeneration(),
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}
+	if live, err := toMap(parent); err == nil {
+		cur, _, _ := unstructured.NestedSlice(live, "status", "conditions")
+		for _, c := range cur {
+			if cm, ok := c.(map[string]any); ok && cm["type"] == ChildConflictCondition && cm["status"] == string(metav1.ConditionTrue) && cm["lastTransitionTime"] != nil {
+				cond["lastTransitionTime"] = cm["lastTransitionTime"]
+			}
+		}
+	}
+	out := make([]any, 0, len(conds)+1)
+	for _, c := range conds {
+		if cm, ok := c.(map[string]any); ok && cm["type"] == ChildConflictCondition {
+			continue
+		}
+		out = append(out, c)
+	}
+	m["conditions"] = append(out, cond)
+	return m, nil
 }
 
 // liveChildren lists, from the API server rather than the cache, the objects

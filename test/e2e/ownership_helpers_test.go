@@ -55,7 +55,22 @@ func (p pageMaps) Desired(_ context.Context, site *v1alpha1.StaticSite) (declara
 		}
 		children = append(children, cm)
 	}
-	return declarative.State{Children: children}, nil
+	return declarative.State{Children: children, Status: v1alpha1.StaticSiteStatus{
+		ObservedGeneration: site.Generation,
+		Conditions:         declarative.NewConditions(site.Status.Conditions, site.Generation).True("Ready", "Declared", "").List(),
+	}}, nil
+}
+
+// siteConditions returns a function reporting the status conditions of
+// StaticSite ns/name.
+func siteConditions(ctx context.Context, ns, name string) func() ([]metav1.Condition, error) {
+	return func() ([]metav1.Condition, error) {
+		s, err := getSite(ctx, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		return s.Status.Conditions, nil
+	}
 }
 
 // clusterRoleOf declares one cluster-scoped child of a StaticSite, which

@@ -35,13 +35,22 @@ var _ = Describe("declarative children ownership", func() {
 		startDeclarative(ctx, ns, newPageMaps(), configMaps, framework.Options{Logger: logs.logger()})
 		site := createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: map[string]string{"taken": "converge", "free": "converge"}})
 
-		Eventually(ctx, conflictEvents(ctx, site)).WithTimeout(30*time.Second).Should(ContainElement(And(
+		Eventually(ctx, conflictEvents(ctx, site)).WithTimeout(30 * time.Second).Should(ContainElement(And(
 			HaveField("Action", "Apply"),
 			HaveField("ReportingController", siteFieldManager),
 			HaveField("Note", ContainSubstring(fmt.Sprintf("ConfigMap %s/taken already exists and is not managed by StaticSite %s/site", ns, ns))),
 			HaveField("Related", BeNil()),
 		)))
 		Eventually(ctx, loggedErrors(logs, "child exists and is not managed by this parent", "ConfigMap "+ns+"/taken")).ShouldNot(BeEmpty())
+		Eventually(ctx, siteConditions(ctx, ns, site.Name)).Should(ContainElements(
+			HaveField("Type", "Ready"),
+			And(
+				HaveField("Type", declarative.ChildConflictCondition),
+				HaveField("Status", metav1.ConditionTrue),
+				HaveField("Reason", declarative.ChildConflictReason),
+				HaveField("Message", ContainSubstring(fmt.Sprintf("ConfigMap %s/taken already exists", ns))),
+			),
+		), "the conflict is not in the parent's status")
 		Eventually(ctx, configMapData(ctx, ns, "free")).Should(HaveKeyWithValue("content", "converge"), "the other child was not applied")
 		Consistently(ctx, configMap(ctx, ns, "taken")).WithTimeout(2*time.Second).Should(And(
 			HaveField("ResourceVersion", handMade.ResourceVersion),
@@ -53,6 +62,7 @@ var _ = Describe("declarative children ownership", func() {
 		patchSite(ctx, ns, site.Name, `{"spec":{"pages":{"taken":null,"free":"v2"}}}`)
 		Eventually(ctx, configMapData(ctx, ns, "free")).Should(HaveKeyWithValue("content", "v2"))
 		Consistently(ctx, configMap(ctx, ns, "taken")).WithTimeout(time.Second).Should(HaveField("ResourceVersion", handMade.ResourceVersion))
+		Eventually(ctx, siteConditions(ctx, ns, site.Name)).Should(ConsistOf(HaveField("Type", "Ready")), "the conflict condition outlived the conflict")
 	}, SpecTimeout(2*time.Minute))
 
 	It("adopts a hand-made object only when the child is declared with Adopt", func(ctx SpecContext) {
@@ -91,7 +101,7 @@ var _ = Describe("declarative children ownership", func() {
 
 		By("changing the first parent: its child follows")
 		patchSite(ctx, ns, first.Name, `{"spec":{"pages":{"shared":"first again"}}}`)
-		Eventually(ctx, configMapData(ctx, ns, "shared")).WithTimeout(30*time.Second).Should(HaveKeyWithValue("content", "first again"))
+		Eventually(ctx, configMapData(ctx, ns, "shared")).WithTimeout(30 * time.Second).Should(HaveKeyWithValue("content", "first again"))
 		Expect(configMap(ctx, ns, "shared")()).To(controlledBy(first))
 	}, SpecTimeout(2*time.Minute))
 
@@ -99,7 +109,7 @@ var _ = Describe("declarative children ownership", func() {
 		pages := newPageMaps()
 		startDeclarative(ctx, ns, pages, configMaps, framework.Options{})
 		site := createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: map[string]string{"kept": "x"}})
-		Eventually(ctx, configMapData(ctx, ns, "kept")).WithTimeout(30*time.Second).Should(HaveKeyWithValue("content", "x"))
+		Eventually(ctx, configMapData(ctx, ns, "kept")).WithTimeout(30 * time.Second).Should(HaveKeyWithValue("content", "x"))
 
 		By("copying a child's labels and annotation onto a hand-made ConfigMap")
 		stray, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
@@ -133,7 +143,7 @@ var _ = Describe("declarative children ownership", func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = dyn.Resource(siteGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{FieldManager: "velero"})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(ctx, configMapData(ctx, ns, "restored-page")).WithTimeout(30*time.Second).Should(HaveKeyWithValue("content", "x"))
+		Eventually(ctx, configMapData(ctx, ns, "restored-page")).WithTimeout(30 * time.Second).Should(HaveKeyWithValue("content", "x"))
 
 		By("deleting it")
 		Expect(dyn.Resource(siteGVR).Namespace(ns).Delete(ctx, site.Name, metav1.DeleteOptions{})).To(Succeed())
@@ -281,7 +291,7 @@ var _ = Describe("declarative children ownership", func() {
 		})
 		mgr, _ := startDeclarative(ctx, ns, r, []informers.Object{example}, framework.Options{})
 		site := createSite(ctx, ns, "site", anySpec)
-		Eventually(ctx, configMapData(ctx, ns, site.Name)).WithTimeout(30*time.Second).Should(HaveKeyWithValue("content", "x"))
+		Eventually(ctx, configMapData(ctx, ns, site.Name)).WithTimeout(30 * time.Second).Should(HaveKeyWithValue("content", "x"))
 
 		By("reading the cached child while another manager changes it and converge reconciles")
 		inf, err := informers.ForObject(mgr.Cache(), example, informers.Selection{Kind: cmGVK})
