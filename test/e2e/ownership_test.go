@@ -65,6 +65,74 @@ var _ = Describe("declarative children ownership", func() {
 		Eventually(ctx, siteConditions(ctx, ns, site.Name)).Should(ConsistOf(HaveField("Type", "Ready")), "the conflict condition outlived the conflict")
 	}, SpecTimeout(2*time.Minute))
 
+	It("does not write to a hand-made object of a child's name that the cache does not show yet", func(ctx SpecContext) {
+		// The ConfigMap informer stops at the hand-made object until
+		// released, as a lagging watch would.
+		release := make(chan struct{})
+		var once sync.Once
+		releaseNow := func() { once.Do(func() { close(release) }) }
+		hold := func(obj any) (any, error) {
+			if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == "late" {
+				<-release
+			}
+			return obj, nil
+		}
+		startDeclarative(ctx, ns, newPageMaps(), configMaps, framework.Options{
+			Cache: informers.Options{Transform: hold, ReadYourWritesTimeout: -1},
+		})
+		DeferCleanup(releaseNow) // registered after the manager's: runs before it stops
+		// A first site's child shows the controller running, its cache synced.
+		createSite(ctx, ns, "warm", v1alpha1.StaticSiteSpec{Pages: map[string]string{"warm": "x"}})
+		Eventually(ctx, configMapData(ctx, ns, "warm")).WithTimeout(30 * time.Second).Should(HaveKeyWithValue("content", "x"))
+		handMade := createConfigMap(ctx, ns, "late", map[string]string{"content": "by hand"})
+		site := createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: map[string]string{"late": "converge"}})
+
+		Eventually(ctx, conflictEvents(ctx, site)).WithTimeout(30 * time.Second).Should(ContainElement(
+			HaveField("Note", ContainSubstring(fmt.Sprintf("ConfigMap %s/late already exists and is not managed by StaticSite %s/site", ns, ns)))))
+		Consistently(ctx, configMap(ctx, ns, "late")).WithTimeout(time.Second).Should(And(
+			HaveField("ResourceVersion", handMade.ResourceVersion),
+			HaveField("OwnerReferences", BeEmpty()),
+		), "a hand-made object the cache did not show was written to")
+		releaseNow()
+	}, SpecTimeout(2*time.Minute))
+
+	It("does not write to an object that replaced its child while the cache still shows the child", func(ctx SpecContext) {
+		// Once held, the ConfigMap informer stops at the next event of the
+		// child until released, as a lagging watch would.
+		var held atomic.Bool
+		release := make(chan struct{})
+		var once sync.Once
+		releaseNow := func() { once.Do(func() { close(release) }) }
+		hold := func(obj any) (any, error) {
+			if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == "replaced" && held.Load() {
+				<-release
+			}
+			return obj, nil
+		}
+		startDeclarative(ctx, ns, newPageMaps(), configMaps, framework.Options{
+			Cache: informers.Options{Transform: hold, ReadYourWritesTimeout: -1},
+		})
+		DeferCleanup(releaseNow) // registered after the manager's: runs before it stops
+		site := createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: map[string]string{"replaced": "v1"}})
+		Eventually(ctx, configMap(ctx, ns, "replaced")).WithTimeout(30 * time.Second).Should(controlledBy(site))
+		Eventually(ctx, siteConditions(ctx, ns, site.Name)).Should(ContainElement(HaveField("Type", "Ready")))
+
+		By("replacing the child by a hand-made ConfigMap the cache does not see")
+		held.Store(true)
+		Expect(kube.CoreV1().ConfigMaps(ns).Delete(ctx, "replaced", metav1.DeleteOptions{})).To(Succeed())
+		handMade := createConfigMap(ctx, ns, "replaced", map[string]string{"content": "by hand"})
+
+		By("changing the child: converge applies it only to the object it saw")
+		patchSite(ctx, ns, site.Name, `{"spec":{"pages":{"replaced":"v2"}}}`)
+		Eventually(ctx, conflictEvents(ctx, site)).WithTimeout(30 * time.Second).Should(ContainElement(
+			HaveField("Note", ContainSubstring(fmt.Sprintf("ConfigMap %s/replaced already exists and is not managed by StaticSite %s/site", ns, ns)))))
+		Consistently(ctx, configMap(ctx, ns, "replaced")).WithTimeout(time.Second).Should(And(
+			HaveField("ResourceVersion", handMade.ResourceVersion),
+			HaveField("OwnerReferences", BeEmpty()),
+		), "the object that replaced the child was written to")
+		releaseNow()
+	}, SpecTimeout(2*time.Minute))
+
 	It("adopts a hand-made object only when the child is declared with Adopt", func(ctx SpecContext) {
 		createConfigMap(ctx, ns, "loose", map[string]string{"content": "by hand", "extra": "kept"})
 		startDeclarative(ctx, ns, newPageMaps(), configMaps, framework.Options{})
