@@ -214,3 +214,19 @@ func TestConflictCondition(t *testing.T) {
 		t.Errorf("the parent's conditions changed: %d", n)
 	}
 }
+
+func TestTruncate(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"0123456789abc", 10, "0123456..."},
+		{"ééééé", 8, "éé..."}, // never cuts a character in two
+	} {
+		if got := truncate(tc.in, tc.n); got != tc.want || len(got) > tc.n {
+			t.Errorf("truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

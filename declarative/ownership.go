@@ -106,7 +106,7 @@ func (d *Declarative[T]) mayApply(parent T, c child, live metav1.Object) error {
 	note := fmt.Sprintf("%s %s already exists and is not managed by %s %s: %s", c.kind.gvk.Kind,
 		key(live.GetNamespace(), live.GetName()), d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), why)
 	if d.events != nil {
-		d.events.Eventf(parent, nil, "Warning", ChildConflictReason, "Apply", "%s", note)
+		d.events.Eventf(parent, nil, "Warning", ChildConflictReason, "Apply", "%s", truncate(note, 1024)) // an Event's note limit
 	}
 	return &conflictError{note: note}
 }
@@ -129,10 +129,7 @@ func withConflictCondition(parent informers.Object, status any, conflicts []stri
 	if !ok || len(conds) == 0 {
 		return status, nil
 	}
-	msg := strings.Join(conflicts, "; ")
-	if len(msg) > 32768 { // metav1.Condition's limit
-		msg = msg[:32765] + "..."
-	}
+	msg := truncate(strings.Join(conflicts, "; "), 32768) // metav1.Condition's limit
 	cond := map[string]any{
 		"type": ChildConflictCondition, "status": string(metav1.ConditionTrue), "reason": ChildConflictReason,
 		"message": msg, "observedGeneration": parent.GetGeneration(),
@@ -208,4 +205,12 @@ func (d *Declarative[T]) liveChild(ctx context.Context, c child) (metav1.Object,
 		return nil, fmt.Errorf("read %s: %w", c, err)
 	}
 	return obj, nil
+}
+
+// truncate shortens s to at most n bytes, ending with "..." when cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-3], "") + "..."
 }
