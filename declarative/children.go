@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 
 	"github.com/go-logr/logr"
@@ -28,6 +29,8 @@ type child struct {
 	obj  *unstructured.Unstructured
 	kind *childKind
 	hash string
+	// adopt is whether the child was declared with Adopt.
+	adopt bool
 }
 
 func (c child) String() string {
@@ -49,6 +52,10 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent informers.Object, d
 	seen := map[string]bool{}
 	var errs []error
 	for i, decl := range declared {
+		a, adopt := decl.(adoption)
+		if adopt {
+			decl = a.child
+		}
 		u, err := d.toUnstructured(decl)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("child %d (%T): %w", i, decl, err))
@@ -74,6 +81,13 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent informers.Object, d
 			u.SetNamespace(parent.GetNamespace())
 		case !namespaced:
 			u.SetNamespace("")
+		}
+		if cached := ck.inf.Namespace(); namespaced && cached != "" && u.GetNamespace() != cached {
+			// The cache would never show it: drift would go unseen and
+			// the child would be neither pruned nor finalized.
+			errs = append(errs, fmt.Errorf("child %s %s: namespace %q is outside the manager's cache, which holds namespace %q only (framework.Options.Cache.Namespace); declare it in %q or cache its namespace",
+				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), cached, cached))
+			continue
 		}
 		id := gvk.GroupKind().String() + "/" + key(u.GetNamespace(), u.GetName())
 		if seen[id] {
@@ -101,7 +115,7 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent informers.Object, d
 			continue
 		}
 		setMap(u, "annotations", map[string]string{AppliedAnnotation: h})
-		out = append(out, child{obj: u, kind: ck, hash: h})
+		out = append(out, child{obj: u, kind: ck, hash: h, adopt: adopt})
 	}
 	return out, linked, errors.Join(errs...)
 }
@@ -110,9 +124,13 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent informers.Object, d
 // carry without meaning it: null fields, status, and server-set metadata.
 func (d *Declarative[T]) toUnstructured(decl any) (*unstructured.Unstructured, error) {
 	var m map[string]any
+	if isNil(decl) {
+		if decl == nil {
+			return nil, errors.New("nil child")
+		}
+		return nil, errors.New("nil pointer: declare a child object, or leave it out")
+	}
 	switch o := decl.(type) {
-	case nil:
-		return nil, errors.New("nil child")
 	case *unstructured.Unstructured:
 		m = runtime.DeepCopyJSON(o.Object)
 	default:
@@ -213,29 +231,107 @@ func (d *Declarative[T]) namespaced(ck *childKind) (bool, error) {
 	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }
 
-// applyChild applies c unless its live copy already matches.
-func (d *Declarative[T]) applyChild(ctx context.Context, c child) error {
-	live, err := c.kind.inf.Get(ctx, c.obj.GetNamespace(), c.obj.GetName())
+// applyChild applies c unless its live copy already matches, and only over
+// an object parent owns (or may adopt, see mayApply).
+//
+// The cache may lag behind the API server either way, so the apply carries a
+// precondition that makes the server check what the cache showed: when the
+// cache shows the object, its UID (the apply fails if the object was deleted
+// or replaced meanwhile); when the cache shows none, a resourceVersion no
+// object has, so the apply creates the object and fails if one exists. On
+// such a failure the object is read from the API server and the decision
+// taken again, once.
+func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) error {
+	cached, err := c.kind.inf.Get(ctx, c.obj.GetNamespace(), c.obj.GetName())
+	var live metav1.Object
 	switch {
 	case err == nil:
-		if live.GetAnnotations()[AppliedAnnotation] == c.hash {
-			lu, err := toMap(live)
-			if err == nil {
-				// Cached typed objects carry no apiVersion and kind.
-				lu["apiVersion"], lu["kind"] = c.obj.GetAPIVersion(), c.obj.GetKind()
-				if contains(lu, c.obj.Object) {
-					return nil // nothing would change
-				}
-			}
+		live = cached
+		if err := d.mayApply(parent, c, live); err != nil {
+			return err
+		}
+		if unchanged(cached, c) {
+			return nil // nothing would change
 		}
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("read %s: %w", c, err)
 	}
-	if _, err := d.client.Apply(ctx, c.obj, framework.FieldManager(d.opts.FieldManager), framework.ForceOwnership()); err != nil {
+	err = d.applyOver(ctx, c, live)
+	if stale(err, live) {
+		if live, err = d.liveChild(ctx, c); err != nil {
+			return err
+		}
+		if live != nil {
+			if err := d.mayApply(parent, c, live); err != nil {
+				return err
+			}
+		}
+		err = d.applyOver(ctx, c, live)
+	}
+	if err != nil {
 		return err
 	}
 	logr.FromContextOrDiscard(ctx).Info("applied child", "child", c.String())
 	return nil
+}
+
+// noObjectVersion is a resourceVersion no stored object has (etcd revisions
+// count up from 1 and never reach it). An apply carrying it creates a
+// missing object and fails with a conflict when the object exists.
+const noObjectVersion = "18446744073709551615"
+
+// applyOver applies c, on condition that the object is live (same UID) or,
+// when live is nil, that there is no object of that name.
+func (d *Declarative[T]) applyOver(ctx context.Context, c child, live metav1.Object) error {
+	obj := c.obj.DeepCopy()
+	if live == nil {
+		obj.SetResourceVersion(noObjectVersion)
+	} else {
+		obj.SetUID(live.GetUID())
+	}
+	_, err := d.client.Apply(ctx, obj, framework.FieldManager(d.opts.FieldManager), framework.ForceOwnership())
+	return err
+}
+
+// stale reports whether err is a failed precondition of applyOver: the
+// object changed identity since the cache showed it as live.
+func stale(err error, live metav1.Object) bool {
+	if err == nil {
+		return false
+	}
+	if apierrors.IsConflict(err) { // an object exists after all, or the one seen is gone
+		return true
+	}
+	if live == nil || !apierrors.IsInvalid(err) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, cause := range status.Status().Details.Causes {
+		if cause.Field == "metadata.uid" { // another object of that name: its UID is not ours to set
+			return true
+		}
+	}
+	return false
+}
+
+// unchanged reports whether the cached object already holds everything c
+// declares, as last applied. It never modifies cached, which is shared.
+func unchanged(cached informers.Object, c child) bool {
+	if cached.GetAnnotations()[AppliedAnnotation] != c.hash {
+		return false
+	}
+	lu, err := toMap(cached)
+	if err != nil {
+		return false
+	}
+	// Cached typed objects carry no apiVersion and kind; a shallow copy
+	// takes them without writing to the cached object's map.
+	lu = maps.Clone(lu)
+	lu["apiVersion"], lu["kind"] = c.obj.GetAPIVersion(), c.obj.GetKind()
+	return contains(lu, c.obj.Object)
 }
 
 // toMap converts a live object to its JSON form.
@@ -246,8 +342,20 @@ func toMap(obj runtime.Object) (map[string]any, error) {
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 }
 
-// contains reports whether live holds every value want declares. Lists
-// match when every declared element is contained in some live element.
+// contains reports whether live holds every value want declares, comparing
+// lists the way server-side apply owns them:
+//
+//   - Lists of objects with a merge key (containers and volumes by name,
+//     ports, volume mounts...; see mergeKeys) are associative: each declared
+//     element must be contained in the live element of the same key, and
+//     elements other managers added may stay.
+//   - Other lists (args, command, lists of scalars, of keyless objects) are
+//     atomic: the live list must have the same length and contain the
+//     declared elements in the same order. An element added, dropped or
+//     moved by hand is drift, and is reverted.
+//
+// A false answer costs an apply that may change nothing; a wrong true answer
+// would leave drift in place, so when in doubt it answers false.
 func contains(live, want any) bool {
 	switch w := want.(type) {
 	case map[string]any:
@@ -264,16 +372,27 @@ func contains(live, want any) bool {
 		return true
 	case []any:
 		l, ok := live.([]any)
-		if !ok || len(l) < len(w) {
+		if !ok {
 			return false
 		}
-		for i, wv := range w {
-			if i < len(l) && contains(l[i], wv) {
-				continue
+		if !associative(w) {
+			if len(l) != len(w) {
+				return false
 			}
+			for i := range w {
+				if !contains(l[i], w[i]) {
+					return false
+				}
+			}
+			return true
+		}
+		if len(l) < len(w) {
+			return false
+		}
+		for _, wv := range w {
 			found := false
 			for _, lv := range l {
-				if contains(lv, wv) {
+				if contains(lv, wv) { // wv's key fields are compared too
 					found = true
 					break
 				}
@@ -286,6 +405,50 @@ func contains(live, want any) bool {
 	default:
 		return equalScalar(live, want)
 	}
+}
+
+// mergeKeys are the fields that key the associative lists of Kubernetes
+// objects (x-kubernetes-list-map-keys): containers, env, volumes and most
+// others by name, ports, volume mounts and devices by path, conditions by
+// type, owner references by uid.
+var mergeKeys = []string{"name", "containerPort", "port", "mountPath", "devicePath", "type", "ip", "uid"}
+
+// associative reports whether the declared list w looks like an associative
+// list: all its elements are objects that share a merge key holding a scalar,
+// with no two elements alike on it.
+func associative(w []any) bool {
+	if len(w) == 0 {
+		return false
+	}
+	for _, k := range mergeKeys {
+		seen := map[any]bool{}
+		ok := true
+		for _, e := range w {
+			m, isMap := e.(map[string]any)
+			if !isMap {
+				return false
+			}
+			v, has := m[k]
+			if !has {
+				ok = false
+				break
+			}
+			switch v.(type) {
+			case string, float64, int64, bool:
+			default:
+				ok = false
+			}
+			if !ok || seen[v] {
+				ok = false
+				break
+			}
+			seen[v] = true
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // equalScalar compares JSON scalars; numbers may be int64 on one side (the
@@ -316,7 +479,9 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// prune deletes the children labelled for parent that are not desired.
+// prune deletes the children parent owns (see owns) that are not desired.
+// A labelled object whose owner references do not prove it parent's is left
+// alone.
 func (d *Declarative[T]) prune(ctx context.Context, parent informers.Object, desired []child) error {
 	keep := make(map[string]bool, len(desired))
 	for _, c := range desired {
@@ -330,7 +495,7 @@ func (d *Declarative[T]) prune(ctx context.Context, parent informers.Object, des
 			continue
 		}
 		for _, obj := range found {
-			if keep[ck.gvk.GroupKind().String()+"/"+key(obj.GetNamespace(), obj.GetName())] {
+			if keep[ck.gvk.GroupKind().String()+"/"+key(obj.GetNamespace(), obj.GetName())] || !d.owns(parent, obj) {
 				continue
 			}
 			if err := d.deleteChild(ctx, ck, obj); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/framework"
@@ -26,9 +27,15 @@ type State struct {
 	// Children are the objects that should exist: typed API objects,
 	// *unstructured.Unstructured, or client-go apply configurations. Each
 	// needs a name; namespaced children without a namespace get the
-	// parent's. Typed objects are sent without their null fields, status and
-	// server-set metadata. Every child's kind must be listed in
+	// parent's, and must be in the namespace the manager's cache holds, if
+	// it holds one. Typed objects are sent without their null fields, status
+	// and server-set metadata. Every child's kind must be listed in
 	// Options.Children. Children left out are deleted.
+	//
+	// A child is only ever applied over an object the parent owns (see the
+	// package documentation): an existing object of the same name that is
+	// someone else's is left untouched and reported, unless the child is
+	// wrapped with Adopt and no other owner controls the object.
 	Children []any
 
 	// KeepChildren leaves the children as they are: nothing is applied,
@@ -131,10 +138,12 @@ type Declarative[T informers.Object] struct {
 	// children maps each child kind to its example and informer.
 	children map[schema.GroupKind]*childKind
 	err      error // reported by Sources, i.e. by Builder.Complete
-	// recorder records State.Events on parents.
+	// recorder records State.Events and ownership conflicts on parents.
 	recorder events.EventRecorder
 	// statuses remembers the status last applied to each parent.
 	statuses statusMemory
+	// live reads children from the API server where the cache may lag.
+	live metadata.Interface
 }
 
 type childKind struct {
@@ -175,6 +184,10 @@ func New[T informers.Object](mgr *framework.Manager, r Reconciler[T], opts Optio
 	}
 	if d.opts.Finalizer == "" {
 		d.opts.Finalizer = "converge.dev/" + d.opts.FieldManager
+	}
+	if d.live, err = metadata.NewForConfig(mgr.Config()); err != nil {
+		d.err = fmt.Errorf("declarative: metadata client: %w", err)
+		return d
 	}
 	d.recorder = mgr.EventRecorder(reportingController(d.opts.FieldManager))
 	d.err = d.validate()
@@ -253,13 +266,20 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 		return reconcile.Result{}, err
 	}
 	if (d.finalize != nil || linked) && !hasString(parent.GetFinalizers(), d.opts.Finalizer) {
-		if err := d.setFinalizer(ctx, parent, true); err != nil {
+		err := d.addFinalizer(ctx, parent)
+		if errors.Is(err, errParentGone) {
+			// Applying children now could leave some nothing cleans up;
+			// a parent of the same name made meanwhile is reconciled on
+			// its own.
+			return reconcile.Result{}, nil
+		}
+		if err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	var errs []error
 	for _, c := range children {
-		if err := d.applyChild(ctx, c); err != nil {
+		if err := d.applyChild(ctx, parent, c); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -271,7 +291,13 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 		}
 	}
 	if state.Status != nil {
-		if err := d.applyStatus(ctx, parent, state.Status); err != nil {
+		status := state.Status
+		if conflicts := conflictNotes(errs); len(conflicts) > 0 {
+			if status, err = withConflictCondition(parent, status, conflicts); err != nil {
+				return reconcile.Result{}, errors.Join(append(errs, fmt.Errorf("encode status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err))...)
+			}
+		}
+		if err := d.applyStatus(ctx, parent, status); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -279,6 +305,18 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: state.RequeueAfter}, nil
+}
+
+// conflictNotes returns the notes of the child conflicts among errs.
+func conflictNotes(errs []error) []string {
+	var out []string
+	for _, err := range errs {
+		var c *conflictError
+		if errors.As(err, &c) {
+			out = append(out, c.note)
+		}
+	}
+	return out
 }
 
 func hasString(list []string, s string) bool {

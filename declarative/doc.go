@@ -6,10 +6,13 @@
 // For each reconcile of a parent, in order:
 //
 //  1. Deleted parent (deletionTimestamp set): run Finalizer.Finalize, delete
-//     the children found by label, remove the finalizer. Nothing else.
+//     the children it owns, listed from the API server (not the cache, which
+//     may not show a child applied a moment ago), then remove the finalizer,
+//     whoever added it. Nothing else.
 //  2. Add the finalizer when cleanup is needed (a Finalizer, or children that
 //     owner references cannot tie to the parent: cluster-scoped ones, or ones
-//     in other namespaces), before the first child exists.
+//     in other namespaces), before the first child exists. A parent deleted
+//     meanwhile gets no children.
 //  3. Ask the Reconciler for the desired State (Desired may read the
 //     parent's live children with LiveChild), and record the Events it
 //     asks for. State{KeepChildren: true} skips steps 4 and 5.
@@ -17,15 +20,37 @@
 //     reference (or a label link) and labels naming the parent, forcing
 //     ownership of the fields it declares. Fields other managers own are left
 //     alone. A child whose live copy already carries everything declared (and
-//     the hash of the last apply) is not written again.
-//  5. Delete the children that carry the parent's labels but are no longer
-//     desired (prune). They are found through the cache, which is rebuilt
-//     from the cluster, so pruning survives restarts.
+//     the hash of the last apply; lists compared as server-side apply owns
+//     them) is not written again. A child is only applied over an object the
+//     parent owns (see below); the first apply of a child the cache does not
+//     show fails if the object exists after all, and is decided again on the
+//     live object.
+//  5. Delete the children the parent owns that are no longer desired
+//     (prune). They are found through the cache, which is rebuilt from the
+//     cluster, so pruning survives restarts.
 //  6. Server-side apply the status to the status subresource, unless it
 //     already holds exactly that status. converge remembers the status it
 //     last applied to each parent: a typed parent from the cache shows a
 //     field the server does not hold as zero, so zero values are written,
 //     and written again if someone removes them.
+//
+// # Ownership
+//
+// A parent owns an object when the object's controller owner reference names
+// the parent's UID or, for a child no owner reference can reach (a
+// namespaced parent's child in another namespace, or a cluster-scoped one),
+// when it has no controller and its labels (ParentUIDLabel, ManagerLabel)
+// record the parent and the field manager. A declared child whose object
+// exists and is not owned is a conflict: the object is left untouched, a
+// Warning Event of reason ChildConflictReason naming it is recorded on the
+// parent, nothing is pruned, and the reconcile fails with an error wrapping
+// ErrChildConflict (retried with backoff). A child wrapped with Adopt may
+// take over an existing object that no owner controls. Only owned objects
+// are ever pruned or deleted on finalize.
+//
+// With the manager's cache limited to one namespace
+// (framework.Options.Cache.Namespace), namespaced children must be declared
+// in it: converge could not watch them elsewhere, so it rejects them.
 //
 // Every child kind is watched (Options.Children), so a child deleted or
 // changed by hand is re-applied: drift is reverted. Reads after converge's

@@ -2,10 +2,14 @@ package declarative
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func decode(t *testing.T, s string) any {
@@ -33,6 +37,18 @@ func TestContains(t *testing.T) {
 		{"list element added by another manager", `{"c":[{"name":"sidecar"},{"name":"a"}]}`, `{"c":[{"name":"a"}]}`, true},
 		{"list element missing", `{"c":[{"name":"a"}]}`, `{"c":[{"name":"a"},{"name":"b"}]}`, false},
 		{"type mismatch", `{"a":"1"}`, `{"a":1}`, false},
+		{"atomic list extended", `{"args":["a","b","c"]}`, `{"args":["a","b"]}`, false},
+		{"atomic list reordered", `{"args":["b","a"]}`, `{"args":["a","b"]}`, false},
+		{"atomic list shortened", `{"args":["a"]}`, `{"args":["a","b"]}`, false},
+		{"atomic list equal", `{"args":["a","b"]}`, `{"args":["a","b"]}`, true},
+		{"scalar list with a duplicate", `{"args":["a","a"]}`, `{"args":["a"]}`, false},
+		{"keyless objects extended", `{"s":[{"x":1},{"x":2}]}`, `{"s":[{"x":1}]}`, false},
+		{"keyless objects reordered", `{"s":[{"x":2},{"x":1}]}`, `{"s":[{"x":1},{"x":2}]}`, false},
+		{"keyless objects with defaults", `{"s":[{"x":1,"d":0}]}`, `{"s":[{"x":1}]}`, true},
+		{"associative list reordered", `{"c":[{"name":"b"},{"name":"a"}]}`, `{"c":[{"name":"a"},{"name":"b"}]}`, true},
+		{"ports keyed by number", `{"p":[{"containerPort":53,"protocol":"UDP"},{"containerPort":80,"protocol":"TCP"}]}`, `{"p":[{"containerPort":80}]}`, true},
+		{"port changed", `{"p":[{"containerPort":81,"protocol":"TCP"}]}`, `{"p":[{"containerPort":80}]}`, false},
+		{"args of a container extended", `{"c":[{"name":"a","args":["x","y"]}]}`, `{"c":[{"name":"a","args":["x"]}]}`, false},
 	} {
 		if got := contains(decode(t, tc.live), decode(t, tc.want)); got != tc.ok {
 			t.Errorf("%s: contains = %v, want %v", tc.name, got, tc.ok)
@@ -105,5 +121,99 @@ func TestConditionsKeepTransitionTime(t *testing.T) {
 	}
 	if got[0].Type != "Degraded" || got[2].Type != "Ready" {
 		t.Errorf("conditions not sorted by type: %v", []string{got[0].Type, got[1].Type, got[2].Type})
+	}
+}
+
+func TestTypedNilChildIsAnError(t *testing.T) {
+	d := &Declarative[*unstructured.Unstructured]{}
+	for _, decl := range []any{nil, (*corev1.ConfigMap)(nil), (*unstructured.Unstructured)(nil), Adopt((*corev1.ConfigMap)(nil))} {
+		if a, ok := decl.(adoption); ok {
+			decl = a.child
+		}
+		if _, err := d.toUnstructured(decl); err == nil {
+			t.Errorf("toUnstructured(%T(nil)) = nil error, want one", decl)
+		}
+	}
+}
+
+func TestOwnsNeedsProof(t *testing.T) {
+	d := &Declarative[*unstructured.Unstructured]{opts: Options{FieldManager: "m"}}
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "parent"}}
+	ours := map[string]string{ParentUIDLabel: "parent", ManagerLabel: "m"}
+	ref := func(uid string, controller bool) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{Kind: "X", Name: "x", UID: types.UID(uid), Controller: &controller}}
+	}
+	for _, tc := range []struct {
+		name string
+		obj  metav1.ObjectMeta
+		want bool
+	}{
+		{"controller reference to the parent", metav1.ObjectMeta{Namespace: "ns", OwnerReferences: ref("parent", true)}, true},
+		{"controller reference to another owner", metav1.ObjectMeta{Namespace: "ns", OwnerReferences: ref("other", true), Labels: ours}, false},
+		{"a non-controller reference to the parent", metav1.ObjectMeta{Namespace: "ns", OwnerReferences: ref("parent", false)}, false},
+		{"same namespace, labels only", metav1.ObjectMeta{Namespace: "ns", Labels: ours}, false},
+		{"other namespace, labels", metav1.ObjectMeta{Namespace: "other", Labels: ours}, true},
+		{"cluster-scoped, labels", metav1.ObjectMeta{Labels: ours}, true},
+		{"cluster-scoped, another manager's labels", metav1.ObjectMeta{Labels: map[string]string{ParentUIDLabel: "parent", ManagerLabel: "n"}}, false},
+		{"cluster-scoped, another parent's labels", metav1.ObjectMeta{Labels: map[string]string{ParentUIDLabel: "other", ManagerLabel: "m"}}, false},
+		{"cluster-scoped, labels and another controller", metav1.ObjectMeta{Labels: ours, OwnerReferences: ref("other", true)}, false},
+		{"nothing", metav1.ObjectMeta{Namespace: "ns"}, false},
+	} {
+		if got := d.owns(parent, &corev1.ConfigMap{ObjectMeta: tc.obj}); got != tc.want {
+			t.Errorf("%s: owns = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestConflictCondition(t *testing.T) {
+	parent := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "p", "generation": int64(4)},
+		"status": map[string]any{"conditions": []any{map[string]any{
+			"type": ChildConflictCondition, "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z",
+		}}},
+	}}
+	type status struct {
+		Conditions []metav1.Condition `json:"conditions,omitempty"`
+	}
+	ready := status{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Applied"}}}
+	got, err := withConflictCondition(parent, ready, []string{"ConfigMap ns/a is taken", "Secret ns/b is taken"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds := got.(map[string]any)["conditions"].([]any)
+	if len(conds) != 2 {
+		t.Fatalf("conditions %v: want Ready and %s", conds, ChildConflictCondition)
+	}
+	c := conds[1].(map[string]any)
+	if c["type"] != ChildConflictCondition || c["status"] != "True" || c["reason"] != ChildConflictReason ||
+		c["message"] != "ConfigMap ns/a is taken; Secret ns/b is taken" || c["observedGeneration"] != int64(4) ||
+		c["lastTransitionTime"] != "2026-01-01T00:00:00Z" {
+		t.Errorf("condition %v: want True, both notes, generation 4 and the current transition time", c)
+	}
+	// A status without conditions has no room known for one: unchanged.
+	for _, s := range []any{status{}, map[string]any{"url": "x"}, "text"} {
+		if got, err := withConflictCondition(parent, s, []string{"x"}); err != nil || !reflect.DeepEqual(got, s) {
+			t.Errorf("withConflictCondition(%#v) = %#v, %v; want it unchanged", s, got, err)
+		}
+	}
+	// The unmodified cache object stays as it was.
+	if n := len(parent.Object["status"].(map[string]any)["conditions"].([]any)); n != 1 {
+		t.Errorf("the parent's conditions changed: %d", n)
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"0123456789abc", 10, "0123456..."},
+		{"ééééé", 8, "éé..."}, // never cuts a character in two
+	} {
+		if got := truncate(tc.in, tc.n); got != tc.want || len(got) > tc.n {
+			t.Errorf("truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
 	}
 }

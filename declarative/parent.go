@@ -8,32 +8,68 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 )
 
 // finalizerManager owns the finalizer entry, apart from the fields the
-// reconciler applies, so adding and removing it touches nothing else.
+// reconciler applies, so adding it touches nothing else.
 func (d *Declarative[T]) finalizerManager() string { return d.opts.FieldManager + "-finalizer" }
 
-// setFinalizer adds (on) or removes (off) converge's finalizer with a
-// server-side apply by its own field manager.
+// errParentGone reports that the parent was deleted (or replaced by another
+// of the same name) since the cache showed it.
+var errParentGone = errors.New("parent is gone")
+
+// addFinalizer adds converge's finalizer with a server-side apply by its own
+// field manager.
 //
 // The apply names the parent's UID: an apply creates missing objects, and
 // without the UID a parent deleted meanwhile would be re-created, empty. With
-// it the server answers with a conflict instead, which means "gone".
-func (d *Declarative[T]) setFinalizer(ctx context.Context, parent informers.Object, on bool) error {
+// it the server answers with a conflict instead, which means "gone": then it
+// returns an error wrapping errParentGone.
+func (d *Declarative[T]) addFinalizer(ctx context.Context, parent informers.Object) error {
 	u := d.objectRef(parent)
 	u.SetUID(parent.GetUID())
-	if on {
-		u.SetFinalizers([]string{d.opts.Finalizer})
-	}
+	u.SetFinalizers([]string{d.opts.Finalizer})
 	_, err := d.client.Apply(ctx, u, framework.FieldManager(d.finalizerManager()), framework.ForceOwnership())
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // the parent is gone; a new one of the same name is reconciled on its own
+		return fmt.Errorf("add finalizer %s: %w: %w", d.opts.Finalizer, errParentGone, err)
 	}
 	return err
+}
+
+// removeFinalizer removes every copy of converge's finalizer from parent,
+// whoever added it: an apply by converge's field manager would only remove
+// an entry it owns, and one restored from a backup or copied from YAML is
+// owned by whoever wrote it. A JSON patch tests the parent's UID and each
+// entry's position first, so it removes nothing else; when parent's list is
+// stale the test fails and the reconcile is retried with a fresh parent.
+func (d *Declarative[T]) removeFinalizer(ctx context.Context, parent informers.Object) error {
+	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": string(parent.GetUID())}}
+	fins := parent.GetFinalizers()
+	for i := len(fins) - 1; i >= 0; i-- { // from the end, so indexes stay valid
+		if fins[i] == d.opts.Finalizer {
+			path := fmt.Sprintf("/metadata/finalizers/%d", i)
+			ops = append(ops, map[string]any{"op": "test", "path": path, "value": fins[i]}, map[string]any{"op": "remove", "path": path})
+		}
+	}
+	if len(ops) == 1 {
+		return nil
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	err = d.client.Patch(ctx, d.objectRef(parent), types.JSONPatchType, patch, framework.FieldManager(d.finalizerManager()))
+	if apierrors.IsNotFound(err) {
+		return nil // gone already
+	}
+	if err != nil {
+		return fmt.Errorf("remove finalizer %s: %w", d.opts.Finalizer, err)
+	}
+	return nil
 }
 
 // finalizeParent runs cleanup for a parent being deleted.
@@ -48,7 +84,10 @@ func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 	}
 	var errs []error
 	for _, ck := range d.sortedKinds() {
-		found, err := d.labelled(ctx, ck, parent)
+		// From the API server: the cache may not show yet a child this
+		// process applied a moment ago, and once the finalizer is gone a
+		// child missed now would never be deleted.
+		found, err := d.liveChildren(ctx, ck, parent)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -62,7 +101,7 @@ func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return d.setFinalizer(ctx, parent, false)
+	return d.removeFinalizer(ctx, parent)
 }
 
 // applyStatus applies status to the parent's status subresource, unless the

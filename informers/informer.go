@@ -74,6 +74,11 @@ func ForObject(c *Cache, example Object, sel Selection) (*Informer[Object], erro
 // Kind returns the informer's kind.
 func (i *Informer[T]) Kind() schema.GroupVersionKind { return i.e.key.gvk }
 
+// Namespace returns the namespace the informer is limited to (its
+// Selection's, else Options.Namespace), or "" for all namespaces. Informers
+// of cluster-scoped kinds hold every object whatever it returns.
+func (i *Informer[T]) Namespace() string { return i.e.key.namespace }
+
 // String describes the informer: its kind, and namespace and selectors if any.
 func (i *Informer[T]) String() string { return i.e.desc }
 

@@ -1,0 +1,216 @@
+package declarative
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/metadata"
+
+	"github.com/converge-dev/converge/informers"
+)
+
+// ErrChildConflict is wrapped by the error of a reconcile that found a
+// declared child already existing without belonging to the parent: controlled
+// by another owner, or made by someone else. The object is left untouched.
+var ErrChildConflict = errors.New("child exists and is not managed by this parent")
+
+// ChildConflictReason is the reason of the Warning Event recorded on a parent
+// whose declared child is someone else's object.
+const ChildConflictReason = "ChildConflict"
+
+// ChildConflictCondition is the type of the condition converge adds to the
+// parent's status conditions (when State.Status holds a non-empty
+// "conditions" list, as one built with Conditions does) while a declared
+// child is someone else's object: status True, reason ChildConflictReason,
+// the message naming the objects. It is left out, and so removed, once there
+// is no conflict.
+const ChildConflictCondition = "ChildConflict"
+
+// conflictError is the error of one declared child whose object is someone
+// else's; it wraps ErrChildConflict.
+type conflictError struct{ note string }
+
+func (e *conflictError) Error() string { return ErrChildConflict.Error() + ": " + e.note }
+func (e *conflictError) Unwrap() error { return ErrChildConflict }
+
+// adoption wraps a declared child that may be adopted. See Adopt.
+type adoption struct{ child any }
+
+// Adopt marks a child of State.Children that converge may take over when an
+// object of that name already exists with no controller owner reference (made
+// by hand, or by a tool that sets none): it then applies the child over it,
+// forcing the fields it declares and setting its owner reference (or labels),
+// and from then on manages and prunes it like a child it created. An object
+// controlled by another owner is never taken, even with Adopt.
+//
+//	state.Children = append(state.Children, declarative.Adopt(configMap))
+func Adopt(child any) any { return adoption{child: child} }
+
+// ownerOf returns obj's controller owner reference, or nil.
+func ownerOf(obj metav1.Object) *metav1.OwnerReference {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller {
+			return &ref
+		}
+	}
+	return nil
+}
+
+// labelLinked reports whether a child at namespace ns is tied to parent by
+// labels, because an owner reference cannot reach it: a namespaced parent's
+// child in another namespace or cluster-scoped.
+func labelLinked(parent metav1.Object, ns string) bool {
+	return parent.GetNamespace() != "" && ns != parent.GetNamespace()
+}
+
+// owns reports whether obj is proven to be parent's child: its controller
+// owner reference names parent's UID or, for children owner references cannot
+// reach, it has no controller and its labels record parent's UID and this
+// field manager. Labels alone never prove ownership of a child an owner
+// reference could reach.
+func (d *Declarative[T]) owns(parent, obj metav1.Object) bool {
+	if ref := ownerOf(obj); ref != nil {
+		return ref.UID == parent.GetUID()
+	}
+	l := obj.GetLabels()
+	return labelLinked(parent, obj.GetNamespace()) &&
+		l[ParentUIDLabel] == string(parent.GetUID()) && l[ManagerLabel] == labelValue(d.opts.FieldManager)
+}
+
+// mayApply decides whether c may be applied over live, an existing object
+// of its name: yes when parent owns it, or when c may be adopted and no other
+// owner controls it. Otherwise it records a Warning Event on parent and
+// returns an error wrapping ErrChildConflict.
+func (d *Declarative[T]) mayApply(parent T, c child, live metav1.Object) error {
+	if d.owns(parent, live) {
+		return nil
+	}
+	ref := ownerOf(live)
+	if ref == nil && c.adopt {
+		return nil
+	}
+	why := fmt.Sprintf("it was not created by %s %s", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
+	if ref != nil {
+		why = fmt.Sprintf("it is controlled by %s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
+	} else {
+		why += "; declare it with declarative.Adopt to take it over"
+	}
+	note := fmt.Sprintf("%s %s already exists and is not managed by %s %s: %s", c.kind.gvk.Kind,
+		key(live.GetNamespace(), live.GetName()), d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), why)
+	if d.recorder != nil {
+		d.recorder.Eventf(parent, nil, "Warning", ChildConflictReason, "Apply", "%s", truncate(note, 1024)) // an Event's note limit
+	}
+	return &conflictError{note: note}
+}
+
+// withConflictCondition returns status with a ChildConflictCondition
+// condition describing conflicts added to its conditions list, keeping the
+// lastTransitionTime the parent's current one has. A status without a
+// non-empty "conditions" list is returned as it is: converge cannot tell
+// whether its type has room for conditions.
+func withConflictCondition(parent informers.Object, status any, conflicts []string) (any, error) {
+	b, err := json.Marshal(status)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return status, nil // not an object: no conditions to add to
+	}
+	conds, ok := m["conditions"].([]any)
+	if !ok || len(conds) == 0 {
+		return status, nil
+	}
+	msg := truncate(strings.Join(conflicts, "; "), 32768) // metav1.Condition's limit
+	cond := map[string]any{
+		"type": ChildConflictCondition, "status": string(metav1.ConditionTrue), "reason": ChildConflictReason,
+		"message": msg, "observedGeneration": parent.GetGeneration(),
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}
+	if live, err := toMap(parent); err == nil {
+		cur, _, _ := unstructured.NestedSlice(live, "status", "conditions")
+		for _, c := range cur {
+			if cm, ok := c.(map[string]any); ok && cm["type"] == ChildConflictCondition && cm["status"] == string(metav1.ConditionTrue) && cm["lastTransitionTime"] != nil {
+				cond["lastTransitionTime"] = cm["lastTransitionTime"]
+			}
+		}
+	}
+	out := make([]any, 0, len(conds)+1)
+	for _, c := range conds {
+		if cm, ok := c.(map[string]any); ok && cm["type"] == ChildConflictCondition {
+			continue
+		}
+		out = append(out, c)
+	}
+	m["conditions"] = append(out, cond)
+	return m, nil
+}
+
+// liveChildren lists, from the API server rather than the cache, the objects
+// of kind ck that carry parent's labels and that parent owns. Finalizing
+// needs it: the cache may not show a child applied a moment ago yet, and a
+// child missed then would outlive its parent.
+func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent T) ([]informers.Object, error) {
+	m, err := d.mgr.RESTMapper().RESTMapping(ck.gvk.GroupKind(), ck.gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+	}
+	namespaced, err := d.namespaced(ck)
+	if err != nil {
+		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+	}
+	var res metadata.ResourceInterface = d.live.Resource(m.Resource)
+	if ns := ck.inf.Namespace(); ns != "" && namespaced {
+		// The cache holds this namespace only, and children are only
+		// applied there (see prepare); RBAC may allow no wider list.
+		res = d.live.Resource(m.Resource).Namespace(ns)
+	}
+	sel := labels.SelectorFromSet(labels.Set{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
+	list, err := res.List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+	}
+	out := make([]informers.Object, 0, len(list.Items))
+	for i := range list.Items {
+		if d.owns(parent, &list.Items[i]) {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// liveChild reads c's object from the API server; nil when there is none.
+func (d *Declarative[T]) liveChild(ctx context.Context, c child) (metav1.Object, error) {
+	m, err := d.mgr.RESTMapper().RESTMapping(c.kind.gvk.GroupKind(), c.kind.gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", c, err)
+	}
+	var res metadata.ResourceInterface = d.live.Resource(m.Resource)
+	if c.obj.GetNamespace() != "" {
+		res = d.live.Resource(m.Resource).Namespace(c.obj.GetNamespace())
+	}
+	obj, err := res.Get(ctx, c.obj.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", c, err)
+	}
+	return obj, nil
+}
+
+// truncate shortens s to at most n bytes, ending with "..." when cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-3], "") + "..."
+}
