@@ -28,7 +28,7 @@ const DefaultFieldManager = "converge"
 // Client reads from the shared cache and writes to the API server.
 //
 // Reads (Get, List) return deep copies the caller owns; for read-only access
-// without copies, use an informers.Reader from ReaderFor. Reads wait for the
+// without copies, use informers.For on Manager.Cache. Reads wait for the
 // cache to show this process's own writes (see informers.Reader); reads the
 // cache cannot serve (another namespace, a kind the identity may not list
 // and watch) fail rather than report NotFound: use Manager.APIReader for

@@ -83,7 +83,8 @@ func (g *group) start(r Runnable) {
 }
 
 // stop cancels the group's context and waits for its runnables, for at most
-// limit: those still running then are abandoned. It returns the errors of
+// limit (forever when limit is not positive): those still running then are
+// abandoned. It returns the errors of
 // runnables that abandoned work of their own (controllers abandon stuck
 // reconciles) and names the runnables it abandoned, all wrapping
 // ErrNotStopped.
@@ -91,11 +92,15 @@ func (g *group) stop(limit time.Duration) error {
 	g.cancel()
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
+	if limit <= 0 {
+		<-done
+	} else {
+		timer := time.NewTimer(limit)
+		defer timer.Stop()
+		select {
+		case <-done:
+		case <-timer.C:
+		}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -154,7 +159,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	// logger: the manager's.
 	base := klog.NewContext(context.WithoutCancel(ctx), capVerbosity(m.log))
 	servers := newGroup(base, m.runErr)
-	defer servers.stop(stopGrace)
+	defer servers.stop(0)
 	if err := m.startServers(servers); err != nil {
 		return err
 	}
@@ -162,7 +167,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	cacheGroup := newGroup(base, m.runErr)
 	cacheGroup.start(RunnableFunc(m.cache.Start))
 	cacheGroup.start(RunnableFunc(m.runEvents))
-	defer cacheGroup.stop(stopGrace)
+	defer cacheGroup.stop(0)
 
 	m.log.V(1).Info("waiting for caches to sync")
 	restoreGC := relaxGC(m.opts.SyncGCPercent)
