@@ -176,7 +176,12 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	defer timer.Stop()
 	select {
 	case <-drained:
+	case <-c.mgr.lost: // lost while draining: another process may lead already
 	case <-timer.C:
+	}
+	select {
+	case <-drained:
+	default:
 		if c.mgr.lostLeadership.Load() {
 			c.log.Info("cancelling in-flight reconciles: leadership was lost")
 		} else {
