@@ -84,10 +84,9 @@ func (g *group) start(r Runnable) {
 
 // stop cancels the group's context and waits for its runnables, for at most
 // limit (forever when limit is not positive): those still running then are
-// abandoned. It returns the errors of
-// runnables that abandoned work of their own (controllers abandon stuck
-// reconciles) and names the runnables it abandoned, all wrapping
-// ErrNotStopped.
+// abandoned. It returns the errors of runnables that abandoned work of their
+// own (controllers abandon stuck reconciles) and names the runnables it
+// abandoned, all wrapping ErrNotStopped.
 func (g *group) stop(limit time.Duration) error {
 	g.cancel()
 	done := make(chan struct{})
