@@ -174,7 +174,7 @@ func (i *Informer[T]) Get(ctx context.Context, namespace, name string) (T, error
 		key = namespace + "/" + name
 	}
 	if err := i.ready(ctx); err != nil {
-		return zero, fmt.Errorf("get %s %s: %w", i.e.desc, key, err)
+		return zero, fmt.Errorf("get %s %s: %w", describe(i.e.key.gvk), key, err)
 	}
 	if err := i.e.inSelection("get", namespace, name); err != nil {
 		return zero, err
@@ -257,8 +257,13 @@ func (i *Informer[T]) ready(ctx context.Context) error {
 		if what == "" {
 			what = describe(i.e.key.gvk)
 		}
-		return fmt.Errorf("reads from the cache need list and watch on %s, which this identity may not do: "+
-			"grant list and watch in its RBAC role, or read without the cache (the framework's Manager.APIReader): %w", what, err)
+		cause := err
+		var se *SyncError
+		if errors.As(err, &se) {
+			cause = se.Cause // the API server's answer, which says who may not do what
+		}
+		return fmt.Errorf("this identity may not list and watch %s, which reads from the cache need: "+
+			"grant list and watch in its RBAC role, or read it without the cache (the framework's Manager.APIReader): %w", what, cause)
 	}
 	return err
 }
