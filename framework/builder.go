@@ -48,6 +48,10 @@ func NewController[T informers.Object](mgr *Manager, name string, opts Controlle
 // WithPredicates filters the events of the primary kind T: an event enqueues
 // its object only when every predicate accepts it.
 func (b *Builder[T]) WithPredicates(preds ...Predicate[T]) *Builder[T] {
+	if err := nilPredicate(preds); err != nil {
+		b.errs = append(b.errs, fmt.Errorf("WithPredicates: %w", err))
+		return b
+	}
 	b.preds = append(b.preds, preds...)
 	return b
 }
@@ -55,8 +59,12 @@ func (b *Builder[T]) WithPredicates(preds ...Predicate[T]) *Builder[T] {
 // Owns watches objects of obj's type and reconciles their controller owner
 // when it is a T: equivalent to Watches(Owned(obj)).
 func (b *Builder[T]) Owns(obj informers.Object) *Builder[T] {
-	if obj == nil {
+	switch {
+	case obj == nil:
 		b.errs = append(b.errs, errors.New("Owns called with a nil object"))
+		return b
+	case isNil(obj):
+		b.errs = append(b.errs, fmt.Errorf("Owns called with a nil %T: pass an empty object, such as %s", obj, emptyLiteral(obj)))
 		return b
 	}
 	return b.Watches(Owned(obj))
@@ -64,7 +72,7 @@ func (b *Builder[T]) Owns(obj informers.Object) *Builder[T] {
 
 // Watches adds a source (see Owned, Map and WithSelection).
 func (b *Builder[T]) Watches(src Source) *Builder[T] {
-	if src == nil {
+	if isNil(src) {
 		b.errs = append(b.errs, errors.New("Watches called with a nil Source"))
 		return b
 	}
@@ -182,6 +190,26 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 
 func (b *Builder[T]) fail(errs ...error) error {
 	return fmt.Errorf("controller %q for %v: %w", b.name, reflect.TypeFor[T](), errors.Join(errs...))
+}
+
+// emptyLiteral spells an empty object of obj's type, a pointer to a struct:
+// "&v1.ConfigMap{}".
+func emptyLiteral(obj any) string {
+	t := reflect.TypeOf(obj)
+	if t.Kind() == reflect.Pointer {
+		return "&" + t.Elem().String() + "{}"
+	}
+	return t.String() + "{}"
+}
+
+// nilPredicate names the first nil predicate of preds.
+func nilPredicate[T informers.Object](preds []Predicate[T]) error {
+	for i, p := range preds {
+		if p == nil {
+			return fmt.Errorf("predicate %d is nil", i)
+		}
+	}
+	return nil
 }
 
 // isNil reports whether an interface holds nothing or a nil pointer or func.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -83,6 +84,29 @@ func TestBuilderValidation(t *testing.T) {
 		{"nil owned object", func(mgr *framework.Manager) error {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Owns(nil).Complete(noop)
 		}, []string{"Owns called with a nil object"}},
+		{"typed nil owned object", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Owns((*corev1.ConfigMap)(nil)).Complete(noop)
+		}, []string{`controller "pods"`, "Owns called with a nil *v1.ConfigMap", "&v1.ConfigMap{}"}},
+		{"typed nil in Owned", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+				Watches(framework.Owned((*corev1.ConfigMap)(nil))).Complete(noop)
+		}, []string{"Owned called with a nil *v1.ConfigMap"}},
+		{"typed nil in Owned of an interface type", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+				Watches(framework.Owned[informers.Object]((*corev1.ConfigMap)(nil))).Complete(noop)
+		}, []string{"Owned called with a nil *v1.ConfigMap"}},
+		{"nil map function", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+				Watches(framework.Map[*corev1.ConfigMap](nil)).Complete(noop)
+		}, []string{"Map called with a nil function"}},
+		{"nil predicate", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+				WithPredicates(nil).Complete(noop)
+		}, []string{"WithPredicates", "predicate 0 is nil"}},
+		{"nil predicate of a source", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+				Watches(framework.Owned(&corev1.ConfigMap{}, nil)).Complete(noop)
+		}, []string{"predicate 0 is nil"}},
 		{"nil source", func(mgr *framework.Manager) error {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Watches(nil).Complete(noop)
 		}, []string{"Watches called with a nil Source"}},

@@ -28,34 +28,70 @@ const DefaultFieldManager = "converge"
 // Client reads from the shared cache and writes to the API server.
 //
 // Reads (Get, List) return deep copies the caller owns; for read-only access
-// without copies, use an informers.Reader from ReaderFor. Writes update the
-// object passed in with the server's answer (its new resourceVersion, defaults
-// and status). Every error names the object and the operation.
+// without copies, use informers.For on Manager.Cache. Reads wait for the
+// cache to show this process's own writes (see informers.Reader); reads the
+// cache cannot serve (another namespace, a kind the identity may not list
+// and watch) fail rather than report NotFound: use Manager.APIReader for
+// those. Writes update the object passed in with the server's answer (its
+// new resourceVersion, defaults and status). Every error names the object
+// and the operation.
+//
+// The manager's client refuses writes once they could be wrong: after the
+// process lost leadership (ErrNotLeader) and once the manager stopped
+// (ErrManagerStopped), so that no write leaves a process another may have
+// replaced, even from a reconcile that ignores its context. The check is
+// made as each request is sent, after client-side rate limiting; a request
+// already sent when leadership is lost may still be applied. Leader
+// election bounds that window: the leader gives up at RenewDeadline, and
+// another process may take over only after LeaseDuration, so a request
+// that reaches the API server within LeaseDuration − RenewDeadline of the
+// loss is applied before a new leader runs.
 //
 // A Client is safe for concurrent use.
 type Client struct {
-	cfg    *rest.Config
-	http   *http.Client
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
 	cache  *informers.Cache
-	codecs serializer.CodecFactory
-
-	mu sync.Mutex
-	// rest holds one REST client per group version; mu guards it.
-	rest map[schema.GroupVersion]*rest.RESTClient
+	// rest sends writes; its transport refuses them when allowWrite fails.
+	rest *restClients
+	// allowWrite says whether a write may be sent now: nil, or why not.
+	allowWrite func() error
 }
 
-func newClient(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, mapper meta.RESTMapper, c *informers.Cache) *Client {
+func newClient(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, mapper meta.RESTMapper, c *informers.Cache, allowWrite func() error) *Client {
+	fenced := *httpClient
+	fenced.Transport = fencedTransport{base: transportOf(httpClient), allow: allowWrite}
 	return &Client{
-		cfg:    cfg,
-		http:   httpClient,
-		scheme: scheme,
-		mapper: mapper,
-		cache:  c,
-		codecs: serializer.NewCodecFactory(scheme),
-		rest:   map[schema.GroupVersion]*rest.RESTClient{},
+		scheme:     scheme,
+		mapper:     mapper,
+		cache:      c,
+		rest:       newRESTClients(cfg, &fenced, scheme),
+		allowWrite: allowWrite,
 	}
+}
+
+// fencedTransport refuses requests when allow fails: the last check before
+// a write leaves the process.
+type fencedTransport struct {
+	base  http.RoundTripper
+	allow func() error
+}
+
+func (t fencedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if err := t.allow(); err != nil {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return nil, err
+	}
+	return t.base.RoundTrip(r)
+}
+
+func transportOf(c *http.Client) http.RoundTripper {
+	if c.Transport != nil {
+		return c.Transport
+	}
+	return http.DefaultTransport
 }
 
 // Get copies the cached object key into obj.
@@ -227,7 +263,7 @@ func (s StatusWriter) Apply(ctx context.Context, obj any, opts ...WriteOption) (
 
 // do sends one request about obj and decodes the answer into obj.
 func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub string, build func(*rest.Request) *rest.Request, named bool) error {
-	gvk, err := c.kindOf(obj)
+	gvk, err := kindOf(c.scheme, obj)
 	if err != nil {
 		return fmt.Errorf("%s %T %s: %w", verb, obj, describeKey(obj), err)
 	}
@@ -235,11 +271,14 @@ func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub 
 	if sub != "" {
 		what += " " + sub
 	}
+	if err := c.allowWrite(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	rc, err := c.restClient(gvk.GroupVersion())
+	rc, err := c.rest.forGroupVersion(gvk.GroupVersion())
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -282,16 +321,18 @@ func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub 
 	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
 		// The write removed the last finalizer of an object being deleted:
 		// it is gone, though the answer shows it as it was.
-		c.cache.ObserveDeletion(gvk, obj.GetNamespace(), obj.GetName(), string(obj.GetUID()))
+		c.cache.ObserveDeletion(gvk, obj)
 		return nil
 	}
-	c.cache.ObserveWrite(gvk, obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion())
+	c.cache.ObserveWrite(gvk, obj)
 	return nil
 }
 
 // observeDeletion tells the cache about a deletion: gone at once (the
-// server answered with a Status), or still there with a deletion timestamp
-// (the server answered with the object, held by finalizers).
+// server answered with a Status, which names the deleted object's UID in
+// details.uid, or with the object without a deletion timestamp), or still
+// there with a deletion timestamp (the server answered with the object,
+// held by finalizers).
 func (c *Client) observeDeletion(gvk schema.GroupVersionKind, obj informers.Object, res rest.Result) {
 	raw, err := res.Raw()
 	if err != nil {
@@ -300,23 +341,34 @@ func (c *Client) observeDeletion(gvk schema.GroupVersionKind, obj informers.Obje
 	var head struct {
 		Kind     string `json:"kind"`
 		Metadata struct {
-			ResourceVersion   string  `json:"resourceVersion"`
-			UID               string  `json:"uid"`
-			DeletionTimestamp *string `json:"deletionTimestamp"`
+			ResourceVersion   string            `json:"resourceVersion"`
+			UID               types.UID         `json:"uid"`
+			Labels            map[string]string `json:"labels"`
+			DeletionTimestamp *string           `json:"deletionTimestamp"`
 		} `json:"metadata"`
+		Details struct {
+			UID types.UID `json:"uid"`
+		} `json:"details"`
 	}
 	if json.Unmarshal(raw, &head) != nil {
 		return
 	}
-	if head.Kind == "Status" || head.Metadata.DeletionTimestamp == nil {
-		uid := head.Metadata.UID
-		if uid == "" {
-			uid = string(obj.GetUID())
+	gone := &metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
+	switch {
+	case head.Kind == "Status":
+		if head.Details.UID != "" {
+			gone.UID = head.Details.UID
 		}
-		c.cache.ObserveDeletion(gvk, obj.GetNamespace(), obj.GetName(), uid)
+	case head.Metadata.DeletionTimestamp == nil:
+		if head.Metadata.UID != "" {
+			gone.UID = head.Metadata.UID
+		}
+	default:
+		c.cache.ObserveWrite(gvk, &metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			ResourceVersion: head.Metadata.ResourceVersion, Labels: head.Metadata.Labels})
 		return
 	}
-	c.cache.ObserveWrite(gvk, obj.GetNamespace(), obj.GetName(), head.Metadata.ResourceVersion)
+	c.cache.ObserveDeletion(gvk, gone)
 }
 
 func describeKey(obj metav1.Object) string {
@@ -328,44 +380,59 @@ func describeKey(obj metav1.Object) string {
 
 // kindOf returns obj's kind: from the scheme for typed objects, from the
 // object itself otherwise.
-func (c *Client) kindOf(obj runtime.Object) (schema.GroupVersionKind, error) {
+func kindOf(scheme *runtime.Scheme, obj runtime.Object) (schema.GroupVersionKind, error) {
 	switch obj.(type) {
-	case *unstructured.Unstructured, *metav1.PartialObjectMetadata:
+	case *unstructured.Unstructured, *metav1.PartialObjectMetadata, *unstructured.UnstructuredList, *metav1.PartialObjectMetadataList:
 		gvk := obj.GetObjectKind().GroupVersionKind()
 		if gvk.Kind == "" || gvk.Version == "" {
 			return gvk, errors.New("apiVersion and kind must be set on unstructured and metadata objects")
 		}
 		return gvk, nil
 	}
-	gvks, _, err := c.scheme.ObjectKinds(obj)
+	gvks, _, err := scheme.ObjectKinds(obj)
 	if err != nil {
 		return schema.GroupVersionKind{}, fmt.Errorf("%T is not registered in the manager's scheme: %w", obj, err)
 	}
 	return gvks[0], nil
 }
 
-// restClient returns the shared JSON REST client of a group version. Writes
-// use JSON: the body of a patch is JSON whatever the kind, and custom
-// resources only speak JSON.
-func (c *Client) restClient(gv schema.GroupVersion) (*rest.RESTClient, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if rc, ok := c.rest[gv]; ok {
+// restClients holds one JSON REST client per group version, sharing one
+// HTTP client. Writes use JSON: the body of a patch is JSON whatever the
+// kind, and custom resources only speak JSON.
+type restClients struct {
+	cfg    *rest.Config
+	http   *http.Client
+	codecs serializer.CodecFactory
+
+	mu sync.Mutex
+	// byGV holds the client of each group version; mu guards it.
+	byGV map[schema.GroupVersion]*rest.RESTClient
+}
+
+func newRESTClients(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme) *restClients {
+	return &restClients{cfg: cfg, http: httpClient, codecs: serializer.NewCodecFactory(scheme), byGV: map[schema.GroupVersion]*rest.RESTClient{}}
+}
+
+// forGroupVersion returns the shared client of gv.
+func (r *restClients) forGroupVersion(gv schema.GroupVersion) (*rest.RESTClient, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rc, ok := r.byGV[gv]; ok {
 		return rc, nil
 	}
-	cfg := rest.CopyConfig(c.cfg)
+	cfg := rest.CopyConfig(r.cfg)
 	cfg.GroupVersion = &gv
 	cfg.APIPath = "/apis"
 	if gv.Group == "" {
 		cfg.APIPath = "/api"
 	}
-	cfg.NegotiatedSerializer = c.codecs.WithoutConversion()
+	cfg.NegotiatedSerializer = r.codecs.WithoutConversion()
 	cfg.ContentType = runtime.ContentTypeJSON
 	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	rc, err := rest.RESTClientForConfigAndClient(cfg, c.http)
+	rc, err := rest.RESTClientForConfigAndClient(cfg, r.http)
 	if err != nil {
 		return nil, fmt.Errorf("REST client for %s: %w", gv, err)
 	}
-	c.rest[gv] = rc
+	r.byGV[gv] = rc
 	return rc, nil
 }

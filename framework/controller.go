@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,6 +98,16 @@ type Controller[T informers.Object] struct {
 	stopping atomic.Bool
 	// started guards against a second Start.
 	started atomic.Bool
+
+	mu sync.Mutex
+	// inflight holds the reconciles running now, by ID; mu guards it.
+	inflight map[uint64]inflightReconcile
+}
+
+// inflightReconcile is a reconcile that has begun and not returned.
+type inflightReconcile struct {
+	req   reconcile.Request
+	begun time.Time
 }
 
 // queue is what a controller needs of its work queue; *workqueue.Queue is
@@ -122,7 +134,10 @@ func (c *Controller[T]) Name() string { return c.name }
 // Start registers the controller's event handlers, waits for the informers
 // it reads to sync, and runs its workers until ctx is done. Then it stops
 // taking keys and waits for in-flight reconciles, whose contexts stay alive
-// for the manager's graceful shutdown timeout.
+// for the manager's graceful shutdown timeout and are then cancelled.
+// Reconciles still running 2 seconds (stopGrace) after that are abandoned:
+// each is logged with its key, and Start returns an error wrapping
+// ErrNotStopped that names them.
 func (c *Controller[T]) Start(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return fmt.Errorf("controller %q: already started", c.name)
@@ -161,17 +176,49 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	defer timer.Stop()
 	select {
 	case <-drained:
+	case <-c.mgr.lost: // lost while draining: another process may lead already
 	case <-timer.C:
+	}
+	select {
+	case <-drained:
+	default:
 		if c.mgr.lostLeadership.Load() {
 			c.log.Info("cancelling in-flight reconciles: leadership was lost")
 		} else {
 			c.log.Info("cancelling in-flight reconciles: graceful shutdown timeout reached", "timeout", c.mgr.drainTimeout())
 		}
 		cancelWork()
-		<-drained
+		grace := time.NewTimer(stopGrace)
+		defer grace.Stop()
+		select {
+		case <-drained:
+		case <-grace.C:
+			return c.abandon()
+		}
 	}
 	c.log.V(1).Info("controller stopped")
 	return nil
+}
+
+// abandon logs the reconciles still running and returns the error naming
+// them; their workers are left behind.
+func (c *Controller[T]) abandon() error {
+	c.mu.Lock()
+	stuck := make([]inflightReconcile, 0, len(c.inflight))
+	for _, r := range c.inflight {
+		stuck = append(stuck, r)
+	}
+	c.mu.Unlock()
+	sort.Slice(stuck, func(i, j int) bool { return stuck[i].begun.Before(stuck[j].begun) })
+	keys := make([]string, 0, len(stuck))
+	for _, r := range stuck {
+		running := time.Since(r.begun).Round(time.Millisecond)
+		c.log.Info("abandoning a reconcile that did not return after its context was cancelled; the manager's client refuses its writes",
+			"key", r.req.String(), "running", running, "grace", stopGrace)
+		keys = append(keys, fmt.Sprintf("%s (running %v)", r.req, running))
+	}
+	return fmt.Errorf("controller %q: abandoned %d reconcile(s) still running %v after their context was cancelled: %s: %w",
+		c.name, len(stuck), stopGrace, strings.Join(keys, ", "), ErrNotStopped)
 }
 
 func (c *Controller[T]) worker(ctx context.Context) {
@@ -198,6 +245,17 @@ func (c *Controller[T]) reconcileOne(ctx context.Context, req reconcile.Request)
 	defer c.metrics.active.Dec()
 
 	id := c.ids.Add(1)
+	c.mu.Lock()
+	if c.inflight == nil {
+		c.inflight = map[uint64]inflightReconcile{}
+	}
+	c.inflight[id] = inflightReconcile{req: req, begun: time.Now()}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.inflight, id)
+		c.mu.Unlock()
+	}()
 	log := logr.New(&reconcileSink{base: c.log.GetSink(), deeper: c.deeper, controller: c.name, req: req, id: id})
 	ctx = logr.NewContext(ctx, log)
 	if c.opts.ReconcileTimeout > 0 {

@@ -26,6 +26,13 @@
 //     shutdown stops taking keys, lets in-flight reconciles finish within
 //     Options.GracefulShutdownTimeout, and leaves queued keys to whoever runs
 //     next (reconciles are level-triggered, so the next process catches up).
+//   - Bounded shutdown: Start returns at most GracefulShutdownTimeout plus
+//     2 seconds after its context ends; reconciles that ignore their
+//     cancelled context are abandoned and named in Start's error
+//     (ErrNotStopped).
+//   - Fenced writes: once leadership is lost or the manager has stopped, the
+//     manager's client refuses every write (ErrNotLeader, ErrManagerStopped),
+//     so an abandoned or late reconcile cannot undo a new leader's work.
 //   - Named failures: bad configuration fails at Complete or Start with an
 //     error naming the controller, kind and cause; a cache that cannot sync
 //     names the kind and why (forbidden, CRD not installed, unreachable).
@@ -33,5 +40,9 @@
 // Reconcile outcomes (result, error, terminal error, panic) are described in
 // package reconcile. Metrics use controller-runtime's names (see Manager.Metrics).
 //
-// See ExampleNewController and ExampleManager.
+// Reads the cache cannot serve (another namespace, a kind the identity may
+// get but not list and watch) fail with an error saying so; Manager.APIReader
+// reads those straight from the API server.
+//
+// See ExampleNewController, ExampleManager and ExampleManager_APIReader.
 package framework

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -100,4 +101,29 @@ func ExampleLabelSelectorMatch() {
 	// Output:
 	// web true
 	// db false
+}
+
+// Reads the cache cannot serve go straight to the API server: here a
+// ConfigMap in another namespace than the one the cache holds, read without
+// creating an informer (the identity needs only get on it, not list and
+// watch).
+func ExampleManager_APIReader() {
+	mgr, err := framework.NewManager(nil, framework.Options{Cache: informers.Options{Namespace: "apps"}})
+	if err != nil {
+		return
+	}
+	err = framework.NewController[*corev1.Service](mgr, "services", framework.ControllerOptions{}).
+		CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			var settings corev1.ConfigMap
+			key := types.NamespacedName{Namespace: "platform", Name: "settings"}
+			if err := mgr.APIReader().Get(ctx, key, &settings); err != nil {
+				return reconcile.Result{}, err
+			}
+			var all corev1.ConfigMapList
+			if err := mgr.APIReader().List(ctx, &all, informers.InNamespace("platform")); err != nil {
+				return reconcile.Result{}, err
+			}
+			return reconcile.Result{}, nil
+		}))
+	fmt.Println(err)
 }

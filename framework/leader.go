@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -13,11 +14,12 @@ import (
 )
 
 // runElection joins the election for the lease and starts the leader
-// runnables on winning. lost is closed if leadership is lost while the
-// manager runs. The returned stop function ends the election and, when this
-// process leads, releases the lease; call it after the leader runnables
-// stopped.
-func (m *Manager) runElection(base context.Context, lost chan<- struct{}) (stop func(), err error) {
+// runnables on winning. If leadership is lost while the manager runs,
+// loseLeadership is called: when the elector gives up renewing, or as soon
+// as a renewal finds the lease held by another process. The returned stop
+// function ends the election and, when this process leads, releases the
+// lease; call it after the leader runnables stopped and writes are refused.
+func (m *Manager) runElection(base context.Context) (stop func(), err error) {
 	le := m.opts.LeaderElection
 	cs, err := kubernetes.NewForConfig(m.cfg)
 	if err != nil {
@@ -32,7 +34,8 @@ func (m *Manager) runElection(base context.Context, lost chan<- struct{}) (stop 
 	status := m.metrics.leaderStatus.WithLabelValues(le.ID)
 	ctx, cancel := context.WithCancel(base)
 	stopping := make(chan struct{})
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	var elector *leaderelection.LeaderElector
+	elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   le.LeaseDuration,
 		RenewDeadline:   le.RenewDeadline,
@@ -40,17 +43,20 @@ func (m *Manager) runElection(base context.Context, lost chan<- struct{}) (stop 
 		ReleaseOnCancel: true,
 		Name:            le.ID,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) {
+			OnStartedLeading: func(ctx context.Context) {
 				status.Set(1)
+				isLeader := elector.IsLeader
+				m.isLeader.Store(&isLeader)
 				log.Info("became leader: starting controllers")
 				m.becomeLeader()
+				go m.watchLease(ctx, elector, le.RetryPeriod, stopping)
 			},
 			OnStoppedLeading: func() {
 				status.Set(0)
 				select {
 				case <-stopping: // our own shutdown
 				default:
-					close(lost)
+					m.loseLeadership()
 				}
 			},
 			OnNewLeader: func(identity string) {
@@ -75,6 +81,32 @@ func (m *Manager) runElection(base context.Context, lost chan<- struct{}) (stop 
 		cancel()
 		<-done
 	}, nil
+}
+
+// watchLease declares leadership lost as soon as a renewal of the elector
+// finds the lease held by another process: the elector itself keeps trying
+// until RenewDeadline, while the other process already leads. It returns
+// when ctx ends (the elector stopped leading) or the manager stops.
+func (m *Manager) watchLease(ctx context.Context, elector *leaderelection.LeaderElector, period time.Duration, stopping <-chan struct{}) {
+	tick := time.NewTicker(max(period/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stopping:
+			return
+		case <-tick.C:
+		}
+		if !elector.IsLeader() {
+			select {
+			case <-stopping: // our own release
+			default:
+				m.loseLeadership()
+			}
+			return
+		}
+	}
 }
 
 func randomSuffix() string {

@@ -30,22 +30,50 @@ func needsLeader(r Runnable) bool {
 	return true
 }
 
+// ErrNotStopped is wrapped by the error Start returns when reconciles (or
+// other runnables) did not return within the graceful shutdown timeout and
+// the grace after their contexts were cancelled (stopGrace): Start left them
+// running and returned. The error names each of them; the client refuses
+// their writes from then on.
+var ErrNotStopped = errors.New("framework: did not stop when cancelled")
+
+// stopGrace is how long work whose context was cancelled may take to return
+// before it is abandoned.
+const stopGrace = 2 * time.Second
+
 // group runs runnables on one context; the first failure is reported on errs.
 type group struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	errs   chan<- error
+
+	mu sync.Mutex
+	// running holds the runnables that have not returned, and stopErrs the
+	// errors wrapping ErrNotStopped they returned; mu guards both.
+	running  map[*Runnable]bool
+	stopErrs []error
 }
 
 func newGroup(parent context.Context, errs chan<- error) *group {
 	ctx, cancel := context.WithCancel(parent)
-	return &group{ctx: ctx, cancel: cancel, errs: errs}
+	return &group{ctx: ctx, cancel: cancel, errs: errs, running: map[*Runnable]bool{}}
 }
 
 func (g *group) start(r Runnable) {
+	g.mu.Lock()
+	g.running[&r] = true
+	g.mu.Unlock()
 	g.wg.Go(func() {
-		if err := r.Start(g.ctx); err != nil {
+		err := r.Start(g.ctx)
+		g.mu.Lock()
+		delete(g.running, &r)
+		if errors.Is(err, ErrNotStopped) {
+			g.stopErrs = append(g.stopErrs, err)
+			err = nil
+		}
+		g.mu.Unlock()
+		if err != nil {
 			select {
 			case g.errs <- err:
 			default: // an earlier failure is already stopping the manager
@@ -54,10 +82,39 @@ func (g *group) start(r Runnable) {
 	})
 }
 
-// stop cancels the group's context and waits for its runnables.
-func (g *group) stop() {
+// stop cancels the group's context and waits for its runnables, for at most
+// limit (forever when limit is not positive): those still running then are
+// abandoned. It returns the errors of runnables that abandoned work of their
+// own (controllers abandon stuck reconciles) and names the runnables it
+// abandoned, all wrapping ErrNotStopped.
+func (g *group) stop(limit time.Duration) error {
 	g.cancel()
-	g.wg.Wait()
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	if limit <= 0 {
+		<-done
+	} else {
+		timer := time.NewTimer(limit)
+		defer timer.Stop()
+		select {
+		case <-done:
+		case <-timer.C:
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	errs := append([]error(nil), g.stopErrs...)
+	for r := range g.running {
+		errs = append(errs, fmt.Errorf("runnable %s did not return within %v of its context's cancellation: %w", describeRunnable(*r), limit, ErrNotStopped))
+	}
+	return errors.Join(errs...)
+}
+
+func describeRunnable(r Runnable) string {
+	if n, ok := r.(interface{ Name() string }); ok {
+		return fmt.Sprintf("%q (%T)", n.Name(), r)
+	}
+	return fmt.Sprintf("%T", r)
 }
 
 // Start runs the manager until ctx is cancelled or a component fails:
@@ -71,12 +128,20 @@ func (g *group) stop() {
 //     leader starts reconciling as soon as it wins.
 //
 // On cancellation it stops controllers taking new keys, lets in-flight
-// reconciles finish (up to Options.GracefulShutdownTimeout), releases the
-// lease, stops the cache and servers, and returns nil. If a component fails,
-// it shuts down the same way and returns that error. If leadership is lost,
-// it cancels in-flight reconciles at once and returns ErrLeaderElectionLost
-// within the lease's RenewDeadline. A manager can be started once; a second
-// call returns ErrManagerStarted.
+// reconciles finish (up to Options.GracefulShutdownTimeout, then cancels
+// their contexts), makes the client refuse writes (ErrManagerStopped),
+// releases the lease, stops the cache and servers, and returns nil. If a
+// component fails, it shuts down the same way and returns that error. If
+// leadership is lost, the client refuses writes at once (ErrNotLeader),
+// in-flight reconciles are cancelled at once, and Start returns
+// ErrLeaderElectionLost within the lease's RenewDeadline (sooner when a
+// renewal finds the lease held by another process).
+//
+// Start is bounded whatever the reconcilers do: a reconcile still running
+// 2 seconds after its context was cancelled is abandoned (left running, its
+// writes refused), logged with its controller and key, and Start's error
+// then wraps ErrNotStopped and names it. A manager can be started once; a
+// second call returns ErrManagerStarted.
 func (m *Manager) Start(ctx context.Context) (err error) {
 	m.mu.Lock()
 	if m.started {
@@ -85,14 +150,15 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	}
 	m.started = true
 	m.mu.Unlock()
+	defer m.refuseWrites(ErrManagerStopped)
 
 	// Everything below ctx's cancellation runs on contexts of its own so the
-	// shutdown order is ours: leader work, lease, other runnables, cache, servers.
+	// shutdown order is ours: runnables, lease, cache, servers.
 	// client-go (reflectors, leader election) logs through the context's
 	// logger: the manager's.
 	base := klog.NewContext(context.WithoutCancel(ctx), capVerbosity(m.log))
 	servers := newGroup(base, m.runErr)
-	defer servers.stop()
+	defer servers.stop(0)
 	if err := m.startServers(servers); err != nil {
 		return err
 	}
@@ -100,7 +166,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	cacheGroup := newGroup(base, m.runErr)
 	cacheGroup.start(RunnableFunc(m.cache.Start))
 	cacheGroup.start(RunnableFunc(m.runEvents))
-	defer cacheGroup.stop()
+	defer cacheGroup.stop(0)
 
 	m.log.V(1).Info("waiting for caches to sync")
 	restoreGC := relaxGC(m.opts.SyncGCPercent)
@@ -115,8 +181,15 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	m.synced.Store(true)
 
 	always := newGroup(base, m.runErr)
-	defer always.stop()
 	leaders := newGroup(base, m.runErr)
+	// stopRunnables stops both groups at once, each within the drain
+	// timeout and the grace after it.
+	stopRunnables := func() error {
+		limit := m.drainTimeout() + 2*stopGrace // controllers abandon stuck reconciles after drainTimeout + stopGrace
+		errs := make(chan error, 1)
+		go func() { errs <- always.stop(limit) }()
+		return errors.Join(leaders.stop(limit), <-errs)
+	}
 
 	m.mu.Lock()
 	m.always, m.leaders = always, leaders
@@ -129,13 +202,11 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	}
 	m.mu.Unlock()
 
-	lost := make(chan struct{})
 	stopElection := func() {}
 	if m.opts.LeaderElection.Enabled {
-		stopElection, err = m.runElection(base, lost)
+		stopElection, err = m.runElection(base)
 		if err != nil {
-			leaders.stop()
-			return err
+			return errors.Join(err, stopRunnables())
 		}
 	} else {
 		m.becomeLeader()
@@ -147,14 +218,14 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 		m.log.V(1).Info("stopping manager")
 	case err = <-m.runErr:
 		m.log.Error(err, "stopping manager after a component failed")
-	case <-lost:
-		err = ErrLeaderElectionLost
-		m.lostLeadership.Store(true) // controllers cancel in-flight work at once
+	case <-m.lost:
+		err = ErrLeaderElectionLost // writes are refused already, and controllers cancel in-flight work at once
 		m.log.Info("leader election lost: stopping controllers")
 	}
-	leaders.stop() // controllers drain first...
-	stopElection() // ...then the lease is released...
-	return err     // ...then (deferred) other runnables, the cache and servers stop.
+	stopErr := stopRunnables()        // controllers drain first...
+	m.refuseWrites(ErrManagerStopped) // ...then nothing left here writes...
+	stopElection()                    // ...then the lease is released...
+	return errors.Join(err, stopErr)  // ...then (deferred) the cache and servers stop.
 }
 
 // becomeLeader starts every runnable that needs leadership, now and later.

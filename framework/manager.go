@@ -22,6 +22,17 @@ import (
 // ErrManagerStarted is returned by Start when the manager was started before.
 var ErrManagerStarted = errors.New("framework: manager already started")
 
+// ErrManagerStopped is wrapped by the error of every write through the
+// manager's client once the manager has stopped: Start has returned, or is
+// about to release the lease and return. Writes that are still wanted then
+// need a client of their own.
+var ErrManagerStopped = errors.New("framework: the manager has stopped; its client no longer writes")
+
+// ErrNotLeader is wrapped by the error of every write through the manager's
+// client once this process has lost leadership: another process may already
+// lead, and a write from here could undo its work.
+var ErrNotLeader = errors.New("framework: this process is no longer the leader; its client no longer writes")
+
 // Runnable is a component the Manager runs: Start blocks until ctx is done
 // (then returns nil) or the component fails (then returns the error, which
 // stops the manager).
@@ -48,6 +59,7 @@ type Manager struct {
 	mapper  meta.RESTMapper
 	cache   *informers.Cache
 	client  *Client
+	api     *APIReader
 	log     logr.Logger
 	metrics *metrics
 	http    *http.Client
@@ -60,6 +72,16 @@ type Manager struct {
 	lostLeadership atomic.Bool
 	// runErr receives the first failure of any runnable.
 	runErr chan error
+
+	// refused is why the client refuses writes, nil while it writes (see
+	// allowWrite); set once, by refuseWrites.
+	refused atomic.Pointer[error]
+	// isLeader, set while this process leads an election, reports whether
+	// the lease was last seen held by this process.
+	isLeader atomic.Pointer[func() bool]
+	// lost is closed, once (loseOnce), when leadership is lost.
+	lost     chan struct{}
+	loseOnce sync.Once
 
 	mu sync.Mutex
 	// started is set by Start; mu guards it and every field below.
@@ -148,9 +170,11 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		metrics:      metrics,
 		http:         httpClient,
 		elected:      make(chan struct{}),
+		lost:         make(chan struct{}),
 	}
 	m.metrics.cacheObjectsSource = c.Stats
-	m.client = newClient(cfg, httpClient, opts.Scheme, mapper, c)
+	m.client = newClient(cfg, httpClient, opts.Scheme, mapper, c, m.allowWrite)
+	m.api = newAPIReader(cfg, httpClient, opts.Scheme, mapper)
 	ev, err := eventsv1.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("framework: events client for %s: %w", cfg.Host, err)
@@ -172,8 +196,46 @@ func (m *Manager) RESTMapper() meta.RESTMapper { return m.mapper }
 // Cache returns the shared cache.
 func (m *Manager) Cache() *informers.Cache { return m.cache }
 
-// Client returns the client that reads from the shared cache and writes to the API server.
+// Client returns the client that reads from the shared cache and writes to
+// the API server. It refuses writes once leadership is lost or the manager
+// has stopped (see Client).
 func (m *Manager) Client() *Client { return m.client }
+
+// APIReader returns a reader that reads straight from the API server,
+// without the cache (see APIReader).
+func (m *Manager) APIReader() *APIReader { return m.api }
+
+// allowWrite says whether the client may send a write now: nil, or an error
+// wrapping ErrNotLeader or ErrManagerStopped. A leader that sees the lease
+// held by another process treats it as lost at once, without waiting for
+// the elector to give up at RenewDeadline.
+func (m *Manager) allowWrite() error {
+	if err := m.refused.Load(); err != nil {
+		return *err
+	}
+	if leading := m.isLeader.Load(); leading != nil && !(*leading)() {
+		m.loseLeadership()
+		return *m.refused.Load()
+	}
+	return nil
+}
+
+// refuseWrites makes every later write fail with err, unless writes are
+// already refused.
+func (m *Manager) refuseWrites(err error) {
+	m.refused.CompareAndSwap(nil, &err)
+}
+
+// loseLeadership refuses writes, cancels in-flight reconciles without the
+// graceful drain and tells Start, once.
+func (m *Manager) loseLeadership() {
+	m.loseOnce.Do(func() {
+		le := m.opts.LeaderElection
+		m.refuseWrites(fmt.Errorf("%w (lease %s/%s)", ErrNotLeader, le.Namespace, le.ID))
+		m.lostLeadership.Store(true)
+		close(m.lost)
+	})
+}
 
 // Elected is closed once this process runs the controllers that need
 // leadership: when it wins the election, or as soon as the caches synced

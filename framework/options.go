@@ -76,8 +76,10 @@ type Options struct {
 
 	// GracefulShutdownTimeout is how long in-flight reconciles may run after
 	// Start's context is cancelled before their contexts are cancelled too.
-	// Zero means 30 seconds; negative means in-flight reconciles are cancelled
-	// at once.
+	// It bounds Start: reconciles still running 2 seconds after their
+	// contexts were cancelled are abandoned, and Start returns an error
+	// wrapping ErrNotStopped that names them. Zero means 30 seconds; negative
+	// means in-flight reconciles are cancelled at once.
 	GracefulShutdownTimeout time.Duration
 }
 

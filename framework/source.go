@@ -66,6 +66,8 @@ type kindSource[C informers.Object] struct {
 	self bool
 	// onDelete, when set, sees each deleted object before its key is queued.
 	onDelete func(C)
+	// mapper is set for sources built by Map, whose mapFn must not be nil.
+	mapper bool
 }
 
 // boundKind is a kindSource bound to a controller.
@@ -94,7 +96,7 @@ func OwnedByAny[C informers.Object](example C, preds ...Predicate[C]) Source {
 // event (for a deletion, fn sees the last state). fn runs on the informer's
 // event goroutine: keep it fast and read only from the cache.
 func Map[C informers.Object](fn func(ctx context.Context, obj C) []reconcile.Request, preds ...Predicate[C]) Source {
-	return &kindSource[C]{preds: preds, mapFn: fn}
+	return &kindSource[C]{preds: preds, mapFn: fn, mapper: true}
 }
 
 // WithSelection returns src narrowed to the objects sel selects (namespace,
@@ -137,6 +139,18 @@ func (b *boundKind[C]) String() string { return b.role() + " " + b.inf.String() 
 func (b *boundKind[C]) informer() *informers.Informer[informers.Object] { return b.inf }
 
 func (s *kindSource[C]) bind(w *watchTarget) (boundSource, error) {
+	if err := nilPredicate(s.preds); err != nil {
+		return nil, fmt.Errorf("watch %v: %w", s, err)
+	}
+	switch {
+	case s.mapFn == nil && !s.self && s.mapper:
+		return nil, fmt.Errorf("watch %v: Map called with a nil function", s)
+	case s.mapFn == nil && !s.self && isNil(s.example):
+		if reflect.TypeOf(any(s.example)) == nil { // a nil interface: no type to name
+			return nil, fmt.Errorf("watch %v: Owned called with a nil object", s)
+		}
+		return nil, fmt.Errorf("watch %v: Owned called with a nil %T: pass an empty object, such as %s", s, s.example, emptyLiteral(s.example))
+	}
 	example := informers.Object(s.example)
 	if reflect.ValueOf(&s.example).Elem().IsZero() {
 		rt := reflect.TypeFor[C]()

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -45,7 +46,7 @@ type Cache struct {
 	marksMu sync.Mutex
 	// marks holds this process's recent writes not yet seen in the cache;
 	// marksMu guards it.
-	marks map[writeKey]writeMark
+	marks map[writeKey]*writeMark
 	// hasMarks is whether marks holds any, so that reads skip marksMu when
 	// it holds none; it is written with marksMu held.
 	hasMarks atomic.Bool
@@ -113,7 +114,7 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		entries:   map[informerKey]*entry{},
 		rest:      map[schema.GroupVersion]*rest.RESTClient{},
 		startedCh: make(chan struct{}),
-		marks:     map[writeKey]writeMark{},
+		marks:     map[writeKey]*writeMark{},
 	}
 	if !opts.DisableSharing {
 		c.share = newSharer()
@@ -144,13 +145,32 @@ func (c *Cache) Start(ctx context.Context) error {
 	return nil
 }
 
-// runLocked starts e's informer on the run context. c.mu must be held.
+// runLocked starts e's informer on a child of the run context. c.mu must
+// be held.
 func (c *Cache) runLocked(e *entry) {
+	ctx, cancel := context.WithCancel(c.runCtx)
+	e.stop = cancel
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		e.informer.RunWithContext(c.runCtx)
+		e.informer.RunWithContext(ctx)
 	}()
+}
+
+// dropUnpinned stops and forgets e unless a handle from For or ForObject
+// holds it: an informer that reads alone asked for, and that cannot sync,
+// must not keep the cache unready. The next read creates a new one.
+func (c *Cache) dropUnpinned(e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.pinned || c.entries[e.key] != e {
+		return
+	}
+	delete(c.entries, e.key)
+	e.dropped.Store(true)
+	if e.stop != nil {
+		e.stop()
+	}
 }
 
 // WaitForSync waits until every informer requested so far has listed its
@@ -163,10 +183,13 @@ func (c *Cache) WaitForSync(ctx context.Context) error {
 		entries = append(entries, e)
 	}
 	c.mu.Unlock()
-	return c.waitForSync(ctx, entries...)
+	return c.waitForSync(ctx, false, entries...)
 }
 
-func (c *Cache) waitForSync(ctx context.Context, entries ...*entry) error {
+// waitForSync waits for entries to sync. With failFast, it gives up at the
+// first forbidden list or watch of any of them instead of waiting for RBAC
+// to change; entries dropped meanwhile are not waited for.
+func (c *Cache) waitForSync(ctx context.Context, failFast bool, entries ...*entry) error {
 	if c.opts.SyncTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.SyncTimeout)
@@ -183,12 +206,19 @@ func (c *Cache) waitForSync(ctx context.Context, entries ...*entry) error {
 	for {
 		pending := entries[:0:0]
 		for _, e := range entries {
-			if !e.informer.HasSynced() {
+			if !e.informer.HasSynced() && !e.dropped.Load() {
 				pending = append(pending, e)
 			}
 		}
 		if len(pending) == 0 {
 			return nil
+		}
+		if failFast {
+			for _, e := range pending {
+				if cause := e.cause(); apierrors.IsForbidden(cause) {
+					return e.syncError(time.Since(start), cause)
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -247,8 +277,9 @@ func (c *Cache) Stats() []InformerStats {
 }
 
 // lookup returns the informer for obj's Go type and sel, creating it (and
-// starting it, when the cache runs) on first use.
-func (c *Cache) lookup(obj runtime.Object, sel Selection) (*entry, error) {
+// starting it, when the cache runs) on first use. pin keeps it for good (see
+// dropUnpinned).
+func (c *Cache) lookup(obj runtime.Object, sel Selection, pin bool) (*entry, error) {
 	mode := modeOf(obj)
 	gvk, err := kindFor(c.opts.Scheme, obj, sel.Kind)
 	if err != nil {
@@ -274,11 +305,16 @@ func (c *Cache) lookup(obj runtime.Object, sel Selection) (*entry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[key]; ok {
+		e.pinned = e.pinned || pin
 		return e, nil
 	}
 	e, err := c.newEntry(key, obj)
 	if err != nil {
 		return nil, err
+	}
+	e.pinned = pin
+	if sel.Labels != nil && !sel.Labels.Empty() {
+		e.selector = sel.Labels
 	}
 	c.entries[key] = e
 	if c.runCtx != nil {

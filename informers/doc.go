@@ -19,7 +19,14 @@
 //     both from WaitForSync and from Health while it runs.
 //   - Recovery: a type whose resource does not exist yet (a CRD installed later)
 //     or cannot be listed yet (RBAC granted later) starts syncing once it can,
-//     without a restart.
+//     without a restart. A read through Cache.Get or Cache.List of a type the
+//     identity may not list or watch fails at once instead, saying so, and
+//     the cache drops that informer so that readiness does not wait on it.
+//   - Read your own writes: after a write reported with ObserveWrite or
+//     ObserveDeletion, Get of that object and List that could show it wait,
+//     bounded, until the cache holds the write.
+//   - No false NotFound: a read of a namespace outside what the reader holds
+//     fails with ErrNotCached, naming both namespaces.
 //
 // Three modes cover the object forms controllers use: typed Go structs from a
 // scheme, *unstructured.Unstructured for types known only at run time, and

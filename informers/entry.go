@@ -11,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 )
@@ -21,6 +22,16 @@ type entry struct {
 	desc     string
 	cache    *Cache
 	informer cache.SharedIndexInformer
+	// selector is the informer's label selector, nil for all labels.
+	selector labels.Selector
+
+	// pinned is set when a handle from For or ForObject holds the entry, and
+	// stop cancels its informer's context once it runs; the cache's mu
+	// guards both.
+	pinned bool
+	stop   context.CancelFunc
+	// dropped is set when the cache forgot the entry (see dropUnpinned).
+	dropped atomic.Bool
 
 	// mapping is the REST mapping last resolved for the kind, nil before the
 	// first list or watch.

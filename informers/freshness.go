@@ -3,17 +3,21 @@ package informers
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Read-your-own-writes: the client tells the cache about each write it
-// makes (ObserveWrite, ObserveDeletion); a later Get of that object waits,
-// bounded, until the cache holds that write or something newer. A reconcile
-// that follows its own write therefore never acts on the state before it:
-// no duplicate creates, no conflict loops.
+// makes (ObserveWrite, ObserveDeletion); a later Get of that object, or List
+// that could show it, waits, bounded, until the cache holds that write or
+// something newer. A reconcile that follows its own write therefore never
+// acts on the state before it: no duplicate creates, no conflict loops.
 
 // writeKey names one object across informer modes and selections.
 type writeKey struct {
@@ -22,12 +26,14 @@ type writeKey struct {
 	name      string
 }
 
-// writeMark is the newest write this process made to one object.
+// writeMark is the newest write this process made to one object. Marks are
+// never modified once stored: they are replaced, and compared by address.
 type writeMark struct {
-	rv   uint64 // resource version the server answered; 0 with gone
-	gone bool   // the object was deleted outright
-	uid  string // with gone: the deleted object's UID, if known
-	at   time.Time
+	rv     uint64            // resource version the server answered; 0 with gone
+	gone   bool              // the object was deleted outright
+	uid    string            // with gone: the deleted object's UID, if known
+	labels map[string]string // without gone: the object's labels as written
+	at     time.Time
 }
 
 const (
@@ -37,30 +43,31 @@ const (
 	markTTL  = time.Minute
 )
 
-// ObserveWrite records that this process wrote the object and the server
-// answered with resourceVersion rv. Writers call it; readers then wait for
-// the cache to catch up (see Get). Resource versions that are not numbers
-// are ignored.
-func (c *Cache) ObserveWrite(gvk schema.GroupVersionKind, namespace, name, rv string) {
-	n, err := strconv.ParseUint(rv, 10, 64)
+// ObserveWrite records that this process wrote obj and the server answered
+// with obj (its resourceVersion and labels as stored). Writers call it;
+// readers then wait for the cache to catch up (see Reader). Resource
+// versions that are not numbers are ignored.
+func (c *Cache) ObserveWrite(gvk schema.GroupVersionKind, obj metav1.Object) {
+	n, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
 	if err != nil || c.opts.ReadYourWritesTimeout < 0 {
 		return
 	}
-	c.mark(writeKey{gvk.GroupKind(), namespace, name}, writeMark{rv: n, at: time.Now()})
+	c.mark(writeKey{gvk.GroupKind(), obj.GetNamespace(), obj.GetName()}, &writeMark{rv: n, labels: obj.GetLabels(), at: time.Now()})
 }
 
-// ObserveDeletion records that this process deleted the object with the
-// given UID (empty if unknown) and the server removed it at once (no
-// finalizers held it). Reads then wait until the cache no longer holds it;
-// an object re-created under the same name (another UID) counts as fresh.
-func (c *Cache) ObserveDeletion(gvk schema.GroupVersionKind, namespace, name, uid string) {
+// ObserveDeletion records that this process deleted obj and the server
+// removed it at once (no finalizers held it). obj names the object; its UID,
+// when set, tells it from an object re-created under the same name, which
+// reads then take as fresh. Reads wait until the cache no longer holds the
+// deleted object.
+func (c *Cache) ObserveDeletion(gvk schema.GroupVersionKind, obj metav1.Object) {
 	if c.opts.ReadYourWritesTimeout < 0 {
 		return
 	}
-	c.mark(writeKey{gvk.GroupKind(), namespace, name}, writeMark{gone: true, uid: uid, at: time.Now()})
+	c.mark(writeKey{gvk.GroupKind(), obj.GetNamespace(), obj.GetName()}, &writeMark{gone: true, uid: string(obj.GetUID()), at: time.Now()})
 }
 
-func (c *Cache) mark(k writeKey, m writeMark) {
+func (c *Cache) mark(k writeKey, m *writeMark) {
 	c.marksMu.Lock()
 	defer c.marksMu.Unlock()
 	if len(c.marks) >= maxMarks {
@@ -73,20 +80,41 @@ func (c *Cache) mark(k writeKey, m writeMark) {
 	c.hasMarks.Store(true)
 }
 
-func (c *Cache) markFor(k writeKey) (writeMark, bool) {
+func (c *Cache) markFor(k writeKey) (*writeMark, bool) {
 	if !c.hasMarks.Load() {
-		return writeMark{}, false // the usual case: no lock on the read path
+		return nil, false // the usual case: no lock on the read path
 	}
 	c.marksMu.Lock()
 	defer c.marksMu.Unlock()
-	// Marks of objects never read back (pruned children, kinds only
-	// listed) would keep reads on this path; drop the expired ones now and
-	// then.
+	c.maybeSweepLocked()
+	m, ok := c.marks[k]
+	return m, ok
+}
+
+// marksOf returns the marks of kind gk, in namespace ns unless ns is empty.
+func (c *Cache) marksOf(gk schema.GroupKind, ns string) []pendingWrite {
+	if !c.hasMarks.Load() {
+		return nil
+	}
+	c.marksMu.Lock()
+	defer c.marksMu.Unlock()
+	c.maybeSweepLocked()
+	var out []pendingWrite
+	for k, m := range c.marks {
+		if k.gk == gk && (ns == "" || k.namespace == ns) {
+			out = append(out, pendingWrite{k, m})
+		}
+	}
+	return out
+}
+
+// maybeSweepLocked drops the expired marks now and then: marks of objects
+// never read back (pruned children, kinds only listed) would keep reads on
+// the slow path. marksMu is held.
+func (c *Cache) maybeSweepLocked() {
 	if now := time.Now(); now.Sub(c.swept) > markTTL {
 		c.sweepLocked(now)
 	}
-	m, ok := c.marks[k]
-	return m, ok
 }
 
 // sweepLocked forgets marks older than markTTL; marksMu is held.
@@ -100,8 +128,13 @@ func (c *Cache) sweepLocked(now time.Time) {
 	c.hasMarks.Store(len(c.marks) > 0)
 }
 
-// settle forgets a mark once the cache has caught up with it.
-func (c *Cache) settle(k writeKey, m writeMark) {
+// settle forgets a mark once the cache has caught up with it: once every
+// informer of the kind that could show the object reflects the write. An
+// informer that caught up says nothing of the others, which may lag.
+func (c *Cache) settle(k writeKey, m *writeMark) {
+	if !c.everywhere(k, m) {
+		return
+	}
 	c.marksMu.Lock()
 	defer c.marksMu.Unlock()
 	if cur, ok := c.marks[k]; ok && cur == m {
@@ -110,8 +143,62 @@ func (c *Cache) settle(k writeKey, m writeMark) {
 	}
 }
 
+// everywhere reports whether every informer of k's kind that could show
+// the object reflects m.
+func (c *Cache) everywhere(k writeKey, m *writeMark) bool {
+	c.mu.Lock()
+	var entries []*entry
+	for key, e := range c.entries {
+		if key.gvk.GroupKind() == k.gk && (key.namespace == "" || key.namespace == k.namespace) {
+			entries = append(entries, e)
+		}
+	}
+	c.mu.Unlock()
+	p := pendingWrite{k, m}
+	for _, e := range entries {
+		if e.shows(p, ListOptions{}) && !e.fresh(p.storeKey(), m) {
+			return false
+		}
+	}
+	return true
+}
+
+// shows reports whether a read of e with lo could show the object of p,
+// before or after the write: e holds it and it matches lo, or e does not
+// hold it and the written object matches e's selection and lo. Whether an
+// object e does not hold matches a field selector cannot be told here: it
+// counts as not shown, so that reads do not wait for an object e never
+// holds.
+func (e *entry) shows(p pendingWrite, lo ListOptions) bool {
+	if obj, held, _ := e.informer.GetIndexer().GetByKey(p.storeKey()); held {
+		if lo.Labels == nil {
+			return true
+		}
+		o, ok := obj.(Object)
+		return !ok || lo.Labels.Matches(labels.Set(o.GetLabels())) || !p.m.gone && lo.Labels.Matches(labels.Set(p.m.labels))
+	}
+	if p.m.gone || e.key.fields != "" {
+		return false
+	}
+	set := labels.Set(p.m.labels)
+	return (e.selector == nil || e.selector.Matches(set)) && (lo.Labels == nil || lo.Labels.Matches(set))
+}
+
+// pendingWrite is one mark a read waits for.
+type pendingWrite struct {
+	k writeKey
+	m *writeMark
+}
+
+func (p pendingWrite) storeKey() string {
+	if p.k.namespace == "" {
+		return p.k.name
+	}
+	return p.k.namespace + "/" + p.k.name
+}
+
 // fresh reports whether e's store reflects m for key.
-func (e *entry) fresh(key string, m writeMark) bool {
+func (e *entry) fresh(key string, m *writeMark) bool {
 	obj, exists, _ := e.informer.GetIndexer().GetByKey(key)
 	if m.gone {
 		if !exists {
@@ -146,15 +233,52 @@ func (e *entry) fresh(key string, m writeMark) bool {
 
 // awaitOwnWrite waits until e reflects this process's last write of
 // namespace/name, if there is one, bounded by the read-your-writes timeout.
-func (e *entry) awaitOwnWrite(ctx context.Context, namespace, name, key string) error {
-	c := e.cache
+func (e *entry) awaitOwnWrite(ctx context.Context, namespace, name string) error {
 	k := writeKey{e.key.gvk.GroupKind(), namespace, name}
-	m, ok := c.markFor(k)
+	m, ok := e.cache.markFor(k)
 	if !ok {
 		return nil
 	}
-	if e.fresh(key, m) {
-		c.settle(k, m)
+	return e.await(ctx, []pendingWrite{{k, m}})
+}
+
+// awaitOwnWrites waits until e reflects every write of this process that a
+// List with lo could show (see shows), bounded by the read-your-writes
+// timeout.
+func (e *entry) awaitOwnWrites(ctx context.Context, lo ListOptions) error {
+	ns := e.key.namespace
+	if lo.Namespace != "" {
+		ns = lo.Namespace
+	}
+	marks := e.cache.marksOf(e.key.gvk.GroupKind(), ns)
+	if len(marks) == 0 {
+		return nil
+	}
+	relevant := marks[:0]
+	for _, p := range marks {
+		if e.shows(p, lo) {
+			relevant = append(relevant, p)
+		}
+	}
+	return e.await(ctx, relevant)
+}
+
+// await waits until e is fresh for every write in pending, settling each
+// one it reflects, bounded by the read-your-writes timeout and ctx.
+func (e *entry) await(ctx context.Context, pending []pendingWrite) error {
+	c := e.cache
+	check := func() {
+		rest := pending[:0]
+		for _, p := range pending {
+			if e.fresh(p.storeKey(), p.m) {
+				c.settle(p.k, p.m)
+				continue
+			}
+			rest = append(rest, p)
+		}
+		pending = rest
+	}
+	if check(); len(pending) == 0 {
 		return nil
 	}
 	timeout := c.opts.ReadYourWritesTimeout
@@ -165,16 +289,30 @@ func (e *entry) awaitOwnWrite(ctx context.Context, namespace, name, key string) 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			what := fmt.Sprintf("resourceVersion %d", m.rv)
-			if m.gone {
-				what = "its deletion"
-			}
-			return fmt.Errorf("cache for %s has not caught up within %v with this process's write of %s (%s); retry later", e.desc, timeout, key, what)
+			return e.staleError(timeout, pending)
 		case <-time.After(wait):
 		}
-		if e.fresh(key, m) {
-			c.settle(k, m)
+		if check(); len(pending) == 0 {
 			return nil
 		}
 	}
+}
+
+// staleError names the writes the cache did not catch up with.
+func (e *entry) staleError(timeout time.Duration, pending []pendingWrite) error {
+	sort.Slice(pending, func(i, j int) bool { return pending[i].storeKey() < pending[j].storeKey() })
+	const shown = 5
+	parts := make([]string, 0, min(len(pending), shown))
+	for i, p := range pending {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("and %d more", len(pending)-shown))
+			break
+		}
+		what := fmt.Sprintf("resourceVersion %d", p.m.rv)
+		if p.m.gone {
+			what = "its deletion"
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", p.storeKey(), what))
+	}
+	return fmt.Errorf("cache for %s has not caught up within %v with this process's write of %s; retry later", e.desc, timeout, strings.Join(parts, ", "))
 }

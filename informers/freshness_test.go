@@ -39,7 +39,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.ObserveWrite(configMapKind, ns, "a", cm.ResourceVersion)
+			c.ObserveWrite(configMapKind, cm)
 			got, err := inf.Get(t.Context(), ns, "a")
 			if err != nil {
 				t.Fatal(err)
@@ -51,7 +51,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 	})
 
 	t.Run("a write the cache never shows fails the read, naming it", func(t *testing.T) {
-		c.ObserveWrite(configMapKind, ns, "a", "999999999")
+		c.ObserveWrite(configMapKind, &metav1.ObjectMeta{Namespace: ns, Name: "a", ResourceVersion: "999999999"})
 		_, err := inf.Get(t.Context(), ns, "a")
 		if err == nil || !strings.Contains(err.Error(), "has not caught up within 500ms") || !strings.Contains(err.Error(), ns+"/a") {
 			t.Fatalf("Get = %v, want an error naming the object and the wait", err)
@@ -62,14 +62,14 @@ func TestReadYourOwnWrites(t *testing.T) {
 
 	t.Run("a read after a deletion does not see the object", func(t *testing.T) {
 		cm := createConfigMap(t, cs, ns, "gone", nil)
-		c.ObserveWrite(configMapKind, ns, "gone", cm.ResourceVersion) // the create, or the Get races its watch event
+		c.ObserveWrite(configMapKind, cm) // the create, or the Get races its watch event
 		if _, err := inf.Get(t.Context(), ns, "gone"); err != nil {
 			t.Fatalf("created object not readable: %v", err)
 		}
 		if err := cs.CoreV1().ConfigMaps(ns).Delete(t.Context(), "gone", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		c.ObserveDeletion(configMapKind, ns, "gone", string(cm.UID))
+		c.ObserveDeletion(configMapKind, cm)
 		if _, err := inf.Get(t.Context(), ns, "gone"); err == nil {
 			t.Fatal("deleted object still read from the cache after its deletion was observed")
 		}

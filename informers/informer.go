@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -15,18 +16,31 @@ import (
 // timeout or when their context ended) before the cache's Start was called.
 var ErrNotStarted = errors.New("informers: the cache has not been started")
 
+// ErrNotCached is wrapped by the error of a read outside what the cache
+// holds: an object in another namespace than the one the cache (or the
+// kind's Selection) is limited to. The object may well exist.
+var ErrNotCached = errors.New("informers: outside what the cache holds")
+
 // Reader reads objects of one type from the shared cache.
 //
 // Objects returned are the cached objects themselves, shared with every other
 // reader: do not modify them (DeepCopy first). Reads wait for the informer's
-// initial list, bounded by the cache's SyncTimeout and ctx.
+// initial list, bounded by the cache's SyncTimeout and ctx; they fail at once
+// when the identity may not list or watch the kind (apierrors.IsForbidden is
+// then true), since waiting would only wait for an RBAC change.
 type Reader[T Object] interface {
 	// Get returns the object, or an error for which apierrors.IsNotFound is
 	// true when the cache holds no such object. When this process wrote the
 	// object through a client that reports its writes (the framework's
-	// client does), Get first waits for the cache to hold that write.
+	// client does), Get first waits for the cache to hold that write. An
+	// object in a namespace the reader does not hold is an error wrapping
+	// ErrNotCached, never a NotFound.
 	Get(ctx context.Context, namespace, name string) (T, error)
-	// List returns the objects matching every option, in no particular order.
+	// List returns the objects matching every option, in no particular
+	// order. Like Get, it first waits for the cache to hold this process's
+	// writes of objects the list could show (in its namespace, matching its
+	// label selectors); writes of objects outside the reader's field
+	// selector are not waited for unless the reader holds them.
 	List(ctx context.Context, opts ...ListOption) ([]T, error)
 }
 
@@ -50,7 +64,7 @@ func For[T Object](c *Cache, sel Selection) (*Informer[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := c.lookup(obj, sel)
+	e, err := c.lookup(obj, sel, true)
 	if err != nil {
 		return nil, err
 	}
@@ -61,10 +75,14 @@ func For[T Object](c *Cache, sel Selection) (*Informer[T], error) {
 // informer is chosen by example's Go type (and, for unstructured and metadata
 // objects, sel.Kind or example's apiVersion and kind).
 func ForObject(c *Cache, example Object, sel Selection) (*Informer[Object], error) {
+	return forObject(c, example, sel, true)
+}
+
+func forObject(c *Cache, example Object, sel Selection, pin bool) (*Informer[Object], error) {
 	if sel.Kind.Empty() && modeOf(example) != Typed {
 		sel.Kind = example.GetObjectKind().GroupVersionKind()
 	}
-	e, err := c.lookup(example, sel)
+	e, err := c.lookup(example, sel, pin)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +106,7 @@ func (i *Informer[T]) HasSynced() bool { return i.e.informer.HasSynced() }
 // WaitForSync waits for the initial list, bounded by the cache's SyncTimeout
 // and ctx; the error names the kind and the cause.
 func (i *Informer[T]) WaitForSync(ctx context.Context) error {
-	err := i.e.cache.waitForSync(ctx, i.e)
+	err := i.e.cache.waitForSync(ctx, false, i.e)
 	if errors.Is(err, ErrNotStarted) {
 		return fmt.Errorf("wait for %s: %w", i.e.desc, err)
 	}
@@ -156,14 +174,17 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
 // Get returns the cached object namespace/name. See Reader.
 func (i *Informer[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	var zero T
-	if err := i.ready(ctx); err != nil {
-		return zero, err
-	}
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
-	if err := i.e.awaitOwnWrite(ctx, namespace, name, key); err != nil {
+	if err := i.ready(ctx); err != nil {
+		return zero, fmt.Errorf("get %s %s: %w", describe(i.e.key.gvk), key, err)
+	}
+	if err := i.e.inSelection("get", namespace, name); err != nil {
+		return zero, err
+	}
+	if err := i.e.awaitOwnWrite(ctx, namespace, name); err != nil {
 		return zero, err
 	}
 	obj, ok, err := i.e.informer.GetIndexer().GetByKey(key)
@@ -179,11 +200,16 @@ func (i *Informer[T]) Get(ctx context.Context, namespace, name string) (T, error
 // List returns the cached objects matching opts. See Reader.
 func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error) {
 	if err := i.ready(ctx); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list %s: %w", i.e.desc, err)
 	}
-	var lo listOptions
-	for _, o := range opts {
-		o(&lo)
+	lo := NewListOptions(opts...)
+	if lo.Namespace != "" {
+		if err := i.e.inSelection("list", lo.Namespace, ""); err != nil {
+			return nil, err
+		}
+	}
+	if err := i.e.awaitOwnWrites(ctx, lo); err != nil {
+		return nil, err
 	}
 	indexer := i.e.informer.GetIndexer()
 	var (
@@ -191,14 +217,14 @@ func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error)
 		err  error
 	)
 	switch {
-	case lo.index != "":
-		ns := lo.namespace
+	case lo.Index != "":
+		ns := lo.Namespace
 		if ns == "" {
 			ns = allNamespaces
 		}
-		objs, err = indexer.ByIndex(lo.index, ns+"/"+lo.value)
-	case lo.namespace != "":
-		objs, err = indexer.ByIndex(cache.NamespaceIndex, lo.namespace)
+		objs, err = indexer.ByIndex(lo.Index, ns+"/"+lo.Value)
+	case lo.Namespace != "":
+		objs, err = indexer.ByIndex(cache.NamespaceIndex, lo.Namespace)
 	default:
 		objs = indexer.List()
 	}
@@ -208,7 +234,7 @@ func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error)
 	out := make([]T, 0, len(objs))
 	for _, o := range objs {
 		t := o.(T)
-		if lo.labels != nil && !lo.labels.Matches(labels.Set(t.GetLabels())) {
+		if lo.Labels != nil && !lo.Labels.Matches(labels.Set(t.GetLabels())) {
 			continue
 		}
 		out = append(out, t)
@@ -216,12 +242,54 @@ func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error)
 	return out, nil
 }
 
-// ready makes sure reads see a synced cache.
+// ready makes sure reads see a synced cache. A read of a kind the identity
+// may not list or watch fails at the first forbidden request rather than at
+// the sync timeout; an informer that only reads asked for is then dropped,
+// so that it does not hold readiness down.
 func (i *Informer[T]) ready(ctx context.Context) error {
 	if i.e.informer.HasSynced() {
 		return nil
 	}
-	return i.WaitForSync(ctx)
+	err := i.e.cache.waitForSync(ctx, true, i.e)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotStarted):
+		return fmt.Errorf("wait for %s: %w", i.e.desc, err)
+	case apierrors.IsForbidden(err):
+		i.e.cache.dropUnpinned(i.e)
+		what := i.e.resource()
+		if what == "" {
+			what = describe(i.e.key.gvk)
+		}
+		cause := err
+		var se *SyncError
+		if errors.As(err, &se) {
+			cause = se.Cause // the API server's answer, which says who may not do what
+		}
+		return fmt.Errorf("this identity may not list and watch %s, which reads from the cache need: "+
+			"grant list and watch in its RBAC role, or read it without the cache (the framework's Manager.APIReader): %w", what, cause)
+	}
+	return err
+}
+
+// inSelection fails reads of a namespace other than the one the informer
+// holds: the cache does not hold the object, and a NotFound would say it
+// does not exist.
+func (e *entry) inSelection(verb, namespace, name string) error {
+	if e.key.namespace == "" || namespace == e.key.namespace {
+		return nil
+	}
+	if m := e.mapping.Load(); m != nil && m.Scope.Name() != meta.RESTScopeNameNamespace {
+		return nil // a kind without namespaces: the informer holds every object
+	}
+	what := namespace + "/" + name
+	if name == "" {
+		what = "in namespace " + namespace
+	}
+	return fmt.Errorf("%s %s %s: namespace %q is not cached, the cache holds namespace %q only (Options.Namespace or the kind's Selection): "+
+		"read it without the cache (the framework's Manager.APIReader) or cache that namespace: %w",
+		verb, describe(e.key.gvk), what, namespace, e.key.namespace, ErrNotCached)
 }
 
 func (i *Informer[T]) groupResource() schema.GroupResource {
@@ -232,24 +300,40 @@ func (i *Informer[T]) groupResource() schema.GroupResource {
 }
 
 // ListOption narrows a List.
-type ListOption func(*listOptions)
+type ListOption func(*ListOptions)
 
-type listOptions struct {
-	namespace    string
-	labels       labels.Selector
-	index, value string
+// ListOptions is what a List's options ask for; NewListOptions collects them.
+// Readers other than the cache (an uncached reader) read them from here.
+type ListOptions struct {
+	// Namespace keeps objects in this namespace; "" means every namespace
+	// the reader holds.
+	Namespace string
+	// Labels keeps objects whose labels match; nil means all.
+	Labels labels.Selector
+	// Index and Value keep objects indexed under Value by the index named
+	// Index (see Informer.AddIndex); "" means no index.
+	Index, Value string
+}
+
+// NewListOptions returns the options opts set.
+func NewListOptions(opts ...ListOption) ListOptions {
+	var lo ListOptions
+	for _, o := range opts {
+		o(&lo)
+	}
+	return lo
 }
 
 // InNamespace keeps objects in namespace ns.
-func InNamespace(ns string) ListOption { return func(o *listOptions) { o.namespace = ns } }
+func InNamespace(ns string) ListOption { return func(o *ListOptions) { o.Namespace = ns } }
 
 // MatchingLabels keeps objects whose labels match sel.
 func MatchingLabels(sel labels.Selector) ListOption {
-	return func(o *listOptions) { o.labels = sel }
+	return func(o *ListOptions) { o.Labels = sel }
 }
 
 // MatchingIndex keeps objects indexed under value by the index named index
 // (see Informer.AddIndex).
 func MatchingIndex(index, value string) ListOption {
-	return func(o *listOptions) { o.index, o.value = index, value }
+	return func(o *ListOptions) { o.Index, o.Value = index, value }
 }

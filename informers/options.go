@@ -51,8 +51,9 @@ type Options struct {
 	// no bound other than the caller's context.
 	SyncTimeout time.Duration
 
-	// ReadYourWritesTimeout bounds how long Get waits for the cache to reflect
-	// a write this process made to that object (see Cache.ObserveWrite).
+	// ReadYourWritesTimeout bounds how long Get and List wait for the cache
+	// to reflect writes this process made (see Cache.ObserveWrite and
+	// Reader).
 	// Zero means 10 seconds; negative turns the wait off.
 	ReadYourWritesTimeout time.Duration
 

@@ -43,7 +43,7 @@ func populatedPods(tb testing.TB, n, nsCount int) *Informer[*corev1.Pod] {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		tb.Fatal("fake informer did not sync")
 	}
-	c := &Cache{marks: map[writeKey]writeMark{}}
+	c := &Cache{marks: map[writeKey]*writeMark{}}
 	e := &entry{key: informerKey{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Pod"}}, desc: "v1 Pod", cache: c, informer: inf}
 	return &Informer[*corev1.Pod]{e: e}
 }

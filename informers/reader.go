@@ -62,8 +62,10 @@ func (c *Cache) List(ctx context.Context, list runtime.Object, opts ...ListOptio
 }
 
 // untyped returns the informer for obj's kind with the default selection.
+// The informer is not pinned: when it cannot sync because the identity may
+// not list or watch the kind, the read fails and the cache drops it.
 func (c *Cache) untyped(obj Object) (*Informer[Object], error) {
-	return ForObject(c, obj, Selection{})
+	return forObject(c, obj, Selection{}, false)
 }
 
 // itemFor returns an empty item of the list type list.

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/reconcile"
@@ -239,21 +240,7 @@ var _ = Describe("leader election", func() {
 		Eventually(ctx, calls.count(k)).Should(Equal(1))
 
 		By("another process taking the lease")
-		leases := kube.CoordinationV1().Leases(ns)
-		var taken time.Time
-		Eventually(ctx, func() error {
-			l, err := leases.Get(ctx, lease, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			now := metav1.NewMicroTime(time.Now())
-			thief, forAMinute := "thief", int32(60)
-			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &thief, &forAMinute
-			l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
-			_, err = leases.Update(ctx, l, metav1.UpdateOptions{}) // conflicts with a renewal are retried
-			taken = time.Now()
-			return err
-		}).Should(Succeed())
+		taken := stealLease(ctx, ns, lease)
 
 		Eventually(ctx, run.done).WithTimeout(losing.renewDeadline + 10*time.Second).Should(BeClosed())
 		Expect(run.err).To(MatchError(framework.ErrLeaderElectionLost))
@@ -272,4 +259,159 @@ var _ = Describe("leader election", func() {
 		Expect(ends.of(k)()[0].at.Sub(taken)).To(BeNumerically("<", bound), "the in-flight reconcile outlived the leadership")
 		Expect(ends.of(k)()[0].at).To(BeTemporally("<=", run.returned), "Start returned before the workers stopped")
 	}, SpecTimeout(time.Minute))
+
+	It("refuses every write of a reconcile that ignores its context once the lease is lost, and returns anyway", func(ctx SpecContext) {
+		const lease = "e2e-fenced"
+		mgr := newManager(ns, electing(ns, lease, "fenced", losing))
+		c := mgr.Client()
+		writes := &writeLog{}
+		release := make(chan struct{})
+		began := make(chan struct{})
+		counter := createConfigMap(ctx, ns, "counter", nil)
+		Expect(framework.NewController[*corev1.ConfigMap](mgr, "stubborn-writer", framework.ControllerOptions{}).
+			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+				if req.Name != "busy" {
+					return reconcile.Result{}, nil
+				}
+				close(began)
+				// Ignores its context: writes until the spec ends, paced
+				// like a busy reconcile.
+				pace := time.NewTicker(20 * time.Millisecond)
+				defer pace.Stop()
+				for i := 0; ; i++ {
+					select {
+					case <-release:
+						return reconcile.Result{}, nil
+					case <-pace.C:
+					}
+					begin := time.Now()
+					patch := fmt.Appendf(nil, `{"data":{"n":"%d"}}`, i)
+					err := c.Patch(context.WithoutCancel(ctx), counter.DeepCopy(), types.MergePatchType, patch)
+					writes.add(begin, time.Now(), err)
+				}
+			}))).To(Succeed())
+		run := runManager(ctx, mgr)
+		DeferCleanup(func() { close(release) }) // runs before run's cleanup
+		createConfigMap(ctx, ns, "busy", nil)
+		Eventually(ctx, began).Should(BeClosed())
+		Eventually(ctx, writes.succeeded).Should(BeNumerically(">=", 5), "the leader never wrote")
+
+		By("another process taking the lease while the reconcile writes")
+		taken := stealLease(ctx, ns, lease)
+		Eventually(ctx, run.done).WithTimeout(losing.renewDeadline+15*time.Second).Should(BeClosed(), "Start did not return after losing the lease")
+		Expect(run.err).To(MatchError(framework.ErrLeaderElectionLost))
+		Expect(run.err).To(MatchError(framework.ErrNotStopped), "Start's error does not say a reconcile was abandoned")
+		Expect(run.err.Error()).To(And(ContainSubstring(`"stubborn-writer"`), ContainSubstring(ns+"/busy")))
+
+		By("checking that no write left the process after it knew it had lost the lease")
+		Eventually(ctx, writes.refused).Should(BeNumerically(">=", 3), "the abandoned reconcile stopped trying to write")
+		lossSeen := writes.firstRefusal()
+		for _, w := range writes.all() {
+			if w.err != nil {
+				Expect(w.err).To(MatchError(framework.ErrNotLeader), "a write failed for another reason than the lost lease")
+			}
+		}
+		afterLoss := writes.succeededBeginningAfter(lossSeen)
+		afterReturn := writes.succeededBeginningAfter(run.returned)
+		betweenTheftAndLoss := writes.succeededBeginningAfter(taken) - afterLoss
+		// Server side: the counter never moves once Start has returned.
+		stored, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "counter", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Consistently(ctx, func() (string, error) {
+			cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, "counter", metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return cm.ResourceVersion, nil
+		}).WithTimeout(2*time.Second).Should(Equal(stored.ResourceVersion), "a write reached the API server after Start returned")
+		GinkgoWriter.Printf("writes: %d succeeded, %d refused; %d between the theft and the loss being seen (%v later), %d after the loss, %d after Start returned (%v after the theft)\n",
+			writes.succeeded(), writes.refused(), betweenTheftAndLoss, lossSeen.Sub(taken).Round(time.Millisecond), afterLoss, afterReturn, run.returned.Sub(taken).Round(time.Millisecond))
+		AddReportEntry("writes after leadership loss", afterLoss)
+		AddReportEntry("writes between lease theft and loss detection", betweenTheftAndLoss)
+		AddReportEntry("Start returned after lease theft", run.returned.Sub(taken).Round(time.Millisecond).String())
+		Expect(afterLoss).To(BeZero(), "writes succeeded after the process saw it lost the lease")
+		Expect(afterReturn).To(BeZero(), "writes succeeded after Start returned")
+		Expect(lossSeen.Sub(taken)).To(BeNumerically("<", losing.renewDeadline+losing.retryPeriod+1500*time.Millisecond), "the loss was seen later than RenewDeadline allows")
+	}, SpecTimeout(2*time.Minute))
 })
+
+// stealLease makes "thief" hold the lease ns/name for a minute, as a
+// process that took it over would, and returns when.
+func stealLease(ctx context.Context, ns, name string) time.Time {
+	GinkgoHelper()
+	leases := kube.CoordinationV1().Leases(ns)
+	var taken time.Time
+	Eventually(ctx, func() error {
+		l, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.NewMicroTime(time.Now())
+		thief, forAMinute := "thief", int32(60)
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &thief, &forAMinute
+		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{}) // conflicts with a renewal are retried
+		taken = time.Now()
+		return err
+	}).Should(Succeed())
+	return taken
+}
+
+// write is one write attempt: when it began and ended, and its error.
+type write struct {
+	begin, end time.Time
+	err        error
+}
+
+// writeLog records write attempts. Safe for concurrent use.
+type writeLog struct {
+	mu sync.Mutex
+	// writes holds the attempts in order; mu guards it.
+	writes []write
+}
+
+func (l *writeLog) add(begin, end time.Time, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writes = append(l.writes, write{begin, end, err})
+}
+
+func (l *writeLog) all() []write {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.writes)
+}
+
+func (l *writeLog) succeeded() int {
+	n := 0
+	for _, w := range l.all() {
+		if w.err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *writeLog) refused() int { return len(l.all()) - l.succeeded() }
+
+// firstRefusal returns when the first refused write began: when the process
+// knew it no longer led.
+func (l *writeLog) firstRefusal() time.Time {
+	for _, w := range l.all() {
+		if w.err != nil {
+			return w.begin
+		}
+	}
+	return time.Time{}
+}
+
+// succeededBeginningAfter counts the writes that began after t and succeeded.
+func (l *writeLog) succeededBeginningAfter(t time.Time) int {
+	n := 0
+	for _, w := range l.all() {
+		if w.err == nil && w.begin.After(t) {
+			n++
+		}
+	}
+	return n
+}

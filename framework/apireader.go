@@ -1,0 +1,168 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/converge-dev/converge/informers"
+)
+
+// APIReader reads objects straight from the API server, without the cache:
+// it creates no informer, watches nothing, and each call is one request.
+// Use it for the reads the cache cannot serve: objects outside the cache's
+// namespace or selection, kinds the identity may get but not list and watch,
+// and one-off reads of kinds not worth caching. Its answers are as fresh as
+// the API server's, and it never waits for the cache.
+//
+// It reads typed objects (registered in the manager's scheme),
+// *unstructured.Unstructured and *metav1.PartialObjectMetadata, the last two
+// with apiVersion and kind set. Results are the caller's to modify. Get the
+// manager's with Manager.APIReader. An APIReader is safe for concurrent use.
+type APIReader struct {
+	scheme *runtime.Scheme
+	mapper meta.RESTMapper
+	rest   *restClients
+}
+
+func newAPIReader(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, mapper meta.RESTMapper) *APIReader {
+	return &APIReader{scheme: scheme, mapper: mapper, rest: newRESTClients(cfg, httpClient, scheme)}
+}
+
+// Get reads the object key from the API server into obj. Its error is the
+// server's (apierrors.IsNotFound, IsForbidden, ...), wrapped with what was
+// read.
+func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj informers.Object) error {
+	what := fmt.Sprintf("get %T %s without the cache", obj, describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}))
+	gvk, err := kindOf(r.scheme, obj)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	what = fmt.Sprintf("get %s %s without the cache", gvk.Kind, describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}))
+	if key.Name == "" {
+		return fmt.Errorf("%s: the name is empty", what)
+	}
+	req, err := r.request(gvk, key.Namespace, true)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		req = req.SetHeader("Accept", metadataAccept("PartialObjectMetadata"))
+	}
+	if err := r.into(req.Name(key.Name).Do(quiet(ctx)), obj, gvk); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// List reads the objects matching opts from the API server into list, a
+// list type such as *corev1.ConfigMapList, *unstructured.UnstructuredList or
+// *metav1.PartialObjectMetadataList (the last two with apiVersion and kind
+// set, as "FooList"). informers.InNamespace and informers.MatchingLabels
+// apply; without a namespace, a namespaced kind is listed in every
+// namespace. informers.MatchingIndex needs the cache and is an error here.
+func (r *APIReader) List(ctx context.Context, list runtime.Object, opts ...informers.ListOption) error {
+	lo := informers.NewListOptions(opts...)
+	gvk, err := kindOf(r.scheme, list)
+	what := fmt.Sprintf("list %T without the cache", list)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if !strings.HasSuffix(gvk.Kind, "List") {
+		return fmt.Errorf("%s: kind %q is not a list kind (FooList)", what, gvk.Kind)
+	}
+	item := gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List"))
+	what = fmt.Sprintf("list %s without the cache", item.Kind)
+	if lo.Namespace != "" {
+		what += " in namespace " + lo.Namespace
+	}
+	if lo.Index != "" {
+		return fmt.Errorf("%s: index %q: indexes are the cache's; use the manager's Client", what, lo.Index)
+	}
+	req, err := r.request(item, lo.Namespace, false)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if lo.Labels != nil && !lo.Labels.Empty() {
+		req = req.VersionedParams(&metav1.ListOptions{LabelSelector: lo.Labels.String()}, metav1.ParameterCodec)
+	}
+	if _, ok := list.(*metav1.PartialObjectMetadataList); ok {
+		req = req.SetHeader("Accept", metadataAccept("PartialObjectMetadataList"))
+	}
+	if err := r.into(req.Do(quiet(ctx)), list, gvk); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// request starts a GET of kind gvk in namespace ns (ignored for kinds
+// without namespaces). named says whether it reads one object, which for a
+// namespaced kind needs a namespace.
+func (r *APIReader) request(gvk schema.GroupVersionKind, ns string, named bool) (*rest.Request, error) {
+	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace
+	if named && namespaced && ns == "" {
+		return nil, fmt.Errorf("%s is namespaced but no namespace was given", gvk.Kind)
+	}
+	rc, err := r.rest.forGroupVersion(gvk.GroupVersion())
+	if err != nil {
+		return nil, err
+	}
+	return rc.Get().NamespaceIfScoped(ns, namespaced && ns != "").Resource(m.Resource.Resource), nil
+}
+
+// into decodes the answer res into out and sets its kind.
+func (r *APIReader) into(res rest.Result, out runtime.Object, gvk schema.GroupVersionKind) error {
+	if err := res.Error(); err != nil {
+		return err
+	}
+	switch o := out.(type) {
+	case *unstructured.Unstructured, *unstructured.UnstructuredList:
+		raw, err := res.Raw()
+		if err != nil {
+			return err
+		}
+		if err := o.(interface{ UnmarshalJSON([]byte) error }).UnmarshalJSON(raw); err != nil {
+			return fmt.Errorf("decode answer: %w", err)
+		}
+	case *metav1.PartialObjectMetadata, *metav1.PartialObjectMetadataList:
+		raw, err := res.Raw()
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, o); err != nil {
+			return fmt.Errorf("decode answer: %w", err)
+		}
+	default:
+		if err := res.Into(out); err != nil {
+			return fmt.Errorf("decode answer: %w", err)
+		}
+	}
+	out.GetObjectKind().SetGroupVersionKind(gvk)
+	return nil
+}
+
+// metadataAccept asks the API server for metadata only, as kind
+// (PartialObjectMetadata or PartialObjectMetadataList).
+func metadataAccept(kind string) string {
+	return "application/json;as=" + kind + ";g=meta.k8s.io;v=v1"
+}
+
+// quiet caps client-go's request logging at the manager's verbosity.
+func quiet(ctx context.Context) context.Context {
+	return klog.NewContext(ctx, capVerbosity(klog.FromContext(ctx)))
+}

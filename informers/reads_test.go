@@ -1,0 +1,209 @@
+package informers_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/converge-dev/converge/informers"
+)
+
+func TestReadsOutsideTheCachedNamespaceFail(t *testing.T) {
+	admin := controlPlane(t)
+	cs := kubernetes.NewForConfigOrDie(admin)
+	cached, other := namespace(t, cs, "cached"), namespace(t, cs, "other")
+	createConfigMap(t, cs, cached, "here", nil)
+	createConfigMap(t, cs, other, "there", nil)
+	c := started(t, admin, informers.Options{Namespace: cached})
+
+	// The object exists: a NotFound would tell the caller it does not.
+	var cm corev1.ConfigMap
+	err := c.Get(t.Context(), other, "there", &cm)
+	if err == nil || apierrors.IsNotFound(err) || !errors.Is(err, informers.ErrNotCached) {
+		t.Fatalf("Get outside the cached namespace = %v, want an error wrapping ErrNotCached, not NotFound", err)
+	}
+	for _, want := range []string{`"` + other + `"`, `"` + cached + `"`, "there"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	err = c.List(t.Context(), &corev1.ConfigMapList{}, informers.InNamespace(other))
+	if !errors.Is(err, informers.ErrNotCached) || !strings.Contains(err.Error(), other) {
+		t.Errorf("List in another namespace = %v, want an error wrapping ErrNotCached naming %s", err, other)
+	}
+
+	// Inside the namespace, and for kinds without namespaces, reads work.
+	if err := c.Get(t.Context(), cached, "here", &cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), cached, "missing", &cm); !apierrors.IsNotFound(err) {
+		t.Errorf("Get of a missing object in the cached namespace = %v, want NotFound", err)
+	}
+	var nsObj corev1.Namespace
+	if err := c.Get(t.Context(), "", other, &nsObj); err != nil {
+		t.Errorf("Get of a cluster-scoped object with a namespaced cache: %v", err)
+	}
+}
+
+func TestReadOfAKindTheIdentityMayGetButNotListFailsFast(t *testing.T) {
+	admin := controlPlane(t)
+	cs := kubernetes.NewForConfigOrDie(admin)
+	ns := namespace(t, cs)
+	createConfigMap(t, cs, ns, "a", nil)
+	user, err := env.env.AddUser(t.Context(), envtestUser("getter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grantVerbs(t, cs, ns, "getter", "configmaps", "get")
+	const syncTimeout = 30 * time.Second
+	c := started(t, user, informers.Options{Namespace: ns, SyncTimeout: syncTimeout})
+	if err := c.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	var cm corev1.ConfigMap
+	err = c.Get(t.Context(), ns, "a", &cm)
+	took := time.Since(start)
+	t.Logf("Get took %v: %v", took.Round(time.Millisecond), err)
+	if err == nil || !apierrors.IsForbidden(err) {
+		t.Fatalf("Get = %v, want a forbidden error", err)
+	}
+	for _, want := range []string{"list", "watch", "configmaps", "APIReader"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if took > syncTimeout/2 {
+		t.Errorf("Get took %v: it waited for the sync timeout instead of failing at the first forbidden list", took)
+	}
+	// The informer that could never sync is gone: readiness does not stay false.
+	err = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return c.Health() == nil, nil
+	})
+	if err != nil {
+		t.Errorf("Health stays %v after the failed read", c.Health())
+	}
+	if n := len(c.Stats()); n != 0 {
+		t.Errorf("the cache keeps %d informers after the failed read, want 0: %+v", n, c.Stats())
+	}
+}
+
+func TestListWaitsForOwnWrites(t *testing.T) {
+	admin := controlPlane(t)
+	cs := kubernetes.NewForConfigOrDie(admin)
+	ns := namespace(t, cs)
+	c := started(t, admin, informers.Options{Namespace: ns, ReadYourWritesTimeout: 500 * time.Millisecond})
+	web, err := labels.Parse("app=web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := informers.For[*corev1.ConfigMap](c, informers.Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	webOnly, err := informers.For[*corev1.ConfigMap](c, informers.Selection{Labels: web})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("a list after a create shows the object", func(t *testing.T) {
+		for i := range 20 {
+			cm := createConfigMap(t, cs, ns, "web-"+strconv.Itoa(i), map[string]string{"app": "web"})
+			c.ObserveWrite(configMapKind, cm)
+			for _, inf := range []*informers.Informer[*corev1.ConfigMap]{all, webOnly} {
+				got, err := inf.List(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !containsName(got, cm.Name) {
+					t.Fatalf("create %d: List from %s misses %s, just written at resourceVersion %s", i, inf, cm.Name, cm.ResourceVersion)
+				}
+			}
+		}
+	})
+
+	t.Run("a list after a deletion does not show the object", func(t *testing.T) {
+		cm := createConfigMap(t, cs, ns, "doomed", map[string]string{"app": "web"})
+		c.ObserveWrite(configMapKind, cm)
+		if got, err := all.List(t.Context()); err != nil || !containsName(got, "doomed") {
+			t.Fatalf("List = %d objects, %v; want doomed among them", len(got), err)
+		}
+		if err := cs.CoreV1().ConfigMaps(ns).Delete(t.Context(), "doomed", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.ObserveDeletion(configMapKind, cm)
+		got, err := all.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if containsName(got, "doomed") {
+			t.Fatal("List shows an object this process deleted")
+		}
+	})
+
+	t.Run("a write the cache never shows fails the list, naming it", func(t *testing.T) {
+		late := createConfigMap(t, cs, ns, "late", nil)
+		late.ResourceVersion = "999999999"
+		c.ObserveWrite(configMapKind, late)
+		_, err := all.List(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "has not caught up") || !strings.Contains(err.Error(), ns+"/late") {
+			t.Fatalf("List = %v, want an error naming the write the cache lacks", err)
+		}
+	})
+
+	t.Run("a write outside the informer's selection does not hold up its lists", func(t *testing.T) {
+		other := createConfigMap(t, cs, ns, "not-web", map[string]string{"app": "db"})
+		other.ResourceVersion = "999999998" // the cache would never catch up with it
+		c.ObserveWrite(configMapKind, other)
+		if _, err := webOnly.List(t.Context()); err != nil {
+			t.Fatalf("List with app=web waited for a write of an app=db object: %v", err)
+		}
+		if _, err := all.List(t.Context(), informers.InNamespace(ns), informers.MatchingLabels(web)); err != nil {
+			t.Fatalf("List matching app=web waited for a write of an app=db object: %v", err)
+		}
+	})
+}
+
+func containsName(objs []*corev1.ConfigMap, name string) bool {
+	for _, o := range objs {
+		if o.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// grantVerbs lets user use verbs on resource in ns, and nothing else.
+func grantVerbs(t *testing.T, cs kubernetes.Interface, ns, user, resource string, verbs ...string) {
+	t.Helper()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: user + "-" + resource + "-" + strings.Join(verbs, "-"), Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: verbs}},
+	}
+	if _, err := cs.RbacV1().Roles(ns).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user, APIGroup: rbacv1.GroupName}},
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
