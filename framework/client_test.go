@@ -22,6 +22,7 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/testenv"
 )
 
 // newManager returns a manager on cfg that logs nothing.
@@ -38,9 +39,9 @@ func newManager(t *testing.T, cfg *rest.Config, opts framework.Options) *framewo
 }
 
 func TestGetAfterDeletingAnObjectAnotherProcessRecreated(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
+	ns := testenv.Namespace(t, cs)
 	createConfigMap(t, cs, ns, "phoenix", nil)
 	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns}})
 	inf, err := informers.For[*corev1.ConfigMap](mgr.Cache(), informers.Selection{})
@@ -92,9 +93,9 @@ func TestGetAfterDeletingAnObjectAnotherProcessRecreated(t *testing.T) {
 }
 
 func TestClientListSeesOwnCreates(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
+	ns := testenv.Namespace(t, cs)
 	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns}})
 	if _, err := informers.For[*corev1.ConfigMap](mgr.Cache(), informers.Selection{}); err != nil {
 		t.Fatal(err)
@@ -117,9 +118,9 @@ func TestClientListSeesOwnCreates(t *testing.T) {
 }
 
 func TestAPIReaderReadsWithoutTheCache(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	cached, other := namespace(t, cs, "cached"), namespace(t, cs, "other")
+	cached, other := testenv.Namespace(t, cs, "cached"), testenv.Namespace(t, cs, "other")
 	createConfigMap(t, cs, other, "a", map[string]string{"app": "web"})
 	createConfigMap(t, cs, other, "b", map[string]string{"app": "db"})
 	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: cached}})
@@ -182,15 +183,15 @@ func TestAPIReaderReadsWithoutTheCache(t *testing.T) {
 }
 
 func TestGetOfAKindTheIdentityMayNotListFailsFast(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
+	ns := testenv.Namespace(t, cs)
 	createConfigMap(t, cs, ns, "settings", nil)
-	user, err := env.env.AddUser(t.Context(), envtestUser("settings-getter"))
+	user, err := plane.Environment().AddUser(t.Context(), envtestUser("settings-getter"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	grantVerbs(t, cs, ns, "settings-getter", "configmaps", "get")
+	testenv.Grant(t, cs, ns, "settings-getter", "configmaps", "get")
 	mgr := newManager(t, user, framework.Options{Cache: informers.Options{Namespace: ns}})
 	startManager(t, mgr)
 	key := types.NamespacedName{Namespace: ns, Name: "settings"}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -48,9 +49,9 @@ func (l *logLines) matching(substrs ...string) []string {
 }
 
 func TestStartReturnsWhenAReconcileIgnoresItsContext(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
+	ns := testenv.Namespace(t, cs)
 	const grace = time.Second
 	logs := &logLines{}
 	mgr := newManager(t, admin, framework.Options{

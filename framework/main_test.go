@@ -2,81 +2,24 @@ package framework_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/envtest"
+	"github.com/converge-dev/converge/internal/testenv"
 )
 
-// env is the control plane shared by this package's integration tests,
+// plane is the control plane shared by this package's integration tests,
 // started on first use.
-var env struct {
-	once sync.Once
-	env  *envtest.Environment
-	cfg  *rest.Config
-	err  error
-}
+var plane testenv.Plane
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if env.env != nil {
-		if err := env.env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// controlPlane returns the shared control plane's admin config.
-func controlPlane(t *testing.T) *rest.Config {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs a control plane; skipped with -short")
-	}
-	env.once.Do(func() {
-		env.env = envtest.New(envtest.Options{})
-		env.cfg, env.err = env.env.Start(t.Context())
-	})
-	if env.err != nil {
-		t.Fatalf("start control plane: %v", env.err)
-	}
-	return rest.CopyConfig(env.cfg)
-}
-
-// namespace creates a namespace of t's own, named after the test and suffix.
-func namespace(t *testing.T, cs kubernetes.Interface, suffix ...string) string {
-	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(name) > 50 {
-		name = name[:50]
-	}
-	name = strings.Trim(strings.Trim(name, "-")+"-"+strings.Join(suffix, "-"), "-")
-	base := name
-	for i := 2; ; i++ { // a run with -count=N finds the namespaces of the last
-		_, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		if err == nil {
-			return name
-		}
-		if !apierrors.IsAlreadyExists(err) || i > 100 {
-			t.Fatal(err)
-		}
-		name = base + "-" + strconv.Itoa(i)
-	}
-}
+func TestMain(m *testing.M) { os.Exit(plane.Run(m)) }
 
 // run is a manager whose Start runs in a goroutine.
 type run struct {
@@ -118,26 +61,6 @@ func createConfigMap(t *testing.T, cs kubernetes.Interface, ns, name string, lab
 		t.Fatal(err)
 	}
 	return cm
-}
-
-// grantVerbs lets user use verbs on resource in ns, and nothing else.
-func grantVerbs(t *testing.T, cs kubernetes.Interface, ns, user, resource string, verbs ...string) {
-	t.Helper()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: user + "-" + resource, Namespace: ns},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: verbs}},
-	}
-	if _, err := cs.RbacV1().Roles(ns).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user, APIGroup: rbacv1.GroupName}},
-	}
-	if _, err := cs.RbacV1().RoleBindings(ns).Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func envtestUser(name string) envtest.User { return envtest.User{Name: name} }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/testenv"
 )
 
 // started returns a running cache for cfg, stopped when t ends.
@@ -64,9 +65,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestOneWatchPerSelection(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
+	ns := testenv.Namespace(t, cs)
 	createConfigMap(t, cs, ns, "a", nil)
 
 	var log requestLog
@@ -110,9 +111,9 @@ func TestOneWatchPerSelection(t *testing.T) {
 }
 
 func TestModesAndManagedFields(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
+	ns := testenv.Namespace(t, cs)
 	createConfigMap(t, cs, ns, "a", map[string]string{"app": "x"})
 	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 
@@ -166,9 +167,9 @@ func TestModesAndManagedFields(t *testing.T) {
 }
 
 func TestReaderQueries(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns1, ns2 := namespace(t, cs, "1"), namespace(t, cs, "2")
+	ns1, ns2 := testenv.Namespace(t, cs, "1"), testenv.Namespace(t, cs, "2")
 	createConfigMap(t, cs, ns1, "a", map[string]string{"tier": "web"})
 	createConfigMap(t, cs, ns1, "b", map[string]string{"tier": "db"})
 	createConfigMap(t, cs, ns2, "a", map[string]string{"tier": "web"})
@@ -239,9 +240,9 @@ func TestReaderQueries(t *testing.T) {
 }
 
 func TestSelectionFiltersOnTheServer(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
+	ns := testenv.Namespace(t, cs)
 	createConfigMap(t, cs, ns, "web", map[string]string{"tier": "web"})
 	createConfigMap(t, cs, ns, "db", map[string]string{"tier": "db"})
 	c := started(t, admin, informers.Options{
@@ -266,8 +267,8 @@ func TestSelectionFiltersOnTheServer(t *testing.T) {
 }
 
 func TestSyncErrorsNameTheCause(t *testing.T) {
-	admin := controlPlane(t)
-	nobody, err := env.env.AddUser(t.Context(), envtestUser("nobody"))
+	admin := plane.Config(t)
+	nobody, err := plane.Environment().AddUser(t.Context(), envtestUser("nobody"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,11 +348,11 @@ func TestSyncErrorsNameTheCause(t *testing.T) {
 }
 
 func TestRecoversWhenAllowed(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
+	ns := testenv.Namespace(t, cs)
 	createConfigMap(t, cs, ns, "a", nil)
-	user, err := env.env.AddUser(t.Context(), envtestUser("late-reader"))
+	user, err := plane.Environment().AddUser(t.Context(), envtestUser("late-reader"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +365,7 @@ func TestRecoversWhenAllowed(t *testing.T) {
 		h := c.Health()
 		return h != nil && strings.Contains(h.Error(), "forbidden")
 	})
-	grant(t, cs, ns, "late-reader", "configmaps")
+	testenv.Grant(t, cs, ns, "late-reader", "configmaps", "get", "list", "watch")
 	// The reflector retries with backoff (up to 30 s between tries).
 	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 45*time.Second, true, func(context.Context) (bool, error) {
 		return inf.HasSynced() && c.Health() == nil, nil

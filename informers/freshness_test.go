@@ -12,14 +12,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/testenv"
 )
 
 var configMapKind = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 
 func TestReadYourOwnWrites(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
+	ns := testenv.Namespace(t, cs)
 	createConfigMap(t, cs, ns, "a", nil)
 	c := started(t, admin, informers.Options{Namespace: ns, ReadYourWritesTimeout: 500 * time.Millisecond})
 	inf, err := informers.For[*corev1.ConfigMap](c, informers.Selection{})

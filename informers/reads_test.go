@@ -17,12 +17,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/testenv"
 )
 
 func TestReadsOutsideTheCachedNamespaceFail(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	cached, other := namespace(t, cs, "cached"), namespace(t, cs, "other")
+	cached, other := testenv.Namespace(t, cs, "cached"), testenv.Namespace(t, cs, "other")
 	createConfigMap(t, cs, cached, "here", nil)
 	createConfigMap(t, cs, other, "there", nil)
 	c := started(t, admin, informers.Options{Namespace: cached})
@@ -57,15 +58,15 @@ func TestReadsOutsideTheCachedNamespaceFail(t *testing.T) {
 }
 
 func TestReadOfAKindTheIdentityMayGetButNotListFailsFast(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
+	ns := testenv.Namespace(t, cs)
 	createConfigMap(t, cs, ns, "a", nil)
-	user, err := env.env.AddUser(t.Context(), envtestUser("getter"))
+	user, err := plane.Environment().AddUser(t.Context(), envtestUser("getter"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	grantVerbs(t, cs, ns, "getter", "configmaps", "get")
+	testenv.Grant(t, cs, ns, "getter", "configmaps", "get")
 	const syncTimeout = 30 * time.Second
 	c := started(t, user, informers.Options{Namespace: ns, SyncTimeout: syncTimeout})
 	if err := c.WaitForSync(t.Context()); err != nil {
@@ -101,9 +102,9 @@ func TestReadOfAKindTheIdentityMayGetButNotListFailsFast(t *testing.T) {
 }
 
 func TestListWaitsForOwnWrites(t *testing.T) {
-	admin := controlPlane(t)
+	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	ns := namespace(t, cs)
+	ns := testenv.Namespace(t, cs)
 	c := started(t, admin, informers.Options{Namespace: ns, ReadYourWritesTimeout: 500 * time.Millisecond})
 	web, err := labels.Parse("app=web")
 	if err != nil {
