@@ -1,6 +1,7 @@
 package declarative
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,7 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 
@@ -102,7 +104,7 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent informers.Object, d
 			u.SetOwnerReferences([]metav1.OwnerReference{{
 				APIVersion: d.parentGVK.GroupVersion().String(), Kind: d.parentGVK.Kind,
 				Name: parent.GetName(), UID: parent.GetUID(),
-				Controller: ptr(true), BlockOwnerDeletion: ptr(true),
+				Controller: new(true), BlockOwnerDeletion: new(true),
 			}})
 		} else {
 			linked = true
@@ -155,7 +157,7 @@ func (d *Declarative[T]) toUnstructured(decl any) (*unstructured.Unstructured, e
 			delete(md, f)
 		}
 	}
-	prune(m)
+	dropNulls(m)
 	u := &unstructured.Unstructured{Object: m}
 	if u.GetKind() == "" || u.GetAPIVersion() == "" {
 		return nil, errors.New("apiVersion and kind are required")
@@ -163,19 +165,19 @@ func (d *Declarative[T]) toUnstructured(decl any) (*unstructured.Unstructured, e
 	return u, nil
 }
 
-// prune removes null values, recursively. Empty objects stay: some carry
+// dropNulls removes null values, recursively. Empty objects stay: some carry
 // meaning by their presence alone (a volume's emptyDir: {}).
-func prune(m map[string]any) {
+func dropNulls(m map[string]any) {
 	for k, v := range m {
 		switch x := v.(type) {
 		case nil:
 			delete(m, k)
 		case map[string]any:
-			prune(x)
+			dropNulls(x)
 		case []any:
 			for _, e := range x {
 				if em, ok := e.(map[string]any); ok {
-					prune(em)
+					dropNulls(em)
 				}
 			}
 		}
@@ -220,8 +222,6 @@ func labelValue(s string) string {
 	}
 	return string(b)
 }
-
-func ptr[V any](v V) *V { return &v }
 
 func (d *Declarative[T]) namespaced(ck *childKind) (bool, error) {
 	m, err := d.mgr.RESTMapper().RESTMapping(ck.gvk.GroupKind(), ck.gvk.Version)
@@ -532,12 +532,9 @@ func (d *Declarative[T]) deleteChild(ctx context.Context, ck *childKind, obj inf
 }
 
 func (d *Declarative[T]) sortedKinds() []*childKind {
-	out := make([]*childKind, 0, len(d.children))
-	for _, ck := range d.children {
-		out = append(out, ck)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].gvk.String() < out[j].gvk.String() })
-	return out
+	return slices.SortedFunc(maps.Values(d.children), func(a, b *childKind) int {
+		return cmp.Compare(a.gvk.String(), b.gvk.String())
+	})
 }
 
 // parentOf maps a child to its parent through the labels converge set.
@@ -549,20 +546,11 @@ func (d *Declarative[T]) parentOf(child informers.Object) []reconcile.Request {
 	if ref == "" {
 		return nil
 	}
-	ns, name, ok := cut(ref)
+	ns, name, ok := strings.Cut(ref, "/")
 	if !ok {
 		return []reconcile.Request{{Name: ref}}
 	}
 	return []reconcile.Request{{Namespace: ns, Name: name}}
-}
-
-func cut(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return "", s, false
 }
 
 // objectRef returns an unstructured stub naming parent, for writes.

@@ -1,7 +1,8 @@
 package declarative
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,7 +70,7 @@ func (c *Conditions) Set(typ string, status metav1.ConditionStatus, reason, mess
 
 // List returns the conditions, sorted by type.
 func (c *Conditions) List() []metav1.Condition {
-	out := append([]metav1.Condition(nil), c.out...)
-	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	out := append([]metav1.Condition(nil), c.out...) // nil, not [], when there are none
+	slices.SortFunc(out, func(a, b metav1.Condition) int { return cmp.Compare(a.Type, b.Type) })
 	return out
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/events"
@@ -137,7 +139,9 @@ type Declarative[T informers.Object] struct {
 	parentGVK schema.GroupVersionKind
 	// children maps each child kind to its example and informer.
 	children map[schema.GroupKind]*childKind
-	err      error // reported by Sources, i.e. by Builder.Complete
+	// err is the configuration error New found, or nil. When it is set,
+	// every other field is zero: Sources and Reconcile return err (see New).
+	err error
 	// recorder records State.Events and ownership conflicts on parents.
 	recorder events.EventRecorder
 	// statuses remembers the status last applied to each parent.
@@ -159,74 +163,134 @@ var (
 )
 
 // New returns a declarative reconciler for parents of kind T. Pass it to the
-// Complete of a framework.NewController[T]; configuration errors are
-// reported there, naming the problem.
+// Complete of a framework.NewController[T].
+//
+// New returns no error so that it can be written inline in Complete, and it
+// never returns nil. A configuration error (a nil manager or reconciler, a
+// parent or child type missing from the manager's scheme, Options breaking
+// a rule) is kept in the Declarative it returns, which then does nothing
+// else: Sources returns the error, so Builder.Complete fails with it before
+// anything is watched, and Reconcile returns it as a terminal error. A
+// broken configuration makes no informer.
 func New[T informers.Object](mgr *framework.Manager, r Reconciler[T], opts Options) *Declarative[T] {
-	d := &Declarative[T]{mgr: mgr, r: r, opts: opts, children: map[schema.GroupKind]*childKind{}}
-	if mgr == nil || isNil(r) {
-		d.err = errors.New("declarative.New: manager and reconciler must not be nil")
-		return d
+	d, err := newDeclarative(mgr, r, opts)
+	if err != nil {
+		return &Declarative[T]{err: err}
 	}
-	d.client = mgr.Client()
-	if f, ok := r.(Finalizer[T]); ok {
-		d.finalize = f
+	return d
+}
+
+// newDeclarative builds a Declarative in two steps: check the arguments and
+// Options, which has no side effects, then get the cache's informer for
+// every child kind.
+func newDeclarative[T informers.Object](mgr *framework.Manager, r Reconciler[T], opts Options) (*Declarative[T], error) {
+	if mgr == nil || isNil(r) {
+		return nil, errors.New("declarative.New: manager and reconciler must not be nil")
 	}
 	var zero T
 	parent := reflect.New(reflect.TypeOf(zero).Elem()).Interface().(informers.Object)
 	gvks, _, err := mgr.Scheme().ObjectKinds(parent)
 	if err != nil {
-		d.err = fmt.Errorf("declarative: parent type %T is not registered in the manager's scheme: %w", parent, err)
-		return d
+		return nil, fmt.Errorf("declarative: parent type %T is not registered in the manager's scheme: %w", parent, err)
 	}
-	d.parentGVK = gvks[0]
-	if d.opts.FieldManager == "" {
-		d.opts.FieldManager = "converge-" + strings.ToLower(d.parentGVK.Kind)
+	parentGVK := gvks[0]
+	opts = opts.withDefaults(parentGVK.Kind)
+	if err := opts.validate(mgr.Scheme()); err != nil {
+		return nil, err
 	}
-	if d.opts.Finalizer == "" {
-		d.opts.Finalizer = "converge.dev/" + d.opts.FieldManager
+	live, err := metadata.NewForConfig(mgr.Config())
+	if err != nil {
+		return nil, fmt.Errorf("declarative: metadata client: %w", err)
 	}
-	if d.live, err = metadata.NewForConfig(mgr.Config()); err != nil {
-		d.err = fmt.Errorf("declarative: metadata client: %w", err)
-		return d
+	children, err := childKinds(mgr.Cache(), mgr.Scheme(), opts.Children)
+	if err != nil {
+		return nil, err
 	}
-	d.recorder = mgr.EventRecorder(reportingController(d.opts.FieldManager))
-	d.err = d.validate()
-	return d
+	d := &Declarative[T]{
+		mgr:       mgr,
+		client:    mgr.Client(),
+		r:         r,
+		opts:      opts,
+		parentGVK: parentGVK,
+		children:  children,
+		recorder:  mgr.EventRecorder(reportingController(opts.FieldManager)),
+		live:      live,
+	}
+	if f, ok := r.(Finalizer[T]); ok {
+		d.finalize = f
+	}
+	return d, nil
 }
 
-func (d *Declarative[T]) validate() error {
+// withDefaults returns o with its zero fields set to the defaults their
+// documentation states, for parents of kind parentKind.
+func (o Options) withDefaults(parentKind string) Options {
+	if o.FieldManager == "" {
+		o.FieldManager = "converge-" + strings.ToLower(parentKind)
+	}
+	if o.Finalizer == "" {
+		o.Finalizer = "converge.dev/" + o.FieldManager
+	}
+	return o
+}
+
+// validate checks o, with its defaults set, against scheme: one error per
+// broken rule. It has no side effects.
+func (o Options) validate(scheme *runtime.Scheme) error {
 	var errs []error
-	if len(d.opts.Children) == 0 {
+	if len(o.Children) == 0 {
 		errs = append(errs, errors.New("declarative: Options.Children is empty; list an example object of every child kind"))
 	}
-	if len(d.opts.FieldManager) > 128 {
-		errs = append(errs, fmt.Errorf("declarative: Options.FieldManager %q is longer than 128 characters", d.opts.FieldManager))
+	if len(o.FieldManager) > 128 {
+		errs = append(errs, fmt.Errorf("declarative: Options.FieldManager %q is longer than 128 characters", o.FieldManager))
 	}
-	if !strings.Contains(d.opts.Finalizer, "/") {
-		errs = append(errs, fmt.Errorf("declarative: Options.Finalizer %q must be domain-qualified, like example.com/cleanup", d.opts.Finalizer))
+	if !strings.Contains(o.Finalizer, "/") {
+		errs = append(errs, fmt.Errorf("declarative: Options.Finalizer %q must be domain-qualified, like example.com/cleanup", o.Finalizer))
 	}
-	for _, ex := range d.opts.Children {
+	for _, ex := range o.Children {
 		if isNil(ex) {
 			errs = append(errs, errors.New("declarative: Options.Children holds a nil object"))
 			continue
 		}
-		gvk := ex.GetObjectKind().GroupVersionKind()
-		if gvk.Kind == "" {
-			gvks, _, err := d.mgr.Scheme().ObjectKinds(ex)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("declarative: child type %T is not registered in the manager's scheme: %w", ex, err))
-				continue
-			}
-			gvk = gvks[0]
+		if _, err := childGVK(scheme, ex); err != nil {
+			errs = append(errs, err)
 		}
-		inf, err := informers.ForObject(d.mgr.Cache(), ex, informers.Selection{Kind: gvk})
+	}
+	return errors.Join(errs...)
+}
+
+// childGVK returns the kind of the child example ex: the one it sets, else
+// the one scheme registers for its type.
+func childGVK(scheme *runtime.Scheme, ex informers.Object) (schema.GroupVersionKind, error) {
+	if gvk := ex.GetObjectKind().GroupVersionKind(); gvk.Kind != "" {
+		return gvk, nil
+	}
+	gvks, _, err := scheme.ObjectKinds(ex)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("declarative: child type %T is not registered in the manager's scheme: %w", ex, err)
+	}
+	return gvks[0], nil
+}
+
+// childKinds gets the informer of every child kind from cache; examples
+// are Options.Children, checked by validate.
+func childKinds(cache *informers.Cache, scheme *runtime.Scheme, examples []informers.Object) (map[schema.GroupKind]*childKind, error) {
+	out := make(map[schema.GroupKind]*childKind, len(examples))
+	var errs []error
+	for _, ex := range examples {
+		gvk, err := childGVK(scheme, ex)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		inf, err := informers.ForObject(cache, ex, informers.Selection{Kind: gvk})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("declarative: child kind %v: %w", gvk, err))
 			continue
 		}
-		d.children[gvk.GroupKind()] = &childKind{gvk: gvk, example: ex, inf: inf}
+		out[gvk.GroupKind()] = &childKind{gvk: gvk, example: ex, inf: inf}
 	}
-	return errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
 
 // Sources watches every child kind: a change to a child (found by its
@@ -265,7 +329,7 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if (d.finalize != nil || linked) && !hasString(parent.GetFinalizers(), d.opts.Finalizer) {
+	if (d.finalize != nil || linked) && !slices.Contains(parent.GetFinalizers(), d.opts.Finalizer) {
 		err := d.addFinalizer(ctx, parent)
 		if errors.Is(err, errParentGone) {
 			// Applying children now could leave some nothing cleans up;
@@ -319,15 +383,8 @@ func conflictNotes(errs []error) []string {
 	return out
 }
 
-func hasString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
+// isNil reports whether v is nil or a nil pointer, func, map or interface
+// held in an interface (a typed nil).
 func isNil(v any) bool {
 	if v == nil {
 		return true

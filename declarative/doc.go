@@ -59,5 +59,6 @@
 // change nothing are skipped, so there is no hot loop. Build conditions with
 // Conditions, which keeps lastTransitionTime while a condition's status holds.
 //
-// See ExampleNew.
+// See ExampleNew for a complete controller, and ExampleLiveChild for a
+// Desired that reads its children.
 package declarative

@@ -60,13 +60,13 @@ func TestContains(t *testing.T) {
 	}
 }
 
-func TestPruneDropsNullsOnly(t *testing.T) {
+func TestDropNullsDropsNullsOnly(t *testing.T) {
 	// Empty objects stay: a volume's "emptyDir": {} means something.
 	m := decode(t, `{"a":null,"b":{},"c":{"d":null,"e":{}},"f":[{"g":null,"h":1}],"i":[],"j":0,"k":""}`).(map[string]any)
-	prune(m)
+	dropNulls(m)
 	got, _ := json.Marshal(m)
 	if want := `{"b":{},"c":{"e":{}},"f":[{"h":1}],"i":[],"j":0,"k":""}`; string(got) != want {
-		t.Errorf("prune = %s, want %s", got, want)
+		t.Errorf("dropNulls = %s, want %s", got, want)
 	}
 }
 

@@ -1,10 +1,11 @@
 package declarative
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -103,8 +104,8 @@ func LiveChildren[C informers.Object](ctx context.Context, example C) ([]C, erro
 		}
 		out = append(out, c)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		return key(out[i].GetNamespace(), out[i].GetName()) < key(out[j].GetNamespace(), out[j].GetName())
+	slices.SortFunc(out, func(a, b C) int {
+		return cmp.Compare(key(a.GetNamespace(), a.GetName()), key(b.GetNamespace(), b.GetName()))
 	})
 	return out, nil
 }

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
@@ -74,7 +74,7 @@ func (d *Declarative[T]) removeFinalizer(ctx context.Context, parent informers.O
 
 // finalizeParent runs cleanup for a parent being deleted.
 func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
-	if !hasString(parent.GetFinalizers(), d.opts.Finalizer) {
+	if !slices.Contains(parent.GetFinalizers(), d.opts.Finalizer) {
 		return nil // not ours to hold: owner references let the garbage collector finish
 	}
 	if d.finalize != nil {
@@ -116,7 +116,7 @@ func (d *Declarative[T]) applyStatus(ctx context.Context, parent T, status any) 
 		return err
 	}
 	if m, ok := want.(map[string]any); ok {
-		prune(m)
+		dropNulls(m)
 	}
 	h, err := hashOf(map[string]any{"status": want})
 	if err != nil {
@@ -139,8 +139,4 @@ func (d *Declarative[T]) applyStatus(ctx context.Context, parent T, status any) 
 	}
 	d.statuses.set(parent.GetUID(), appliedStatus{hash: h, resourceVersion: applied.GetResourceVersion()})
 	return nil
-}
-
-func deepCopyMap(m map[string]any) map[string]any {
-	return (&unstructured.Unstructured{Object: map[string]any{"m": m}}).DeepCopy().Object["m"].(map[string]any)
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/informers"
@@ -62,7 +63,7 @@ func (m *statusMemory) len() int {
 	return len(m.byUID)
 }
 
-// statusHeld reports whether parent already holds status want (pruned, as
+// statusHeld reports whether parent already holds status want (nulls dropped, as
 // it would be applied), whose hash is h. Two cases are certain:
 //
 //   - this process applied exactly want to this parent, and the parent is
@@ -87,8 +88,8 @@ func (d *Declarative[T]) statusHeld(parent T, want any, h string) bool {
 	}
 	cur := live["status"]
 	if m, ok := cur.(map[string]any); ok {
-		m = deepCopyMap(m)
-		prune(m)
+		m = runtime.DeepCopyJSON(m)
+		dropNulls(m)
 		cur = m
 	}
 	if cur == nil || !contains(cur, want) || !contains(want, cur) {

@@ -43,7 +43,7 @@ func TestStatusHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := m["status"].(map[string]any)
-		prune(out)
+		dropNulls(out)
 		return out
 	}
 	for _, tc := range []struct {

@@ -1,0 +1,117 @@
+package declarative_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/converge-dev/converge/declarative"
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// unregistered is a kind no scheme knows.
+type unregistered struct{ corev1.Secret }
+
+func newManager(t *testing.T) *framework.Manager {
+	t.Helper()
+	mgr, err := framework.NewManager(&rest.Config{Host: "http://127.0.0.1:1"}, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr
+}
+
+func noChildren(context.Context, *corev1.ConfigMap) (declarative.State, error) {
+	return declarative.State{}, nil
+}
+
+func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
+	r := declarative.Func[*corev1.ConfigMap](noChildren)
+	secrets := []informers.Object{&corev1.Secret{}}
+	for _, tc := range []struct {
+		name string
+		new  func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap]
+		want []string // substrings of the error
+	}{
+		{"nil manager", func(*framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+			return declarative.New(nil, r, declarative.Options{Children: secrets})
+		}, []string{"manager and reconciler must not be nil"}},
+		{"typed nil reconciler", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+			return declarative.New(mgr, declarative.Func[*corev1.ConfigMap](nil), declarative.Options{Children: secrets})
+		}, []string{"manager and reconciler must not be nil"}},
+		{"no children", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+			return declarative.New(mgr, r, declarative.Options{})
+		}, []string{"Options.Children is empty"}},
+		{"nil child", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+			return declarative.New(mgr, r, declarative.Options{Children: []informers.Object{(*corev1.Secret)(nil)}})
+		}, []string{"Options.Children holds a nil object"}},
+		{"unregistered child", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+			return declarative.New(mgr, r, declarative.Options{Children: []informers.Object{&unregistered{}}})
+		}, []string{"child type *declarative_test.unregistered is not registered"}},
+		{"long field manager", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+			return declarative.New(mgr, r, declarative.Options{Children: secrets, FieldManager: strings.Repeat("m", 129)})
+		}, []string{"Options.FieldManager", "longer than 128 characters"}},
+		{"unqualified finalizer", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+			return declarative.New(mgr, r, declarative.Options{Children: secrets, Finalizer: "cleanup"})
+		}, []string{`Options.Finalizer "cleanup" must be domain-qualified`}},
+		{"every broken rule at once", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+			return declarative.New(mgr, r, declarative.Options{
+				Children:     []informers.Object{nil, &unregistered{}},
+				FieldManager: strings.Repeat("m", 129), Finalizer: "cleanup",
+			})
+		}, []string{"holds a nil object", "not registered", "longer than 128", "domain-qualified"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mgr := newManager(t)
+			d := tc.new(mgr)
+			if d == nil {
+				t.Fatal("New returned nil")
+			}
+			_, err := d.Sources()
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("Sources error %v, want one containing %q", err, w)
+				}
+			}
+			_, rerr := d.Reconcile(t.Context(), parent())
+			if !reconcile.IsTerminal(rerr) || err == nil || !strings.Contains(rerr.Error(), err.Error()) {
+				t.Errorf("Reconcile error %v, want a terminal error holding %v", rerr, err)
+			}
+			// A broken configuration watches nothing: no informer is made.
+			if stats := mgr.Cache().Stats(); len(stats) != 0 {
+				t.Errorf("the cache holds %d informers after a failed New, want none: %+v", len(stats), stats)
+			}
+		})
+	}
+}
+
+func TestUnregisteredParentIsReported(t *testing.T) {
+	d := declarative.New(newManager(t), declarative.Func[*unregistered](func(context.Context, *unregistered) (declarative.State, error) {
+		return declarative.State{}, nil
+	}), declarative.Options{Children: []informers.Object{&corev1.Secret{}}})
+	if _, err := d.Sources(); err == nil || !strings.Contains(err.Error(), "parent type *declarative_test.unregistered is not registered") {
+		t.Errorf("Sources error %v, want the parent type named as unregistered", err)
+	}
+}
+
+func TestNewWatchesEveryChildKind(t *testing.T) {
+	mgr := newManager(t)
+	d := declarative.New(mgr, declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{
+		Children: []informers.Object{&corev1.Secret{}, &corev1.Service{}},
+	})
+	srcs, err := d.Sources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srcs) != 2 {
+		t.Errorf("Sources returned %d sources, want one per child kind (2)", len(srcs))
+	}
+	if stats := mgr.Cache().Stats(); len(stats) != 2 {
+		t.Errorf("the cache holds %d informers, want one per child kind (2): %+v", len(stats), stats)
+	}
+}
