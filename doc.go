@@ -1,5 +1,8 @@
 // Package converge is a framework for writing Kubernetes controllers. This
 // package holds no code; it maps the packages a controller author uses.
+// Imports go one way: reconcile, then workqueue and informers (which never
+// import each other), then framework, then declarative; test/layering
+// checks it.
 //
 // # Reconcilers
 //
@@ -24,9 +27,32 @@
 // Package framework holds the Manager (cache, client, lifecycle), the
 // Controller and its Builder, watch sources, predicates and metrics.
 //
+// Package framework/controllerutil holds the object edits most reconcilers
+// make: controller owner references, finalizers, merge patches, and
+// create-or-update / create-or-patch through the manager's client.
+//
+// # Declarative controllers
+//
+// Package declarative turns a function from a parent object to its desired
+// children and status into a complete controller: converge server-side
+// applies the children, owns them, prunes those no longer desired, reverts
+// drift, writes the status and runs cleanup before the parent is deleted.
+//
 // # Test control planes
 //
 // Package framework/envtest runs a real etcd and kube-apiserver (and
 // optionally kube-controller-manager) for tests and local runs, built once
 // by hack/control-plane.sh.
+//
+// # Scaffolding
+//
+// Command cmd/converge scaffolds controller projects on converge and adds
+// APIs and controllers to them; a generated project builds and passes its
+// own specs on a real control plane.
+//
+// # Examples
+//
+// Commands examples/podlogger, examples/podphases and examples/staticsite
+// are complete controllers: a typed reconciler logging pods, the README's
+// controller, and a declarative controller for a custom resource.
 package converge

@@ -35,7 +35,7 @@ type Cache struct {
 	meta   metadata.Interface
 
 	mu sync.Mutex
-	// entries guards the informer registry; mu guards it.
+	// entries is the informer registry, one informer per key; mu guards it.
 	entries map[informerKey]*entry
 	// runCtx is the context informers run on; nil until Start. mu guards it.
 	runCtx context.Context

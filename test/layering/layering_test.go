@@ -1,85 +1,207 @@
 // Package layering checks that converge's packages import one way:
-// reconcile → workqueue → informers → framework, and that nothing depends on
+// reconcile → workqueue and informers (siblings) → framework → declarative,
+// that the test helpers stay out of the library, and that nothing depends on
 // controller-runtime.
 package layering
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/converge-dev/converge"
 
+// stdOnly, as a forbidden import, forbids every package outside the
+// standard library.
+const stdOnly = "<non-standard>"
+
+// rules are the import rules. A package pattern is relative to the module
+// ("framework", "examples/...", or "..." for every package of the module); a
+// forbidden import is a full import path, or a pattern ending in "/...",
+// which also matches every package below it. Rules are checked on the
+// packages' non-test dependencies, direct or not: test code may import
+// anything (bench/ is a module of its own and is not checked).
+var rules = []struct {
+	name      string
+	from      []string
+	forbidden []string
+}{
+	{
+		name:      "reconcile is a leaf: the standard library only",
+		from:      []string{"reconcile"},
+		forbidden: []string{stdOnly},
+	},
+	{
+		name:      "workqueue never imports informers, its sibling, or the layers above",
+		from:      []string{"workqueue"},
+		forbidden: []string{module + "/informers", module + "/framework/...", module + "/declarative"},
+	},
+	{
+		name:      "informers never imports workqueue, its sibling, or the layers above",
+		from:      []string{"informers"},
+		forbidden: []string{module + "/workqueue", module + "/framework/...", module + "/declarative"},
+	},
+	{
+		name:      "framework never imports the test control plane, the examples, or declarative above it",
+		from:      []string{"framework", "framework/controllerutil"},
+		forbidden: []string{module + "/framework/envtest", module + "/examples/...", module + "/declarative"},
+	},
+	{
+		name:      "framework/envtest stands alone: it never imports framework",
+		from:      []string{"framework/envtest"},
+		forbidden: []string{module + "/framework", module + "/framework/controllerutil"},
+	},
+	{
+		name:      "declarative never imports the test control plane",
+		from:      []string{"declarative"},
+		forbidden: []string{module + "/framework/envtest"},
+	},
+	{
+		name:      "converge is not built on controller-runtime (only bench/, its own module, compares with it)",
+		from:      []string{"..."},
+		forbidden: []string{"sigs.k8s.io/controller-runtime/..."},
+	},
+	{
+		name:      "internal/testenv is for tests only",
+		from:      []string{"..."},
+		forbidden: []string{module + "/internal/testenv"},
+	},
+}
+
+// pkg is one package as go list reports it.
 type pkg struct {
 	ImportPath string
 	Deps       []string
-	Standard   bool
+	Error      *struct{ Err string } // set when the package cannot be built
 }
 
-func deps(t *testing.T) map[string]pkg {
+// listModule returns every package of the module with its non-test
+// dependencies, by path relative to the module ("" for its root). A package
+// that cannot be built (an import cycle, say) is an error, and its
+// dependencies are still checked: go list -e reports them.
+func listModule(t *testing.T) map[string][]string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-json=ImportPath,Deps", module+"/...").Output()
+	out, err := exec.Command("go", "list", "-e", "-json=ImportPath,Deps,Error", module+"/...").Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("go list %s/...: %v: %s", module, err, exit.Stderr)
+		}
+		t.Fatalf("go list %s/...: %v", module, err)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
-	pkgs := map[string]pkg{}
+	pkgs := map[string][]string{}
 	for dec.More() {
 		var p pkg
 		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
+			t.Fatalf("decode go list output: %v", err)
 		}
-		pkgs[p.ImportPath] = p
+		if p.Error != nil {
+			t.Errorf("package %s: %s", p.ImportPath, p.Error.Err)
+		}
+		pkgs[relative(p.ImportPath)] = p.Deps
 	}
 	return pkgs
 }
 
-func TestImportsGoOneWay(t *testing.T) {
-	pkgs := deps(t)
-	forbidden := map[string][]string{
-		// reconcile is a leaf: the standard library only.
-		"reconcile":  {"."},
-		"workqueue":  {module + "/informers", module + "/framework"},
-		"informers":  {module + "/framework"},
-		"framework":  {"sigs.k8s.io/controller-runtime"},
-		"test/e2e":   {"sigs.k8s.io/controller-runtime"},
-		"examples/*": {"sigs.k8s.io/controller-runtime"},
+// message is the report of package rel importing dep against rule.
+func message(rel, dep, rule string) string {
+	return fmt.Sprintf("package %s imports %s (directly or not); rule: %s", strings.TrimSuffix(module+"/"+rel, "/"), dep, rule)
+}
+
+func relative(path string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
+}
+
+// matches reports whether path matches pattern: equal, or below it for a
+// pattern ending in "/...", or anything for "...".
+func matches(pattern, path string) bool {
+	if pattern == "..." {
+		return true
 	}
-	for short, bad := range forbidden {
-		for path, p := range pkgs {
-			rel := strings.TrimPrefix(strings.TrimPrefix(path, module), "/")
-			if !(rel == short || strings.HasSuffix(short, "*") && strings.HasPrefix(rel, strings.TrimSuffix(short, "*"))) {
+	if prefix, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return path == prefix || strings.HasPrefix(path, prefix+"/")
+	}
+	return path == pattern
+}
+
+// forbids reports whether the forbidden pattern f matches the import dep.
+func forbids(f, dep string) bool {
+	if f == stdOnly {
+		// Standard packages have no dot in their first path element.
+		first, _, _ := strings.Cut(dep, "/")
+		return strings.Contains(first, ".")
+	}
+	return matches(f, dep)
+}
+
+// violations returns one message per package, dependency and rule broken,
+// sorted.
+func violations(pkgs map[string][]string) []string {
+	var out []string
+	for _, r := range rules {
+		for rel, deps := range pkgs {
+			if !slices.ContainsFunc(r.from, func(p string) bool { return matches(p, rel) }) {
 				continue
 			}
-			for _, d := range p.Deps {
-				for _, b := range bad {
-					if b == "." {
-						// Any non-standard package: its first element has a dot.
-						if first, _, _ := strings.Cut(d, "/"); strings.Contains(first, ".") {
-							t.Errorf("%s imports %s: it must depend on the standard library only", rel, d)
-						}
-						continue
-					}
-					if d == b || strings.HasPrefix(d, b+"/") {
-						t.Errorf("%s imports %s", rel, d)
+			for _, dep := range deps {
+				for _, f := range r.forbidden {
+					if forbids(f, dep) {
+						out = append(out, message(rel, dep, r.name))
 					}
 				}
 			}
 		}
 	}
-	if _, ok := pkgs[module+"/reconcile"]; !ok {
-		t.Fatal("go list did not report the reconcile package: the check would be vacuous")
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func TestImportsFollowTheRules(t *testing.T) {
+	pkgs := listModule(t)
+	// A rule on a package go list does not report would pass for nothing.
+	for _, r := range rules {
+		for _, from := range r.from {
+			if !slices.ContainsFunc(slices.Collect(maps.Keys(pkgs)), func(rel string) bool { return matches(from, rel) }) {
+				t.Errorf("rule %q names package %s, which go list does not report: the rule checks nothing", r.name, from)
+			}
+		}
+	}
+	for _, v := range violations(pkgs) {
+		t.Error(v)
 	}
 }
 
-func TestNoControllerRuntimeInModule(t *testing.T) {
-	for path, p := range deps(t) {
-		for _, d := range p.Deps {
-			if strings.HasPrefix(d, "sigs.k8s.io/controller-runtime") {
-				t.Errorf("%s depends on %s; only bench/ (its own module) may", path, d)
+// TestEveryRuleCanFail gives each rule a package graph that breaks it, and
+// checks the violation names the package, the forbidden import and the rule.
+func TestEveryRuleCanFail(t *testing.T) {
+	for _, r := range rules {
+		for _, from := range r.from {
+			for _, f := range r.forbidden {
+				rel := strings.TrimSuffix(from, "/...")
+				if from == "..." {
+					rel = "framework"
+				}
+				dep := strings.TrimSuffix(f, "/...")
+				if f == stdOnly {
+					dep = "k8s.io/client-go/rest"
+				}
+				got := violations(map[string][]string{rel: {"context", dep}})
+				want := message(rel, dep, r.name)
+				if !slices.Contains(got, want) {
+					t.Errorf("%s importing %s: violations %q, want one %q", rel, dep, got, want)
+				}
 			}
 		}
+	}
+	// And the standard library is always allowed.
+	if got := violations(map[string][]string{"reconcile": {"context", "errors", "time"}}); len(got) != 0 {
+		t.Errorf("reconcile importing the standard library only: violations %q, want none", got)
 	}
 }
