@@ -150,11 +150,12 @@ type Declarative[T informers.Object] struct {
 	live metadata.Interface
 }
 
+// childKind is one kind of child: its kind, the example object from
+// Options.Children, and the cache's informer for it.
 type childKind struct {
-	gvk        schema.GroupVersionKind
-	example    informers.Object
-	inf        *informers.Informer[informers.Object]
-	namespaced bool
+	gvk     schema.GroupVersionKind
+	example informers.Object
+	inf     *informers.Informer[informers.Object]
 }
 
 var (
@@ -170,8 +171,9 @@ var (
 // parent or child type missing from the manager's scheme, Options breaking
 // a rule) is kept in the Declarative it returns, which then does nothing
 // else: Sources returns the error, so Builder.Complete fails with it before
-// anything is watched, and Reconcile returns it as a terminal error. A
-// broken configuration makes no informer.
+// anything is watched, and Reconcile returns it as a terminal error.
+// Options that break a rule make no informer: New checks them before it
+// asks the cache for the children's informers.
 func New[T informers.Object](mgr *framework.Manager, r Reconciler[T], opts Options) *Declarative[T] {
 	d, err := newDeclarative(mgr, r, opts)
 	if err != nil {
