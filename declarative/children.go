@@ -531,6 +531,8 @@ func (d *Declarative[T]) deleteChild(ctx context.Context, ck *childKind, obj inf
 	return nil
 }
 
+// sortedKinds returns the child kinds ordered by kind, so that pruning visits
+// them in the same order on every reconcile.
 func (d *Declarative[T]) sortedKinds() []*childKind {
 	return slices.SortedFunc(maps.Values(d.children), func(a, b *childKind) int {
 		return cmp.Compare(a.gvk.String(), b.gvk.String())
