@@ -201,6 +201,8 @@ func (c *Cache) waitForSync(ctx context.Context, failFast bool, entries ...*entr
 	case <-ctx.Done():
 		return fmt.Errorf("informers: waited %v: %w", time.Since(start).Round(time.Millisecond), ErrNotStarted)
 	}
+	// Start set runCtx before closing startedCh: safe to read now.
+	stopped := c.runCtx.Done()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -225,6 +227,14 @@ func (c *Cache) waitForSync(ctx context.Context, failFast bool, entries ...*entr
 			errs := make([]error, 0, len(pending))
 			for _, e := range pending {
 				errs = append(errs, e.syncError(time.Since(start), context.Cause(ctx)))
+			}
+			return errors.Join(errs...)
+		case <-stopped:
+			// Informers requested now never run; ones that had not synced
+			// never will.
+			errs := make([]error, 0, len(pending))
+			for _, e := range pending {
+				errs = append(errs, fmt.Errorf("informers: %s: %w", e.desc, ErrStopped))
 			}
 			return errors.Join(errs...)
 		case <-tick.C:

@@ -16,6 +16,11 @@ import (
 // timeout or when their context ended) before the cache's Start was called.
 var ErrNotStarted = errors.New("informers: the cache has not been started")
 
+// ErrStopped is wrapped by the error of a read that needs an informer that
+// has not synced after the cache stopped (its Start's context ended): that
+// informer will never run.
+var ErrStopped = errors.New("informers: the cache has stopped")
+
 // ErrNotCached is wrapped by the error of a read outside what the cache
 // holds: an object in another namespace than the one the cache (or the
 // kind's Selection) is limited to. The object may well exist.

@@ -208,3 +208,41 @@ func grantVerbs(t *testing.T, cs kubernetes.Interface, ns, user, resource string
 		t.Fatal(err)
 	}
 }
+
+// A read that needs a new informer after the cache stopped can never be
+// served: it fails at once with ErrStopped, instead of waiting out the sync
+// timeout for an informer that will not run.
+func TestReadsAfterTheCacheStoppedFailAtOnce(t *testing.T) {
+	admin := plane.Config(t)
+	cs := kubernetes.NewForConfigOrDie(admin)
+	ns := testenv.Namespace(t, cs)
+	createConfigMap(t, cs, ns, "here", nil)
+	c, err := informers.New(admin, informers.Options{Namespace: ns, SyncTimeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	var cm corev1.ConfigMap
+	if err := c.Get(t.Context(), ns, "here", &cm); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+
+	// Secrets have no informer yet: one would be created, and never run.
+	var s corev1.Secret
+	err = c.Get(t.Context(), ns, "any", &s)
+	if !errors.Is(err, informers.ErrStopped) {
+		t.Fatalf("Get of a new kind after Start returned = %v, want an error wrapping ErrStopped", err)
+	}
+	if !strings.Contains(err.Error(), "Secret") {
+		t.Errorf("error %q does not name the kind", err)
+	}
+	if err := c.List(t.Context(), &corev1.SecretList{}); !errors.Is(err, informers.ErrStopped) {
+		t.Errorf("List of a new kind after Start returned = %v, want an error wrapping ErrStopped", err)
+	}
+}
