@@ -135,7 +135,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	}
 	// Bind every source first: binding can fail (a kind missing from the
 	// scheme), and a failed build must leave nothing behind.
-	primary := &kindSource[T]{self: true, sel: opts.Selection, preds: b.preds}
+	primary := &kindSource[T]{self: true, sel: opts.Selection, preds: b.preds, resync: opts.ResyncPeriod}
 	target := &watchTarget{mgr: mgr, name: b.name, log: c.log}
 	bound, err := primary.bind(target)
 	if err != nil {

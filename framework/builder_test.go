@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,6 +61,9 @@ func TestBuilderValidation(t *testing.T) {
 		{"negative workers", func(mgr *framework.Manager) error {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{Workers: -1}).Complete(noop)
 		}, []string{"Workers must not be negative, got -1"}},
+		{"resync shorter than client-go allows", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{ResyncPeriod: time.Millisecond}).Complete(noop)
+		}, []string{"ControllerOptions.ResyncPeriod must be at least 1s (or negative for none), got 1ms"}},
 		{"duplicate name", func(mgr *framework.Manager) error {
 			if err := framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Complete(noop); err != nil {
 				return err

@@ -127,7 +127,22 @@ func (i *Informer[T]) LastSyncResourceVersion() string {
 // h are shared: do not modify them. A handler added after the initial list
 // first receives every cached object as an add with isInInitialList true.
 // Handlers are called from one goroutine per handler and must not block.
+//
+// opts.ResyncPeriod, when set, is the handler's own resync period: every
+// cached object is replayed to h as an update with equal old and new
+// resource versions at that interval (at least MinResyncPeriod; zero for
+// none). Unset means the kind's period (Options.ResyncByKind, else
+// Options.ResyncPeriod). Handlers with different periods share the
+// informer; each is replayed to on its own schedule.
 func (i *Informer[T]) AddHandler(h Handler[T], opts cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	if opts.ResyncPeriod == nil {
+		d := i.e.resync
+		opts.ResyncPeriod = &d
+	} else if d := *opts.ResyncPeriod; d > 0 && d < MinResyncPeriod {
+		return nil, fmt.Errorf("informers: add handler to %s: resync period %v is shorter than %v", i.e.desc, d, MinResyncPeriod)
+	} else if d < 0 {
+		return nil, fmt.Errorf("informers: add handler to %s: resync period %v is negative", i.e.desc, d)
+	}
 	reg, err := i.e.informer.AddEventHandlerWithOptions(untyped[T]{h}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("informers: add handler to %s: %w", i.e.desc, err)
