@@ -99,6 +99,18 @@ func TestBuilderValidation(t *testing.T) {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				Watches(framework.Owned[informers.Object]((*corev1.ConfigMap)(nil))).Complete(noop)
 		}, []string{"Owned called with a nil *v1.ConfigMap"}},
+		{"metadata-only owned kind", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&corev1.Secret{}).Complete(noop)
+		}, nil},
+		{"nil metadata-only owned object", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata((*corev1.Secret)(nil)).Complete(noop)
+		}, []string{"OwnsMetadata called with a nil *v1.Secret", "&v1.Secret{}"}},
+		{"metadata-only owned type not in scheme", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&unregistered{}).Complete(noop)
+		}, []string{"OwnsMetadata *framework_test.unregistered", "not registered"}},
+		{"metadata-only owned object without a kind", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&metav1.PartialObjectMetadata{}).Complete(noop)
+		}, []string{"OwnsMetadata *v1.PartialObjectMetadata", "apiVersion and kind must be set"}},
 		{"nil map function", func(mgr *framework.Manager) error {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				Watches(framework.Map[*corev1.ConfigMap](nil)).Complete(noop)
