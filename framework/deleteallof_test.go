@@ -76,6 +76,15 @@ func TestDeleteAllOf(t *testing.T) {
 	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "web-1"}, &gone); err == nil {
 		t.Errorf("Get %s/web-1 after DeleteAllOf found it", ns)
 	}
+	// Another process re-creates web-2 at once: the cache shows the new one,
+	// whose UID tells it from the one deleted, without waiting out the
+	// deletion mark.
+	reborn := createConfigMap(t, cs, ns, "web-2", web)
+	eventually(t, "the cache shows the re-created web-2", func() bool {
+		var cm corev1.ConfigMap
+		err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "web-2"}, &cm)
+		return err == nil && cm.UID == reborn.UID
+	})
 	if _, err := cs.CoreV1().ConfigMaps(other).Get(t.Context(), "web-1", metav1.GetOptions{}); err != nil {
 		t.Errorf("%s/web-1 in the other namespace: %v", other, err)
 	}
@@ -89,7 +98,7 @@ func TestDeleteAllOf(t *testing.T) {
 		informers.Selection{Fields: fields.OneTermEqualSelector("metadata.name", "lone")}); err != nil {
 		t.Fatal(err)
 	}
-	if got := configMapNames(t, c, informers.InNamespace(ns)); slices.Contains(got, "lone") || !slices.Contains(got, "db") {
+	if got := configMapNames(t, c, informers.InNamespace(ns)); slices.Contains(got, "lone") || !slices.Contains(got, "db") || !slices.Contains(got, "web-2") {
 		t.Errorf("after deleting metadata.name=lone the cache lists %v", got)
 	}
 
