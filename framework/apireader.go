@@ -69,8 +69,9 @@ func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj infor
 // List reads the objects matching opts from the API server into list, a
 // list type such as *corev1.ConfigMapList, *unstructured.UnstructuredList or
 // *metav1.PartialObjectMetadataList (the last two with apiVersion and kind
-// set, as "FooList"). informers.InNamespace and informers.MatchingLabels
-// apply; without a namespace, a namespaced kind is listed in every
+// set, as "FooList"). informers.InNamespace, informers.MatchingLabels and
+// informers.MatchingFields apply (the API server evaluates the field
+// selector: any field the kind supports); without a namespace, a namespaced kind is listed in every
 // namespace. informers.MatchingIndex needs the cache and is an error here.
 func (r *APIReader) List(ctx context.Context, list runtime.Object, opts ...informers.ListOption) error {
 	lo := informers.NewListOptions(opts...)
@@ -94,8 +95,15 @@ func (r *APIReader) List(ctx context.Context, list runtime.Object, opts ...infor
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	var params metav1.ListOptions
 	if lo.Labels != nil && !lo.Labels.Empty() {
-		req = req.VersionedParams(&metav1.ListOptions{LabelSelector: lo.Labels.String()}, metav1.ParameterCodec)
+		params.LabelSelector = lo.Labels.String()
+	}
+	if lo.Fields != nil && !lo.Fields.Empty() {
+		params.FieldSelector = lo.Fields.String()
+	}
+	if params != (metav1.ListOptions{}) {
+		req = req.VersionedParams(&params, metav1.ParameterCodec)
 	}
 	if _, ok := list.(*metav1.PartialObjectMetadataList); ok {
 		req = req.SetHeader("Accept", metadataAccept("PartialObjectMetadataList"))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"reflect"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
@@ -68,6 +70,37 @@ func (b *Builder[T]) Owns(obj informers.Object) *Builder[T] {
 		return b
 	}
 	return b.Watches(Owned(obj))
+}
+
+// OwnsMetadata is Owns for objects whose metadata is all the controller
+// reads (it needs their owner references, labels, annotations): it caches
+// *metav1.PartialObjectMetadata of obj's kind instead of whole objects, so
+// that a controller owning Secrets or large ConfigMaps holds none of their
+// data. obj only names the kind (a typed object registered in the scheme, or
+// an unstructured or metadata object with apiVersion and kind). Equivalent
+// to Watches(WithSelection(Owned(&metav1.PartialObjectMetadata{}),
+// informers.Selection{Kind: obj's kind})).
+//
+// Reads of those objects that should come from the same informer ask for
+// *metav1.PartialObjectMetadata with that kind; a read of the typed object
+// starts a second informer holding whole objects.
+func (b *Builder[T]) OwnsMetadata(obj informers.Object) *Builder[T] {
+	switch {
+	case obj == nil:
+		b.errs = append(b.errs, errors.New("OwnsMetadata called with a nil object"))
+		return b
+	case isNil(obj):
+		b.errs = append(b.errs, fmt.Errorf("OwnsMetadata called with a nil %T: pass an empty object, such as %s", obj, emptyLiteral(obj)))
+		return b
+	case b.mgr == nil:
+		return b // NewController recorded it
+	}
+	gvk, err := kindOf(b.mgr.Scheme(), obj)
+	if err != nil {
+		b.errs = append(b.errs, fmt.Errorf("OwnsMetadata %T: %w", obj, err))
+		return b
+	}
+	return b.Watches(WithSelection(Owned(&metav1.PartialObjectMetadata{}), informers.Selection{Kind: gvk}))
 }
 
 // Watches adds a source (see Owned, Map and WithSelection).
@@ -135,7 +168,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	}
 	// Bind every source first: binding can fail (a kind missing from the
 	// scheme), and a failed build must leave nothing behind.
-	primary := &kindSource[T]{self: true, sel: opts.Selection, preds: b.preds}
+	primary := &kindSource[T]{self: true, sel: opts.Selection, preds: b.preds, resync: opts.ResyncPeriod}
 	target := &watchTarget{mgr: mgr, name: b.name, log: c.log}
 	bound, err := primary.bind(target)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,6 +61,9 @@ func TestBuilderValidation(t *testing.T) {
 		{"negative workers", func(mgr *framework.Manager) error {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{Workers: -1}).Complete(noop)
 		}, []string{"Workers must not be negative, got -1"}},
+		{"resync shorter than client-go allows", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{ResyncPeriod: time.Millisecond}).Complete(noop)
+		}, []string{"ControllerOptions.ResyncPeriod must be at least 1s (or negative for none), got 1ms"}},
 		{"duplicate name", func(mgr *framework.Manager) error {
 			if err := framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Complete(noop); err != nil {
 				return err
@@ -95,6 +99,18 @@ func TestBuilderValidation(t *testing.T) {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				Watches(framework.Owned[informers.Object]((*corev1.ConfigMap)(nil))).Complete(noop)
 		}, []string{"Owned called with a nil *v1.ConfigMap"}},
+		{"metadata-only owned kind", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&corev1.Secret{}).Complete(noop)
+		}, nil},
+		{"nil metadata-only owned object", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata((*corev1.Secret)(nil)).Complete(noop)
+		}, []string{"OwnsMetadata called with a nil *v1.Secret", "&v1.Secret{}"}},
+		{"metadata-only owned type not in scheme", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&unregistered{}).Complete(noop)
+		}, []string{"OwnsMetadata *framework_test.unregistered", "not registered"}},
+		{"metadata-only owned object without a kind", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&metav1.PartialObjectMetadata{}).Complete(noop)
+		}, []string{"OwnsMetadata *v1.PartialObjectMetadata", "apiVersion and kind must be set"}},
 		{"nil map function", func(mgr *framework.Manager) error {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				Watches(framework.Map[*corev1.ConfigMap](nil)).Complete(noop)

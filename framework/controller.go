@@ -40,6 +40,17 @@ type ControllerOptions struct {
 	// default for the kind.
 	Selection informers.Selection
 
+	// ResyncPeriod replays every cached object of the primary kind to this
+	// controller at this interval, so that it reconciles each again without
+	// any change: a safety net for controllers that act on the outside
+	// world. Replayed keys are queued behind real changes (Event.Background
+	// is true), and only this controller's handler replays: other
+	// controllers sharing the informer keep their own period. It must be at
+	// least informers.MinResyncPeriod. Zero means the cache's period for the
+	// kind (Options.Cache.ResyncByKind, else Options.Cache.ResyncPeriod);
+	// negative means no resync for this controller.
+	ResyncPeriod time.Duration
+
 	// ReconcileTimeout bounds each reconcile: its context is cancelled after
 	// this long and the reconcile is counted as timed out. Zero means no bound.
 	ReconcileTimeout time.Duration
@@ -67,6 +78,9 @@ func (o ControllerOptions) validate() error {
 	var errs []error
 	if o.Workers < 0 {
 		errs = append(errs, fmt.Errorf("ControllerOptions.Workers must not be negative, got %d", o.Workers))
+	}
+	if o.ResyncPeriod > 0 && o.ResyncPeriod < informers.MinResyncPeriod {
+		errs = append(errs, fmt.Errorf("ControllerOptions.ResyncPeriod must be at least %v (or negative for none), got %v", informers.MinResyncPeriod, o.ResyncPeriod))
 	}
 	if o.ReconcileTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ControllerOptions.ReconcileTimeout must not be negative, got %v", o.ReconcileTimeout))

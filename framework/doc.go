@@ -44,5 +44,11 @@
 // get but not list and watch) fail with an error saying so; Manager.APIReader
 // reads those straight from the API server.
 //
-// See ExampleNewController, ExampleManager and ExampleManager_APIReader.
+// A controller may resync (ControllerOptions.ResyncPeriod: its objects are
+// reconciled again at that interval, as background work), own a kind
+// through a metadata-only informer (Builder.OwnsMetadata), and delete a
+// collection at once (Client.DeleteAllOf).
+//
+// See ExampleNewController, ExampleManager, ExampleManager_APIReader,
+// ExampleBuilder_OwnsMetadata and ExampleClient_DeleteAllOf.
 package framework

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
@@ -125,5 +126,40 @@ func ExampleManager_APIReader() {
 			}
 			return reconcile.Result{}, nil
 		}))
+	fmt.Println(err)
+}
+
+// A controller that owns Secrets but reads only their metadata: the cache
+// holds no Secret data. Its Deployments are also reconciled every ten
+// minutes without any change, behind real changes in the queue.
+func ExampleBuilder_OwnsMetadata() {
+	mgr, err := framework.NewManager(nil, framework.Options{})
+	if err != nil {
+		return
+	}
+	err = framework.NewController[*appsv1.Deployment](mgr, "deployments", framework.ControllerOptions{ResyncPeriod: 10 * time.Minute}).
+		OwnsMetadata(&corev1.Secret{}).
+		Complete(reconcile.ObjectFunc[*appsv1.Deployment](func(ctx context.Context, d *appsv1.Deployment) (reconcile.Result, error) {
+			var secrets metav1.PartialObjectMetadataList
+			secrets.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+			if err := mgr.Client().List(ctx, &secrets, informers.InNamespace(d.Namespace)); err != nil {
+				return reconcile.Result{}, err
+			}
+			return reconcile.Result{}, nil
+		}))
+	fmt.Println(err)
+}
+
+// Delete every ConfigMap of one release in one namespace in one request;
+// their dependents are deleted in the background.
+func ExampleClient_DeleteAllOf() {
+	ctx := context.Background()
+	mgr, err := framework.NewManager(nil, framework.Options{})
+	if err != nil {
+		return
+	}
+	release := labels.SelectorFromSet(labels.Set{"release": "r1"})
+	err = mgr.Client().DeleteAllOf(ctx, &corev1.ConfigMap{}, informers.Selection{Namespace: "apps", Labels: release},
+		framework.Propagation(metav1.DeletePropagationBackground))
 	fmt.Println(err)
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -68,6 +69,10 @@ type kindSource[C informers.Object] struct {
 	onDelete func(C)
 	// mapper is set for sources built by Map, whose mapFn must not be nil.
 	mapper bool
+	// resync is the handler's own resync period (ControllerOptions.
+	// ResyncPeriod): zero for the cache's period for the kind, negative for
+	// none.
+	resync time.Duration
 }
 
 // boundKind is a kindSource bound to a controller.
@@ -238,7 +243,20 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 				emit(e, false)
 			}
 		},
-	}, cache.HandlerOptions{})
+	}, b.handlerOptions())
+}
+
+// handlerOptions asks the informer for the source's own resync period, if
+// it has one.
+func (s *kindSource[C]) handlerOptions() cache.HandlerOptions {
+	switch {
+	case s.resync > 0:
+		return cache.HandlerOptions{ResyncPeriod: &s.resync}
+	case s.resync < 0:
+		var none time.Duration
+		return cache.HandlerOptions{ResyncPeriod: &none}
+	}
+	return cache.HandlerOptions{}
 }
 
 // newForKind returns an empty object of kind gvk: typed when the scheme

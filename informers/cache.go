@@ -334,14 +334,20 @@ func (c *Cache) lookup(obj runtime.Object, sel Selection, pin bool) (*entry, err
 }
 
 func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error) {
-	e := &entry{key: key, desc: key.describe(), cache: c}
+	e := &entry{key: key, desc: key.describe(), cache: c, resync: c.opts.resyncFor(key.gvk.GroupKind())}
 	lw, err := c.listWatch(e)
 	if err != nil {
 		return nil, err
 	}
 	example = example.DeepCopyObject()
+	// Every informer checks for due resyncs each MinResyncPeriod, and every
+	// handler says its own period (AddHandler): client-go only lets a
+	// handler resync more often than its informer's own period when the
+	// handler is added before the informer starts, and never when that
+	// period is zero. The check is a timer tick and a look at the handlers;
+	// nothing is replayed unless a handler is due.
 	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
-		ResyncPeriod:      c.opts.ResyncPeriod,
+		ResyncPeriod:      MinResyncPeriod,
 		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 		ObjectDescription: e.desc,
 	})

@@ -27,11 +27,18 @@
 //     bounded, until the cache holds the write.
 //   - No false NotFound: a read of a namespace outside what the reader holds
 //     fails with ErrNotCached, naming both namespaces.
+//   - Resync per handler: each handler replays the cache at its own period
+//     (Informer.AddHandler), else its kind's (Options.ResyncByKind), else
+//     Options.ResyncPeriod, whether it was added before or after the
+//     informer started.
+//   - No silent field filters: MatchingFields evaluates metadata.name and
+//     metadata.namespace and refuses other fields, which only the API server
+//     knows (Selection.Fields narrows an informer on the server).
 //
 // Three modes cover the object forms controllers use: typed Go structs from a
 // scheme, *unstructured.Unstructured for types known only at run time, and
 // *metav1.PartialObjectMetadata when only metadata is needed (owner references,
 // labels), which costs a fraction of the memory.
 //
-// See ExampleFor.
+// See ExampleFor and ExampleMatchingFields.
 package informers

@@ -24,6 +24,9 @@ type entry struct {
 	informer cache.SharedIndexInformer
 	// selector is the informer's label selector, nil for all labels.
 	selector labels.Selector
+	// resync is the resync period of handlers that ask for none of their
+	// own (Options.ResyncByKind or ResyncPeriod); zero for none.
+	resync time.Duration
 
 	// pinned is set when a handle from For or ForObject holds the entry, and
 	// stop cancels its informer's context once it runs; the cache's mu

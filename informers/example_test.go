@@ -3,10 +3,14 @@ package informers_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/informers"
 )
@@ -37,4 +41,42 @@ func ExampleFor() {
 	for _, p := range onNode {
 		fmt.Println(p.Namespace, p.Name, p.Status.Phase)
 	}
+}
+
+// The cache resyncs Secrets every ten minutes and nothing else; one handler
+// of ConfigMaps asks for its own period. Lists select by name from the
+// cache; other fields need an informer narrowed on the server.
+func ExampleMatchingFields() {
+	ctx := context.Background()
+	cfg := &rest.Config{Host: "https://my-cluster:6443"}
+
+	c, err := informers.New(cfg, informers.Options{
+		ResyncByKind: map[schema.GroupKind]time.Duration{{Kind: "Secret"}: 10 * time.Minute},
+	})
+	if err != nil {
+		panic(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+
+	cms, _ := informers.For[*corev1.ConfigMap](c, informers.Selection{})
+	hourly := time.Hour
+	_, _ = cms.AddHandler(informers.HandlerFuncs[*corev1.ConfigMap]{
+		UpdateFunc: func(oldCM, newCM *corev1.ConfigMap) {
+			if oldCM.ResourceVersion == newCM.ResourceVersion {
+				fmt.Println("resync of", newCM.Name)
+			}
+		},
+	}, cache.HandlerOptions{ResyncPeriod: &hourly})
+
+	notRoot, err := cms.List(ctx, informers.MatchingFields(fields.OneTermNotEqualSelector("metadata.name", "kube-root-ca.crt")))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(len(notRoot))
+
+	// status.phase is evaluated by the API server: narrow the informer.
+	running, _ := informers.For[*corev1.Pod](c, informers.Selection{Fields: fields.OneTermEqualSelector("status.phase", "Running")})
+	pods, _ := running.List(ctx)
+	fmt.Println(len(pods))
 }

@@ -7,8 +7,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -132,7 +134,22 @@ func (i *Informer[T]) LastSyncResourceVersion() string {
 // h are shared: do not modify them. A handler added after the initial list
 // first receives every cached object as an add with isInInitialList true.
 // Handlers are called from one goroutine per handler and must not block.
+//
+// opts.ResyncPeriod, when set, is the handler's own resync period: every
+// cached object is replayed to h as an update with equal old and new
+// resource versions at that interval (at least MinResyncPeriod; zero for
+// none). Unset means the kind's period (Options.ResyncByKind, else
+// Options.ResyncPeriod). Handlers with different periods share the
+// informer; each is replayed to on its own schedule.
 func (i *Informer[T]) AddHandler(h Handler[T], opts cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	if opts.ResyncPeriod == nil {
+		d := i.e.resync
+		opts.ResyncPeriod = &d
+	} else if d := *opts.ResyncPeriod; d > 0 && d < MinResyncPeriod {
+		return nil, fmt.Errorf("informers: add handler to %s: resync period %v is shorter than %v", i.e.desc, d, MinResyncPeriod)
+	} else if d < 0 {
+		return nil, fmt.Errorf("informers: add handler to %s: resync period %v is negative", i.e.desc, d)
+	}
 	reg, err := i.e.informer.AddEventHandlerWithOptions(untyped[T]{h}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("informers: add handler to %s: %w", i.e.desc, err)
@@ -208,6 +225,13 @@ func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error)
 		return nil, fmt.Errorf("list %s: %w", i.e.desc, err)
 	}
 	lo := NewListOptions(opts...)
+	byFields, err := i.e.fieldMatcher(lo.Fields)
+	if err != nil {
+		return nil, err
+	}
+	if ns, ok := namespaceOf(lo.Fields); ok && lo.Namespace == "" {
+		lo.Namespace = ns // read one namespace's index, and refuse one the cache does not hold
+	}
 	if lo.Namespace != "" {
 		if err := i.e.inSelection("list", lo.Namespace, ""); err != nil {
 			return nil, err
@@ -217,10 +241,7 @@ func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error)
 		return nil, err
 	}
 	indexer := i.e.informer.GetIndexer()
-	var (
-		objs []any
-		err  error
-	)
+	var objs []any
 	switch {
 	case lo.Index != "":
 		ns := lo.Namespace
@@ -240,6 +261,9 @@ func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error)
 	for _, o := range objs {
 		t := o.(T)
 		if lo.Labels != nil && !lo.Labels.Matches(labels.Set(t.GetLabels())) {
+			continue
+		}
+		if byFields != nil && !byFields(t) {
 			continue
 		}
 		out = append(out, t)
@@ -304,6 +328,41 @@ func (i *Informer[T]) groupResource() schema.GroupResource {
 	return schema.GroupResource{Group: i.e.key.gvk.Group, Resource: i.e.key.gvk.Kind}
 }
 
+// cachedFields are the fields a cache List can select on.
+var cachedFields = map[string]bool{"metadata.name": true, "metadata.namespace": true}
+
+// fieldMatcher returns a filter for sel, nil when sel selects everything,
+// or an error naming the first field the cache cannot evaluate.
+func (e *entry) fieldMatcher(sel fields.Selector) (func(Object) bool, error) {
+	if sel == nil || sel.Empty() {
+		return nil, nil
+	}
+	for _, r := range sel.Requirements() {
+		if !cachedFields[r.Field] {
+			return nil, fmt.Errorf("list %s: field selector %q: the cache can select on metadata.name and metadata.namespace only, not %s: "+
+				"narrow the informer with Selection.Fields (the API server evaluates it) or read without the cache (the framework's Manager.APIReader)",
+				e.desc, sel, r.Field)
+		}
+	}
+	return func(o Object) bool {
+		return sel.Matches(fields.Set{"metadata.name": o.GetName(), "metadata.namespace": o.GetNamespace()})
+	}, nil
+}
+
+// namespaceOf returns the namespace sel requires with metadata.namespace=ns,
+// if any.
+func namespaceOf(sel fields.Selector) (string, bool) {
+	if sel == nil {
+		return "", false
+	}
+	for _, r := range sel.Requirements() {
+		if r.Field == "metadata.namespace" && (r.Operator == selection.Equals || r.Operator == selection.DoubleEquals) {
+			return r.Value, true
+		}
+	}
+	return "", false
+}
+
 // ListOption narrows a List.
 type ListOption func(*ListOptions)
 
@@ -315,6 +374,10 @@ type ListOptions struct {
 	Namespace string
 	// Labels keeps objects whose labels match; nil means all.
 	Labels labels.Selector
+	// Fields keeps objects whose fields match; nil means all. The cache
+	// evaluates metadata.name and metadata.namespace only; an uncached
+	// reader passes the selector to the API server.
+	Fields fields.Selector
 	// Index and Value keep objects indexed under Value by the index named
 	// Index (see Informer.AddIndex); "" means no index.
 	Index, Value string
@@ -335,6 +398,16 @@ func InNamespace(ns string) ListOption { return func(o *ListOptions) { o.Namespa
 // MatchingLabels keeps objects whose labels match sel.
 func MatchingLabels(sel labels.Selector) ListOption {
 	return func(o *ListOptions) { o.Labels = sel }
+}
+
+// MatchingFields keeps objects whose fields match sel. Reads from the cache
+// evaluate metadata.name and metadata.namespace, and fail on any other field
+// (the cache holds decoded objects, not the API server's field sets): to
+// select on spec.nodeName or status.phase, narrow the informer itself
+// (Selection.Fields, evaluated by the API server) or read without the cache
+// (the framework's Manager.APIReader, which passes sel to the server).
+func MatchingFields(sel fields.Selector) ListOption {
+	return func(o *ListOptions) { o.Fields = sel }
 }
 
 // MatchingIndex keeps objects indexed under value by the index named index

@@ -46,6 +46,14 @@ type Options struct {
 	// Replayed keys are queued behind real changes. Zero means no resync.
 	ResyncPeriod time.Duration
 
+	// ResyncByKind overrides ResyncPeriod for the handlers of one kind's
+	// informers, whatever their selection. A handler may still ask for its
+	// own period (cache.HandlerOptions.ResyncPeriod in Informer.AddHandler;
+	// the framework's ControllerOptions.ResyncPeriod). Periods must be at
+	// least one second, client-go's minimum. A kind absent, or zero, means
+	// ResyncPeriod; negative means no resync for that kind.
+	ResyncByKind map[schema.GroupKind]time.Duration
+
 	// SyncTimeout bounds how long WaitForSync and a reader's first access to a
 	// new kind wait for the initial list. Zero means 2 minutes; negative means
 	// no bound other than the caller's context.
@@ -114,6 +122,20 @@ func (s Selection) isZero() bool {
 
 const defaultSyncTimeout = 2 * time.Minute
 
+// MinResyncPeriod is the shortest resync period a handler can have
+// (client-go's minimum); informers check every MinResyncPeriod which of
+// their handlers are due.
+const MinResyncPeriod = time.Second
+
+// resyncFor returns the resync period of gk's handlers that ask for none of
+// their own: zero for none.
+func (o Options) resyncFor(gk schema.GroupKind) time.Duration {
+	if d, ok := o.ResyncByKind[gk]; ok && d != 0 {
+		return max(d, 0)
+	}
+	return o.ResyncPeriod
+}
+
 func (o Options) withDefaults() Options {
 	if o.Scheme == nil {
 		o.Scheme = clientgoscheme.Scheme
@@ -131,6 +153,11 @@ func (o Options) validate() error {
 	var errs []error
 	if o.ResyncPeriod < 0 {
 		errs = append(errs, fmt.Errorf("informers: Options.ResyncPeriod must not be negative, got %v", o.ResyncPeriod))
+	}
+	for gk, d := range o.ResyncByKind {
+		if d > 0 && d < MinResyncPeriod {
+			errs = append(errs, fmt.Errorf("informers: Options.ResyncByKind[%v] must be at least %v (or negative for none), got %v", gk, MinResyncPeriod, d))
+		}
 	}
 	for gk, sel := range o.ByKind {
 		if !sel.Kind.Empty() && sel.Kind.GroupKind() != gk {

@@ -9,9 +9,11 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -127,5 +129,84 @@ var _ = Describe("Owns", func() {
 		Eventually(ctx, calls.count(key(ns, "a"))).Should(Equal(3))
 		Eventually(ctx, calls.count(key(ns, "b"))).Should(Equal(3))
 		Expect(calls.keys()).To(ConsistOf(key(ns, "a"), key(ns, "b")))
+	}, SpecTimeout(time.Minute))
+
+	It("with OwnsMetadata, reconciles the owner when an owned Secret changes while caching only Secret metadata", func(ctx SpecContext) {
+		mgr := newManager(ns, framework.Options{})
+		calls := newRecorder()
+		secretMeta := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+		var (
+			mu sync.Mutex
+			// seen is the child's annotation "v" as the parent's last
+			// reconcile read it from the cache; mu guards it.
+			seen string
+		)
+		parent := reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
+			calls.record(key(cm.Namespace, cm.Name))
+			child := &metav1.PartialObjectMetadata{}
+			child.SetGroupVersionKind(secretMeta)
+			err := mgr.Client().Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: cm.Name + "-child"}, child)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil && cm.Name == "parent" {
+				seen = child.Annotations["v"]
+			}
+			return reconcile.Result{}, nil
+		})
+		Expect(framework.NewController[*corev1.ConfigMap](mgr, "metadata-parent", framework.ControllerOptions{}).
+			OwnsMetadata(&corev1.Secret{}).
+			Complete(parent)).To(Succeed())
+		startManager(ctx, mgr)
+
+		secrets := kube.CoreV1().Secrets(ns)
+		createChild := func(owner *corev1.ConfigMap) *corev1.Secret {
+			s, err := secrets.Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace: ns, Name: owner.Name + "-child", Annotations: map[string]string{"v": "1"},
+					OwnerReferences: []metav1.OwnerReference{{
+						APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: new(true),
+					}},
+				},
+				Data: map[string][]byte{"password": []byte("s3cret")},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			return s
+		}
+		child := createChild(createConfigMap(ctx, ns, "parent", nil))
+		createChild(createConfigMap(ctx, ns, "neighbour", nil))
+		seenChild := func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return seen
+		}
+		Eventually(ctx, seenChild).Should(Equal("1"))
+
+		By("changing the owned Secret's metadata")
+		before := calls.count(key(ns, "parent"))()
+		child.Annotations["v"] = "2"
+		child, err := secrets.Update(ctx, child, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(ctx, seenChild).Should(Equal("2"))
+		Expect(calls.count(key(ns, "parent"))()).To(BeNumerically(">", before))
+
+		By("changing only the owned Secret's data: the metadata watch still sees it")
+		before = calls.count(key(ns, "parent"))()
+		neighbour := calls.count(key(ns, "neighbour"))()
+		child.Data["password"] = []byte("rotated")
+		_, err = secrets.Update(ctx, child, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(ctx, calls.count(key(ns, "parent"))).Should(BeNumerically(">", before))
+		Expect(calls.count(key(ns, "neighbour"))()).To(Equal(neighbour), "the Secret of another owner did not change")
+
+		By("holding Secrets as metadata only")
+		var secretInformers []informers.InformerStats
+		for _, st := range mgr.Cache().Stats() {
+			if st.Kind.GroupKind() == secretMeta.GroupKind() {
+				secretInformers = append(secretInformers, st)
+			}
+		}
+		Expect(secretInformers).To(HaveLen(1))
+		Expect(secretInformers[0].Mode).To(Equal(informers.Metadata))
+		Expect(secretInformers[0].Objects).To(Equal(2))
 	}, SpecTimeout(time.Minute))
 })
