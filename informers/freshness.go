@@ -184,6 +184,20 @@ func (e *entry) shows(p pendingWrite, lo ListOptions) bool {
 	return (e.selector == nil || e.selector.Matches(set)) && (lo.Labels == nil || lo.Labels.Matches(set))
 }
 
+// excludes reports whether e's label selector rules out the object of p as
+// written, while e does not hold it: e never receives that object, and its
+// store's resource version moves past the write only with the next event
+// e does select, so a read waiting for the write would wait for nothing.
+// (Whether an object matches a field selector cannot be told here: a Get
+// of such an object waits.)
+func (e *entry) excludes(p pendingWrite) bool {
+	if p.m.gone || e.selector == nil || e.selector.Matches(labels.Set(p.m.labels)) {
+		return false
+	}
+	_, held, _ := e.informer.GetIndexer().GetByKey(p.storeKey())
+	return !held
+}
+
 // pendingWrite is one mark a read waits for.
 type pendingWrite struct {
 	k writeKey
@@ -236,7 +250,7 @@ func (e *entry) fresh(key string, m *writeMark) bool {
 func (e *entry) awaitOwnWrite(ctx context.Context, namespace, name string) error {
 	k := writeKey{e.key.gvk.GroupKind(), namespace, name}
 	m, ok := e.cache.markFor(k)
-	if !ok {
+	if !ok || e.excludes(pendingWrite{k, m}) {
 		return nil
 	}
 	return e.await(ctx, []pendingWrite{{k, m}})

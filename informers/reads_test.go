@@ -177,6 +177,9 @@ func TestListWaitsForOwnWrites(t *testing.T) {
 		if _, err := all.List(t.Context(), informers.InNamespace(ns), informers.MatchingLabels(web)); err != nil {
 			t.Fatalf("List matching app=web waited for a write of an app=db object: %v", err)
 		}
+		if _, err := webOnly.Get(t.Context(), ns, "not-web"); !apierrors.IsNotFound(err) {
+			t.Fatalf("Get with app=web of an app=db object this process wrote = %v, want NotFound at once", err)
+		}
 	})
 }
 
