@@ -55,7 +55,8 @@ func CreateOrUpdate(ctx context.Context, c *framework.Client, obj informers.Obje
 // CreateOrPatch is CreateOrUpdate with JSON merge patches instead of an
 // update: only the fields mutate changed are sent, so fields this program's
 // Go types do not know survive. A status that mutate changed is patched
-// through the status subresource.
+// through the status subresource, or with the rest of the object when the
+// kind has none.
 func CreateOrPatch(ctx context.Context, c *framework.Client, obj informers.Object, mutate MutateFunc) (OperationResult, error) {
 	existing, err := readForWrite(ctx, c, obj, mutate)
 	if err != nil || existing == nil {
@@ -75,7 +76,14 @@ func CreateOrPatch(ctx context.Context, c *framework.Client, obj informers.Objec
 		if err != nil {
 			return Unchanged, err
 		}
-		if err := c.Status().Patch(ctx, obj, types.MergePatchType, data); err != nil {
+		switch err := c.Status().Patch(ctx, obj, types.MergePatchType, data); {
+		case apierrors.IsNotFound(err):
+			// The object was just read, so the kind has no status
+			// subresource (a custom resource whose status is a plain
+			// field): the status goes with the rest. Were the object gone
+			// instead, that patch fails with NotFound in turn.
+			patch["status"] = status
+		case err != nil:
 			return Unchanged, err
 		}
 	}

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -8,10 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/controllerutil"
+	"github.com/converge-dev/converge/framework/envtest"
 )
 
 var _ = Describe("controllerutil", func() {
@@ -97,6 +101,45 @@ var _ = Describe("controllerutil", func() {
 		_, err = kube.CoreV1().ConfigMaps(ns).Get(ctx, "elsewhere", metav1.GetOptions{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	}, SpecTimeout(time.Minute))
+
+	It("CreateOrPatch writes the status of a kind without the status subresource with the rest of the object", func(ctx SpecContext) {
+		Expect(env.InstallCRDs(ctx, envtest.CRDOptions{Paths: []string{filepath.Join("testdata", "gizmos.yaml")}})).To(Succeed())
+		gizmo := schema.GroupVersionKind{Group: "e2e.converge.dev", Version: "v1", Kind: "Gizmo"}
+		mgr := started(ctx)
+		c := mgr.Client()
+		newGizmo := func() *unstructured.Unstructured {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gizmo)
+			u.SetNamespace(ns)
+			u.SetName("g")
+			return u
+		}
+		obj := newGizmo()
+		Expect(controllerutil.CreateOrPatch(ctx, c, obj, func() error {
+			return unstructured.SetNestedField(obj.Object, "1", "spec", "size")
+		})).To(Equal(controllerutil.Created))
+
+		obj = newGizmo()
+		Expect(controllerutil.CreateOrPatch(ctx, c, obj, func() error {
+			if err := unstructured.SetNestedField(obj.Object, "2", "spec", "size"); err != nil {
+				return err
+			}
+			return unstructured.SetNestedField(obj.Object, "Ready", "status", "phase")
+		})).To(Equal(controllerutil.Patched))
+		live, err := dyn.Resource(gizmo.GroupVersion().WithResource("gizmos")).Namespace(ns).Get(ctx, "g", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(live.Object).To(HaveKeyWithValue("spec", HaveKeyWithValue("size", "2")))
+		Expect(live.Object).To(HaveKeyWithValue("status", HaveKeyWithValue("phase", "Ready")))
+
+		By("patching a status-only change")
+		obj = newGizmo()
+		Expect(controllerutil.CreateOrPatch(ctx, c, obj, func() error {
+			return unstructured.SetNestedField(obj.Object, "Done", "status", "phase")
+		})).To(Equal(controllerutil.Patched))
+		live, err = dyn.Resource(gizmo.GroupVersion().WithResource("gizmos")).Namespace(ns).Get(ctx, "g", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(live.Object).To(HaveKeyWithValue("status", HaveKeyWithValue("phase", "Done")))
+	}, SpecTimeout(2*time.Minute))
 
 	It("SetControllerReference refuses an object another owner controls, and the refusal leaves it untouched", func(ctx SpecContext) {
 		mgr := started(ctx)
