@@ -318,7 +318,7 @@ func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub 
 		}
 		obj.GetObjectKind().SetGroupVersionKind(gvk)
 	}
-	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
+	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 && gracePassed(obj) {
 		// The write removed the last finalizer of an object being deleted:
 		// it is gone, though the answer shows it as it was.
 		c.cache.ObserveDeletion(gvk, obj)
@@ -369,6 +369,15 @@ func (c *Client) observeDeletion(gvk schema.GroupVersionKind, obj informers.Obje
 		return
 	}
 	c.cache.ObserveDeletion(gvk, gone)
+}
+
+// gracePassed reports whether obj, being deleted, no longer waits for a
+// grace period: the server removes it once its finalizers are gone. A pod
+// terminating gracefully (deletionGracePeriodSeconds above zero) stays,
+// finalizers or not, until its kubelet confirms the termination.
+func gracePassed(obj metav1.Object) bool {
+	g := obj.GetDeletionGracePeriodSeconds()
+	return g == nil || *g == 0
 }
 
 func describeKey(obj metav1.Object) string {

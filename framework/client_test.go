@@ -217,3 +217,56 @@ func TestGetOfAKindTheIdentityMayNotListFailsFast(t *testing.T) {
 		t.Fatalf("readiness stays false after the failed read: %v", mgr.Cache().Health())
 	}
 }
+
+// A pod being deleted gracefully has a deletion timestamp and no finalizers
+// until its kubelet confirms the termination: a write to it in that time
+// (a label, a status) leaves it in place, and a read after the write shows
+// it rather than waiting for a deletion that has not happened.
+func TestReadAfterWritingAGracefullyTerminatingPod(t *testing.T) {
+	admin := plane.Config(t)
+	cs := kubernetes.NewForConfigOrDie(admin)
+	ns := testenv.Namespace(t, cs)
+	// A pod bound to a node no kubelet runs: its deletion waits for ever.
+	pod, err := cs.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "terminating"},
+		Spec: corev1.PodSpec{
+			NodeName:   "no-kubelet",
+			Containers: []corev1.Container{{Name: "c", Image: "example.invalid/c"}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns, ReadYourWritesTimeout: 2 * time.Second}})
+	if _, err := informers.For[*corev1.Pod](mgr.Cache(), informers.Selection{}); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t, mgr)
+	c := mgr.Client()
+	key := types.NamespacedName{Namespace: ns, Name: pod.Name}
+	var got corev1.Pod
+	if err := c.Get(t.Context(), key, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.DeletionTimestamp == nil || len(got.Finalizers) != 0 {
+		t.Fatalf("pod has deletionTimestamp %v and finalizers %v, want a graceful deletion without finalizers", got.DeletionTimestamp, got.Finalizers)
+	}
+
+	patch := []byte(`{"metadata":{"labels":{"seen":"yes"}}}`)
+	if err := c.Patch(t.Context(), &got, types.MergePatchType, patch); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), key, &got); err != nil {
+		t.Fatalf("Get after a write to a terminating pod = %v, want the pod", err)
+	}
+	if got.Labels["seen"] != "yes" {
+		t.Errorf("Get after the write returned labels %v, want the write's", got.Labels)
+	}
+	var list corev1.PodList
+	if err := c.List(t.Context(), &list, informers.InNamespace(ns)); err != nil || len(list.Items) != 1 {
+		t.Errorf("List after a write to a terminating pod = %d pods, %v; want the pod", len(list.Items), err)
+	}
+}
