@@ -188,7 +188,8 @@ func (c *Cache) WaitForSync(ctx context.Context) error {
 
 // waitForSync waits for entries to sync. With failFast, it gives up at the
 // first forbidden list or watch of any of them instead of waiting for RBAC
-// to change; entries dropped meanwhile are not waited for.
+// to change, and at an entry dropped meanwhile (see dropUnpinned), whose
+// cause it reports; without failFast, dropped entries are not waited for.
 func (c *Cache) waitForSync(ctx context.Context, failFast bool, entries ...*entry) error {
 	if c.opts.SyncTimeout > 0 {
 		var cancel context.CancelFunc
@@ -208,9 +209,18 @@ func (c *Cache) waitForSync(ctx context.Context, failFast bool, entries ...*entr
 	for {
 		pending := entries[:0:0]
 		for _, e := range entries {
-			if !e.informer.HasSynced() && !e.dropped.Load() {
-				pending = append(pending, e)
+			if e.informer.HasSynced() {
+				continue
 			}
+			if e.dropped.Load() {
+				if failFast {
+					// Another read saw the refusal first and dropped
+					// e: its empty store must not answer this one.
+					return e.syncError(time.Since(start), ErrStopped)
+				}
+				continue
+			}
+			pending = append(pending, e)
 		}
 		if len(pending) == 0 {
 			return nil

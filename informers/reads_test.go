@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,5 +248,41 @@ func TestReadsAfterTheCacheStoppedFailAtOnce(t *testing.T) {
 	}
 	if err := c.List(t.Context(), &corev1.SecretList{}); !errors.Is(err, informers.ErrStopped) {
 		t.Errorf("List of a new kind after Start returned = %v, want an error wrapping ErrStopped", err)
+	}
+}
+
+// Reads that wait together for an informer the identity may not list all
+// fail, whichever of them sees the refusal first and drops the informer:
+// none reads the dropped informer's empty store as NotFound.
+func TestConcurrentReadsOfAKindTheIdentityMayNotListAllFail(t *testing.T) {
+	admin := plane.Config(t)
+	cs := kubernetes.NewForConfigOrDie(admin)
+	ns := testenv.Namespace(t, cs)
+	createConfigMap(t, cs, ns, "a", nil)
+	user, err := plane.Environment().AddUser(t.Context(), envtestUser("concurrent-getter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Grant(t, cs, ns, "concurrent-getter", "configmaps", "get")
+	c := started(t, user, informers.Options{Namespace: ns, SyncTimeout: 30 * time.Second})
+	if err := c.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	const rounds, readers = 5, 8
+	for round := range rounds {
+		errs := make([]error, readers)
+		var wg sync.WaitGroup
+		for i := range readers {
+			wg.Go(func() {
+				var cm corev1.ConfigMap
+				errs[i] = c.Get(t.Context(), ns, "a", &cm)
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("round %d, reader %d: Get = %v, want a forbidden error", round, i, err)
+			}
+		}
 	}
 }
