@@ -9,8 +9,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
 // Read-your-own-writes: the client tells the cache about each write it
@@ -184,14 +186,34 @@ func (e *entry) shows(p pendingWrite, lo ListOptions) bool {
 	return (e.selector == nil || e.selector.Matches(set)) && (lo.Labels == nil || lo.Labels.Matches(set))
 }
 
-// excludes reports whether e's label selector rules out the object of p as
+// excludes reports whether e's selection rules out the object of p as
 // written, while e does not hold it: e never receives that object, and its
 // store's resource version moves past the write only with the next event
 // e does select, so a read waiting for the write would wait for nothing.
-// (Whether an object matches a field selector cannot be told here: a Get
-// of such an object waits.)
+// Of a field selector, only metadata.name and metadata.namespace can be
+// told here; a Get of an object other fields might rule out waits.
 func (e *entry) excludes(p pendingWrite) bool {
-	if p.m.gone || e.selector == nil || e.selector.Matches(labels.Set(p.m.labels)) {
+	if p.m.gone {
+		return false
+	}
+	out := e.selector != nil && !e.selector.Matches(labels.Set(p.m.labels))
+	if !out && e.key.fields != "" {
+		if sel, err := fields.ParseSelector(e.key.fields); err == nil {
+			known := fields.Set{"metadata.name": p.k.name, "metadata.namespace": p.k.namespace}
+			for _, r := range sel.Requirements() {
+				if !cachedFields[r.Field] {
+					continue
+				}
+				switch r.Operator {
+				case selection.Equals, selection.DoubleEquals:
+					out = out || known[r.Field] != r.Value
+				case selection.NotEquals:
+					out = out || known[r.Field] == r.Value
+				}
+			}
+		}
+	}
+	if !out {
 		return false
 	}
 	_, held, _ := e.informer.GetIndexer().GetByKey(p.storeKey())

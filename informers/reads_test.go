@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -180,6 +181,13 @@ func TestListWaitsForOwnWrites(t *testing.T) {
 		}
 		if _, err := webOnly.Get(t.Context(), ns, "not-web"); !apierrors.IsNotFound(err) {
 			t.Fatalf("Get with app=web of an app=db object this process wrote = %v, want NotFound at once", err)
+		}
+		onlyWeb0, err := informers.For[*corev1.ConfigMap](c, informers.Selection{Fields: fields.OneTermEqualSelector("metadata.name", "web-0")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := onlyWeb0.Get(t.Context(), ns, "not-web"); !apierrors.IsNotFound(err) {
+			t.Fatalf("Get with metadata.name=web-0 of another object this process wrote = %v, want NotFound at once", err)
 		}
 	})
 }
