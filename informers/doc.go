@@ -24,7 +24,9 @@
 //     the cache drops that informer so that readiness does not wait on it.
 //   - Read your own writes: after a write reported with ObserveWrite or
 //     ObserveDeletion, Get of that object and List that could show it wait,
-//     bounded, until the cache holds the write.
+//     bounded, until the cache holds the write; a read through an informer
+//     whose labels or metadata.name/namespace fields rule the written object
+//     out does not wait.
 //   - No false NotFound: a read of a namespace outside what the reader holds
 //     fails with ErrNotCached, naming both namespaces.
 //   - Resync per handler: each handler replays the cache at its own period
