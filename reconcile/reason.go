@@ -30,4 +30,3 @@ const (
 	// informer's initial list or a periodic resync, with no change seen.
 	ReasonReplay Reason = "replay"
 )
-

@@ -97,7 +97,7 @@ func TestReasonMerging(t *testing.T) {
 func TestReasonWhileHeld(t *testing.T) {
 	for _, tc := range []struct {
 		first reconcilepkg.Reason // reason of the Get that holds the key
-		held  []string         // adds while held
+		held  []string            // adds while held
 		want  reconcilepkg.Reason // reason of the next Get
 	}{
 		{reconcilepkg.ReasonChange, []string{"background"}, reconcilepkg.ReasonReplay},
