@@ -131,7 +131,7 @@ type queue interface {
 	AddRateLimited(reconcile.Request)
 	Forget(reconcile.Request)
 	NumRequeues(reconcile.Request) int
-	Get() (reconcile.Request, bool)
+	GetWithReason() (reconcile.Request, reconcile.Reason, bool)
 	Done(reconcile.Request)
 	Len() int
 	ShutDown()
@@ -237,7 +237,7 @@ func (c *Controller[T]) abandon() error {
 
 func (c *Controller[T]) worker(ctx context.Context) {
 	for {
-		req, shutdown := c.queue.Get()
+		req, reason, shutdown := c.queue.GetWithReason()
 		if shutdown {
 			return
 		}
@@ -247,14 +247,14 @@ func (c *Controller[T]) worker(ctx context.Context) {
 			c.queue.Done(req)
 			continue
 		}
-		c.reconcileOne(ctx, req)
+		c.reconcileOne(ctx, req, reason)
 		c.queue.Done(req)
 	}
 }
 
-// reconcileOne runs the reconciler for req and acts on the outcome, as the
-// reconcile package documentation's table says.
-func (c *Controller[T]) reconcileOne(ctx context.Context, req reconcile.Request) {
+// reconcileOne runs the reconciler for req, queued for reason, and acts on
+// the outcome, as the reconcile package documentation's table says.
+func (c *Controller[T]) reconcileOne(ctx context.Context, req reconcile.Request, reason reconcile.Reason) {
 	c.metrics.active.Inc()
 	defer c.metrics.active.Dec()
 
@@ -270,8 +270,10 @@ func (c *Controller[T]) reconcileOne(ctx context.Context, req reconcile.Request)
 		delete(c.inflight, id)
 		c.mu.Unlock()
 	}()
-	log := logr.New(&reconcileSink{base: c.log.GetSink(), deeper: c.deeper, controller: c.name, req: req, id: id})
+	sink := &reconcileSink{base: c.log.GetSink(), deeper: c.deeper, controller: c.name, req: req, id: id, reason: reason}
+	log := logr.New(sink)
 	ctx = logr.NewContext(ctx, log)
+	ctx = context.WithValue(ctx, reasonKey{}, sink) // a pointer: no allocation beyond the context's own
 	if c.opts.ReconcileTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.ReconcileTimeout)
@@ -284,6 +286,7 @@ func (c *Controller[T]) reconcileOne(ctx context.Context, req reconcile.Request)
 			attribute.String("converge.namespace", req.Namespace),
 			attribute.String("converge.name", req.Name),
 			attribute.Int64("converge.reconcile_id", int64(id)),
+			attribute.String("converge.reason", string(reason)),
 		))
 		defer span.End()
 	}
@@ -316,7 +319,7 @@ func (c *Controller[T]) reconcileOne(ctx context.Context, req reconcile.Request)
 	if timedOut {
 		log.Info("reconcile ran past its timeout", "timeout", c.opts.ReconcileTimeout)
 	}
-	c.metrics.observe(result, took, timedOut)
+	c.metrics.observe(result, reason, took, timedOut)
 	if span != nil {
 		span.SetAttributes(attribute.String("converge.result", result))
 		if err != nil {
@@ -344,3 +347,25 @@ func (c *Controller[T]) call(ctx context.Context, req reconcile.Request) (res re
 
 // QueueLen returns the number of keys waiting to be reconciled.
 func (c *Controller[T]) QueueLen() int { return c.queue.Len() }
+
+// reasonKey is the context key under which a reconcile's context holds its
+// *reconcileSink, which carries the reason.
+type reasonKey struct{}
+
+// ReasonFrom returns why the reconcile whose context is ctx runs: change (a
+// watched object changed), replay (the cache's initial list or a periodic
+// resync, with no change), retry (after a failed reconcile) or requeue (after
+// Result.RequeueAfter). When the key was queued for several reasons before a
+// worker took it, it is the most significant (see reconcile.Reason). It
+// returns "" when ctx does not come from a controller's reconcile.
+//
+// The reason is for logs, metrics and tuning (say, skipping an expensive
+// external check on a replay); reconcilers stay level-triggered and must not
+// depend on it for correctness. The same value is in the reconcile's log
+// lines (reason=...) and in converge_reconciles_total.
+func ReasonFrom(ctx context.Context) reconcile.Reason {
+	if s, ok := ctx.Value(reasonKey{}).(*reconcileSink); ok {
+		return s.reason
+	}
+	return ""
+}

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +13,10 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/workqueue"
 )
 
 // recordingQueue records what a controller asks of its queue.
@@ -45,10 +48,12 @@ func (q *recordingQueue) Forget(r reconcile.Request) {
 	delete(q.requeues, r)
 }
 func (q *recordingQueue) NumRequeues(r reconcile.Request) int { return q.requeues[r] }
-func (q *recordingQueue) Get() (reconcile.Request, bool)      { return reconcile.Request{}, true }
-func (q *recordingQueue) Done(reconcile.Request)              { q.record("done") }
-func (q *recordingQueue) Len() int                            { return 0 }
-func (q *recordingQueue) ShutDown()                           {}
+func (q *recordingQueue) GetWithReason() (reconcile.Request, reconcile.Reason, bool) {
+	return reconcile.Request{}, "", true
+}
+func (q *recordingQueue) Done(reconcile.Request) { q.record("done") }
+func (q *recordingQueue) Len() int               { return 0 }
+func (q *recordingQueue) ShutDown()              {}
 
 // logLines collects funcr output.
 type logLines struct {
@@ -158,7 +163,7 @@ func TestReconcileOutcomes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, q, logs, m := newTestController(t, tc.fn, tc.timeout)
-			c.reconcileOne(t.Context(), req)
+			c.reconcileOne(t.Context(), req, reconcile.ReasonChange)
 
 			if strings.Join(q.calls, ",") != strings.Join(tc.calls, ",") {
 				t.Errorf("queue calls = %v, want %v", q.calls, tc.calls)
@@ -228,8 +233,8 @@ func TestReconcileLoggerCarriesObjectAndID(t *testing.T) {
 		logr.FromContextOrDiscard(ctx).Info("hello", "k", "v")
 		return reconcile.Result{}, nil
 	}), 0)
-	c.reconcileOne(t.Context(), reconcile.Request{Namespace: "ns", Name: "a"})
-	c.reconcileOne(t.Context(), reconcile.Request{Name: "cluster-scoped"})
+	c.reconcileOne(t.Context(), reconcile.Request{Namespace: "ns", Name: "a"}, reconcile.ReasonChange)
+	c.reconcileOne(t.Context(), reconcile.Request{Name: "cluster-scoped"}, reconcile.ReasonChange)
 	lines := logs.all()
 	if len(lines) != 2 {
 		t.Fatalf("got %d lines, want 2: %v", len(lines), lines)
@@ -266,5 +271,68 @@ func TestClientGoNeverGetsBodyDumpLevels(t *testing.T) {
 	sink := &reconcileSink{base: verbose.GetSink(), deeper: deeperSink(verbose.GetSink())}
 	if !sink.Enabled(7) || sink.Enabled(8) || sink.WithValues("k", "v").Enabled(8) {
 		t.Error("a reconcile's logger must drop V(8) and up: client-go logs request bodies through it")
+	}
+}
+
+// The reason a key was queued for reaches the reconcile's log lines (also
+// through a logger the reconciler derives), converge_reconciles_total and
+// ReasonFrom, through the controller's real worker loop and queue.
+func TestReconcileReasonInLogsMetricsAndContext(t *testing.T) {
+	seen := map[string]reconcile.Reason{}
+	c, _, logs, m := newTestController(t, reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		seen[req.Name] = ReasonFrom(ctx)
+		log := logr.FromContextOrDiscard(ctx)
+		log.Info("plain")
+		log.WithValues("k", "v").WithName("sub").Info("derived")
+		return reconcile.Result{}, nil
+	}), 0)
+	q := workqueue.New(workqueue.Options[reconcile.Request]{
+		RateLimiter: clientworkqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](0, 0), // retries at once
+	})
+	c.queue = q
+	// Each name is queued for the reasons listed; the reconcile reports the
+	// most significant.
+	want := map[string]reconcile.Reason{
+		"changed":  reconcile.ReasonChange,
+		"replayed": reconcile.ReasonReplay,
+		"retried":  reconcile.ReasonRetry,
+		"requeued": reconcile.ReasonRequeue,
+		"both":     reconcile.ReasonChange,
+	}
+	q.Add(reconcile.Request{Name: "changed"})
+	q.AddBackground(reconcile.Request{Name: "replayed"})
+	q.AddRateLimited(reconcile.Request{Name: "retried"})
+	q.AddAfter(reconcile.Request{Name: "requeued"}, 0)
+	q.AddBackground(reconcile.Request{Name: "both"})
+	q.Add(reconcile.Request{Name: "both"})
+	q.ShutDown()          // Get hands out what is queued, then reports shutdown
+	c.worker(t.Context()) // returns once the queue is empty
+
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("ReasonFrom = %v, want %v", seen, want)
+	}
+	lines := logs.all()
+	for name, reason := range want {
+		n := 0
+		for _, l := range lines {
+			if strings.Contains(l, `"name"="`+name+`"`) {
+				n++
+				if !strings.Contains(l, `"reason"="`+string(reason)+`"`) {
+					t.Errorf("line %q lacks reason %q", l, reason)
+				}
+			}
+		}
+		if n != 2 {
+			t.Errorf("%d lines for %s, want 2 (plain and derived): %v", n, name, lines)
+		}
+	}
+	counts := map[reconcile.Reason]float64{reconcile.ReasonChange: 2, reconcile.ReasonReplay: 1, reconcile.ReasonRetry: 1, reconcile.ReasonRequeue: 1}
+	for reason, wantN := range counts {
+		if got := testutil.ToFloat64(m.reconcilesByReason.WithLabelValues("test", string(reason))); got != wantN {
+			t.Errorf("converge_reconciles_total{reason=%q} = %v, want %v", reason, got, wantN)
+		}
+	}
+	if r := ReasonFrom(t.Context()); r != "" {
+		t.Errorf("ReasonFrom outside a reconcile = %q, want empty", r)
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // reconcileSink is the log sink of one reconcile. It adds the controller, the
-// object and the reconcile ID to each line, but only when a line is actually
+// object, the reconcile ID and the reason to each line, but only when a line is actually
 // written: a reconcile that logs nothing costs one small allocation, not the
 // WithValues chain (and its copies) that most sinks do eagerly.
 type reconcileSink struct {
@@ -18,6 +18,7 @@ type reconcileSink struct {
 	controller string
 	req        reconcile.Request
 	id         uint64
+	reason     reconcile.Reason
 }
 
 var _ logr.LogSink = (*reconcileSink)(nil)
@@ -40,12 +41,15 @@ func (s *reconcileSink) Enabled(level int) bool {
 }
 
 func (s *reconcileSink) values(kv []any) []any {
-	out := make([]any, 0, 8+len(kv))
+	out := make([]any, 0, 10+len(kv))
 	out = append(out, "controller", s.controller)
 	if s.req.Namespace != "" {
 		out = append(out, "namespace", s.req.Namespace)
 	}
 	out = append(out, "name", s.req.Name, "reconcileID", strconv.FormatUint(s.id, 10))
+	if s.reason != "" {
+		out = append(out, "reason", string(s.reason))
+	}
 	return append(out, kv...)
 }
 

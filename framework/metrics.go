@@ -9,6 +9,7 @@ import (
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
 )
 
 // Reconcile outcomes, as logs and spans name them.
@@ -25,6 +26,10 @@ const (
 // "requeue" (controller-runtime's Result.Requeue) has no converge
 // equivalent and stays 0; it is exported so queries over all four find it.
 var resultLabels = []string{resultSuccess, resultError, "requeue", resultRequeueAfter}
+
+// reasonLabels are the values of converge_reconciles_total's "reason"
+// label, exported from the start so queries over all of them find each.
+var reasonLabels = []reconcile.Reason{reconcile.ReasonChange, reconcile.ReasonReplay, reconcile.ReasonRetry, reconcile.ReasonRequeue}
 
 // resultLabel maps an outcome to its "result" label: as in
 // controller-runtime, terminal errors and panics count as "error" there,
@@ -49,6 +54,7 @@ type metrics struct {
 	reconcileTerminal  *prometheus.CounterVec
 	reconcilePanics    *prometheus.CounterVec
 	reconcileTimeouts  *prometheus.CounterVec
+	reconcilesByReason *prometheus.CounterVec
 	reconcileTime      *prometheus.HistogramVec
 	workersMax         *prometheus.GaugeVec
 	workersActive      *prometheus.GaugeVec
@@ -82,6 +88,10 @@ func newMetrics() *metrics {
 			Name: "converge_reconcile_timeouts_total",
 			Help: "Total number of reconciliations that ran past the controller's reconcile timeout.",
 		}, []string{"controller"}),
+		reconcilesByReason: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "converge_reconciles_total",
+			Help: "Total number of reconciliations per controller and reason (change, replay, retry, requeue).",
+		}, []string{"controller", "reason"}),
 		reconcileTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "controller_runtime_reconcile_time_seconds",
 			Help: "Length of time per reconciliation per controller.",
@@ -112,7 +122,7 @@ func newMetrics() *metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.reconcileTotal, m.reconcileErrors, m.reconcileTerminal, m.reconcilePanics, m.reconcileTimeouts,
+		m.reconcileTotal, m.reconcileErrors, m.reconcileTerminal, m.reconcilePanics, m.reconcileTimeouts, m.reconcilesByReason,
 		m.reconcileTime, m.workersMax, m.workersActive, m.leaderStatus, m.cacheErrors,
 		cacheCollector{m},
 	)
@@ -125,6 +135,7 @@ func newMetrics() *metrics {
 // does no label lookups.
 type controllerMetrics struct {
 	results  map[string]prometheus.Counter
+	reasons  map[reconcile.Reason]prometheus.Counter
 	errors   prometheus.Counter
 	terminal prometheus.Counter
 	panics   prometheus.Counter
@@ -136,6 +147,7 @@ type controllerMetrics struct {
 func (m *metrics) forController(name string, workers int) *controllerMetrics {
 	cm := &controllerMetrics{
 		results:  map[string]prometheus.Counter{},
+		reasons:  map[reconcile.Reason]prometheus.Counter{},
 		errors:   m.reconcileErrors.WithLabelValues(name),
 		terminal: m.reconcileTerminal.WithLabelValues(name),
 		panics:   m.reconcilePanics.WithLabelValues(name),
@@ -146,12 +158,18 @@ func (m *metrics) forController(name string, workers int) *controllerMetrics {
 	for _, r := range resultLabels {
 		cm.results[r] = m.reconcileTotal.WithLabelValues(name, r)
 	}
+	for _, r := range reasonLabels {
+		cm.reasons[r] = m.reconcilesByReason.WithLabelValues(name, string(r))
+	}
 	m.workersMax.WithLabelValues(name).Set(float64(workers))
 	return cm
 }
 
-func (cm *controllerMetrics) observe(result string, took time.Duration, timedOut bool) {
+func (cm *controllerMetrics) observe(result string, reason reconcile.Reason, took time.Duration, timedOut bool) {
 	cm.results[resultLabel(result)].Inc()
+	if c := cm.reasons[reason]; c != nil {
+		c.Inc()
+	}
 	switch result {
 	case resultError:
 		cm.errors.Inc()

@@ -28,5 +28,11 @@
 // A key is never reconciled by two workers of one controller at once, and a key
 // that changes many times while it waits is reconciled once, at its latest state.
 //
+// # Reasons
+//
+// Each reconcile also has a Reason (change, retry, requeue or replay), kept out
+// of Request so that it never splits one key into two. framework.ReasonFrom
+// returns it; logs and the converge_reconciles_total metric carry it.
+//
 // See ExampleFunc for the smallest reconciler.
 package reconcile

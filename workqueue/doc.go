@@ -22,6 +22,12 @@
 //     priority (and never moves it later than it already was); AddBackground
 //     of a key queued as normal changes nothing. A key re-added while a worker
 //     holds it is queued at Done with the highest priority requested meanwhile.
+//   - Reasoned: each add has a reconcile.Reason (Add: change, AddBackground:
+//     replay, AddRateLimited: retry, AddAfter: requeue), kept beside the key,
+//     not in it, so it never splits one key in two. GetWithReason returns the
+//     most significant reason among the adds that queued the key since it
+//     was last handed out (change > retry > requeue > replay); adds while a
+//     worker holds the key count for its next Get.
 //   - Rate limited: AddRateLimited queues a key after the delay its
 //     RateLimiter chooses (by default per-key exponential backoff from 5 ms to
 //     1000 s, and 10 qps with a burst of 100 overall); Forget resets a key's

@@ -15,3 +15,12 @@ func PendingPriorities[K comparable](q *Queue[K]) int {
 	defer q.core.mu.Unlock()
 	return len(q.core.hand.pending)
 }
+
+// TrackedCauses returns how many keys have a cause recorded: queued keys,
+// and keys handed to the delaying queue and not yet added. It must be zero
+// once the queue is drained and nothing is delayed: anything else is a leak.
+func TrackedCauses[K comparable](q *Queue[K]) int {
+	q.core.mu.Lock()
+	defer q.core.mu.Unlock()
+	return len(q.core.hand.causes) + len(q.core.hand.delayed)
+}

@@ -9,7 +9,7 @@ import (
 
 // hintedQueue is client-go's Typed queue, storing its keys in an order, with
 // every path that can call order.Push or order.Touch wrapped so that the
-// priority of the add reaches order.
+// hint of the add (its priority and cause) reaches order.
 //
 // It is the queue under client-go's delaying and rate-limiting layers, which
 // call its Add (for AddAfter and AddRateLimited: normal priority); Queue
@@ -39,7 +39,11 @@ type hintedQueue[K comparable] struct {
 // newHintedQueue returns a Typed queue storing its keys in an order.
 // opts must have its defaults applied.
 func newHintedQueue[K comparable](opts Options[K], c clock.WithTicker) *hintedQueue[K] {
-	q := &hintedQueue[K]{hand: handoff[K]{pending: make(map[K]priority)}}
+	q := &hintedQueue[K]{hand: handoff[K]{
+		pending: make(map[K]hint),
+		causes:  make(map[K]cause),
+		delayed: make(map[K]cause),
+	}}
 	q.Typed = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[K]{
 		Name:            opts.Name,
 		MetricsProvider: opts.MetricsProvider,
@@ -50,30 +54,72 @@ func newHintedQueue[K comparable](opts Options[K], c clock.WithTicker) *hintedQu
 }
 
 // Add queues k with normal priority. The delaying queue calls it for keys
-// whose AddAfter or AddRateLimited delay has passed.
-func (q *hintedQueue[K]) Add(k K) { q.add(k, normal) }
-
-// add queues k with priority p, merged with any priority already requested.
-func (q *hintedQueue[K]) add(k K, p priority) {
+// whose AddAfter or AddRateLimited delay has passed; the cause recorded by
+// delay for k is consumed here. (Delays of one key that the delaying queue
+// merges share one record; a fire that finds none, which only a race of
+// delayed adds of k can cause, is a requeue.)
+func (q *hintedQueue[K]) Add(k K) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.hand.adding, q.hand.prio = true, p
+	c, ok := q.hand.delayed[k]
+	if ok {
+		delete(q.hand.delayed, k)
+	} else {
+		c = causeRequeue
+	}
+	q.addLocked(k, hint{prio: normal, cause: c})
+}
+
+// delay records that k is about to be handed to the delaying queue with
+// cause c, for Add to find when the delay has passed.
+func (q *hintedQueue[K]) delay(k K, c cause) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if old, ok := q.hand.delayed[k]; !ok || c > old {
+		q.hand.delayed[k] = c
+	}
+}
+
+// add queues k with hint h, merged with any hint already requested.
+func (q *hintedQueue[K]) add(k K, h hint) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.addLocked(k, h)
+}
+
+func (q *hintedQueue[K]) addLocked(k K, h hint) {
+	q.hand.adding, q.hand.hint = true, h
 	q.Typed.Add(k)
 	if !q.hand.adding {
-		return // Push or Touch took p
+		return // Push or Touch took h
 	}
 	q.hand.adding = false
 	// Typed.Add neither pushed nor touched k: either a worker holds k and
 	// Typed will push it at Done, or the queue is shutting down and dropped
 	// k. ShuttingDown never goes back to false, so false here means the
-	// former, and p must wait in pending for that Push. When shutting down,
-	// dropping p is safe: a Push without a priority is normal.
+	// former, and h must wait in pending for that Push. When shutting down,
+	// dropping h is safe: a Push without a hint is a normal change.
 	if q.Typed.ShuttingDown() {
 		return
 	}
-	if old, ok := q.hand.pending[k]; !ok || p > old {
-		q.hand.pending[k] = p
+	if old, ok := q.hand.pending[k]; ok {
+		h = h.merge(old)
 	}
+	q.hand.pending[k] = h
+}
+
+// takeCause returns the cause k was queued with, which Get has just popped,
+// and forgets it. Nothing can push k again before the caller passes it to
+// Done, so the entry Push left is still there.
+func (q *hintedQueue[K]) takeCause(k K) cause {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c, ok := q.hand.causes[k]
+	if !ok {
+		return causeChange
+	}
+	delete(q.hand.causes, k)
+	return c
 }
 
 // Done marks k as processed; if k was re-added meanwhile, Typed pushes it,
@@ -92,30 +138,38 @@ func (q *hintedQueue[K]) Done(k K) {
 // ShutDownWithDrain still waiting.
 func (q *hintedQueue[K]) ShutDown() {}
 
-// handoff carries the priority of an add from hintedQueue to order, across
-// client-go code that has no parameter for it. hintedQueue.mu guards every
-// field, and is held by the goroutine that runs order.Push and order.Touch.
+// handoff carries the hint of an add (priority and cause) from hintedQueue
+// to order, across client-go code that has no parameter for it, and keeps
+// each queued key's cause until Get hands it out. hintedQueue.mu guards
+// every field, and is held by the goroutine that runs order.Push and
+// order.Touch.
 type handoff[K comparable] struct {
 	// adding is true while hintedQueue.add is inside Typed.Add, which calls
-	// Push or Touch at most once, for that key; prio is that add's priority.
+	// Push or Touch at most once, for that key; hint is that add's hint.
 	adding bool
-	prio   priority
-	// pending holds the highest priority requested for each key re-added
-	// while a worker holds it. Typed pushes such a key at Done, which
-	// consumes the entry; nothing else adds or removes entries, so pending
-	// only holds keys that are being processed and were re-added.
-	pending map[K]priority
+	hint   hint
+	// pending holds the merged hint of each key re-added while a worker
+	// holds it. Typed pushes such a key at Done, which consumes the entry;
+	// nothing else adds or removes entries, so pending only holds keys that
+	// are being processed and were re-added.
+	pending map[K]hint
+	// causes holds the merged cause of each queued key (set by Push, raised
+	// by Touch), and of each key Get has popped until Queue.Get takes it.
+	causes map[K]cause
+	// delayed holds the merged cause of keys handed to the delaying queue
+	// (AddAfter, AddRateLimited) and not yet added by it.
+	delayed map[K]cause
 }
 
-// take returns the priority of the Push or Touch of k that is in progress,
+// take returns the hint of the Push or Touch of k that is in progress,
 // consuming it; ok is false when none was handed over.
-func (h *handoff[K]) take(k K) (p priority, ok bool) {
+func (h *handoff[K]) take(k K) (hi hint, ok bool) {
 	if h.adding {
 		h.adding = false
-		return h.prio, true
+		return h.hint, true
 	}
-	if p, ok = h.pending[k]; ok {
+	if hi, ok = h.pending[k]; ok {
 		delete(h.pending, k)
 	}
-	return p, ok
+	return hi, ok
 }

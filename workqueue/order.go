@@ -43,10 +43,12 @@ type entry[K comparable] struct {
 // amortized O(1).
 //
 // Locking: client-go calls Touch, Push, Len and Pop only with the Typed
-// queue's lock held, so that lock guards every field of order. The priority
-// of a Push or Touch is not an argument of workqueue.Queue; order takes it
-// from hand, which hintedQueue fills under its own mutex, held by the same
-// goroutine around every call into Typed that can Push or Touch.
+// queue's lock held, so that lock guards every field of order. The hint
+// (priority and cause) of a Push or Touch is not an argument of
+// workqueue.Queue; order takes it from hand, which hintedQueue fills under
+// its own mutex, held by the same goroutine around every call into Typed
+// that can Push or Touch. Push and Touch also record the key's cause in
+// hand.causes, under that mutex; Pop leaves it there for Queue.Get.
 //
 // Invariants:
 //   - Each queued key has exactly one live entry: in normal, or in bg with
@@ -84,15 +86,17 @@ func newOrder[K comparable](c clock.PassiveClock, delay time.Duration, h *handof
 // Len returns the number of queued keys.
 func (o *order[K]) Len() int { return o.normal.len() + len(o.bgIndex) }
 
-// Push queues k, which is not queued, with the priority handed over for it.
+// Push queues k, which is not queued, with the hint handed over for it, and
+// records its cause.
 func (o *order[K]) Push(k K) {
-	p, ok := o.hand.take(k)
+	h, ok := o.hand.take(k)
 	if !ok {
 		// Only a Push from Done of a key re-added while the queue was
 		// shutting down. Never guess downwards.
-		p = normal
+		h = hintChange
 	}
-	if p == normal {
+	o.hand.causes[k] = h.cause
+	if h.prio == normal {
 		// While no background key is queued, a normal key comes before
 		// every background key pushed later (ordered at least delay after
 		// now), whatever its time: skip the clock on the busy path.
@@ -113,11 +117,18 @@ func (o *order[K]) Push(k K) {
 	o.bg.push(entry[K]{key: k, at: at})
 }
 
-// Touch is called when k, already queued, is added again. A normal add
-// promotes a background key; nothing else changes the order (a key keeps its
-// place, as in client-go's FIFO).
+// Touch is called when k, already queued, is added again. The add's cause
+// raises k's if higher. A normal add promotes a background key; nothing else
+// changes the order (a key keeps its place, as in client-go's FIFO).
 func (o *order[K]) Touch(k K) {
-	if p, _ := o.hand.take(k); p != normal {
+	h, ok := o.hand.take(k)
+	if !ok {
+		return
+	}
+	if h.cause > o.hand.causes[k] {
+		o.hand.causes[k] = h.cause
+	}
+	if h.prio != normal {
 		return
 	}
 	seq, ok := o.bgIndex[k]

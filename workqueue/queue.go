@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+
+	"github.com/converge-dev/converge/reconcile"
 )
 
 // DefaultBackgroundDelay is the BackgroundDelay used when
@@ -95,9 +97,9 @@ type Queue[K comparable] struct {
 	// rest goes through rl.
 	rl   workqueue.TypedRateLimitingInterface[K]
 	core *hintedQueue[K]
-	// bg is what AddBackground requests: background, or normal when
-	// BackgroundDelay is negative.
-	bg priority
+	// bg is what AddBackground requests: background priority (normal when
+	// BackgroundDelay is negative), cause replay.
+	bg hint
 }
 
 // New returns a Queue configured by opts. Call ShutDown (or
@@ -124,34 +126,43 @@ func newQueue[K comparable](opts Options[K], c clock.WithTicker) *Queue[K] {
 			DelayingQueue:   delaying,
 		}),
 		core: core,
-		bg:   background,
+		bg:   hint{prio: background, cause: causeReplay},
 	}
 	if opts.BackgroundDelay < 0 {
-		q.bg = normal
+		q.bg.prio = normal
 	}
 	return q
 }
 
-// Add queues k at normal priority: use it for keys that carry a real change.
-// If k is already queued it is not queued twice, but a background k is
-// promoted. If a worker holds k, k is queued again when the worker calls
-// Done. After shutdown, Add does nothing.
-func (q *Queue[K]) Add(k K) { q.core.add(k, normal) }
+// Add queues k at normal priority, with reason change: use it for keys that
+// carry a real change. If k is already queued it is not queued twice, but a
+// background k is promoted. If a worker holds k, k is queued again when the
+// worker calls Done. After shutdown, Add does nothing.
+func (q *Queue[K]) Add(k K) { q.core.add(k, hintChange) }
 
-// AddBackground queues k at background priority: use it for keys that come
-// only from an informer's initial list or a periodic resync. If k is already
+// AddBackground queues k at background priority, with reason replay: use it
+// for keys that come only from an informer's initial list or a periodic
+// resync. If k is already
 // queued, nothing changes. If a worker holds k, k is queued again when the
 // worker calls Done (at normal priority if Add was also called meanwhile).
 // After shutdown, AddBackground does nothing.
 func (q *Queue[K]) AddBackground(k K) { q.core.add(k, q.bg) }
 
-// AddAfter queues k at normal priority once d has passed (at once if d <= 0).
-// If AddAfter is called again for k before then, the earlier time wins.
-func (q *Queue[K]) AddAfter(k K, d time.Duration) { q.rl.AddAfter(k, d) }
+// AddAfter queues k at normal priority, with reason requeue, once d has
+// passed (at once if d <= 0). If AddAfter is called again for k before then,
+// the earlier time wins.
+func (q *Queue[K]) AddAfter(k K, d time.Duration) {
+	q.core.delay(k, causeRequeue)
+	q.rl.AddAfter(k, d)
+}
 
-// AddRateLimited queues k at normal priority after the delay the rate limiter
-// chooses, which grows each time it is called for k until Forget(k).
-func (q *Queue[K]) AddRateLimited(k K) { q.rl.AddRateLimited(k) }
+// AddRateLimited queues k at normal priority, with reason retry, after the
+// delay the rate limiter chooses, which grows each time it is called for k
+// until Forget(k).
+func (q *Queue[K]) AddRateLimited(k K) {
+	q.core.delay(k, causeRetry)
+	q.rl.AddRateLimited(k)
+}
 
 // Forget resets k's rate limiting: the next AddRateLimited(k) starts from
 // the initial delay. Call it once k has been processed successfully or given
@@ -166,7 +177,23 @@ func (q *Queue[K]) NumRequeues(k K) int { return q.rl.NumRequeues(k) }
 // the caller must pass it to Done once processed. It returns shutdown = true
 // (and the zero K) once the queue is shut down and empty: the worker should
 // then return.
-func (q *Queue[K]) Get() (k K, shutdown bool) { return q.rl.Get() }
+func (q *Queue[K]) Get() (k K, shutdown bool) {
+	k, _, shutdown = q.GetWithReason()
+	return k, shutdown
+}
+
+// GetWithReason is Get, and also returns why k was queued: the most
+// significant reason among the adds that queued it since it was last handed
+// out (see reconcile.Reason for the order). Add gives change, AddBackground
+// replay, AddRateLimited retry and AddAfter requeue. The reason is empty when
+// shutdown is true.
+func (q *Queue[K]) GetWithReason() (k K, r reconcile.Reason, shutdown bool) {
+	k, shutdown = q.rl.Get()
+	if shutdown {
+		return k, "", true
+	}
+	return k, q.core.takeCause(k).reason(), false
+}
 
 // Done marks k, returned by Get, as processed. If k was added again since
 // Get, it is queued again now, once, with the highest priority requested
