@@ -47,8 +47,9 @@ type State struct {
 	KeepChildren bool
 
 	// Status is the parent's desired status (the value of its status field,
-	// e.g. a StaticSiteStatus), applied to the status subresource. Nil means
-	// the status is not written.
+	// e.g. a StaticSiteStatus), applied to the status subresource; a parent
+	// kind without one fails the reconcile. Nil means the status is not
+	// written.
 	Status any
 
 	// Events are Kubernetes Events to record on the parent, in order (see

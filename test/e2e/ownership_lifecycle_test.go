@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -79,5 +80,20 @@ var _ = Describe("declarative children ownership over time", func() {
 			controlledBy(site), HaveField("Data", HaveKeyWithValue("content", "converge"))))
 		Eventually(ctx, siteConditions(ctx, ns, site.Name)).WithTimeout(30*time.Second).Should(
 			ConsistOf(HaveField("Type", "Ready")), "the conflict condition outlived the conflict")
+	}, SpecTimeout(2*time.Minute))
+
+	It("fails, naming the parent, when the parent's kind has no status subresource, instead of taking the status as written", func(ctx SpecContext) {
+		logs := &logCapture{}
+		mgr := newManager(ns, framework.Options{Logger: logs.logger()})
+		// ConfigMaps have no status subresource: a status declared for one
+		// can never be written.
+		withStatus := declarative.Func[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) (declarative.State, error) {
+			return declarative.State{Status: map[string]string{"phase": "Ready"}}, nil
+		})
+		Expect(framework.NewController[*corev1.ConfigMap](mgr, "statusless", framework.ControllerOptions{}).
+			Complete(declarative.New(mgr, withStatus, declarative.Options{Children: []informers.Object{&corev1.Secret{}}}))).To(Succeed())
+		startManager(ctx, mgr)
+		createConfigMap(ctx, ns, "parent", map[string]string{"a": "b"})
+		Eventually(ctx, loggedErrors(logs, "status subresource", "ConfigMap "+ns+"/parent")).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
 	}, SpecTimeout(2*time.Minute))
 })
