@@ -7,8 +7,9 @@
 //
 //  1. Deleted parent (deletionTimestamp set): run Finalizer.Finalize, delete
 //     the children it owns, listed from the API server (not the cache, which
-//     may not show a child applied a moment ago), then remove the finalizer,
-//     whoever added it. Nothing else.
+//     may not show a child applied a moment ago; a child kind no longer
+//     served, its CRD removed, has none), then remove the finalizer, whoever
+//     added it. Nothing else.
 //  2. Add the finalizer when cleanup is needed (a Finalizer, or children that
 //     owner references cannot tie to the parent: cluster-scoped ones, or ones
 //     in other namespaces), before the first child exists. A parent deleted

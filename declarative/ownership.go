@@ -11,6 +11,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -244,8 +245,15 @@ func withConflictCondition(parent informers.Object, status any, conflicts []stri
 // of kind ck that carry parent's labels and that parent owns. Finalizing
 // needs it: the cache may not show a child applied a moment ago yet, and a
 // child missed then would outlive its parent.
+//
+// A kind the API server does not serve (its CRD was removed) has no objects:
+// it yields none rather than an error, which would keep the parent
+// Terminating for good.
 func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent T) ([]informers.Object, error) {
 	m, err := d.mgr.RESTMapper().RESTMapping(ck.gvk.GroupKind(), ck.gvk.Version)
+	if meta.IsNoMatchError(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
 	}
@@ -261,6 +269,9 @@ func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent
 	}
 	sel := labels.SelectorFromSet(labels.Set{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
 	list, err := res.List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if apierrors.IsNotFound(err) {
+		return nil, nil // a list finds no resource: the kind is not served (the mapper has not noticed yet)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
 	}

@@ -2,18 +2,22 @@ package e2e_test
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/envtest"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -96,4 +100,49 @@ var _ = Describe("declarative children ownership over time", func() {
 		createConfigMap(ctx, ns, "parent", map[string]string{"a": "b"})
 		Eventually(ctx, loggedErrors(logs, "status subresource", "ConfigMap "+ns+"/parent")).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
 	}, SpecTimeout(2*time.Minute))
+
+	It("finishes finalizing a deleted parent when the CRD of one of its child kinds was removed, instead of leaving it Terminating", func(ctx SpecContext) {
+		crds := dyn.Resource(crdGVR)
+		_, err := crds.Get(ctx, widgetCRD, metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Widget CRD must not be installed before this spec: %v", err)
+		Expect(env.InstallCRDs(ctx, envtest.CRDOptions{Paths: []string{filepath.Join("testdata", "widgets.yaml")}})).To(Succeed())
+		widgetGone := func(ctx context.Context) func() error {
+			return func() error {
+				_, err := crds.Get(ctx, widgetCRD, metav1.GetOptions{})
+				return err
+			}
+		}
+		// Registered before the manager starts: runs after it stops.
+		DeferCleanup(func(ctx SpecContext) {
+			err := crds.Delete(ctx, widgetCRD, metav1.DeleteOptions{})
+			if !apierrors.IsNotFound(err) {
+				Expect(err).NotTo(HaveOccurred())
+			}
+			Eventually(ctx, widgetGone(ctx)).Should(Satisfy(apierrors.IsNotFound))
+		}, NodeTimeout(time.Minute))
+
+		widgets := &unstructured.Unstructured{}
+		widgets.SetGroupVersionKind(widget)
+		startDeclarative(ctx, ns, pagesWithCleanup{newPageMaps()}, []informers.Object{&corev1.ConfigMap{}, widgets}, framework.Options{})
+		site := createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: map[string]string{"page": "x"}})
+		Eventually(ctx, func() ([]string, error) {
+			s, err := getSite(ctx, ns, site.Name)
+			if err != nil {
+				return nil, err
+			}
+			return s.Finalizers, nil
+		}).WithTimeout(30 * time.Second).Should(ContainElement(siteFinalizer))
+
+		By("removing the Widget CRD, then deleting the parent")
+		Expect(crds.Delete(ctx, widgetCRD, metav1.DeleteOptions{})).To(Succeed())
+		Eventually(ctx, widgetGone(ctx)).WithTimeout(30 * time.Second).Should(Satisfy(apierrors.IsNotFound))
+		Expect(dyn.Resource(siteGVR).Namespace(ns).Delete(ctx, site.Name, metav1.DeleteOptions{})).To(Succeed())
+		Eventually(ctx, siteGone(ctx, ns, site.Name)).WithTimeout(30*time.Second).Should(BeTrue(), "the parent is stuck Terminating")
+	}, SpecTimeout(3*time.Minute))
 })
+
+// pagesWithCleanup is pageMaps with a Finalizer that does nothing, so that
+// converge adds its finalizer to every parent.
+type pagesWithCleanup struct{ pageMaps }
+
+func (pagesWithCleanup) Finalize(context.Context, *v1alpha1.StaticSite) error { return nil }
