@@ -47,8 +47,9 @@ type State struct {
 	KeepChildren bool
 
 	// Status is the parent's desired status (the value of its status field,
-	// e.g. a StaticSiteStatus), applied to the status subresource. Nil means
-	// the status is not written.
+	// e.g. a StaticSiteStatus), applied to the status subresource; a parent
+	// kind without one fails the reconcile. Nil means the status is not
+	// written.
 	Status any
 
 	// Events are Kubernetes Events to record on the parent, in order (see
@@ -148,6 +149,9 @@ type Declarative[T informers.Object] struct {
 	statuses statusMemory
 	// live reads children from the API server where the cache may lag.
 	live metadata.Interface
+	// conflicts reconciles a parent again when an object it conflicts
+	// with changes.
+	conflicts conflictWatch
 }
 
 // childKind is one kind of child: its kind, the example object from
@@ -303,8 +307,9 @@ func (d *Declarative[T]) Sources() ([]framework.Source, error) {
 	}
 	srcs := make([]framework.Source, 0, len(d.children))
 	for _, ck := range d.children {
+		gk := ck.gvk.GroupKind()
 		src := framework.Map(func(_ context.Context, child informers.Object) []reconcile.Request {
-			return d.parentOf(child)
+			return append(d.parentOf(child), d.conflicts.parentsOf(objectID(gk, child.GetNamespace(), child.GetName()))...)
 		})
 		srcs = append(srcs, framework.WithSelection(src, informers.Selection{Kind: ck.gvk}))
 	}
@@ -349,6 +354,7 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 			errs = append(errs, err)
 		}
 	}
+	d.conflicts.set(reconcile.Request{Namespace: parent.GetNamespace(), Name: parent.GetName()}, conflictIDs(errs))
 	if len(errs) == 0 {
 		// Prune only after every desired child is in place, so a failed
 		// apply never leaves a parent with fewer children than before.
@@ -380,6 +386,18 @@ func conflictNotes(errs []error) []string {
 		var c *conflictError
 		if errors.As(err, &c) {
 			out = append(out, c.note)
+		}
+	}
+	return out
+}
+
+// conflictIDs returns the objectIDs of the child conflicts among errs.
+func conflictIDs(errs []error) []string {
+	var out []string
+	for _, err := range errs {
+		var c *conflictError
+		if errors.As(err, &c) {
+			out = append(out, c.id)
 		}
 	}
 	return out

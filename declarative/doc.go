@@ -7,8 +7,9 @@
 //
 //  1. Deleted parent (deletionTimestamp set): run Finalizer.Finalize, delete
 //     the children it owns, listed from the API server (not the cache, which
-//     may not show a child applied a moment ago), then remove the finalizer,
-//     whoever added it. Nothing else.
+//     may not show a child applied a moment ago; a child kind no longer
+//     served, its CRD removed, has none), then remove the finalizer, whoever
+//     added it. Nothing else.
 //  2. Add the finalizer when cleanup is needed (a Finalizer, or children that
 //     owner references cannot tie to the parent: cluster-scoped ones, or ones
 //     in other namespaces), before the first child exists. A parent deleted
@@ -44,9 +45,16 @@
 // exists and is not owned is a conflict: the object is left untouched, a
 // Warning Event of reason ChildConflictReason naming it is recorded on the
 // parent, nothing is pruned, and the reconcile fails with an error wrapping
-// ErrChildConflict (retried with backoff). A child wrapped with Adopt may
-// take over an existing object that no owner controls. Only owned objects
-// are ever pruned or deleted on finalize.
+// ErrChildConflict (retried with backoff, and at once when that object
+// changes or is deleted). A child wrapped with Adopt may take over an
+// existing object that no owner controls. Only owned objects are ever pruned
+// or deleted on finalize.
+//
+// A parent deleted and made again under the same name (a new UID) finds its
+// predecessor's children still there until the garbage collector (or the
+// predecessor's finalizer) deletes them: that is not a conflict. The
+// reconcile fails without an Event and is retried, and each such child's
+// deletion reconciles the new parent, which then applies its own.
 //
 // With the manager's cache limited to one namespace
 // (framework.Options.Cache.Namespace), namespaced children must be declared

@@ -5,16 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
 )
 
 // ErrChildConflict is wrapped by the error of a reconcile that found a
@@ -36,7 +41,12 @@ const ChildConflictCondition = "ChildConflict"
 
 // conflictError is the error of one declared child whose object is someone
 // else's; it wraps ErrChildConflict.
-type conflictError struct{ note string }
+type conflictError struct {
+	note string
+	// id names the object (see objectID), so that a change to it
+	// reconciles the parent again (see conflictWatch).
+	id string
+}
 
 func (e *conflictError) Error() string { return ErrChildConflict.Error() + ": " + e.note }
 func (e *conflictError) Unwrap() error { return ErrChildConflict }
@@ -97,6 +107,13 @@ func (d *Declarative[T]) mayApply(parent T, c child, live metav1.Object) error {
 	if ref == nil && c.adopt {
 		return nil
 	}
+	if prev, ok := d.previousParent(parent, live, ref); ok {
+		// Someone deleted the parent and made it again: its old children
+		// are on their way out, and their deletion reconciles the new
+		// parent (they carry its annotation). Not a conflict.
+		return fmt.Errorf("%s %s still belongs to %s, a deleted %s of the same name as %s %s: waiting for it to be deleted",
+			c.kind.gvk.Kind, key(live.GetNamespace(), live.GetName()), prev, d.parentGVK.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
+	}
 	why := fmt.Sprintf("it was not created by %s %s", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
 	if ref != nil {
 		why = fmt.Sprintf("it is controlled by %s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
@@ -108,7 +125,77 @@ func (d *Declarative[T]) mayApply(parent T, c child, live metav1.Object) error {
 	if d.recorder != nil {
 		d.recorder.Eventf(parent, nil, "Warning", ChildConflictReason, "Apply", "%s", truncate(note, 1024)) // an Event's note limit
 	}
-	return &conflictError{note: note}
+	return &conflictError{note: note, id: objectID(c.kind.gvk.GroupKind(), live.GetNamespace(), live.GetName())}
+}
+
+// previousParent reports whether live, which parent does not own, is the
+// child of a previous parent of the same kind, namespace and name (deleted:
+// a name holds one object at a time) that the garbage collector or that
+// parent's finalizer is deleting, and describes that parent. ref is live's
+// controller owner reference, or nil.
+func (d *Declarative[T]) previousParent(parent T, live metav1.Object, ref *metav1.OwnerReference) (string, bool) {
+	if ref != nil {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		sameScope := parent.GetNamespace() == "" || live.GetNamespace() == parent.GetNamespace() // where the reference points
+		if err != nil || gv.Group != d.parentGVK.Group || ref.Kind != d.parentGVK.Kind || ref.Name != parent.GetName() || !sameScope || ref.UID == parent.GetUID() {
+			return "", false
+		}
+		return fmt.Sprintf("uid %s", ref.UID), true
+	}
+	l := live.GetLabels()
+	if live.GetDeletionTimestamp() == nil || !labelLinked(parent, live.GetNamespace()) ||
+		l[ManagerLabel] != labelValue(d.opts.FieldManager) || l[ParentUIDLabel] == "" || l[ParentUIDLabel] == string(parent.GetUID()) ||
+		live.GetAnnotations()[ParentAnnotation] != key(parent.GetNamespace(), parent.GetName()) {
+		return "", false
+	}
+	return fmt.Sprintf("uid %s", l[ParentUIDLabel]), true
+}
+
+// objectID names an object of kind gk across kinds and namespaces.
+func objectID(gk schema.GroupKind, namespace, name string) string {
+	return gk.String() + "/" + key(namespace, name)
+}
+
+// conflictWatch remembers, for each parent whose last reconcile found
+// conflicts, the objects it conflicts with: a change to one of them (its
+// deletion, say) reconciles the parent at once, where nothing else would
+// until the retry backoff, up to many minutes, ran out. Those objects carry
+// no label leading to the parent.
+//
+// It is safe for concurrent use. It holds an entry per parent in conflict
+// now: an entry is replaced by each reconcile that applies children and
+// removed when the parent is deleted.
+type conflictWatch struct {
+	mu sync.Mutex
+	// byParent maps a parent to the objectIDs of its conflicts; mu guards it.
+	byParent map[reconcile.Request][]string
+}
+
+// set records ids as the conflicts of parent, replacing the ones before.
+func (w *conflictWatch) set(parent reconcile.Request, ids []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(ids) == 0 {
+		delete(w.byParent, parent)
+		return
+	}
+	if w.byParent == nil {
+		w.byParent = map[reconcile.Request][]string{}
+	}
+	w.byParent[parent] = ids
+}
+
+// parentsOf returns the parents in conflict with the object named id.
+func (w *conflictWatch) parentsOf(id string) []reconcile.Request {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []reconcile.Request
+	for parent, ids := range w.byParent {
+		if slices.Contains(ids, id) {
+			out = append(out, parent)
+		}
+	}
+	return out
 }
 
 // withConflictCondition returns status with a ChildConflictCondition
@@ -158,8 +245,15 @@ func withConflictCondition(parent informers.Object, status any, conflicts []stri
 // of kind ck that carry parent's labels and that parent owns. Finalizing
 // needs it: the cache may not show a child applied a moment ago yet, and a
 // child missed then would outlive its parent.
+//
+// A kind the API server does not serve (its CRD was removed) has no objects:
+// it yields none rather than an error, which would keep the parent
+// Terminating for good.
 func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent T) ([]informers.Object, error) {
 	m, err := d.mgr.RESTMapper().RESTMapping(ck.gvk.GroupKind(), ck.gvk.Version)
+	if meta.IsNoMatchError(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
 	}
@@ -175,6 +269,9 @@ func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent
 	}
 	sel := labels.SelectorFromSet(labels.Set{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
 	list, err := res.List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if apierrors.IsNotFound(err) {
+		return nil, nil // a list finds no resource: the kind is not served (the mapper has not noticed yet)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
 	}

@@ -8,7 +8,9 @@ import (
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
@@ -131,7 +133,20 @@ func (d *Declarative[T]) applyStatus(ctx context.Context, parent T, status any) 
 	u.SetUID(parent.GetUID())
 	u.Object["status"] = want
 	applied, err := d.client.Status().Apply(ctx, u, framework.FieldManager(d.opts.FieldManager), framework.ForceOwnership())
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+	if apierrors.IsNotFound(err) {
+		// The parent is gone, or its kind has no status subresource: the
+		// API server answers both with NotFound.
+		gone, gerr := d.parentGone(ctx, parent)
+		switch {
+		case gerr != nil:
+			return fmt.Errorf("apply status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), errors.Join(err, gerr))
+		case !gone:
+			return fmt.Errorf("apply status of %s %s: the parent exists, so its kind has no status subresource (a CRD needs subresources: status: {}); leave State.Status nil for it: %w",
+				d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+		}
+		return nil // a new parent of the same name is reconciled on its own
+	}
+	if apierrors.IsConflict(err) {
 		return nil // the parent is gone; a new one of the same name is reconciled on its own
 	}
 	if err != nil {
@@ -139,4 +154,25 @@ func (d *Declarative[T]) applyStatus(ctx context.Context, parent T, status any) 
 	}
 	d.statuses.set(parent.GetUID(), appliedStatus{hash: h, resourceVersion: applied.GetResourceVersion()})
 	return nil
+}
+
+// parentGone reports whether parent no longer exists on the API server (read
+// live, not from the cache): no object of its name, or one with another UID.
+func (d *Declarative[T]) parentGone(ctx context.Context, parent T) (bool, error) {
+	m, err := d.mgr.RESTMapper().RESTMapping(d.parentGVK.GroupKind(), d.parentGVK.Version)
+	if err != nil {
+		return false, fmt.Errorf("read %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+	}
+	var res metadata.ResourceInterface = d.live.Resource(m.Resource)
+	if parent.GetNamespace() != "" {
+		res = d.live.Resource(m.Resource).Namespace(parent.GetNamespace())
+	}
+	obj, err := res.Get(ctx, parent.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("read %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+	}
+	return obj.GetUID() != parent.GetUID(), nil
 }

@@ -141,6 +141,7 @@ func (d *Declarative[T]) ReconcileDeleted(_ context.Context, gone reconcile.Tomb
 	if !isNil(gone.Last) {
 		d.statuses.forget(gone.Last.GetUID())
 	}
+	d.conflicts.set(gone.Request, nil)
 	return reconcile.Result{}, nil
 }
 
