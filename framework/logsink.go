@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/converge-dev/converge/internal/klogcap"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -34,10 +35,10 @@ func deeperSink(parent logr.LogSink) logr.LogSink {
 
 func (s *reconcileSink) Init(logr.RuntimeInfo) {}
 
-// Enabled caps the reconcile's logger at maxClientGoLevel: client-go logs
+// Enabled caps the reconcile's logger at klogcap.MaxLevel: client-go logs
 // through it too.
 func (s *reconcileSink) Enabled(level int) bool {
-	return level <= maxClientGoLevel && s.deeper.Enabled(level)
+	return level <= klogcap.MaxLevel && s.deeper.Enabled(level)
 }
 
 func (s *reconcileSink) values(kv []any) []any {
@@ -54,7 +55,7 @@ func (s *reconcileSink) values(kv []any) []any {
 }
 
 func (s *reconcileSink) Info(level int, msg string, kv ...any) {
-	if level <= maxClientGoLevel {
+	if level <= klogcap.MaxLevel {
 		s.deeper.Info(level, msg, s.values(kv)...)
 	}
 }
@@ -65,7 +66,7 @@ func (s *reconcileSink) Error(err error, msg string, kv ...any) {
 
 func (s *reconcileSink) WithValues(kv ...any) logr.LogSink {
 	// Values added by the user are rare: materialize the prefix once here.
-	return cappedSink{LogSink: s.base.WithValues(s.values(kv)...), max: maxClientGoLevel}
+	return klogcap.Sink(s.base.WithValues(s.values(kv)...))
 }
 
 func (s *reconcileSink) WithName(name string) logr.LogSink {
@@ -75,49 +76,6 @@ func (s *reconcileSink) WithName(name string) logr.LogSink {
 	return &cp
 }
 
-// maxClientGoLevel is the highest verbosity converge hands to client-go
-// through a logger. From V(8) on, client-go writes request and response
-// bodies (Secret data) and at higher levels request headers (bearer tokens).
-// Kubernetes reserves those levels for such dumps; converge keeps them off
-// whatever -v is.
-const maxClientGoLevel = 7
-
-// cappedSink drops lines above max.
-type cappedSink struct {
-	logr.LogSink
-	max int
-}
-
-// capVerbosity returns l limited to maxClientGoLevel.
-func capVerbosity(l logr.Logger) logr.Logger {
-	if l.GetSink() == nil {
-		return l
-	}
-	if _, ok := l.GetSink().(cappedSink); ok {
-		return l
-	}
-	return l.WithSink(cappedSink{LogSink: l.GetSink(), max: maxClientGoLevel})
-}
-
-func (c cappedSink) Enabled(level int) bool { return level <= c.max && c.LogSink.Enabled(level) }
-
-func (c cappedSink) Info(level int, msg string, kv ...any) {
-	if level <= c.max {
-		c.LogSink.Info(level, msg, kv...)
-	}
-}
-
-func (c cappedSink) WithValues(kv ...any) logr.LogSink {
-	return cappedSink{LogSink: c.LogSink.WithValues(kv...), max: c.max}
-}
-
-func (c cappedSink) WithName(name string) logr.LogSink {
-	return cappedSink{LogSink: c.LogSink.WithName(name), max: c.max}
-}
-
-func (c cappedSink) WithCallDepth(depth int) logr.LogSink {
-	if d, ok := c.LogSink.(logr.CallDepthLogSink); ok {
-		return cappedSink{LogSink: d.WithCallDepth(depth), max: c.max}
-	}
-	return c
-}
+// capVerbosity returns l limited to klogcap.MaxLevel, the highest
+// verbosity converge hands to client-go (see package klogcap).
+func capVerbosity(l logr.Logger) logr.Logger { return klogcap.Logger(l) }
