@@ -3,11 +3,9 @@ package framework
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"sort"
-	"strings"
-	"time"
+
+	"github.com/converge-dev/converge/framework/internal/serving"
 )
 
 // Check is a named health or readiness check: nil means healthy.
@@ -50,65 +48,19 @@ func (m *Manager) cacheReady(*http.Request) error {
 	return m.cache.Health()
 }
 
-// probeHandler serves a set of checks the way kube-apiserver's own /healthz
-// does: 200 "ok", or 500 listing each check; ?verbose lists them either way.
+// probeHandler serves checks plus the built-in one (see
+// serving.ProbeHandler); checks is read under m.mu on each request.
 func (m *Manager) probeHandler(checks map[string]Check, builtin string, builtinCheck Check) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return serving.ProbeHandler(func() map[string]func(*http.Request) error {
 		m.mu.Lock()
-		names := make([]string, 0, len(checks)+1)
-		all := make(map[string]Check, len(checks)+1)
+		all := make(map[string]func(*http.Request) error, len(checks)+1)
 		for n, c := range checks {
-			names = append(names, n)
 			all[n] = c
 		}
 		m.mu.Unlock()
 		if builtinCheck != nil {
-			names = append(names, builtin)
 			all[builtin] = builtinCheck
 		}
-		sort.Strings(names)
-		var b strings.Builder
-		failed := false
-		for _, n := range names {
-			if err := all[n](r); err != nil {
-				failed = true
-				fmt.Fprintf(&b, "[-]%s failed: %v\n", n, err)
-			} else {
-				fmt.Fprintf(&b, "[+]%s ok\n", n)
-			}
-		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		switch {
-		case failed:
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprint(w, b.String(), "check failed\n")
-		case r.URL.Query().Has("verbose"):
-			fmt.Fprint(w, b.String(), "ok\n")
-		default:
-			fmt.Fprint(w, "ok")
-		}
+		return all
 	})
-}
-
-// listen opens addr, naming the server in the error.
-func listen(what, addr string) (net.Listener, error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("framework: serve %s on %q: %w", what, addr, err)
-	}
-	return l, nil
-}
-
-// newServer returns an http.Server with conservative limits: slow clients
-// cannot hold connections open or send huge headers.
-func newServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
 }

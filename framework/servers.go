@@ -2,24 +2,16 @@ package framework
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/converge-dev/converge/framework/internal/serving"
 )
 
 // startServers opens the configured listeners (failing at once, naming the
@@ -30,12 +22,12 @@ func (m *Manager) startServers(g *group) error {
 		mux.Handle("/healthz", m.probeHandler(m.healthChecks, "ping", func(*http.Request) error { return nil }))
 		mux.Handle("/livez", m.probeHandler(m.healthChecks, "ping", func(*http.Request) error { return nil }))
 		mux.Handle("/readyz", m.probeHandler(m.readyChecks, "caches", m.cacheReady))
-		l, err := listen("health probes", addr)
+		l, err := serving.Listen("health probes", addr)
 		if err != nil {
 			return err
 		}
 		m.setAddr(&m.probeAddr, l)
-		g.start(serve(newServer(mux), l, nil))
+		g.start(serve(serving.NewServer(mux), l, nil))
 	}
 	if addr := m.opts.Metrics.BindAddress; addr != "" {
 		handler := promhttp.HandlerFor(m.metrics.registry, promhttp.HandlerOpts{ErrorLog: nil, Registry: m.metrics.registry})
@@ -48,20 +40,19 @@ func (m *Manager) startServers(g *group) error {
 			if err != nil {
 				return fmt.Errorf("framework: metrics authorization client: %w", err)
 			}
-			mux.Handle("/metrics", newAuthFilter(cs, m.log).wrap(handler))
-			if tlsConfig, err = m.metricsTLS(); err != nil {
+			mux.Handle("/metrics", serving.NewAuthFilter(cs, m.log).Wrap(handler))
+			if tlsConfig, err = serving.TLSConfig(m.opts.Metrics.CertDir, m.opts.Metrics.EnableHTTP2); err != nil {
 				return err
 			}
 		}
-		l, err := listen("metrics", addr)
+		l, err := serving.Listen("metrics", addr)
 		if err != nil {
 			return err
 		}
 		m.setAddr(&m.metricsAddr, l)
-		srv := newServer(mux)
+		srv := serving.NewServer(mux)
 		if !m.opts.Metrics.EnableHTTP2 {
-			// A non-nil, empty map turns HTTP/2 off for TLS connections.
-			srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+			serving.DisableHTTP2(srv)
 		}
 		g.start(serve(srv, l, tlsConfig))
 	}
@@ -72,11 +63,11 @@ func (m *Manager) startServers(g *group) error {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		l, err := listen("pprof", addr)
+		l, err := serving.Listen("pprof", addr)
 		if err != nil {
 			return err
 		}
-		srv := newServer(mux)
+		srv := serving.NewServer(mux)
 		srv.WriteTimeout = 0 // profiles stream for as long as asked
 		g.start(serve(srv, l, nil))
 	}
@@ -105,76 +96,9 @@ func (m *Manager) HealthProbeAddress() string {
 	return m.probeAddr
 }
 
-// serve runs srv on l until ctx ends, then shuts it down gracefully.
+// serve runs srv on l until ctx ends (see serving.Serve).
 func serve(srv *http.Server, l net.Listener, tlsConfig *tls.Config) Runnable {
 	return RunnableFunc(func(ctx context.Context) error {
-		errc := make(chan error, 1)
-		go func() {
-			var err error
-			if tlsConfig != nil {
-				err = srv.Serve(tls.NewListener(l, tlsConfig))
-			} else {
-				err = srv.Serve(l)
-			}
-			if errors.Is(err, http.ErrServerClosed) {
-				err = nil
-			}
-			errc <- err
-		}()
-		select {
-		case err := <-errc:
-			return err
-		case <-ctx.Done():
-			shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shutdownCtx)
-			return <-errc
-		}
+		return serving.Serve(ctx, srv, l, tlsConfig)
 	})
-}
-
-// metricsTLS loads the certificate from CertDir or makes a self-signed one.
-func (m *Manager) metricsTLS() (*tls.Config, error) {
-	var cert tls.Certificate
-	var err error
-	if dir := m.opts.Metrics.CertDir; dir != "" {
-		cert, err = tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
-		if err != nil {
-			return nil, fmt.Errorf("framework: metrics certificate from %s: %w", dir, err)
-		}
-	} else if cert, err = selfSigned(); err != nil {
-		return nil, fmt.Errorf("framework: self-signed metrics certificate: %w", err)
-	}
-	protos := []string{"http/1.1"}
-	if m.opts.Metrics.EnableHTTP2 {
-		protos = []string{"h2", "http/1.1"}
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: protos}, nil
-}
-
-func selfSigned() (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	host, _ := os.Hostname()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "converge-metrics"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost", host},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }

@@ -58,6 +58,16 @@ var rules = []struct {
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil"},
 	},
 	{
+		name:      "framework/internal/serving is plumbing below framework: it imports no converge layer",
+		from:      []string{"framework/internal/serving"},
+		forbidden: []string{module + "/framework", module + "/declarative", module + "/informers", module + "/workqueue", module + "/reconcile"},
+	},
+	{
+		name:      "internal/klogcap is a leaf: it imports no converge package",
+		from:      []string{"internal/klogcap"},
+		forbidden: []string{module + "/..."},
+	},
+	{
 		name:      "declarative never imports the test control plane",
 		from:      []string{"declarative"},
 		forbidden: []string{module + "/framework/envtest"},

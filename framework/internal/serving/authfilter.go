@@ -1,4 +1,4 @@
-package framework
+package serving
 
 import (
 	"context"
@@ -15,12 +15,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// authFilter admits a request when its bearer token authenticates (a
+// AuthFilter admits a request when its bearer token authenticates (a
 // TokenReview) and its identity may "get" the request's path (a
 // SubjectAccessReview on the non-resource URL), as kube-rbac-proxy and
 // controller-runtime's filters do. Decisions are cached briefly per token
-// digest and path; tokens themselves are never stored or logged.
-type authFilter struct {
+// digest and path; tokens themselves are never stored or logged. A review
+// that cannot reach the API server answers 503 and is not cached. An
+// AuthFilter is safe for concurrent use.
+type AuthFilter struct {
 	cs  kubernetes.Interface
 	log logr.Logger
 
@@ -46,11 +48,16 @@ const (
 	wwwAuthenticate = `Bearer realm="converge metrics"`
 )
 
-func newAuthFilter(cs kubernetes.Interface, log logr.Logger) *authFilter {
-	return &authFilter{cs: cs, log: log.WithName("metrics-auth"), decisions: map[decisionKey]decision{}}
+// NewAuthFilter returns a filter that reviews tokens and access through cs
+// and logs review failures to log (named "metrics-auth").
+func NewAuthFilter(cs kubernetes.Interface, log logr.Logger) *AuthFilter {
+	return &AuthFilter{cs: cs, log: log.WithName("metrics-auth"), decisions: map[decisionKey]decision{}}
 }
 
-func (a *authFilter) wrap(next http.Handler) http.Handler {
+// Wrap returns next behind the filter: a request without a bearer token, or
+// whose token does not authenticate, gets 401; one whose identity may not
+// "get" the path gets 403; one whose review fails gets 503.
+func (a *AuthFilter) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := bearerToken(r.Header.Get("Authorization"))
 		if !ok {
@@ -80,7 +87,7 @@ func bearerToken(header string) (string, bool) {
 	return fields[1], true
 }
 
-func (a *authFilter) decide(ctx context.Context, token, path string) int {
+func (a *AuthFilter) decide(ctx context.Context, token, path string) int {
 	key := decisionKey{token: sha256.Sum256([]byte(token)), path: path}
 	now := time.Now()
 	a.mu.Lock()
@@ -102,7 +109,7 @@ func (a *authFilter) decide(ctx context.Context, token, path string) int {
 	return status
 }
 
-func (a *authFilter) review(ctx context.Context, token, path string) int {
+func (a *AuthFilter) review(ctx context.Context, token, path string) int {
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
 	defer cancel()
 	tr, err := a.cs.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{

@@ -1,4 +1,4 @@
-package framework
+package serving_test
 
 import (
 	"net/http"
@@ -13,6 +13,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/go-logr/logr"
+
+	"github.com/converge-dev/converge/framework/internal/serving"
 )
 
 // FuzzAuthFilter sends arbitrary Authorization headers and paths through the
@@ -39,7 +41,7 @@ func FuzzAuthFilter(f *testing.F) {
 		sar.Status.Allowed = sar.Spec.NonResourceAttributes != nil && sar.Spec.NonResourceAttributes.Path == "/metrics"
 		return true, sar, nil
 	})
-	filter := newAuthFilter(cs, logr.Discard())
+	filter := serving.NewAuthFilter(cs, logr.Discard())
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	f.Fuzz(func(t *testing.T, header, path string) {
 		req := httptest.NewRequest(http.MethodGet, "http://x/", nil)
@@ -48,7 +50,7 @@ func FuzzAuthFilter(f *testing.F) {
 			req.Header.Set("Authorization", header)
 		}
 		rec := httptest.NewRecorder()
-		filter.wrap(ok).ServeHTTP(rec, req)
+		filter.Wrap(ok).ServeHTTP(rec, req)
 		token, bearer := cutBearer(header)
 		want := http.StatusUnauthorized
 		switch {
