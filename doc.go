@@ -1,8 +1,8 @@
 // Package converge is a framework for writing Kubernetes controllers. This
 // package holds no code; it maps the packages a controller author uses.
 // Imports go one way: reconcile, then workqueue and informers (which never
-// import each other), then framework, then declarative; test/layering
-// checks it.
+// import each other), then client, then framework, then declarative;
+// test/layering checks it.
 //
 // # Reconcilers
 //
@@ -21,6 +21,14 @@
 // Package informers is the shared cache: one informer per kind and selection,
 // typed, unstructured or metadata-only, with read-only Readers, field indexes
 // and errors that name why a kind cannot sync.
+//
+// # Clients
+//
+// Package client reads from the shared cache with read-your-writes and
+// writes to the API server: create, update, patch, server-side apply,
+// delete, delete-all-of, the status subresource, and an APIReader for reads
+// the cache cannot serve. Writes are fenced (refused once the manager says
+// so) and every error names the object.
 //
 // # Managers and controllers
 //

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -289,7 +289,7 @@ func (d *Declarative[T]) applyOver(ctx context.Context, c child, live metav1.Obj
 	} else {
 		obj.SetUID(live.GetUID())
 	}
-	_, err := d.client.Apply(ctx, obj, framework.FieldManager(d.opts.FieldManager), framework.ForceOwnership())
+	_, err := d.client.Apply(ctx, obj, client.FieldManager(d.opts.FieldManager), client.ForceOwnership())
 	return err
 }
 
@@ -521,7 +521,7 @@ func (d *Declarative[T]) deleteChild(ctx context.Context, ck *childKind, obj inf
 	u.SetGroupVersionKind(ck.gvk)
 	u.SetNamespace(obj.GetNamespace())
 	u.SetName(obj.GetName())
-	err := d.client.Delete(ctx, u, framework.MatchingUID(obj.GetUID()), framework.Propagation(metav1.DeletePropagationBackground))
+	err := d.client.Delete(ctx, u, client.MatchingUID(obj.GetUID()), client.Propagation(metav1.DeletePropagationBackground))
 	switch {
 	case err == nil:
 		logr.FromContextOrDiscard(ctx).Info("deleted child", "child", ck.gvk.Kind+" "+key(obj.GetNamespace(), obj.GetName()))

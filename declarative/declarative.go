@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
@@ -133,7 +134,7 @@ const (
 // Builder's Complete.
 type Declarative[T informers.Object] struct {
 	mgr       *framework.Manager
-	client    *framework.Client
+	client    *client.Client
 	r         Reconciler[T]
 	finalize  Finalizer[T] // nil: no user cleanup
 	opts      Options

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 
-	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
 )
 
@@ -35,7 +35,7 @@ func (d *Declarative[T]) addFinalizer(ctx context.Context, parent informers.Obje
 	u := d.objectRef(parent)
 	u.SetUID(parent.GetUID())
 	u.SetFinalizers([]string{d.opts.Finalizer})
-	_, err := d.client.Apply(ctx, u, framework.FieldManager(d.finalizerManager()), framework.ForceOwnership())
+	_, err := d.client.Apply(ctx, u, client.FieldManager(d.finalizerManager()), client.ForceOwnership())
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return fmt.Errorf("add finalizer %s: %w: %w", d.opts.Finalizer, errParentGone, err)
 	}
@@ -64,7 +64,7 @@ func (d *Declarative[T]) removeFinalizer(ctx context.Context, parent informers.O
 	if err != nil {
 		return err
 	}
-	err = d.client.Patch(ctx, d.objectRef(parent), types.JSONPatchType, patch, framework.FieldManager(d.finalizerManager()))
+	err = d.client.Patch(ctx, d.objectRef(parent), types.JSONPatchType, patch, client.FieldManager(d.finalizerManager()))
 	if apierrors.IsNotFound(err) {
 		return nil // gone already
 	}
@@ -132,7 +132,7 @@ func (d *Declarative[T]) applyStatus(ctx context.Context, parent T, status any) 
 	// the same name that replaced this one.
 	u.SetUID(parent.GetUID())
 	u.Object["status"] = want
-	applied, err := d.client.Status().Apply(ctx, u, framework.FieldManager(d.opts.FieldManager), framework.ForceOwnership())
+	applied, err := d.client.Status().Apply(ctx, u, client.FieldManager(d.opts.FieldManager), client.ForceOwnership())
 	if apierrors.IsNotFound(err) {
 		// The parent is gone, or its kind has no status subresource: the
 		// API server answers both with NotFound.

@@ -7,6 +7,9 @@ import (
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
@@ -270,4 +273,22 @@ func (r *typedReader[T]) Get(ctx context.Context, namespace, name string) (T, er
 		return zero, err
 	}
 	return obj.(T), nil
+}
+
+// kindOf returns obj's kind: from the scheme for typed objects, from the
+// object itself otherwise.
+func kindOf(scheme *runtime.Scheme, obj runtime.Object) (schema.GroupVersionKind, error) {
+	switch obj.(type) {
+	case *unstructured.Unstructured, *metav1.PartialObjectMetadata, *unstructured.UnstructuredList, *metav1.PartialObjectMetadataList:
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		if gvk.Kind == "" || gvk.Version == "" {
+			return gvk, errors.New("apiVersion and kind must be set on unstructured and metadata objects")
+		}
+		return gvk, nil
+	}
+	gvks, _, err := scheme.ObjectKinds(obj)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("%T is not registered in the manager's scheme: %w", obj, err)
+	}
+	return gvks[0], nil
 }

@@ -31,8 +31,9 @@
 //     cancelled context are abandoned and named in Start's error
 //     (ErrNotStopped).
 //   - Fenced writes: once leadership is lost or the manager has stopped, the
-//     manager's client refuses every write (ErrNotLeader, ErrManagerStopped),
-//     so an abandoned or late reconcile cannot undo a new leader's work.
+//     manager's client (package client) refuses every write (ErrNotLeader,
+//     ErrManagerStopped), so an abandoned or late reconcile cannot undo a
+//     new leader's work.
 //   - Named failures: bad configuration fails at Complete or Start with an
 //     error naming the controller, kind and cause; a cache that cannot sync
 //     names the kind and why (forbidden, CRD not installed, unreachable).
@@ -47,8 +48,8 @@
 // A controller may resync (ControllerOptions.ResyncPeriod: its objects are
 // reconciled again at that interval, as background work), own a kind
 // through a metadata-only informer (Builder.OwnsMetadata), and delete a
-// collection at once (Client.DeleteAllOf).
+// collection at once (client.Client.DeleteAllOf).
 //
-// See ExampleNewController, ExampleManager, ExampleManager_APIReader,
-// ExampleBuilder_OwnsMetadata and ExampleClient_DeleteAllOf.
+// See ExampleNewController, ExampleManager, ExampleManager_APIReader and
+// ExampleBuilder_OwnsMetadata.
 package framework

@@ -9,7 +9,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
@@ -147,19 +146,5 @@ func ExampleBuilder_OwnsMetadata() {
 			}
 			return reconcile.Result{}, nil
 		}))
-	fmt.Println(err)
-}
-
-// Delete every ConfigMap of one release in one namespace in one request;
-// their dependents are deleted in the background.
-func ExampleClient_DeleteAllOf() {
-	ctx := context.Background()
-	mgr, err := framework.NewManager(nil, framework.Options{})
-	if err != nil {
-		return
-	}
-	release := labels.SelectorFromSet(labels.Set{"release": "r1"})
-	err = mgr.Client().DeleteAllOf(ctx, &corev1.ConfigMap{}, informers.Selection{Namespace: "apps", Labels: release},
-		framework.Propagation(metav1.DeletePropagationBackground))
 	fmt.Println(err)
 }

@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/framework/envtest"
 	"github.com/converge-dev/converge/internal/testenv"
 )
 
@@ -63,4 +64,15 @@ func createConfigMap(t *testing.T, cs kubernetes.Interface, ns, name string, lab
 	return cm
 }
 
-func envtestUser(name string) envtest.User { return envtest.User{Name: name} }
+// newManager returns a manager on cfg that logs nothing.
+func newManager(t *testing.T, cfg *rest.Config, opts framework.Options) *framework.Manager {
+	t.Helper()
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	mgr, err := framework.NewManager(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
 )
 
@@ -58,8 +59,8 @@ type Manager struct {
 	cfg     *rest.Config
 	mapper  meta.RESTMapper
 	cache   *informers.Cache
-	client  *Client
-	api     *APIReader
+	client  *client.Client
+	api     *client.APIReader
 	log     logr.Logger
 	metrics *metrics
 	http    *http.Client
@@ -173,8 +174,14 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		lost:         make(chan struct{}),
 	}
 	m.metrics.cacheObjectsSource = c.Stats
-	m.client = newClient(cfg, httpClient, opts.Scheme, mapper, c, m.allowWrite)
-	m.api = newAPIReader(cfg, httpClient, opts.Scheme, mapper)
+	copts := client.Options{Config: cfg, HTTPClient: httpClient, Scheme: opts.Scheme, Mapper: mapper,
+		Cache: c, Fence: m.allowWrite, RequestLogger: capVerbosity}
+	if m.client, err = client.New(copts); err != nil {
+		return nil, fmt.Errorf("framework: %w", err)
+	}
+	if m.api, err = client.NewAPIReader(copts); err != nil {
+		return nil, fmt.Errorf("framework: %w", err)
+	}
 	ev, err := eventsv1.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, fmt.Errorf("framework: events client for %s: %w", cfg.Host, err)
@@ -198,12 +205,12 @@ func (m *Manager) Cache() *informers.Cache { return m.cache }
 
 // Client returns the client that reads from the shared cache and writes to
 // the API server. It refuses writes once leadership is lost or the manager
-// has stopped (see Client).
-func (m *Manager) Client() *Client { return m.client }
+// has stopped (ErrNotLeader, ErrManagerStopped; see client.Client).
+func (m *Manager) Client() *client.Client { return m.client }
 
 // APIReader returns a reader that reads straight from the API server,
-// without the cache (see APIReader).
-func (m *Manager) APIReader() *APIReader { return m.api }
+// without the cache (see client.APIReader).
+func (m *Manager) APIReader() *client.APIReader { return m.api }
 
 // allowWrite says whether the client may send a write now: nil, or an error
 // wrapping ErrNotLeader or ErrManagerStopped. A leader that sees the lease

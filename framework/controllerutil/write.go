@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
 )
 
@@ -38,7 +38,7 @@ type MutateFunc func() error
 // mutate, and creates obj if it did not exist, updates it if mutate changed
 // it, or writes nothing. The update carries the resourceVersion read, so a
 // concurrent change makes it fail with a conflict (retry the reconcile).
-func CreateOrUpdate(ctx context.Context, c *framework.Client, obj informers.Object, mutate MutateFunc) (OperationResult, error) {
+func CreateOrUpdate(ctx context.Context, c *client.Client, obj informers.Object, mutate MutateFunc) (OperationResult, error) {
 	existing, err := readForWrite(ctx, c, obj, mutate)
 	if err != nil || existing == nil {
 		return created(err)
@@ -57,7 +57,7 @@ func CreateOrUpdate(ctx context.Context, c *framework.Client, obj informers.Obje
 // Go types do not know survive. A status that mutate changed is patched
 // through the status subresource, or with the rest of the object when the
 // kind has none.
-func CreateOrPatch(ctx context.Context, c *framework.Client, obj informers.Object, mutate MutateFunc) (OperationResult, error) {
+func CreateOrPatch(ctx context.Context, c *client.Client, obj informers.Object, mutate MutateFunc) (OperationResult, error) {
 	existing, err := readForWrite(ctx, c, obj, mutate)
 	if err != nil || existing == nil {
 		return created(err)
@@ -102,7 +102,7 @@ func CreateOrPatch(ctx context.Context, c *framework.Client, obj informers.Objec
 // readForWrite reads obj's current state into obj and runs mutate. It
 // returns a copy of the state read, or nil when obj did not exist, in which
 // case it has created obj.
-func readForWrite(ctx context.Context, c *framework.Client, obj informers.Object, mutate MutateFunc) (informers.Object, error) {
+func readForWrite(ctx context.Context, c *client.Client, obj informers.Object, mutate MutateFunc) (informers.Object, error) {
 	ns, name := obj.GetNamespace(), obj.GetName()
 	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
 	switch {

@@ -1,7 +1,7 @@
 // Package layering checks that converge's packages import one way:
-// reconcile → workqueue and informers (siblings) → framework → declarative,
-// that the test helpers stay out of the library, and that nothing depends on
-// controller-runtime.
+// reconcile → workqueue and informers (siblings) → client → framework →
+// declarative, that the test helpers stay out of the library, and that
+// nothing depends on controller-runtime.
 package layering
 
 import (
@@ -40,12 +40,17 @@ var rules = []struct {
 	{
 		name:      "workqueue never imports informers, its sibling, or the layers above",
 		from:      []string{"workqueue"},
-		forbidden: []string{module + "/informers", module + "/framework/...", module + "/declarative"},
+		forbidden: []string{module + "/informers", module + "/client", module + "/framework/...", module + "/declarative"},
 	},
 	{
 		name:      "informers never imports workqueue, its sibling, or the layers above",
 		from:      []string{"informers"},
-		forbidden: []string{module + "/workqueue", module + "/framework/...", module + "/declarative"},
+		forbidden: []string{module + "/workqueue", module + "/client", module + "/framework/...", module + "/declarative"},
+	},
+	{
+		name:      "client never imports framework or declarative above it: the manager decides when writes are refused, the client only asks",
+		from:      []string{"client"},
+		forbidden: []string{module + "/framework/...", module + "/declarative"},
 	},
 	{
 		name:      "framework never imports the test control plane, the examples, or declarative above it",

@@ -23,13 +23,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
 
 type controller struct {
-	client        *framework.Client
+	client        *client.Client
 	panicRate     float64
 	hangRate      float64
 	panics, hangs atomic.Int64

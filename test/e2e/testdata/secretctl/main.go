@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -71,13 +72,13 @@ func run(ctx context.Context, flags *framework.Flags, namespace string) error {
 				Data: s.Data,
 				Type: s.Type,
 			}
-			if _, err := c.Apply(ctx, cp, framework.FieldManager(fieldManager), framework.ForceOwnership()); err != nil {
+			if _, err := c.Apply(ctx, cp, client.FieldManager(fieldManager), client.ForceOwnership()); err != nil {
 				return reconcile.Result{}, fmt.Errorf("copy %s/%s: %w", s.Namespace, s.Name, err)
 			}
 			// Patch a stub: the cached object is shared and must not change.
 			stub := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, copiedAnnotation)
-			if err := c.Patch(ctx, stub, types.MergePatchType, []byte(patch), framework.FieldManager(fieldManager)); err != nil {
+			if err := c.Patch(ctx, stub, types.MergePatchType, []byte(patch), client.FieldManager(fieldManager)); err != nil {
 				return reconcile.Result{}, fmt.Errorf("mark %s/%s: %w", s.Namespace, s.Name, err)
 			}
 			events.Eventf(s, nil, corev1.EventTypeNormal, "Copied", "Copy", "copied %d keys to %s", len(s.Data), cp.Name)

@@ -1,4 +1,4 @@
-package framework_test
+package client_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,26 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
 )
-
-// newManager returns a manager on cfg that logs nothing.
-func newManager(t *testing.T, cfg *rest.Config, opts framework.Options) *framework.Manager {
-	t.Helper()
-	if opts.Logger.GetSink() == nil {
-		opts.Logger = logr.Discard()
-	}
-	mgr, err := framework.NewManager(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mgr
-}
 
 func TestGetAfterDeletingAnObjectAnotherProcessRecreated(t *testing.T) {
 	admin := plane.Config(t)

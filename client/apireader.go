@@ -1,10 +1,9 @@
-package framework
+package client
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,7 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
+
+	"github.com/go-logr/logr"
 
 	"github.com/converge-dev/converge/informers"
 )
@@ -26,18 +26,17 @@ import (
 // and one-off reads of kinds not worth caching. Its answers are as fresh as
 // the API server's, and it never waits for the cache.
 //
-// It reads typed objects (registered in the manager's scheme),
+// It reads typed objects (registered in the scheme),
 // *unstructured.Unstructured and *metav1.PartialObjectMetadata, the last two
-// with apiVersion and kind set. Results are the caller's to modify. Get the
-// manager's with Manager.APIReader. An APIReader is safe for concurrent use.
+// with apiVersion and kind set. Results are the caller's to modify. Build one
+// with NewAPIReader, or get the manager's with framework's
+// Manager.APIReader. An APIReader is safe for concurrent use.
 type APIReader struct {
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
 	rest   *restClients
-}
-
-func newAPIReader(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, mapper meta.RESTMapper) *APIReader {
-	return &APIReader{scheme: scheme, mapper: mapper, rest: newRESTClients(cfg, httpClient, scheme)}
+	// logger adjusts the logger client-go logs each request to.
+	logger func(logr.Logger) logr.Logger
 }
 
 // Get reads the object key from the API server into obj. Its error is the
@@ -60,7 +59,7 @@ func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj infor
 	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		req = req.SetHeader("Accept", metadataAccept("PartialObjectMetadata"))
 	}
-	if err := r.into(req.Name(key.Name).Do(quiet(ctx)), obj, gvk); err != nil {
+	if err := r.into(req.Name(key.Name).Do(quietly(ctx, r.logger)), obj, gvk); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
@@ -89,7 +88,7 @@ func (r *APIReader) List(ctx context.Context, list runtime.Object, opts ...infor
 		what += " in namespace " + lo.Namespace
 	}
 	if lo.Index != "" {
-		return fmt.Errorf("%s: index %q: indexes are the cache's; use the manager's Client", what, lo.Index)
+		return fmt.Errorf("%s: index %q: indexes are the cache's; use the Client", what, lo.Index)
 	}
 	req, err := r.request(item, lo.Namespace, false)
 	if err != nil {
@@ -108,7 +107,7 @@ func (r *APIReader) List(ctx context.Context, list runtime.Object, opts ...infor
 	if _, ok := list.(*metav1.PartialObjectMetadataList); ok {
 		req = req.SetHeader("Accept", metadataAccept("PartialObjectMetadataList"))
 	}
-	if err := r.into(req.Do(quiet(ctx)), list, gvk); err != nil {
+	if err := r.into(req.Do(quietly(ctx, r.logger)), list, gvk); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
@@ -168,9 +167,4 @@ func (r *APIReader) into(res rest.Result, out runtime.Object, gvk schema.GroupVe
 // (PartialObjectMetadata or PartialObjectMetadataList).
 func metadataAccept(kind string) string {
 	return "application/json;as=" + kind + ";g=meta.k8s.io;v=v1"
-}
-
-// quiet caps client-go's request logging at the manager's verbosity.
-func quiet(ctx context.Context) context.Context {
-	return klog.NewContext(ctx, capVerbosity(klog.FromContext(ctx)))
 }

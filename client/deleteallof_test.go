@@ -1,4 +1,4 @@
-package framework_test
+package client_test
 
 import (
 	"errors"
@@ -13,12 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
 )
 
-func configMapNames(t *testing.T, c *framework.Client, opts ...informers.ListOption) []string {
+func configMapNames(t *testing.T, c *client.Client, opts ...informers.ListOption) []string {
 	t.Helper()
 	var list corev1.ConfigMapList
 	if err := c.List(t.Context(), &list, opts...); err != nil {
@@ -63,7 +64,7 @@ func TestDeleteAllOf(t *testing.T) {
 	}
 
 	err = c.DeleteAllOf(t.Context(), &corev1.ConfigMap{}, informers.Selection{Namespace: ns, Labels: labels.SelectorFromSet(web)},
-		framework.Propagation(metav1.DeletePropagationBackground))
+		client.Propagation(metav1.DeletePropagationBackground))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,11 +105,11 @@ func TestDeleteAllOf(t *testing.T) {
 
 	for name, tc := range map[string]struct {
 		sel  informers.Selection
-		opts []framework.WriteOption
+		opts []client.WriteOption
 		want string
 	}{
 		"no namespace": {informers.Selection{}, nil, "ConfigMap is namespaced: give the namespace"},
-		"a UID":        {informers.Selection{Namespace: ns}, []framework.WriteOption{framework.MatchingUID("x")}, "MatchingUID names one object"},
+		"a UID":        {informers.Selection{Namespace: ns}, []client.WriteOption{client.MatchingUID("x")}, "MatchingUID names one object"},
 	} {
 		err := c.DeleteAllOf(t.Context(), &corev1.ConfigMap{}, tc.sel, tc.opts...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,4 +1,4 @@
-package framework
+package client
 
 import (
 	"context"
@@ -16,7 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
+
+	"github.com/go-logr/logr"
 
 	"github.com/converge-dev/converge/informers"
 )
@@ -28,24 +29,26 @@ const DefaultFieldManager = "converge"
 // Client reads from the shared cache and writes to the API server.
 //
 // Reads (Get, List) return deep copies the caller owns; for read-only access
-// without copies, use informers.For on Manager.Cache. Reads wait for the
-// cache to show this process's own writes (see informers.Reader); reads the
-// cache cannot serve (another namespace, a kind the identity may not list
-// and watch) fail rather than report NotFound: use Manager.APIReader for
-// those. Writes update the object passed in with the server's answer (its
-// new resourceVersion, defaults and status). Every error names the object
-// and the operation.
+// without copies, use informers.For on the cache. Reads wait for the cache
+// to show this process's own writes (see informers.Reader); reads the cache
+// cannot serve (another namespace, a kind the identity may not list and
+// watch) fail rather than report NotFound: use an APIReader (the manager's
+// APIReader) for those. Writes update the object passed in with the
+// server's answer (its new resourceVersion, defaults and status). Every
+// error names the object and the operation.
 //
-// The manager's client refuses writes once they could be wrong: after the
-// process lost leadership (ErrNotLeader) and once the manager stopped
-// (ErrManagerStopped), so that no write leaves a process another may have
-// replaced, even from a reconcile that ignores its context. The check is
-// made as each request is sent, after client-side rate limiting; a request
-// already sent when leadership is lost may still be applied. Leader
-// election bounds that window: the leader gives up at RenewDeadline, and
-// another process may take over only after LeaseDuration, so a request
-// that reaches the API server within LeaseDuration − RenewDeadline of the
-// loss is applied before a new leader runs.
+// A client refuses writes while its fence (Options.Fence) fails, and its
+// errors wrap the fence's. The manager's client is fenced once writes could
+// be wrong: after the process lost leadership (framework.ErrNotLeader) and
+// once the manager stopped (framework.ErrManagerStopped), so that no write
+// leaves a process another may have replaced, even from a reconcile that
+// ignores its context. The check is made as each request is sent, after
+// client-side rate limiting; a request already sent when leadership is lost
+// may still be applied. Leader election bounds that window: the leader
+// gives up at RenewDeadline, and another process may take over only after
+// LeaseDuration, so a request that reaches the API server within
+// LeaseDuration − RenewDeadline of the loss is applied before a new leader
+// runs.
 //
 // A Client is safe for concurrent use.
 type Client struct {
@@ -56,18 +59,8 @@ type Client struct {
 	rest *restClients
 	// allowWrite says whether a write may be sent now: nil, or why not.
 	allowWrite func() error
-}
-
-func newClient(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, mapper meta.RESTMapper, c *informers.Cache, allowWrite func() error) *Client {
-	fenced := *httpClient
-	fenced.Transport = fencedTransport{base: transportOf(httpClient), allow: allowWrite}
-	return &Client{
-		scheme:     scheme,
-		mapper:     mapper,
-		cache:      c,
-		rest:       newRESTClients(cfg, &fenced, scheme),
-		allowWrite: allowWrite,
-	}
+	// logger adjusts the logger client-go logs each request to.
+	logger func(logr.Logger) logr.Logger
 }
 
 // fencedTransport refuses requests when allow fails: the last check before
@@ -296,7 +289,7 @@ func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub 
 	if sub != "" {
 		req = req.SubResource(sub)
 	}
-	res := build(req).Do(klog.NewContext(ctx, capVerbosity(klog.FromContext(ctx))))
+	res := build(req).Do(quietly(ctx, c.logger))
 	if err := res.Error(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -400,7 +393,7 @@ func kindOf(scheme *runtime.Scheme, obj runtime.Object) (schema.GroupVersionKind
 	}
 	gvks, _, err := scheme.ObjectKinds(obj)
 	if err != nil {
-		return schema.GroupVersionKind{}, fmt.Errorf("%T is not registered in the manager's scheme: %w", obj, err)
+		return schema.GroupVersionKind{}, fmt.Errorf("%T is not registered in the client's scheme: %w", obj, err)
 	}
 	return gvks[0], nil
 }

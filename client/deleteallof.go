@@ -1,4 +1,4 @@
-package framework
+package client
 
 import (
 	"context"
@@ -79,7 +79,7 @@ func (c *Client) DeleteAllOf(ctx context.Context, example informers.Object, sel 
 		VersionedParams(&lo, metav1.ParameterCodec).
 		SetHeader("Accept", metadataAccept("PartialObjectMetadataList")+", application/json").
 		Body(&metav1.DeleteOptions{PropagationPolicy: wo.propagation})
-	res := req.Do(quiet(ctx))
+	res := req.Do(quietly(ctx, c.logger))
 	if err := res.Error(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

@@ -1,0 +1,145 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/converge-dev/converge/informers"
+)
+
+// Options configures New and NewAPIReader.
+type Options struct {
+	// Config is the API server's configuration. Required.
+	Config *rest.Config
+	// HTTPClient sends the requests. Zero means one built from Config
+	// (rest.HTTPClientFor).
+	HTTPClient *http.Client
+	// Scheme maps typed objects to their kinds. Required.
+	Scheme *runtime.Scheme
+	// Mapper maps kinds to resources. Required.
+	Mapper meta.RESTMapper
+	// Cache serves a Client's reads and learns of its writes, so that reads
+	// show them. Required by New; NewAPIReader ignores it.
+	Cache *informers.Cache
+	// Fence says whether a write may be sent now: nil, or why not. A Client
+	// calls it before each write and again as each request leaves the
+	// process (after client-side rate limiting); a refused write's error
+	// wraps the fence's. It must be safe for concurrent use. Zero means
+	// writes are never refused. NewAPIReader ignores it.
+	Fence func() error
+	// RequestLogger adjusts the logger client-go logs each request to (the
+	// request context's logger), for example to cap its verbosity. Zero
+	// means the context's logger as it is.
+	RequestLogger func(logr.Logger) logr.Logger
+}
+
+// withDefaults returns o with its zero fields set to their defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.HTTPClient == nil && o.Config != nil {
+		hc, err := rest.HTTPClientFor(o.Config)
+		if err != nil {
+			return o, fmt.Errorf("client: HTTP client for %s: %w", o.Config.Host, err)
+		}
+		o.HTTPClient = hc
+	}
+	if o.Fence == nil {
+		o.Fence = func() error { return nil }
+	}
+	if o.RequestLogger == nil {
+		o.RequestLogger = func(l logr.Logger) logr.Logger { return l }
+	}
+	return o, nil
+}
+
+// validate reports the first required field missing; cache says whether
+// Cache is required.
+func (o Options) validate(cache bool) error {
+	switch {
+	case o.Config == nil:
+		return errors.New("client: Options.Config is required")
+	case o.Scheme == nil:
+		return errors.New("client: Options.Scheme is required")
+	case o.Mapper == nil:
+		return errors.New("client: Options.Mapper is required")
+	case cache && o.Cache == nil:
+		return errors.New("client: Options.Cache is required")
+	}
+	return nil
+}
+
+// New returns a Client that reads from opts.Cache and writes to the API
+// server of opts.Config, refusing writes while opts.Fence fails. It fails
+// when a required option is missing.
+func New(opts Options) (*Client, error) {
+	if err := opts.validate(true); err != nil {
+		return nil, err
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	fenced := *opts.HTTPClient
+	fenced.Transport = fencedTransport{base: transportOf(opts.HTTPClient), allow: opts.Fence}
+	return &Client{
+		scheme:     opts.Scheme,
+		mapper:     opts.Mapper,
+		cache:      opts.Cache,
+		rest:       newRESTClients(opts.Config, &fenced, opts.Scheme),
+		allowWrite: opts.Fence,
+		logger:     opts.RequestLogger,
+	}, nil
+}
+
+// NewAPIReader returns an APIReader that reads from the API server of
+// opts.Config (Cache and Fence do not apply). It fails when a required
+// option is missing.
+func NewAPIReader(opts Options) (*APIReader, error) {
+	if err := opts.validate(false); err != nil {
+		return nil, err
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &APIReader{
+		scheme: opts.Scheme,
+		mapper: opts.Mapper,
+		rest:   newRESTClients(opts.Config, opts.HTTPClient, opts.Scheme),
+		logger: opts.RequestLogger,
+	}, nil
+}
+
+// quietly returns ctx with its logger adjusted by adjust, for client-go to
+// log a request to.
+func quietly(ctx context.Context, adjust func(logr.Logger) logr.Logger) context.Context {
+	return klog.NewContext(ctx, adjust(klog.FromContext(ctx)))
+}
+
+// newForKind returns an empty object of kind gvk: typed when the scheme
+// knows it, unstructured otherwise.
+func newForKind(scheme *runtime.Scheme, gvk schema.GroupVersionKind) (informers.Object, error) {
+	if scheme.Recognizes(gvk) {
+		o, err := scheme.New(gvk)
+		if err != nil {
+			return nil, err
+		}
+		obj, ok := o.(informers.Object)
+		if !ok {
+			return nil, fmt.Errorf("%v has no object metadata", gvk)
+		}
+		return obj, nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
