@@ -44,7 +44,7 @@ type APIReader struct {
 // read.
 func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj informers.Object) error {
 	what := fmt.Sprintf("get %T %s without the cache", obj, describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}))
-	gvk, err := kindOf(r.scheme, obj)
+	gvk, err := KindOf(r.scheme, obj)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -74,7 +74,7 @@ func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj infor
 // namespace. informers.MatchingIndex needs the cache and is an error here.
 func (r *APIReader) List(ctx context.Context, list runtime.Object, opts ...informers.ListOption) error {
 	lo := informers.NewListOptions(opts...)
-	gvk, err := kindOf(r.scheme, list)
+	gvk, err := KindOf(r.scheme, list)
 	what := fmt.Sprintf("list %T without the cache", list)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)

@@ -256,7 +256,7 @@ func (s StatusWriter) Apply(ctx context.Context, obj any, opts ...WriteOption) (
 
 // do sends one request about obj and decodes the answer into obj.
 func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub string, build func(*rest.Request) *rest.Request, named bool) error {
-	gvk, err := kindOf(c.scheme, obj)
+	gvk, err := KindOf(c.scheme, obj)
 	if err != nil {
 		return fmt.Errorf("%s %T %s: %w", verb, obj, describeKey(obj), err)
 	}
@@ -380,9 +380,10 @@ func describeKey(obj metav1.Object) string {
 	return obj.GetNamespace() + "/" + obj.GetName()
 }
 
-// kindOf returns obj's kind: from the scheme for typed objects, from the
-// object itself otherwise.
-func kindOf(scheme *runtime.Scheme, obj runtime.Object) (schema.GroupVersionKind, error) {
+// KindOf returns obj's kind: from scheme for typed objects and lists, from
+// the object's own apiVersion and kind for unstructured and metadata-only
+// ones (which must carry them).
+func KindOf(scheme *runtime.Scheme, obj runtime.Object) (schema.GroupVersionKind, error) {
 	switch obj.(type) {
 	case *unstructured.Unstructured, *metav1.PartialObjectMetadata, *unstructured.UnstructuredList, *metav1.PartialObjectMetadataList:
 		gvk := obj.GetObjectKind().GroupVersionKind()

@@ -35,7 +35,7 @@ import (
 // the watch delivers it.
 func (c *Client) DeleteAllOf(ctx context.Context, example informers.Object, sel informers.Selection, opts ...WriteOption) error {
 	wo := collect(opts)
-	gvk, err := kindOf(c.scheme, example)
+	gvk, err := KindOf(c.scheme, example)
 	if !sel.Kind.Empty() {
 		gvk, err = sel.Kind, nil
 	}

@@ -7,10 +7,8 @@ import (
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
@@ -98,7 +96,7 @@ func (b *Builder[T]) OwnsMetadata(obj informers.Object) *Builder[T] {
 	case b.mgr == nil:
 		return b // NewController recorded it
 	}
-	gvk, err := kindOf(b.mgr.Scheme(), obj)
+	gvk, err := client.KindOf(b.mgr.Scheme(), obj)
 	if err != nil {
 		b.errs = append(b.errs, fmt.Errorf("OwnsMetadata %T: %w", obj, err))
 		return b
@@ -273,22 +271,4 @@ func (r *typedReader[T]) Get(ctx context.Context, namespace, name string) (T, er
 		return zero, err
 	}
 	return obj.(T), nil
-}
-
-// kindOf returns obj's kind: from the scheme for typed objects, from the
-// object itself otherwise.
-func kindOf(scheme *runtime.Scheme, obj runtime.Object) (schema.GroupVersionKind, error) {
-	switch obj.(type) {
-	case *unstructured.Unstructured, *metav1.PartialObjectMetadata, *unstructured.UnstructuredList, *metav1.PartialObjectMetadataList:
-		gvk := obj.GetObjectKind().GroupVersionKind()
-		if gvk.Kind == "" || gvk.Version == "" {
-			return gvk, errors.New("apiVersion and kind must be set on unstructured and metadata objects")
-		}
-		return gvk, nil
-	}
-	gvks, _, err := scheme.ObjectKinds(obj)
-	if err != nil {
-		return schema.GroupVersionKind{}, fmt.Errorf("%T is not registered in the manager's scheme: %w", obj, err)
-	}
-	return gvks[0], nil
 }
