@@ -27,13 +27,13 @@ func TestGetAfterDeletingAnObjectAnotherProcessRecreated(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "phoenix", nil)
+	testenv.CreateConfigMap(t, cs, ns, "phoenix", nil)
 	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns}})
 	inf, err := informers.For[*corev1.ConfigMap](mgr.Cache(), informers.Selection{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	startManager(t, mgr)
+	testenv.StartManager(t, mgr)
 	c := mgr.Client()
 	key := types.NamespacedName{Namespace: ns, Name: "phoenix"}
 	var got corev1.ConfigMap
@@ -46,7 +46,7 @@ func TestGetAfterDeletingAnObjectAnotherProcessRecreated(t *testing.T) {
 	if err := c.Delete(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "phoenix"}}); err != nil {
 		t.Fatal(err)
 	}
-	reborn := createConfigMap(t, cs, ns, "phoenix", nil) // another process
+	reborn := testenv.CreateConfigMap(t, cs, ns, "phoenix", nil) // another process
 	seen := make(chan struct{})
 	reg, err := inf.AddHandler(informers.HandlerFuncs[*corev1.ConfigMap]{AddFunc: func(cm *corev1.ConfigMap, _ bool) {
 		if cm.UID == reborn.UID {
@@ -85,7 +85,7 @@ func TestClientListSeesOwnCreates(t *testing.T) {
 	if _, err := informers.For[*corev1.ConfigMap](mgr.Cache(), informers.Selection{}); err != nil {
 		t.Fatal(err)
 	}
-	startManager(t, mgr)
+	testenv.StartManager(t, mgr)
 	c := mgr.Client()
 	for i := range 10 {
 		name := "item-" + string(rune('a'+i))
@@ -106,10 +106,10 @@ func TestAPIReaderReadsWithoutTheCache(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	cached, other := testenv.Namespace(t, cs, "cached"), testenv.Namespace(t, cs, "other")
-	createConfigMap(t, cs, other, "a", map[string]string{"app": "web"})
-	createConfigMap(t, cs, other, "b", map[string]string{"app": "db"})
+	testenv.CreateConfigMap(t, cs, other, "a", map[string]string{"app": "web"})
+	testenv.CreateConfigMap(t, cs, other, "b", map[string]string{"app": "db"})
 	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: cached}})
-	startManager(t, mgr)
+	testenv.StartManager(t, mgr)
 	r := mgr.APIReader()
 	ctx := t.Context()
 	key := types.NamespacedName{Namespace: other, Name: "a"}
@@ -171,14 +171,14 @@ func TestGetOfAKindTheIdentityMayNotListFailsFast(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "settings", nil)
+	testenv.CreateConfigMap(t, cs, ns, "settings", nil)
 	user, err := plane.Environment().AddUser(t.Context(), envtestUser("settings-getter"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	testenv.Grant(t, cs, ns, "settings-getter", "configmaps", "get")
 	mgr := newManager(t, user, framework.Options{Cache: informers.Options{Namespace: ns}})
-	startManager(t, mgr)
+	testenv.StartManager(t, mgr)
 	key := types.NamespacedName{Namespace: ns, Name: "settings"}
 
 	start := time.Now()
@@ -229,7 +229,7 @@ func TestReadAfterWritingAGracefullyTerminatingPod(t *testing.T) {
 	if _, err := informers.For[*corev1.Pod](mgr.Cache(), informers.Selection{}); err != nil {
 		t.Fatal(err)
 	}
-	startManager(t, mgr)
+	testenv.StartManager(t, mgr)
 	c := mgr.Client()
 	key := types.NamespacedName{Namespace: ns, Name: pod.Name}
 	var got corev1.Pod

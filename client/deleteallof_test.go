@@ -42,11 +42,11 @@ func TestDeleteAllOf(t *testing.T) {
 	ns := testenv.Namespace(t, cs)
 	other := testenv.Namespace(t, cs, "other")
 	web := map[string]string{"app": "web"}
-	createConfigMap(t, cs, ns, "web-1", web)
-	createConfigMap(t, cs, ns, "web-2", web)
-	createConfigMap(t, cs, ns, "db", map[string]string{"app": "db"})
-	createConfigMap(t, cs, ns, "lone", nil)
-	createConfigMap(t, cs, other, "web-1", web) // same name and label, another namespace
+	testenv.CreateConfigMap(t, cs, ns, "web-1", web)
+	testenv.CreateConfigMap(t, cs, ns, "web-2", web)
+	testenv.CreateConfigMap(t, cs, ns, "db", map[string]string{"app": "db"})
+	testenv.CreateConfigMap(t, cs, ns, "lone", nil)
+	testenv.CreateConfigMap(t, cs, other, "web-1", web) // same name and label, another namespace
 	held, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: "web-held", Labels: web, Finalizers: []string{"example.com/hold"},
 	}}, metav1.CreateOptions{})
@@ -57,7 +57,7 @@ func TestDeleteAllOf(t *testing.T) {
 		_, _ = cs.CoreV1().ConfigMaps(ns).Patch(t.Context(), held.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
 	mgr := newManager(t, admin, framework.Options{})
-	startManager(t, mgr)
+	testenv.StartManager(t, mgr)
 	c := mgr.Client()
 	if got := configMapNames(t, c, informers.InNamespace(ns)); len(got) < 5 {
 		t.Fatalf("cache holds %v before the deletion", got)
@@ -80,7 +80,7 @@ func TestDeleteAllOf(t *testing.T) {
 	// Another process re-creates web-2 at once: the cache shows the new one,
 	// whose UID tells it from the one deleted, without waiting out the
 	// deletion mark.
-	reborn := createConfigMap(t, cs, ns, "web-2", web)
+	reborn := testenv.CreateConfigMap(t, cs, ns, "web-2", web)
 	eventually(t, "the cache shows the re-created web-2", func() bool {
 		var cm corev1.ConfigMap
 		err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "web-2"}, &cm)
@@ -128,15 +128,15 @@ func TestListMatchingFields(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "alpha", nil)
-	createConfigMap(t, cs, ns, "beta", nil)
+	testenv.CreateConfigMap(t, cs, ns, "alpha", nil)
+	testenv.CreateConfigMap(t, cs, ns, "beta", nil)
 	for name, typ := range map[string]corev1.SecretType{"plain": corev1.SecretTypeOpaque, "special": "example.com/special"} {
 		if _, err := cs.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: typ}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns}})
-	startManager(t, mgr)
+	testenv.StartManager(t, mgr)
 	c := mgr.Client()
 
 	if got := configMapNames(t, c, informers.MatchingFields(fields.OneTermEqualSelector("metadata.name", "beta"))); !slices.Equal(got, []string{"beta"}) {

@@ -125,9 +125,9 @@ func quietly(ctx context.Context, adjust func(logr.Logger) logr.Logger) context.
 	return klog.NewContext(ctx, adjust(klog.FromContext(ctx)))
 }
 
-// newForKind returns an empty object of kind gvk: typed when the scheme
-// knows it, unstructured otherwise.
-func newForKind(scheme *runtime.Scheme, gvk schema.GroupVersionKind) (informers.Object, error) {
+// NewForKind returns an empty object of kind gvk: typed when scheme knows
+// the kind, unstructured (with its apiVersion and kind set) otherwise.
+func NewForKind(scheme *runtime.Scheme, gvk schema.GroupVersionKind) (informers.Object, error) {
 	if scheme.Recognizes(gvk) {
 		o, err := scheme.New(gvk)
 		if err != nil {

@@ -50,7 +50,7 @@ func TestNewFencesWrites(t *testing.T) {
 	cfg := plane.Config(t)
 	ns := testenv.Namespace(t, kubernetes.NewForConfigOrDie(cfg))
 	mgr := newManager(t, cfg, framework.Options{})
-	startManager(t, mgr)
+	testenv.StartManager(t, mgr)
 	errFenced := errors.New("fenced for the test")
 	var fenced atomic.Bool
 	fenced.Store(true)

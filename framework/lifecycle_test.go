@@ -76,7 +76,7 @@ func TestStartReturnsWhenAReconcileIgnoresItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startManager(t, mgr)
+	r := testenv.StartManager(t, mgr)
 	t.Cleanup(func() {
 		select {
 		case <-release:
@@ -84,7 +84,7 @@ func TestStartReturnsWhenAReconcileIgnoresItsContext(t *testing.T) {
 			close(release)
 		}
 	})
-	createConfigMap(t, cs, ns, "stuck", nil)
+	testenv.CreateConfigMap(t, cs, ns, "stuck", nil)
 	select {
 	case <-began:
 	case <-time.After(30 * time.Second):
@@ -92,29 +92,29 @@ func TestStartReturnsWhenAReconcileIgnoresItsContext(t *testing.T) {
 	}
 
 	stopped := time.Now()
-	r.cancel()
+	r.Cancel()
 	// GracefulShutdownTimeout, then 2 s for cancelled reconciles to return;
 	// the rest is margin for a loaded machine.
 	const bound = grace + 2*time.Second + 5*time.Second
 	select {
-	case <-r.done:
+	case <-r.Done:
 	case <-time.After(bound + 10*time.Second):
 		t.Fatalf("Start did not return %v after its context was cancelled, with GracefulShutdownTimeout %v", bound+10*time.Second, grace)
 	}
-	took := r.returned.Sub(stopped)
-	t.Logf("Start returned %v after cancellation: %v", took.Round(time.Millisecond), r.err)
+	took := r.Returned.Sub(stopped)
+	t.Logf("Start returned %v after cancellation: %v", took.Round(time.Millisecond), r.Err)
 	if took > bound {
 		t.Errorf("Start returned %v after cancellation, want at most %v", took, bound)
 	}
 	if took < grace {
 		t.Errorf("Start returned %v after cancellation, before GracefulShutdownTimeout %v", took, grace)
 	}
-	if !errors.Is(r.err, framework.ErrNotStopped) {
-		t.Errorf("Start = %v, want an error wrapping ErrNotStopped", r.err)
+	if !errors.Is(r.Err, framework.ErrNotStopped) {
+		t.Errorf("Start = %v, want an error wrapping ErrNotStopped", r.Err)
 	}
 	for _, want := range []string{`controller "stubborn"`, ns + "/stuck"} {
-		if r.err == nil || !strings.Contains(r.err.Error(), want) {
-			t.Errorf("Start's error %v does not name %s", r.err, want)
+		if r.Err == nil || !strings.Contains(r.Err.Error(), want) {
+			t.Errorf("Start's error %v does not name %s", r.Err, want)
 		}
 	}
 	if len(logs.matching("abandoning", "stubborn", ns+"/stuck")) == 0 {

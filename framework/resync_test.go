@@ -70,7 +70,7 @@ func TestResyncPerControllerAndPerKind(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "steady", nil)
+	testenv.CreateConfigMap(t, cs, ns, "steady", nil)
 	if _, err := cs.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "steady"}, StringData: map[string]string{"k": "v"},
 	}, metav1.CreateOptions{}); err != nil {
@@ -84,7 +84,7 @@ func TestResyncPerControllerAndPerKind(t *testing.T) {
 	cmQuiet := addProbe[*corev1.ConfigMap](t, mgr, "cm-quiet", framework.ControllerOptions{})
 	secretByKind := addProbe[*corev1.Secret](t, mgr, "secret-by-kind", framework.ControllerOptions{})
 	secretOptOut := addProbe[*corev1.Secret](t, mgr, "secret-opt-out", framework.ControllerOptions{ResyncPeriod: -1})
-	startManager(t, mgr)
+	testenv.StartManager(t, mgr)
 
 	// Each quiet controller reconciles its object once, from the initial list.
 	eventually(t, "every controller reconciled its object once", func() bool {

@@ -11,11 +11,10 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
@@ -165,7 +164,7 @@ func (s *kindSource[C]) bind(w *watchTarget) (boundSource, error) {
 		case !s.sel.Kind.Empty():
 			// An interface type (informers.Object): the kind says what to watch.
 			var err error
-			if example, err = newForKind(w.mgr.Scheme(), s.sel.Kind); err != nil {
+			if example, err = client.NewForKind(w.mgr.Scheme(), s.sel.Kind); err != nil {
 				return nil, fmt.Errorf("watch %v: %w", s.sel.Kind, err)
 			}
 		default:
@@ -257,25 +256,6 @@ func (s *kindSource[C]) handlerOptions() cache.HandlerOptions {
 		return cache.HandlerOptions{ResyncPeriod: &none}
 	}
 	return cache.HandlerOptions{}
-}
-
-// newForKind returns an empty object of kind gvk: typed when the scheme
-// knows it, unstructured otherwise.
-func newForKind(scheme *runtime.Scheme, gvk schema.GroupVersionKind) (informers.Object, error) {
-	if scheme.Recognizes(gvk) {
-		o, err := scheme.New(gvk)
-		if err != nil {
-			return nil, err
-		}
-		obj, ok := o.(informers.Object)
-		if !ok {
-			return nil, fmt.Errorf("%v has no object metadata", gvk)
-		}
-		return obj, nil
-	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	return u, nil
 }
 
 // add queues req: behind real changes when it only replays cached state.

@@ -41,18 +41,6 @@ func started(t *testing.T, cfg *rest.Config, opts informers.Options) *informers.
 	return c
 }
 
-func createConfigMap(t *testing.T, cs kubernetes.Interface, ns, name string, labels map[string]string) *corev1.ConfigMap {
-	t.Helper()
-	cm, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Data:       map[string]string{"k": name},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cm
-}
-
 // eventually polls cond until it holds or 10 s pass.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -68,7 +56,7 @@ func TestOneWatchPerSelection(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "a", nil)
+	testenv.CreateConfigMap(t, cs, ns, "a", nil)
 
 	var log requestLog
 	c := started(t, log.wrap(admin), informers.Options{Namespace: ns})
@@ -114,7 +102,7 @@ func TestModesAndManagedFields(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "a", map[string]string{"app": "x"})
+	testenv.CreateConfigMap(t, cs, ns, "a", map[string]string{"app": "x"})
 	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 
 	c := started(t, admin, informers.Options{Namespace: ns})
@@ -170,9 +158,9 @@ func TestReaderQueries(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns1, ns2 := testenv.Namespace(t, cs, "1"), testenv.Namespace(t, cs, "2")
-	createConfigMap(t, cs, ns1, "a", map[string]string{"tier": "web"})
-	createConfigMap(t, cs, ns1, "b", map[string]string{"tier": "db"})
-	createConfigMap(t, cs, ns2, "a", map[string]string{"tier": "web"})
+	testenv.CreateConfigMap(t, cs, ns1, "a", map[string]string{"tier": "web"})
+	testenv.CreateConfigMap(t, cs, ns1, "b", map[string]string{"tier": "db"})
+	testenv.CreateConfigMap(t, cs, ns2, "a", map[string]string{"tier": "web"})
 
 	c := started(t, admin, informers.Options{})
 	inf, err := informers.For[*corev1.ConfigMap](c, informers.Selection{})
@@ -243,8 +231,8 @@ func TestSelectionFiltersOnTheServer(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "web", map[string]string{"tier": "web"})
-	createConfigMap(t, cs, ns, "db", map[string]string{"tier": "db"})
+	testenv.CreateConfigMap(t, cs, ns, "web", map[string]string{"tier": "web"})
+	testenv.CreateConfigMap(t, cs, ns, "db", map[string]string{"tier": "db"})
 	c := started(t, admin, informers.Options{
 		ByKind: map[schema.GroupKind]informers.Selection{
 			{Kind: "ConfigMap"}: {Namespace: ns, Labels: labels.SelectorFromSet(labels.Set{"tier": "web"})},
@@ -351,7 +339,7 @@ func TestRecoversWhenAllowed(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "a", nil)
+	testenv.CreateConfigMap(t, cs, ns, "a", nil)
 	user, err := plane.Environment().AddUser(t.Context(), envtestUser("late-reader"))
 	if err != nil {
 		t.Fatal(err)

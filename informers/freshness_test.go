@@ -21,7 +21,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "a", nil)
+	testenv.CreateConfigMap(t, cs, ns, "a", nil)
 	c := started(t, admin, informers.Options{Namespace: ns, ReadYourWritesTimeout: 500 * time.Millisecond})
 	inf, err := informers.For[*corev1.ConfigMap](c, informers.Selection{})
 	if err != nil {
@@ -58,11 +58,11 @@ func TestReadYourOwnWrites(t *testing.T) {
 			t.Fatalf("Get = %v, want an error naming the object and the wait", err)
 		}
 		// Other objects are not held up.
-		createConfigMap(t, cs, ns, "b", nil)
+		testenv.CreateConfigMap(t, cs, ns, "b", nil)
 	})
 
 	t.Run("a read after a deletion does not see the object", func(t *testing.T) {
-		cm := createConfigMap(t, cs, ns, "gone", nil)
+		cm := testenv.CreateConfigMap(t, cs, ns, "gone", nil)
 		c.ObserveWrite(configMapKind, cm) // the create, or the Get races its watch event
 		if _, err := inf.Get(t.Context(), ns, "gone"); err != nil {
 			t.Fatalf("created object not readable: %v", err)

@@ -26,8 +26,8 @@ func TestReadsOutsideTheCachedNamespaceFail(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	cached, other := testenv.Namespace(t, cs, "cached"), testenv.Namespace(t, cs, "other")
-	createConfigMap(t, cs, cached, "here", nil)
-	createConfigMap(t, cs, other, "there", nil)
+	testenv.CreateConfigMap(t, cs, cached, "here", nil)
+	testenv.CreateConfigMap(t, cs, other, "there", nil)
 	c := started(t, admin, informers.Options{Namespace: cached})
 
 	// The object exists: a NotFound would tell the caller it does not.
@@ -63,7 +63,7 @@ func TestReadOfAKindTheIdentityMayGetButNotListFailsFast(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "a", nil)
+	testenv.CreateConfigMap(t, cs, ns, "a", nil)
 	user, err := plane.Environment().AddUser(t.Context(), envtestUser("getter"))
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestListWaitsForOwnWrites(t *testing.T) {
 
 	t.Run("a list after a create shows the object", func(t *testing.T) {
 		for i := range 20 {
-			cm := createConfigMap(t, cs, ns, "web-"+strconv.Itoa(i), map[string]string{"app": "web"})
+			cm := testenv.CreateConfigMap(t, cs, ns, "web-"+strconv.Itoa(i), map[string]string{"app": "web"})
 			c.ObserveWrite(configMapKind, cm)
 			for _, inf := range []*informers.Informer[*corev1.ConfigMap]{all, webOnly} {
 				got, err := inf.List(t.Context())
@@ -141,7 +141,7 @@ func TestListWaitsForOwnWrites(t *testing.T) {
 	})
 
 	t.Run("a list after a deletion does not show the object", func(t *testing.T) {
-		cm := createConfigMap(t, cs, ns, "doomed", map[string]string{"app": "web"})
+		cm := testenv.CreateConfigMap(t, cs, ns, "doomed", map[string]string{"app": "web"})
 		c.ObserveWrite(configMapKind, cm)
 		if got, err := all.List(t.Context()); err != nil || !containsName(got, "doomed") {
 			t.Fatalf("List = %d objects, %v; want doomed among them", len(got), err)
@@ -160,7 +160,7 @@ func TestListWaitsForOwnWrites(t *testing.T) {
 	})
 
 	t.Run("a write the cache never shows fails the list, naming it", func(t *testing.T) {
-		late := createConfigMap(t, cs, ns, "late", nil)
+		late := testenv.CreateConfigMap(t, cs, ns, "late", nil)
 		late.ResourceVersion = "999999999"
 		c.ObserveWrite(configMapKind, late)
 		_, err := all.List(t.Context())
@@ -170,7 +170,7 @@ func TestListWaitsForOwnWrites(t *testing.T) {
 	})
 
 	t.Run("a write outside the informer's selection does not hold up its lists", func(t *testing.T) {
-		other := createConfigMap(t, cs, ns, "not-web", map[string]string{"app": "db"})
+		other := testenv.CreateConfigMap(t, cs, ns, "not-web", map[string]string{"app": "db"})
 		other.ResourceVersion = "999999998" // the cache would never catch up with it
 		c.ObserveWrite(configMapKind, other)
 		if _, err := webOnly.List(t.Context()); err != nil {
@@ -228,7 +228,7 @@ func TestReadsAfterTheCacheStoppedFailAtOnce(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "here", nil)
+	testenv.CreateConfigMap(t, cs, ns, "here", nil)
 	c, err := informers.New(admin, informers.Options{Namespace: ns, SyncTimeout: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func TestConcurrentReadsOfAKindTheIdentityMayNotListAllFail(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "a", nil)
+	testenv.CreateConfigMap(t, cs, ns, "a", nil)
 	user, err := plane.Environment().AddUser(t.Context(), envtestUser("concurrent-getter"))
 	if err != nil {
 		t.Fatal(err)

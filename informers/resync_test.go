@@ -43,7 +43,7 @@ func TestResyncPerKindAndPerHandler(t *testing.T) {
 	cfg := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ns := testenv.Namespace(t, cs)
-	createConfigMap(t, cs, ns, "steady", nil)
+	testenv.CreateConfigMap(t, cs, ns, "steady", nil)
 	if _, err := cs.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "steady"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

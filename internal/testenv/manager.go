@@ -1,0 +1,60 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/converge-dev/converge/framework"
+)
+
+// Run is a manager whose Start runs in a goroutine (see StartManager).
+type Run struct {
+	// Cancel cancels Start's context.
+	Cancel context.CancelFunc
+	// Done is closed when Start has returned.
+	Done chan struct{}
+	// Err is what Start returned, and Returned when; read them after Done.
+	Err      error
+	Returned time.Time
+}
+
+// StartManager runs mgr.Start until the test ends (or Run.Cancel); the
+// test's cleanup fails it if Start has not returned 40 s after its context
+// was cancelled.
+func StartManager(t *testing.T, mgr *framework.Manager) *Run {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &Run{Cancel: cancel, Done: make(chan struct{})}
+	go func() {
+		defer close(r.Done)
+		r.Err = mgr.Start(ctx)
+		r.Returned = time.Now()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.Done:
+		case <-time.After(40 * time.Second):
+			t.Error("Manager.Start did not return 40 s after its context was cancelled")
+		}
+	})
+	return r
+}
+
+// CreateConfigMap creates ConfigMap ns/name with labels and data k=name.
+func CreateConfigMap(t *testing.T, cs kubernetes.Interface, ns, name string, labels map[string]string) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Data:       map[string]string{"k": name},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
