@@ -81,7 +81,7 @@ func TestDeleteAllOf(t *testing.T) {
 	// whose UID tells it from the one deleted, without waiting out the
 	// deletion mark.
 	reborn := testenv.CreateConfigMap(t, cs, ns, "web-2", web)
-	eventually(t, "the cache shows the re-created web-2", func() bool {
+	testenv.Eventually(t, "the cache shows the re-created web-2", func() bool {
 		var cm corev1.ConfigMap
 		err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "web-2"}, &cm)
 		return err == nil && cm.UID == reborn.UID

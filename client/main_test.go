@@ -1,14 +1,10 @@
 package client_test
 
 import (
-	"context"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework"
@@ -35,18 +31,4 @@ func newManager(t *testing.T, cfg *rest.Config, opts framework.Options) *framewo
 		t.Fatal(err)
 	}
 	return mgr
-}
-
-// eventually polls cond every 50 ms for up to 60 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	var mu sync.Mutex
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting until %s: %v", what, err)
-	}
 }

@@ -2,7 +2,6 @@ package framework_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/framework"
@@ -87,7 +85,7 @@ func TestResyncPerControllerAndPerKind(t *testing.T) {
 	testenv.StartManager(t, mgr)
 
 	// Each quiet controller reconciles its object once, from the initial list.
-	eventually(t, "every controller reconciled its object once", func() bool {
+	testenv.Eventually(t, "every controller reconciled its object once", func() bool {
 		return cmQuiet.reconciles.Load() >= 1 && secretOptOut.reconciles.Load() >= 1 &&
 			cmResync.reconciles.Load() >= 1 && secretByKind.reconciles.Load() >= 1
 	})
@@ -95,7 +93,7 @@ func TestResyncPerControllerAndPerKind(t *testing.T) {
 
 	// The resyncing ones go on without any change to their objects.
 	base1, base2 := cmResync.reconciles.Load(), secretByKind.reconciles.Load()
-	eventually(t, "the resyncing controllers reconciled three more times", func() bool {
+	testenv.Eventually(t, "the resyncing controllers reconciled three more times", func() bool {
 		return cmResync.reconciles.Load() >= base1+3 && secretByKind.reconciles.Load() >= base2+3
 	})
 	for name, p := range map[string]*resyncProbe{"cm-resync": cmResync, "secret-by-kind": secretByKind} {
@@ -117,19 +115,5 @@ func TestResyncPerControllerAndPerKind(t *testing.T) {
 		if n := p.replays.Load(); n != 0 {
 			t.Errorf("%s: predicate saw %d replays, want none", name, n)
 		}
-	}
-}
-
-// eventually polls cond every 50 ms for up to 60 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	var mu sync.Mutex
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting until %s: %v", what, err)
 	}
 }

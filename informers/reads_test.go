@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -199,26 +198,6 @@ func containsName(objs []*corev1.ConfigMap, name string) bool {
 		}
 	}
 	return false
-}
-
-// grantVerbs lets user use verbs on resource in ns, and nothing else.
-func grantVerbs(t *testing.T, cs kubernetes.Interface, ns, user, resource string, verbs ...string) {
-	t.Helper()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: user + "-" + resource + "-" + strings.Join(verbs, "-"), Namespace: ns},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: verbs}},
-	}
-	if _, err := cs.RbacV1().Roles(ns).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: "User", Name: user, APIGroup: rbacv1.GroupName}},
-	}
-	if _, err := cs.RbacV1().RoleBindings(ns).Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // A read that needs a new informer after the cache stopped can never be

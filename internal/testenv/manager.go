@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/framework"
@@ -57,4 +58,17 @@ func CreateConfigMap(t *testing.T, cs kubernetes.Interface, ns, name string, lab
 		t.Fatal(err)
 	}
 	return cm
+}
+
+// Eventually polls cond every 50 ms for up to 60 s (generous: the machine
+// may be busy) and fails t naming what it waited for. Calls of cond do not
+// overlap.
+func Eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting until %s: %v", what, err)
+	}
 }
