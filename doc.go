@@ -1,14 +1,20 @@
 // Package converge is a framework for writing Kubernetes controllers. This
 // package holds no code; it maps the packages a controller author uses.
-// Imports go one way: reconcile, then workqueue and informers (which never
-// import each other), then client, then framework, then declarative;
-// test/layering checks it.
+// Imports go one way: reconcile and object, then workqueue and informers
+// (which never import each other), then client, then framework, then
+// declarative; test/layering checks it.
 //
 // # Reconcilers
 //
 // Package reconcile holds what user code implements and returns: Request,
 // Result, Reconciler and ObjectReconciler, and TerminalError. It depends only
 // on the standard library.
+//
+// # Objects
+//
+// Package object names object.Object, the Kubernetes object type (typed,
+// unstructured or metadata-only) that the cache, the client, the framework
+// and the declarative layer all take.
 //
 // # Work queues
 //

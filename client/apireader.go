@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 )
 
 // APIReader reads objects straight from the API server, without the cache:
@@ -42,7 +43,7 @@ type APIReader struct {
 // Get reads the object key from the API server into obj. Its error is the
 // server's (apierrors.IsNotFound, IsForbidden, ...), wrapped with what was
 // read.
-func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj informers.Object) error {
+func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj object.Object) error {
 	what := fmt.Sprintf("get %T %s without the cache", obj, describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}))
 	gvk, err := KindOf(r.scheme, obj)
 	if err != nil {

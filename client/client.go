@@ -20,6 +20,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 )
 
 // DefaultFieldManager is the field manager converge's writes are recorded
@@ -88,7 +89,7 @@ func transportOf(c *http.Client) http.RoundTripper {
 }
 
 // Get copies the cached object key into obj.
-func (c *Client) Get(ctx context.Context, key types.NamespacedName, obj informers.Object) error {
+func (c *Client) Get(ctx context.Context, key types.NamespacedName, obj object.Object) error {
 	return c.cache.Get(ctx, key.Namespace, key.Name, obj)
 }
 
@@ -136,7 +137,7 @@ func MatchingUID(uid types.UID) WriteOption {
 }
 
 // Create creates obj.
-func (c *Client) Create(ctx context.Context, obj informers.Object, opts ...WriteOption) error {
+func (c *Client) Create(ctx context.Context, obj object.Object, opts ...WriteOption) error {
 	wo := collect(opts)
 	return c.do(ctx, "create", obj, "", func(r *rest.Request) *rest.Request {
 		return r.Verb(http.MethodPost).VersionedParams(&metav1.CreateOptions{FieldManager: wo.fieldManager}, metav1.ParameterCodec).Body(obj)
@@ -145,11 +146,11 @@ func (c *Client) Create(ctx context.Context, obj informers.Object, opts ...Write
 
 // Update replaces obj; it fails with a conflict when obj's resourceVersion is
 // not the latest.
-func (c *Client) Update(ctx context.Context, obj informers.Object, opts ...WriteOption) error {
+func (c *Client) Update(ctx context.Context, obj object.Object, opts ...WriteOption) error {
 	return c.update(ctx, obj, "", opts)
 }
 
-func (c *Client) update(ctx context.Context, obj informers.Object, sub string, opts []WriteOption) error {
+func (c *Client) update(ctx context.Context, obj object.Object, sub string, opts []WriteOption) error {
 	wo := collect(opts)
 	return c.do(ctx, "update", obj, sub, func(r *rest.Request) *rest.Request {
 		return r.Verb(http.MethodPut).VersionedParams(&metav1.UpdateOptions{FieldManager: wo.fieldManager}, metav1.ParameterCodec).Body(obj)
@@ -158,11 +159,11 @@ func (c *Client) update(ctx context.Context, obj informers.Object, sub string, o
 
 // Patch applies a patch of type pt (JSON merge, strategic merge or JSON
 // patch) to obj.
-func (c *Client) Patch(ctx context.Context, obj informers.Object, pt types.PatchType, data []byte, opts ...WriteOption) error {
+func (c *Client) Patch(ctx context.Context, obj object.Object, pt types.PatchType, data []byte, opts ...WriteOption) error {
 	return c.patch(ctx, obj, "", pt, data, opts)
 }
 
-func (c *Client) patch(ctx context.Context, obj informers.Object, sub string, pt types.PatchType, data []byte, opts []WriteOption) error {
+func (c *Client) patch(ctx context.Context, obj object.Object, sub string, pt types.PatchType, data []byte, opts []WriteOption) error {
 	wo := collect(opts)
 	po := &metav1.PatchOptions{FieldManager: wo.fieldManager}
 	if pt == types.ApplyPatchType || pt == types.ApplyCBORPatchType {
@@ -175,7 +176,7 @@ func (c *Client) patch(ctx context.Context, obj informers.Object, sub string, pt
 
 // Delete deletes obj. Deleting an object that is already gone returns an
 // error for which apierrors.IsNotFound is true.
-func (c *Client) Delete(ctx context.Context, obj informers.Object, opts ...WriteOption) error {
+func (c *Client) Delete(ctx context.Context, obj object.Object, opts ...WriteOption) error {
 	wo := collect(opts)
 	do := &metav1.DeleteOptions{PropagationPolicy: wo.propagation, Preconditions: wo.precondition}
 	return c.do(ctx, "delete", obj, "", func(r *rest.Request) *rest.Request {
@@ -193,11 +194,11 @@ func (c *Client) Delete(ctx context.Context, obj informers.Object, opts ...Write
 //
 // Apply returns the object as the server stored it: typed when the scheme
 // knows its kind, unstructured otherwise.
-func (c *Client) Apply(ctx context.Context, obj any, opts ...WriteOption) (informers.Object, error) {
+func (c *Client) Apply(ctx context.Context, obj any, opts ...WriteOption) (object.Object, error) {
 	return c.apply(ctx, obj, "", opts)
 }
 
-func (c *Client) apply(ctx context.Context, obj any, sub string, opts []WriteOption) (informers.Object, error) {
+func (c *Client) apply(ctx context.Context, obj any, sub string, opts []WriteOption) (object.Object, error) {
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("apply %T: encode: %w", obj, err)
@@ -240,22 +241,22 @@ func (c *Client) Status() StatusWriter { return StatusWriter{c: c} }
 type StatusWriter struct{ c *Client }
 
 // Update replaces obj's status.
-func (s StatusWriter) Update(ctx context.Context, obj informers.Object, opts ...WriteOption) error {
+func (s StatusWriter) Update(ctx context.Context, obj object.Object, opts ...WriteOption) error {
 	return s.c.update(ctx, obj, "status", opts)
 }
 
 // Patch patches obj's status.
-func (s StatusWriter) Patch(ctx context.Context, obj informers.Object, pt types.PatchType, data []byte, opts ...WriteOption) error {
+func (s StatusWriter) Patch(ctx context.Context, obj object.Object, pt types.PatchType, data []byte, opts ...WriteOption) error {
 	return s.c.patch(ctx, obj, "status", pt, data, opts)
 }
 
 // Apply server-side applies obj's status. See Client.Apply.
-func (s StatusWriter) Apply(ctx context.Context, obj any, opts ...WriteOption) (informers.Object, error) {
+func (s StatusWriter) Apply(ctx context.Context, obj any, opts ...WriteOption) (object.Object, error) {
 	return s.c.apply(ctx, obj, "status", opts)
 }
 
 // do sends one request about obj and decodes the answer into obj.
-func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub string, build func(*rest.Request) *rest.Request, named bool) error {
+func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub string, build func(*rest.Request) *rest.Request, named bool) error {
 	gvk, err := KindOf(c.scheme, obj)
 	if err != nil {
 		return fmt.Errorf("%s %T %s: %w", verb, obj, describeKey(obj), err)
@@ -326,7 +327,7 @@ func (c *Client) do(ctx context.Context, verb string, obj informers.Object, sub 
 // details.uid, or with the object without a deletion timestamp), or still
 // there with a deletion timestamp (the server answered with the object,
 // held by finalizers).
-func (c *Client) observeDeletion(gvk schema.GroupVersionKind, obj informers.Object, res rest.Result) {
+func (c *Client) observeDeletion(gvk schema.GroupVersionKind, obj object.Object, res rest.Result) {
 	raw, err := res.Raw()
 	if err != nil {
 		return

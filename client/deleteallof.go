@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 )
 
 // DeleteAllOf deletes every object of example's kind that sel selects, in
@@ -33,7 +34,7 @@ import (
 // marked deleted, as Delete marks one. Objects that finalizers or a
 // grace period hold stay in the cache, with their deletion timestamp once
 // the watch delivers it.
-func (c *Client) DeleteAllOf(ctx context.Context, example informers.Object, sel informers.Selection, opts ...WriteOption) error {
+func (c *Client) DeleteAllOf(ctx context.Context, example object.Object, sel informers.Selection, opts ...WriteOption) error {
 	wo := collect(opts)
 	gvk, err := KindOf(c.scheme, example)
 	if !sel.Kind.Empty() {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 )
 
 // Options configures New and NewAPIReader.
@@ -127,13 +128,13 @@ func quietly(ctx context.Context, adjust func(logr.Logger) logr.Logger) context.
 
 // NewForKind returns an empty object of kind gvk: typed when scheme knows
 // the kind, unstructured (with its apiVersion and kind set) otherwise.
-func NewForKind(scheme *runtime.Scheme, gvk schema.GroupVersionKind) (informers.Object, error) {
+func NewForKind(scheme *runtime.Scheme, gvk schema.GroupVersionKind) (object.Object, error) {
 	if scheme.Recognizes(gvk) {
 		o, err := scheme.New(gvk)
 		if err != nil {
 			return nil, err
 		}
-		obj, ok := o.(informers.Object)
+		obj, ok := o.(object.Object)
 		if !ok {
 			return nil, fmt.Errorf("%v has no object metadata", gvk)
 		}

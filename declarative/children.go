@@ -23,6 +23,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -49,7 +50,7 @@ func key(namespace, name string) string {
 // prepare turns the declared children into unstructured objects carrying
 // ownership, labels and the hash of their content. linked reports children
 // tied by labels only, which need the finalizer to be cleaned up.
-func (d *Declarative[T]) prepare(ctx context.Context, parent informers.Object, declared []any) (out []child, linked bool, err error) {
+func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, declared []any) (out []child, linked bool, err error) {
 	parentNamespaced := parent.GetNamespace() != ""
 	seen := map[string]bool{}
 	var errs []error
@@ -319,7 +320,7 @@ func stale(err error, live metav1.Object) bool {
 
 // unchanged reports whether the cached object already holds everything c
 // declares, as last applied. It never modifies cached, which is shared.
-func unchanged(cached informers.Object, c child) bool {
+func unchanged(cached object.Object, c child) bool {
 	if cached.GetAnnotations()[AppliedAnnotation] != c.hash {
 		return false
 	}
@@ -482,7 +483,7 @@ func number(v any) (float64, bool) {
 // prune deletes the children parent owns (see owns) that are not desired.
 // A labelled object whose owner references do not prove it parent's is left
 // alone.
-func (d *Declarative[T]) prune(ctx context.Context, parent informers.Object, desired []child) error {
+func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desired []child) error {
 	keep := make(map[string]bool, len(desired))
 	for _, c := range desired {
 		keep[c.kind.gvk.GroupKind().String()+"/"+key(c.obj.GetNamespace(), c.obj.GetName())] = true
@@ -507,7 +508,7 @@ func (d *Declarative[T]) prune(ctx context.Context, parent informers.Object, des
 }
 
 // labelled returns the cached children of kind ck that carry parent's labels.
-func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent informers.Object) ([]informers.Object, error) {
+func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent object.Object) ([]object.Object, error) {
 	sel := labels.SelectorFromSet(labels.Set{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
 	objs, err := ck.inf.List(ctx, informers.MatchingLabels(sel))
 	if err != nil {
@@ -516,7 +517,7 @@ func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent inf
 	return objs, nil
 }
 
-func (d *Declarative[T]) deleteChild(ctx context.Context, ck *childKind, obj informers.Object) error {
+func (d *Declarative[T]) deleteChild(ctx context.Context, ck *childKind, obj object.Object) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(ck.gvk)
 	u.SetNamespace(obj.GetNamespace())
@@ -540,7 +541,7 @@ func (d *Declarative[T]) sortedKinds() []*childKind {
 }
 
 // parentOf maps a child to its parent through the labels converge set.
-func (d *Declarative[T]) parentOf(child informers.Object) []reconcile.Request {
+func (d *Declarative[T]) parentOf(child object.Object) []reconcile.Request {
 	if child.GetLabels()[ManagerLabel] != labelValue(d.opts.FieldManager) {
 		return nil
 	}
@@ -556,7 +557,7 @@ func (d *Declarative[T]) parentOf(child informers.Object) []reconcile.Request {
 }
 
 // objectRef returns an unstructured stub naming parent, for writes.
-func (d *Declarative[T]) objectRef(parent informers.Object) *unstructured.Unstructured {
+func (d *Declarative[T]) objectRef(parent object.Object) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(d.parentGVK)
 	u.SetNamespace(parent.GetNamespace())

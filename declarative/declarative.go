@@ -17,6 +17,7 @@ import (
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -81,23 +82,23 @@ type State struct {
 // until something changes, any other error is retried with backoff (see
 // package reconcile). To leave everything as it is without an error, return
 // State{KeepChildren: true}.
-type Reconciler[T informers.Object] interface {
+type Reconciler[T object.Object] interface {
 	Desired(ctx context.Context, parent T) (State, error)
 }
 
 // Func adapts a function to a Reconciler.
-type Func[T informers.Object] func(ctx context.Context, parent T) (State, error)
+type Func[T object.Object] func(ctx context.Context, parent T) (State, error)
 
 // Desired calls f(ctx, parent).
 func (f Func[T]) Desired(ctx context.Context, parent T) (State, error) { return f(ctx, parent) }
 
-var _ Reconciler[informers.Object] = Func[informers.Object](nil)
+var _ Reconciler[object.Object] = Func[object.Object](nil)
 
 // Finalizer is the optional interface of Reconcilers with cleanup to do
 // before their parent is deleted (outside the cluster, usually). New checks
 // for it with a type assertion. Finalize may run more than once for one
 // deletion (if removing the finalizer fails): make it idempotent.
-type Finalizer[T informers.Object] interface {
+type Finalizer[T object.Object] interface {
 	Finalize(ctx context.Context, parent T) error
 }
 
@@ -106,7 +107,7 @@ type Options struct {
 	// Children holds one example object of every kind of child (e.g.
 	// &appsv1.Deployment{}). Those kinds are watched, so changes to children
 	// reconcile their parent, and searched when pruning. Required.
-	Children []informers.Object
+	Children []object.Object
 
 	// FieldManager owns the fields converge applies, and labels the children.
 	// Zero means "converge-" followed by the parent kind in lower case.
@@ -132,7 +133,7 @@ const (
 // Declarative is a reconcile.ObjectReconciler[T] that applies the State a
 // Reconciler computes. Build one with New and pass it to a framework
 // Builder's Complete.
-type Declarative[T informers.Object] struct {
+type Declarative[T object.Object] struct {
 	mgr       *framework.Manager
 	client    *client.Client
 	r         Reconciler[T]
@@ -159,13 +160,13 @@ type Declarative[T informers.Object] struct {
 // Options.Children, and the cache's informer for it.
 type childKind struct {
 	gvk     schema.GroupVersionKind
-	example informers.Object
-	inf     *informers.Informer[informers.Object]
+	example object.Object
+	inf     *informers.Informer[object.Object]
 }
 
 var (
-	_ reconcile.ObjectReconciler[informers.Object] = (*Declarative[informers.Object])(nil)
-	_ framework.SourceProvider                     = (*Declarative[informers.Object])(nil)
+	_ reconcile.ObjectReconciler[object.Object] = (*Declarative[object.Object])(nil)
+	_ framework.SourceProvider                  = (*Declarative[object.Object])(nil)
 )
 
 // New returns a declarative reconciler for parents of kind T. Pass it to the
@@ -179,7 +180,7 @@ var (
 // anything is watched, and Reconcile returns it as a terminal error.
 // Options that break a rule make no informer: New checks them before it
 // asks the cache for the children's informers.
-func New[T informers.Object](mgr *framework.Manager, r Reconciler[T], opts Options) *Declarative[T] {
+func New[T object.Object](mgr *framework.Manager, r Reconciler[T], opts Options) *Declarative[T] {
 	d, err := newDeclarative(mgr, r, opts)
 	if err != nil {
 		return &Declarative[T]{err: err}
@@ -190,12 +191,12 @@ func New[T informers.Object](mgr *framework.Manager, r Reconciler[T], opts Optio
 // newDeclarative builds a Declarative in two steps: check the arguments and
 // Options, which has no side effects, then get the cache's informer for
 // every child kind.
-func newDeclarative[T informers.Object](mgr *framework.Manager, r Reconciler[T], opts Options) (*Declarative[T], error) {
+func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], opts Options) (*Declarative[T], error) {
 	if mgr == nil || isNil(r) {
 		return nil, errors.New("declarative.New: manager and reconciler must not be nil")
 	}
 	var zero T
-	parent := reflect.New(reflect.TypeOf(zero).Elem()).Interface().(informers.Object)
+	parent := reflect.New(reflect.TypeOf(zero).Elem()).Interface().(object.Object)
 	gvks, _, err := mgr.Scheme().ObjectKinds(parent)
 	if err != nil {
 		return nil, fmt.Errorf("declarative: parent type %T is not registered in the manager's scheme: %w", parent, err)
@@ -268,7 +269,7 @@ func (o Options) validate(scheme *runtime.Scheme) error {
 
 // childGVK returns the kind of the child example ex: the one it sets, else
 // the one scheme registers for its type.
-func childGVK(scheme *runtime.Scheme, ex informers.Object) (schema.GroupVersionKind, error) {
+func childGVK(scheme *runtime.Scheme, ex object.Object) (schema.GroupVersionKind, error) {
 	if gvk := ex.GetObjectKind().GroupVersionKind(); gvk.Kind != "" {
 		return gvk, nil
 	}
@@ -281,7 +282,7 @@ func childGVK(scheme *runtime.Scheme, ex informers.Object) (schema.GroupVersionK
 
 // childKinds gets the informer of every child kind from cache; examples
 // are Options.Children, checked by validate.
-func childKinds(cache *informers.Cache, scheme *runtime.Scheme, examples []informers.Object) (map[schema.GroupKind]*childKind, error) {
+func childKinds(cache *informers.Cache, scheme *runtime.Scheme, examples []object.Object) (map[schema.GroupKind]*childKind, error) {
 	out := make(map[schema.GroupKind]*childKind, len(examples))
 	var errs []error
 	for _, ex := range examples {
@@ -309,7 +310,7 @@ func (d *Declarative[T]) Sources() ([]framework.Source, error) {
 	srcs := make([]framework.Source, 0, len(d.children))
 	for _, ck := range d.children {
 		gk := ck.gvk.GroupKind()
-		src := framework.Map(func(_ context.Context, child informers.Object) []reconcile.Request {
+		src := framework.Map(func(_ context.Context, child object.Object) []reconcile.Request {
 			return append(d.parentOf(child), d.conflicts.parentsOf(objectID(gk, child.GetNamespace(), child.GetName()))...)
 		})
 		srcs = append(srcs, framework.WithSelection(src, informers.Selection{Kind: ck.gvk}))

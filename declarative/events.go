@@ -3,11 +3,10 @@ package declarative
 import (
 	"strings"
 
+	"github.com/converge-dev/converge/object"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/converge-dev/converge/informers"
 )
 
 // Event is a Kubernetes Event that Desired asks converge to record on the
@@ -35,7 +34,7 @@ type Event struct {
 
 	// Related is a second object the event is about, such as a child. Zero
 	// means none.
-	Related informers.Object
+	Related object.Object
 }
 
 // recordEvents records events on parent.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 )
 
 // A controller that runs one nginx Deployment per ConfigMap labelled
@@ -46,7 +46,7 @@ func ExampleNew() {
 	}
 	err = framework.NewController[*corev1.ConfigMap](mgr, "web", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, declarative.Func[*corev1.ConfigMap](desired), declarative.Options{
-			Children: []informers.Object{&appsv1.Deployment{}},
+			Children: []object.Object{&appsv1.Deployment{}},
 		}))
 	if err != nil {
 		fmt.Println(err) // New's configuration errors surface here

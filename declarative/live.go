@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/converge-dev/converge/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/converge-dev/converge/informers"
 )
 
 // liveKey is the context key of the liveView Reconcile hands Desired.
@@ -20,20 +19,20 @@ type liveKey struct{}
 // parent, through the Declarative reconciling it.
 type liveView struct {
 	d      liveReader
-	parent informers.Object
+	parent object.Object
 }
 
 // liveReader is the part of a Declarative[T] a liveView needs, without T.
 type liveReader interface {
-	kindOf(example informers.Object) (*childKind, error)
-	labelled(ctx context.Context, ck *childKind, parent informers.Object) ([]informers.Object, error)
+	kindOf(example object.Object) (*childKind, error)
+	labelled(ctx context.Context, ck *childKind, parent object.Object) ([]object.Object, error)
 	namespaced(ck *childKind) (bool, error)
 	groupResource(ck *childKind) schema.GroupResource
 	managerLabel() string
 }
 
 // withLive returns ctx carrying the live children of parent, for Desired.
-func withLive(ctx context.Context, d liveReader, parent informers.Object) context.Context {
+func withLive(ctx context.Context, d liveReader, parent object.Object) context.Context {
 	return context.WithValue(ctx, liveKey{}, &liveView{d: d, parent: parent})
 }
 
@@ -53,7 +52,7 @@ func withLive(ctx context.Context, d liveReader, parent informers.Object) contex
 // The child is shared with the cache: do not modify it. Other errors name
 // the cause: example's kind is not in Options.Children, or ctx does not come
 // from Desired.
-func LiveChild[C informers.Object](ctx context.Context, example C, name string) (C, error) {
+func LiveChild[C object.Object](ctx context.Context, example C, name string) (C, error) {
 	var zero C
 	v, ck, err := liveKind(ctx, example)
 	if err != nil {
@@ -87,7 +86,7 @@ func LiveChild[C informers.Object](ctx context.Context, example C, name string) 
 // cache holds them, sorted by namespace and name: LiveChild for children
 // whose names Desired does not know, or that live in other namespaces. The
 // same rules apply.
-func LiveChildren[C informers.Object](ctx context.Context, example C) ([]C, error) {
+func LiveChildren[C object.Object](ctx context.Context, example C) ([]C, error) {
 	v, ck, err := liveKind(ctx, example)
 	if err != nil {
 		return nil, fmt.Errorf("declarative.LiveChildren: %w", err)
@@ -110,7 +109,7 @@ func LiveChildren[C informers.Object](ctx context.Context, example C) ([]C, erro
 	return out, nil
 }
 
-func liveKind(ctx context.Context, example informers.Object) (*liveView, *childKind, error) {
+func liveKind(ctx context.Context, example object.Object) (*liveView, *childKind, error) {
 	v, _ := ctx.Value(liveKey{}).(*liveView)
 	if v == nil {
 		return nil, nil, errors.New("the context holds no parent: call it from Desired, with the context Desired was given")
@@ -127,14 +126,14 @@ func liveKind(ctx context.Context, example informers.Object) (*liveView, *childK
 
 // owns reports whether obj carries the labels converge puts on the
 // parent's children.
-func (v *liveView) owns(obj informers.Object) bool {
+func (v *liveView) owns(obj object.Object) bool {
 	l := obj.GetLabels()
 	return l[ParentUIDLabel] == string(v.parent.GetUID()) && l[ManagerLabel] == v.d.managerLabel()
 }
 
 // kindOf returns the child kind of example, which must be listed in
 // Options.Children.
-func (d *Declarative[T]) kindOf(example informers.Object) (*childKind, error) {
+func (d *Declarative[T]) kindOf(example object.Object) (*childKind, error) {
 	gvk := example.GetObjectKind().GroupVersionKind()
 	if gvk.Kind == "" {
 		gvks, _, err := d.mgr.Scheme().ObjectKinds(example)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -32,7 +32,7 @@ func noChildren(context.Context, *corev1.ConfigMap) (declarative.State, error) {
 
 func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 	r := declarative.Func[*corev1.ConfigMap](noChildren)
-	secrets := []informers.Object{&corev1.Secret{}}
+	secrets := []object.Object{&corev1.Secret{}}
 	for _, tc := range []struct {
 		name string
 		new  func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap]
@@ -48,10 +48,10 @@ func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 			return declarative.New(mgr, r, declarative.Options{})
 		}, []string{"Options.Children is empty"}},
 		{"nil child", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
-			return declarative.New(mgr, r, declarative.Options{Children: []informers.Object{(*corev1.Secret)(nil)}})
+			return declarative.New(mgr, r, declarative.Options{Children: []object.Object{(*corev1.Secret)(nil)}})
 		}, []string{"Options.Children holds a nil object"}},
 		{"unregistered child", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
-			return declarative.New(mgr, r, declarative.Options{Children: []informers.Object{&unregistered{}}})
+			return declarative.New(mgr, r, declarative.Options{Children: []object.Object{&unregistered{}}})
 		}, []string{"child type *declarative_test.unregistered is not registered"}},
 		{"long field manager", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
 			return declarative.New(mgr, r, declarative.Options{Children: secrets, FieldManager: strings.Repeat("m", 129)})
@@ -61,7 +61,7 @@ func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 		}, []string{`Options.Finalizer "cleanup" must be domain-qualified`}},
 		{"every broken rule at once", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
 			return declarative.New(mgr, r, declarative.Options{
-				Children:     []informers.Object{nil, &unregistered{}},
+				Children:     []object.Object{nil, &unregistered{}},
 				FieldManager: strings.Repeat("m", 129), Finalizer: "cleanup",
 			})
 		}, []string{"holds a nil object", "not registered", "longer than 128", "domain-qualified"}},
@@ -93,7 +93,7 @@ func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 func TestUnregisteredParentIsReported(t *testing.T) {
 	d := declarative.New(newManager(t), declarative.Func[*unregistered](func(context.Context, *unregistered) (declarative.State, error) {
 		return declarative.State{}, nil
-	}), declarative.Options{Children: []informers.Object{&corev1.Secret{}}})
+	}), declarative.Options{Children: []object.Object{&corev1.Secret{}}})
 	if _, err := d.Sources(); err == nil || !strings.Contains(err.Error(), "parent type *declarative_test.unregistered is not registered") {
 		t.Errorf("Sources error %v, want the parent type named as unregistered", err)
 	}
@@ -102,7 +102,7 @@ func TestUnregisteredParentIsReported(t *testing.T) {
 func TestNewWatchesEveryChildKind(t *testing.T) {
 	mgr := newManager(t)
 	d := declarative.New(mgr, declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{
-		Children: []informers.Object{&corev1.Secret{}, &corev1.Service{}},
+		Children: []object.Object{&corev1.Secret{}, &corev1.Service{}},
 	})
 	srcs, err := d.Sources()
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -203,7 +203,7 @@ func (w *conflictWatch) parentsOf(id string) []reconcile.Request {
 // lastTransitionTime the parent's current one has. A status without a
 // non-empty "conditions" list is returned as it is: converge cannot tell
 // whether its type has room for conditions.
-func withConflictCondition(parent informers.Object, status any, conflicts []string) (any, error) {
+func withConflictCondition(parent object.Object, status any, conflicts []string) (any, error) {
 	b, err := json.Marshal(status)
 	if err != nil {
 		return nil, err
@@ -249,7 +249,7 @@ func withConflictCondition(parent informers.Object, status any, conflicts []stri
 // A kind the API server does not serve (its CRD was removed) has no objects:
 // it yields none rather than an error, which would keep the parent
 // Terminating for good.
-func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent T) ([]informers.Object, error) {
+func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent T) ([]object.Object, error) {
 	m, err := d.mgr.RESTMapper().RESTMapping(ck.gvk.GroupKind(), ck.gvk.Version)
 	if meta.IsNoMatchError(err) {
 		return nil, nil
@@ -275,7 +275,7 @@ func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent
 	if err != nil {
 		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
 	}
-	out := make([]informers.Object, 0, len(list.Items))
+	out := make([]object.Object, 0, len(list.Items))
 	for i := range list.Items {
 		if d.owns(parent, &list.Items[i]) {
 			out = append(out, &list.Items[i])

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/converge-dev/converge/client"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 )
 
 // finalizerManager owns the finalizer entry, apart from the fields the
@@ -31,7 +31,7 @@ var errParentGone = errors.New("parent is gone")
 // without the UID a parent deleted meanwhile would be re-created, empty. With
 // it the server answers with a conflict instead, which means "gone": then it
 // returns an error wrapping errParentGone.
-func (d *Declarative[T]) addFinalizer(ctx context.Context, parent informers.Object) error {
+func (d *Declarative[T]) addFinalizer(ctx context.Context, parent object.Object) error {
 	u := d.objectRef(parent)
 	u.SetUID(parent.GetUID())
 	u.SetFinalizers([]string{d.opts.Finalizer})
@@ -48,7 +48,7 @@ func (d *Declarative[T]) addFinalizer(ctx context.Context, parent informers.Obje
 // owned by whoever wrote it. A JSON patch tests the parent's UID and each
 // entry's position first, so it removes nothing else; when parent's list is
 // stale the test fails and the reconcile is retried with a fresh parent.
-func (d *Declarative[T]) removeFinalizer(ctx context.Context, parent informers.Object) error {
+func (d *Declarative[T]) removeFinalizer(ctx context.Context, parent object.Object) error {
 	ops := []map[string]any{{"op": "test", "path": "/metadata/uid", "value": string(parent.GetUID())}}
 	fins := parent.GetFinalizers()
 	for i := len(fins) - 1; i >= 0; i-- { // from the end, so indexes stay valid

@@ -13,7 +13,7 @@ import (
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -26,7 +26,7 @@ func newDeclarative(t *testing.T, r declarative.Reconciler[*corev1.ConfigMap]) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return declarative.New(mgr, r, declarative.Options{Children: []informers.Object{&corev1.Secret{}}})
+	return declarative.New(mgr, r, declarative.Options{Children: []object.Object{&corev1.Secret{}}})
 }
 
 func parent() *corev1.ConfigMap {

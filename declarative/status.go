@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -145,7 +145,7 @@ func (d *Declarative[T]) ReconcileDeleted(_ context.Context, gone reconcile.Tomb
 	return reconcile.Result{}, nil
 }
 
-var _ reconcile.DeletionReconciler[informers.Object] = (*Declarative[informers.Object])(nil)
+var _ reconcile.DeletionReconciler[object.Object] = (*Declarative[object.Object])(nil)
 
 // keepChildren finishes a reconcile whose State leaves the children as they
 // are: only the status is applied.

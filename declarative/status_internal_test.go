@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -93,11 +93,11 @@ func TestStatusHeldUnstructuredIsExact(t *testing.T) {
 }
 
 func TestReconcileDeletedForgetsTheStatus(t *testing.T) {
-	d := &Declarative[informers.Object]{}
+	d := &Declarative[object.Object]{}
 	d.statuses.set("a", appliedStatus{hash: "h", resourceVersion: "1"})
 	d.statuses.set("b", appliedStatus{hash: "h", resourceVersion: "1"})
 	gone := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{UID: types.UID("a")}}
-	for _, tomb := range []reconcile.Tombstone[informers.Object]{{Last: gone}, {}} { // {}: the cache never held it
+	for _, tomb := range []reconcile.Tombstone[object.Object]{{Last: gone}, {}} { // {}: the cache never held it
 		if res, err := d.ReconcileDeleted(t.Context(), tomb); err != nil || res != (reconcile.Result{}) {
 			t.Fatalf("ReconcileDeleted = %+v, %v", res, err)
 		}

@@ -6,14 +6,14 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
 // objectAdapter turns an ObjectReconciler into a Reconciler: it reads the
 // object from the cache and hands it over, or hands a tombstone to the
 // optional DeletionReconciler when the object is gone.
-type objectAdapter[T informers.Object] struct {
+type objectAdapter[T object.Object] struct {
 	reader  *typedReader[T]
 	r       reconcile.ObjectReconciler[T]
 	deleted reconcile.DeletionReconciler[T] // nil: deletions are dropped

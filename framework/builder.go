@@ -10,6 +10,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
 )
@@ -18,7 +19,7 @@ import (
 // one; Owns and Watches add sources; Complete or CompleteByKey build the
 // controller and add it to the manager. Errors are collected and returned by
 // the Complete call, each naming the controller and what was wrong.
-type Builder[T informers.Object] struct {
+type Builder[T object.Object] struct {
 	mgr     *Manager
 	name    string
 	opts    ControllerOptions
@@ -34,7 +35,7 @@ type Builder[T informers.Object] struct {
 // The controller reconciles every T the cache holds (narrowed by
 // opts.Selection): equivalent to Watches on T's own key, with predicates from
 // WithPredicates.
-func NewController[T informers.Object](mgr *Manager, name string, opts ControllerOptions) *Builder[T] {
+func NewController[T object.Object](mgr *Manager, name string, opts ControllerOptions) *Builder[T] {
 	b := &Builder[T]{mgr: mgr, name: name, opts: opts}
 	if mgr == nil {
 		b.errs = append(b.errs, errors.New("manager is nil"))
@@ -61,7 +62,7 @@ func (b *Builder[T]) WithPredicates(preds ...Predicate[T]) *Builder[T] {
 
 // Owns watches objects of obj's type and reconciles their controller owner
 // when it is a T: equivalent to Watches(Owned(obj)).
-func (b *Builder[T]) Owns(obj informers.Object) *Builder[T] {
+func (b *Builder[T]) Owns(obj object.Object) *Builder[T] {
 	switch {
 	case obj == nil:
 		b.errs = append(b.errs, errors.New("Owns called with a nil object"))
@@ -85,7 +86,7 @@ func (b *Builder[T]) Owns(obj informers.Object) *Builder[T] {
 // Reads of those objects that should come from the same informer ask for
 // *metav1.PartialObjectMetadata with that kind; a read of the typed object
 // starts a second informer holding whole objects.
-func (b *Builder[T]) OwnsMetadata(obj informers.Object) *Builder[T] {
+func (b *Builder[T]) OwnsMetadata(obj object.Object) *Builder[T] {
 	switch {
 	case obj == nil:
 		b.errs = append(b.errs, errors.New("OwnsMetadata called with a nil object"))
@@ -237,7 +238,7 @@ func emptyLiteral(obj any) string {
 }
 
 // nilPredicate names the first nil predicate of preds.
-func nilPredicate[T informers.Object](preds []Predicate[T]) error {
+func nilPredicate[T object.Object](preds []Predicate[T]) error {
 	for i, p := range preds {
 		if p == nil {
 			return fmt.Errorf("predicate %d is nil", i)
@@ -260,8 +261,8 @@ func isNil(v any) bool {
 }
 
 // typedReader reads T from an untyped informer handle.
-type typedReader[T informers.Object] struct {
-	inf *informers.Informer[informers.Object]
+type typedReader[T object.Object] struct {
+	inf *informers.Informer[object.Object]
 }
 
 func (r *typedReader[T]) Get(ctx context.Context, namespace, name string) (T, error) {

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -97,7 +97,7 @@ func TestBuilderValidation(t *testing.T) {
 		}, []string{"Owned called with a nil *v1.ConfigMap"}},
 		{"typed nil in Owned of an interface type", func(mgr *framework.Manager) error {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
-				Watches(framework.Owned[informers.Object]((*corev1.ConfigMap)(nil))).Complete(noop)
+				Watches(framework.Owned[object.Object]((*corev1.ConfigMap)(nil))).Complete(noop)
 		}, []string{"Owned called with a nil *v1.ConfigMap"}},
 		{"metadata-only owned kind", func(mgr *framework.Manager) error {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&corev1.Secret{}).Complete(noop)

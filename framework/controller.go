@@ -19,6 +19,7 @@ import (
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
 )
@@ -93,7 +94,7 @@ func (o ControllerOptions) validate() error {
 // ControllerOptions.Workers workers. Build one with NewController.
 //
 // A controller is a Runnable the manager starts; it runs once.
-type Controller[T informers.Object] struct {
+type Controller[T object.Object] struct {
 	name       string
 	mgr        *Manager
 	opts       ControllerOptions

@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/converge-dev/converge/object"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-
-	"github.com/converge-dev/converge/informers"
 )
 
 // EventType says what happened to a watched object.
@@ -36,7 +35,7 @@ func (t EventType) String() string {
 
 // Event is one change to a watched object of type T, as predicates see it.
 // Objects are shared with the cache: do not modify them.
-type Event[T informers.Object] struct {
+type Event[T object.Object] struct {
 	Type EventType
 	// Object is the new state (Added, Updated) or the last state seen (Deleted).
 	Object T
@@ -51,10 +50,10 @@ type Event[T informers.Object] struct {
 // Predicate decides whether an event should enqueue a reconcile. Any function
 // of this shape is a custom predicate; the ones in this package can be passed
 // by name, e.g. WithPredicates(framework.GenerationChanged).
-type Predicate[T informers.Object] func(Event[T]) bool
+type Predicate[T object.Object] func(Event[T]) bool
 
 // passes reports whether every predicate accepts e.
-func passes[T informers.Object](preds []Predicate[T], e Event[T]) bool {
+func passes[T object.Object](preds []Predicate[T], e Event[T]) bool {
 	for _, p := range preds {
 		if !p(e) {
 			return false
@@ -65,33 +64,33 @@ func passes[T informers.Object](preds []Predicate[T], e Event[T]) bool {
 
 // GenerationChanged accepts updates that change metadata.generation (a spec
 // change, for types with a status subresource) and every other event.
-func GenerationChanged[T informers.Object](e Event[T]) bool {
+func GenerationChanged[T object.Object](e Event[T]) bool {
 	return e.Type != Updated || e.Old.GetGeneration() != e.Object.GetGeneration()
 }
 
 // LabelsChanged accepts updates that change labels and every other event.
-func LabelsChanged[T informers.Object](e Event[T]) bool {
+func LabelsChanged[T object.Object](e Event[T]) bool {
 	return e.Type != Updated || !maps.Equal(e.Old.GetLabels(), e.Object.GetLabels())
 }
 
 // AnnotationsChanged accepts updates that change annotations and every other event.
-func AnnotationsChanged[T informers.Object](e Event[T]) bool {
+func AnnotationsChanged[T object.Object](e Event[T]) bool {
 	return e.Type != Updated || !maps.Equal(e.Old.GetAnnotations(), e.Object.GetAnnotations())
 }
 
 // ResourceVersionChanged accepts updates that change the resource version,
 // which drops the replays of a periodic resync, and every other event.
-func ResourceVersionChanged[T informers.Object](e Event[T]) bool {
+func ResourceVersionChanged[T object.Object](e Event[T]) bool {
 	return e.Type != Updated || e.Old.GetResourceVersion() != e.Object.GetResourceVersion()
 }
 
 // And accepts an event when every predicate does (and when there are none).
-func And[T informers.Object](preds ...Predicate[T]) Predicate[T] {
+func And[T object.Object](preds ...Predicate[T]) Predicate[T] {
 	return func(e Event[T]) bool { return passes(preds, e) }
 }
 
 // Or accepts an event when at least one predicate does.
-func Or[T informers.Object](preds ...Predicate[T]) Predicate[T] {
+func Or[T object.Object](preds ...Predicate[T]) Predicate[T] {
 	return func(e Event[T]) bool {
 		for _, p := range preds {
 			if p(e) {
@@ -103,7 +102,7 @@ func Or[T informers.Object](preds ...Predicate[T]) Predicate[T] {
 }
 
 // Not accepts an event when p does not.
-func Not[T informers.Object](p Predicate[T]) Predicate[T] {
+func Not[T object.Object](p Predicate[T]) Predicate[T] {
 	return func(e Event[T]) bool { return !p(e) }
 }
 
@@ -112,7 +111,7 @@ func Not[T informers.Object](p Predicate[T]) Predicate[T] {
 // that leaves the selection still reconciles once (to undo what its labels
 // asked for). To stop the cache from holding unselected objects at all,
 // select them in the informer instead (informers.Selection.Labels).
-func LabelsMatch[T informers.Object](sel labels.Selector) Predicate[T] {
+func LabelsMatch[T object.Object](sel labels.Selector) Predicate[T] {
 	return func(e Event[T]) bool {
 		if sel.Matches(labels.Set(e.Object.GetLabels())) {
 			return true
@@ -123,7 +122,7 @@ func LabelsMatch[T informers.Object](sel labels.Selector) Predicate[T] {
 
 // LabelSelectorMatch is LabelsMatch for a metav1.LabelSelector, as
 // Kubernetes objects spell selectors; it fails when the selector is invalid.
-func LabelSelectorMatch[T informers.Object](ls metav1.LabelSelector) (Predicate[T], error) {
+func LabelSelectorMatch[T object.Object](ls metav1.LabelSelector) (Predicate[T], error) {
 	sel, err := metav1.LabelSelectorAsSelector(&ls)
 	if err != nil {
 		return nil, fmt.Errorf("framework: label selector %s: %w", metav1.FormatLabelSelector(&ls), err)

@@ -14,6 +14,7 @@ import (
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -26,7 +27,7 @@ type resyncProbe struct {
 	replays, foreground atomic.Int64
 }
 
-func (p *resyncProbe) predicate(e framework.Event[informers.Object]) bool {
+func (p *resyncProbe) predicate(e framework.Event[object.Object]) bool {
 	if e.Type == framework.Updated && e.Old.GetResourceVersion() == e.Object.GetResourceVersion() {
 		p.replays.Add(1)
 		if !e.Background {
@@ -44,12 +45,12 @@ func (p *resyncProbe) reconciler() reconcile.Reconciler {
 }
 
 // addProbe adds a controller for T with opts and returns its probe.
-func addProbe[T informers.Object](t *testing.T, mgr *framework.Manager, name string, opts framework.ControllerOptions) *resyncProbe {
+func addProbe[T object.Object](t *testing.T, mgr *framework.Manager, name string, opts framework.ControllerOptions) *resyncProbe {
 	t.Helper()
 	p := &resyncProbe{}
 	err := framework.NewController[T](mgr, name, opts).
 		WithPredicates(func(e framework.Event[T]) bool {
-			return p.predicate(framework.Event[informers.Object]{Type: e.Type, Object: e.Object, Old: e.Old, Background: e.Background})
+			return p.predicate(framework.Event[object.Object]{Type: e.Type, Object: e.Object, Old: e.Old, Background: e.Background})
 		}).
 		CompleteByKey(p.reconciler())
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
 )
@@ -38,7 +39,7 @@ type boundSource interface {
 	// start registers the handler; events then flow into the controller's queue.
 	start(ctx context.Context) (cache.ResourceEventHandlerRegistration, error)
 	// informer is the informer the source reads.
-	informer() *informers.Informer[informers.Object]
+	informer() *informers.Informer[object.Object]
 	String() string
 }
 
@@ -54,7 +55,7 @@ type watchTarget struct {
 }
 
 // kindSource watches objects of Go type C.
-type kindSource[C informers.Object] struct {
+type kindSource[C object.Object] struct {
 	example C // its dynamic type picks the informer
 	sel     informers.Selection
 	preds   []Predicate[C]
@@ -75,16 +76,16 @@ type kindSource[C informers.Object] struct {
 }
 
 // boundKind is a kindSource bound to a controller.
-type boundKind[C informers.Object] struct {
+type boundKind[C object.Object] struct {
 	kindSource[C]
 	w   *watchTarget
-	inf *informers.Informer[informers.Object]
+	inf *informers.Informer[object.Object]
 }
 
 // Owned watches objects like example and enqueues their controller owner
 // (the owner reference with controller: true) when that owner is of the
 // controller's kind. It is what Builder.Owns uses.
-func Owned[C informers.Object](example C, preds ...Predicate[C]) Source {
+func Owned[C object.Object](example C, preds ...Predicate[C]) Source {
 	return &kindSource[C]{example: example, preds: preds}
 }
 
@@ -92,14 +93,14 @@ func Owned[C informers.Object](example C, preds ...Predicate[C]) Source {
 // controller's kind among their owner references, controller or not: for
 // objects several parents share, such as a ConfigMap that each of its
 // consumers lists as an owner so it is deleted with the last of them.
-func OwnedByAny[C informers.Object](example C, preds ...Predicate[C]) Source {
+func OwnedByAny[C object.Object](example C, preds ...Predicate[C]) Source {
 	return &kindSource[C]{example: example, preds: preds, anyOwner: true}
 }
 
 // Map watches objects of type C and enqueues the requests fn returns for each
 // event (for a deletion, fn sees the last state). fn runs on the informer's
 // event goroutine: keep it fast and read only from the cache.
-func Map[C informers.Object](fn func(ctx context.Context, obj C) []reconcile.Request, preds ...Predicate[C]) Source {
+func Map[C object.Object](fn func(ctx context.Context, obj C) []reconcile.Request, preds ...Predicate[C]) Source {
 	return &kindSource[C]{preds: preds, mapFn: fn, mapper: true}
 }
 
@@ -140,7 +141,7 @@ func (s *kindSource[C]) role() string {
 
 func (b *boundKind[C]) String() string { return b.role() + " " + b.inf.String() }
 
-func (b *boundKind[C]) informer() *informers.Informer[informers.Object] { return b.inf }
+func (b *boundKind[C]) informer() *informers.Informer[object.Object] { return b.inf }
 
 func (s *kindSource[C]) bind(w *watchTarget) (boundSource, error) {
 	if err := nilPredicate(s.preds); err != nil {
@@ -155,14 +156,14 @@ func (s *kindSource[C]) bind(w *watchTarget) (boundSource, error) {
 		}
 		return nil, fmt.Errorf("watch %v: Owned called with a nil %T: pass an empty object, such as %s", s, s.example, emptyLiteral(s.example))
 	}
-	example := informers.Object(s.example)
+	example := object.Object(s.example)
 	if reflect.ValueOf(&s.example).Elem().IsZero() {
 		rt := reflect.TypeFor[C]()
 		switch {
 		case rt.Kind() == reflect.Pointer && rt.Elem().Kind() == reflect.Struct:
-			example = reflect.New(rt.Elem()).Interface().(informers.Object)
+			example = reflect.New(rt.Elem()).Interface().(object.Object)
 		case !s.sel.Kind.Empty():
-			// An interface type (informers.Object): the kind says what to watch.
+			// An interface type (object.Object): the kind says what to watch.
 			var err error
 			if example, err = client.NewForKind(w.mgr.Scheme(), s.sel.Kind); err != nil {
 				return nil, fmt.Errorf("watch %v: %w", s.sel.Kind, err)
@@ -207,13 +208,13 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 			}
 		}
 	}
-	return b.inf.AddHandler(informers.HandlerFuncs[informers.Object]{
-		AddFunc: func(obj informers.Object, initial bool) {
+	return b.inf.AddHandler(informers.HandlerFuncs[object.Object]{
+		AddFunc: func(obj object.Object, initial bool) {
 			if c, ok := obj.(C); ok {
 				emit(Event[C]{Type: Added, Object: c, Background: initial}, initial)
 			}
 		},
-		UpdateFunc: func(oldObj, newObj informers.Object) {
+		UpdateFunc: func(oldObj, newObj object.Object) {
 			o, ok1 := oldObj.(C)
 			n, ok2 := newObj.(C)
 			if !ok1 || !ok2 {
@@ -233,7 +234,7 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 				}
 			}
 		},
-		DeleteFunc: func(obj informers.Object, _ bool) {
+		DeleteFunc: func(obj object.Object, _ bool) {
 			if c, ok := obj.(C); ok {
 				e := Event[C]{Type: Deleted, Object: c}
 				if s.onDelete != nil && passes(s.preds, e) {

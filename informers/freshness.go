@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/converge-dev/converge/object"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -176,7 +177,7 @@ func (e *entry) shows(p pendingWrite, lo ListOptions) bool {
 		if lo.Labels == nil {
 			return true
 		}
-		o, ok := obj.(Object)
+		o, ok := obj.(object.Object)
 		return !ok || lo.Labels.Matches(labels.Set(o.GetLabels())) || !p.m.gone && lo.Labels.Matches(labels.Set(p.m.labels))
 	}
 	if p.m.gone || e.key.fields != "" {
@@ -240,11 +241,11 @@ func (e *entry) fresh(key string, m *writeMark) bool {
 		if !exists {
 			return true
 		}
-		o, ok := obj.(Object)
+		o, ok := obj.(object.Object)
 		return ok && m.uid != "" && string(o.GetUID()) != m.uid
 	}
 	if exists {
-		if o, ok := obj.(Object); ok {
+		if o, ok := obj.(object.Object); ok {
 			if rv, err := strconv.ParseUint(o.GetResourceVersion(), 10, 64); err == nil {
 				return rv >= m.rv
 			}

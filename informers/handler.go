@@ -1,10 +1,13 @@
 package informers
 
-import "k8s.io/client-go/tools/cache"
+import (
+	"github.com/converge-dev/converge/object"
+	"k8s.io/client-go/tools/cache"
+)
 
 // Handler receives one informer's events for objects of type T. Objects are
 // shared with the cache and every other handler: do not modify them.
-type Handler[T Object] interface {
+type Handler[T object.Object] interface {
 	// OnAdd is called for each object in the initial list (isInInitialList
 	// true) and for each object created later.
 	OnAdd(obj T, isInInitialList bool)
@@ -18,13 +21,13 @@ type Handler[T Object] interface {
 }
 
 // HandlerFuncs adapts functions to a Handler; nil functions ignore their event.
-type HandlerFuncs[T Object] struct {
+type HandlerFuncs[T object.Object] struct {
 	AddFunc    func(obj T, isInInitialList bool)
 	UpdateFunc func(oldObj, newObj T)
 	DeleteFunc func(obj T, stale bool)
 }
 
-var _ Handler[Object] = HandlerFuncs[Object]{}
+var _ Handler[object.Object] = HandlerFuncs[object.Object]{}
 
 // OnAdd calls AddFunc if set.
 func (f HandlerFuncs[T]) OnAdd(obj T, isInInitialList bool) {
@@ -50,7 +53,7 @@ func (f HandlerFuncs[T]) OnDelete(obj T, stale bool) {
 // untyped adapts a Handler[T] to client-go's untyped handler interface.
 // Objects of another type (impossible for a correctly built informer) are
 // dropped rather than crashing the informer's goroutine.
-type untyped[T Object] struct{ h Handler[T] }
+type untyped[T object.Object] struct{ h Handler[T] }
 
 func (u untyped[T]) OnAdd(obj any, isInInitialList bool) {
 	if t, ok := obj.(T); ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/converge-dev/converge/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
@@ -35,7 +36,7 @@ var ErrNotCached = errors.New("informers: outside what the cache holds")
 // initial list, bounded by the cache's SyncTimeout and ctx; they fail at once
 // when the identity may not list or watch the kind (apierrors.IsForbidden is
 // then true), since waiting would only wait for an RBAC change.
-type Reader[T Object] interface {
+type Reader[T object.Object] interface {
 	// Get returns the object, or an error for which apierrors.IsNotFound is
 	// true when the cache holds no such object. When this process wrote the
 	// object through a client that reports its writes (the framework's
@@ -53,11 +54,11 @@ type Reader[T Object] interface {
 
 // Informer is a typed handle on one shared informer. Handles returned by For
 // for equal selections share the informer, its store and its watch.
-type Informer[T Object] struct {
+type Informer[T object.Object] struct {
 	e *entry
 }
 
-var _ Reader[Object] = (*Informer[Object])(nil)
+var _ Reader[object.Object] = (*Informer[object.Object])(nil)
 
 // For returns the informer for objects of Go type T and the given selection,
 // creating it on first use. T is a pointer to a struct: a typed API object
@@ -66,7 +67,7 @@ var _ Reader[Object] = (*Informer[Object])(nil)
 //
 // A zero Selection means the kind's default from Options.ByKind, or all
 // objects of the kind in Options.Namespace.
-func For[T Object](c *Cache, sel Selection) (*Informer[T], error) {
+func For[T object.Object](c *Cache, sel Selection) (*Informer[T], error) {
 	obj, err := newObject[T]()
 	if err != nil {
 		return nil, err
@@ -81,11 +82,11 @@ func For[T Object](c *Cache, sel Selection) (*Informer[T], error) {
 // ForObject is For for callers that know the type only at run time: the
 // informer is chosen by example's Go type (and, for unstructured and metadata
 // objects, sel.Kind or example's apiVersion and kind).
-func ForObject(c *Cache, example Object, sel Selection) (*Informer[Object], error) {
+func ForObject(c *Cache, example object.Object, sel Selection) (*Informer[object.Object], error) {
 	return forObject(c, example, sel, true)
 }
 
-func forObject(c *Cache, example Object, sel Selection, pin bool) (*Informer[Object], error) {
+func forObject(c *Cache, example object.Object, sel Selection, pin bool) (*Informer[object.Object], error) {
 	if sel.Kind.Empty() && modeOf(example) != Typed {
 		sel.Kind = example.GetObjectKind().GroupVersionKind()
 	}
@@ -93,7 +94,7 @@ func forObject(c *Cache, example Object, sel Selection, pin bool) (*Informer[Obj
 	if err != nil {
 		return nil, err
 	}
-	return &Informer[Object]{e: e}, nil
+	return &Informer[object.Object]{e: e}, nil
 }
 
 // Kind returns the informer's kind.
@@ -333,7 +334,7 @@ var cachedFields = map[string]bool{"metadata.name": true, "metadata.namespace": 
 
 // fieldMatcher returns a filter for sel, nil when sel selects everything,
 // or an error naming the first field the cache cannot evaluate.
-func (e *entry) fieldMatcher(sel fields.Selector) (func(Object) bool, error) {
+func (e *entry) fieldMatcher(sel fields.Selector) (func(object.Object) bool, error) {
 	if sel == nil || sel.Empty() {
 		return nil, nil
 	}
@@ -344,7 +345,7 @@ func (e *entry) fieldMatcher(sel fields.Selector) (func(Object) bool, error) {
 				e.desc, sel, r.Field)
 		}
 	}
-	return func(o Object) bool {
+	return func(o object.Object) bool {
 		return sel.Matches(fields.Set{"metadata.name": o.GetName(), "metadata.namespace": o.GetNamespace()})
 	}, nil
 }

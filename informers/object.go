@@ -4,18 +4,12 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/converge-dev/converge/object"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
-
-// Object is a Kubernetes object with metadata: every typed API object,
-// *unstructured.Unstructured and *metav1.PartialObjectMetadata.
-type Object interface {
-	metav1.Object
-	runtime.Object
-}
 
 // Mode says how a cached type is decoded and stored.
 type Mode int
@@ -53,7 +47,7 @@ func modeOf(obj runtime.Object) Mode {
 }
 
 // newObject returns a new, empty T: T must be a pointer to a struct.
-func newObject[T Object]() (T, error) {
+func newObject[T object.Object]() (T, error) {
 	var zero T
 	rt := reflect.TypeFor[T]()
 	if rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {

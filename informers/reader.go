@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/converge-dev/converge/object"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,7 +18,7 @@ import (
 // an object of a type known only at run time. The kind comes from into's Go
 // type (or its apiVersion and kind, for unstructured and metadata objects).
 // Unlike Informer.Get, the result is a deep copy the caller owns.
-func (c *Cache) Get(ctx context.Context, namespace, name string, into Object) error {
+func (c *Cache) Get(ctx context.Context, namespace, name string, into object.Object) error {
 	inf, err := c.untyped(into)
 	if err != nil {
 		return err
@@ -64,12 +65,12 @@ func (c *Cache) List(ctx context.Context, list runtime.Object, opts ...ListOptio
 // untyped returns the informer for obj's kind with the default selection.
 // The informer is not pinned: when it cannot sync because the identity may
 // not list or watch the kind, the read fails and the cache drops it.
-func (c *Cache) untyped(obj Object) (*Informer[Object], error) {
+func (c *Cache) untyped(obj object.Object) (*Informer[object.Object], error) {
 	return forObject(c, obj, Selection{}, false)
 }
 
 // itemFor returns an empty item of the list type list.
-func (c *Cache) itemFor(list runtime.Object) (Object, error) {
+func (c *Cache) itemFor(list runtime.Object) (object.Object, error) {
 	var gvk schema.GroupVersionKind
 	switch list.(type) {
 	case *unstructured.UnstructuredList, *metav1.PartialObjectMetadataList:
@@ -99,7 +100,7 @@ func (c *Cache) itemFor(list runtime.Object) (Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("informers: no item type for %T: %w", list, err)
 	}
-	o, ok := obj.(Object)
+	o, ok := obj.(object.Object)
 	if !ok {
 		return nil, fmt.Errorf("informers: %T has no object metadata", obj)
 	}
@@ -108,7 +109,7 @@ func (c *Cache) itemFor(list runtime.Object) (Object, error) {
 
 // copyInto moves the (already copied) object src into dst, which has the same
 // Go type, and sets its kind.
-func copyInto(src runtime.Object, dst Object, gvk schema.GroupVersionKind) error {
+func copyInto(src runtime.Object, dst object.Object, gvk schema.GroupVersionKind) error {
 	if u, ok := dst.(*unstructured.Unstructured); ok {
 		su, ok := src.(*unstructured.Unstructured)
 		if !ok {

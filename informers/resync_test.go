@@ -16,11 +16,12 @@ import (
 
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/object"
 )
 
 // replays counts the resync replays (updates with equal resource versions)
 // a handler receives.
-func replays[T informers.Object](t *testing.T, inf *informers.Informer[T], opts cache.HandlerOptions) *atomic.Int64 {
+func replays[T object.Object](t *testing.T, inf *informers.Informer[T], opts cache.HandlerOptions) *atomic.Int64 {
 	t.Helper()
 	var n atomic.Int64
 	reg, err := inf.AddHandler(informers.HandlerFuncs[T]{UpdateFunc: func(o, n2 T) {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/client"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 )
 
 // OperationResult says what CreateOrUpdate or CreateOrPatch did.
@@ -38,7 +38,7 @@ type MutateFunc func() error
 // mutate, and creates obj if it did not exist, updates it if mutate changed
 // it, or writes nothing. The update carries the resourceVersion read, so a
 // concurrent change makes it fail with a conflict (retry the reconcile).
-func CreateOrUpdate(ctx context.Context, c *client.Client, obj informers.Object, mutate MutateFunc) (OperationResult, error) {
+func CreateOrUpdate(ctx context.Context, c *client.Client, obj object.Object, mutate MutateFunc) (OperationResult, error) {
 	existing, err := readForWrite(ctx, c, obj, mutate)
 	if err != nil || existing == nil {
 		return created(err)
@@ -57,7 +57,7 @@ func CreateOrUpdate(ctx context.Context, c *client.Client, obj informers.Object,
 // Go types do not know survive. A status that mutate changed is patched
 // through the status subresource, or with the rest of the object when the
 // kind has none.
-func CreateOrPatch(ctx context.Context, c *client.Client, obj informers.Object, mutate MutateFunc) (OperationResult, error) {
+func CreateOrPatch(ctx context.Context, c *client.Client, obj object.Object, mutate MutateFunc) (OperationResult, error) {
 	existing, err := readForWrite(ctx, c, obj, mutate)
 	if err != nil || existing == nil {
 		return created(err)
@@ -102,7 +102,7 @@ func CreateOrPatch(ctx context.Context, c *client.Client, obj informers.Object, 
 // readForWrite reads obj's current state into obj and runs mutate. It
 // returns a copy of the state read, or nil when obj did not exist, in which
 // case it has created obj.
-func readForWrite(ctx context.Context, c *client.Client, obj informers.Object, mutate MutateFunc) (informers.Object, error) {
+func readForWrite(ctx context.Context, c *client.Client, obj object.Object, mutate MutateFunc) (object.Object, error) {
 	ns, name := obj.GetNamespace(), obj.GetName()
 	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
 	switch {
@@ -114,14 +114,14 @@ func readForWrite(ctx context.Context, c *client.Client, obj informers.Object, m
 	case err != nil:
 		return nil, err
 	}
-	existing := obj.DeepCopyObject().(informers.Object)
+	existing := obj.DeepCopyObject().(object.Object)
 	if err := runMutate(mutate, obj, ns, name); err != nil {
 		return nil, err
 	}
 	return existing, nil
 }
 
-func runMutate(mutate MutateFunc, obj informers.Object, ns, name string) error {
+func runMutate(mutate MutateFunc, obj object.Object, ns, name string) error {
 	if err := mutate(); err != nil {
 		return fmt.Errorf("mutate %s: %w", describe(obj), err)
 	}
@@ -145,7 +145,7 @@ func created(err error) (OperationResult, error) {
 // optimisticLock, the patch carries original's resourceVersion, so the API
 // server refuses it (with a conflict) if the object changed meanwhile.
 // Lists are replaced whole, as merge patches do.
-func MergePatch(original, modified informers.Object, optimisticLock bool) ([]byte, error) {
+func MergePatch(original, modified object.Object, optimisticLock bool) ([]byte, error) {
 	patch, err := mergePatchMap(original, modified)
 	if err != nil {
 		return nil, fmt.Errorf("merge patch of %s: %w", describe(modified), err)

@@ -17,12 +17,12 @@ import (
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 )
 
 // startDeclarative starts a manager for namespace ns running r as the
 // StaticSite controller, with children of the kinds of children.
-func startDeclarative(ctx context.Context, ns string, r declarative.Reconciler[*v1alpha1.StaticSite], children []informers.Object, opts framework.Options) (*framework.Manager, *runningManager) {
+func startDeclarative(ctx context.Context, ns string, r declarative.Reconciler[*v1alpha1.StaticSite], children []object.Object, opts framework.Options) (*framework.Manager, *runningManager) {
 	GinkgoHelper()
 	mgr := newManager(ns, opts)
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())

@@ -18,14 +18,14 @@ import (
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/envtest"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
 var _ = Describe("declarative children ownership over time", func() {
 	var ns string
 	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
-	configMaps := []informers.Object{&corev1.ConfigMap{}}
+	configMaps := []object.Object{&corev1.ConfigMap{}}
 
 	It("reports no conflict to a parent re-created under the same name while the garbage collector still holds the old parent's child", func(ctx SpecContext) {
 		startDeclarative(ctx, ns, newPageMaps(), configMaps, framework.Options{})
@@ -95,7 +95,7 @@ var _ = Describe("declarative children ownership over time", func() {
 			return declarative.State{Status: map[string]string{"phase": "Ready"}}, nil
 		})
 		Expect(framework.NewController[*corev1.ConfigMap](mgr, "statusless", framework.ControllerOptions{}).
-			Complete(declarative.New(mgr, withStatus, declarative.Options{Children: []informers.Object{&corev1.Secret{}}}))).To(Succeed())
+			Complete(declarative.New(mgr, withStatus, declarative.Options{Children: []object.Object{&corev1.Secret{}}}))).To(Succeed())
 		startManager(ctx, mgr)
 		createConfigMap(ctx, ns, "parent", map[string]string{"a": "b"})
 		Eventually(ctx, loggedErrors(logs, "status subresource", "ConfigMap "+ns+"/parent")).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
@@ -123,7 +123,7 @@ var _ = Describe("declarative children ownership over time", func() {
 
 		widgets := &unstructured.Unstructured{}
 		widgets.SetGroupVersionKind(widget)
-		startDeclarative(ctx, ns, pagesWithCleanup{newPageMaps()}, []informers.Object{&corev1.ConfigMap{}, widgets}, framework.Options{})
+		startDeclarative(ctx, ns, pagesWithCleanup{newPageMaps()}, []object.Object{&corev1.ConfigMap{}, widgets}, framework.Options{})
 		site := createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: map[string]string{"page": "x"}})
 		Eventually(ctx, func() ([]string, error) {
 			s, err := getSite(ctx, ns, site.Name)

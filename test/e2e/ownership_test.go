@@ -22,12 +22,13 @@ import (
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 )
 
 var _ = Describe("declarative children ownership", func() {
 	var ns string
 	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
-	configMaps := []informers.Object{&corev1.ConfigMap{}}
+	configMaps := []object.Object{&corev1.ConfigMap{}}
 
 	It("leaves a hand-made object of a child's name untouched, records a Warning Event naming it, and never prunes it", func(ctx SpecContext) {
 		logs := &logCapture{}
@@ -242,7 +243,7 @@ var _ = Describe("declarative children ownership", func() {
 			Eventually(ctx, siteGone(ctx, site.Namespace, site.Name)).Should(BeTrue())
 			deleted.Store(true)
 		}}
-		startDeclarative(ctx, ns, r, []informers.Object{&rbacv1.ClusterRole{}}, framework.Options{})
+		startDeclarative(ctx, ns, r, []object.Object{&rbacv1.ClusterRole{}}, framework.Options{})
 		site := createSite(ctx, ns, "site", anySpec)
 		DeferCleanup(func(ctx SpecContext) {
 			_ = kube.RbacV1().ClusterRoles().Delete(ctx, siteClusterRole(ns, site.Name), metav1.DeleteOptions{})
@@ -267,7 +268,7 @@ var _ = Describe("declarative children ownership", func() {
 			return obj, nil
 		}
 		r := clusterRoleOf{desired: newRecorder()}
-		startDeclarative(ctx, ns, r, []informers.Object{&rbacv1.ClusterRole{}}, framework.Options{
+		startDeclarative(ctx, ns, r, []object.Object{&rbacv1.ClusterRole{}}, framework.Options{
 			Cache: informers.Options{Transform: hold, ReadYourWritesTimeout: -1},
 		})
 		DeferCleanup(releaseNow) // registered after the manager's: runs before it stops
@@ -328,7 +329,7 @@ var _ = Describe("declarative children ownership", func() {
 				},
 			}}}, nil
 		})
-		startDeclarative(ctx, ns, r, []informers.Object{&appsv1.Deployment{}}, framework.Options{})
+		startDeclarative(ctx, ns, r, []object.Object{&appsv1.Deployment{}}, framework.Options{})
 		site := createSite(ctx, ns, "site", anySpec)
 		Eventually(ctx, deploymentArgs(ctx, ns, site.Name)).WithTimeout(30 * time.Second).Should(Equal(want))
 
@@ -357,7 +358,7 @@ var _ = Describe("declarative children ownership", func() {
 			u.SetName(site.Name)
 			return declarative.State{Children: []any{u}}, nil
 		})
-		mgr, _ := startDeclarative(ctx, ns, r, []informers.Object{example}, framework.Options{})
+		mgr, _ := startDeclarative(ctx, ns, r, []object.Object{example}, framework.Options{})
 		site := createSite(ctx, ns, "site", anySpec)
 		Eventually(ctx, configMapData(ctx, ns, site.Name)).WithTimeout(30 * time.Second).Should(HaveKeyWithValue("content", "x"))
 

@@ -26,7 +26,7 @@ import (
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/envtest"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -110,7 +110,7 @@ func startFoosOn(ctx context.Context, restCfg *rest.Config, ns string, r declara
 	mgr.Scheme().AddKnownTypes(fooGV, &Foo{}, &FooList{})
 	metav1.AddToGroupVersion(mgr.Scheme(), fooGV)
 	Expect(framework.NewController[*Foo](mgr, "foo", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, r, declarative.Options{Children: []informers.Object{&appsv1.Deployment{}}}))).To(Succeed())
+		Complete(declarative.New(mgr, r, declarative.Options{Children: []object.Object{&appsv1.Deployment{}}}))).To(Succeed())
 	startManager(ctx, mgr)
 	return mgr
 }

@@ -1,6 +1,6 @@
 // Package layering checks that converge's packages import one way:
-// reconcile → workqueue and informers (siblings) → client → framework →
-// declarative, that the test helpers stay out of the library, and that
+// reconcile and object (leaves) → workqueue and informers (siblings) →
+// client → framework → declarative, that the test helpers stay out of the library, and that
 // nothing depends on controller-runtime.
 package layering
 
@@ -36,6 +36,11 @@ var rules = []struct {
 		name:      "reconcile is a leaf: the standard library only",
 		from:      []string{"reconcile"},
 		forbidden: []string{stdOnly},
+	},
+	{
+		name:      "object is a leaf below every layer: it imports no converge package",
+		from:      []string{"object"},
+		forbidden: []string{module + "/..."},
 	},
 	{
 		name:      "workqueue never imports informers, its sibling, or the layers above",

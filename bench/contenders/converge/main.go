@@ -14,7 +14,7 @@ import (
 	"github.com/converge-dev/converge/bench/internal/report"
 	"github.com/converge-dev/converge/bench/internal/workload"
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -60,7 +60,7 @@ func main() {
 
 // run registers the controller: each reconcile is handed the object from the
 // cache and reports what it saw.
-func run[T informers.Object](mgr *framework.Manager, opts framework.ControllerOptions, gen func(T) string) error {
+func run[T object.Object](mgr *framework.Manager, opts framework.ControllerOptions, gen func(T) string) error {
 	return framework.NewController[T](mgr, "bench", opts).
 		Complete(reconcile.ObjectFunc[T](func(_ context.Context, obj T) (reconcile.Result, error) {
 			report.Seen(obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion(), gen(obj))

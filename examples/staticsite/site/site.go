@@ -15,13 +15,13 @@ import (
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 )
 
 // Children returns an object of each kind Desired may declare, for
 // declarative.Options.Children.
-func Children() []informers.Object {
-	return []informers.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}}
+func Children() []object.Object {
+	return []object.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}}
 }
 
 // Desired is the whole controller: what should exist for one StaticSite.

@@ -26,6 +26,7 @@ import (
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -191,7 +192,7 @@ func newKind(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 
 // debugMux serves /cache (name → resourceVersion of every cached object,
 // plus the number of relists) and /injected (panics and hangs injected).
-func debugMux(ctx context.Context, inf *informers.Informer[informers.Object], c *controller) *http.ServeMux {
+func debugMux(ctx context.Context, inf *informers.Informer[object.Object], c *controller) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/cache", func(w http.ResponseWriter, r *http.Request) {
 		objs, err := inf.List(r.Context())
