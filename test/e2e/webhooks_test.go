@@ -237,7 +237,9 @@ var _ = Describe("webhooks", func() {
 		})
 		// No server listens on the address InstallWebhooks chose.
 
-		cm := func(name string) *corev1.ConfigMap { return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+		cm := func(name string) *corev1.ConfigMap {
+			return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		}
 		dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 		Eventually(ctx, func() error {
 			_, err := kube.CoreV1().ConfigMaps(failNS).Create(ctx, cm("probe"), dryRun)
