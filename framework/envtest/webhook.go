@@ -110,24 +110,22 @@ func (e *Environment) installWebhooks(ctx context.Context, opts WebhookOptions) 
 	}
 	for i := range mutating {
 		c := &mutating[i]
+		hooks := map[string]*admissionregistrationv1.WebhookClientConfig{}
 		for j := range c.Webhooks {
-			if err := s.point(&c.Webhooks[j].ClientConfig); err != nil {
-				return WebhookServing{}, fmt.Errorf("MutatingWebhookConfiguration %s: webhook %s: %w", c.Name, c.Webhooks[j].Name, err)
-			}
+			hooks[c.Webhooks[j].Name] = &c.Webhooks[j].ClientConfig
 		}
-		if err := replace(ctx, cs.AdmissionregistrationV1().MutatingWebhookConfigurations(), c); err != nil {
-			return WebhookServing{}, fmt.Errorf("MutatingWebhookConfiguration %s: %w", c.Name, err)
+		if err := installConfig(ctx, s, cs.AdmissionregistrationV1().MutatingWebhookConfigurations(), "MutatingWebhookConfiguration", c, hooks); err != nil {
+			return WebhookServing{}, err
 		}
 	}
 	for i := range validating {
 		c := &validating[i]
+		hooks := map[string]*admissionregistrationv1.WebhookClientConfig{}
 		for j := range c.Webhooks {
-			if err := s.point(&c.Webhooks[j].ClientConfig); err != nil {
-				return WebhookServing{}, fmt.Errorf("ValidatingWebhookConfiguration %s: webhook %s: %w", c.Name, c.Webhooks[j].Name, err)
-			}
+			hooks[c.Webhooks[j].Name] = &c.Webhooks[j].ClientConfig
 		}
-		if err := replace(ctx, cs.AdmissionregistrationV1().ValidatingWebhookConfigurations(), c); err != nil {
-			return WebhookServing{}, fmt.Errorf("ValidatingWebhookConfiguration %s: %w", c.Name, err)
+		if err := installConfig(ctx, s, cs.AdmissionregistrationV1().ValidatingWebhookConfigurations(), "ValidatingWebhookConfiguration", c, hooks); err != nil {
+			return WebhookServing{}, err
 		}
 	}
 	if len(opts.ConversionCRDs) > 0 {
@@ -196,23 +194,29 @@ func (s WebhookServing) point(cc *admissionregistrationv1.WebhookClientConfig) e
 	return nil
 }
 
-// configClient is the part of a webhook configuration client replace uses.
+// configClient is the part of a webhook configuration client installConfig uses.
 type configClient[T any] interface {
 	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
-// replace creates obj, deleting the object of the same name first if there
-// is one.
-func replace[T interface {
+// installConfig points the webhooks of c (its clientConfigs by webhook
+// name) at s and creates c, deleting the configuration of the same name
+// first if there is one.
+func installConfig[C interface {
 	runtime.Object
 	GetName() string
-}](ctx context.Context, c configClient[T], obj T) error {
-	if err := c.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete the previous one: %w", err)
+}](ctx context.Context, s WebhookServing, cl configClient[C], kind string, c C, hooks map[string]*admissionregistrationv1.WebhookClientConfig) error {
+	for name, cc := range hooks {
+		if err := s.point(cc); err != nil {
+			return fmt.Errorf("%s %s: webhook %s: %w", kind, c.GetName(), name, err)
+		}
 	}
-	if _, err := c.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create: %w", err)
+	if err := cl.Delete(ctx, c.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s %s: delete the previous one: %w", kind, c.GetName(), err)
+	}
+	if _, err := cl.Create(ctx, c, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("%s %s: create: %w", kind, c.GetName(), err)
 	}
 	return nil
 }

@@ -35,19 +35,12 @@ func convert(t *testing.T, h http.Handler, desired string, objects ...string) *a
 	for _, o := range objects {
 		req.Objects = append(req.Objects, runtime.RawExtension{Raw: []byte(o)})
 	}
-	body, err := json.Marshal(apiextensionsv1.ConversionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"}, Request: req,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := post(h, "application/json", body)
-	if rec.Code != http.StatusOK {
-		t.Fatalf("status %d: %s", rec.Code, rec.Body)
-	}
 	var out apiextensionsv1.ConversionReview
-	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.UID != "c-1" || out.Kind != "ConversionReview" {
-		t.Fatalf("response is not a ConversionReview answering c-1 (%v): %s", err, rec.Body)
+	exchange(t, h, apiextensionsv1.ConversionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"}, Request: req,
+	}, &out)
+	if out.Response == nil || out.Response.UID != "c-1" || out.Kind != "ConversionReview" {
+		t.Fatalf("response is not a ConversionReview answering c-1: %+v", out)
 	}
 	return out.Response
 }
