@@ -232,14 +232,14 @@ func (o WebhookOptions) load() ([]admissionregistrationv1.MutatingWebhookConfigu
 			return nil, nil, err
 		}
 		for _, u := range objs {
-			var err error
-			if u.GetKind() == "MutatingWebhookConfiguration" {
+			js, err := u.MarshalJSON()
+			if err == nil && u.GetKind() == "MutatingWebhookConfiguration" {
 				var c admissionregistrationv1.MutatingWebhookConfiguration
-				err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c)
+				err = json.Unmarshal(js, &c)
 				mutating = append(mutating, c)
-			} else {
+			} else if err == nil {
 				var c admissionregistrationv1.ValidatingWebhookConfiguration
-				err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c)
+				err = json.Unmarshal(js, &c)
 				validating = append(validating, c)
 			}
 			if err != nil {

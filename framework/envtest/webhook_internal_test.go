@@ -48,7 +48,7 @@ webhooks:
 - name: m.example.com
   admissionReviewVersions: [v1]
   sideEffects: None
-  clientConfig: {service: {name: s, namespace: n, path: /mutate}}
+  clientConfig: {service: {name: s, namespace: system, path: /mutate}}
 ---
 # a comment-only document
 ---
@@ -59,7 +59,7 @@ webhooks:
 - name: v.example.com
   admissionReviewVersions: [v1]
   sideEffects: None
-  clientConfig: {service: {name: s, namespace: n, path: /validate}}
+  clientConfig: {service: {name: s, namespace: system, path: /validate}}
 `
 	if err := os.WriteFile(filepath.Join(dir, "manifests.yaml"), []byte(manifests), 0o600); err != nil {
 		t.Fatal(err)
