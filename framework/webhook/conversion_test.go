@@ -177,3 +177,36 @@ func TestConversionBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// sprocketV5 converts its spec but not its metadata, and records in an
+// annotation that it was converted.
+type sprocketV5 struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Teeth             int32 `json:"teeth"`
+}
+
+func (s *sprocketV5) ConvertTo(hub webhook.Hub) error {
+	hub.(*testapi.Sprocket).Spec.Teeth = s.Teeth
+	return nil
+}
+func (s *sprocketV5) ConvertFrom(hub webhook.Hub) error {
+	s.Teeth = hub.(*testapi.Sprocket).Spec.Teeth
+	s.Annotations = map[string]string{"converted": "yes"}
+	return nil
+}
+func (s *sprocketV5) DeepCopyObject() runtime.Object { c := *s; return &c }
+
+func TestConversionKeepsMetadata(t *testing.T) {
+	s := testScheme(t)
+	s.AddKnownTypeWithName(testapi.V1.WithKind("Sprocket").GroupKind().WithVersion("v5"), &sprocketV5{})
+	c := newConversion(t, s)
+	resp := convert(t, c, "sprockets.converge.dev/v5", v1Sprocket)
+	var got sprocketV5
+	if err := json.Unmarshal(resp.ConvertedObjects[0].Raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "a" || got.Namespace != "ns" || got.UID != "1" || got.Labels["l"] != "v" || got.Annotations["converted"] != "yes" || got.Teeth != 5 {
+		t.Errorf("v1 → v5 gave %+v, want the v1 metadata with the converter's annotation", got)
+	}
+}
