@@ -333,15 +333,17 @@ func (s *Server) apply(r *http.Request, q request, data []byte) (runtime.Object,
 	return s.updateLocked(q.kind, q.ns, q.name, q.sub, obj, mgr, true)
 }
 
-// deleteOptions reads a deletion's options from its body and parameters.
-func deleteOptions(r *http.Request, q request) (*metav1.DeleteOptions, error) {
+// deleteOptions reads a deletion's options from its body (JSON or
+// protobuf) and parameters.
+func (s *Server) deleteOptions(r *http.Request, q request) (*metav1.DeleteOptions, error) {
 	opts := &metav1.DeleteOptions{}
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s: read body: %v", q, err))
 	}
 	if len(strings.TrimSpace(string(data))) > 0 {
-		if err := json.Unmarshal(data, opts); err != nil {
+		gvk := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
+		if _, _, err := s.codecs.UniversalDeserializer().Decode(data, &gvk, opts); err != nil {
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s: decode delete options: %v", q, err))
 		}
 	}
@@ -353,7 +355,7 @@ func deleteOptions(r *http.Request, q request) (*metav1.DeleteOptions, error) {
 }
 
 func (s *Server) delete(r *http.Request, q request) (runtime.Object, error) {
-	opts, err := deleteOptions(r, q)
+	opts, err := s.deleteOptions(r, q)
 	if err != nil {
 		return nil, err
 	}
@@ -453,7 +455,7 @@ func (s *Server) deleteCollection(r *http.Request, q request) (runtime.Object, e
 	if err != nil {
 		return nil, err
 	}
-	opts, err := deleteOptions(r, q)
+	opts, err := s.deleteOptions(r, q)
 	if err != nil {
 		return nil, err
 	}

@@ -109,7 +109,7 @@ func newKinds(s *runtime.Scheme, clusterScoped, noStatus map[schema.GroupKind]bo
 // isProto reports whether obj has a protobuf encoding, as the built-in
 // types do.
 func isProto(obj runtime.Object) bool {
-	_, ok := obj.(interface{ ProtoMessage() })
+	_, ok := obj.(runtime.ProtobufMarshaller)
 	return ok
 }
 

@@ -56,9 +56,23 @@ func (s *Server) newObject(k *kind) (object.Object, error) {
 	return obj, nil
 }
 
+// truncateTimes rounds the times of obj's managedFields down to the
+// second, as they would be once serialized: a write that changes nothing
+// else then compares equal to the stored object.
+func truncateTimes(obj object.Object) {
+	mf := obj.GetManagedFields()
+	for i := range mf {
+		if mf[i].Time != nil {
+			t := mf[i].Time.Rfc3339Copy()
+			mf[i].Time = &t
+		}
+	}
+}
+
 // commitLocked stores obj (owned by the store from now on) as the next
 // resourceVersion and records the event.
 func (s *Server) commitLocked(k *kind, typ watch.EventType, obj, prev object.Object) object.Object {
+	truncateTimes(obj)
 	s.rv++
 	obj.SetResourceVersion(strconv.FormatInt(s.rv, 10))
 	obj.GetObjectKind().SetGroupVersionKind(k.gvk)
@@ -207,6 +221,7 @@ func (s *Server) updateLocked(k *kind, ns, name, sub string, obj object.Object, 
 		return s.removeLocked(k, next), nil
 	}
 	next.GetObjectKind().SetGroupVersionKind(k.gvk)
+	truncateTimes(next)
 	if apiequality.Semantic.DeepEqual(old, next) {
 		return old, nil // a write that changes nothing keeps the resourceVersion
 	}
