@@ -113,6 +113,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, q request
 		code = http.StatusOK
 		err  error
 	)
+	if r.URL.Query().Has("dryRun") {
+		s.writeError(w, r, &q, apierrors.NewBadRequest(fmt.Sprintf("%s: dry run is not emulated by the fake API server", q)))
+		return
+	}
 	switch {
 	case r.Method == http.MethodGet && q.name != "":
 		s.mu.Lock()

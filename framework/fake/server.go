@@ -82,7 +82,11 @@ func NewServer(opts Options) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fake: Options.Objects[%d] %s: %w", i, describe(obj), err)
 		}
-		if _, err := s.createLocked(k, obj.GetNamespace(), obj, seedManager, false, true); err != nil {
+		typed, err := s.typedObject(k, obj.DeepCopyObject())
+		if err != nil {
+			return nil, fmt.Errorf("fake: Options.Objects[%d] %s: %w", i, describe(obj), err)
+		}
+		if _, err := s.createLocked(k, obj.GetNamespace(), typed, seedManager, false, true); err != nil {
 			return nil, fmt.Errorf("fake: Options.Objects[%d] %s: %w", i, describe(obj), err)
 		}
 	}
