@@ -96,7 +96,7 @@ func (s *Server) recordUpdate(k *kind, sub string, old, next object.Object, mana
 	if err != nil {
 		return nil, err
 	}
-	out, err := fm.Update(old, next, manager)
+	out, err := fm.Update(old.DeepCopyObject(), next, manager) // old is shared: the field manager gets a copy
 	if err != nil {
 		return nil, fmt.Errorf("fake: managed fields of %s %s: %w", k, describe(next), err)
 	}

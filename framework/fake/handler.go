@@ -320,7 +320,7 @@ func (s *Server) apply(r *http.Request, q request, data []byte) (runtime.Object,
 	if err != nil {
 		return nil, err
 	}
-	out, err := fm.Apply(live, applied, mgr, force)
+	out, err := fm.Apply(live.DeepCopyObject(), applied, mgr, force) // live is shared: the field manager gets a copy
 	if err != nil {
 		if _, ok := err.(apierrors.APIStatus); ok {
 			return nil, err
