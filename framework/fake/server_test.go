@@ -361,3 +361,46 @@ func TestDeleteCollectionAndPreconditions(t *testing.T) {
 		t.Errorf("after deleting app=x: %v, %v; want c only", list, err)
 	}
 }
+
+func TestScopes(t *testing.T) {
+	cs, dc := clients(t, fake.Options{ClusterScoped: []object.Object{&v1alpha1.StaticSite{}}})
+	ctx := t.Context()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("create a Namespace (a built-in cluster-scoped kind): %v", err)
+	}
+	site := unstructuredSite("cluster-wide")
+	site.SetNamespace("")
+	if _, err := dc.Resource(staticSites).Create(ctx, site, metav1.CreateOptions{}); err != nil {
+		t.Errorf("create a StaticSite declared cluster-scoped: %v", err)
+	}
+	if _, err := dc.Resource(staticSites).Namespace("ns").Get(ctx, "cluster-wide", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("get a cluster-scoped kind in a namespace: got %v, want NotFound", err)
+	}
+}
+
+// A foreground deletion deletes the dependents before the owner.
+func TestForegroundDeletion(t *testing.T) {
+	cs, _ := clients(t, fake.Options{})
+	ctx := t.Context()
+	cms := cs.CoreV1().ConfigMaps("ns")
+	parent, _ := cms.Create(ctx, configMap("parent"), metav1.CreateOptions{})
+	if _, err := cms.Create(ctx, owned("child", parent), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: parent.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if e := next(t, w); eventName(e) != "ADDED child" {
+		t.Fatalf("event %s, want ADDED child", eventName(e))
+	}
+	if err := cms.Delete(ctx, "parent", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"DELETED child", "DELETED parent"} {
+		if e := next(t, w); eventName(e) != want {
+			t.Fatalf("event %s, want %s", eventName(e), want)
+		}
+	}
+}
