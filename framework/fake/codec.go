@@ -23,10 +23,10 @@ type encoding struct {
 }
 
 // negotiate picks the first media type of accept that the server can send
-// for a kind (proto: whether it has a protobuf encoding): JSON, or
-// protobuf for built-in kinds. CBOR is not served: a client that accepts
-// JSON as well gets JSON, as from an API server without CBOR. An empty
-// Accept, or one that names nothing the server sends, gets JSON.
+// for a kind (proto: whether it has a protobuf encoding): JSON, protobuf
+// for built-in kinds, CBOR for the others (as an API server with
+// CBORServingAndStorage does). An empty Accept, or one that names nothing
+// the server sends, gets JSON.
 func negotiate(codecs serializer.CodecFactory, accept string, proto bool) encoding {
 	infos := codecs.SupportedMediaTypes()
 	find := func(mediaType string) (runtime.SerializerInfo, bool) {
@@ -39,15 +39,17 @@ func negotiate(codecs serializer.CodecFactory, accept string, proto bool) encodi
 		}
 		switch mediaType {
 		case runtime.ContentTypeJSON, "*/*", "application/*":
+			mediaType = runtime.ContentTypeJSON
 		case runtime.ContentTypeProtobuf:
 			if !proto && params["as"] == "" {
 				continue
 			}
+		case runtime.ContentTypeCBOR:
+			if proto || params["as"] != "" {
+				continue
+			}
 		default:
 			continue
-		}
-		if mediaType != runtime.ContentTypeProtobuf {
-			mediaType = runtime.ContentTypeJSON
 		}
 		info, _ := find(mediaType)
 		e := encoding{info: info, contentType: mediaType}

@@ -51,10 +51,12 @@
 //     from none (the current objects first), and watch lists
 //     (sendInitialEvents, ending with the initial-events-end bookmark); a
 //     watch by selector sees an object that leaves it as DELETED.
-//   - Encodings: JSON, and protobuf for the built-in kinds; metadata-only
+//   - Encodings, as the client's Accept header asks: JSON; protobuf for
+//     the built-in kinds; CBOR (a CBOR sequence for watches) for the
+//     others, as from an API server with CBORServingAndStorage, so
+//     converge's cache decodes what it would in production; metadata-only
 //     answers (as=PartialObjectMetadata[List]) for the metadata client.
-//     CBOR is not served: converge's cache, which asks for CBOR then JSON,
-//     gets JSON, as from an API server without CBOR.
+//     Requests may be sent as JSON, YAML (apply) or protobuf.
 //   - Discovery (/api, /apis and each group version) for the kinds of
 //     Options.Scheme, enough for converge's RESTMapper.
 //
@@ -73,7 +75,8 @@
 // periodic bookmarks, 410 Gone for an old resourceVersion, aggregated
 // discovery, or update-creates (a PUT of a missing object is NotFound).
 // An update without a resourceVersion applies unconditionally, for every
-// kind.
+// kind. Every change is kept in memory for the server's lifetime (watches
+// may start from any resourceVersion): a Server is meant for one test.
 //
 // A Server is safe for concurrent use; writes are applied one at a time in
 // the order they arrive. Close (Start does it at the test's end) ends every

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/rest"
@@ -64,7 +65,7 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		scheme:   opts.Scheme,
-		codecs:   serializer.NewCodecFactory(opts.Scheme),
+		codecs:   serializer.NewCodecFactory(opts.Scheme, serializer.WithSerializer(cbor.NewSerializerInfo)),
 		kinds:    newKinds(opts.Scheme, groupKinds(opts.Scheme, opts.ClusterScoped), groupKinds(opts.Scheme, opts.NoStatusSubresource)),
 		types:    newTypeConverter(opts.Scheme),
 		now:      func() time.Time { return time.Now().Truncate(time.Second) },

@@ -45,8 +45,11 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, q request) {
 		return
 	}
 	contentType := enc.contentType
-	if enc.info.MediaType == runtime.ContentTypeProtobuf {
+	switch enc.info.MediaType {
+	case runtime.ContentTypeProtobuf:
 		contentType = strings.Replace(contentType, runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf+";stream=watch", 1)
+	case runtime.ContentTypeCBOR:
+		contentType = runtime.ContentTypeCBORSequence
 	}
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Transfer-Encoding", "chunked")

@@ -147,8 +147,8 @@ func TestWatchFromAResourceVersion(t *testing.T) {
 	}
 }
 
-// The server answers in protobuf when asked for built-in kinds, in JSON
-// otherwise (a CBOR request that accepts JSON too gets JSON).
+// The server answers in protobuf when asked for built-in kinds, in CBOR
+// when asked for the others, in JSON otherwise.
 func TestContentNegotiation(t *testing.T) {
 	srv := fake.Start(t, fake.Options{Scheme: staticSiteScheme(t), Objects: []object.Object{configMap("cm")}})
 	hc, err := rest.HTTPClientFor(srv.Config())
@@ -159,7 +159,9 @@ func TestContentNegotiation(t *testing.T) {
 		{"/api/v1/namespaces/ns/configmaps", "application/vnd.kubernetes.protobuf,application/json", "application/vnd.kubernetes.protobuf"},
 		{"/api/v1/namespaces/ns/configmaps", "application/json", "application/json"},
 		{"/apis/example.converge.dev/v1alpha1/namespaces/ns/staticsites", "application/vnd.kubernetes.protobuf,application/json", "application/json"},
-		{"/apis/example.converge.dev/v1alpha1/namespaces/ns/staticsites", "application/cbor;q=1,application/json;q=0.9", "application/json"},
+		{"/apis/example.converge.dev/v1alpha1/namespaces/ns/staticsites", "application/cbor;q=1,application/json;q=0.9", "application/cbor"},
+		{"/apis/example.converge.dev/v1alpha1/namespaces/ns/staticsites?watch=true", "application/cbor;q=1,application/json;q=0.9", "application/cbor-seq"},
+		{"/api/v1/namespaces/ns/configmaps", "application/cbor;q=1,application/json;q=0.9", "application/json"},
 		{"/api/v1/namespaces/ns/configmaps?watch=true", "application/vnd.kubernetes.protobuf,application/json", "application/vnd.kubernetes.protobuf;stream=watch"},
 		{"/api/v1/namespaces/ns/configmaps/missing", "application/json", "application/json"},
 	} {
