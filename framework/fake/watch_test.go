@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -193,6 +194,18 @@ func TestMetadataOnly(t *testing.T) {
 	list, err := mc.Resource(gvr).Namespace("ns").List(t.Context(), metav1.ListOptions{})
 	if err != nil || len(list.Items) != 1 {
 		t.Fatalf("metadata list: %v, %v", list, err)
+	}
+	w, err := mc.Resource(gvr).Namespace("ns").Watch(t.Context(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	cs, _ := kubernetes.NewForConfig(srv.Config())
+	if _, err := cs.CoreV1().ConfigMaps("ns").Create(t.Context(), configMap("later"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if e := next(t, w); e.Type != watch.Added || e.Object.(*metav1.PartialObjectMetadata).Name != "later" {
+		t.Errorf("metadata watch event: %s %#v, want ADDED later", e.Type, e.Object)
 	}
 	hc, _ := rest.HTTPClientFor(srv.Config())
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.Config().Host+"/api/v1/namespaces/ns/configmaps/cm", nil)
