@@ -31,7 +31,9 @@
 //     the main resource keep the stored status, writes to /status change
 //     the status only.
 //   - Finalizers: deleting an object that has some only sets its
-//     deletionTimestamp; the write that removes the last one deletes it.
+//     deletionTimestamp; the write that removes the last one deletes it; no
+//     finalizer may be added to an object being deleted (Invalid).
+//     Options.Objects may hold objects already being deleted.
 //   - Garbage collection: when an object is deleted, each object with an
 //     owner reference to it and no other existing owner is deleted (its own
 //     dependents follow); one with another owner loses the dangling

@@ -23,7 +23,9 @@ type Options struct {
 	// Objects are stored before the server answers its first request, as
 	// if created in this order: they get a UID, a creationTimestamp,
 	// generation 1 and a resourceVersion, and keep their status. Each needs
-	// a name, and a namespace when its kind is namespaced. Zero means none.
+	// a name, and a namespace when its kind is namespaced. One with a
+	// deletionTimestamp is stored terminating, and must have a finalizer.
+	// Zero means none.
 	Objects []object.Object
 
 	// ClusterScoped lists, by an example object, the kinds of Scheme that

@@ -217,6 +217,12 @@ func TestFinalizersHoldADeletion(t *testing.T) {
 	if err != nil || got.DeletionTimestamp == nil {
 		t.Fatalf("after delete with a finalizer: %v, deletionTimestamp %v; want the object, terminating", err, got.GetDeletionTimestamp())
 	}
+	added := got.DeepCopy()
+	added.Finalizers = append(added.Finalizers, "example.com/late")
+	_, err = cs.CoreV1().ConfigMaps("ns").Update(ctx, added, metav1.UpdateOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "example.com/late") {
+		t.Errorf("adding a finalizer to a terminating object: got %v, want Invalid naming it", err)
+	}
 	got.Finalizers = nil
 	if _, err := cs.CoreV1().ConfigMaps("ns").Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -338,6 +344,25 @@ func TestNewServerRejectsBadOptions(t *testing.T) {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		t.Logf("(an API status: %v)", status.Status().Reason)
+	}
+}
+
+// Objects may be seeded terminating, with a finalizer.
+func TestSeedingATerminatingObject(t *testing.T) {
+	now := metav1.Now()
+	held := configMap("held")
+	held.DeletionTimestamp, held.Finalizers = &now, []string{"example.com/hold"}
+	cs, _ := clients(t, fake.Options{Objects: []object.Object{held}})
+	got, err := cs.CoreV1().ConfigMaps("ns").Get(t.Context(), "held", metav1.GetOptions{})
+	if err != nil || got.DeletionTimestamp == nil {
+		t.Errorf("seeded terminating object: %v, deletionTimestamp %v", err, got.GetDeletionTimestamp())
+	}
+
+	gone := configMap("gone")
+	gone.DeletionTimestamp = &now
+	_, err = fake.NewServer(fake.Options{Objects: []object.Object{gone}})
+	if err == nil || !strings.Contains(err.Error(), "deletionTimestamp") || !strings.Contains(err.Error(), "gone") {
+		t.Errorf("seeded deleting object without finalizer: got %v, want an error naming it and deletionTimestamp", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package fake
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -107,9 +108,17 @@ func (s *Server) createLocked(k *kind, ns string, obj object.Object, manager str
 	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.now()))
 	obj.SetGeneration(1)
-	obj.SetDeletionTimestamp(nil)
-	obj.SetDeletionGracePeriodSeconds(nil)
 	obj.SetResourceVersion("")
+	switch {
+	case seeded && obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0:
+		return nil, invalid(k, obj.GetName(), field.Forbidden(field.NewPath("metadata", "deletionTimestamp"),
+			"an object being deleted without finalizers would be gone at once: give it a finalizer, or no deletionTimestamp"))
+	case seeded && obj.GetDeletionTimestamp() != nil:
+		// A seeded object may be terminating already.
+	default:
+		obj.SetDeletionTimestamp(nil)
+		obj.SetDeletionGracePeriodSeconds(nil)
+	}
 	if k.status && !seeded {
 		if err := copyStatus(obj, nil); err != nil {
 			return nil, err
@@ -194,6 +203,14 @@ func (s *Server) updateLocked(k *kind, ns, name, sub string, obj object.Object, 
 		if k.status {
 			if err := copyStatus(next, old); err != nil {
 				return nil, err
+			}
+		}
+	}
+	if old.GetDeletionTimestamp() != nil {
+		for _, f := range next.GetFinalizers() {
+			if !slices.Contains(old.GetFinalizers(), f) {
+				return nil, invalid(k, name, field.Forbidden(field.NewPath("metadata", "finalizers"),
+					fmt.Sprintf("no new finalizers can be added if the object is being deleted, found new finalizers %q", f)))
 			}
 		}
 	}
