@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,6 +102,24 @@ func TestDeclarativeControllerRunsOnTheFake(t *testing.T) {
 			return false, err
 		}
 		return meta.IsStatusConditionTrue(got.Status.Conditions, "Ready") && got.Status.ObservedGeneration == got.Generation, nil
+	})
+
+	// A child declared, then no longer declared, is pruned.
+	setMinAvailable := func(patch string) {
+		t.Helper()
+		if err := mgr.Client().Patch(t.Context(), &v1alpha1.StaticSite{ObjectMeta: parent.ObjectMeta}, types.MergePatchType, []byte(patch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setMinAvailable(`{"spec":{"minAvailable":1}}`)
+	eventually(t, "the PodDisruptionBudget is applied", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, key, &policyv1.PodDisruptionBudget{})
+		return err == nil, err
+	})
+	setMinAvailable(`{"spec":{"minAvailable":null}}`)
+	eventually(t, "the PodDisruptionBudget is pruned", func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, key, &policyv1.PodDisruptionBudget{})
+		return apierrors.IsNotFound(err), err
 	})
 
 	// Deleting the parent collects its children.
