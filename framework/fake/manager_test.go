@@ -2,9 +2,13 @@ package fake_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -14,7 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
@@ -37,10 +44,15 @@ func staticSiteScheme(t *testing.T) *runtime.Scheme {
 }
 
 // startManager runs a manager on srv with the StaticSite controller until
-// the test ends.
-func startManager(t *testing.T, srv *fake.Server, s *runtime.Scheme) *framework.Manager {
+// the test ends or stop is called. opts.Logger defaults to one that
+// discards (logr.Discard() would count as unset, and the manager would
+// install its default logger in klog, shared with the managers running).
+func startManager(t *testing.T, srv *fake.Server, opts framework.Options) (mgr *framework.Manager, stop func()) {
 	t.Helper()
-	mgr, err := framework.NewManager(srv.Config(), framework.Options{Scheme: s})
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.FromSlogHandler(slog.DiscardHandler)
+	}
+	mgr, err := framework.NewManager(srv.Config(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,13 +64,17 @@ func startManager(t *testing.T, srv *fake.Server, s *runtime.Scheme) *framework.
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Manager.Start: %v", err)
-		}
-	})
-	return mgr
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Manager.Start: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return mgr, stop
 }
 
 // eventually polls cond until it holds or the test's deadline (30 s at
@@ -85,7 +101,7 @@ func TestDeclarativeControllerRunsOnTheFake(t *testing.T) {
 		Spec:       v1alpha1.StaticSiteSpec{Pages: map[string]string{"index.html": "hello"}},
 	}
 	srv := fake.Start(t, fake.Options{Scheme: s, Objects: []object.Object{parent}})
-	mgr := startManager(t, srv, s)
+	mgr, _ := startManager(t, srv, framework.Options{Scheme: s})
 	c := mgr.APIReader()
 
 	key := types.NamespacedName{Namespace: "web", Name: "docs"}
@@ -134,4 +150,54 @@ func TestDeclarativeControllerRunsOnTheFake(t *testing.T) {
 		err := c.Get(ctx, key, &appsv1.Deployment{})
 		return apierrors.IsNotFound(err), nil
 	})
+}
+
+// Two managers elect one leader through a Lease on the fake; when the
+// leader stops, it releases the Lease and the other takes over.
+func TestLeaderElectionOnTheFake(t *testing.T) {
+	s := staticSiteScheme(t)
+	srv := fake.Start(t, fake.Options{Scheme: s, Objects: []object.Object{
+		&v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "docs"}},
+	}})
+	leaderElection := func(identity string) framework.Options {
+		return framework.Options{Scheme: s, LeaderElection: framework.LeaderElectionOptions{
+			Enabled: true, ID: "staticsite", Namespace: "kube-system", Identity: identity, RetryPeriod: 100 * time.Millisecond,
+		}}
+	}
+	holds := func(identity string) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			lease, err := kubernetes.NewForConfigOrDie(srv.Config()).CoordinationV1().Leases("kube-system").Get(ctx, "staticsite", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return ptr.Deref(lease.Spec.HolderIdentity, "") == identity, nil
+		}
+	}
+	configMapExists := func(name string) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			_, err := kubernetes.NewForConfigOrDie(srv.Config()).CoreV1().ConfigMaps("web").Get(ctx, name, metav1.GetOptions{})
+			return err == nil, err
+		}
+	}
+
+	first, stopFirst := startManager(t, srv, leaderElection("first"))
+	eventually(t, "the first manager leads", holds("first"))
+	eventually(t, "the first manager applies the ConfigMap", configMapExists("docs"))
+	_, _ = startManager(t, srv, leaderElection("second"))
+	stopFirst()
+	eventually(t, "the second manager leads once the first stopped", holds("second"))
+	blog := &v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "blog"}}
+	if err := first.Client().Create(t.Context(), blog); !errors.Is(err, framework.ErrManagerStopped) {
+		t.Errorf("a write through the stopped leader's client: got %v, want ErrManagerStopped", err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(srv.Config()).CoreV1().ConfigMaps("web").Get(t.Context(), "blog", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("before the StaticSite exists: %v", err)
+	}
+	dc := dynamic.NewForConfigOrDie(srv.Config())
+	u := unstructuredSite("blog")
+	u.SetNamespace("web")
+	if _, err := dc.Resource(staticSites).Namespace("web").Create(t.Context(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second manager applies the new StaticSite's ConfigMap", configMapExists("blog"))
 }
