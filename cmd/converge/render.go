@@ -178,6 +178,7 @@ var apiFiles = []fileSpec{
 	{tmpl: "api/types.go.tmpl", out: "{{.R.APIDir}}/{{.R.Lower}}_types.go"},
 	{tmpl: "api/controller.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller.go"},
 	{tmpl: "api/controller_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_test.go"},
+	{tmpl: "api/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_unit_test.go"},
 	{tmpl: "api/sample.yaml.tmpl", out: "config/samples/{{.R.SampleFile}}"},
 }
 

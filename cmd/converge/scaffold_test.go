@@ -16,9 +16,9 @@ import (
 // TestScaffoldBuildsAndPasses is the promise of converge init: a project
 // scaffolded here, with a replace pointing at this checkout, builds, vets and
 // passes its own specs on a real control plane (the binaries make assets
-// builds). It adds a controller for every built-in kind converge has a sample
-// for, so each sample is checked by the API server, a kind without a sample,
-// and two kinds of a new API.
+// builds) and its unit tests on framework/fake. It adds a controller for
+// every built-in kind converge has a sample for, so each sample is checked
+// by the API server, a kind without a sample, and two kinds of a new API.
 //
 // It takes about a minute with a warm build cache (mostly linking and the
 // generated specs); go test -short skips it.
@@ -95,6 +95,11 @@ func TestScaffoldBuildsAndPasses(t *testing.T) {
 		out := goCmd(t, dir, "test", "-race", "-count=1", "-v", "./...")
 		if !strings.Contains(out, "ok  \texample.com/team/op/internal/controller") {
 			t.Errorf("the generated specs did not run:\n%s", out)
+		}
+		for _, kind := range []string{"Customer", "Order"} { // the unit tests on framework/fake
+			if test := "--- PASS: Test" + kind + "ControllerOnFakeAPIServer"; !strings.Contains(out, test) {
+				t.Errorf("the generated output lacks %q:\n%s", test, out)
+			}
 		}
 		for _, line := range strings.Split(out, "\n") {
 			if line = ansi.ReplaceAllString(line, ""); strings.Contains(line, "Ran ") || strings.Contains(line, "Passed") {

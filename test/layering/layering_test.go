@@ -63,6 +63,16 @@ var rules = []struct {
 		forbidden: []string{module + "/framework/envtest", module + "/examples/...", module + "/declarative"},
 	},
 	{
+		name:      "framework/fake serves the client, cache and manager from below: it may import client, informers and object, never the manager, declarative or the test control plane",
+		from:      []string{"framework/fake"},
+		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/declarative", module + "/workqueue", module + "/reconcile"},
+	},
+	{
+		name:      "the library never imports the fake API server: it is for tests",
+		from:      []string{"client", "informers", "object", "reconcile", "workqueue", "framework", "framework/controllerutil", "framework/envtest", "declarative"},
+		forbidden: []string{module + "/framework/fake"},
+	},
+	{
 		name:      "framework/envtest stands alone: it never imports framework",
 		from:      []string{"framework/envtest"},
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil"},

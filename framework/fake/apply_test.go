@@ -1,0 +1,151 @@
+package fake_test
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+
+	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/object"
+)
+
+// A second field manager's apply of a field another owns conflicts,
+// unless forced.
+func TestApplyConflictsOnAnotherManagersField(t *testing.T) {
+	cs, _ := clients(t, fake.Options{})
+	ctx := t.Context()
+	cms := cs.CoreV1().ConfigMaps("ns")
+	created, err := cms.Apply(ctx, corev1ac.ConfigMap("cm", "ns").WithData(map[string]string{"owned": "by-a"}), metav1.ApplyOptions{FieldManager: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.UID == "" || created.Generation != 1 {
+		t.Errorf("apply of a missing object: uid %q, generation %d; want it created", created.UID, created.Generation)
+	}
+	_, err = cms.Apply(ctx, corev1ac.ConfigMap("cm", "ns").WithData(map[string]string{"owned": "by-b"}), metav1.ApplyOptions{FieldManager: "b"})
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), ".data.owned") {
+		t.Fatalf("apply of a's field by b: got %v, want a Conflict naming manager a and .data.owned", err)
+	}
+	// Another field is b's to take; a's field is b's only when forced.
+	if _, err := cms.Apply(ctx, corev1ac.ConfigMap("cm", "ns").WithData(map[string]string{"mine": "b"}), metav1.ApplyOptions{FieldManager: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cms.Apply(ctx, corev1ac.ConfigMap("cm", "ns").WithData(map[string]string{"owned": "by-b", "mine": "b"}), metav1.ApplyOptions{FieldManager: "b", Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Data["owned"] != "by-b" || got.Data["mine"] != "b" {
+		t.Errorf("after b's forced apply: data %v", got.Data)
+	}
+	// a no longer owns anything: applying without its field removes nothing of b's.
+	got, err = cms.Apply(ctx, corev1ac.ConfigMap("cm", "ns").WithData(map[string]string{}), metav1.ApplyOptions{FieldManager: "a"})
+	if err != nil || got.Data["owned"] != "by-b" {
+		t.Errorf("a's empty apply after losing the field: %v, data %v; want b's value kept", err, got.GetObjectMeta())
+	}
+	// A field the manager leaves out of its next apply is removed.
+	got, err = cms.Apply(ctx, corev1ac.ConfigMap("cm", "ns").WithData(map[string]string{"owned": "by-b"}), metav1.ApplyOptions{FieldManager: "b"})
+	if _, ok := got.Data["mine"]; err != nil || ok {
+		t.Errorf("b's apply without .data.mine: %v, data %v; want it removed", err, got.Data)
+	}
+	managers := map[string]bool{}
+	for _, e := range got.ManagedFields {
+		managers[e.Manager] = true
+	}
+	if !managers["b"] {
+		t.Errorf("managedFields %v lack manager b", got.ManagedFields)
+	}
+	// An unchanged apply keeps the resourceVersion.
+	again, err := cms.Apply(ctx, corev1ac.ConfigMap("cm", "ns").WithData(map[string]string{"owned": "by-b"}), metav1.ApplyOptions{FieldManager: "b"})
+	if err != nil || again.ResourceVersion != got.ResourceVersion {
+		t.Errorf("unchanged apply: resourceVersion %s → %s (%v)", got.ResourceVersion, again.ResourceVersion, err)
+	}
+}
+
+// Apply of a custom resource's status goes to the status subresource; its
+// spec is the main resource's.
+func TestApplyToTheStatusSubresource(t *testing.T) {
+	_, dc := clients(t, fake.Options{})
+	ctx := t.Context()
+	sites := dc.Resource(staticSites).Namespace("ns")
+	u := unstructuredSite("s")
+	_ = unstructured.SetNestedField(u.Object, "nginx", "spec", "image")
+	_ = unstructured.SetNestedField(u.Object, "http://ignored", "status", "url")
+	created, err := sites.Apply(ctx, "s", u, metav1.ApplyOptions{FieldManager: "user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := unstructured.NestedString(created.Object, "status", "url"); found {
+		t.Errorf("an apply to the main resource wrote the status: %v", created.Object["status"])
+	}
+	st := unstructuredSite("s")
+	_ = unstructured.SetNestedField(st.Object, "http://s.ns.svc", "status", "url")
+	_ = unstructured.SetNestedField(st.Object, "ignored", "spec", "image")
+	got, err := sites.ApplyStatus(ctx, "s", st, metav1.ApplyOptions{FieldManager: "controller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, _, _ := unstructured.NestedString(got.Object, "status", "url")
+	image, _, _ := unstructured.NestedString(got.Object, "spec", "image")
+	if url != "http://s.ns.svc" || image != "nginx" || got.GetGeneration() != 1 {
+		t.Errorf("after a status apply: url %q, image %q, generation %d; want the status only written", url, image, got.GetGeneration())
+	}
+	missing := unstructuredSite("missing")
+	if _, err := sites.ApplyStatus(ctx, "missing", missing, metav1.ApplyOptions{FieldManager: "controller"}); !apierrors.IsNotFound(err) {
+		t.Errorf("status apply of a missing object: got %v, want NotFound", err)
+	}
+}
+
+func TestPatchTypes(t *testing.T) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "d"}, Spec: appsv1.DeploymentSpec{
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "a:1"}, {Name: "b", Image: "b:1"}}}},
+	}}
+	cs, dc := clients(t, fake.Options{Objects: []object.Object{d, configMap("cm", "k", "v", "drop", "x")}})
+	ctx := t.Context()
+
+	// A strategic merge patch merges containers by name.
+	got, err := cs.AppsV1().Deployments("ns").Patch(ctx, "d", types.StrategicMergePatchType,
+		[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"b","image":"b:2"}]}}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs := got.Spec.Template.Spec.Containers; len(cs) != 2 || cs[0].Image != "a:1" || cs[1].Image != "b:2" {
+		t.Errorf("after a strategic merge patch: containers %v", cs)
+	}
+	if got.Generation != 2 {
+		t.Errorf("a spec patch left generation %d, want 2", got.Generation)
+	}
+	// A JSON merge patch replaces lists and removes fields set to null.
+	cm, err := cs.CoreV1().ConfigMaps("ns").Patch(ctx, "cm", types.MergePatchType, []byte(`{"data":{"k":"merged","drop":null}}`), metav1.PatchOptions{})
+	if err != nil || cm.Data["k"] != "merged" || len(cm.Data) != 1 {
+		t.Errorf("after a merge patch: %v, data %v", err, cm.GetObjectMeta())
+	}
+	// A JSON patch's test operation guards the patch.
+	_, err = cs.CoreV1().ConfigMaps("ns").Patch(ctx, "cm", types.JSONPatchType, []byte(`[{"op":"test","path":"/data/k","value":"other"},{"op":"replace","path":"/data/k","value":"x"}]`), metav1.PatchOptions{})
+	if err == nil || apierrors.ReasonForError(err) == metav1.StatusReasonUnknown && !strings.Contains(err.Error(), "cm") {
+		t.Errorf("failing JSON patch test: got %v, want an error naming the object", err)
+	}
+	cm, err = cs.CoreV1().ConfigMaps("ns").Patch(ctx, "cm", types.JSONPatchType, []byte(`[{"op":"test","path":"/data/k","value":"merged"},{"op":"replace","path":"/data/k","value":"json"}]`), metav1.PatchOptions{})
+	if err != nil || cm.Data["k"] != "json" {
+		t.Errorf("after a JSON patch: %v, data %v", err, cm.GetObjectMeta())
+	}
+	// A patch naming a stale resourceVersion conflicts.
+	_, err = cs.CoreV1().ConfigMaps("ns").Patch(ctx, "cm", types.MergePatchType, []byte(`{"metadata":{"resourceVersion":"1"},"data":{"k":"late"}}`), metav1.PatchOptions{})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("merge patch with a stale resourceVersion: got %v, want a Conflict", err)
+	}
+	// Custom resources have no strategic merge patch.
+	if _, err := dc.Resource(staticSites).Namespace("ns").Create(ctx, unstructuredSite("s"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = dc.Resource(staticSites).Namespace("ns").Patch(ctx, "s", types.StrategicMergePatchType, []byte(`{"spec":{"image":"x"}}`), metav1.PatchOptions{})
+	if apierrors.ReasonForError(err) != metav1.StatusReasonUnsupportedMediaType {
+		t.Errorf("strategic merge patch of a custom resource: got %v, want UnsupportedMediaType", err)
+	}
+}

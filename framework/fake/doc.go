@@ -1,0 +1,86 @@
+// Package fake is a Kubernetes API server in memory, for unit tests of
+// controllers without a control plane: no etcd, no kube-apiserver, no
+// network port.
+//
+// Start a Server seeded with objects, and hand its Config to the real
+// converge code: framework.NewManager, its cache, client and controllers,
+// and declarative reconcilers run on it unchanged, as do client-go's
+// clientsets and dynamic and metadata clients.
+//
+//	srv := fake.Start(t, fake.Options{Scheme: scheme, Objects: []object.Object{parent}})
+//	mgr, err := framework.NewManager(srv.Config(), framework.Options{Scheme: scheme})
+//
+// Requests go to the server through Config's transport, in memory; the
+// server speaks HTTP as the API server does, so converge's own encodings,
+// retries and error handling are what the test exercises. See the Example.
+//
+// # What is emulated
+//
+//   - Identity: create sets metadata.uid, creationTimestamp, generation 1
+//     and a resourceVersion; generateName gets five random characters.
+//   - resourceVersion: one counter for the whole server, growing with every
+//     change. An update or patch naming an older resourceVersion fails with
+//     409 Conflict (optimistic concurrency); without one it applies. A write
+//     that changes nothing keeps the resourceVersion.
+//   - generation grows with every change outside metadata and status.
+//   - Errors are metav1.Status answers with the API server's codes and
+//     reasons (NotFound, AlreadyExists, Conflict, Invalid, BadRequest,
+//     MethodNotAllowed, UnsupportedMediaType), naming the object and cause.
+//   - Status subresource for every kind with a Status field (unless listed
+//     in Options.NoStatusSubresource): create drops the status, writes to
+//     the main resource keep the stored status, writes to /status change
+//     the status only.
+//   - Finalizers: deleting an object that has some only sets its
+//     deletionTimestamp; the write that removes the last one deletes it; no
+//     finalizer may be added to an object being deleted (Invalid).
+//     Options.Objects may hold objects already being deleted.
+//   - Garbage collection: when an object is deleted, each object with an
+//     owner reference to it and no other existing owner is deleted (its own
+//     dependents follow); one with another owner loses the dangling
+//     reference. Orphan deletion removes the references instead; foreground
+//     deletion deletes the dependents first.
+//   - Server-side apply with field ownership, from client-go's schemas for
+//     the built-in kinds and a schema deduced from the object for the others:
+//     managedFields, 409 Conflict naming the manager and the field when
+//     another manager owns a field (unless forced), removal of fields a
+//     manager no longer applies. Non-apply writes are recorded too, under
+//     the fieldManager parameter or the client's program name.
+//   - Patches: JSON merge patch, JSON patch, and strategic merge patch for
+//     the built-in kinds (415 for the others, as for custom resources).
+//   - Lists and deletecollection by namespace, label selector and field
+//     selector on metadata.name and metadata.namespace.
+//   - Watches from a resourceVersion (every change after it, however old),
+//     from none (the current objects first), and watch lists
+//     (sendInitialEvents, ending with the initial-events-end bookmark); a
+//     watch by selector sees an object that leaves it as DELETED.
+//   - Encodings, as the client's Accept header asks: JSON; protobuf for
+//     the built-in kinds; CBOR (a CBOR sequence for watches) for the
+//     others, as from an API server with CBORServingAndStorage, so
+//     converge's cache decodes what it would in production; metadata-only
+//     answers (as=PartialObjectMetadata[List]) for the metadata client.
+//     Requests may be sent as JSON, YAML (apply) or protobuf.
+//   - Discovery (/api, /apis and each group version) for the kinds of
+//     Options.Scheme, enough for converge's RESTMapper.
+//
+// # What is not
+//
+// There is no authentication or authorization (every request is allowed),
+// no admission (objects may be created in namespaces that do not exist;
+// no quota, no pod security), no defaulting and no validation beyond names,
+// namespaces and apply configurations, no immutable fields, and no
+// conversion between versions (each version of a kind is stored apart).
+// Garbage collection runs within the deleting request rather than later,
+// and owner references that were dangling at create are not collected.
+// Pods are deleted at once (no graceful termination). Subresources other
+// than status (scale, eviction, ...) are not served, nor are dry runs (a
+// dryRun request fails with 400), pagination (limit is ignored: one page),
+// periodic bookmarks, 410 Gone for an old resourceVersion, aggregated
+// discovery, or update-creates (a PUT of a missing object is NotFound).
+// An update without a resourceVersion applies unconditionally, for every
+// kind. Every change is kept in memory for the server's lifetime (watches
+// may start from any resourceVersion): a Server is meant for one test.
+//
+// A Server is safe for concurrent use; writes are applied one at a time in
+// the order they arrive. Close (Start does it at the test's end) ends every
+// watch; later requests fail with ErrClosed.
+package fake

@@ -1,0 +1,134 @@
+package fake
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/client-go/applyconfigurations"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/typed"
+
+	"github.com/converge-dev/converge/object"
+)
+
+// typeConverter converts objects to structured values for field
+// management: with client-go's schemas for the built-in kinds (so lists
+// such as containers merge by key), and with a schema deduced from the
+// object for the others (maps merge by field, lists are atomic).
+type typeConverter struct {
+	known, deduced managedfields.TypeConverter
+	// deducedKinds are the kinds client-go has no schema for: a
+	// schema.GroupVersionKind → bool cache.
+	deducedKinds *sync.Map
+}
+
+var _ managedfields.TypeConverter = typeConverter{}
+
+func newTypeConverter(s *runtime.Scheme) typeConverter {
+	return typeConverter{known: applyconfigurations.NewTypeConverter(s), deduced: managedfields.NewDeducedTypeConverter(), deducedKinds: &sync.Map{}}
+}
+
+func (c typeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	deduced, ok := c.deducedKinds.Load(gvk)
+	if !ok {
+		// client-go knows a kind's schema or not: ask with an empty object.
+		empty := &unstructured.Unstructured{}
+		empty.SetGroupVersionKind(gvk)
+		_, err := c.known.ObjectToTyped(empty)
+		deduced, _ = c.deducedKinds.LoadOrStore(gvk, err != nil)
+	}
+	if deduced.(bool) {
+		return c.deduced.ObjectToTyped(obj, opts...)
+	}
+	return c.known.ObjectToTyped(obj, opts...)
+}
+
+func (c typeConverter) TypedToObject(v *typed.TypedValue) (runtime.Object, error) {
+	return c.known.TypedToObject(v)
+}
+
+// managerKey names one field manager: a kind and a subresource.
+type managerKey struct {
+	kind *kind
+	sub  string
+}
+
+// fieldManagerLocked returns the field manager of k's subresource sub
+// ("" or "status"). The status subresource owns the status only; the main
+// resource owns everything else when k has a status subresource.
+func (s *Server) fieldManagerLocked(k *kind, sub string) (*managedfields.FieldManager, error) {
+	key := managerKey{kind: k, sub: sub}
+	if fm, ok := s.managers[key]; ok {
+		return fm, nil
+	}
+	var reset map[fieldpath.APIVersion]fieldpath.Filter
+	if k.status {
+		path := "status"
+		if sub == "status" {
+			path = "spec"
+		}
+		reset = map[fieldpath.APIVersion]fieldpath.Filter{
+			fieldpath.APIVersion(k.gvk.GroupVersion().String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie(path))),
+		}
+	}
+	fm, err := managedfields.NewDefaultFieldManager(s.types, s.scheme, noDefaults{}, s.scheme, k.gvk, k.gvk.GroupVersion(), sub, reset)
+	if err != nil {
+		return nil, fmt.Errorf("fake: field manager for %s: %w", k, err)
+	}
+	s.managers[key] = fm
+	return fm, nil
+}
+
+// noDefaults is the defaulter of the field managers: the server applies
+// no defaults.
+type noDefaults struct{}
+
+func (noDefaults) Default(runtime.Object) {}
+
+// recordUpdate records a non-apply write of next (over old) under manager
+// in next's managedFields.
+func (s *Server) recordUpdate(k *kind, sub string, old, next object.Object, manager string) (object.Object, error) {
+	fm, err := s.fieldManagerLocked(k, sub)
+	if err != nil {
+		return nil, err
+	}
+	out, err := fm.Update(old.DeepCopyObject(), next, manager) // old is shared: the field manager gets a copy
+	if err != nil {
+		return nil, fmt.Errorf("fake: managed fields of %s %s: %w", k, describe(next), err)
+	}
+	return s.typedObject(k, out)
+}
+
+// typedObject returns obj as k's Go type.
+func (s *Server) typedObject(k *kind, obj runtime.Object) (object.Object, error) {
+	if o, ok := obj.(object.Object); ok {
+		if _, unstructured := obj.(runtime.Unstructured); !unstructured {
+			o.GetObjectKind().SetGroupVersionKind(k.gvk)
+			return o, nil
+		}
+	}
+	out, err := s.newObject(k)
+	if err != nil {
+		return nil, err
+	}
+	u, ok := obj.(runtime.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("fake: %T is not a %s", obj, k.gvk)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), out); err != nil {
+		return nil, fmt.Errorf("fake: decode %s: %w", k.gvk, err)
+	}
+	out.GetObjectKind().SetGroupVersionKind(k.gvk)
+	return out, nil
+}
+
+func describe(obj object.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
