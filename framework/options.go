@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -28,7 +29,11 @@ type Options struct {
 	// reconcile adds the object and a reconcile ID.
 	// Zero means NewLogger(LogOptions{}): text at verbosity 0 on standard
 	// error, with client-go's klog output routed into it (the same logger
-	// Flags.Options gives without flags).
+	// Flags.Options gives without flags). That default logger is made once
+	// per process, so managers built one after another (tests) share it and
+	// never swap klog's global logger while another one logs. logr.Discard()
+	// is the zero Logger, so it too means this default: to drop every line,
+	// pass NewLogger(LogOptions{Writer: io.Discard}).
 	Logger logr.Logger
 
 	// Cache configures the shared cache (namespace, per-kind selections,
@@ -199,6 +204,15 @@ const (
 	inClusterNamespaceFile         = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
 
+// defaultLogger is NewLogger(LogOptions{}), made (and routed into klog) once
+// per process: klog's logger must not be replaced while other goroutines log
+// through it.
+var defaultLogger = sync.OnceValue(func() logr.Logger {
+	// NewLogger fails only on a bad format or a negative verbosity.
+	log, _ := NewLogger(LogOptions{})
+	return log
+})
+
 func (o Options) withDefaults() Options {
 	if o.Scheme == nil {
 		o.Scheme = runtime.NewScheme()
@@ -206,8 +220,7 @@ func (o Options) withDefaults() Options {
 		_ = clientgoscheme.AddToScheme(o.Scheme)
 	}
 	if o.Logger.GetSink() == nil {
-		// NewLogger fails only on a bad format or a negative verbosity.
-		o.Logger, _ = NewLogger(LogOptions{})
+		o.Logger = defaultLogger()
 	}
 	o.Webhook = o.Webhook.withDefaults()
 	if o.SyncGCPercent == 0 {

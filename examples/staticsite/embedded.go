@@ -56,7 +56,7 @@ func config(ctx context.Context, flags *framework.Flags, log logr.Logger) (*rest
 
 // demo creates a site, adds a disruption budget, then removes it.
 func demo(ctx context.Context, cfg *rest.Config, log logr.Logger) error {
-	mgr, err := framework.NewManager(cfg, framework.Options{Logger: logr.Discard()})
+	mgr, err := framework.NewManager(cfg, framework.Options{Logger: log.WithName("demo")})
 	if err != nil {
 		return err
 	}
