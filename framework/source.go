@@ -184,6 +184,11 @@ func (s *kindSource[C]) bind(w *watchTarget) (boundSource, error) {
 }
 
 func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerRegistration, error) {
+	return b.inf.AddHandler(b.handler(ctx), b.handlerOptions())
+}
+
+// handler turns the informer's events into requests on the controller's queue.
+func (b *boundKind[C]) handler(ctx context.Context) informers.HandlerFuncs[object.Object] {
 	s, w := &b.kindSource, b.w
 	emit := func(e Event[C], background bool) {
 		if !passes(s.preds, e) {
@@ -208,7 +213,7 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 			}
 		}
 	}
-	return b.inf.AddHandler(informers.HandlerFuncs[object.Object]{
+	return informers.HandlerFuncs[object.Object]{
 		AddFunc: func(obj object.Object, initial bool) {
 			if c, ok := obj.(C); ok {
 				emit(Event[C]{Type: Added, Object: c, Background: initial}, initial)
@@ -243,7 +248,7 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 				emit(e, false)
 			}
 		},
-	}, b.handlerOptions())
+	}
 }
 
 // handlerOptions asks the informer for the source's own resync period, if
