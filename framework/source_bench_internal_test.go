@@ -109,6 +109,8 @@ func BenchmarkSourceEvents(b *testing.B) {
 // each deleted object.
 func benchSource[C object.Object](s *kindSource[C], w *watchTarget, onDelete func(C)) *boundKind[C] {
 	b := &boundKind[C]{kindSource: *s, w: w}
-	b.onDelete = onDelete
+	if onDelete != nil {
+		b.keepTombstones(onDelete)
+	}
 	return b
 }

@@ -79,14 +79,15 @@ func For[T object.Object](c *Cache, sel Selection) (*Informer[T], error) {
 	return &Informer[T]{e: e}, nil
 }
 
-// ForObject is For for callers that know the type only at run time: the
-// informer is chosen by example's Go type (and, for unstructured and metadata
-// objects, sel.Kind or example's apiVersion and kind).
-func ForObject(c *Cache, example object.Object, sel Selection) (*Informer[object.Object], error) {
+// ForObject is For for callers that know the Go type only at run time: the
+// informer is chosen by example's dynamic type (and, for unstructured and
+// metadata objects, sel.Kind or example's apiVersion and kind), and T may be
+// an interface, such as object.Object, that example implements.
+func ForObject[T object.Object](c *Cache, example T, sel Selection) (*Informer[T], error) {
 	return forObject(c, example, sel, true)
 }
 
-func forObject(c *Cache, example object.Object, sel Selection, pin bool) (*Informer[object.Object], error) {
+func forObject[T object.Object](c *Cache, example T, sel Selection, pin bool) (*Informer[T], error) {
 	if sel.Kind.Empty() && modeOf(example) != Typed {
 		sel.Kind = example.GetObjectKind().GroupVersionKind()
 	}
@@ -94,7 +95,7 @@ func forObject(c *Cache, example object.Object, sel Selection, pin bool) (*Infor
 	if err != nil {
 		return nil, err
 	}
-	return &Informer[object.Object]{e: e}, nil
+	return &Informer[T]{e: e}, nil
 }
 
 // Kind returns the informer's kind.
