@@ -174,8 +174,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		lost:         make(chan struct{}),
 	}
 	m.metrics.cacheObjectsSource = c.Stats
-	copts := client.Options{Config: cfg, HTTPClient: httpClient, Scheme: opts.Scheme, Mapper: mapper,
-		Cache: c, Fence: m.allowWrite, RequestLogger: capVerbosity}
+	// No Config: the client and the API reader send their requests with
+	// the cache's REST clients, one per group version for the whole manager.
+	copts := client.Options{Scheme: opts.Scheme, Mapper: mapper, Cache: c, Fence: m.allowWrite, RequestLogger: capVerbosity}
 	if m.client, err = client.New(copts); err != nil {
 		return nil, fmt.Errorf("framework: %w", err)
 	}
