@@ -50,8 +50,11 @@ var _ Runnable = RunnableFunc(nil)
 func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 
 // Manager owns what the controllers of one process share: the API server
-// configuration, the scheme, the REST mapper, the shared cache and the client.
-// It runs the cache and every added Runnable (controllers among them).
+// configuration, the scheme, the REST mapper, the shared cache, the client
+// and the API reader. The last three share one HTTP client and one set of
+// REST clients, made by the cache once per API group version and wire
+// format (see informers.Cache.RESTClient). It runs the cache and every
+// added Runnable (controllers among them).
 //
 // Build controllers with NewController, then call Start once.
 type Manager struct {

@@ -124,7 +124,7 @@ func (c *Cache) Scheme() *runtime.Scheme { return c.opts.Scheme }
 // with it the typed kinds of gv that have no protobuf encoding (asking for
 // CBOR unless Options.DisableCBOR), and a client.Client or client.APIReader
 // built on the cache without a Config of its own sends its requests with
-// it: one client per group version, one client-side rate limit.
+// it.
 func (c *Cache) RESTClient(gv schema.GroupVersion) (*rest.RESTClient, error) {
 	rc, err := c.rest.For(gv, restset.JSON)
 	if err != nil {

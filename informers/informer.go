@@ -39,8 +39,8 @@ var ErrNotCached = errors.New("informers: outside what the cache holds")
 type Reader[T object.Object] interface {
 	// Get returns the object, or an error for which apierrors.IsNotFound is
 	// true when the cache holds no such object. When this process wrote the
-	// object through a client that reports its writes (the framework's
-	// client does), Get first waits for the cache to hold that write. An
+	// object through a client that reports its writes (a client.Client
+	// does), Get first waits for the cache to hold that write. An
 	// object in a namespace the reader does not hold is an error wrapping
 	// ErrNotCached, never a NotFound.
 	Get(ctx context.Context, namespace, name string) (T, error)
@@ -369,7 +369,7 @@ func namespaceOf(sel fields.Selector) (string, bool) {
 type ListOption func(*ListOptions)
 
 // ListOptions is what a List's options ask for; NewListOptions collects them.
-// Readers other than the cache (an uncached reader) read them from here.
+// Readers other than the cache (client.APIReader) read them from here.
 type ListOptions struct {
 	// Namespace keeps objects in this namespace; "" means every namespace
 	// the reader holds.
@@ -407,7 +407,8 @@ func MatchingLabels(sel labels.Selector) ListOption {
 // (the cache holds decoded objects, not the API server's field sets): to
 // select on spec.nodeName or status.phase, narrow the informer itself
 // (Selection.Fields, evaluated by the API server) or read without the cache
-// (the framework's Manager.APIReader, which passes sel to the server).
+// (a client.APIReader, such as the framework's Manager.APIReader, which
+// passes sel to the server).
 func MatchingFields(sel fields.Selector) ListOption {
 	return func(o *ListOptions) { o.Fields = sel }
 }

@@ -90,7 +90,8 @@ type Options struct {
 
 	// OnRequestError is called for each failed list or watch request (not
 	// for the routine expiry of a watch), from the informer's goroutine; it
-	// must not block. Zero means none. The manager counts them in metrics.
+	// must not block. Zero means none. The framework's Manager counts them
+	// in its metrics.
 	OnRequestError func(RequestError)
 
 	// Transform changes each object before it is stored, after managedFields
