@@ -23,8 +23,8 @@ import (
 
 // Source is something a controller watches: objects of one kind in the shared
 // cache, and the rule that turns their events into requests for the
-// controller's own kind. Build one with Owned or Map; narrow it with
-// WithSelection.
+// controller's own kind. Build one with Owned, OwnedByAny or Map; narrow it
+// with WithSelection.
 type Source interface {
 	// String names the source for errors and logs.
 	String() string
@@ -116,8 +116,9 @@ func Map[C object.Object](fn func(ctx context.Context, obj C) []reconcile.Reques
 }
 
 // WithSelection returns src narrowed to the objects sel selects (namespace,
-// labels, fields), or, for *unstructured.Unstructured and
-// *metav1.PartialObjectMetadata sources, told which kind to watch.
+// labels, fields), or, for *unstructured.Unstructured,
+// *metav1.PartialObjectMetadata and object.Object sources (a Map of
+// object.Object, say), told which kind to watch.
 func WithSelection(src Source, sel informers.Selection) Source {
 	s, ok := src.(interface {
 		withSelection(informers.Selection) Source
