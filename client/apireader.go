@@ -35,7 +35,8 @@ import (
 type APIReader struct {
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
-	rest   *restClients
+	// rest returns the REST client of a group version.
+	rest func(schema.GroupVersion) (*rest.RESTClient, error)
 	// logger adjusts the logger client-go logs each request to.
 	logger func(logr.Logger) logr.Logger
 }
@@ -126,7 +127,7 @@ func (r *APIReader) request(gvk schema.GroupVersionKind, ns string, named bool) 
 	if named && namespaced && ns == "" {
 		return nil, fmt.Errorf("%s is namespaced but no namespace was given", gvk.Kind)
 	}
-	rc, err := r.rest.forGroupVersion(gvk.GroupVersion())
+	rc, err := r.rest(gvk.GroupVersion())
 	if err != nil {
 		return nil, err
 	}

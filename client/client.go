@@ -6,20 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"github.com/go-logr/logr"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/restset"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -56,36 +55,14 @@ type Client struct {
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
 	cache  *informers.Cache
-	// rest sends writes; its transport refuses them when allowWrite fails.
-	rest *restClients
+	// rest returns the REST client of a group version, whose transport
+	// refuses a request when the fence in its context fails (see
+	// restset.WithFence).
+	rest func(schema.GroupVersion) (*rest.RESTClient, error)
 	// allowWrite says whether a write may be sent now: nil, or why not.
 	allowWrite func() error
 	// logger adjusts the logger client-go logs each request to.
 	logger func(logr.Logger) logr.Logger
-}
-
-// fencedTransport refuses requests when allow fails: the last check before
-// a write leaves the process.
-type fencedTransport struct {
-	base  http.RoundTripper
-	allow func() error
-}
-
-func (t fencedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if err := t.allow(); err != nil {
-		if r.Body != nil {
-			_ = r.Body.Close()
-		}
-		return nil, err
-	}
-	return t.base.RoundTrip(r)
-}
-
-func transportOf(c *http.Client) http.RoundTripper {
-	if c.Transport != nil {
-		return c.Transport
-	}
-	return http.DefaultTransport
 }
 
 // Get copies the cached object key into obj.
@@ -272,7 +249,7 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	rc, err := c.rest.forGroupVersion(gvk.GroupVersion())
+	rc, err := c.rest(gvk.GroupVersion())
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -290,7 +267,7 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 	if sub != "" {
 		req = req.SubResource(sub)
 	}
-	res := build(req).Do(quietly(ctx, c.logger))
+	res := build(req).Do(c.requestContext(ctx))
 	if err := res.Error(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -320,6 +297,12 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 	}
 	c.cache.ObserveWrite(gvk, obj)
 	return nil
+}
+
+// requestContext returns the context a write is sent on: fenced by
+// allowWrite, logging to the adjusted logger.
+func (c *Client) requestContext(ctx context.Context) context.Context {
+	return restset.WithFence(quietly(ctx, c.logger), c.allowWrite)
 }
 
 // observeDeletion tells the cache about a deletion: gone at once (the
@@ -398,45 +381,4 @@ func KindOf(scheme *runtime.Scheme, obj runtime.Object) (schema.GroupVersionKind
 		return schema.GroupVersionKind{}, fmt.Errorf("%T is not registered in the client's scheme: %w", obj, err)
 	}
 	return gvks[0], nil
-}
-
-// restClients holds one JSON REST client per group version, sharing one
-// HTTP client. Writes use JSON: the body of a patch is JSON whatever the
-// kind, and custom resources only speak JSON.
-type restClients struct {
-	cfg    *rest.Config
-	http   *http.Client
-	codecs serializer.CodecFactory
-
-	mu sync.Mutex
-	// byGV holds the client of each group version; mu guards it.
-	byGV map[schema.GroupVersion]*rest.RESTClient
-}
-
-func newRESTClients(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme) *restClients {
-	return &restClients{cfg: cfg, http: httpClient, codecs: serializer.NewCodecFactory(scheme), byGV: map[schema.GroupVersion]*rest.RESTClient{}}
-}
-
-// forGroupVersion returns the shared client of gv.
-func (r *restClients) forGroupVersion(gv schema.GroupVersion) (*rest.RESTClient, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if rc, ok := r.byGV[gv]; ok {
-		return rc, nil
-	}
-	cfg := rest.CopyConfig(r.cfg)
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	if gv.Group == "" {
-		cfg.APIPath = "/api"
-	}
-	cfg.NegotiatedSerializer = r.codecs.WithoutConversion()
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	rc, err := rest.RESTClientForConfigAndClient(cfg, r.http)
-	if err != nil {
-		return nil, fmt.Errorf("REST client for %s: %w", gv, err)
-	}
-	r.byGV[gv] = rc
-	return rc, nil
 }

@@ -65,7 +65,7 @@ func (c *Client) DeleteAllOf(ctx context.Context, example object.Object, sel inf
 	if namespaced && ns == "" {
 		return fmt.Errorf("%s: %s is namespaced: give the namespace (Selection.Namespace or the example's)", what, gvk.Kind)
 	}
-	rc, err := c.rest.forGroupVersion(gvk.GroupVersion())
+	rc, err := c.rest(gvk.GroupVersion())
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -80,7 +80,7 @@ func (c *Client) DeleteAllOf(ctx context.Context, example object.Object, sel inf
 		VersionedParams(&lo, metav1.ParameterCodec).
 		SetHeader("Accept", metadataAccept("PartialObjectMetadataList")+", application/json").
 		Body(&metav1.DeleteOptions{PropagationPolicy: wo.propagation})
-	res := req.Do(quietly(ctx, c.logger))
+	res := req.Do(c.requestContext(ctx))
 	if err := res.Error(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

@@ -15,22 +15,27 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/restset"
 	"github.com/converge-dev/converge/object"
 )
 
 // Options configures New and NewAPIReader.
 type Options struct {
-	// Config is the API server's configuration. Required.
+	// Config is the API server's configuration. Zero means the Cache's:
+	// requests are then sent with the cache's REST clients
+	// (informers.Cache.RESTClient), one per group version, shared with the
+	// cache and every client built on it. Required when Cache is not set.
 	Config *rest.Config
-	// HTTPClient sends the requests. Zero means one built from Config
-	// (rest.HTTPClientFor).
+	// HTTPClient sends the requests made with Config. Zero means one built
+	// from Config (rest.HTTPClientFor).
 	HTTPClient *http.Client
 	// Scheme maps typed objects to their kinds. Required.
 	Scheme *runtime.Scheme
 	// Mapper maps kinds to resources. Required.
 	Mapper meta.RESTMapper
 	// Cache serves a Client's reads and learns of its writes, so that reads
-	// show them. Required by New; NewAPIReader ignores it.
+	// show them. Required by New; NewAPIReader uses only its REST clients,
+	// and only when Config is zero.
 	Cache *informers.Cache
 	// Fence says whether a write may be sent now: nil, or why not. A Client
 	// calls it before each write and again as each request leaves the
@@ -45,77 +50,84 @@ type Options struct {
 }
 
 // withDefaults returns o with its zero fields set to their defaults.
-func (o Options) withDefaults() (Options, error) {
-	if o.HTTPClient == nil && o.Config != nil {
-		hc, err := rest.HTTPClientFor(o.Config)
-		if err != nil {
-			return o, fmt.Errorf("client: HTTP client for %s: %w", o.Config.Host, err)
-		}
-		o.HTTPClient = hc
-	}
+func (o Options) withDefaults() Options {
 	if o.Fence == nil {
 		o.Fence = func() error { return nil }
 	}
 	if o.RequestLogger == nil {
 		o.RequestLogger = func(l logr.Logger) logr.Logger { return l }
 	}
-	return o, nil
+	return o
 }
 
 // validate reports the first required field missing; cache says whether
 // Cache is required.
 func (o Options) validate(cache bool) error {
 	switch {
-	case o.Config == nil:
-		return errors.New("client: Options.Config is required")
 	case o.Scheme == nil:
 		return errors.New("client: Options.Scheme is required")
 	case o.Mapper == nil:
 		return errors.New("client: Options.Mapper is required")
 	case cache && o.Cache == nil:
 		return errors.New("client: Options.Cache is required")
+	case o.Config == nil && o.Cache == nil:
+		return errors.New("client: Options.Config is required when Options.Cache is not set")
 	}
 	return nil
 }
 
+// restClients returns what gives the REST client of each group version:
+// the cache's when Config is zero, else a set of the options' own.
+func (o Options) restClients() (func(schema.GroupVersion) (*rest.RESTClient, error), error) {
+	if o.Config == nil {
+		return o.Cache.RESTClient, nil
+	}
+	set, err := restset.New(o.Config, o.HTTPClient, o.Scheme, nil)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return func(gv schema.GroupVersion) (*rest.RESTClient, error) { return set.For(gv, restset.JSON) }, nil
+}
+
 // New returns a Client that reads from opts.Cache and writes to the API
-// server of opts.Config, refusing writes while opts.Fence fails. It fails
-// when a required option is missing.
+// server of opts.Config (else the cache's), refusing writes while
+// opts.Fence fails. It fails when a required option is missing.
 func New(opts Options) (*Client, error) {
 	if err := opts.validate(true); err != nil {
 		return nil, err
 	}
-	opts, err := opts.withDefaults()
+	opts = opts.withDefaults()
+	restFor, err := opts.restClients()
 	if err != nil {
 		return nil, err
 	}
-	fenced := *opts.HTTPClient
-	fenced.Transport = fencedTransport{base: transportOf(opts.HTTPClient), allow: opts.Fence}
 	return &Client{
 		scheme:     opts.Scheme,
 		mapper:     opts.Mapper,
 		cache:      opts.Cache,
-		rest:       newRESTClients(opts.Config, &fenced, opts.Scheme),
+		rest:       restFor,
 		allowWrite: opts.Fence,
 		logger:     opts.RequestLogger,
 	}, nil
 }
 
 // NewAPIReader returns an APIReader that reads from the API server of
-// opts.Config (Cache and Fence do not apply). It fails when a required
-// option is missing.
+// opts.Config, else with the REST clients of opts.Cache (never from the
+// cache itself; Fence does not apply). It fails when a required option is
+// missing.
 func NewAPIReader(opts Options) (*APIReader, error) {
 	if err := opts.validate(false); err != nil {
 		return nil, err
 	}
-	opts, err := opts.withDefaults()
+	opts = opts.withDefaults()
+	restFor, err := opts.restClients()
 	if err != nil {
 		return nil, err
 	}
 	return &APIReader{
 		scheme: opts.Scheme,
 		mapper: opts.Mapper,
-		rest:   newRESTClients(opts.Config, opts.HTTPClient, opts.Scheme),
+		rest:   restFor,
 		logger: opts.RequestLogger,
 	}, nil
 }

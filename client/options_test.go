@@ -20,7 +20,7 @@ import (
 )
 
 // New and NewAPIReader name the missing required option; NewAPIReader does
-// not need a cache.
+// not need a cache, and needs a configuration only without one.
 func TestNewNamesTheMissingOption(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
 	scheme := runtime.NewScheme()
@@ -29,7 +29,7 @@ func TestNewNamesTheMissingOption(t *testing.T) {
 		opts client.Options
 		want string
 	}{
-		{client.Options{Scheme: scheme, Mapper: mapper}, "Options.Config"},
+		{client.Options{Scheme: scheme, Mapper: mapper}, "Options.Cache"},
 		{client.Options{Config: cfg, Mapper: mapper}, "Options.Scheme"},
 		{client.Options{Config: cfg, Scheme: scheme}, "Options.Mapper"},
 		{client.Options{Config: cfg, Scheme: scheme, Mapper: mapper}, "Options.Cache"},
@@ -40,6 +40,9 @@ func TestNewNamesTheMissingOption(t *testing.T) {
 	}
 	if _, err := client.NewAPIReader(client.Options{Config: cfg, Scheme: scheme, Mapper: mapper}); err != nil {
 		t.Errorf("NewAPIReader without a cache: %v", err)
+	}
+	if _, err := client.NewAPIReader(client.Options{Scheme: scheme, Mapper: mapper}); err == nil || !strings.Contains(err.Error(), "Options.Config") {
+		t.Errorf("NewAPIReader without a configuration or a cache = %v, want an error naming Options.Config", err)
 	}
 }
 

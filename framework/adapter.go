@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -14,7 +15,7 @@ import (
 // object from the cache and hands it over, or hands a tombstone to the
 // optional DeletionReconciler when the object is gone.
 type objectAdapter[T object.Object] struct {
-	reader  *typedReader[T]
+	reader  informers.Reader[T]
 	r       reconcile.ObjectReconciler[T]
 	deleted reconcile.DeletionReconciler[T] // nil: deletions are dropped
 

@@ -1,7 +1,6 @@
 package framework
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -172,11 +171,11 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	// scheme), and a failed build must leave nothing behind.
 	primary := &kindSource[T]{self: true, sel: opts.Selection, preds: b.preds, resync: opts.ResyncPeriod}
 	target := &watchTarget{mgr: mgr, name: b.name, log: c.log}
-	bound, err := primary.bind(target)
+	bound, err := primary.bindKind(target)
 	if err != nil {
 		return nil, b.fail(err)
 	}
-	c.kind = bound.informer().Kind()
+	c.kind = bound.inf.Kind()
 	target.owner = c.kind
 	c.sources = append(c.sources, bound)
 	var errs []error
@@ -207,12 +206,11 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	c.queue, target.queue = q, q
 
 	if byObject != nil {
-		reader := &typedReader[T]{inf: bound.informer()}
-		adapter := &objectAdapter[T]{reader: reader, r: byObject}
+		adapter := &objectAdapter[T]{reader: bound.inf, r: byObject}
 		if d, ok := byObject.(reconcile.DeletionReconciler[T]); ok {
 			adapter.deleted = d
 			adapter.tombstones = map[reconcile.Request]T{}
-			bound.(*boundKind[T]).onDelete = adapter.remember
+			bound.keepTombstones(adapter.remember)
 		}
 		byKey = adapter
 	}
@@ -258,18 +256,4 @@ func isNil(v any) bool {
 		return rv.IsNil()
 	}
 	return false
-}
-
-// typedReader reads T from an untyped informer handle.
-type typedReader[T object.Object] struct {
-	inf *informers.Informer[object.Object]
-}
-
-func (r *typedReader[T]) Get(ctx context.Context, namespace, name string) (T, error) {
-	obj, err := r.inf.Get(ctx, namespace, name)
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return obj.(T), nil
 }

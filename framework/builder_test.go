@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -24,6 +25,12 @@ type unregistered struct {
 }
 
 func (u *unregistered) DeepCopyObject() runtime.Object { cp := *u; return &cp }
+
+// withReplicas is an interface narrower than object.Object.
+type withReplicas interface {
+	object.Object
+	GetReplicas() int32
+}
 
 // offlineManager returns a manager whose API server is never contacted:
 // building controllers needs no cluster.
@@ -99,6 +106,16 @@ func TestBuilderValidation(t *testing.T) {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				Watches(framework.Owned[object.Object]((*corev1.ConfigMap)(nil))).Complete(noop)
 		}, []string{"Owned called with a nil *v1.ConfigMap"}},
+		{"Map of the interface type object.Object, the kind given", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+				Watches(framework.WithSelection(framework.Map(func(context.Context, object.Object) []reconcile.Request { return nil }),
+					informers.Selection{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap")})).Complete(noop)
+		}, nil},
+		{"Map of an interface type the kind's objects do not implement", func(mgr *framework.Manager) error {
+			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+				Watches(framework.WithSelection(framework.Map(func(context.Context, withReplicas) []reconcile.Request { return nil }),
+					informers.Selection{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap")})).Complete(noop)
+		}, []string{"watch framework_test.withReplicas", "a *v1.ConfigMap is not a framework_test.withReplicas"}},
 		{"metadata-only owned kind", func(mgr *framework.Manager) error {
 			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&corev1.Secret{}).Complete(noop)
 		}, nil},

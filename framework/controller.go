@@ -150,7 +150,7 @@ func (c *Controller[T]) Name() string { return c.name }
 // it reads to sync, and runs its workers until ctx is done. Then it stops
 // taking keys and waits for in-flight reconciles, whose contexts stay alive
 // for the manager's graceful shutdown timeout and are then cancelled.
-// Reconciles still running 2 seconds (stopGrace) after that are abandoned:
+// Reconciles still running 2 seconds after that are abandoned:
 // each is logged with its key, and Start returns an error wrapping
 // ErrNotStopped that names them.
 func (c *Controller[T]) Start(ctx context.Context) error {

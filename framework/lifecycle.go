@@ -32,7 +32,7 @@ func needsLeader(r Runnable) bool {
 
 // ErrNotStopped is wrapped by the error Start returns when reconciles (or
 // other runnables) did not return within the graceful shutdown timeout and
-// the grace after their contexts were cancelled (stopGrace): Start left them
+// the 2 seconds' grace after their contexts were cancelled: Start left them
 // running and returned. The error names each of them; the client refuses
 // their writes from then on.
 var ErrNotStopped = errors.New("framework: did not stop when cancelled")

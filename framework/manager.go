@@ -51,8 +51,11 @@ var _ Runnable = RunnableFunc(nil)
 func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 
 // Manager owns what the controllers of one process share: the API server
-// configuration, the scheme, the REST mapper, the shared cache and the client.
-// It runs the cache and every added Runnable (controllers among them).
+// configuration, the scheme, the REST mapper, the shared cache, the client
+// and the API reader. The last three share one HTTP client and one set of
+// REST clients, made by the cache once per API group version and wire
+// format (see informers.Cache.RESTClient). It runs the cache and every
+// added Runnable (controllers among them).
 //
 // Build controllers with NewController, then call Start once.
 type Manager struct {
@@ -181,8 +184,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		lost:         make(chan struct{}),
 	}
 	m.metrics.cacheObjectsSource = c.Stats
-	copts := client.Options{Config: cfg, HTTPClient: httpClient, Scheme: opts.Scheme, Mapper: mapper,
-		Cache: c, Fence: m.allowWrite, RequestLogger: capVerbosity}
+	// No Config: the client and the API reader send their requests with
+	// the cache's REST clients, one per group version for the whole manager.
+	copts := client.Options{Scheme: opts.Scheme, Mapper: mapper, Cache: c, Fence: m.allowWrite, RequestLogger: capVerbosity}
 	if m.client, err = client.New(copts); err != nil {
 		return nil, fmt.Errorf("framework: %w", err)
 	}

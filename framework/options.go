@@ -37,8 +37,8 @@ type Options struct {
 	Logger logr.Logger
 
 	// Cache configures the shared cache (namespace, per-kind selections,
-	// resync, sync timeout, managedFields). Its Scheme and Mapper fields are
-	// ignored: the manager's are used. Zero means all namespaces, no resync,
+	// resync, sync timeout, managedFields). Its Scheme, Mapper and
+	// HTTPClient fields are ignored: the manager's are used. Zero means all namespaces, no resync,
 	// a 2-minute sync timeout and managedFields stripped.
 	Cache informers.Options
 

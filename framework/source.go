@@ -23,8 +23,8 @@ import (
 
 // Source is something a controller watches: objects of one kind in the shared
 // cache, and the rule that turns their events into requests for the
-// controller's own kind. Build one with Owned or Map; narrow it with
-// WithSelection.
+// controller's own kind. Build one with Owned, OwnedByAny or Map; narrow it
+// with WithSelection.
 type Source interface {
 	// String names the source for errors and logs.
 	String() string
@@ -39,9 +39,18 @@ type boundSource interface {
 	// start registers the handler; events then flow into the controller's queue.
 	start(ctx context.Context) (cache.ResourceEventHandlerRegistration, error)
 	// informer is the informer the source reads.
-	informer() *informers.Informer[object.Object]
+	informer() sourceInformer
 	String() string
 }
+
+// sourceInformer is what a controller needs of a source's informer,
+// whatever the type of its objects.
+type sourceInformer interface {
+	WaitForSync(ctx context.Context) error
+	RemoveHandler(reg cache.ResourceEventHandlerRegistration) error
+}
+
+var _ sourceInformer = (*informers.Informer[object.Object])(nil)
 
 // watchTarget is what a source needs from the controller that watches it.
 type watchTarget struct {
@@ -65,8 +74,6 @@ type kindSource[C object.Object] struct {
 	anyOwner bool
 	// self enqueues the object's own key (the controller's primary kind).
 	self bool
-	// onDelete, when set, sees each deleted object before its key is queued.
-	onDelete func(C)
 	// mapper is set for sources built by Map, whose mapFn must not be nil.
 	mapper bool
 	// resync is the handler's own resync period (ControllerOptions.
@@ -75,11 +82,15 @@ type kindSource[C object.Object] struct {
 	resync time.Duration
 }
 
-// boundKind is a kindSource bound to a controller.
+// boundKind is a kindSource bound to a controller: its informer hands the
+// handler objects of type C.
 type boundKind[C object.Object] struct {
 	kindSource[C]
 	w   *watchTarget
-	inf *informers.Informer[object.Object]
+	inf *informers.Informer[C]
+	// onDelete, when set, sees each deleted object that passes the
+	// predicates before its key is queued; set before start.
+	onDelete func(C)
 }
 
 // Owned watches objects like example and enqueues their controller owner
@@ -105,8 +116,9 @@ func Map[C object.Object](fn func(ctx context.Context, obj C) []reconcile.Reques
 }
 
 // WithSelection returns src narrowed to the objects sel selects (namespace,
-// labels, fields), or, for *unstructured.Unstructured and
-// *metav1.PartialObjectMetadata sources, told which kind to watch.
+// labels, fields), or, for *unstructured.Unstructured,
+// *metav1.PartialObjectMetadata and object.Object sources (a Map of
+// object.Object, say), told which kind to watch.
 func WithSelection(src Source, sel informers.Selection) Source {
 	s, ok := src.(interface {
 		withSelection(informers.Selection) Source
@@ -141,9 +153,18 @@ func (s *kindSource[C]) role() string {
 
 func (b *boundKind[C]) String() string { return b.role() + " " + b.inf.String() }
 
-func (b *boundKind[C]) informer() *informers.Informer[object.Object] { return b.inf }
+func (b *boundKind[C]) informer() sourceInformer { return b.inf }
+
+// keepTombstones makes remember see the last state of each deleted object
+// the source will queue, before its key is queued. Call it before start.
+func (b *boundKind[C]) keepTombstones(remember func(C)) { b.onDelete = remember }
 
 func (s *kindSource[C]) bind(w *watchTarget) (boundSource, error) {
+	return s.bindKind(w)
+}
+
+// bindKind binds s to the controller of w, with an informer of C.
+func (s *kindSource[C]) bindKind(w *watchTarget) (*boundKind[C], error) {
 	if err := nilPredicate(s.preds); err != nil {
 		return nil, fmt.Errorf("watch %v: %w", s, err)
 	}
@@ -156,34 +177,40 @@ func (s *kindSource[C]) bind(w *watchTarget) (boundSource, error) {
 		}
 		return nil, fmt.Errorf("watch %v: Owned called with a nil %T: pass an empty object, such as %s", s, s.example, emptyLiteral(s.example))
 	}
-	example := object.Object(s.example)
-	if reflect.ValueOf(&s.example).Elem().IsZero() {
-		rt := reflect.TypeFor[C]()
-		switch {
-		case rt.Kind() == reflect.Pointer && rt.Elem().Kind() == reflect.Struct:
-			example = reflect.New(rt.Elem()).Interface().(object.Object)
-		case !s.sel.Kind.Empty():
-			// An interface type (object.Object): the kind says what to watch.
-			var err error
-			if example, err = client.NewForKind(w.mgr.Scheme(), s.sel.Kind); err != nil {
-				return nil, fmt.Errorf("watch %v: %w", s.sel.Kind, err)
-			}
-		default:
-			return nil, fmt.Errorf("watch %v: type %v is not a pointer to a struct; give the kind with WithSelection", s, rt)
+	example, sel := s.example, s.sel
+	rt := reflect.TypeFor[C]()
+	var (
+		inf *informers.Informer[C]
+		err error
+	)
+	switch {
+	case !reflect.ValueOf(&example).Elem().IsZero():
+		if sel.Kind.Empty() {
+			sel.Kind = example.GetObjectKind().GroupVersionKind()
 		}
+		inf, err = informers.ForObject(w.mgr.cache, example, sel)
+	case rt.Kind() == reflect.Pointer && rt.Elem().Kind() == reflect.Struct:
+		inf, err = informers.For[C](w.mgr.cache, sel)
+	case !sel.Kind.Empty():
+		// An interface type (object.Object): the kind says what to watch.
+		if example, err = newExample[C](w.mgr, sel.Kind); err == nil {
+			inf, err = informers.ForObject(w.mgr.cache, example, sel)
+		}
+	default:
+		return nil, fmt.Errorf("watch %v: type %v is not a pointer to a struct; give the kind with WithSelection", s, rt)
 	}
-	sel := s.sel
-	if sel.Kind.Empty() {
-		sel.Kind = example.GetObjectKind().GroupVersionKind()
-	}
-	inf, err := informers.ForObject(w.mgr.cache, example, sel)
 	if err != nil {
-		return nil, fmt.Errorf("watch %T: %w", example, err)
+		return nil, fmt.Errorf("watch %v: %w", describeType(example), err)
 	}
 	return &boundKind[C]{kindSource: *s, w: w, inf: inf}, nil
 }
 
 func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerRegistration, error) {
+	return b.inf.AddHandler(b.handler(ctx), b.handlerOptions())
+}
+
+// handler turns the informer's events into requests on the controller's queue.
+func (b *boundKind[C]) handler(ctx context.Context) informers.HandlerFuncs[C] {
 	s, w := &b.kindSource, b.w
 	emit := func(e Event[C], background bool) {
 		if !passes(s.preds, e) {
@@ -208,20 +235,13 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 			}
 		}
 	}
-	return b.inf.AddHandler(informers.HandlerFuncs[object.Object]{
-		AddFunc: func(obj object.Object, initial bool) {
-			if c, ok := obj.(C); ok {
-				emit(Event[C]{Type: Added, Object: c, Background: initial}, initial)
-			}
+	return informers.HandlerFuncs[C]{
+		AddFunc: func(obj C, initial bool) {
+			emit(Event[C]{Type: Added, Object: obj, Background: initial}, initial)
 		},
-		UpdateFunc: func(oldObj, newObj object.Object) {
-			o, ok1 := oldObj.(C)
-			n, ok2 := newObj.(C)
-			if !ok1 || !ok2 {
-				return
-			}
+		UpdateFunc: func(oldObj, newObj C) {
 			resync := oldObj.GetResourceVersion() == newObj.GetResourceVersion()
-			e := Event[C]{Type: Updated, Object: n, Old: o, Background: resync}
+			e := Event[C]{Type: Updated, Object: newObj, Old: oldObj, Background: resync}
 			emit(e, resync)
 			// An owned object moved to another owner: the old owner must
 			// notice it lost a child.
@@ -234,16 +254,38 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 				}
 			}
 		},
-		DeleteFunc: func(obj object.Object, _ bool) {
-			if c, ok := obj.(C); ok {
-				e := Event[C]{Type: Deleted, Object: c}
-				if s.onDelete != nil && passes(s.preds, e) {
-					s.onDelete(c) // keep a tombstone only for deletions that will be reconciled
-				}
-				emit(e, false)
+		DeleteFunc: func(obj C, _ bool) {
+			e := Event[C]{Type: Deleted, Object: obj}
+			if b.onDelete != nil && passes(s.preds, e) {
+				b.onDelete(obj) // keep a tombstone only for deletions that will be reconciled
 			}
+			emit(e, false)
 		},
-	}, b.handlerOptions())
+	}
+}
+
+// newExample returns an empty object of kind gvk for a source of the
+// interface type C: typed when the scheme knows the kind.
+func newExample[C object.Object](mgr *Manager, gvk schema.GroupVersionKind) (C, error) {
+	var zero C
+	obj, err := client.NewForKind(mgr.Scheme(), gvk)
+	if err != nil {
+		return zero, fmt.Errorf("%v: %w", gvk, err)
+	}
+	example, ok := obj.(C)
+	if !ok {
+		return zero, fmt.Errorf("%v: a %T is not a %v", gvk, obj, reflect.TypeFor[C]())
+	}
+	return example, nil
+}
+
+// describeType names the Go type of a source's objects: example's dynamic
+// type when there is one, else C.
+func describeType[C object.Object](example C) string {
+	if t := reflect.TypeOf(any(example)); t != nil {
+		return t.String()
+	}
+	return reflect.TypeFor[C]().String()
 }
 
 // handlerOptions asks the informer for the source's own resync period, if

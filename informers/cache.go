@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -13,11 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/converge-dev/converge/internal/restset"
 )
 
 // Cache is the shared cache: a set of informers, one per kind, mode and
@@ -26,13 +26,11 @@ import (
 // A Cache is safe for concurrent use. Informers requested before Start begin
 // when Start is called; informers requested after Start begin at once.
 type Cache struct {
-	opts   Options
-	cfg    *rest.Config
-	http   *http.Client
-	codecs serializer.CodecFactory
-	params runtime.ParameterCodec
-	dyn    *dynamic.DynamicClient
-	meta   metadata.Interface
+	opts Options
+	// rest makes the REST clients of typed kinds (see RESTClient).
+	rest *restset.Set
+	dyn  *dynamic.DynamicClient
+	meta metadata.Interface
 
 	mu sync.Mutex
 	// entries is the informer registry, one informer per key; mu guards it.
@@ -56,10 +54,6 @@ type Cache struct {
 	// share makes equal values of cached objects one; nil with
 	// Options.DisableSharing.
 	share *sharer
-
-	restMu sync.Mutex
-	// rest holds one REST client per group version; restMu guards it.
-	rest map[schema.GroupVersion]*rest.RESTClient
 }
 
 // informerKey identifies one informer: kind, mode and selection.
@@ -103,16 +97,16 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("informers: metadata client for %s: %w", cfg.Host, err)
 	}
+	rs, err := restset.New(cfg, httpClient, opts.Scheme, opts.codecs())
+	if err != nil {
+		return nil, fmt.Errorf("informers: %w", err)
+	}
 	c := &Cache{
 		opts:      opts,
-		cfg:       cfg,
-		http:      httpClient,
-		codecs:    serializer.NewCodecFactory(opts.Scheme),
-		params:    runtime.NewParameterCodec(opts.Scheme),
+		rest:      rs,
 		dyn:       dyn,
 		meta:      md,
 		entries:   map[informerKey]*entry{},
-		rest:      map[schema.GroupVersion]*rest.RESTClient{},
 		startedCh: make(chan struct{}),
 		marks:     map[writeKey]*writeMark{},
 	}
@@ -124,6 +118,20 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 
 // Scheme returns the scheme the cache decodes typed objects with.
 func (c *Cache) Scheme() *runtime.Scheme { return c.opts.Scheme }
+
+// RESTClient returns the cache's JSON REST client for group version gv,
+// made on first use and shared from then on. The cache lists and watches
+// with it the typed kinds of gv that have no protobuf encoding (asking for
+// CBOR unless Options.DisableCBOR), and a client.Client or client.APIReader
+// built on the cache without a Config of its own sends its requests with
+// it.
+func (c *Cache) RESTClient(gv schema.GroupVersion) (*rest.RESTClient, error) {
+	rc, err := c.rest.For(gv, restset.JSON)
+	if err != nil {
+		return nil, fmt.Errorf("informers: %w", err)
+	}
+	return rc, nil
+}
 
 // Start runs every informer requested so far, and every one requested later,
 // until ctx is done; then it waits for them to stop and returns nil. Start may

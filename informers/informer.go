@@ -39,8 +39,8 @@ var ErrNotCached = errors.New("informers: outside what the cache holds")
 type Reader[T object.Object] interface {
 	// Get returns the object, or an error for which apierrors.IsNotFound is
 	// true when the cache holds no such object. When this process wrote the
-	// object through a client that reports its writes (the framework's
-	// client does), Get first waits for the cache to hold that write. An
+	// object through a client that reports its writes (a client.Client
+	// does), Get first waits for the cache to hold that write. An
 	// object in a namespace the reader does not hold is an error wrapping
 	// ErrNotCached, never a NotFound.
 	Get(ctx context.Context, namespace, name string) (T, error)
@@ -79,14 +79,15 @@ func For[T object.Object](c *Cache, sel Selection) (*Informer[T], error) {
 	return &Informer[T]{e: e}, nil
 }
 
-// ForObject is For for callers that know the type only at run time: the
-// informer is chosen by example's Go type (and, for unstructured and metadata
-// objects, sel.Kind or example's apiVersion and kind).
-func ForObject(c *Cache, example object.Object, sel Selection) (*Informer[object.Object], error) {
+// ForObject is For for callers that know the Go type only at run time: the
+// informer is chosen by example's dynamic type (and, for unstructured and
+// metadata objects, sel.Kind or example's apiVersion and kind), and T may be
+// an interface, such as object.Object, that example implements.
+func ForObject[T object.Object](c *Cache, example T, sel Selection) (*Informer[T], error) {
 	return forObject(c, example, sel, true)
 }
 
-func forObject(c *Cache, example object.Object, sel Selection, pin bool) (*Informer[object.Object], error) {
+func forObject[T object.Object](c *Cache, example T, sel Selection, pin bool) (*Informer[T], error) {
 	if sel.Kind.Empty() && modeOf(example) != Typed {
 		sel.Kind = example.GetObjectKind().GroupVersionKind()
 	}
@@ -94,7 +95,7 @@ func forObject(c *Cache, example object.Object, sel Selection, pin bool) (*Infor
 	if err != nil {
 		return nil, err
 	}
-	return &Informer[object.Object]{e: e}, nil
+	return &Informer[T]{e: e}, nil
 }
 
 // Kind returns the informer's kind.
@@ -368,7 +369,7 @@ func namespaceOf(sel fields.Selector) (string, bool) {
 type ListOption func(*ListOptions)
 
 // ListOptions is what a List's options ask for; NewListOptions collects them.
-// Readers other than the cache (an uncached reader) read them from here.
+// Readers other than the cache (client.APIReader) read them from here.
 type ListOptions struct {
 	// Namespace keeps objects in this namespace; "" means every namespace
 	// the reader holds.
@@ -406,7 +407,8 @@ func MatchingLabels(sel labels.Selector) ListOption {
 // (the cache holds decoded objects, not the API server's field sets): to
 // select on spec.nodeName or status.phase, narrow the informer itself
 // (Selection.Fields, evaluated by the API server) or read without the cache
-// (the framework's Manager.APIReader, which passes sel to the server).
+// (a client.APIReader, such as the framework's Manager.APIReader, which
+// passes sel to the server).
 func MatchingFields(sel fields.Selector) ListOption {
 	return func(o *ListOptions) { o.Fields = sel }
 }

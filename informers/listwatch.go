@@ -7,10 +7,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/converge-dev/converge/internal/restset"
 )
 
 // listWatch builds the ListerWatcher of an informer. The REST mapping is
@@ -30,9 +31,13 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 			return nil, fmt.Errorf("informers: %s has no list type %s in the scheme: %w", e.desc, listGVK.Kind, err)
 		}
 		protobuf := supportsProtobuf(listObj)
-		rc, err := c.restClient(gvk.GroupVersion(), protobuf)
+		format := restset.JSON
+		if protobuf {
+			format = restset.Protobuf
+		}
+		rc, err := c.rest.For(gvk.GroupVersion(), format)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("informers: %w", err)
 		}
 		// get builds a list or watch request; custom resources ask for CBOR.
 		get := func(m *meta.RESTMapping, ns string, opts *metav1.ListOptions) *rest.Request {
@@ -125,42 +130,4 @@ func supportsProtobuf(obj runtime.Object) bool {
 		Unmarshal([]byte) error
 	})
 	return ok
-}
-
-// restClient returns the shared REST client for a group version, asking for
-// protobuf when the types support it (JSON stays acceptable as a fallback).
-func (c *Cache) restClient(gv schema.GroupVersion, protobuf bool) (*rest.RESTClient, error) {
-	c.restMu.Lock()
-	defer c.restMu.Unlock()
-	key := gv
-	if protobuf {
-		key.Version += "+protobuf"
-	}
-	if rc, ok := c.rest[key]; ok {
-		return rc, nil
-	}
-	cfg := rest.CopyConfig(c.cfg)
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	if gv.Group == "" {
-		cfg.APIPath = "/api"
-	}
-	cfg.NegotiatedSerializer = c.codecs.WithoutConversion()
-	if protobuf {
-		cfg.NegotiatedSerializer = newProtoCodecs(cfg.NegotiatedSerializer, c.opts.Scheme)
-		cfg.ContentType = runtime.ContentTypeProtobuf
-		cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	} else {
-		if !c.opts.DisableCBOR {
-			cfg.NegotiatedSerializer = newCBORCodecs(c.opts.Scheme, gv, c.opts.KeepManagedFields)
-		}
-		cfg.ContentType = runtime.ContentTypeJSON
-		cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	}
-	rc, err := rest.RESTClientForConfigAndClient(cfg, c.http)
-	if err != nil {
-		return nil, fmt.Errorf("informers: REST client for %s: %w", gv, err)
-	}
-	c.rest[key] = rc
-	return rc, nil
 }

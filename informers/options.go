@@ -11,8 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/converge-dev/converge/internal/restset"
 )
 
 // Options configures a Cache. The zero value is a valid configuration: every
@@ -87,7 +90,8 @@ type Options struct {
 
 	// OnRequestError is called for each failed list or watch request (not
 	// for the routine expiry of a watch), from the informer's goroutine; it
-	// must not block. Zero means none. The manager counts them in metrics.
+	// must not block. Zero means none. The framework's Manager counts them
+	// in its metrics.
 	OnRequestError func(RequestError)
 
 	// Transform changes each object before it is stored, after managedFields
@@ -134,6 +138,21 @@ func (o Options) resyncFor(gk schema.GroupKind) time.Duration {
 		return max(d, 0)
 	}
 	return o.ResyncPeriod
+}
+
+// codecs returns the codecs of the cache's REST clients: protobuf decoded
+// in place, and JSON clients that also decode CBOR unless DisableCBOR.
+func (o Options) codecs() restset.CodecsFunc {
+	base := serializer.NewCodecFactory(o.Scheme).WithoutConversion()
+	return func(gv schema.GroupVersion, f restset.Format) runtime.NegotiatedSerializer {
+		switch {
+		case f == restset.Protobuf:
+			return newProtoCodecs(base, o.Scheme)
+		case !o.DisableCBOR:
+			return newCBORCodecs(o.Scheme, gv, o.KeepManagedFields)
+		}
+		return base
+	}
 }
 
 func (o Options) withDefaults() Options {

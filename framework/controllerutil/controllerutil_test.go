@@ -14,6 +14,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/converge-dev/converge/framework/controllerutil"
+	"github.com/converge-dev/converge/object"
 )
 
 func newScheme(t *testing.T) *runtime.Scheme {
@@ -90,7 +91,7 @@ func TestOwnerReferenceRules(t *testing.T) {
 	s := newScheme(t)
 	for _, tc := range []struct {
 		name  string
-		owner controllerutil.Object
+		owner object.Object
 		want  string
 	}{
 		{"owner in another namespace", deployment("other", "a", "uid-a"), "ns/child: owner Deployment other/a is in another namespace"},

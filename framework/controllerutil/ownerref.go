@@ -6,13 +6,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-)
 
-// Object is what the helpers edit: any Kubernetes object with metadata.
-type Object interface {
-	metav1.Object
-	runtime.Object
-}
+	"github.com/converge-dev/converge/object"
+)
 
 // AlreadyOwnedError says that Object already has a controller, Owner, other
 // than the one SetControllerReference was asked to set.
@@ -34,7 +30,7 @@ func (e *AlreadyOwnedError) Error() string {
 // existing reference to owner, and fails with an *AlreadyOwnedError when
 // another object controls obj. scheme gives owner's kind when owner does not
 // carry it (typed objects read from a cache do not).
-func SetControllerReference(owner, obj Object, scheme *runtime.Scheme) error {
+func SetControllerReference(owner, obj object.Object, scheme *runtime.Scheme) error {
 	ref, err := referenceTo(owner, obj, scheme)
 	if err != nil {
 		return err
@@ -50,7 +46,7 @@ func SetControllerReference(owner, obj Object, scheme *runtime.Scheme) error {
 // SetOwnerReference adds owner to obj's owner references without making it
 // the controller (or updates the existing reference to owner, keeping its
 // controller flag), so obj is deleted when its last owner is.
-func SetOwnerReference(owner, obj Object, scheme *runtime.Scheme) error {
+func SetOwnerReference(owner, obj object.Object, scheme *runtime.Scheme) error {
 	ref, err := referenceTo(owner, obj, scheme)
 	if err != nil {
 		return err
@@ -66,7 +62,7 @@ func SetOwnerReference(owner, obj Object, scheme *runtime.Scheme) error {
 
 // RemoveOwnerReference removes the references to owner from obj and reports
 // whether there was one.
-func RemoveOwnerReference(owner, obj Object, scheme *runtime.Scheme) (bool, error) {
+func RemoveOwnerReference(owner, obj object.Object, scheme *runtime.Scheme) (bool, error) {
 	ref, err := referenceTo(owner, obj, scheme)
 	if err != nil {
 		return false, err
@@ -94,7 +90,7 @@ func HasControllerReference(obj metav1.Object) bool {
 // Kubernetes allows it: the owner must be cluster-scoped or in obj's
 // namespace, and must have a name and UID (it must have been read from or
 // written to the API server).
-func referenceTo(owner, obj Object, scheme *runtime.Scheme) (metav1.OwnerReference, error) {
+func referenceTo(owner, obj object.Object, scheme *runtime.Scheme) (metav1.OwnerReference, error) {
 	gvk, err := kindOf(owner, scheme)
 	if err != nil {
 		return metav1.OwnerReference{}, fmt.Errorf("owner reference on %s: %w", describe(obj), err)
@@ -113,7 +109,7 @@ func referenceTo(owner, obj Object, scheme *runtime.Scheme) (metav1.OwnerReferen
 	}, nil
 }
 
-func kindOf(obj Object, scheme *runtime.Scheme) (schema.GroupVersionKind, error) {
+func kindOf(obj object.Object, scheme *runtime.Scheme) (schema.GroupVersionKind, error) {
 	if gvk := obj.GetObjectKind().GroupVersionKind(); gvk.Kind != "" && gvk.Version != "" {
 		return gvk, nil
 	}

@@ -379,7 +379,7 @@ var _ = Describe("declarative children ownership", func() {
 				}
 				obj, err := inf.Get(ctx, ns, site.Name)
 				if err == nil {
-					for k, v := range obj.(*unstructured.Unstructured).Object { // reads the shared map
+					for k, v := range obj.Object { // reads the shared map
 						_, _ = k, v
 					}
 					n++

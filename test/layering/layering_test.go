@@ -93,6 +93,11 @@ var rules = []struct {
 		forbidden: []string{module + "/internal/testapi"},
 	},
 	{
+		name:      "internal/restset is plumbing below informers and client, which share it: it imports no converge package",
+		from:      []string{"internal/restset"},
+		forbidden: []string{module + "/..."},
+	},
+	{
 		name:      "internal/klogcap is a leaf: it imports no converge package",
 		from:      []string{"internal/klogcap"},
 		forbidden: []string{module + "/..."},

@@ -173,7 +173,7 @@ func run(flags *framework.Flags, kind, namespace, tracePath, debugAddr string, p
 	_ = ctrl
 	ctx := framework.SignalContext(context.Background())
 	if debugAddr != "" {
-		inf, err := informers.ForObject(mgr.Cache(), newKind(sel.Kind), sel)
+		inf, err := informers.ForObject[object.Object](mgr.Cache(), newKind(sel.Kind), sel)
 		if err != nil {
 			return err
 		}
