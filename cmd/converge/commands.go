@@ -254,12 +254,9 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 	if err != nil {
 		return err
 	}
-	m, exists, err := loadManifest(dir)
+	m, err := loadProject(dir)
 	if err != nil {
 		return err
-	}
-	if !exists {
-		return fmt.Errorf("%s is not a converge project (it has no %s): run converge init first, or pass --dir", dir, manifestPath)
 	}
 	p := m.Project
 	r, err := newResource(p)
@@ -290,6 +287,10 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 	if r.Builtin {
 		u.printf("  edit internal/controller/%s_controller.go: Reconcile, and an RBAC marker for each write\n", r.Lower())
 		u.printf("  make test   # regenerates config/rbac/role.yaml, then runs the specs with exactly those permissions\n")
+	} else if first := p.Resources[p.findResource(r.Kind)]; first.Version != r.Version {
+		u.printf("  edit %s/%s_types.go: version %s of %s (its controller stays on %s, the CRD's storage version)\n", r.APIDir(), r.Lower(), r.Version, r.Kind, first.Version)
+		u.printf("  converge create webhook --group %s --version %s --kind %s --conversion --spoke %s   # convert between the versions\n", r.Group, first.Version, r.Kind, r.Version)
+		u.printf("  make test   # regenerates deepcopy and the CRD (now with both versions), then runs the specs\n")
 	} else {
 		u.printf("  edit %s/%s_types.go (the spec and status) and internal/controller/%s_controller.go (Desired)\n", r.APIDir(), r.Lower(), r.Lower())
 		u.printf("  make test   # regenerates deepcopy, CRD and RBAC, then runs the specs on a real control plane\n")
@@ -297,6 +298,18 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 	}
 	printKept(u, kept, "create")
 	return nil
+}
+
+// loadProject reads the manifest of the project in dir, which must exist.
+func loadProject(dir string) (manifest, error) {
+	m, exists, err := loadManifest(dir)
+	if err != nil {
+		return m, err
+	}
+	if !exists {
+		return m, fmt.Errorf("%s is not a converge project (it has no %s): run converge init first, or pass --dir", dir, manifestPath)
+	}
+	return m, nil
 }
 
 // scaffold renders p, writes the files under dir, records them in m and,
