@@ -174,7 +174,7 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"help"}, {"--help"}, {"-h"},
 		{"init", "--help"}, {"init", "-h"}, {"help", "init"},
-		{"create", "api", "--help"}, {"create", "controller", "--help"}, {"version", "--help"},
+		{"create", "api", "--help"}, {"create", "controller", "--help"}, {"create", "webhook", "--help"}, {"version", "--help"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, out, errOut := converge(t, args...)
@@ -190,6 +190,12 @@ func TestHelp(t *testing.T) {
 	for _, flag := range []string{"--group", "--version", "--kind", "--plural", "--dir", "--force", "--skip-generate", "Example:"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("create api --help does not mention %s:\n%s", flag, out)
+		}
+	}
+	_, out, _ = converge(t, "create", "webhook", "--help")
+	for _, flag := range []string{"--group", "--version", "--kind", "--defaulting", "--validation", "--conversion", "--spoke", "Example:"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("create webhook --help does not mention %s:\n%s", flag, out)
 		}
 	}
 }

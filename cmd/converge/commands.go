@@ -363,6 +363,9 @@ func scaffold(ctx context.Context, u *ui, dir string, m *manifest, p Project, c 
 // missingOutputs lists the files the tools generate that are not there.
 func missingOutputs(dir string, p Project) []string {
 	want := []string{"go.sum", "config/rbac/role.yaml"}
+	if p.hasWebhooks(Webhook.Admission) {
+		want = append(want, "config/webhook/manifests.yaml")
+	}
 	for _, r := range p.Resources {
 		if !r.Builtin {
 			want = append(want, r.APIDir()+"/zz_generated.deepcopy.go", "config/crd/bases/"+r.CRDFile())
