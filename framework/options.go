@@ -49,6 +49,12 @@ type Options struct {
 	// Metrics configures the Prometheus endpoint. Zero means not served.
 	Metrics MetricsOptions
 
+	// Webhook configures the HTTPS server of the admission and conversion
+	// webhooks (NewWebhook, NewConversion). The server runs only when at
+	// least one webhook is registered. Zero means ":9443" with the
+	// certificate from the conventional directory (see WebhookServerOptions).
+	Webhook WebhookServerOptions
+
 	// TracerProvider, when set, records an OpenTelemetry span per reconcile.
 	// Zero means no tracing (and no tracing cost).
 	TracerProvider trace.TracerProvider
@@ -138,6 +144,46 @@ type MetricsOptions struct {
 	// PprofBindAddress serves net/http/pprof there (plain HTTP, bind it to
 	// localhost). Zero means pprof is not served.
 	PprofBindAddress string
+}
+
+// WebhookServerOptions configures the webhook server. It always serves
+// HTTPS: the API server calls webhooks over TLS only.
+type WebhookServerOptions struct {
+	// Addr is where the webhooks are served, e.g. ":9443" or
+	// "127.0.0.1:0". Zero means ":9443".
+	Addr string
+
+	// CertDir holds the serving certificate and key (for example a
+	// cert-manager Secret mounted as a volume). The files are read at Start
+	// (a missing or invalid pair fails Start) and read again whenever they
+	// change, so a rotated certificate is served without a restart. Zero
+	// means filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs").
+	CertDir string
+
+	// CertName is the certificate's file name in CertDir (PEM, leaf first,
+	// then intermediates). Zero means "tls.crt".
+	CertName string
+
+	// KeyName is the private key's file name in CertDir (PEM). Zero means
+	// "tls.key".
+	KeyName string
+
+	// EnableHTTP2 serves HTTP/2 too. Zero (false) means HTTP/1.1 only,
+	// which shuts the door on HTTP/2 Rapid Reset (CVE-2023-44487) style
+	// attacks; kube-apiserver calls webhooks over HTTP/1.1 or HTTP/2 alike.
+	EnableHTTP2 bool
+
+	// ReadTimeout bounds reading a whole request, headers and body. Zero
+	// means 30 s, the longest timeoutSeconds a webhook configuration allows.
+	ReadTimeout time.Duration
+
+	// WriteTimeout bounds handling a request and writing its response.
+	// Zero means 30 s, the longest the API server waits for a webhook.
+	WriteTimeout time.Duration
+
+	// IdleTimeout bounds how long a keep-alive connection waits for its
+	// next request. Zero means 90 s.
+	IdleTimeout time.Duration
 }
 
 const (

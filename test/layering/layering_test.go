@@ -73,6 +73,16 @@ var rules = []struct {
 		forbidden: []string{module + "/framework", module + "/declarative", module + "/informers", module + "/workqueue", module + "/reconcile"},
 	},
 	{
+		name:      "framework/webhook holds handlers only: it may import object and framework/internal/serving, never the manager, the client, declarative or the test control plane",
+		from:      []string{"framework/webhook"},
+		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/client", module + "/declarative", module + "/informers", module + "/workqueue", module + "/reconcile"},
+	},
+	{
+		name:      "internal/testapi is for tests only",
+		from:      []string{"..."},
+		forbidden: []string{module + "/internal/testapi"},
+	},
+	{
 		name:      "internal/klogcap is a leaf: it imports no converge package",
 		from:      []string{"internal/klogcap"},
 		forbidden: []string{module + "/..."},

@@ -17,8 +17,13 @@
 //   - Authenticated metrics: [AuthFilter] admits a request only when its
 //     bearer token passes a TokenReview and its identity may "get" the path
 //     (a SubjectAccessReview); tokens are never stored or logged.
-//   - TLS 1.2 or later, with the certificate from a directory or a fresh
-//     self-signed one.
+//   - TLS 1.2 or later ([ServerTLSConfig]), with the certificate from a
+//     directory or a fresh self-signed one.
+//   - Rotation without restart: a [CertWatcher] reads its certificate and key
+//     again from the next handshake on once either file changes (size, time
+//     or inode: a Secret volume's symlink swap counts), keeps the last good
+//     pair while a rotation is half-written, and its Check reports a pair
+//     that does not load or is not valid now.
 //   - Graceful stop: [Serve] returns nil once its context ends and the server
 //     has shut down (waiting up to 5 s for requests in flight).
 //   - Probes as kube-apiserver serves them: [ProbeHandler] answers 200 "ok",

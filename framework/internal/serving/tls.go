@@ -11,29 +11,38 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"path/filepath"
 	"time"
 )
 
-// TLSConfig loads the certificate tls.crt and key tls.key from certDir, or
-// makes a self-signed one when certDir is "". ALPN offers "h2" only when
-// enableHTTP2 is set.
+// TLSConfig serves the certificate tls.crt and key tls.key from certDir,
+// read again when they change (see CertWatcher), or a self-signed one made
+// now when certDir is "". ALPN offers "h2" only when enableHTTP2 is set.
 func TLSConfig(certDir string, enableHTTP2 bool) (*tls.Config, error) {
-	var cert tls.Certificate
-	var err error
 	if certDir != "" {
-		cert, err = tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
+		w, err := NewCertWatcher("metrics", certDir, "tls.crt", "tls.key")
 		if err != nil {
-			return nil, fmt.Errorf("framework: metrics certificate from %s: %w", certDir, err)
+			return nil, err
 		}
-	} else if cert, err = selfSigned(); err != nil {
+		return ServerTLSConfig(w.GetCertificate, enableHTTP2), nil
+	}
+	cert, err := selfSigned()
+	if err != nil {
 		return nil, fmt.Errorf("framework: self-signed metrics certificate: %w", err)
 	}
+	cfg := ServerTLSConfig(nil, enableHTTP2)
+	cfg.Certificates = []tls.Certificate{cert}
+	return cfg, nil
+}
+
+// ServerTLSConfig is the TLS configuration of every HTTPS server: TLS 1.2
+// or later, the certificate from getCert, and "h2" offered in ALPN only
+// when enableHTTP2 is set.
+func ServerTLSConfig(getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error), enableHTTP2 bool) *tls.Config {
 	protos := []string{"http/1.1"}
 	if enableHTTP2 {
 		protos = []string{"h2", "http/1.1"}
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: protos}, nil
+	return &tls.Config{GetCertificate: getCert, MinVersion: tls.VersionTLS12, NextProtos: protos}
 }
 
 func selfSigned() (tls.Certificate, error) {

@@ -1,0 +1,43 @@
+// Package webhook serves Kubernetes admission and conversion webhooks as
+// plain http.Handlers: a [Defaulter] behind a mutating webhook, a
+// [Validator] behind a validating webhook, and hub-and-spoke conversion
+// ([Hub], [Convertible]) behind a CustomResourceDefinition's conversion
+// webhook. The framework's Manager registers them and serves them over TLS
+// (framework.NewWebhook, framework.NewConversion); this package holds only
+// the handlers, so it can be tested without a server.
+//
+// Guarantees:
+//
+//   - Typed: a handler decodes the request's object into a fresh T (never a
+//     shared object) and refuses a request for another group, version or
+//     kind with an AdmissionReview denial (code 400) naming both kinds.
+//   - Defaulting is a patch: the mutating handler answers with the JSON
+//     patch (RFC 6902) from the request's object to the object the
+//     Defaulter changed in place; no patch when nothing changed. A Defaulter
+//     error denies the request.
+//   - Validation keeps its words: a Validator's error denies with the error
+//     text as the message and code 403, unless it is (or wraps) an
+//     apierrors.APIStatus, whose status (code, reason, details) is kept.
+//     Its warnings reach the client (kubectl prints them) whether the
+//     request is allowed or denied.
+//   - Bad input gets a clear answer, never a panic: a method other than
+//     POST gets 405, a Content-Type other than application/json gets 415, a
+//     body over [MaxRequestBytes] gets 413, a body that is not an
+//     AdmissionReview (or ConversionReview) of a known version gets 400,
+//     and a review without a request gets 400. Once the review decodes, a
+//     problem with its object is an AdmissionReview denial carrying the
+//     request's UID, which is what the API server expects.
+//   - Conversion through one hub: every version of a kind converts to and
+//     from the hub version, so n versions need 2(n−1) functions, not n².
+//     A conversion error fails the whole ConversionReview with the error
+//     text; the objects keep their metadata (the API server refuses a
+//     response that changes anything but labels and annotations).
+//   - Panics in user code are recovered and answered as a denial (or a
+//     failed conversion) naming the panic, so one bad object cannot take the
+//     server down.
+//
+// Paths follow kubebuilder's convention ([MutatePath], [ValidatePath],
+// [ConvertPath]) so generated config/webhook manifests line up.
+//
+// See the package Examples.
+package webhook
