@@ -20,7 +20,8 @@ var update = flag.Bool("update", false, "rewrite testdata/golden from the templa
 // cluster-scoped sample (Namespace), one without a sample (StorageClass),
 // two kinds of one new API group version (Order, Customer), a second
 // version of Order (v1), and webhooks: Order v1 with defaulting, validation
-// and conversion (hub v1, spoke v1alpha1), Customer v1alpha1 with validation.
+// and conversion (hub v1, spoke v1alpha1), Customer v1alpha1 with
+// validation, Order v1alpha1 with defaulting.
 func goldenProject(t *testing.T) Project {
 	t.Helper()
 	p := Project{
@@ -46,6 +47,7 @@ func goldenProject(t *testing.T) Project {
 	for _, w := range []Webhook{
 		{Group: "shop.example.com", Version: "v1", Kind: "Order", Defaulting: true, Validation: true, Conversion: true, Spokes: []string{"v1alpha1"}},
 		{Group: "shop.example.com", Version: "v1alpha1", Kind: "Customer", Validation: true},
+		{Group: "shop.example.com", Version: "v1alpha1", Kind: "Order", Defaulting: true},
 	} {
 		if err := p.addWebhook(w); err != nil {
 			t.Fatal(err)
