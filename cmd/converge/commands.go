@@ -119,11 +119,7 @@ func runInit(ctx context.Context, u *ui, c commonFlags, o initOptions) error {
 	if err != nil {
 		return err
 	}
-	rel := relDir(dir)
-	u.printf("\nNext steps:\n")
-	if rel != "." {
-		u.printf("  cd %s\n", rel)
-	}
+	printNextSteps(u, dir)
 	u.printf("  converge create api --group shop --version v1alpha1 --kind Order         # a new API and its declarative controller\n")
 	u.printf("  converge create controller --group apps --version v1 --kind Deployment   # a controller of a built-in kind\n")
 	u.printf("  make test                                                                # vet, then the specs on a real control plane\n")
@@ -250,11 +246,7 @@ func newAPIResource(p Project, group, version, kind, plural string) (Resource, e
 // runCreate adds the resource that newResource builds to the project in
 // c.dir and scaffolds it.
 func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Project) (Resource, error)) error {
-	dir, err := filepath.Abs(c.dir)
-	if err != nil {
-		return err
-	}
-	m, err := loadProject(dir)
+	dir, m, err := loadProject(c.dir)
 	if err != nil {
 		return err
 	}
@@ -280,10 +272,7 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 	if err != nil {
 		return err
 	}
-	u.printf("\nNext steps:\n")
-	if rel := relDir(dir); rel != "." {
-		u.printf("  cd %s\n", rel)
-	}
+	printNextSteps(u, dir)
 	if r.Builtin {
 		u.printf("  edit internal/controller/%s_controller.go: Reconcile, and an RBAC marker for each write\n", r.Lower())
 		u.printf("  make test   # regenerates config/rbac/role.yaml, then runs the specs with exactly those permissions\n")
@@ -300,16 +289,29 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 	return nil
 }
 
-// loadProject reads the manifest of the project in dir, which must exist.
-func loadProject(dir string) (manifest, error) {
+// loadProject reads the manifest of the project in dir, which must exist,
+// and returns dir as an absolute path.
+func loadProject(dir string) (string, manifest, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", manifest{}, err
+	}
 	m, exists, err := loadManifest(dir)
 	if err != nil {
-		return m, err
+		return "", m, err
 	}
 	if !exists {
-		return m, fmt.Errorf("%s is not a converge project (it has no %s): run converge init first, or pass --dir", dir, manifestPath)
+		return "", m, fmt.Errorf("%s is not a converge project (it has no %s): run converge init first, or pass --dir", dir, manifestPath)
 	}
-	return m, nil
+	return dir, m, nil
+}
+
+// printNextSteps starts the closing advice of a command run on dir.
+func printNextSteps(u *ui, dir string) {
+	u.printf("\nNext steps:\n")
+	if rel := relDir(dir); rel != "." {
+		u.printf("  cd %s\n", rel)
+	}
 }
 
 // scaffold renders p, writes the files under dir, records them in m and,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -208,11 +207,7 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 	if err := checkWebhookFlags(group, w); err != nil {
 		return err
 	}
-	dir, err := filepath.Abs(c.dir)
-	if err != nil {
-		return err
-	}
-	m, err := loadProject(dir)
+	dir, m, err := loadProject(c.dir)
 	if err != nil {
 		return err
 	}
@@ -241,10 +236,7 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 	if err != nil {
 		return err
 	}
-	u.printf("\nNext steps:\n")
-	if rel := relDir(dir); rel != "." {
-		u.printf("  cd %s\n", rel)
-	}
+	printNextSteps(u, dir)
 	if slices.Contains(kept, "main.go") {
 		u.printf("  main.go is yours (kept): call %s.Setup%sWebhook(mgr) in it, importing %s/%s\n", w.Alias(), w.Kind, p.Module, w.Package())
 	}

@@ -7,6 +7,16 @@ import (
 	"testing"
 )
 
+// mustContain reports each of wants that s lacks; what says what s is.
+func mustContain(t *testing.T, what, s string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(s, want) {
+			t.Errorf("%s %q:\n%s", what, want, s)
+		}
+	}
+}
+
 // readFile returns the project file rel ("" when it does not exist).
 func readFile(t *testing.T, dir, rel string) string {
 	t.Helper()
@@ -29,7 +39,7 @@ func TestCreateWebhook(t *testing.T) {
 	}
 
 	out := webhook("--version", "v1alpha1", "--defaulting")
-	for _, want := range []string{
+	mustContain(t, "create webhook --defaulting output lacks", out,
 		"create     internal/webhook/v1alpha1/order_webhook.go",
 		"create     internal/controller/order_v1alpha1_webhook_test.go",
 		"update     main.go",
@@ -38,12 +48,7 @@ func TestCreateWebhook(t *testing.T) {
 		"update     Makefile",
 		"create     config/webhook/service.yaml",
 		"create     config/certmanager/certificate.yaml",
-		"create     config/default/manager_webhook_patch.yaml",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("create webhook --defaulting output lacks %q:\n%s", want, out)
-		}
-	}
+		"create     config/default/manager_webhook_patch.yaml")
 	handler := readFile(t, dir, "internal/webhook/v1alpha1/order_webhook.go")
 	if !strings.Contains(handler, "type OrderDefaulter struct{}") || strings.Contains(handler, "OrderValidator") {
 		t.Errorf("order_webhook.go should have a defaulter only:\n%s", handler)
@@ -61,11 +66,7 @@ func TestCreateWebhook(t *testing.T) {
 		t.Errorf("create webhook --validation did not update the handler:\n%s", out)
 	}
 	handler = readFile(t, dir, "internal/webhook/v1alpha1/order_webhook.go")
-	for _, want := range []string{"type OrderDefaulter struct{}", "type OrderValidator struct{}", "mutating=true", "mutating=false"} {
-		if !strings.Contains(handler, want) {
-			t.Errorf("order_webhook.go lacks %q:\n%s", want, handler)
-		}
-	}
+	mustContain(t, "order_webhook.go lacks", handler, "type OrderDefaulter struct{}", "type OrderValidator struct{}", "mutating=true", "mutating=false")
 
 	// A second version of Order: its types, but no second controller.
 	out = mustConverge(t, "create", "api", "--group", "shop", "--version", "v1", "--kind", "Order", "--dir", dir, "--skip-generate")
@@ -86,25 +87,16 @@ func TestCreateWebhook(t *testing.T) {
 	}
 
 	out = webhook("--version", "v1", "--conversion", "--spoke", "v1alpha1")
-	for _, want := range []string{
+	mustContain(t, "create webhook --conversion output lacks", out,
 		"create     api/shop/v1/order_conversion.go",
 		"create     api/shop/v1alpha1/order_conversion.go",
 		"create     internal/webhook/v1/order_webhook.go",
-		"create     config/default/orders_conversion_patch.yaml",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("create webhook --conversion output lacks %q:\n%s", want, out)
-		}
-	}
+		"create     config/default/orders_conversion_patch.yaml")
 	if hub := readFile(t, dir, "api/shop/v1/order_conversion.go"); !strings.Contains(hub, "func (*Order) Hub() {}") {
 		t.Errorf("the hub has no Hub method:\n%s", hub)
 	}
 	spoke := readFile(t, dir, "api/shop/v1alpha1/order_conversion.go")
-	for _, want := range []string{"func (src *Order) ConvertTo(hub webhook.Hub) error", "func (dst *Order) ConvertFrom(hub webhook.Hub) error", `shopv1 "example.com/team/op/api/shop/v1"`} {
-		if !strings.Contains(spoke, want) {
-			t.Errorf("the spoke lacks %q:\n%s", want, spoke)
-		}
-	}
+	mustContain(t, "the spoke lacks", spoke, "func (src *Order) ConvertTo(hub webhook.Hub) error", "func (dst *Order) ConvertFrom(hub webhook.Hub) error", `shopv1 "example.com/team/op/api/shop/v1"`)
 	if h := readFile(t, dir, "internal/webhook/v1/order_webhook.go"); !strings.Contains(h, "framework.NewConversion[*shopv1.Order](mgr)") || strings.Contains(h, "NewWebhook") {
 		t.Errorf("a conversion-only webhook file:\n%s", h)
 	}
@@ -180,32 +172,7 @@ func TestCreateWebhookErrors(t *testing.T) {
 		{"not a project", []string{"create", "webhook", "--group", "shop", "--version", "v1", "--kind", "Order", "--validation", "--dir", empty}, "is not a converge project", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := snapshot(t, project)
-			code, out, errOut := converge(t, tc.args...)
-			if code != tc.code {
-				t.Errorf("exit %d, want %d", code, tc.code)
-			}
-			if !strings.Contains(errOut, tc.want) {
-				t.Errorf("stderr:\n%s\nwant it to contain\n%s", errOut, tc.want)
-			}
-			if tc.code == 2 && !strings.Contains(errOut, "--help") {
-				t.Errorf("a usage error should point to --help:\n%s", errOut)
-			}
-			if out != "" {
-				t.Errorf("stdout on an error: %q", out)
-			}
-			after := snapshot(t, project)
-			if len(after) != len(before) {
-				t.Errorf("a failed command wrote files")
-			}
-			for p, b := range before {
-				if after[p] != b {
-					t.Errorf("a failed command changed %s", p)
-				}
-			}
-			if entries, _ := os.ReadDir(empty); len(entries) != 0 {
-				t.Errorf("a failed command wrote into an empty folder")
-			}
+			expectRefused(t, project, empty, tc.args, tc.want, tc.code)
 		})
 	}
 }
