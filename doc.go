@@ -45,6 +45,14 @@
 // make: controller owner references, finalizers, merge patches, and
 // create-or-update / create-or-patch through the manager's client.
 //
+// # Webhooks
+//
+// Package framework/webhook holds admission (Defaulter, Validator) and
+// hub-and-spoke conversion (Hub, Convertible) handlers as plain
+// http.Handlers; framework.NewWebhook and framework.NewConversion serve them
+// on the manager's TLS webhook server, and envtest.InstallWebhooks points a
+// test control plane at it.
+//
 // # Declarative controllers
 //
 // Package declarative turns a function from a parent object to its desired

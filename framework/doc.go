@@ -34,6 +34,11 @@
 //     manager's client (package client) refuses every write (ErrNotLeader,
 //     ErrManagerStopped), so an abandoned or late reconcile cannot undo a
 //     new leader's work.
+//   - Webhooks on every replica: NewWebhook and NewConversion serve a
+//     type's admission webhooks and its hub-and-spoke conversion over TLS
+//     (Options.Webhook), not gated by leader election; a rotated
+//     certificate is served without a restart, and readiness waits for the
+//     server (see package webhook).
 //   - Named failures: bad configuration fails at Complete or Start with an
 //     error naming the controller, kind and cause; a cache that cannot sync
 //     names the kind and why (forbidden, CRD not installed, unreachable).
@@ -50,6 +55,6 @@
 // through a metadata-only informer (Builder.OwnsMetadata), and delete a
 // collection at once (client.Client.DeleteAllOf).
 //
-// See ExampleNewController, ExampleManager, ExampleManager_APIReader and
-// ExampleBuilder_OwnsMetadata.
+// See ExampleNewController, ExampleManager, ExampleManager_APIReader,
+// ExampleBuilder_OwnsMetadata and ExampleNewWebhook.
 package framework

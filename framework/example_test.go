@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -147,4 +148,38 @@ func ExampleBuilder_OwnsMetadata() {
 			return reconcile.Result{}, nil
 		}))
 	fmt.Println(err)
+}
+
+// Admission webhooks for Deployments (defaults and validation) served by
+// the manager on Options.Webhook's address (":9443" by default) with the
+// certificate of its CertDir. For conversion, see NewConversion.
+func ExampleNewWebhook() {
+	mgr, err := framework.NewManager(nil, framework.Options{
+		Webhook: framework.WebhookServerOptions{CertDir: "/tmp/k8s-webhook-server/serving-certs"},
+	})
+	if err != nil {
+		return
+	}
+	err = framework.NewWebhook(mgr, framework.WebhookOptions[*appsv1.Deployment]{
+		Defaulter: webhook.DefaulterFunc[*appsv1.Deployment](func(_ context.Context, d *appsv1.Deployment) error {
+			if d.Spec.RevisionHistoryLimit == nil {
+				limit := int32(3)
+				d.Spec.RevisionHistoryLimit = &limit
+			}
+			return nil
+		}),
+		Validator: webhook.ValidatorFuncs[*appsv1.Deployment]{
+			Create: func(_ context.Context, d *appsv1.Deployment) (webhook.Warnings, error) {
+				if d.Labels["team"] == "" {
+					return nil, fmt.Errorf("deployment %s needs a team label", d.Name)
+				}
+				return nil, nil
+			},
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = mgr.Start(context.Background())
 }

@@ -40,6 +40,19 @@ type Flags struct {
 	// HealthProbeBindAddress is --health-probe-bind-address; "0" or empty
 	// means probes are not served.
 	HealthProbeBindAddress string
+	// WebhookCertPath is --webhook-cert-path: the folder of the webhook
+	// server's certificate. Empty means the manager's default
+	// (WebhookServerOptions.CertDir).
+	WebhookCertPath string
+	// WebhookCertName is --webhook-cert-name: the certificate's file name.
+	// Empty means "tls.crt".
+	WebhookCertName string
+	// WebhookCertKey is --webhook-cert-key: the key's file name. Empty means
+	// "tls.key".
+	WebhookCertKey string
+	// EnableHTTP2 is --enable-http2: serve HTTP/2 on the metrics and webhook
+	// servers too (off by default: HTTP/2 Rapid Reset).
+	EnableHTTP2 bool
 	// LogFormat is --log-format: "text" (the default) or "json".
 	LogFormat string
 	// Verbosity is -v: 0 logs info and errors, higher numbers more detail.
@@ -75,6 +88,10 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.MetricsBindAddress, "metrics-bind-address", f.MetricsBindAddress, `address of the Prometheus /metrics endpoint, e.g. ":8443"; "0" or empty disables it`)
 	fs.BoolVar(&f.MetricsInsecure, "metrics-insecure", f.MetricsInsecure, "serve metrics over plain HTTP without authentication (local development only)")
 	fs.StringVar(&f.HealthProbeBindAddress, "health-probe-bind-address", f.HealthProbeBindAddress, `address of /healthz and /readyz, e.g. ":8081"; "0" or empty disables them`)
+	fs.StringVar(&f.WebhookCertPath, "webhook-cert-path", f.WebhookCertPath, "folder of the webhook server's certificate and key; empty means $TMPDIR/k8s-webhook-server/serving-certs")
+	fs.StringVar(&f.WebhookCertName, "webhook-cert-name", f.WebhookCertName, `file name of the webhook server's certificate; empty means "tls.crt"`)
+	fs.StringVar(&f.WebhookCertKey, "webhook-cert-key", f.WebhookCertKey, `file name of the webhook server's key; empty means "tls.key"`)
+	fs.BoolVar(&f.EnableHTTP2, "enable-http2", f.EnableHTTP2, "serve HTTP/2 on the metrics and webhook servers too")
 	fs.StringVar(&f.LogFormat, "log-format", f.LogFormat, `log format: "text" or "json"`)
 	if v := fs.Lookup("v"); v != nil {
 		f.sharedV = v
@@ -109,6 +126,13 @@ func (f *Flags) Options() (Options, error) {
 		Metrics: MetricsOptions{
 			BindAddress: disabledIfZero(f.MetricsBindAddress),
 			Insecure:    f.MetricsInsecure,
+			EnableHTTP2: f.EnableHTTP2,
+		},
+		Webhook: WebhookServerOptions{
+			CertDir:     f.WebhookCertPath,
+			CertName:    f.WebhookCertName,
+			KeyName:     f.WebhookCertKey,
+			EnableHTTP2: f.EnableHTTP2,
 		},
 		GracefulShutdownTimeout: f.GracefulShutdownTimeout,
 	}, nil

@@ -119,7 +119,9 @@ func describeRunnable(r Runnable) string {
 
 // Start runs the manager until ctx is cancelled or a component fails:
 //
-//  1. it serves /healthz, /readyz and /metrics when configured;
+//  1. it serves /healthz, /readyz and /metrics when configured, and the
+//     webhooks when any is registered (NewWebhook, NewConversion), on every
+//     replica: the webhook server is not gated by leader election;
 //  2. it runs the shared cache and waits until every informer requested so
 //     far has synced (readiness turns true then);
 //  3. it runs the runnables that need no leadership, then, once this process

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/informers"
 )
 
@@ -101,8 +102,13 @@ type Manager struct {
 	names map[string]bool
 	// healthChecks and readyChecks are the named probe checks.
 	healthChecks, readyChecks map[string]Check
-	// metricsAddr and probeAddr are the addresses served, once listening.
-	metricsAddr, probeAddr string
+	// metricsAddr, probeAddr and webhookAddr are the addresses served,
+	// once listening.
+	metricsAddr, probeAddr, webhookAddr string
+	// webhooks are the webhook handlers by path, and conversion the one
+	// conversion handler, once a conversion is registered.
+	webhooks   map[string]webhook.Handler
+	conversion *webhook.Conversion
 }
 
 // NewManager returns a Manager for the API server cfg points at. A nil cfg is
@@ -167,6 +173,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		names:        map[string]bool{},
 		healthChecks: map[string]Check{},
 		readyChecks:  map[string]Check{},
+		webhooks:     map[string]webhook.Handler{},
 		runErr:       make(chan error, 1),
 		metrics:      metrics,
 		http:         httpClient,

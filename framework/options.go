@@ -204,6 +204,7 @@ func (o Options) withDefaults() Options {
 		// NewLogger fails only on a bad format or a negative verbosity.
 		o.Logger, _ = NewLogger(LogOptions{})
 	}
+	o.Webhook = o.Webhook.withDefaults()
 	if o.SyncGCPercent == 0 {
 		o.SyncGCPercent = defaultSyncGCPercent
 	}
@@ -254,6 +255,7 @@ func (o Options) validate() error {
 	if o.Metrics.BindAddress != "" && o.Metrics.BindAddress == o.HealthProbeBindAddress && !anyPort(o.HealthProbeBindAddress) {
 		errs = append(errs, fmt.Errorf("Options.Metrics.BindAddress and Options.HealthProbeBindAddress are both %q", o.HealthProbeBindAddress))
 	}
+	errs = append(errs, o.Webhook.validate()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("framework: invalid manager options: %w", errors.Join(errs...))
 	}

@@ -100,7 +100,8 @@ func TestFlagsOptions(t *testing.T) {
 	f := framework.Flags{LeaderElectionID: "prog"}
 	fs := newFlagSet()
 	f.Register(fs)
-	if err := fs.Parse([]string{"--leader-elect", "--metrics-bind-address=0", "--health-probe-bind-address=:9000", "--log-format=json", "-v=2", "--graceful-shutdown-timeout=45s"}); err != nil {
+	if err := fs.Parse([]string{"--leader-elect", "--metrics-bind-address=0", "--health-probe-bind-address=:9000", "--log-format=json", "-v=2", "--graceful-shutdown-timeout=45s",
+		"--webhook-cert-path=/certs", "--webhook-cert-name=cert.pem", "--webhook-cert-key=key.pem", "--enable-http2"}); err != nil {
 		t.Fatal(err)
 	}
 	opts, err := f.Options()
@@ -115,6 +116,9 @@ func TestFlagsOptions(t *testing.T) {
 	}
 	if opts.HealthProbeBindAddress != ":9000" {
 		t.Errorf("probe address = %q", opts.HealthProbeBindAddress)
+	}
+	if w := opts.Webhook; w.CertDir != "/certs" || w.CertName != "cert.pem" || w.KeyName != "key.pem" || !w.EnableHTTP2 || !opts.Metrics.EnableHTTP2 {
+		t.Errorf("webhook options = %+v, metrics HTTP/2 %v; want the flags' folder and names, HTTP/2 on both", w, opts.Metrics.EnableHTTP2)
 	}
 	if opts.GracefulShutdownTimeout != 45*time.Second {
 		t.Errorf("graceful shutdown timeout = %v, want 45s", opts.GracefulShutdownTimeout)

@@ -17,6 +17,9 @@ import (
 // startServers opens the configured listeners (failing at once, naming the
 // address, when one cannot be opened) and serves them on g.
 func (m *Manager) startServers(g *group) error {
+	if err := m.startWebhookServer(g); err != nil {
+		return err
+	}
 	if addr := m.opts.HealthProbeBindAddress; addr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/healthz", m.probeHandler(m.healthChecks, "ping", func(*http.Request) error { return nil }))

@@ -136,7 +136,7 @@ func crdReady(ctx context.Context, crds dynamic.ResourceInterface, disc discover
 func (c CRDOptions) load() ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, p := range c.Paths {
-		objs, err := loadPath(p)
+		objs, err := loadPath(p, "CRDs", checkCRD)
 		if err != nil {
 			return nil, err
 		}
@@ -155,18 +155,19 @@ func (c CRDOptions) load() ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// loadPath reads the CRDs of a file, or of the *.yaml, *.yml and *.json files of a folder.
-func loadPath(path string) ([]*unstructured.Unstructured, error) {
+// loadPath reads the objects (what: "CRDs", ...) of a file, or of the *.yaml, *.yml and
+// *.json files of a folder, each checked (and trimmed) by check.
+func loadPath(path, what string, check func(*unstructured.Unstructured) error) ([]*unstructured.Unstructured, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("read CRDs: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	if !fi.IsDir() {
-		return loadFile(path)
+		return loadFile(path, what, check)
 	}
 	entries, err := os.ReadDir(path)
 	if err != nil {
-		return nil, fmt.Errorf("read CRDs: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	var out []*unstructured.Unstructured
 	for _, ent := range entries {
@@ -178,7 +179,7 @@ func loadPath(path string) ([]*unstructured.Unstructured, error) {
 		if ent.IsDir() {
 			continue
 		}
-		objs, err := loadFile(filepath.Join(path, ent.Name()))
+		objs, err := loadFile(filepath.Join(path, ent.Name()), what, check)
 		if err != nil {
 			return nil, err
 		}
@@ -187,11 +188,11 @@ func loadPath(path string) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// loadFile reads the CRDs of a YAML or JSON file with one or more documents.
-func loadFile(path string) ([]*unstructured.Unstructured, error) {
+// loadFile reads the objects of a YAML or JSON file with one or more documents.
+func loadFile(path, what string, check func(*unstructured.Unstructured) error) ([]*unstructured.Unstructured, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read CRDs: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	defer f.Close()
 	var out []*unstructured.Unstructured
@@ -202,21 +203,21 @@ func loadFile(path string) ([]*unstructured.Unstructured, error) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read CRDs from %s: document %d: %w", path, doc, err)
+			return nil, fmt.Errorf("read %s from %s: document %d: %w", what, path, doc, err)
 		}
 		js, err := utilyaml.ToJSON(raw)
 		if err != nil {
-			return nil, fmt.Errorf("read CRDs from %s: document %d: %w", path, doc, err)
+			return nil, fmt.Errorf("read %s from %s: document %d: %w", what, path, doc, err)
 		}
 		if js = bytes.TrimSpace(js); len(js) == 0 || bytes.Equal(js, []byte("null")) {
 			continue // empty document, such as one holding only comments
 		}
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(js); err != nil {
-			return nil, fmt.Errorf("read CRDs from %s: document %d: %w", path, doc, err)
+			return nil, fmt.Errorf("read %s from %s: document %d: %w", what, path, doc, err)
 		}
-		if err := checkCRD(u); err != nil {
-			return nil, fmt.Errorf("read CRDs from %s: document %d: %w", path, doc, err)
+		if err := check(u); err != nil {
+			return nil, fmt.Errorf("read %s from %s: document %d: %w", what, path, doc, err)
 		}
 		out = append(out, u)
 	}

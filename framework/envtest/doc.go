@@ -42,6 +42,16 @@
 // resource versions fail with 410 Gone (start kube-apiserver with --watch-cache=false to
 // see it at once: the watch cache otherwise keeps recent history).
 //
+// # Webhooks
+//
+// [Environment.InstallWebhooks] installs mutating and validating webhook configurations
+// (kubebuilder's config/webhook/manifests.yaml, or typed) and switches CRDs to webhook
+// conversion, all pointed at https://127.0.0.1:<free port> with a CA it generates; it
+// returns the address and a certificate folder for the webhook server
+// (framework.Options.Webhook). kube-apiserver picks new configurations up asynchronously:
+// [WebhookServing.Wait] polls a probe (a dry-run create the webhook refuses, say) until the
+// webhooks answer. Those methods need a local control plane.
+//
 // # Existing clusters
 //
 // With [Options.UseExistingCluster] (or CONVERGE_USE_EXISTING_CLUSTER=true) Start starts

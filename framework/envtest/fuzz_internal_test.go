@@ -25,7 +25,7 @@ func FuzzLoadCRDFile(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		crds, err := loadFile(path)
+		crds, err := loadFile(path, "CRDs", checkCRD)
 		if err != nil {
 			if !strings.Contains(err.Error(), path) {
 				t.Errorf("error %q does not name the file", err)

@@ -62,10 +62,22 @@ func call(t *testing.T, h http.Handler, req admissionv1.AdmissionRequest) *admis
 	if req.UID == "" {
 		req.UID = "uid-1"
 	}
-	body, err := json.Marshal(admissionv1.AdmissionReview{
+	var out admissionv1.AdmissionReview
+	exchange(t, h, admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request:  &req,
-	})
+	}, &out)
+	if out.APIVersion != "admission.k8s.io/v1" || out.Kind != "AdmissionReview" || out.Response == nil || out.Response.UID != req.UID {
+		t.Fatalf("response is not an AdmissionReview answering %q: %+v", req.UID, out)
+	}
+	return out.Response
+}
+
+// exchange posts review to h and decodes its answer into out, failing t
+// unless the answer is 200 with a JSON body.
+func exchange(t *testing.T, h http.Handler, review, out any) {
+	t.Helper()
+	body, err := json.Marshal(review)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,14 +85,9 @@ func call(t *testing.T, h http.Handler, req admissionv1.AdmissionRequest) *admis
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
-	var out admissionv1.AdmissionReview
-	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+	if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
 		t.Fatalf("decode response: %v: %s", err, rec.Body)
 	}
-	if out.APIVersion != "admission.k8s.io/v1" || out.Kind != "AdmissionReview" || out.Response == nil || out.Response.UID != req.UID {
-		t.Fatalf("response is not an AdmissionReview answering %q: %s", req.UID, rec.Body)
-	}
-	return out.Response
 }
 
 func post(h http.Handler, contentType string, body []byte) *httptest.ResponseRecorder {

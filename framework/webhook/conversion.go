@@ -143,6 +143,7 @@ func (c *Conversion) convertAll(ctx context.Context, req *apiextensionsv1.Conver
 }
 
 // convertOne converts one object to desired, through the hub of its kind.
+// The result keeps the object's metadata (see withMetadata).
 func (c *Conversion) convertOne(_ context.Context, raw []byte, desired schema.GroupVersion) (out []byte, err error) {
 	var meta struct {
 		metav1.TypeMeta   `json:",inline"`
@@ -187,7 +188,31 @@ func (c *Conversion) convertOne(_ context.Context, raw []byte, desired schema.Gr
 		return nil, fmt.Errorf("%s: convert from %s to %s: %w", name, from.Version, to.Version, err)
 	}
 	dst.GetObjectKind().SetGroupVersionKind(to)
-	return json.Marshal(dst)
+	return withMetadata(dst, meta.ObjectMeta)
+}
+
+// withMetadata encodes dst with the metadata of the object it was converted
+// from, keeping only dst's labels and annotations (when it has any): the API
+// server refuses a conversion that changes any other metadata.
+func withMetadata(dst object.Object, m metav1.ObjectMeta) ([]byte, error) {
+	if l := dst.GetLabels(); l != nil {
+		m.Labels = l
+	}
+	if a := dst.GetAnnotations(); a != nil {
+		m.Annotations = a
+	}
+	body, err := json.Marshal(dst)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, fmt.Errorf("%T does not encode as a JSON object: %w", dst, err)
+	}
+	if fields["metadata"], err = json.Marshal(m); err != nil {
+		return nil, err
+	}
+	return json.Marshal(fields)
 }
 
 // convert fills dst (of version to) from src (of version from) through

@@ -35,19 +35,12 @@ func convert(t *testing.T, h http.Handler, desired string, objects ...string) *a
 	for _, o := range objects {
 		req.Objects = append(req.Objects, runtime.RawExtension{Raw: []byte(o)})
 	}
-	body, err := json.Marshal(apiextensionsv1.ConversionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"}, Request: req,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := post(h, "application/json", body)
-	if rec.Code != http.StatusOK {
-		t.Fatalf("status %d: %s", rec.Code, rec.Body)
-	}
 	var out apiextensionsv1.ConversionReview
-	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.UID != "c-1" || out.Kind != "ConversionReview" {
-		t.Fatalf("response is not a ConversionReview answering c-1 (%v): %s", err, rec.Body)
+	exchange(t, h, apiextensionsv1.ConversionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"}, Request: req,
+	}, &out)
+	if out.Response == nil || out.Response.UID != "c-1" || out.Kind != "ConversionReview" {
+		t.Fatalf("response is not a ConversionReview answering c-1: %+v", out)
 	}
 	return out.Response
 }
@@ -182,5 +175,38 @@ func TestConversionBadRequests(t *testing.T) {
 		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.message) {
 			t.Errorf("%s: got %d %q, want %d with %q", tc.name, rec.Code, rec.Body, tc.code, tc.message)
 		}
+	}
+}
+
+// sprocketV5 converts its spec but not its metadata, and records in an
+// annotation that it was converted.
+type sprocketV5 struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Teeth             int32 `json:"teeth"`
+}
+
+func (s *sprocketV5) ConvertTo(hub webhook.Hub) error {
+	hub.(*testapi.Sprocket).Spec.Teeth = s.Teeth
+	return nil
+}
+func (s *sprocketV5) ConvertFrom(hub webhook.Hub) error {
+	s.Teeth = hub.(*testapi.Sprocket).Spec.Teeth
+	s.Annotations = map[string]string{"converted": "yes"}
+	return nil
+}
+func (s *sprocketV5) DeepCopyObject() runtime.Object { c := *s; return &c }
+
+func TestConversionKeepsMetadata(t *testing.T) {
+	s := testScheme(t)
+	s.AddKnownTypeWithName(testapi.V1.WithKind("Sprocket").GroupKind().WithVersion("v5"), &sprocketV5{})
+	c := newConversion(t, s)
+	resp := convert(t, c, "sprockets.converge.dev/v5", v1Sprocket)
+	var got sprocketV5
+	if err := json.Unmarshal(resp.ConvertedObjects[0].Raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "a" || got.Namespace != "ns" || got.UID != "1" || got.Labels["l"] != "v" || got.Annotations["converted"] != "yes" || got.Teeth != 5 {
+		t.Errorf("v1 → v5 gave %+v, want the v1 metadata with the converter's annotation", got)
 	}
 }

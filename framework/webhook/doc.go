@@ -30,8 +30,9 @@
 //   - Conversion through one hub: every version of a kind converts to and
 //     from the hub version, so n versions need 2(n−1) functions, not n².
 //     A conversion error fails the whole ConversionReview with the error
-//     text; the objects keep their metadata (the API server refuses a
-//     response that changes anything but labels and annotations).
+//     text. Converted objects keep their metadata whatever the conversion
+//     functions copy: only labels and annotations may change, as the API
+//     server requires.
 //   - Panics in user code are recovered and answered as a denial (or a
 //     failed conversion) naming the panic, so one bad object cannot take the
 //     server down.

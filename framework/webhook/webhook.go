@@ -90,11 +90,12 @@ type Hub interface {
 // Convertible is a version of a kind other than its hub (a spoke): it
 // converts itself to the hub and fills itself from the hub. ConvertTo fills
 // hub (a fresh, empty object of the hub's type) from the receiver;
-// ConvertFrom fills the receiver (fresh and empty) from hub. Both must copy
-// ObjectMeta as it is: the API server refuses a conversion that changes
-// anything in metadata but labels and annotations. Fields that one version
-// lacks survive a round trip only if the conversion stores them (for
-// example in an annotation).
+// ConvertFrom fills the receiver (fresh and empty) from hub. Metadata need
+// not be copied: the handler keeps the object's metadata as it was, taking
+// only the labels and annotations of the converted object when it has any
+// (the API server refuses a conversion that changes other metadata). Fields
+// that one version lacks survive a round trip only if the conversion stores
+// them, for example in an annotation.
 type Convertible interface {
 	object.Object
 	ConvertTo(hub Hub) error

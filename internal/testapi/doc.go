@@ -4,6 +4,6 @@
 // conversion hub). v1 has spec.color; v2 moves it to spec.paint.color, so a
 // conversion that forgets the field shows.
 //
-// It is for tests only (test/layering enforces it); its deep copies are
-// written by hand, short as the types are.
+// It is for tests only (test/layering enforces it); its deep copies go
+// through JSON, short and slow.
 package testapi

@@ -1,6 +1,9 @@
 package testapi
 
 import (
+	"encoding/json"
+	"fmt"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,11 +55,7 @@ func (*Sprocket) Hub() {}
 var _ webhook.Hub = (*Sprocket)(nil)
 
 // DeepCopyObject implements runtime.Object.
-func (s *Sprocket) DeepCopyObject() runtime.Object {
-	out := *s
-	s.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	return &out
-}
+func (s *Sprocket) DeepCopyObject() runtime.Object { return deepCopy(s) }
 
 // SprocketList is a list of v2 Sprockets.
 type SprocketList struct {
@@ -66,14 +65,7 @@ type SprocketList struct {
 }
 
 // DeepCopyObject implements runtime.Object.
-func (l *SprocketList) DeepCopyObject() runtime.Object {
-	out := *l
-	out.Items = make([]Sprocket, len(l.Items))
-	for i := range l.Items {
-		out.Items[i] = *l.Items[i].DeepCopyObject().(*Sprocket)
-	}
-	return &out
-}
+func (l *SprocketList) DeepCopyObject() runtime.Object { return deepCopy(l) }
 
 // SprocketV1 is version v1, the storage version.
 type SprocketV1 struct {
@@ -107,11 +99,7 @@ func (s *SprocketV1) ConvertFrom(hub webhook.Hub) error {
 }
 
 // DeepCopyObject implements runtime.Object.
-func (s *SprocketV1) DeepCopyObject() runtime.Object {
-	out := *s
-	s.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	return &out
-}
+func (s *SprocketV1) DeepCopyObject() runtime.Object { return deepCopy(s) }
 
 // SprocketV1List is a list of v1 Sprockets.
 type SprocketV1List struct {
@@ -121,11 +109,21 @@ type SprocketV1List struct {
 }
 
 // DeepCopyObject implements runtime.Object.
-func (l *SprocketV1List) DeepCopyObject() runtime.Object {
-	out := *l
-	out.Items = make([]SprocketV1, len(l.Items))
-	for i := range l.Items {
-		out.Items[i] = *l.Items[i].DeepCopyObject().(*SprocketV1)
+func (l *SprocketV1List) DeepCopyObject() runtime.Object { return deepCopy(l) }
+
+// deepCopy copies in through JSON, which these types survive whole: slow,
+// and short, as tests want.
+func deepCopy[T any, P interface {
+	*T
+	runtime.Object
+}](in P) runtime.Object {
+	b, err := json.Marshal(in)
+	if err != nil {
+		panic(fmt.Sprintf("testapi: copy %T: %v", in, err))
 	}
-	return &out
+	out := P(new(T))
+	if err := json.Unmarshal(b, out); err != nil {
+		panic(fmt.Sprintf("testapi: copy %T: %v", in, err))
+	}
+	return out
 }

@@ -45,7 +45,7 @@ const racyWindow = 2 * time.Second
 // what; it fails, naming the server and the files, when they do not hold a
 // valid pair.
 func NewCertWatcher(what, dir, certName, keyName string) (*CertWatcher, error) {
-	w := &CertWatcher{what: what, certPath: filepath.Join(dir, certName), keyPath: filepath.Join(dir, keyName), }
+	w := &CertWatcher{what: what, certPath: filepath.Join(dir, certName), keyPath: filepath.Join(dir, keyName)}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.reloadLocked(); err != nil {

@@ -2,15 +2,7 @@ package serving_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,48 +11,8 @@ import (
 	"time"
 
 	"github.com/converge-dev/converge/framework/internal/serving"
+	"github.com/converge-dev/converge/internal/testenv"
 )
-
-// writePair writes a self-signed certificate for 127.0.0.1 named cn, valid
-// until notAfter, and its key into dir as tls.crt and tls.key, each by an
-// atomic rename as a Secret volume or cert-manager does.
-func writePair(t *testing.T, dir, cn string, notAfter time.Time) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-2 * time.Hour),
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, dir, "tls.key", pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
-	writeFile(t, dir, "tls.crt", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-}
-
-func writeFile(t *testing.T, dir, name string, content []byte) {
-	t.Helper()
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	if err := os.WriteFile(tmp, content, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // servedName starts nothing: it handshakes with addr and returns the common
 // name of the certificate served.
@@ -76,7 +28,7 @@ func servedName(t *testing.T, addr string) string {
 
 func TestCertWatcherServesRotatedCertificates(t *testing.T) {
 	dir := t.TempDir()
-	writePair(t, dir, "first", time.Now().Add(time.Hour))
+	testenv.WriteServingCert(t, dir, "first", time.Now().Add(time.Hour))
 	w, err := serving.NewCertWatcher("webhook", dir, "tls.crt", "tls.key")
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +53,7 @@ func TestCertWatcherServesRotatedCertificates(t *testing.T) {
 	if got := servedName(t, addr); got != "first" {
 		t.Fatalf("serves %q, want first", got)
 	}
-	writePair(t, dir, "second", time.Now().Add(time.Hour))
+	testenv.WriteServingCert(t, dir, "second", time.Now().Add(time.Hour))
 	if got := servedName(t, addr); got != "second" {
 		t.Fatalf("after rotation serves %q, want second", got)
 	}
@@ -111,14 +63,14 @@ func TestCertWatcherServesRotatedCertificates(t *testing.T) {
 
 	// A half-written rotation keeps the last good pair in service, and
 	// Check reports it until the files hold a pair again.
-	writeFile(t, dir, "tls.crt", []byte("-----BEGIN CERTIFICATE-----\ngarbage"))
+	testenv.WriteFileAtomic(t, dir, "tls.crt", []byte("-----BEGIN CERTIFICATE-----\ngarbage"))
 	if got := servedName(t, addr); got != "second" {
 		t.Fatalf("during a broken rotation serves %q, want second", got)
 	}
 	if err := w.Check(); err == nil || !strings.Contains(err.Error(), "webhook certificate from") {
 		t.Errorf("Check during a broken rotation: %v, want an error naming the server and the files", err)
 	}
-	writePair(t, dir, "third", time.Now().Add(time.Hour))
+	testenv.WriteServingCert(t, dir, "third", time.Now().Add(time.Hour))
 	if got := servedName(t, addr); got != "third" {
 		t.Fatalf("after the repair serves %q, want third", got)
 	}
@@ -131,13 +83,13 @@ func TestCertWatcherRewrittenInPlace(t *testing.T) {
 	// Writing the same file again (same inode), possibly within the file
 	// system's clock tick, must still be seen.
 	dir := t.TempDir()
-	writePair(t, dir, "aaaa", time.Now().Add(time.Hour))
+	testenv.WriteServingCert(t, dir, "aaaa", time.Now().Add(time.Hour))
 	w, err := serving.NewCertWatcher("webhook", dir, "tls.crt", "tls.key")
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := t.TempDir()
-	writePair(t, other, "bbbb", time.Now().Add(time.Hour))
+	testenv.WriteServingCert(t, other, "bbbb", time.Now().Add(time.Hour))
 	for _, name := range []string{"tls.key", "tls.crt"} {
 		b, err := os.ReadFile(filepath.Join(other, name))
 		if err != nil {
@@ -161,7 +113,7 @@ func TestCertWatcherErrors(t *testing.T) {
 	if _, err := serving.NewCertWatcher("webhook", dir, "tls.crt", "tls.key"); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "tls.crt")) {
 		t.Errorf("NewCertWatcher on an empty directory: %v, want an error naming the file", err)
 	}
-	writePair(t, dir, "old", time.Now().Add(-time.Hour))
+	testenv.WriteServingCert(t, dir, "old", time.Now().Add(-time.Hour))
 	w, err := serving.NewCertWatcher("webhook", dir, "tls.crt", "tls.key")
 	if err != nil {
 		t.Fatal(err)
