@@ -207,7 +207,7 @@ func TestScaffoldWebhooksBuildAndPass(t *testing.T) {
 	}
 	goCmd(t, dir, "build", "./...")
 	goCmd(t, dir, "vet", "./...")
-	out = goCmd(t, dir, "test", "-race", "-count=1", "-v", "./...")
+	out = goCmd(t, dir, "test", "-race", "-count=1", "-v", "./internal/controller/", "-ginkgo.v")
 	out = ansi.ReplaceAllString(out, "")
 	for want, n := range map[string]int{
 		"defaults an empty message, and keeps one that is set":                             2, // Order v1, Widget v1alpha1
