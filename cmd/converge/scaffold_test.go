@@ -23,15 +23,7 @@ import (
 // It takes about a minute with a warm build cache (mostly linking and the
 // generated specs); go test -short skips it.
 func TestScaffoldBuildsAndPasses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("scaffolds a project and runs its tests on a real control plane: about a minute")
-	}
-	checkout, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"))
-	dir := filepath.Join(t.TempDir(), "op")
+	checkout, dir := projectToBuild(t)
 	step := func(name string, f func()) {
 		t.Helper()
 		start := time.Now()
@@ -114,6 +106,22 @@ func TestScaffoldBuildsAndPasses(t *testing.T) {
 	})
 }
 
+// projectToBuild skips the test under go test -short; otherwise it returns
+// this checkout (for --converge-replace) and a folder for a project that
+// the go command may resolve modules for.
+func projectToBuild(t *testing.T) (checkout, dir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("scaffolds a project and runs its tests on a real control plane: about a minute")
+	}
+	checkout, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"))
+	return checkout, filepath.Join(t.TempDir(), "op")
+}
+
 // applyConfig deploys config/default (kustomized by kubectl) to a fresh
 // control plane: the API server must accept every object, and the
 // namespace's restricted Pod Security Standard must have nothing to say
@@ -171,15 +179,7 @@ func goCmd(t *testing.T, dir string, args ...string) string {
 // control plane (defaulting, validation, conversion between the versions).
 // go test -short skips it.
 func TestScaffoldWebhooksBuildAndPass(t *testing.T) {
-	if testing.Short() {
-		t.Skip("scaffolds a project and runs its tests on a real control plane: about a minute")
-	}
-	checkout, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"))
-	dir := filepath.Join(t.TempDir(), "op")
+	checkout, dir := projectToBuild(t)
 	mustConverge(t, "init", "--module", "example.com/team/op", "--dir", dir, "--converge-replace", checkout, "--skip-generate")
 	for _, args := range [][]string{
 		{"api", "--version", "v1alpha1", "--kind", "Order"},
