@@ -17,7 +17,10 @@ import (
 const manifestPath = ".converge/scaffold.json"
 
 // manifestVersion is the format of the manifest; a newer one is refused.
-const manifestVersion = 1
+// Format 2 added webhooks and several versions of a kind, which a converge
+// that knows only format 1 would drop when it rewrites the manifest; it
+// reads format 1 as it is.
+const manifestVersion = 2
 
 // Project is what converge knows about a project: enough to render every
 // file it generates. It is stored in the manifest.

@@ -240,8 +240,11 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 	if slices.Contains(kept, "main.go") {
 		u.printf("  main.go is yours (kept): call %s.Setup%sWebhook(mgr) in it, importing %s/%s\n", w.Alias(), w.Kind, p.Module, w.Package())
 	}
+	if slices.Contains(kept, "internal/controller/suite_test.go") {
+		u.printf("  internal/controller/suite_test.go is yours (kept): its BeforeSuite must install and serve the webhook, or the webhook specs fail (see below to get converge's version)\n")
+	}
 	if w.Admission() {
-		u.printf("  edit %s/%s_webhook.go: the defaults and the validation rules\n", w.Package(), strings.ToLower(w.Kind))
+		u.printf("  edit %s/%s_webhook.go: replace the example rules on spec.message with yours\n", w.Package(), strings.ToLower(w.Kind))
 	}
 	if w.Conversion {
 		u.printf("  edit api/%s/<spoke>/%s_conversion.go when a version's fields change\n", firstLabel(w.Group), strings.ToLower(w.Kind))
