@@ -142,8 +142,14 @@ A GROUP without a dot gets the project's domain: --group shop becomes
 shop.<domain>. Built-in groups (apps, batch, ...) and groups ending in k8s.io
 or kubernetes.io are refused: use converge create controller for built-in kinds.
 
-Example:
+For a KIND the project has, another VERSION adds that version of the API:
+its types and sample only. The controller stays on the first version, which
+is also the one the CRD stores; converge create webhook --conversion converts
+between them.
+
+Examples:
   converge create api --group shop --version v1alpha1 --kind Order
+  converge create api --group shop --version v1 --kind Order   # a second version
 `,
 	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
 		var c commonFlags

@@ -55,6 +55,7 @@ A project in two commands:
   converge init --module example.com/team/op --dir op && cd op
   converge create api --group shop --version v1alpha1 --kind Order
   make test
+
 Then, to add webhooks to the kind:
   converge create webhook --group shop --version v1alpha1 --kind Order --defaulting --validation
 
