@@ -173,6 +173,11 @@ type WebhookServerOptions struct {
 	// attacks; kube-apiserver calls webhooks over HTTP/1.1 or HTTP/2 alike.
 	EnableHTTP2 bool
 
+	// MaxRequestBytes bounds a review's body; a larger one is refused with
+	// 413. Raise it when conversions of large lists are refused. Zero means
+	// webhook.DefaultMaxRequestBytes (7 MiB).
+	MaxRequestBytes int64
+
 	// ReadTimeout bounds reading a whole request, headers and body. Zero
 	// means 30 s, the longest timeoutSeconds a webhook configuration allows.
 	ReadTimeout time.Duration

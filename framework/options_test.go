@@ -34,6 +34,8 @@ func TestManagerOptionsValidation(t *testing.T) {
 			RenewDeadline: time.Second, RetryPeriod: time.Hour}}, nil},
 		{"metrics and probes on one address", framework.Options{HealthProbeBindAddress: ":8080", Metrics: framework.MetricsOptions{BindAddress: ":8080"}},
 			[]string{`both ":8080"`}},
+		{"negative webhook limits", framework.Options{Webhook: framework.WebhookServerOptions{MaxRequestBytes: -1, WriteTimeout: -time.Second}},
+			[]string{"Options.Webhook.MaxRequestBytes must not be negative, got -1", "Options.Webhook.WriteTimeout must not be negative, got -1s"}},
 		{"metrics and probes both on a port the kernel picks", framework.Options{HealthProbeBindAddress: "127.0.0.1:0", Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0"}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -100,7 +100,7 @@ func NewConversion[H webhook.Hub](mgr *Manager) error {
 }
 
 func (m *Manager) webhookHandlerOptions() webhook.HandlerOptions {
-	return webhook.HandlerOptions{Logger: m.log.WithName("webhook")}
+	return webhook.HandlerOptions{Logger: m.log.WithName("webhook"), MaxRequestBytes: m.opts.Webhook.MaxRequestBytes}
 }
 
 // canAddWebhookLocked refuses registrations once the server's routes are
@@ -203,6 +203,9 @@ func (o WebhookServerOptions) withDefaults() WebhookServerOptions {
 
 func (o WebhookServerOptions) validate() []error {
 	var errs []error
+	if o.MaxRequestBytes < 0 {
+		errs = append(errs, fmt.Errorf("Options.Webhook.MaxRequestBytes must not be negative, got %d", o.MaxRequestBytes))
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration

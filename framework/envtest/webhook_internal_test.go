@@ -1,6 +1,8 @@
 package envtest
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,5 +84,24 @@ webhooks:
 	}
 	if _, _, err := (WebhookOptions{Paths: []string{bad}}).load(); err == nil || !strings.Contains(err.Error(), "is not an admissionregistration.k8s.io/v1 MutatingWebhookConfiguration or ValidatingWebhookConfiguration") {
 		t.Errorf("a CRD among webhook configurations: %v", err)
+	}
+}
+
+func TestWebhookServingWait(t *testing.T) {
+	s := WebhookServing{Addr: "127.0.0.1:1"}
+	calls := 0
+	if err := s.Wait(t.Context(), func(context.Context) error {
+		if calls++; calls < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	}); err != nil || calls != 3 {
+		t.Errorf("Wait = %v after %d probes, want nil after 3", err, calls)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := s.Wait(ctx, func(context.Context) error { return errors.New("webhook not called") })
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "webhook not called") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("Wait on a cancelled context = %v, want the context's error, the probe's and the address", err)
 	}
 }

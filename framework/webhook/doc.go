@@ -22,9 +22,10 @@
 //     request is allowed or denied.
 //   - Bad input gets a clear answer, never a panic: a method other than
 //     POST gets 405, a Content-Type other than application/json gets 415, a
-//     body over [MaxRequestBytes] gets 413, a body that is not an
-//     AdmissionReview (or ConversionReview) of a known version gets 400,
-//     and a review without a request gets 400. Once the review decodes, a
+//     body over HandlerOptions.MaxRequestBytes (7 MiB by default) gets 413,
+//     a body that is not an admission.k8s.io/v1 AdmissionReview (or an
+//     apiextensions.k8s.io/v1 ConversionReview) gets 400, and so does a
+//     review without a request. Once the review decodes, a
 //     problem with its object is an AdmissionReview denial carrying the
 //     request's UID, which is what the API server expects.
 //   - Conversion through one hub: every version of a kind converts to and
