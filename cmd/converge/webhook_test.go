@@ -176,3 +176,39 @@ func TestCreateWebhookErrors(t *testing.T) {
 		})
 	}
 }
+
+// A project written by a converge that knew manifest format 1 (no webhooks,
+// one version per kind) takes webhooks; a newer format is refused.
+func TestManifestFormats(t *testing.T) {
+	dir := scaffoldFast(t)
+	path := filepath.Join(dir, filepath.FromSlash(manifestPath))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1", "3"} {
+		t.Run("format "+v, func(t *testing.T) {
+			old := strings.Replace(string(b), `"version": 2,`, `"version": `+v+`,`, 1)
+			if old == string(b) {
+				t.Fatalf("the manifest does not start with format 2:\n%s", b)
+			}
+			if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, _, errOut := converge(t, "create", "webhook", "--group", "shop", "--version", "v1alpha1", "--kind", "Order", "--validation", "--dir", dir, "--skip-generate")
+			if v == "3" {
+				if code != 1 || !strings.Contains(errOut, "has format 3, newer than this converge understands (2)") {
+					t.Errorf("format 3: exit %d\n%s", code, errOut)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("format 1 refused: exit %d\n%s", code, errOut)
+			}
+			m, _, err := loadManifest(dir)
+			if err != nil || m.Version != 2 || len(m.Project.Webhooks) != 1 {
+				t.Errorf("the manifest after adding a webhook: format %d, webhooks %v, %v", m.Version, m.Project.Webhooks, err)
+			}
+		})
+	}
+}
