@@ -174,7 +174,7 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"help"}, {"--help"}, {"-h"},
 		{"init", "--help"}, {"init", "-h"}, {"help", "init"},
-		{"create", "api", "--help"}, {"create", "controller", "--help"}, {"version", "--help"},
+		{"create", "api", "--help"}, {"create", "controller", "--help"}, {"create", "webhook", "--help"}, {"version", "--help"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, out, errOut := converge(t, args...)
@@ -187,9 +187,15 @@ func TestHelp(t *testing.T) {
 		})
 	}
 	_, out, _ := converge(t, "create", "api", "--help")
-	for _, flag := range []string{"--group", "--version", "--kind", "--plural", "--dir", "--force", "--skip-generate", "Example:"} {
+	for _, flag := range []string{"--group", "--version", "--kind", "--plural", "--dir", "--force", "--skip-generate", "Example"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("create api --help does not mention %s:\n%s", flag, out)
+		}
+	}
+	_, out, _ = converge(t, "create", "webhook", "--help")
+	for _, flag := range []string{"--group", "--version", "--kind", "--defaulting", "--validation", "--conversion", "--spoke", "Example:"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("create webhook --help does not mention %s:\n%s", flag, out)
 		}
 	}
 }
@@ -230,27 +236,40 @@ func TestCommandLineErrors(t *testing.T) {
 		{"group folder taken", []string{"create", "api", "--group", "shop.acme.io", "--version", "v1", "--kind", "Cart", "--dir", project}, "group shop.acme.io would share the folder api/shop with group shop.example.com", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := snapshot(t, project)
-			code, out, errOut := converge(t, tc.args...)
-			if code != tc.code {
-				t.Errorf("exit %d, want %d", code, tc.code)
-			}
-			if !strings.Contains(errOut, tc.want) {
-				t.Errorf("stderr:\n%s\nwant it to contain\n%s", errOut, tc.want)
-			}
-			if tc.code == 2 && !strings.Contains(errOut, "--help") {
-				t.Errorf("a usage error should point to --help:\n%s", errOut)
-			}
-			if out != "" && tc.code == 2 {
-				t.Errorf("stdout on a usage error: %q", out)
-			}
-			after := snapshot(t, project)
-			if len(after) != len(before) {
-				t.Errorf("a failed command wrote files")
-			}
-			if entries, _ := os.ReadDir(empty); len(entries) != 0 {
-				t.Errorf("a failed command wrote into an empty folder")
-			}
+			expectRefused(t, project, empty, tc.args, tc.want, tc.code)
 		})
+	}
+}
+
+// expectRefused runs converge with args and expects it to exit with code,
+// write want to stderr (and a --help hint for a usage error), nothing to
+// stdout, and nothing into project or empty.
+func expectRefused(t *testing.T, project, empty string, args []string, want string, code int) {
+	t.Helper()
+	before := snapshot(t, project)
+	gotCode, out, errOut := converge(t, args...)
+	if gotCode != code {
+		t.Errorf("exit %d, want %d", gotCode, code)
+	}
+	if !strings.Contains(errOut, want) {
+		t.Errorf("stderr:\n%s\nwant it to contain\n%s", errOut, want)
+	}
+	if code == 2 && !strings.Contains(errOut, "--help") {
+		t.Errorf("a usage error should point to --help:\n%s", errOut)
+	}
+	if out != "" {
+		t.Errorf("stdout on an error: %q", out)
+	}
+	after := snapshot(t, project)
+	if len(after) != len(before) {
+		t.Errorf("a failed command wrote files")
+	}
+	for p, b := range before {
+		if after[p] != b {
+			t.Errorf("a failed command changed %s", p)
+		}
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("a failed command wrote into an empty folder")
 	}
 }

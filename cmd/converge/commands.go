@@ -119,11 +119,7 @@ func runInit(ctx context.Context, u *ui, c commonFlags, o initOptions) error {
 	if err != nil {
 		return err
 	}
-	rel := relDir(dir)
-	u.printf("\nNext steps:\n")
-	if rel != "." {
-		u.printf("  cd %s\n", rel)
-	}
+	printNextSteps(u, dir)
 	u.printf("  converge create api --group shop --version v1alpha1 --kind Order         # a new API and its declarative controller\n")
 	u.printf("  converge create controller --group apps --version v1 --kind Deployment   # a controller of a built-in kind\n")
 	u.printf("  make test                                                                # vet, then the specs on a real control plane\n")
@@ -146,8 +142,14 @@ A GROUP without a dot gets the project's domain: --group shop becomes
 shop.<domain>. Built-in groups (apps, batch, ...) and groups ending in k8s.io
 or kubernetes.io are refused: use converge create controller for built-in kinds.
 
-Example:
+For a KIND the project has, another VERSION adds that version of the API:
+its types and sample only. The controller stays on the first version, which
+is also the one the CRD stores; converge create webhook --conversion converts
+between them.
+
+Examples:
   converge create api --group shop --version v1alpha1 --kind Order
+  converge create api --group shop --version v1 --kind Order   # a second version
 `,
 	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
 		var c commonFlags
@@ -250,16 +252,9 @@ func newAPIResource(p Project, group, version, kind, plural string) (Resource, e
 // runCreate adds the resource that newResource builds to the project in
 // c.dir and scaffolds it.
 func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Project) (Resource, error)) error {
-	dir, err := filepath.Abs(c.dir)
+	dir, m, err := loadProject(c.dir)
 	if err != nil {
 		return err
-	}
-	m, exists, err := loadManifest(dir)
-	if err != nil {
-		return err
-	}
-	if !exists {
-		return fmt.Errorf("%s is not a converge project (it has no %s): run converge init first, or pass --dir", dir, manifestPath)
 	}
 	p := m.Project
 	r, err := newResource(p)
@@ -283,13 +278,14 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 	if err != nil {
 		return err
 	}
-	u.printf("\nNext steps:\n")
-	if rel := relDir(dir); rel != "." {
-		u.printf("  cd %s\n", rel)
-	}
+	printNextSteps(u, dir)
 	if r.Builtin {
 		u.printf("  edit internal/controller/%s_controller.go: Reconcile, and an RBAC marker for each write\n", r.Lower())
 		u.printf("  make test   # regenerates config/rbac/role.yaml, then runs the specs with exactly those permissions\n")
+	} else if first := p.Resources[p.findResource(r.Kind)]; first.Version != r.Version {
+		u.printf("  edit %s/%s_types.go: version %s of %s (its controller stays on %s, the CRD's storage version)\n", r.APIDir(), r.Lower(), r.Version, r.Kind, first.Version)
+		u.printf("  converge create webhook --group %s --version %s --kind %s --conversion --spoke %s   # convert between the versions\n", r.Group, first.Version, r.Kind, r.Version)
+		u.printf("  make test   # regenerates deepcopy and the CRD (now with both versions), then runs the specs\n")
 	} else {
 		u.printf("  edit %s/%s_types.go (the spec and status) and internal/controller/%s_controller.go (Desired)\n", r.APIDir(), r.Lower(), r.Lower())
 		u.printf("  make test   # regenerates deepcopy, CRD and RBAC, then runs the specs on a real control plane\n")
@@ -297,6 +293,31 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 	}
 	printKept(u, kept, "create")
 	return nil
+}
+
+// loadProject reads the manifest of the project in dir, which must exist,
+// and returns dir as an absolute path.
+func loadProject(dir string) (string, manifest, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", manifest{}, err
+	}
+	m, exists, err := loadManifest(dir)
+	if err != nil {
+		return "", m, err
+	}
+	if !exists {
+		return "", m, fmt.Errorf("%s is not a converge project (it has no %s): run converge init first, or pass --dir", dir, manifestPath)
+	}
+	return dir, m, nil
+}
+
+// printNextSteps starts the closing advice of a command run on dir.
+func printNextSteps(u *ui, dir string) {
+	u.printf("\nNext steps:\n")
+	if rel := relDir(dir); rel != "." {
+		u.printf("  cd %s\n", rel)
+	}
 }
 
 // scaffold renders p, writes the files under dir, records them in m and,
@@ -350,6 +371,9 @@ func scaffold(ctx context.Context, u *ui, dir string, m *manifest, p Project, c 
 // missingOutputs lists the files the tools generate that are not there.
 func missingOutputs(dir string, p Project) []string {
 	want := []string{"go.sum", "config/rbac/role.yaml"}
+	if p.hasWebhooks(Webhook.Admission) {
+		want = append(want, "config/webhook/manifests.yaml")
+	}
 	for _, r := range p.Resources {
 		if !r.Builtin {
 			want = append(want, r.APIDir()+"/zz_generated.deepcopy.go", "config/crd/bases/"+r.CRDFile())

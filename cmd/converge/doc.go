@@ -1,9 +1,10 @@
 // Command converge scaffolds controller projects built on the converge
-// framework, and adds controllers and APIs to them.
+// framework, and adds controllers, APIs and webhooks to them.
 //
 //	converge init --module example.com/team/op [--dir DIR]
 //	converge create api --group shop --version v1alpha1 --kind Order
 //	converge create controller --group apps --version v1 --kind Deployment
+//	converge create webhook --group shop --version v1alpha1 --kind Order --defaulting --validation
 //	make test
 //
 // Install it with

@@ -18,7 +18,10 @@ var update = flag.Bool("update", false, "rewrite testdata/golden from the templa
 // goldenProject is the project the golden files show: every template, with
 // a built-in kind that has a namespaced sample (Deployment), one with a
 // cluster-scoped sample (Namespace), one without a sample (StorageClass),
-// and two kinds of one new API group version (Order, Customer).
+// two kinds of one new API group version (Order, Customer), a second
+// version of Order (v1), and webhooks: Order v1 with defaulting, validation
+// and conversion (hub v1, spoke v1alpha1), Customer v1alpha1 with
+// validation, Order v1alpha1 with defaulting.
 func goldenProject(t *testing.T) Project {
 	t.Helper()
 	p := Project{
@@ -34,12 +37,21 @@ func goldenProject(t *testing.T) Project {
 		}
 		mustAdd(t, &p, r)
 	}
-	for _, kind := range []string{"Order", "Customer"} {
-		r, err := newAPIResource(p, "shop", "v1alpha1", kind, "")
+	for _, kv := range [][2]string{{"Order", "v1alpha1"}, {"Customer", "v1alpha1"}, {"Order", "v1"}} {
+		r, err := newAPIResource(p, "shop", kv[1], kv[0], "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		mustAdd(t, &p, r)
+	}
+	for _, w := range []Webhook{
+		{Group: "shop.example.com", Version: "v1", Kind: "Order", Defaulting: true, Validation: true, Conversion: true, Spokes: []string{"v1alpha1"}},
+		{Group: "shop.example.com", Version: "v1alpha1", Kind: "Customer", Validation: true},
+		{Group: "shop.example.com", Version: "v1alpha1", Kind: "Order", Defaulting: true},
+	} {
+		if err := p.addWebhook(w); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return p
 }

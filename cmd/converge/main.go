@@ -42,7 +42,7 @@ type command struct {
 	flags func(fs *flag.FlagSet) func(ctx context.Context, ui *ui) error
 }
 
-var commands = []command{initCommand, createAPICommand, createControllerCommand, versionCommand}
+var commands = []command{initCommand, createAPICommand, createControllerCommand, createWebhookCommand, versionCommand}
 
 const topUsage = `converge scaffolds Kubernetes controller projects built on the converge framework.
 
@@ -55,6 +55,9 @@ A project in two commands:
   converge init --module example.com/team/op --dir op && cd op
   converge create api --group shop --version v1alpha1 --kind Order
   make test
+
+Then, to add webhooks to the kind:
+  converge create webhook --group shop --version v1alpha1 --kind Order --defaulting --validation
 
 Run "converge <command> --help" for a command's flags.
 `

@@ -17,7 +17,10 @@ import (
 const manifestPath = ".converge/scaffold.json"
 
 // manifestVersion is the format of the manifest; a newer one is refused.
-const manifestVersion = 1
+// Format 2 added webhooks and several versions of a kind, which a converge
+// that knows only format 1 would drop when it rewrites the manifest; it
+// reads format 1 as it is.
+const manifestVersion = 2
 
 // Project is what converge knows about a project: enough to render every
 // file it generates. It is stored in the manifest.
@@ -31,7 +34,12 @@ type Project struct {
 	// Converge is how go.mod requires the framework.
 	Converge ConvergeDep `json:"converge"`
 	// Resources are the controllers and APIs, in the order they were created.
+	// A kind of the project's own API may appear at several versions: the
+	// first one created has the controller and is the CRD's storage version.
 	Resources []Resource `json:"resources,omitempty"`
+	// Webhooks are the admission and conversion webhooks, in the order they
+	// were created.
+	Webhooks []Webhook `json:"webhooks,omitempty"`
 }
 
 // ConvergeDep is the framework requirement written into go.mod.
@@ -83,6 +91,9 @@ func (r Resource) APIDir() string { return path.Join("api", firstLabel(r.Group),
 // CRDFile is the file controller-gen writes a new API's CRD to.
 func (r Resource) CRDFile() string { return r.Group + "_" + r.Plural + ".yaml" }
 
+// CRDName is the name of a new API's CustomResourceDefinition: plural.group.
+func (r Resource) CRDName() string { return r.Plural + "." + r.Group }
+
 // SampleFile is the file of a new API's sample object, under config/samples.
 func (r Resource) SampleFile() string {
 	return strings.ReplaceAll(firstLabel(r.Group), "-", "_") + "_" + r.Version + "_" + r.Lower() + ".yaml"
@@ -129,6 +140,7 @@ func (m manifest) encode() ([]byte, error) {
 }
 
 // findResource returns the index of the resource with kind's name, or -1.
+// When the kind has several versions, it is the first one created.
 func (p *Project) findResource(kind string) int {
 	for i, r := range p.Resources {
 		if r.Kind == kind {
@@ -138,28 +150,65 @@ func (p *Project) findResource(kind string) int {
 	return -1
 }
 
+// IsFirstVersion reports whether r is the first version of its kind in the
+// project: the one with the controller, and the CRD's storage version.
+func (p Project) IsFirstVersion(r Resource) bool {
+	i := p.findResource(r.Kind)
+	return i >= 0 && p.Resources[i].Version == r.Version
+}
+
+// Versions returns the versions of kind, in the order they were created.
+func (p Project) Versions(kind string) []string {
+	var out []string
+	for _, r := range p.Resources {
+		if r.Kind == kind {
+			out = append(out, r.Version)
+		}
+	}
+	return out
+}
+
+// Controllers returns the resources that have a controller: each kind once,
+// at its first version.
+func (p Project) Controllers() []Resource {
+	var out []Resource
+	for _, r := range p.Resources {
+		if p.IsFirstVersion(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // addResource adds r, or checks that the same resource is already there.
 // Kinds must be unique in a project: they name the controller, its files
-// and its setup function.
+// and its setup function. The one exception is another version of a kind
+// of the project's own API (same group, same plural), which gets its types
+// but no second controller.
 func (p *Project) addResource(r Resource) (added bool, err error) {
-	i := p.findResource(r.Kind)
-	if i < 0 {
-		for _, other := range p.Resources {
-			if !r.Builtin && !other.Builtin && firstLabel(other.Group) == firstLabel(r.Group) && other.Group != r.Group {
-				return false, fmt.Errorf("group %s would share the folder api/%s with group %s: pick a group whose first label differs", r.Group, firstLabel(r.Group), other.Group)
-			}
+	for _, old := range p.Resources {
+		if old.Kind != r.Kind {
+			continue
 		}
-		p.Resources = append(p.Resources, r)
-		return true, nil
+		same := old.Group == r.Group && old.Version == r.Version && old.Builtin == r.Builtin
+		otherVersion := !old.Builtin && !r.Builtin && old.Group == r.Group
+		if !same && !otherVersion {
+			return false, fmt.Errorf("the project already has a controller for kind %s (%s/%s): kinds name controllers and their files, so they must be unique in a project", r.Kind, old.GroupOrCore(), old.Version)
+		}
+		if old.Plural != r.Plural {
+			return false, fmt.Errorf("kind %s was created with plural %s, not %s", r.Kind, old.Plural, r.Plural)
+		}
+		if old.Version == r.Version {
+			return false, nil
+		}
 	}
-	old := p.Resources[i]
-	if old.Group != r.Group || old.Version != r.Version || old.Builtin != r.Builtin {
-		return false, fmt.Errorf("the project already has a controller for kind %s (%s/%s): kinds name controllers and their files, so they must be unique in a project", r.Kind, old.GroupOrCore(), old.Version)
+	for _, other := range p.Resources {
+		if !r.Builtin && !other.Builtin && firstLabel(other.Group) == firstLabel(r.Group) && other.Group != r.Group {
+			return false, fmt.Errorf("group %s would share the folder api/%s with group %s: pick a group whose first label differs", r.Group, firstLabel(r.Group), other.Group)
+		}
 	}
-	if old.Plural != r.Plural {
-		return false, fmt.Errorf("kind %s was created with plural %s, not %s", r.Kind, old.Plural, r.Plural)
-	}
-	return false, nil
+	p.Resources = append(p.Resources, r)
+	return true, nil
 }
 
 // apis returns the new APIs' group versions, each once, in creation order.

@@ -7,6 +7,7 @@ import (
 	"go/format"
 	"go/token"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"text/template"
@@ -33,13 +34,21 @@ const (
 	replacedVersion = "v0.0.0-00010101000000-000000000000"
 )
 
-// controllerGenSteps are the controller-gen runs of make manifests, in
-// order: deepcopy code first, so the packages type-check for the second run
-// (CRDs from the api/ types, the manager's ClusterRole from the
-// +kubebuilder:rbac markers).
-var controllerGenSteps = [][]string{
-	{"object", "paths=./..."},
-	{"rbac:roleName=manager-role", "crd", "paths=./...", "output:crd:artifacts:config=config/crd/bases", "output:rbac:artifacts:config=config/rbac"},
+// controllerGenSteps are the controller-gen runs of make manifests for p,
+// in order: deepcopy code first, so the packages type-check for the second
+// run (CRDs from the api/ types, the manager's ClusterRole from the
+// +kubebuilder:rbac markers and, once the project has admission webhooks,
+// config/webhook/manifests.yaml from the +kubebuilder:webhook markers).
+func controllerGenSteps(p Project) [][]string {
+	second := []string{"rbac:roleName=manager-role", "crd"}
+	if p.hasWebhooks(Webhook.Admission) {
+		second = append(second, "webhook")
+	}
+	second = append(second, "paths=./...", "output:crd:artifacts:config=config/crd/bases", "output:rbac:artifacts:config=config/rbac")
+	if p.hasWebhooks(Webhook.Admission) {
+		second = append(second, "output:webhook:artifacts:config=config/webhook")
+	}
+	return [][]string{{"object", "paths=./..."}, second}
 }
 
 // templateData is what every template sees.
@@ -53,6 +62,52 @@ type templateData struct {
 	APIs []Resource
 	// Sample is R's test object, when converge knows one for a built-in kind.
 	Sample *sample
+	// W is the webhook a per-webhook template renders (zero otherwise); R
+	// is then its resource, and Spokes the resources of its spoke versions.
+	W      Webhook
+	Spokes []Resource
+	// Hub is the hub's resource when R is a spoke of a conversion webhook.
+	Hub Resource
+}
+
+// CRDs returns the project's own API kinds, each once at its first version:
+// one CRD each.
+func (d templateData) CRDs() []Resource {
+	var out []Resource
+	for _, r := range d.Controllers() {
+		if !r.Builtin {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// WebhookPackages are the webhook packages main.go imports.
+func (d templateData) WebhookPackages() []Webhook { return d.webhookPackages() }
+
+// AnyDefaulting reports whether the project has a defaulting webhook.
+func (d templateData) AnyDefaulting() bool {
+	return d.hasWebhooks(func(w Webhook) bool { return w.Defaulting })
+}
+
+// AnyValidation reports whether the project has a validating webhook.
+func (d templateData) AnyValidation() bool {
+	return d.hasWebhooks(func(w Webhook) bool { return w.Validation })
+}
+
+// AnyAdmission reports whether the project has a mutating or validating webhook.
+func (d templateData) AnyAdmission() bool { return d.hasWebhooks(Webhook.Admission) }
+
+// Conversions are the webhooks with conversion, each with its resource.
+func (d templateData) Conversions() []Resource {
+	var out []Resource
+	for _, w := range d.Webhooks {
+		if w.Conversion {
+			r, _ := d.resourceAt(w.Kind, w.Version)
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // GoVersion is the go directive of the generated go.mod.
@@ -73,9 +128,10 @@ func (templateData) ControllerGen() string {
 }
 
 // ControllerGenSteps are the arguments of each controller-gen run of make manifests.
-func (templateData) ControllerGenSteps() []string {
-	out := make([]string, len(controllerGenSteps))
-	for i, s := range controllerGenSteps {
+func (d templateData) ControllerGenSteps() []string {
+	steps := controllerGenSteps(d.Project)
+	out := make([]string, len(steps))
+	for i, s := range steps {
 		out[i] = strings.Join(s, " ")
 	}
 	return out
@@ -91,6 +147,7 @@ func (d templateData) ConvergeRequire() string {
 
 var funcs = template.FuncMap{
 	"lower":     strings.ToLower,
+	"dashes":    func(s string) string { return strings.ReplaceAll(s, ".", "-") },
 	"varName":   varName,
 	"join":      strings.Join,
 	"lowerKind": func(r Resource) string { return lowerCamel(r.Kind) },
@@ -173,13 +230,46 @@ var builtinFiles = []fileSpec{
 	{tmpl: "builtin/controller_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_test.go"},
 }
 
-// apiFiles are rendered per new API kind.
+// apiFiles are rendered per new API kind and version.
 var apiFiles = []fileSpec{
 	{tmpl: "api/types.go.tmpl", out: "{{.R.APIDir}}/{{.R.Lower}}_types.go"},
+	{tmpl: "api/sample.yaml.tmpl", out: "config/samples/{{.R.SampleFile}}"},
+}
+
+// apiControllerFiles are rendered per new API kind, at its first version.
+var apiControllerFiles = []fileSpec{
 	{tmpl: "api/controller.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller.go"},
 	{tmpl: "api/controller_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_test.go"},
 	{tmpl: "api/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_unit_test.go"},
-	{tmpl: "api/sample.yaml.tmpl", out: "config/samples/{{.R.SampleFile}}"},
+}
+
+// webhookProjectFiles are rendered once the project has a webhook: what
+// make deploy needs to serve them.
+var webhookProjectFiles = []fileSpec{
+	{tmpl: "webhook/config/webhook/kustomization.yaml.tmpl", out: "config/webhook/kustomization.yaml"},
+	{tmpl: "webhook/config/webhook/kustomizeconfig.yaml.tmpl", out: "config/webhook/kustomizeconfig.yaml"},
+	{tmpl: "webhook/config/webhook/service.yaml.tmpl", out: "config/webhook/service.yaml"},
+	{tmpl: "webhook/config/certmanager/certificate.yaml.tmpl", out: "config/certmanager/certificate.yaml"},
+	{tmpl: "webhook/config/certmanager/kustomization.yaml.tmpl", out: "config/certmanager/kustomization.yaml"},
+	{tmpl: "webhook/config/certmanager/kustomizeconfig.yaml.tmpl", out: "config/certmanager/kustomizeconfig.yaml"},
+	{tmpl: "webhook/config/default/manager_webhook_patch.yaml.tmpl", out: "config/default/manager_webhook_patch.yaml"},
+}
+
+// webhookFiles are rendered per webhook (a kind at a version).
+var webhookFiles = []fileSpec{
+	{tmpl: "webhook/webhook.go.tmpl", out: "{{.W.Package}}/{{.R.Lower}}_webhook.go"},
+	{tmpl: "webhook/webhook_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_{{.R.Version}}_webhook_test.go"},
+}
+
+// hubFiles are rendered per conversion webhook, in the hub's API package.
+var hubFiles = []fileSpec{
+	{tmpl: "webhook/hub.go.tmpl", out: "{{.R.APIDir}}/{{.R.Lower}}_conversion.go"},
+	{tmpl: "webhook/config/default/crd_conversion_patch.yaml.tmpl", out: "config/default/{{.R.Plural}}_conversion_patch.yaml"},
+}
+
+// spokeFiles are rendered per spoke version of a conversion webhook.
+var spokeFiles = []fileSpec{
+	{tmpl: "webhook/spoke.go.tmpl", out: "{{.R.APIDir}}/{{.R.Lower}}_conversion.go"},
 }
 
 // groupVersionFiles are rendered per new API group version.
@@ -222,12 +312,45 @@ func render(p Project) ([]File, error) {
 		d := base
 		d.R = r
 		specs := apiFiles
-		if r.Builtin {
+		switch {
+		case r.Builtin:
 			specs = builtinFiles
 			d.Sample = sampleFor(r)
+		case p.IsFirstVersion(r):
+			specs = append(slices.Clip(apiFiles), apiControllerFiles...)
 		}
 		if err := add(specs, d); err != nil {
 			return nil, err
+		}
+	}
+	if len(p.Webhooks) > 0 {
+		if err := add(webhookProjectFiles, base); err != nil {
+			return nil, err
+		}
+	}
+	for _, w := range p.Webhooks {
+		d := base
+		d.W = w
+		d.R, _ = p.resourceAt(w.Kind, w.Version)
+		for _, v := range w.Spokes {
+			spoke, _ := p.resourceAt(w.Kind, v)
+			d.Spokes = append(d.Spokes, spoke)
+		}
+		if err := add(webhookFiles, d); err != nil {
+			return nil, err
+		}
+		if !w.Conversion {
+			continue
+		}
+		if err := add(hubFiles, d); err != nil {
+			return nil, err
+		}
+		for _, spoke := range d.Spokes {
+			sd := base
+			sd.W, sd.R, sd.Hub = w, spoke, d.R
+			if err := add(spokeFiles, sd); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return files, nil
@@ -290,6 +413,7 @@ var taken = map[string]bool{
 	"context": true, "reconcile": true, "framework": true, "logr": true, "declarative": true,
 	"informers": true, "metav1": true, "corev1": true, "state": true, "configMap": true, "got": true,
 	"types": true, "meta": true, "controller": true, "admin": true, "kube": true,
+	"webhook": true, "field": true, "apierrors": true, "fmt": true, "hub": true, "strings": true,
 }
 
 // varName is the kind's variable name in generated code, kept clear of

@@ -23,15 +23,7 @@ import (
 // It takes about a minute with a warm build cache (mostly linking and the
 // generated specs); go test -short skips it.
 func TestScaffoldBuildsAndPasses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("scaffolds a project and runs its tests on a real control plane: about a minute")
-	}
-	checkout, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"))
-	dir := filepath.Join(t.TempDir(), "op")
+	checkout, dir := projectToBuild(t)
 	step := func(name string, f func()) {
 		t.Helper()
 		start := time.Now()
@@ -119,6 +111,22 @@ func TestScaffoldBuildsAndPasses(t *testing.T) {
 	})
 }
 
+// projectToBuild skips the test under go test -short; otherwise it returns
+// this checkout (for --converge-replace) and a folder for a project that
+// the go command may resolve modules for.
+func projectToBuild(t *testing.T) (checkout, dir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("scaffolds a project and runs its tests on a real control plane: about a minute")
+	}
+	checkout, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOFLAGS", strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=mod"))
+	return checkout, filepath.Join(t.TempDir(), "op")
+}
+
 // applyConfig deploys config/default (kustomized by kubectl) to a fresh
 // control plane: the API server must accept every object, and the
 // namespace's restricted Pod Security Standard must have nothing to say
@@ -168,4 +176,53 @@ func goCmd(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 150))
 	}
 	return string(out)
+}
+
+// TestScaffoldWebhooksBuildAndPass is the promise of converge create
+// webhook: a project with two versions of a kind and every kind of webhook
+// builds, vets and passes its specs, which run the webhooks on a real
+// control plane (defaulting, validation, conversion between the versions).
+// go test -short skips it.
+func TestScaffoldWebhooksBuildAndPass(t *testing.T) {
+	checkout, dir := projectToBuild(t)
+	mustConverge(t, "init", "--module", "example.com/team/op", "--dir", dir, "--converge-replace", checkout, "--skip-generate")
+	for _, args := range [][]string{
+		{"api", "--version", "v1alpha1", "--kind", "Order"},
+		{"api", "--version", "v1", "--kind", "Order"},
+		{"api", "--version", "v1alpha1", "--kind", "Customer"},
+		{"api", "--version", "v1alpha1", "--kind", "Widget"},
+		{"webhook", "--version", "v1", "--kind", "Order", "--defaulting", "--validation", "--conversion", "--spoke", "v1alpha1"},
+		{"webhook", "--version", "v1alpha1", "--kind", "Customer", "--validation"},
+		{"webhook", "--version", "v1alpha1", "--kind", "Widget", "--defaulting"},
+	} {
+		mustConverge(t, append([]string{"create", args[0], "--group", "shop", "--dir", dir, "--skip-generate"}, args[1:]...)...)
+	}
+	out := mustConverge(t, "init", "--module", "example.com/team/op", "--dir", dir) // go mod tidy and controller-gen
+	if !strings.Contains(out, " webhook paths=./... ") {
+		t.Errorf("controller-gen did not generate the webhook configurations:\n%s", out)
+	}
+	manifests, err := os.ReadFile(filepath.Join(dir, "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"path: /mutate-shop-example-com-v1-order", "path: /validate-shop-example-com-v1-order", "path: /validate-shop-example-com-v1alpha1-customer", "path: /mutate-shop-example-com-v1alpha1-widget"} {
+		if !strings.Contains(string(manifests), want) {
+			t.Errorf("config/webhook/manifests.yaml lacks %q:\n%s", want, manifests)
+		}
+	}
+	goCmd(t, dir, "build", "./...")
+	goCmd(t, dir, "vet", "./...")
+	out = goCmd(t, dir, "test", "-race", "-count=1", "-v", "./internal/controller/", "-ginkgo.v")
+	out = ansi.ReplaceAllString(out, "")
+	for want, n := range map[string]int{
+		"defaults an empty message, and keeps one that is set":                             2, // Order v1, Widget v1alpha1
+		"rejects a message that is too long, saying why":                                   2, // Order v1, Customer v1alpha1
+		"rejects an empty message":                                                         1, // Customer: Order's is defaulted
+		"reads at v1 the Order written at v1alpha1, and at v1alpha1 the one written at v1": 1,
+		"converts through the CRD's conversion webhook":                                    1,
+	} {
+		if strings.Count(out, want) < n {
+			t.Errorf("the generated specs did not run %q %d times:\n%s", want, n, tail(out, 80))
+		}
+	}
 }

@@ -100,7 +100,7 @@ func generate(ctx context.Context, u *ui, dir string, p Project) error {
 	if err := runTool(ctx, u, dir, "go", "mod", "tidy"); err != nil {
 		return fmt.Errorf("%w\nThe files are written; fix the cause and run go mod tidy, then make manifests", err)
 	}
-	for _, step := range controllerGenSteps {
+	for _, step := range controllerGenSteps(p) {
 		args := append([]string{"run", controllerGenPackage + "@" + controllerGenVersion}, step...)
 		if err := runTool(ctx, u, dir, "go", args...); err != nil {
 			return fmt.Errorf("%w\nThe files are written; fix the cause and run make manifests (controller-gen %s generates the deepcopy code, CRDs and config/rbac/role.yaml)", err, controllerGenVersion)
