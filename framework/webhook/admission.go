@@ -93,7 +93,9 @@ func (h *admission[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := review.Request
 	log := h.opts.Logger.WithValues("webhook", h.path, "uid", req.UID, "kind", req.Kind, "namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
-	ctx := logr.NewContext(context.WithValue(r.Context(), requestKey{}, req), log)
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	ctx = logr.NewContext(context.WithValue(ctx, requestKey{}, req), log)
 	resp := h.answer(ctx, req)
 	resp.UID = req.UID
 	if !resp.Allowed {
@@ -108,19 +110,21 @@ func (h *admission[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // answer checks the request's kind and runs the handler, turning a panic
-// into a denial.
-func (h *admission[T]) answer(ctx context.Context, req *admissionv1.AdmissionRequest) (resp *admissionv1.AdmissionResponse) {
+// into a denial, and a handler still running when ctx ends into a timeout.
+func (h *admission[T]) answer(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	gvk := h.info.gvk
 	if req.Kind.Group != gvk.Group || req.Kind.Version != gvk.Version || req.Kind.Kind != gvk.Kind {
 		return deny(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("this webhook (%s) serves %s, not %s", h.path, gvk, kindString(req.Kind)))
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			logr.FromContextOrDiscard(ctx).Error(fmt.Errorf("panic: %v", p), "webhook panicked", "stack", string(debug.Stack()))
-			resp = deny(http.StatusInternalServerError, metav1.StatusReasonInternalError, fmt.Sprintf("webhook %s panicked: %v", h.path, p))
-		}
-	}()
-	return h.handle(ctx, &admissionCall[T]{info: h.info, req: req})
+	return bounded(ctx, func() *admissionv1.AdmissionResponse {
+		return h.handle(ctx, &admissionCall[T]{info: h.info, req: req})
+	}, func(p any) *admissionv1.AdmissionResponse {
+		logr.FromContextOrDiscard(ctx).Error(fmt.Errorf("panic: %v", p), "webhook panicked", "stack", string(debug.Stack()))
+		return deny(http.StatusInternalServerError, metav1.StatusReasonInternalError, fmt.Sprintf("webhook %s panicked: %v", h.path, p))
+	}, func(err error) *admissionv1.AdmissionResponse {
+		logr.FromContextOrDiscard(ctx).Error(err, "webhook did not answer in time; answering without it")
+		return deny(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, fmt.Sprintf("webhook %s did not answer in time: %v", h.path, err))
+	})
 }
 
 // admissionCall is one admission request for T.
@@ -159,7 +163,7 @@ func (a *admissionCall[T]) mutate(ctx context.Context, d Defaulter[T]) *admissio
 	if err != nil {
 		return deny(http.StatusInternalServerError, metav1.StatusReasonInternalError, fmt.Sprintf("encode %s: %v", a.info.gvk.Kind, err))
 	}
-	if err := d.Default(ctx, obj); err != nil {
+	if err := d.Default(ctx, obj); !isNil(err) {
 		return denyError(err)
 	}
 	after, err := json.Marshal(obj)
@@ -208,7 +212,7 @@ func (a *admissionCall[T]) validate(ctx context.Context, v Validator[T]) *admiss
 	default:
 		return allow(nil)
 	}
-	if err != nil {
+	if !isNil(err) {
 		resp := denyError(err)
 		resp.Warnings = warnings
 		return resp

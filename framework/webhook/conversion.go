@@ -111,7 +111,23 @@ func (c *Conversion) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := review.Request
 	log := c.opts.Logger.WithValues("webhook", ConvertPath, "uid", req.UID, "desiredAPIVersion", req.DesiredAPIVersion)
 	resp := &apiextensionsv1.ConversionResponse{UID: req.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
-	converted, err := c.convertAll(logr.NewContext(r.Context(), log), req)
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	ctx = logr.NewContext(ctx, log)
+	type result struct {
+		converted []runtime.RawExtension
+		err       error
+	}
+	res := bounded(ctx, func() result {
+		converted, err := c.convertAll(ctx, req)
+		return result{converted, err}
+	}, func(p any) result {
+		log.Error(fmt.Errorf("panic: %v", p), "conversion panicked", "stack", string(debug.Stack()))
+		return result{err: fmt.Errorf("conversion panicked: %v", p)}
+	}, func(err error) result {
+		return result{err: fmt.Errorf("conversion did not answer in time: %w", err)}
+	})
+	converted, err := res.converted, res.err
 	if err != nil {
 		log.Error(err, "conversion failed")
 		resp.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
@@ -184,7 +200,7 @@ func (c *Conversion) convertOne(_ context.Context, raw []byte, desired schema.Gr
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := c.convert(src, dst, from, to, hub); err != nil {
+	if err := c.convert(src, dst, from, to, hub); !isNil(err) {
 		return nil, fmt.Errorf("%s: convert from %s to %s: %w", name, from.Version, to.Version, err)
 	}
 	dst.GetObjectKind().SetGroupVersionKind(to)
@@ -230,10 +246,10 @@ func (c *Conversion) convert(src, dst object.Object, from, to, hub schema.GroupV
 		return err
 	}
 	h := hubObj.(Hub)
-	if err := src.(Convertible).ConvertTo(h); err != nil {
+	if err := src.(Convertible).ConvertTo(h); !isNil(err) {
 		return fmt.Errorf("to the hub %s: %w", hub.Version, err)
 	}
-	if err := dst.(Convertible).ConvertFrom(h); err != nil {
+	if err := dst.(Convertible).ConvertFrom(h); !isNil(err) {
 		return fmt.Errorf("from the hub %s: %w", hub.Version, err)
 	}
 	return nil

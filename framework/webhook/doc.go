@@ -37,6 +37,17 @@
 //   - Panics in user code are recovered and answered as a denial (or a
 //     failed conversion) naming the panic, so one bad object cannot take the
 //     server down.
+//   - A typed nil error (a nil *MyError returned as an error) counts as no
+//     error: it neither denies nor fails a conversion.
+//   - The answer comes by the API server's deadline: the context of a
+//     Defaulter or Validator ends by the timeout the API server sends with
+//     the request (the webhook's timeoutSeconds) or when it hangs up, and a
+//     handler whose user code is still running then answers without it (a
+//     denial with code 504, or a failed conversion) instead of holding the
+//     connection; the user code goes on in the background until it returns.
+//   - Defaulting keeps what the Go type does not know: fields of the
+//     request's object that T lacks stay, also inside list elements when the
+//     Defaulter adds, removes or reorders elements.
 //
 // Paths follow kubebuilder's convention ([MutatePath], [ValidatePath],
 // [ConvertPath]) so generated config/webhook manifests line up.

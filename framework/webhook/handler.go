@@ -1,12 +1,14 @@
 package webhook
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"reflect"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -159,6 +161,43 @@ func isNil(v any) bool {
 		return rv.IsNil()
 	}
 	return false
+}
+
+// requestContext returns r's context, ending by the deadline the API server
+// gives in the URL's timeout parameter (kube-apiserver sends the webhook's
+// timeoutSeconds there, as "10s") when there is one.
+func requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 {
+		return context.WithTimeout(r.Context(), d)
+	}
+	return context.WithCancel(r.Context())
+}
+
+// bounded returns run's result, or onPanic's if run panics, or onDone's
+// (given ctx's cause) if ctx ends first: the API server has stopped
+// waiting, and the answer is sent without run, which goes on in the
+// background until it returns.
+func bounded[R any](ctx context.Context, run func() R, onPanic func(p any) R, onDone func(error) R) R {
+	results := make(chan R, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				results <- onPanic(p)
+			}
+		}()
+		results <- run()
+	}()
+	select {
+	case r := <-results:
+		return r
+	case <-ctx.Done():
+		select {
+		case r := <-results: // run returned as ctx ended
+			return r
+		default:
+			return onDone(context.Cause(ctx))
+		}
+	}
 }
 
 // reflectName names T in errors, e.g. "*v1.Foo".

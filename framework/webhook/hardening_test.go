@@ -1,0 +1,231 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/converge-dev/converge/framework/webhook"
+	"github.com/converge-dev/converge/internal/testapi"
+)
+
+// podWithFutureFields is a Pod whose containers and tolerations carry
+// fields the Go types do not know (as a newer API server sends them).
+const podWithFutureFields = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns"},` +
+	`"spec":{"containers":[{"name":"app","image":"app:1","future":{"x":1}},{"name":"log","image":"log:1","future":{"y":2}}],` +
+	`"tolerations":[{"key":"a","operator":"Exists","future":true}]}}`
+
+func TestDefaultingListsKeepUnknownFields(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    func(p *corev1.Pod)
+		// want lists, per container, its name and whether it must still
+		// carry its future field; tolerations likewise by key.
+		containers  []string
+		tolerations []string
+	}{
+		{"append a container", func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "s:1"})
+		}, []string{"app future", "log future", "sidecar"}, []string{"a future"}},
+		{"prepend a container and a toleration", func(p *corev1.Pod) {
+			p.Spec.Containers = append([]corev1.Container{{Name: "init", Image: "i:1"}}, p.Spec.Containers...)
+			p.Spec.Tolerations = append([]corev1.Toleration{{Key: "b", Operator: corev1.TolerationOpExists}}, p.Spec.Tolerations...)
+		}, []string{"init", "app future", "log future"}, []string{"b", "a future"}},
+		{"drop the first container", func(p *corev1.Pod) {
+			p.Spec.Containers = p.Spec.Containers[1:]
+		}, []string{"log future"}, []string{"a future"}},
+		{"append a container and change the first", func(p *corev1.Pod) {
+			p.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "s:1"})
+		}, []string{"app future", "log future", "sidecar"}, []string{"a future"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := webhook.NewDefaulting(testScheme(t), webhook.DefaulterFunc[*corev1.Pod](func(_ context.Context, p *corev1.Pod) error {
+				tc.d(p)
+				return nil
+			}), webhook.HandlerOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := call(t, h, admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Operation: admissionv1.Create,
+				Object: runtime.RawExtension{Raw: []byte(podWithFutureFields)}})
+			if !resp.Allowed {
+				t.Fatalf("denied: %+v", resp.Result)
+			}
+			p, err := jsonpatch.DecodePatch(resp.Patch)
+			if err != nil {
+				t.Fatalf("decode patch %s: %v", resp.Patch, err)
+			}
+			got, err := p.Apply([]byte(podWithFutureFields))
+			if err != nil {
+				t.Fatalf("apply patch %s: %v", resp.Patch, err)
+			}
+			var pod struct {
+				Spec struct {
+					Containers  []map[string]any `json:"containers"`
+					Tolerations []map[string]any `json:"tolerations"`
+				} `json:"spec"`
+			}
+			if err := json.Unmarshal(got, &pod); err != nil {
+				t.Fatal(err)
+			}
+			describe := func(items []map[string]any, key string) []string {
+				var out []string
+				for _, it := range items {
+					s, _ := it[key].(string)
+					if it["future"] != nil {
+						s += " future"
+					}
+					out = append(out, s)
+				}
+				return out
+			}
+			if c := describe(pod.Spec.Containers, "name"); strings.Join(c, ",") != strings.Join(tc.containers, ",") {
+				t.Errorf("containers %q, want %q (patch %s)", c, tc.containers, resp.Patch)
+			}
+			if c := describe(pod.Spec.Tolerations, "key"); strings.Join(c, ",") != strings.Join(tc.tolerations, ",") {
+				t.Errorf("tolerations %q, want %q (patch %s)", c, tc.tolerations, resp.Patch)
+			}
+		})
+	}
+}
+
+// nilErr is an error type whose nil pointer is a typed nil error.
+type nilErr struct{ msg string }
+
+func (e *nilErr) Error() string { return e.msg }
+
+func TestTypedNilErrorsAreNil(t *testing.T) {
+	var none *nilErr
+	v := webhook.ValidatorFuncs[*testapi.Sprocket]{
+		Create: func(context.Context, *testapi.Sprocket) (webhook.Warnings, error) { return webhook.Warnings{"w"}, none },
+	}
+	vh, err := webhook.NewValidating(testScheme(t), v, webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := call(t, vh, sprocketRequest(admissionv1.Create, `{"spec":{}}`, "")); !resp.Allowed || len(resp.Warnings) != 1 {
+		t.Errorf("a Validator returning a nil *nilErr: %+v, want allowed with its warning", resp)
+	}
+	d := webhook.DefaulterFunc[*testapi.Sprocket](func(_ context.Context, s *testapi.Sprocket) error {
+		s.Spec.Teeth = 3
+		return none
+	})
+	dh, err := webhook.NewDefaulting(testScheme(t), d, webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := call(t, dh, sprocketRequest(admissionv1.Create, `{"spec":{}}`, "")); !resp.Allowed || resp.Patch == nil {
+		t.Errorf("a Defaulter returning a nil *nilErr: %+v, want allowed with a patch", resp)
+	}
+}
+
+// TestHandlerAnswersWithinTheRequestTimeout: the API server says how long
+// it waits (the URL's timeout parameter); a Validator that ignores its
+// context still gets an answer sent by then, and its context ends then.
+func TestHandlerAnswersWithinTheRequestTimeout(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	deadlines := make(chan bool, 1)
+	v := webhook.ValidatorFuncs[*testapi.Sprocket]{
+		Create: func(ctx context.Context, _ *testapi.Sprocket) (webhook.Warnings, error) {
+			_, ok := ctx.Deadline()
+			deadlines <- ok
+			<-release // ignores ctx
+			return nil, nil
+		},
+	}
+	h, err := webhook.NewValidating(testScheme(t), v, webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := sprocketRequest(admissionv1.Create, `{"spec":{}}`, "")
+	req.UID = "u-t"
+	body, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/x?timeout=1s", strings.NewReader(string(body)))
+	r.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r) // returns only if the handler gives up on the Validator
+	if !<-deadlines {
+		t.Error("the Validator's context has no deadline")
+	}
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil {
+		t.Fatalf("answer %d %s: %v", rec.Code, rec.Body, err)
+	}
+	if out.Response.UID != "u-t" || out.Response.Allowed || out.Response.Result.Code != http.StatusGatewayTimeout {
+		t.Errorf("response %+v, want a 504 denial", out.Response)
+	}
+}
+
+// sprocketV6 converts through the hub; its ConvertFrom returns a typed nil
+// error, and for 77 teeth it signals started and then blocks until release
+// closes, ignoring everything else.
+type sprocketV6 struct {
+	testapi.SprocketV1
+}
+
+var (
+	v6Started = make(chan struct{}, 1)
+	v6Release = make(chan struct{})
+)
+
+func (s *sprocketV6) ConvertTo(hub webhook.Hub) error { return s.SprocketV1.ConvertTo(hub) }
+func (s *sprocketV6) ConvertFrom(hub webhook.Hub) error {
+	if hub.(*testapi.Sprocket).Spec.Teeth == 77 {
+		v6Started <- struct{}{}
+		<-v6Release
+	}
+	if err := s.SprocketV1.ConvertFrom(hub); err != nil {
+		return err
+	}
+	var none *nilErr
+	return none
+}
+func (s *sprocketV6) DeepCopyObject() runtime.Object { c := *s; return &c }
+
+func TestConversionTypedNilAndHang(t *testing.T) {
+	s := testScheme(t)
+	s.AddKnownTypeWithName(testapi.V1.WithKind("Sprocket").GroupKind().WithVersion("v6"), &sprocketV6{})
+	c := newConversion(t, s)
+	resp := convert(t, c, "sprockets.converge.dev/v6", v1Sprocket)
+	if resp.Result.Status != metav1.StatusSuccess || len(resp.ConvertedObjects) != 1 {
+		t.Errorf("a conversion returning a nil *nilErr: %+v, want success", resp.Result)
+	}
+
+	// The API server gives up (closes the connection): the handler answers
+	// without waiting for the conversion.
+	defer close(v6Release)
+	body, err := json.Marshal(apiextensionsv1.ConversionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
+		Request: &apiextensionsv1.ConversionRequest{UID: "c-2", DesiredAPIVersion: "sprockets.converge.dev/v6",
+			Objects: []runtime.RawExtension{{Raw: []byte(strings.Replace(v1Sprocket, `"teeth":5`, `"teeth":77`, 1))}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-v6Started; cancel() }()
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/convert", strings.NewReader(string(body)))
+	r.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	c.ServeHTTP(rec, r)
+	var out apiextensionsv1.ConversionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.Result.Status != metav1.StatusFailure ||
+		!strings.Contains(out.Response.Result.Message, "did not answer in time") {
+		t.Errorf("answer %d %s, want a failed conversion naming the timeout", rec.Code, rec.Body)
+	}
+}
