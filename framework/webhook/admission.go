@@ -114,6 +114,13 @@ func (h *admission[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *admission[T]) answer(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	gvk := h.info.gvk
 	if req.Kind.Group != gvk.Group || req.Kind.Version != gvk.Version || req.Kind.Kind != gvk.Kind {
+		if req.SubResource != "" {
+			// A subresource of another kind (a Scale, ...) sent by a rule
+			// such as "sprockets/*": not T's to judge, so it passes
+			// unchanged rather than breaking, say, kubectl scale.
+			logr.FromContextOrDiscard(ctx).V(1).Info("allowed a subresource of another kind unchanged", "subresource", req.SubResource)
+			return allow(nil)
+		}
 		return deny(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("this webhook (%s) serves %s, not %s", h.path, gvk, kindString(req.Kind)))
 	}
 	return bounded(ctx, func() *admissionv1.AdmissionResponse {

@@ -10,7 +10,10 @@
 //
 //   - Typed: a handler decodes the request's object into a fresh T (never a
 //     shared object) and refuses a request for another group, version or
-//     kind with an AdmissionReview denial (code 400) naming both kinds.
+//     kind with an AdmissionReview denial (code 400) naming both kinds,
+//     except a subresource of another kind (the Scale of T's scale
+//     subresource, sent by a rule such as "sprockets/*"), which passes
+//     unchanged. A subresource of T (status) is handled like T.
 //   - Defaulting is a patch: the mutating handler answers with the JSON
 //     patch (RFC 6902) from the request's object to the object the
 //     Defaulter changed in place; no patch when nothing changed. A Defaulter

@@ -229,3 +229,39 @@ func TestConversionTypedNilAndHang(t *testing.T) {
 		t.Errorf("answer %d %s, want a failed conversion naming the timeout", rec.Code, rec.Body)
 	}
 }
+
+// TestSubresourceOfAnotherKind: a rule that covers sprockets/* sends the
+// scale subresource's Scale objects too; the Sprocket webhooks cannot
+// judge them and let them through unchanged, while the status subresource
+// (a Sprocket) is validated like the object.
+func TestSubresourceOfAnotherKind(t *testing.T) {
+	var calls []string
+	v := webhook.ValidatorFuncs[*testapi.Sprocket]{
+		Update: func(_ context.Context, _, s *testapi.Sprocket) (webhook.Warnings, error) {
+			calls = append(calls, "update "+s.Name)
+			return nil, nil
+		},
+	}
+	vh, err := webhook.NewValidating(testScheme(t), v, webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dh, err := webhook.NewDefaulting(testScheme(t), defaultSprocket, webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale := sprocketRequest(admissionv1.Update, `{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"s"},"spec":{"replicas":2}}`,
+		`{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"s"},"spec":{"replicas":1}}`)
+	scale.Kind = metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+	scale.SubResource = "scale"
+	for name, h := range map[string]http.Handler{"validating": vh, "mutating": dh} {
+		if resp := call(t, h, scale); !resp.Allowed || resp.Patch != nil {
+			t.Errorf("%s: scale subresource: %+v, want allowed unchanged", name, resp)
+		}
+	}
+	status := sprocketRequest(admissionv1.Update, `{"metadata":{"name":"s"}}`, `{"metadata":{"name":"s"}}`)
+	status.SubResource = "status"
+	if resp := call(t, vh, status); !resp.Allowed || len(calls) != 1 {
+		t.Errorf("status subresource: %+v, calls %q, want validated once", resp, calls)
+	}
+}
