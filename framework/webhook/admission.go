@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/go-logr/logr"
 
@@ -79,7 +80,7 @@ func (h *admission[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var review admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &review); err != nil {
+	if err := utiljson.Unmarshal(body, &review); err != nil {
 		refuse(w, h.opts.Logger, h.path, fmt.Errorf("request body is not an AdmissionReview: %w", err))
 		return
 	}
@@ -147,7 +148,7 @@ func (a *admissionCall[T]) decode(what string, raw runtime.RawExtension) (T, *ad
 	if len(raw.Raw) == 0 {
 		return obj, deny(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("%s request for %s without %s", a.req.Operation, a.info.gvk.Kind, what))
 	}
-	if err := json.Unmarshal(raw.Raw, obj); err != nil {
+	if err := utiljson.Unmarshal(raw.Raw, obj); err != nil {
 		return obj, deny(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("decode %s as %s: %v", what, a.info.gvk, err))
 	}
 	return obj, nil

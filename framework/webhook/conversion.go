@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/converge-dev/converge/object"
 )
@@ -96,7 +97,7 @@ func (c *Conversion) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var review apiextensionsv1.ConversionReview
-	if err := json.Unmarshal(body, &review); err != nil {
+	if err := utiljson.Unmarshal(body, &review); err != nil {
 		refuse(w, c.opts.Logger, ConvertPath, fmt.Errorf("request body is not a ConversionReview: %w", err))
 		return
 	}
@@ -165,7 +166,7 @@ func (c *Conversion) convertOne(_ context.Context, raw []byte, desired schema.Gr
 		metav1.TypeMeta   `json:",inline"`
 		metav1.ObjectMeta `json:"metadata"`
 	}
-	if err := json.Unmarshal(raw, &meta); err != nil {
+	if err := utiljson.Unmarshal(raw, &meta); err != nil {
 		return nil, fmt.Errorf("not an object: %w", err)
 	}
 	from := meta.GroupVersionKind()
@@ -193,7 +194,7 @@ func (c *Conversion) convertOne(_ context.Context, raw []byte, desired schema.Gr
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := json.Unmarshal(raw, src); err != nil {
+	if err := utiljson.Unmarshal(raw, src); err != nil {
 		return nil, fmt.Errorf("%s: decode as %s: %w", name, from, err)
 	}
 	dst, err := c.newObject(to)
@@ -222,7 +223,7 @@ func withMetadata(dst object.Object, m metav1.ObjectMeta) ([]byte, error) {
 		return nil, err
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
+	if err := utiljson.Unmarshal(body, &fields); err != nil {
 		return nil, fmt.Errorf("%T does not encode as a JSON object: %w", dst, err)
 	}
 	if fields["metadata"], err = json.Marshal(m); err != nil {

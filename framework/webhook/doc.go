@@ -9,7 +9,9 @@
 // Guarantees:
 //
 //   - Typed: a handler decodes the request's object into a fresh T (never a
-//     shared object) and refuses a request for another group, version or
+//     shared object), reading JSON keys case-sensitively as the API server
+//     and client-go do (so {"teeth":1000,"Teeth":5} has 1000 teeth, not the
+//     5 encoding/json would pick), and refuses a request for another group, version or
 //     kind with an AdmissionReview denial (code 400) naming both kinds,
 //     except a subresource of another kind (the Scale of T's scale
 //     subresource, sent by a rule such as "sprockets/*"), which passes

@@ -265,3 +265,31 @@ func TestSubresourceOfAnotherKind(t *testing.T) {
 		t.Errorf("status subresource: %+v, calls %q, want validated once", resp, calls)
 	}
 }
+
+// TestDecodingIsCaseSensitive: the API server and client-go read JSON keys
+// case-sensitively, so must the handlers. A CRD that preserves unknown
+// fields can store {"teeth":1000,"Teeth":5}: its teeth are 1000, and a
+// Validator shown 5 would let 1000 teeth through.
+func TestDecodingIsCaseSensitive(t *testing.T) {
+	var seen int32
+	v := webhook.ValidatorFuncs[*testapi.Sprocket]{
+		Create: func(_ context.Context, s *testapi.Sprocket) (webhook.Warnings, error) {
+			seen = s.Spec.Teeth
+			return nil, nil
+		},
+	}
+	h, err := webhook.NewValidating(testScheme(t), v, webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call(t, h, sprocketRequest(admissionv1.Create, `{"spec":{"teeth":1000,"Teeth":5}}`, ""))
+	if seen != 1000 {
+		t.Errorf("the Validator saw %d teeth, want the 1000 the object holds", seen)
+	}
+
+	c := newConversion(t, testScheme(t))
+	resp := convert(t, c, "sprockets.converge.dev/v2", strings.Replace(v1Sprocket, `"teeth":5`, `"teeth":1000,"Teeth":5`, 1))
+	if resp.Result.Status != metav1.StatusSuccess || !strings.Contains(string(resp.ConvertedObjects[0].Raw), `"teeth":1000`) {
+		t.Errorf("conversion: %+v %s, want teeth 1000", resp.Result, resp.ConvertedObjects)
+	}
+}
