@@ -175,7 +175,9 @@ type WebhookServerOptions struct {
 
 	// MaxRequestBytes bounds a review's body; a larger one is refused with
 	// 413. Raise it when conversions of large lists are refused. Zero means
-	// webhook.DefaultMaxRequestBytes (7 MiB).
+	// webhook.DefaultMaxRequestBytes (7 MiB) for admission reviews and
+	// webhook.DefaultMaxConversionRequestBytes (64 MiB) for conversion
+	// reviews, which carry whole lists.
 	MaxRequestBytes int64
 
 	// ReadTimeout bounds reading a whole request, headers and body. Zero

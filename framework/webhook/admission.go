@@ -67,7 +67,7 @@ func newAdmission[T object.Object](scheme *runtime.Scheme, opts HandlerOptions, 
 	if err != nil {
 		return nil, fmt.Errorf("webhook: admission handler for %v: %w", reflectName[T](), err)
 	}
-	return &admission[T]{info: info, path: path(info.gvk), opts: opts.withDefaults(), handle: handle}, nil
+	return &admission[T]{info: info, path: path(info.gvk), opts: opts.withDefaults(DefaultMaxRequestBytes), handle: handle}, nil
 }
 
 func (h *admission[T]) Path() string { return h.path }

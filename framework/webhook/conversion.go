@@ -47,7 +47,7 @@ func NewConversion(scheme *runtime.Scheme, opts HandlerOptions) (*Conversion, er
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("webhook: NewConversion: %w", err)
 	}
-	return &Conversion{scheme: scheme, opts: opts.withDefaults(), hubs: map[schema.GroupKind]schema.GroupVersionKind{}}, nil
+	return &Conversion{scheme: scheme, opts: opts.withDefaults(DefaultMaxConversionRequestBytes), hubs: map[schema.GroupKind]schema.GroupVersionKind{}}, nil
 }
 
 var convertibleType = reflect.TypeFor[Convertible]()

@@ -27,7 +27,9 @@
 //     request is allowed or denied.
 //   - Bad input gets a clear answer, never a panic: a method other than
 //     POST gets 405, a Content-Type other than application/json gets 415, a
-//     body over HandlerOptions.MaxRequestBytes (7 MiB by default) gets 413,
+//     body over HandlerOptions.MaxRequestBytes (by default 7 MiB for an
+//     admission review, 64 MiB for a conversion review, which carries a
+//     whole list) gets 413,
 //     a body that is not an admission.k8s.io/v1 AdmissionReview (or an
 //     apiextensions.k8s.io/v1 ConversionReview) gets 400, and so does a
 //     review without a request. Once the review decodes, a

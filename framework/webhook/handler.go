@@ -22,9 +22,16 @@ import (
 // objects of up to 3 MiB, and an AdmissionReview of an update carries the
 // object twice (object and oldObject) plus the request's metadata, so a
 // legitimate review stays under it; a larger body is refused with 413
-// before it is decoded. A ConversionReview of a large list can be bigger:
-// raise the limit for servers that convert big collections.
+// before it is decoded.
 const DefaultMaxRequestBytes = 7 << 20
+
+// DefaultMaxConversionRequestBytes is the largest request body the
+// conversion handler reads when HandlerOptions.MaxRequestBytes is zero:
+// 64 MiB. kube-apiserver converts a whole list in one ConversionReview,
+// whatever its length (8 MiB is 2,000 objects of 4 KiB), and a list it
+// cannot convert cannot be read at that version; raise the limit for
+// larger collections.
+const DefaultMaxConversionRequestBytes = 64 << 20
 
 // Handler is a webhook handler and the path it is served on.
 type Handler interface {
@@ -37,7 +44,8 @@ type Handler interface {
 // HandlerOptions configures a handler. The zero value is valid.
 type HandlerOptions struct {
 	// MaxRequestBytes bounds the request body; a larger body gets 413.
-	// Zero means DefaultMaxRequestBytes.
+	// Zero means DefaultMaxRequestBytes for admission handlers and
+	// DefaultMaxConversionRequestBytes for the conversion handler.
 	MaxRequestBytes int64
 
 	// Logger logs refused requests and recovered panics. The context a
@@ -48,9 +56,11 @@ type HandlerOptions struct {
 	Logger logr.Logger
 }
 
-func (o HandlerOptions) withDefaults() HandlerOptions {
+// withDefaults fills o's zero fields; maxBytes is the handler's default
+// body limit.
+func (o HandlerOptions) withDefaults(maxBytes int64) HandlerOptions {
 	if o.MaxRequestBytes == 0 {
-		o.MaxRequestBytes = DefaultMaxRequestBytes
+		o.MaxRequestBytes = maxBytes
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()

@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -291,5 +292,23 @@ func TestDecodingIsCaseSensitive(t *testing.T) {
 	resp := convert(t, c, "sprockets.converge.dev/v2", strings.Replace(v1Sprocket, `"teeth":5`, `"teeth":1000,"Teeth":5`, 1))
 	if resp.Result.Status != metav1.StatusSuccess || !strings.Contains(string(resp.ConvertedObjects[0].Raw), `"teeth":1000`) {
 		t.Errorf("conversion: %+v %s, want teeth 1000", resp.Result, resp.ConvertedObjects)
+	}
+}
+
+// TestConversionOfALargeList: kube-apiserver converts a whole list in one
+// ConversionReview, however many items it has; a list of 8 MiB (as 2,000
+// Sprockets of 4 KiB would be; here 16 of 512 KiB) must convert with the
+// default limits, or reading the list at the other version fails.
+func TestConversionOfALargeList(t *testing.T) {
+	c := newConversion(t, testScheme(t))
+	const items = 16
+	note := strings.Repeat("n", 512<<10)
+	objects := make([]string, items)
+	for i := range objects {
+		objects[i] = fmt.Sprintf(`{"apiVersion":"sprockets.converge.dev/v1","kind":"Sprocket","metadata":{"name":"s%d","annotations":{"note":%q}},"spec":{"teeth":%d}}`, i, note, i%100)
+	}
+	resp := convert(t, c, "sprockets.converge.dev/v2", objects...)
+	if resp.Result.Status != metav1.StatusSuccess || len(resp.ConvertedObjects) != items {
+		t.Errorf("result %+v with %d objects, want success with %d", resp.Result, len(resp.ConvertedObjects), items)
 	}
 }
