@@ -43,7 +43,9 @@ type Options struct {
 	LeaderElection LeaderElectionOptions
 
 	// HealthProbeBindAddress is where /healthz and /readyz are served (plain
-	// HTTP, for kubelet probes), e.g. ":8081". Zero means not served.
+	// HTTP, for kubelet probes), e.g. ":8081". /readyz waits for the caches
+	// to sync, unless the manager serves a conversion webhook (see
+	// NewConversion). Zero means not served.
 	HealthProbeBindAddress string
 
 	// Metrics configures the Prometheus endpoint. Zero means not served.

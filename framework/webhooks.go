@@ -78,6 +78,11 @@ func NewWebhook[T object.Object](mgr *Manager, opts WebhookOptions[T]) error {
 // registered in the manager's scheme converts through the hub H, and each
 // version other than H must implement webhook.Convertible. It is an error if
 // a version does not, if the kind was registered before, or after Start.
+//
+// A manager serving a conversion webhook is ready (/readyz) without waiting
+// for its caches: the API server calls the webhook through a Service, which
+// routes only to ready pods, and a cache of a kind stored at another version
+// cannot sync until that call succeeds.
 func NewConversion[H webhook.Hub](mgr *Manager) error {
 	name := fmt.Sprintf("NewConversion[%v]", reflect.TypeFor[H]())
 	mgr.mu.Lock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/webhook"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testapi"
 	"github.com/converge-dev/converge/internal/testenv"
 )
@@ -100,6 +101,53 @@ func TestWebhookServerBodyLimit(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusRequestEntityTooLarge {
 			t.Errorf("chunked=%v: %d, want 413", chunked, resp.StatusCode)
+		}
+	}
+}
+
+// TestConversionDoesNotWaitForCaches: the API server reaches a conversion
+// webhook through a Service, which routes only to ready pods, and the
+// caches of a kind stored at another version cannot sync until it does:
+// a manager serving a conversion webhook is ready once that webhook
+// serves, whatever its caches. Without one, readiness waits for them.
+func TestConversionDoesNotWaitForCaches(t *testing.T) {
+	dir := t.TempDir()
+	testenv.WriteServingCert(t, dir, "server", time.Now().Add(time.Hour))
+	opts := framework.Options{Scheme: sprocketScheme(t), HealthProbeBindAddress: "127.0.0.1:0", Webhook: framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir}}
+	converting, admitting := newManager(t, unreachable, opts), newManager(t, unreachable, opts)
+	if err := framework.NewConversion[*testapi.Sprocket](converting); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.NewWebhook(admitting, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator}); err != nil {
+		t.Fatal(err)
+	}
+	// Both watch Sprockets, at v1: their caches never sync.
+	for _, mgr := range []*framework.Manager{converting, admitting} {
+		if _, err := informers.For[*testapi.SprocketV1](mgr.Cache(), informers.Selection{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		mgr  *framework.Manager
+		code int
+	}{{"conversion", converting, http.StatusOK}, {"admission only", admitting, http.StatusServiceUnavailable}} {
+		testenv.StartManager(t, tc.mgr)
+		testenv.Eventually(t, "the servers listen", func() bool { return tc.mgr.WebhookAddress() != "" && tc.mgr.HealthProbeAddress() != "" })
+		var code int
+		var body []byte
+		testenv.Eventually(t, "/readyz sees the webhook server", func() bool {
+			resp, err := http.Get("http://" + tc.mgr.HealthProbeAddress() + "/readyz?verbose")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			code = resp.StatusCode
+			body, _ = io.ReadAll(resp.Body)
+			return strings.Contains(string(body), "[+]webhook-server ok")
+		})
+		if code != tc.code {
+			t.Errorf("%s: /readyz = %d, want %d:\n%s", tc.name, code, tc.code, body)
 		}
 	}
 }
