@@ -45,6 +45,12 @@ func TestDefaultingListsKeepUnknownFields(t *testing.T) {
 		{"drop the first container", func(p *corev1.Pod) {
 			p.Spec.Containers = p.Spec.Containers[1:]
 		}, []string{"log future"}, []string{"a future"}},
+		{"swap the containers", func(p *corev1.Pod) {
+			p.Spec.Containers[0], p.Spec.Containers[1] = p.Spec.Containers[1], p.Spec.Containers[0]
+		}, []string{"log future", "app future"}, []string{"a future"}},
+		{"drop the last toleration", func(p *corev1.Pod) {
+			p.Spec.Tolerations = nil
+		}, []string{"app future", "log future"}, nil},
 		{"append a container and change the first", func(p *corev1.Pod) {
 			p.Spec.Containers[0].ImagePullPolicy = corev1.PullAlways
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Image: "s:1"})
