@@ -76,9 +76,8 @@ func diff(ops *[]patchOp, path string, o any, inOrig bool, b, a any) {
 	}
 	switch av := a.(type) {
 	case map[string]any:
-		om, ok1 := o.(map[string]any)
-		bm, ok2 := b.(map[string]any)
-		if !ok1 || !ok2 {
+		om, bm, ok := both[map[string]any](o, b)
+		if !ok {
 			break
 		}
 		for _, k := range sortedKeys(bm, av) {
@@ -98,9 +97,8 @@ func diff(ops *[]patchOp, path string, o any, inOrig bool, b, a any) {
 		}
 		return
 	case []any:
-		ol, ok1 := o.([]any)
-		bl, ok2 := b.([]any)
-		if !ok1 || !ok2 || len(ol) != len(bl) {
+		ol, bl, ok := both[[]any](o, b)
+		if !ok || len(ol) != len(bl) {
 			break
 		}
 		src := sources(bl, av)
@@ -130,9 +128,8 @@ func merged(o any, inOrig bool, b, a any) any {
 	}
 	switch av := a.(type) {
 	case map[string]any:
-		om, ok1 := o.(map[string]any)
-		bm, ok2 := b.(map[string]any)
-		if !ok1 || !ok2 {
+		om, bm, ok := both[map[string]any](o, b)
+		if !ok {
 			break
 		}
 		out := make(map[string]any, len(om)+len(av))
@@ -151,9 +148,8 @@ func merged(o any, inOrig bool, b, a any) any {
 		}
 		return out
 	case []any:
-		ol, ok1 := o.([]any)
-		bl, ok2 := b.([]any)
-		if !ok1 || !ok2 || len(ol) != len(bl) {
+		ol, bl, ok := both[[]any](o, b)
+		if !ok || len(ol) != len(bl) {
 			break
 		}
 		return mergedList(ol, bl, av, sources(bl, av))
@@ -226,6 +222,14 @@ func encodedKey(v any) string {
 		return fmt.Sprintf("%#v", v)
 	}
 	return string(b)
+}
+
+// both returns o and b as Ts, and whether both are: the value in the
+// request and before defaulting have the shape of the value after.
+func both[T any](o, b any) (T, T, bool) {
+	ot, ok1 := o.(T)
+	bt, ok2 := b.(T)
+	return ot, bt, ok1 && ok2
 }
 
 // missing stands for a field absent before defaulting: it equals nothing.

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/converge-dev/converge/framework"
@@ -95,9 +94,7 @@ var _ = Describe("webhooks on a built-in kind", func() {
 		Expect(framework.NewWebhook(mgr, framework.WebhookOptions[*corev1.ConfigMap]{Defaulter: configMapDefaulter, Validator: configMapValidator})).To(Succeed())
 		startManager(ctx, mgr)
 
-		warnings := &warningRecorder{}
-		c := rest.CopyConfig(cfg)
-		c.WarningHandler = warnings
+		c, warnings := recordingWarnings()
 		cs, err := kubernetes.NewForConfig(c)
 		Expect(err).NotTo(HaveOccurred())
 		cms := cs.CoreV1().ConfigMaps(ns)
