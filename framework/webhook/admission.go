@@ -242,7 +242,7 @@ func deny(code int32, reason metav1.StatusReason, msg string) *admissionv1.Admis
 // when it is (or wraps) an apierrors.APIStatus.
 func denyError(err error) *admissionv1.AdmissionResponse {
 	var status apierrors.APIStatus
-	if errors.As(err, &status) {
+	if errors.As(err, &status) && !isNil(status) {
 		s := status.Status()
 		if s.Code != 0 { // a status without a code would read as allowed to some clients
 			s.Status = metav1.StatusFailure

@@ -13,6 +13,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -123,6 +124,20 @@ func TestTypedNilErrorsAreNil(t *testing.T) {
 	}
 	if resp := call(t, vh, sprocketRequest(admissionv1.Create, `{"spec":{}}`, "")); !resp.Allowed || len(resp.Warnings) != 1 {
 		t.Errorf("a Validator returning a nil *nilErr: %+v, want allowed with its warning", resp)
+	}
+	// A nil status error wrapped in another is an error (the wrapper is
+	// not nil), denied with 403 since its status cannot be read.
+	wrapped := webhook.ValidatorFuncs[*testapi.Sprocket]{
+		Create: func(context.Context, *testapi.Sprocket) (webhook.Warnings, error) {
+			return nil, fmt.Errorf("wrapped: %w", (*apierrors.StatusError)(nil))
+		},
+	}
+	wh, err := webhook.NewValidating(testScheme(t), wrapped, webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := call(t, wh, sprocketRequest(admissionv1.Create, `{"spec":{}}`, "")); resp.Allowed || resp.Result.Code != http.StatusForbidden {
+		t.Errorf("a Validator returning a wrapped nil *StatusError: %+v, want a 403 denial", resp.Result)
 	}
 	d := webhook.DefaulterFunc[*testapi.Sprocket](func(_ context.Context, s *testapi.Sprocket) error {
 		s.Spec.Teeth = 3
