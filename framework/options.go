@@ -191,7 +191,10 @@ type WebhookServerOptions struct {
 	WriteTimeout time.Duration
 
 	// IdleTimeout bounds how long a keep-alive connection waits for its
-	// next request. Zero means 90 s.
+	// next request. Zero means 120 s: longer than the 90 s kube-apiserver
+	// keeps an idle connection to a webhook, so the API server always
+	// drops it first (a connection the server closes just as the API
+	// server reuses it fails that call).
 	IdleTimeout time.Duration
 }
 

@@ -178,7 +178,10 @@ const (
 	defaultWebhookAddr         = ":9443"
 	defaultWebhookReadTimeout  = 30 * time.Second
 	defaultWebhookWriteTimeout = 30 * time.Second
-	defaultWebhookIdleTimeout  = 90 * time.Second
+	// defaultWebhookIdleTimeout outlasts the 90 s kube-apiserver's
+	// webhook client keeps an idle connection, so the client drops it
+	// first and never sends a request on a connection the server closes.
+	defaultWebhookIdleTimeout = 120 * time.Second
 )
 
 func (o WebhookServerOptions) withDefaults() WebhookServerOptions {
