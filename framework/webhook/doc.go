@@ -54,7 +54,8 @@
 //     connection; the user code goes on in the background until it returns.
 //   - Defaulting keeps what the Go type does not know: fields of the
 //     request's object that T lacks stay, also inside list elements when the
-//     Defaulter adds, removes or reorders elements.
+//     Defaulter adds, removes or reorders elements (an element is followed
+//     by its value, else by its "name", else, unnamed, by its index).
 //
 // Paths follow kubebuilder's convention ([MutatePath], [ValidatePath],
 // [ConvertPath]) so generated config/webhook manifests line up.

@@ -173,9 +173,10 @@ func mergedList(ol, bl, al []any, src []int) []any {
 }
 
 // sources says where each element of al (the list after defaulting) comes
-// from in bl (before): the index of an element equal to it, each used
-// once, else the element at its own index if that one is unused (changed
-// in place), else -1 (added).
+// from in bl (before), each element of bl used once: an element equal to
+// it; else one with the same "name" (the key of most Kubernetes lists:
+// containers, volumes, env), changed; else, when neither has a name, the
+// element at its own index, changed in place; else -1 (added).
 func sources(bl, al []any) []int {
 	src := make([]int, len(al))
 	used := make([]bool, len(bl))
@@ -192,12 +193,41 @@ func sources(bl, al []any) []int {
 			byValue[k] = js[1:]
 		}
 	}
-	for i := range al {
-		if src[i] == -1 && i < len(bl) && !used[i] {
-			src[i], used[i] = i, true
+	byName := map[string]int{} // unused named elements of bl
+	for j, bv := range bl {
+		if n, ok := name(bv); ok && !used[j] {
+			if _, dup := byName[n]; !dup {
+				byName[n] = j
+			}
+		}
+	}
+	for i, av := range al {
+		if src[i] != -1 {
+			continue
+		}
+		if n, ok := name(av); ok {
+			if j, found := byName[n]; found && !used[j] {
+				src[i], used[j] = j, true
+			}
+			continue
+		}
+		if i < len(bl) && !used[i] {
+			if _, named := name(bl[i]); !named {
+				src[i], used[i] = i, true
+			}
 		}
 	}
 	return src
+}
+
+// name returns the "name" of v when v is an object that has one.
+func name(v any) (string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	n, ok := m["name"].(string)
+	return n, ok
 }
 
 // inPlace reports whether every element of a list of n comes from its own
