@@ -188,23 +188,7 @@ func applied(t *testing.T, orig, before, after []byte) any {
 
 // withoutUnknown returns a copy of v without the key "zz-unknown".
 func withoutUnknown(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		out := map[string]any{}
-		for k, e := range x {
-			if k != "zz-unknown" {
-				out[k] = withoutUnknown(e)
-			}
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = withoutUnknown(e)
-		}
-		return out
-	}
-	return v
+	return eachObject(v, func(m map[string]any) { delete(m, "zz-unknown") })
 }
 
 // sameJSON reports whether x and y encode the same value (json-patch's
@@ -217,17 +201,24 @@ func sameJSON(x, y []byte) bool {
 // withUnknown returns a copy of v with the key "zz-unknown" added to every
 // object.
 func withUnknown(v any) any {
+	return eachObject(v, func(m map[string]any) { m["zz-unknown"] = "u" })
+}
+
+// eachObject returns a deep copy of v in which edit has changed every
+// object.
+func eachObject(v any, edit func(map[string]any)) any {
 	switch x := v.(type) {
 	case map[string]any:
-		out := map[string]any{"zz-unknown": "u"}
+		out := map[string]any{}
 		for k, e := range x {
-			out[k] = withUnknown(e)
+			out[k] = eachObject(e, edit)
 		}
+		edit(out)
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = withUnknown(e)
+			out[i] = eachObject(e, edit)
 		}
 		return out
 	}
