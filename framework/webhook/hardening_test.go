@@ -177,7 +177,7 @@ func TestHandlerAnswersWithinTheRequestTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := httptest.NewRequest(http.MethodPost, "/x?timeout=1s", strings.NewReader(string(body)))
+	r := httptest.NewRequest(http.MethodPost, "/x?timeout=100ms", strings.NewReader(string(body)))
 	r.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r) // returns only if the handler gives up on the Validator
@@ -331,5 +331,39 @@ func TestConversionOfALargeList(t *testing.T) {
 	resp := convert(t, c, "sprockets.converge.dev/v2", objects...)
 	if resp.Result.Status != metav1.StatusSuccess || len(resp.ConvertedObjects) != items {
 		t.Errorf("result %+v with %d objects, want success with %d", resp.Result, len(resp.ConvertedObjects), items)
+	}
+}
+
+// TestHandlerAnswersWhenTheAPIServerHangsUp: without a timeout parameter,
+// the request's own context (ended when the API server closes the
+// connection) bounds a Validator that ignores it.
+func TestHandlerAnswersWhenTheAPIServerHangsUp(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{}, 1)
+	defer close(release)
+	v := webhook.ValidatorFuncs[*testapi.Sprocket]{
+		Create: func(context.Context, *testapi.Sprocket) (webhook.Warnings, error) {
+			started <- struct{}{}
+			<-release
+			return nil, nil
+		},
+	}
+	h, err := webhook.NewValidating(testScheme(t), v, webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := sprocketRequest(admissionv1.Create, `{"spec":{}}`, "")
+	body, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-started; cancel() }()
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/x", strings.NewReader(string(body)))
+	r.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.Allowed || out.Response.Result.Code != http.StatusGatewayTimeout {
+		t.Errorf("answer %d %s, want a 504 denial", rec.Code, rec.Body)
 	}
 }
