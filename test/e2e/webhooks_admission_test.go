@@ -10,6 +10,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -137,5 +138,22 @@ var _ = Describe("webhooks on a built-in kind", func() {
 		_, err = cms.Patch(ctx, "a", types.MergePatchType, []byte(`{"metadata":{"labels":{"protected":null}}}`), metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cms.Delete(ctx, "a", metav1.DeleteOptions{})).To(Succeed())
+	})
+})
+
+var _ = Describe("webhooks: InstallWebhooks", func() {
+	It("points a CRD whose conversion goes through a Service (kubebuilder's kustomize output) at the local server", func(ctx SpecContext) {
+		Expect(env.InstallCRDs(ctx, envtest.CRDOptions{Paths: []string{"testdata/cogs-kubebuilder.yaml"}})).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(dyn.Resource(crdGVR).Delete(ctx, "cogs.cogs.converge.dev", metav1.DeleteOptions{})).To(Succeed())
+		})
+		serving, err := env.InstallWebhooks(ctx, envtest.WebhookOptions{ConversionCRDs: []string{"cogs.cogs.converge.dev"}})
+		Expect(err).NotTo(HaveOccurred())
+		crd, err := dyn.Resource(crdGVR).Get(ctx, "cogs.cogs.converge.dev", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		cc, _, err := unstructured.NestedMap(crd.Object, "spec", "conversion", "webhook", "clientConfig")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cc).To(HaveKeyWithValue("url", "https://"+serving.Addr+"/convert"))
+		Expect(cc).NotTo(HaveKey("service"))
 	})
 })
