@@ -231,20 +231,11 @@ func TestConversionTypedNilAndHang(t *testing.T) {
 	// The API server gives up (closes the connection): the handler answers
 	// without waiting for the conversion.
 	defer close(v6Release)
-	body, err := json.Marshal(apiextensionsv1.ConversionReview{
+	rec := hangUp(t, c, v6Started, apiextensionsv1.ConversionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "ConversionReview"},
 		Request: &apiextensionsv1.ConversionRequest{UID: "c-2", DesiredAPIVersion: "sprockets.converge.dev/v6",
 			Objects: []runtime.RawExtension{{Raw: []byte(strings.Replace(v1Sprocket, `"teeth":5`, `"teeth":77`, 1))}}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() { <-v6Started; cancel() }()
-	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/convert", strings.NewReader(string(body)))
-	r.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	c.ServeHTTP(rec, r)
 	var out apiextensionsv1.ConversionReview
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.Result.Status != metav1.StatusFailure ||
 		!strings.Contains(out.Response.Result.Message, "did not answer in time") {
@@ -352,18 +343,28 @@ func TestHandlerAnswersWhenTheAPIServerHangsUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := sprocketRequest(admissionv1.Create, `{"spec":{}}`, "")
-	body, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req})
+	rec := hangUp(t, h, started, admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Request: &req})
+	var out admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.Allowed || out.Response.Result.Code != http.StatusGatewayTimeout {
+		t.Errorf("answer %d %s, want a 504 denial", rec.Code, rec.Body)
+	}
+}
+
+// hangUp posts review to h and cancels the request's context (the API
+// server closing the connection) once started receives; it returns h's
+// answer.
+func hangUp(t *testing.T, h http.Handler, started <-chan struct{}, review any) *httptest.ResponseRecorder {
+	t.Helper()
+	body, err := json.Marshal(review)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	go func() { <-started; cancel() }()
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/x", strings.NewReader(string(body)))
 	r.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r)
-	var out admissionv1.AdmissionReview
-	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.Allowed || out.Response.Result.Code != http.StatusGatewayTimeout {
-		t.Errorf("answer %d %s, want a 504 denial", rec.Code, rec.Body)
-	}
+	return rec
 }
