@@ -27,9 +27,10 @@
 //     Options.GracefulShutdownTimeout, and leaves queued keys to whoever runs
 //     next (reconciles are level-triggered, so the next process catches up).
 //   - Bounded shutdown: Start returns at most GracefulShutdownTimeout plus
-//     2 seconds after its context ends; reconciles that ignore their
-//     cancelled context are abandoned and named in Start's error
-//     (ErrNotStopped).
+//     2 seconds after its context ends, plus up to 5 seconds in which its
+//     servers (webhooks, probes, metrics), stopped last, finish requests in
+//     flight; reconciles that ignore their cancelled context are abandoned
+//     and named in Start's error (ErrNotStopped).
 //   - Fenced writes: once leadership is lost or the manager has stopped, the
 //     manager's client (package client) refuses every write (ErrNotLeader,
 //     ErrManagerStopped), so an abandoned or late reconcile cannot undo a

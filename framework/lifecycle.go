@@ -142,8 +142,9 @@ func describeRunnable(r Runnable) string {
 // Start is bounded whatever the reconcilers do: a reconcile still running
 // 2 seconds after its context was cancelled is abandoned (left running, its
 // writes refused), logged with its controller and key, and Start's error
-// then wraps ErrNotStopped and names it. A manager can be started once; a
-// second call returns ErrManagerStarted.
+// then wraps ErrNotStopped and names it. The servers stop last, each
+// waiting up to 5 seconds for requests in flight (a webhook call, a scrape).
+// A manager can be started once; a second call returns ErrManagerStarted.
 func (m *Manager) Start(ctx context.Context) (err error) {
 	m.mu.Lock()
 	if m.started {

@@ -48,7 +48,9 @@ type Options struct {
 	LeaderElection LeaderElectionOptions
 
 	// HealthProbeBindAddress is where /healthz and /readyz are served (plain
-	// HTTP, for kubelet probes), e.g. ":8081". Zero means not served.
+	// HTTP, for kubelet probes), e.g. ":8081". /readyz waits for the caches
+	// to sync, unless the manager serves a conversion webhook (see
+	// NewConversion). Zero means not served.
 	HealthProbeBindAddress string
 
 	// Metrics configures the Prometheus endpoint. Zero means not served.
@@ -180,7 +182,9 @@ type WebhookServerOptions struct {
 
 	// MaxRequestBytes bounds a review's body; a larger one is refused with
 	// 413. Raise it when conversions of large lists are refused. Zero means
-	// webhook.DefaultMaxRequestBytes (7 MiB).
+	// webhook.DefaultMaxRequestBytes (7 MiB) for admission reviews and
+	// webhook.DefaultMaxConversionRequestBytes (64 MiB) for conversion
+	// reviews, which carry whole lists.
 	MaxRequestBytes int64
 
 	// ReadTimeout bounds reading a whole request, headers and body. Zero
@@ -192,7 +196,10 @@ type WebhookServerOptions struct {
 	WriteTimeout time.Duration
 
 	// IdleTimeout bounds how long a keep-alive connection waits for its
-	// next request. Zero means 90 s.
+	// next request. Zero means 120 s: longer than the 90 s kube-apiserver
+	// keeps an idle connection to a webhook, so the API server always
+	// drops it first (a connection the server closes just as the API
+	// server reuses it fails that call).
 	IdleTimeout time.Duration
 }
 

@@ -48,6 +48,20 @@ func (m *Manager) cacheReady(*http.Request) error {
 	return m.cache.Health()
 }
 
+// cacheReadiness is /readyz's built-in check: m.cacheReady, or none when m
+// serves a conversion webhook. The API server calls that webhook through a
+// Service, which routes only to ready pods, and the caches of a kind stored
+// at another version cannot list until the call succeeds: waiting for them
+// would keep every replica unready for good.
+func (m *Manager) cacheReadiness() Check {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.conversion != nil {
+		return nil
+	}
+	return m.cacheReady
+}
+
 // probeHandler serves checks plus the built-in one (see
 // serving.ProbeHandler); checks is read under m.mu on each request.
 func (m *Manager) probeHandler(checks map[string]Check, builtin string, builtinCheck Check) http.Handler {

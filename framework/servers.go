@@ -24,7 +24,7 @@ func (m *Manager) startServers(g *group) error {
 		mux := http.NewServeMux()
 		mux.Handle("/healthz", m.probeHandler(m.healthChecks, "ping", func(*http.Request) error { return nil }))
 		mux.Handle("/livez", m.probeHandler(m.healthChecks, "ping", func(*http.Request) error { return nil }))
-		mux.Handle("/readyz", m.probeHandler(m.readyChecks, "caches", m.cacheReady))
+		mux.Handle("/readyz", m.probeHandler(m.readyChecks, "caches", m.cacheReadiness()))
 		l, err := serving.Listen("health probes", addr)
 		if err != nil {
 			return err

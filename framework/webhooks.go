@@ -78,6 +78,11 @@ func NewWebhook[T object.Object](mgr *Manager, opts WebhookOptions[T]) error {
 // registered in the manager's scheme converts through the hub H, and each
 // version other than H must implement webhook.Convertible. It is an error if
 // a version does not, if the kind was registered before, or after Start.
+//
+// A manager serving a conversion webhook is ready (/readyz) without waiting
+// for its caches: the API server calls the webhook through a Service, which
+// routes only to ready pods, and a cache of a kind stored at another version
+// cannot sync until that call succeeds.
 func NewConversion[H webhook.Hub](mgr *Manager) error {
 	name := fmt.Sprintf("NewConversion[%v]", reflect.TypeFor[H]())
 	mgr.mu.Lock()
@@ -173,7 +178,10 @@ const (
 	defaultWebhookAddr         = ":9443"
 	defaultWebhookReadTimeout  = 30 * time.Second
 	defaultWebhookWriteTimeout = 30 * time.Second
-	defaultWebhookIdleTimeout  = 90 * time.Second
+	// defaultWebhookIdleTimeout outlasts the 90 s kube-apiserver's
+	// webhook client keeps an idle connection, so the client drops it
+	// first and never sends a request on a connection the server closes.
+	defaultWebhookIdleTimeout = 120 * time.Second
 )
 
 func (o WebhookServerOptions) withDefaults() WebhookServerOptions {

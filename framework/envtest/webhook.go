@@ -66,7 +66,8 @@ type WebhookServing struct {
 // the webhook's clientConfig.service.path, or the path of its
 // clientConfig.url, or "/"), creates the configurations (replacing those of
 // the same name), and patches the named CRDs' conversion to strategy Webhook
-// on https://<Addr>/convert. ctx and Options.StartTimeout bound it. It needs
+// on https://<Addr>/convert (in place of a Service the CRD names there, as
+// kubebuilder's conversion patch does). ctx and Options.StartTimeout bound it. It needs
 // a local control plane (ErrNotLocal otherwise): an existing cluster's API
 // server cannot reach 127.0.0.1 here.
 //
@@ -136,7 +137,9 @@ func (e *Environment) installWebhooks(ctx context.Context, opts WebhookOptions) 
 		patch, err := json.Marshal(map[string]any{"spec": map[string]any{"conversion": map[string]any{
 			"strategy": "Webhook",
 			"webhook": map[string]any{
-				"clientConfig":             map[string]any{"url": "https://" + addr + "/convert", "caBundle": s.CABundle},
+				// service: null drops the Service a kubebuilder CRD names
+				// there (url and service are exclusive).
+				"clientConfig":             map[string]any{"url": "https://" + addr + "/convert", "caBundle": s.CABundle, "service": nil},
 				"conversionReviewVersions": []string{"v1"},
 			},
 		}}})

@@ -105,3 +105,48 @@ func TestWebhookServingWait(t *testing.T) {
 		t.Errorf("Wait on a cancelled context = %v, want the context's error, the probe's and the address", err)
 	}
 }
+
+// TestWebhookOptionsKeepSelectors: loading and pointing a configuration
+// changes only its clientConfig; selectors, match conditions, policies and
+// timeouts stay as written.
+func TestWebhookOptionsKeepSelectors(t *testing.T) {
+	dir := t.TempDir()
+	manifest := `
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: m}
+webhooks:
+- name: m.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  clientConfig: {service: {name: s, namespace: system, path: /mutate}}
+  namespaceSelector: {matchLabels: {team: a}}
+  objectSelector: {matchExpressions: [{key: skip, operator: DoesNotExist}]}
+  matchConditions: [{name: not-system, expression: "!request.userInfo.username.startsWith('system:')"}]
+  matchPolicy: Exact
+  reinvocationPolicy: IfNeeded
+  failurePolicy: Ignore
+  timeoutSeconds: 3
+`
+	if err := os.WriteFile(filepath.Join(dir, "m.yaml"), []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := WebhookOptions{Paths: []string{dir}}.load()
+	if err != nil || len(m) != 1 || len(m[0].Webhooks) != 1 {
+		t.Fatalf("load: %+v, %v", m, err)
+	}
+	w := m[0].Webhooks[0]
+	if err := (WebhookServing{Addr: "127.0.0.1:9", CABundle: []byte("ca")}).point(&w.ClientConfig); err != nil {
+		t.Fatal(err)
+	}
+	if w.NamespaceSelector == nil || w.NamespaceSelector.MatchLabels["team"] != "a" ||
+		w.ObjectSelector == nil || len(w.ObjectSelector.MatchExpressions) != 1 ||
+		len(w.MatchConditions) != 1 || w.MatchConditions[0].Name != "not-system" ||
+		w.MatchPolicy == nil || *w.MatchPolicy != admissionregistrationv1.Exact ||
+		w.ReinvocationPolicy == nil || *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy ||
+		w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore ||
+		w.TimeoutSeconds == nil || *w.TimeoutSeconds != 3 ||
+		w.ClientConfig.URL == nil || *w.ClientConfig.URL != "https://127.0.0.1:9/mutate" {
+		t.Errorf("after load and point: %+v", w)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/go-logr/logr"
 
@@ -66,7 +67,7 @@ func newAdmission[T object.Object](scheme *runtime.Scheme, opts HandlerOptions, 
 	if err != nil {
 		return nil, fmt.Errorf("webhook: admission handler for %v: %w", reflectName[T](), err)
 	}
-	return &admission[T]{info: info, path: path(info.gvk), opts: opts.withDefaults(), handle: handle}, nil
+	return &admission[T]{info: info, path: path(info.gvk), opts: opts.withDefaults(DefaultMaxRequestBytes), handle: handle}, nil
 }
 
 func (h *admission[T]) Path() string { return h.path }
@@ -79,7 +80,7 @@ func (h *admission[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var review admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &review); err != nil {
+	if err := utiljson.Unmarshal(body, &review); err != nil {
 		refuse(w, h.opts.Logger, h.path, fmt.Errorf("request body is not an AdmissionReview: %w", err))
 		return
 	}
@@ -93,7 +94,9 @@ func (h *admission[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req := review.Request
 	log := h.opts.Logger.WithValues("webhook", h.path, "uid", req.UID, "kind", req.Kind, "namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
-	ctx := logr.NewContext(context.WithValue(r.Context(), requestKey{}, req), log)
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	ctx = logr.NewContext(context.WithValue(ctx, requestKey{}, req), log)
 	resp := h.answer(ctx, req)
 	resp.UID = req.UID
 	if !resp.Allowed {
@@ -108,19 +111,28 @@ func (h *admission[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // answer checks the request's kind and runs the handler, turning a panic
-// into a denial.
-func (h *admission[T]) answer(ctx context.Context, req *admissionv1.AdmissionRequest) (resp *admissionv1.AdmissionResponse) {
+// into a denial, and a handler still running when ctx ends into a timeout.
+func (h *admission[T]) answer(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	gvk := h.info.gvk
 	if req.Kind.Group != gvk.Group || req.Kind.Version != gvk.Version || req.Kind.Kind != gvk.Kind {
+		if req.SubResource != "" {
+			// A subresource of another kind (a Scale, ...) sent by a rule
+			// such as "sprockets/*": not T's to judge, so it passes
+			// unchanged rather than breaking, say, kubectl scale.
+			logr.FromContextOrDiscard(ctx).V(1).Info("allowed a subresource of another kind unchanged", "subresource", req.SubResource)
+			return allow(nil)
+		}
 		return deny(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("this webhook (%s) serves %s, not %s", h.path, gvk, kindString(req.Kind)))
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			logr.FromContextOrDiscard(ctx).Error(fmt.Errorf("panic: %v", p), "webhook panicked", "stack", string(debug.Stack()))
-			resp = deny(http.StatusInternalServerError, metav1.StatusReasonInternalError, fmt.Sprintf("webhook %s panicked: %v", h.path, p))
-		}
-	}()
-	return h.handle(ctx, &admissionCall[T]{info: h.info, req: req})
+	return bounded(ctx, func() *admissionv1.AdmissionResponse {
+		return h.handle(ctx, &admissionCall[T]{info: h.info, req: req})
+	}, func(p any) *admissionv1.AdmissionResponse {
+		logr.FromContextOrDiscard(ctx).Error(fmt.Errorf("panic: %v", p), "webhook panicked", "stack", string(debug.Stack()))
+		return deny(http.StatusInternalServerError, metav1.StatusReasonInternalError, fmt.Sprintf("webhook %s panicked: %v", h.path, p))
+	}, func(err error) *admissionv1.AdmissionResponse {
+		logr.FromContextOrDiscard(ctx).Error(err, "webhook did not answer in time; answering without it")
+		return deny(http.StatusGatewayTimeout, metav1.StatusReasonTimeout, fmt.Sprintf("webhook %s did not answer in time: %v", h.path, err))
+	})
 }
 
 // admissionCall is one admission request for T.
@@ -136,7 +148,7 @@ func (a *admissionCall[T]) decode(what string, raw runtime.RawExtension) (T, *ad
 	if len(raw.Raw) == 0 {
 		return obj, deny(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("%s request for %s without %s", a.req.Operation, a.info.gvk.Kind, what))
 	}
-	if err := json.Unmarshal(raw.Raw, obj); err != nil {
+	if err := utiljson.Unmarshal(raw.Raw, obj); err != nil {
 		return obj, deny(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("decode %s as %s: %v", what, a.info.gvk, err))
 	}
 	return obj, nil
@@ -159,7 +171,7 @@ func (a *admissionCall[T]) mutate(ctx context.Context, d Defaulter[T]) *admissio
 	if err != nil {
 		return deny(http.StatusInternalServerError, metav1.StatusReasonInternalError, fmt.Sprintf("encode %s: %v", a.info.gvk.Kind, err))
 	}
-	if err := d.Default(ctx, obj); err != nil {
+	if err := d.Default(ctx, obj); !isNil(err) {
 		return denyError(err)
 	}
 	after, err := json.Marshal(obj)
@@ -208,7 +220,7 @@ func (a *admissionCall[T]) validate(ctx context.Context, v Validator[T]) *admiss
 	default:
 		return allow(nil)
 	}
-	if err != nil {
+	if !isNil(err) {
 		resp := denyError(err)
 		resp.Warnings = warnings
 		return resp
@@ -230,7 +242,7 @@ func deny(code int32, reason metav1.StatusReason, msg string) *admissionv1.Admis
 // when it is (or wraps) an apierrors.APIStatus.
 func denyError(err error) *admissionv1.AdmissionResponse {
 	var status apierrors.APIStatus
-	if errors.As(err, &status) {
+	if errors.As(err, &status) && !isNil(status) {
 		s := status.Status()
 		if s.Code != 0 { // a status without a code would read as allowed to some clients
 			s.Status = metav1.StatusFailure

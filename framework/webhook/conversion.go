@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/converge-dev/converge/object"
 )
@@ -46,7 +47,7 @@ func NewConversion(scheme *runtime.Scheme, opts HandlerOptions) (*Conversion, er
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("webhook: NewConversion: %w", err)
 	}
-	return &Conversion{scheme: scheme, opts: opts.withDefaults(), hubs: map[schema.GroupKind]schema.GroupVersionKind{}}, nil
+	return &Conversion{scheme: scheme, opts: opts.withDefaults(DefaultMaxConversionRequestBytes), hubs: map[schema.GroupKind]schema.GroupVersionKind{}}, nil
 }
 
 var convertibleType = reflect.TypeFor[Convertible]()
@@ -96,7 +97,7 @@ func (c *Conversion) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var review apiextensionsv1.ConversionReview
-	if err := json.Unmarshal(body, &review); err != nil {
+	if err := utiljson.Unmarshal(body, &review); err != nil {
 		refuse(w, c.opts.Logger, ConvertPath, fmt.Errorf("request body is not a ConversionReview: %w", err))
 		return
 	}
@@ -111,7 +112,23 @@ func (c *Conversion) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := review.Request
 	log := c.opts.Logger.WithValues("webhook", ConvertPath, "uid", req.UID, "desiredAPIVersion", req.DesiredAPIVersion)
 	resp := &apiextensionsv1.ConversionResponse{UID: req.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
-	converted, err := c.convertAll(logr.NewContext(r.Context(), log), req)
+	ctx, cancel := requestContext(r)
+	defer cancel()
+	ctx = logr.NewContext(ctx, log)
+	type result struct {
+		converted []runtime.RawExtension
+		err       error
+	}
+	res := bounded(ctx, func() result {
+		converted, err := c.convertAll(ctx, req)
+		return result{converted, err}
+	}, func(p any) result {
+		log.Error(fmt.Errorf("panic: %v", p), "conversion panicked", "stack", string(debug.Stack()))
+		return result{err: fmt.Errorf("conversion panicked: %v", p)}
+	}, func(err error) result {
+		return result{err: fmt.Errorf("conversion did not answer in time: %w", err)}
+	})
+	converted, err := res.converted, res.err
 	if err != nil {
 		log.Error(err, "conversion failed")
 		resp.Result = metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}
@@ -149,7 +166,7 @@ func (c *Conversion) convertOne(_ context.Context, raw []byte, desired schema.Gr
 		metav1.TypeMeta   `json:",inline"`
 		metav1.ObjectMeta `json:"metadata"`
 	}
-	if err := json.Unmarshal(raw, &meta); err != nil {
+	if err := utiljson.Unmarshal(raw, &meta); err != nil {
 		return nil, fmt.Errorf("not an object: %w", err)
 	}
 	from := meta.GroupVersionKind()
@@ -177,14 +194,14 @@ func (c *Conversion) convertOne(_ context.Context, raw []byte, desired schema.Gr
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := json.Unmarshal(raw, src); err != nil {
+	if err := utiljson.Unmarshal(raw, src); err != nil {
 		return nil, fmt.Errorf("%s: decode as %s: %w", name, from, err)
 	}
 	dst, err := c.newObject(to)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := c.convert(src, dst, from, to, hub); err != nil {
+	if err := c.convert(src, dst, from, to, hub); !isNil(err) {
 		return nil, fmt.Errorf("%s: convert from %s to %s: %w", name, from.Version, to.Version, err)
 	}
 	dst.GetObjectKind().SetGroupVersionKind(to)
@@ -206,7 +223,7 @@ func withMetadata(dst object.Object, m metav1.ObjectMeta) ([]byte, error) {
 		return nil, err
 	}
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
+	if err := utiljson.Unmarshal(body, &fields); err != nil {
 		return nil, fmt.Errorf("%T does not encode as a JSON object: %w", dst, err)
 	}
 	if fields["metadata"], err = json.Marshal(m); err != nil {
@@ -230,10 +247,10 @@ func (c *Conversion) convert(src, dst object.Object, from, to, hub schema.GroupV
 		return err
 	}
 	h := hubObj.(Hub)
-	if err := src.(Convertible).ConvertTo(h); err != nil {
+	if err := src.(Convertible).ConvertTo(h); !isNil(err) {
 		return fmt.Errorf("to the hub %s: %w", hub.Version, err)
 	}
-	if err := dst.(Convertible).ConvertFrom(h); err != nil {
+	if err := dst.(Convertible).ConvertFrom(h); !isNil(err) {
 		return fmt.Errorf("from the hub %s: %w", hub.Version, err)
 	}
 	return nil

@@ -9,8 +9,13 @@
 // Guarantees:
 //
 //   - Typed: a handler decodes the request's object into a fresh T (never a
-//     shared object) and refuses a request for another group, version or
-//     kind with an AdmissionReview denial (code 400) naming both kinds.
+//     shared object), reading JSON keys case-sensitively as the API server
+//     and client-go do (so {"teeth":1000,"Teeth":5} has 1000 teeth, not the
+//     5 encoding/json would pick), and refuses a request for another group, version or
+//     kind with an AdmissionReview denial (code 400) naming both kinds,
+//     except a subresource of another kind (the Scale of T's scale
+//     subresource, sent by a rule such as "sprockets/*"), which passes
+//     unchanged. A subresource of T (status) is handled like T.
 //   - Defaulting is a patch: the mutating handler answers with the JSON
 //     patch (RFC 6902) from the request's object to the object the
 //     Defaulter changed in place; no patch when nothing changed. A Defaulter
@@ -22,7 +27,9 @@
 //     request is allowed or denied.
 //   - Bad input gets a clear answer, never a panic: a method other than
 //     POST gets 405, a Content-Type other than application/json gets 415, a
-//     body over HandlerOptions.MaxRequestBytes (7 MiB by default) gets 413,
+//     body over HandlerOptions.MaxRequestBytes (by default 7 MiB for an
+//     admission review, 64 MiB for a conversion review, which carries a
+//     whole list) gets 413,
 //     a body that is not an admission.k8s.io/v1 AdmissionReview (or an
 //     apiextensions.k8s.io/v1 ConversionReview) gets 400, and so does a
 //     review without a request. Once the review decodes, a
@@ -37,6 +44,18 @@
 //   - Panics in user code are recovered and answered as a denial (or a
 //     failed conversion) naming the panic, so one bad object cannot take the
 //     server down.
+//   - A typed nil error (a nil *MyError returned as an error) counts as no
+//     error: it neither denies nor fails a conversion.
+//   - The answer comes by the API server's deadline: the context of a
+//     Defaulter or Validator ends by the timeout the API server sends with
+//     the request (the webhook's timeoutSeconds) or when it hangs up, and a
+//     handler whose user code is still running then answers without it (a
+//     denial with code 504, or a failed conversion) instead of holding the
+//     connection; the user code goes on in the background until it returns.
+//   - Defaulting keeps what the Go type does not know: fields of the
+//     request's object that T lacks stay, also inside list elements when the
+//     Defaulter adds, removes or reorders elements (an element is followed
+//     by its value, else by its "name", else, unnamed, by its index).
 //
 // Paths follow kubebuilder's convention ([MutatePath], [ValidatePath],
 // [ConvertPath]) so generated config/webhook manifests line up.

@@ -9,6 +9,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/internal/testapi"
@@ -50,7 +51,7 @@ func FuzzAdmission(f *testing.F) {
 			switch rec.Code {
 			case http.StatusOK:
 				var in, out admissionv1.AdmissionReview
-				if err := json.Unmarshal(body, &in); err != nil || in.Request == nil {
+				if err := utiljson.Unmarshal(body, &in); err != nil || in.Request == nil {
 					t.Fatalf("%s answered 200 to a body that is not a review (%v)", h.Path(), err)
 				}
 				if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.UID != in.Request.UID {
@@ -74,7 +75,7 @@ func FuzzAdmission(f *testing.F) {
 		switch rec.Code {
 		case http.StatusOK:
 			var in, out apiextensionsv1.ConversionReview
-			if err := json.Unmarshal(body, &in); err != nil || in.Request == nil {
+			if err := utiljson.Unmarshal(body, &in); err != nil || in.Request == nil {
 				t.Fatalf("/convert answered 200 to a body that is not a review (%v)", err)
 			}
 			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || out.Response == nil || out.Response.UID != in.Request.UID {

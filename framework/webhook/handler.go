@@ -1,12 +1,14 @@
 package webhook
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"reflect"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,9 +22,16 @@ import (
 // objects of up to 3 MiB, and an AdmissionReview of an update carries the
 // object twice (object and oldObject) plus the request's metadata, so a
 // legitimate review stays under it; a larger body is refused with 413
-// before it is decoded. A ConversionReview of a large list can be bigger:
-// raise the limit for servers that convert big collections.
+// before it is decoded.
 const DefaultMaxRequestBytes = 7 << 20
+
+// DefaultMaxConversionRequestBytes is the largest request body the
+// conversion handler reads when HandlerOptions.MaxRequestBytes is zero:
+// 64 MiB. kube-apiserver converts a whole list in one ConversionReview,
+// whatever its length (8 MiB is 2,000 objects of 4 KiB), and a list it
+// cannot convert cannot be read at that version; raise the limit for
+// larger collections.
+const DefaultMaxConversionRequestBytes = 64 << 20
 
 // Handler is a webhook handler and the path it is served on.
 type Handler interface {
@@ -35,7 +44,8 @@ type Handler interface {
 // HandlerOptions configures a handler. The zero value is valid.
 type HandlerOptions struct {
 	// MaxRequestBytes bounds the request body; a larger body gets 413.
-	// Zero means DefaultMaxRequestBytes.
+	// Zero means DefaultMaxRequestBytes for admission handlers and
+	// DefaultMaxConversionRequestBytes for the conversion handler.
 	MaxRequestBytes int64
 
 	// Logger logs refused requests and recovered panics. The context a
@@ -46,9 +56,11 @@ type HandlerOptions struct {
 	Logger logr.Logger
 }
 
-func (o HandlerOptions) withDefaults() HandlerOptions {
+// withDefaults fills o's zero fields; maxBytes is the handler's default
+// body limit.
+func (o HandlerOptions) withDefaults(maxBytes int64) HandlerOptions {
 	if o.MaxRequestBytes == 0 {
-		o.MaxRequestBytes = DefaultMaxRequestBytes
+		o.MaxRequestBytes = maxBytes
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
@@ -159,6 +171,43 @@ func isNil(v any) bool {
 		return rv.IsNil()
 	}
 	return false
+}
+
+// requestContext returns r's context, ending by the deadline the API server
+// gives in the URL's timeout parameter (kube-apiserver sends the webhook's
+// timeoutSeconds there, as "10s") when there is one.
+func requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 {
+		return context.WithTimeout(r.Context(), d)
+	}
+	return context.WithCancel(r.Context())
+}
+
+// bounded returns run's result, or onPanic's if run panics, or onDone's
+// (given ctx's cause) if ctx ends first: the API server has stopped
+// waiting, and the answer is sent without run, which goes on in the
+// background until it returns.
+func bounded[R any](ctx context.Context, run func() R, onPanic func(p any) R, onDone func(error) R) R {
+	results := make(chan R, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				results <- onPanic(p)
+			}
+		}()
+		results <- run()
+	}()
+	select {
+	case r := <-results:
+		return r
+	case <-ctx.Done():
+		select {
+		case r := <-results: // run returned as ctx ended
+			return r
+		default:
+			return onDone(context.Cause(ctx))
+		}
+	}
 }
 
 // reflectName names T in errors, e.g. "*v1.Foo".

@@ -17,7 +17,8 @@ type Warnings []string
 // Defaulter sets defaults on obj in place. obj is the handler's own decoded
 // copy of the request's object; converge answers the API server with the
 // JSON patch from the request's object to obj after Default returns. An
-// error denies the request with the error's text.
+// error denies the request with the error's text (a typed nil error counts
+// as nil). ctx ends by the API server's deadline for the request.
 type Defaulter[T object.Object] interface {
 	Default(ctx context.Context, obj T) error
 }
@@ -34,7 +35,9 @@ func (f DefaulterFunc[T]) Default(ctx context.Context, obj T) error { return f(c
 // error denies the request: its text becomes the denial's message, and an
 // apierrors.APIStatus (such as apierrors.NewInvalid) keeps its code, reason
 // and details. Warnings reach the client whether the request is allowed or
-// denied. The objects are the handler's own decoded copies.
+// denied. The objects are the handler's own decoded copies. A typed nil
+// error counts as nil. ctx ends by the API server's deadline for the
+// request; return by then, or the request is denied without the answer.
 type Validator[T object.Object] interface {
 	// ValidateCreate checks a new object.
 	ValidateCreate(ctx context.Context, obj T) (Warnings, error)

@@ -73,6 +73,15 @@ func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
 	w.texts = append(w.texts, text)
 }
 
+// recordingWarnings returns a copy of the suite's config whose clients
+// record the warnings they receive.
+func recordingWarnings() (*rest.Config, *warningRecorder) {
+	w := &warningRecorder{}
+	c := rest.CopyConfig(cfg)
+	c.WarningHandler = w
+	return c, w
+}
+
 func (w *warningRecorder) received() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -106,9 +115,7 @@ func serveSprockets(ctx SpecContext) sprocketServer {
 	Expect(framework.NewConversion[*testapi.Sprocket](mgr)).To(Succeed())
 	startManager(ctx, mgr)
 
-	warnings := &warningRecorder{}
-	c := rest.CopyConfig(cfg)
-	c.WarningHandler = warnings
+	c, warnings := recordingWarnings()
 	d, err := dynamic.NewForConfig(c)
 	Expect(err).NotTo(HaveOccurred())
 

@@ -1,0 +1,226 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+)
+
+// randomValue returns a random JSON value of at most depth levels: objects
+// and lists of small sizes, strings, numbers, booleans and null.
+func randomValue(r *rand.Rand, depth int) any {
+	k := r.IntN(6)
+	if depth == 0 {
+		k = r.IntN(4)
+	}
+	switch k {
+	case 0:
+		return fmt.Sprintf("s%d", r.IntN(4))
+	case 1:
+		return float64(r.IntN(5))
+	case 2:
+		return r.IntN(2) == 0
+	case 3:
+		return nil
+	case 4:
+		m := map[string]any{}
+		for range r.IntN(4) {
+			m[fmt.Sprintf("k%d", r.IntN(5))] = randomValue(r, depth-1)
+		}
+		return m
+	default:
+		l := make([]any, r.IntN(4))
+		for i := range l {
+			l[i] = randomValue(r, depth-1)
+		}
+		return l
+	}
+}
+
+// mutate returns a copy of v with random changes: values replaced, keys
+// added and removed, list elements added, removed and moved.
+func mutate(r *rand.Rand, v any, depth int) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			switch r.IntN(5) {
+			case 0: // removed
+			case 1:
+				out[k] = randomValue(r, depth)
+			default:
+				out[k] = mutate(r, e, depth-1)
+			}
+		}
+		if r.IntN(3) == 0 {
+			out[fmt.Sprintf("n%d", r.IntN(3))] = randomValue(r, depth)
+		}
+		return out
+	case []any:
+		out := make([]any, 0, len(x)+1)
+		for _, e := range x {
+			if r.IntN(5) != 0 {
+				out = append(out, mutate(r, e, depth-1))
+			}
+		}
+		if r.IntN(3) == 0 {
+			out = append(out, randomValue(r, depth))
+		}
+		if len(out) > 1 && r.IntN(3) == 0 {
+			i, j := r.IntN(len(out)), r.IntN(len(out))
+			out[i], out[j] = out[j], out[i]
+		}
+		if r.IntN(4) == 0 {
+			out = append([]any{randomValue(r, depth)}, out...)
+		}
+		return out
+	}
+	if r.IntN(3) == 0 {
+		return randomValue(r, depth)
+	}
+	return v
+}
+
+// TestJSONPatchProperties: for random documents and changes, the patch
+// turns the document before defaulting into exactly the one after, and
+// applies to a request's document that has more fields than the Go type
+// knows, leaving those fields where the Go type's are untouched.
+func TestJSONPatchProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 3000 {
+		before := map[string]any{"spec": randomValue(r, 3)}
+		after := mutate(r, before, 3)
+		b, _ := json.Marshal(before)
+		a, _ := json.Marshal(after)
+		patch, err := jsonPatch(b, b, a)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		got := b
+		if patch != nil {
+			p, err := jsonpatch.DecodePatch(patch)
+			if err != nil {
+				t.Fatalf("case %d: patch %s: %v", i, patch, err)
+			}
+			if got, err = p.Apply(b); err != nil {
+				t.Fatalf("case %d: patch %s does not apply to %s: %v", i, patch, b, err)
+			}
+		}
+		if !sameJSON(got, a) {
+			t.Fatalf("case %d: patch %s turns\n%s\ninto\n%s\nwant\n%s", i, patch, b, got, a)
+		}
+		// The request's document: before with an unknown field added at
+		// its top and in every object. The patch must apply to it.
+		// The patch applies to it, and gives after once the unknown
+		// fields are set aside.
+		orig, _ := json.Marshal(withUnknown(before))
+		patched := applied(t, orig, b, a)
+		if known, _ := json.Marshal(withoutUnknown(patched)); !sameJSON(known, a) {
+			t.Fatalf("case %d: the request's document\n%s\npatched is\n%s\nwant, unknown fields aside,\n%s", i, orig, known, a)
+		}
+	}
+}
+
+// TestJSONPatchListElementsKeepUnknownFields: whatever a Defaulter does to
+// a list of objects (remove, add, move, as long as it leaves an element's
+// own fields alone), each element that was in the request keeps its
+// unknown field.
+func TestJSONPatchListElementsKeepUnknownFields(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 2000 {
+		var items []any
+		for j := range r.IntN(5) {
+			items = append(items, map[string]any{"name": fmt.Sprintf("e%d", j)})
+		}
+		var changed []any
+		for _, it := range items {
+			if r.IntN(4) != 0 {
+				changed = append(changed, it)
+			}
+		}
+		r.Shuffle(len(changed), func(x, y int) { changed[x], changed[y] = changed[y], changed[x] })
+		for j := range r.IntN(3) {
+			at := r.IntN(len(changed) + 1)
+			changed = append(changed[:at], append([]any{map[string]any{"name": fmt.Sprintf("new%d", j)}}, changed[at:]...)...)
+		}
+		b, _ := json.Marshal(map[string]any{"list": items})
+		a, _ := json.Marshal(map[string]any{"list": changed})
+		orig, _ := json.Marshal(withUnknown(map[string]any{"list": items}))
+		got := applied(t, orig, b, a).(map[string]any)["list"]
+		list, _ := got.([]any)
+		for _, e := range list {
+			m := e.(map[string]any)
+			if isNew := m["name"].(string)[0] == 'n'; isNew == (m["zz-unknown"] != nil) {
+				t.Fatalf("case %d: %s becomes %s (element %v)", i, orig, a, m)
+			}
+		}
+	}
+}
+
+// applied returns orig with the patch from before to after applied,
+// decoded.
+func applied(t *testing.T, orig, before, after []byte) any {
+	t.Helper()
+	patch, err := jsonPatch(orig, before, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := orig
+	if patch != nil {
+		p, err := jsonpatch.DecodePatch(patch)
+		if err != nil {
+			t.Fatalf("patch %s: %v", patch, err)
+		}
+		if out, err = p.Apply(orig); err != nil {
+			t.Fatalf("patch %s does not apply to %s: %v", patch, orig, err)
+		}
+	}
+	var v any
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// withoutUnknown returns a copy of v without the key "zz-unknown".
+func withoutUnknown(v any) any {
+	return eachObject(v, func(m map[string]any) { delete(m, "zz-unknown") })
+}
+
+// sameJSON reports whether x and y encode the same value (json-patch's
+// Equal fails on nulls in lists).
+func sameJSON(x, y []byte) bool {
+	var vx, vy any
+	return json.Unmarshal(x, &vx) == nil && json.Unmarshal(y, &vy) == nil && reflect.DeepEqual(vx, vy)
+}
+
+// withUnknown returns a copy of v with the key "zz-unknown" added to every
+// object.
+func withUnknown(v any) any {
+	return eachObject(v, func(m map[string]any) { m["zz-unknown"] = "u" })
+}
+
+// eachObject returns a deep copy of v in which edit has changed every
+// object.
+func eachObject(v any, edit func(map[string]any)) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			out[k] = eachObject(e, edit)
+		}
+		edit(out)
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = eachObject(e, edit)
+		}
+		return out
+	}
+	return v
+}
