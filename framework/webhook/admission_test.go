@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -383,5 +384,18 @@ func TestBadRequests(t *testing.T) {
 				t.Errorf("got %d %q, want %d with %q", rec.Code, rec.Body, tc.code, tc.message)
 			}
 		})
+	}
+}
+
+// TestKindlessTypesRefused: an unstructured or metadata-only T has no kind
+// for the scheme to give, and the error says so instead of a scheme error.
+func TestKindlessTypesRefused(t *testing.T) {
+	s := testScheme(t)
+	_, uerr := webhook.NewValidating[*unstructured.Unstructured](s, webhook.ValidatorFuncs[*unstructured.Unstructured]{}, webhook.HandlerOptions{})
+	_, merr := webhook.NewDefaulting[*metav1.PartialObjectMetadata](s, webhook.DefaulterFunc[*metav1.PartialObjectMetadata](func(context.Context, *metav1.PartialObjectMetadata) error { return nil }), webhook.HandlerOptions{})
+	for _, err := range []error{uerr, merr} {
+		if err == nil || !strings.Contains(err.Error(), "carries no kind of its own") {
+			t.Errorf("error %v, want one saying the type carries no kind", err)
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -143,6 +145,9 @@ func inspect[T object.Object](scheme *runtime.Scheme) (typeInfo[T], error) {
 	}
 	if scheme == nil {
 		return typeInfo[T]{}, errors.New("scheme is nil")
+	}
+	if t == reflect.TypeFor[*unstructured.Unstructured]() || t == reflect.TypeFor[*metav1.PartialObjectMetadata]() {
+		return typeInfo[T]{}, fmt.Errorf("%v carries no kind of its own: a webhook needs a Go type registered in the scheme (a struct with the kind's fields)", t)
 	}
 	info := typeInfo[T]{elem: t.Elem()}
 	gvks, unversioned, err := scheme.ObjectKinds(info.new())
