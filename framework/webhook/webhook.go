@@ -38,6 +38,11 @@ func (f DefaulterFunc[T]) Default(ctx context.Context, obj T) error { return f(c
 // denied. The objects are the handler's own decoded copies. A typed nil
 // error counts as nil. ctx ends by the API server's deadline for the
 // request; return by then, or the request is denied without the answer.
+//
+// ValidateUpdate also sees the updates that remove finalizers from an object
+// being deleted (newObj's DeletionTimestamp is set): denying those keeps the
+// object Terminating until the rule passes, so a rule about the spec should
+// usually let them through.
 type Validator[T object.Object] interface {
 	// ValidateCreate checks a new object.
 	ValidateCreate(ctx context.Context, obj T) (Warnings, error)
