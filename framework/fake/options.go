@@ -21,8 +21,9 @@ type Options struct {
 	Scheme *runtime.Scheme
 
 	// Objects are stored before the server answers its first request, as
-	// if created in this order: they get a UID, a creationTimestamp,
-	// generation 1 and a resourceVersion, and keep their status. Each needs
+	// if created in this order: they get a UID, a creationTimestamp, a
+	// generation (1, for kinds that keep one) and a resourceVersion, and
+	// keep their status; a resourceVersion they name is replaced. Each needs
 	// a name, and a namespace when its kind is namespaced. One with a
 	// deletionTimestamp is stored terminating, and must have a finalizer.
 	// Zero means none.

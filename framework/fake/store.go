@@ -107,7 +107,10 @@ func (s *Server) createLocked(k *kind, ns string, obj object.Object, manager str
 	}
 	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.now()))
-	obj.SetGeneration(1)
+	obj.SetGeneration(0)
+	if k.generation {
+		obj.SetGeneration(1)
+	}
 	obj.SetResourceVersion("")
 	switch {
 	case seeded && obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0:
@@ -230,7 +233,7 @@ func (s *Server) updateLocked(k *kind, ns, name, sub string, obj object.Object, 
 	if err != nil {
 		return nil, fmt.Errorf("fake: update %s %s/%s: %w", k, ns, name, err)
 	}
-	if changedSpec {
+	if changedSpec && k.generation {
 		next.SetGeneration(old.GetGeneration() + 1)
 	}
 	if next.GetDeletionTimestamp() != nil && len(next.GetFinalizers()) == 0 {
@@ -289,6 +292,9 @@ func (s *Server) deleteLocked(k *kind, ns, name string, opts *metav1.DeleteOptio
 		var zero int64
 		next.SetDeletionTimestamp(&now)
 		next.SetDeletionGracePeriodSeconds(&zero)
+		if g := next.GetGeneration(); g > 0 {
+			next.SetGeneration(g + 1) // as the API server marks a deletion
+		}
 		return s.commitLocked(k, watch.Modified, next, old), nil
 	}
 	return s.removeLocked(k, old.DeepCopyObject().(object.Object)), nil
