@@ -88,8 +88,9 @@
 // discovery, or update-creates (a PUT of a missing object is NotFound).
 // Namespaces are objects like the others: deleting one removes it at once
 // (no Terminating phase) and leaves the objects in it; use envtest with
-// Options.ControllerManager to test namespace deletion. Every change is kept in memory for the server's lifetime (watches
-// may start from any resourceVersion): a Server is meant for one test.
+// Options.ControllerManager to test namespace deletion. Every change is
+// kept in memory for the server's lifetime (watches may start from any
+// resourceVersion): a Server is meant for one test.
 //
 // A Server is safe for concurrent use; writes are applied one at a time in
 // the order they arrive. Close (Start does it at the test's end) ends every
