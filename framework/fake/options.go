@@ -17,7 +17,11 @@ type Options struct {
 	// with metadata and a <Kind>List is served at the resource its kind
 	// guesses (Deployment → deployments). Zero means client-go's scheme of
 	// built-in types; add your own types to a new scheme (with
-	// clientgoscheme.AddToScheme for the built-ins) to serve them.
+	// clientgoscheme.AddToScheme for the built-ins) to serve them. A kind
+	// with no Go type (a third party's custom resource) is served when
+	// registered as *unstructured.Unstructured, with
+	// *unstructured.UnstructuredList as its list, without a status
+	// subresource.
 	Scheme *runtime.Scheme
 
 	// Objects are stored before the server answers its first request, as

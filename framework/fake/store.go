@@ -2,6 +2,7 @@ package fake
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -397,6 +398,9 @@ func specChanged(old, next runtime.Object) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// The converter hands back an unstructured object's own map: compare
+	// copies, so that the stored object keeps its metadata.
+	a, b = maps.Clone(a), maps.Clone(b)
 	for _, m := range []map[string]any{a, b} {
 		delete(m, "metadata")
 		delete(m, "status")
