@@ -13,6 +13,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/framework/fake"
 	"github.com/converge-dev/converge/object"
 )
@@ -148,5 +149,21 @@ func TestPatchCannotChangeTheUID(t *testing.T) {
 	_, err = cs.CoreV1().ConfigMaps("ns").Update(ctx, cm, metav1.UpdateOptions{})
 	if !apierrors.IsConflict(err) {
 		t.Errorf("update naming another UID: got %v, want Conflict", err)
+	}
+}
+
+// Without a status subresource, the status is part of what the generation
+// follows, as for a CRD declared without one.
+func TestGenerationFollowsTheStatusWithoutASubresource(t *testing.T) {
+	_, dc := clients(t, fake.Options{NoStatusSubresource: []object.Object{&v1alpha1.StaticSite{}}})
+	ctx := t.Context()
+	sites := dc.Resource(staticSites).Namespace("ns")
+	u, err := sites.Create(ctx, unstructuredSite("s"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(u.Object, "http://changed", "status", "url")
+	if u, err = sites.Update(ctx, u, metav1.UpdateOptions{}); err != nil || u.GetGeneration() != 2 {
+		t.Errorf("a status change without a status subresource: generation %d (%v), want 2", u.GetGeneration(), err)
 	}
 }

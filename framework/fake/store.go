@@ -230,7 +230,7 @@ func (s *Server) updateLocked(k *kind, ns, name, sub string, obj object.Object, 
 			return nil, err
 		}
 	}
-	changedSpec, err := specChanged(old, next)
+	changedSpec, err := specChanged(old, next, k.status)
 	if err != nil {
 		return nil, fmt.Errorf("fake: update %s %s/%s: %w", k, ns, name, err)
 	}
@@ -388,8 +388,9 @@ func copyStatus(dst, src runtime.Object) error {
 }
 
 // specChanged reports whether old and next differ in anything but their
-// metadata and status: what makes the generation change.
-func specChanged(old, next runtime.Object) (bool, error) {
+// metadata and, when the status is a subresource, their status: what
+// makes the generation change.
+func specChanged(old, next runtime.Object, statusSubresource bool) (bool, error) {
 	a, err := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
 	if err != nil {
 		return false, err
@@ -403,7 +404,9 @@ func specChanged(old, next runtime.Object) (bool, error) {
 	a, b = maps.Clone(a), maps.Clone(b)
 	for _, m := range []map[string]any{a, b} {
 		delete(m, "metadata")
-		delete(m, "status")
+		if statusSubresource {
+			delete(m, "status")
+		}
 		delete(m, "apiVersion")
 		delete(m, "kind")
 	}
