@@ -78,13 +78,16 @@
 // There is no authentication or authorization (every request is allowed),
 // no admission (objects may be created in namespaces that do not exist;
 // no quota, no pod security), no defaulting and no validation beyond names,
-// namespaces and apply configurations, no immutable fields, and no
-// conversion between versions (each version of a kind is stored apart).
-// Garbage collection runs within the deleting request rather than later,
-// and owner references that were dangling at create are not collected.
+// namespaces and apply configurations, no immutable fields but
+// metadata.uid, and no conversion between versions (each version of a kind
+// is stored apart). Garbage collection runs within the deleting request
+// rather than later, and owner references that were dangling at create
+// are not collected; a foreground deletion removes the owner at once,
+// after its dependents, with no foregroundDeletion finalizer.
 // Pods are deleted at once (no graceful termination). Subresources other
 // than status (scale, eviction, ...) are not served, nor are dry runs (a
 // dryRun request fails with 400), pagination (limit is ignored: one page),
+// lists at an older resourceVersion (a list is of the current objects),
 // periodic bookmarks, 410 Gone for an old resourceVersion, aggregated
 // discovery, or update-creates (a PUT of a missing object is NotFound).
 // Namespaces are objects like the others: deleting one removes it at once
