@@ -167,3 +167,16 @@ func TestGenerationFollowsTheStatusWithoutASubresource(t *testing.T) {
 		t.Errorf("a status change without a status subresource: generation %d (%v), want 2", u.GetGeneration(), err)
 	}
 }
+
+// A list or watch from a resourceVersion that is not one fails (400 for a
+// list, as on kube-apiserver).
+func TestListFromAMalformedResourceVersionFails(t *testing.T) {
+	cs, _ := clients(t, fake.Options{})
+	_, err := cs.CoreV1().ConfigMaps("ns").List(t.Context(), metav1.ListOptions{ResourceVersion: "abc"})
+	if !apierrors.IsBadRequest(err) || !strings.Contains(err.Error(), `"abc"`) {
+		t.Errorf("list from resourceVersion abc: got %v, want BadRequest naming it", err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("ns").Watch(t.Context(), metav1.ListOptions{ResourceVersion: "abc"}); err == nil {
+		t.Errorf("watch from resourceVersion abc: no error")
+	}
+}

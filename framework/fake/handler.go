@@ -456,9 +456,12 @@ func (s *Server) newList(k *kind, objs []object.Object, rv string) (runtime.Obje
 }
 
 func (s *Server) list(r *http.Request, q request) (runtime.Object, error) {
-	_, sel, err := listOptions(r, q)
+	lo, sel, err := listOptions(r, q)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := parseResourceVersion(q, lo.ResourceVersion); err != nil {
+		return nil, err // any valid one lists the current objects
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
