@@ -140,6 +140,15 @@ type queue interface {
 
 var _ queue = (*workqueue.Queue[reconcile.Request])(nil)
 
+// release stops the queue of a controller that never started (its manager
+// stopped first), so that none of its goroutines outlive the manager; a
+// later Start fails.
+func (c *Controller[T]) release() {
+	if c.started.CompareAndSwap(false, true) {
+		c.queue.ShutDown()
+	}
+}
+
 // NeedLeaderElection reports whether the controller runs only in the leader.
 func (c *Controller[T]) NeedLeaderElection() bool { return !c.opts.WithoutLeaderElection }
 
@@ -157,6 +166,7 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return fmt.Errorf("controller %q: already started", c.name)
 	}
+	defer c.queue.ShutDown() // also when Start returns before its workers run
 	for _, s := range c.sources {
 		reg, err := s.start(ctx)
 		if err != nil {

@@ -154,6 +154,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	m.started = true
 	m.mu.Unlock()
 	defer m.refuseWrites(ErrManagerStopped)
+	defer m.releaseUnstarted()
 
 	// Everything below ctx's cancellation runs on contexts of its own so the
 	// shutdown order is ours: runnables, lease, cache, servers.
@@ -229,6 +230,24 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	m.refuseWrites(ErrManagerStopped) // ...then nothing left here writes...
 	stopElection()                    // ...then the lease is released...
 	return errors.Join(err, stopErr)  // ...then (deferred) the cache and servers stop.
+}
+
+// releaser is a runnable that holds resources before it starts (a
+// controller's queue), to release if it never does.
+type releaser interface{ release() }
+
+// releaseUnstarted releases the runnables Start never started: Start
+// returned before the caches synced, or before this process led.
+func (m *Manager) releaseUnstarted() {
+	m.mu.Lock()
+	unstarted := append(m.runnables, m.leaderPending...)
+	m.runnables, m.leaderPending = nil, nil
+	m.mu.Unlock()
+	for _, r := range unstarted {
+		if rel, ok := r.(releaser); ok {
+			rel.release()
+		}
+	}
 }
 
 // becomeLeader starts every runnable that needs leadership, now and later.

@@ -16,13 +16,24 @@
 //
 // # What is emulated
 //
-//   - Identity: create sets metadata.uid, creationTimestamp, generation 1
-//     and a resourceVersion; generateName gets five random characters.
+//   - Identity: create sets metadata.uid, creationTimestamp and a
+//     resourceVersion; generateName gets five random characters. A create
+//     that names a resourceVersion fails (500, as on the API server).
 //   - resourceVersion: one counter for the whole server, growing with every
 //     change. An update or patch naming an older resourceVersion fails with
-//     409 Conflict (optimistic concurrency); without one it applies. A write
-//     that changes nothing keeps the resourceVersion.
-//   - generation grows with every change outside metadata and status.
+//     409 Conflict (optimistic concurrency). An update without one applies
+//     to the built-in kinds and fails with 422 Invalid for the others, as
+//     for custom resources. A write that changes nothing keeps the
+//     resourceVersion. An update naming another UID fails with 409
+//     Conflict; a patch changing the UID, with 422 Invalid.
+//   - generation, for custom resources and the built-in kinds that keep one
+//     (workloads such as Pod, Deployment, StatefulSet, DaemonSet, Job and
+//     CronJob; PodDisruptionBudget, HorizontalPodAutoscaler, Ingress,
+//     NetworkPolicy, webhook configurations and admission policies, CRDs):
+//     1 at create, one more with every change outside metadata and status
+//     (outside metadata for a kind without a status subresource), and one
+//     more when deletionTimestamp is set. The other built-in kinds
+//     (ConfigMap, Secret, Service, Namespace, ...) keep none: it stays 0.
 //   - Errors are metav1.Status answers with the API server's codes and
 //     reasons (NotFound, AlreadyExists, Conflict, Invalid, BadRequest,
 //     MethodNotAllowed, UnsupportedMediaType), naming the object and cause.
@@ -67,18 +78,23 @@
 // There is no authentication or authorization (every request is allowed),
 // no admission (objects may be created in namespaces that do not exist;
 // no quota, no pod security), no defaulting and no validation beyond names,
-// namespaces and apply configurations, no immutable fields, and no
-// conversion between versions (each version of a kind is stored apart).
-// Garbage collection runs within the deleting request rather than later,
-// and owner references that were dangling at create are not collected.
+// namespaces and apply configurations, no immutable fields but
+// metadata.uid, and no conversion between versions (each version of a kind
+// is stored apart). Garbage collection runs within the deleting request
+// rather than later, and owner references that were dangling at create
+// are not collected; a foreground deletion removes the owner at once,
+// after its dependents, with no foregroundDeletion finalizer.
 // Pods are deleted at once (no graceful termination). Subresources other
 // than status (scale, eviction, ...) are not served, nor are dry runs (a
 // dryRun request fails with 400), pagination (limit is ignored: one page),
+// lists at an older resourceVersion (a list is of the current objects),
 // periodic bookmarks, 410 Gone for an old resourceVersion, aggregated
 // discovery, or update-creates (a PUT of a missing object is NotFound).
-// An update without a resourceVersion applies unconditionally, for every
-// kind. Every change is kept in memory for the server's lifetime (watches
-// may start from any resourceVersion): a Server is meant for one test.
+// Namespaces are objects like the others: deleting one removes it at once
+// (no Terminating phase) and leaves the objects in it; use envtest with
+// Options.ControllerManager to test namespace deletion. Every change is
+// kept in memory for the server's lifetime (watches may start from any
+// resourceVersion): a Server is meant for one test.
 //
 // A Server is safe for concurrent use; writes are applied one at a time in
 // the order they arrive. Close (Start does it at the test's end) ends every

@@ -60,6 +60,6 @@ func Example() {
 	if err := mgr.APIReader().Get(context.Background(), types.NamespacedName{Namespace: "default", Name: "hello"}, got); err != nil {
 		panic(err)
 	}
-	fmt.Println("greeted:", got.Annotations["greeted"], "generation:", got.Generation)
-	// Output: greeted: hi generation: 1
+	fmt.Println("greeted:", got.Annotations["greeted"])
+	// Output: greeted: hi
 }

@@ -2,6 +2,7 @@ package fake
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	"github.com/converge-dev/converge/object"
@@ -206,6 +208,10 @@ func (s *Server) create(r *http.Request, q request) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	if obj.GetResourceVersion() != "" {
+		// The API server's storage refuses it, as an internal error.
+		return nil, apierrors.NewInternalError(errors.New("resourceVersion should not be set on objects to be created"))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.createLocked(q.kind, q.ns, obj, manager(r), false, false)
@@ -215,6 +221,10 @@ func (s *Server) update(r *http.Request, q request) (runtime.Object, error) {
 	obj, err := s.decode(r, q)
 	if err != nil {
 		return nil, err
+	}
+	if q.kind.custom() && obj.GetResourceVersion() == "" {
+		// Custom resources allow no unconditional update.
+		return nil, invalid(q.kind, q.name, field.Invalid(field.NewPath("metadata", "resourceVersion"), 0, "must be specified for an update"))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -268,6 +278,9 @@ func (s *Server) patch(r *http.Request, q request) (runtime.Object, error) {
 	}
 	if err := json.Unmarshal(patched, next); err != nil {
 		return nil, invalidPatch(q, err)
+	}
+	if uid := next.GetUID(); uid != "" && uid != old.GetUID() {
+		return nil, invalid(q.kind, q.name, field.Invalid(field.NewPath("metadata", "uid"), uid, "field is immutable"))
 	}
 	return s.updateLocked(q.kind, q.ns, q.name, q.sub, next, manager(r), false)
 }
@@ -443,9 +456,12 @@ func (s *Server) newList(k *kind, objs []object.Object, rv string) (runtime.Obje
 }
 
 func (s *Server) list(r *http.Request, q request) (runtime.Object, error) {
-	_, sel, err := listOptions(r, q)
+	lo, sel, err := listOptions(r, q)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := parseResourceVersion(q, lo.ResourceVersion); err != nil {
+		return nil, err // any valid one lists the current objects
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

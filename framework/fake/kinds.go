@@ -20,9 +20,42 @@ type kind struct {
 	status bool
 	// proto says whether the kind's objects and lists encode as protobuf.
 	proto bool
+	// generation says whether the kind keeps metadata.generation.
+	generation bool
 }
 
 func (k *kind) String() string { return k.gvr.GroupResource().String() }
+
+// custom says whether the kind is served as a custom resource: it is not
+// built in (it has no protobuf encoding).
+func (k *kind) custom() bool { return !k.proto }
+
+// builtinGeneration are the built-in kinds whose API server strategy keeps
+// metadata.generation (1 at create, one more with each change outside
+// metadata and status); the other built-in kinds, such as ConfigMap,
+// Secret, Service or Namespace, keep none (0). Every custom resource keeps
+// one.
+var builtinGeneration = map[schema.GroupKind]bool{
+	{Kind: "Pod"}:                                                                     true,
+	{Kind: "ReplicationController"}:                                                   true,
+	{Group: "apps", Kind: "Deployment"}:                                               true,
+	{Group: "apps", Kind: "ReplicaSet"}:                                               true,
+	{Group: "apps", Kind: "StatefulSet"}:                                              true,
+	{Group: "apps", Kind: "DaemonSet"}:                                                true,
+	{Group: "batch", Kind: "Job"}:                                                     true,
+	{Group: "batch", Kind: "CronJob"}:                                                 true,
+	{Group: "policy", Kind: "PodDisruptionBudget"}:                                    true,
+	{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}:                           true,
+	{Group: "networking.k8s.io", Kind: "Ingress"}:                                     true,
+	{Group: "networking.k8s.io", Kind: "NetworkPolicy"}:                               true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}:   true,
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:     true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:        true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: true,
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicy"}:          true,
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicyBinding"}:   true,
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:                 true,
+}
 
 // builtinClusterScoped are the built-in kinds that are not namespaced.
 var builtinClusterScoped = map[schema.GroupKind]bool{
@@ -100,6 +133,7 @@ func newKinds(s *runtime.Scheme, clusterScoped, noStatus map[schema.GroupKind]bo
 			status:     hasStatus && status.Type.Kind() == reflect.Struct && !noStatus[gvk.GroupKind()],
 			proto:      isProto(obj),
 		}
+		k.generation = k.custom() || builtinGeneration[gvk.GroupKind()]
 		ks.byGVK[gvk] = k
 		ks.byGVR[gvr] = k
 	}

@@ -17,12 +17,17 @@ type Options struct {
 	// with metadata and a <Kind>List is served at the resource its kind
 	// guesses (Deployment → deployments). Zero means client-go's scheme of
 	// built-in types; add your own types to a new scheme (with
-	// clientgoscheme.AddToScheme for the built-ins) to serve them.
+	// clientgoscheme.AddToScheme for the built-ins) to serve them. A kind
+	// with no Go type (a third party's custom resource) is served when
+	// registered as *unstructured.Unstructured, with
+	// *unstructured.UnstructuredList as its list, without a status
+	// subresource.
 	Scheme *runtime.Scheme
 
 	// Objects are stored before the server answers its first request, as
-	// if created in this order: they get a UID, a creationTimestamp,
-	// generation 1 and a resourceVersion, and keep their status. Each needs
+	// if created in this order: they get a UID, a creationTimestamp, a
+	// generation (1, for kinds that keep one) and a resourceVersion, and
+	// keep their status; a resourceVersion they name is replaced. Each needs
 	// a name, and a namespace when its kind is namespaced. One with a
 	// deletionTimestamp is stored terminating, and must have a finalizer.
 	// Zero means none.

@@ -66,8 +66,8 @@ func TestCreateSetsIdentityAndRejectsADuplicate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.UID == "" || a.CreationTimestamp.IsZero() || a.Generation != 1 || a.ResourceVersion == "" {
-		t.Errorf("created object lacks uid, creationTimestamp, generation 1 or resourceVersion: %+v", a.ObjectMeta)
+	if a.UID == "" || a.CreationTimestamp.IsZero() || a.Generation != 0 || a.ResourceVersion == "" {
+		t.Errorf("created object lacks uid, creationTimestamp or resourceVersion, or has a generation (a ConfigMap keeps none): %+v", a.ObjectMeta)
 	}
 	b, err := cs.CoreV1().ConfigMaps("ns").Create(ctx, configMap("b"), metav1.CreateOptions{})
 	if err != nil {

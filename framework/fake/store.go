@@ -2,6 +2,7 @@ package fake
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -107,7 +108,10 @@ func (s *Server) createLocked(k *kind, ns string, obj object.Object, manager str
 	}
 	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(s.now()))
-	obj.SetGeneration(1)
+	obj.SetGeneration(0)
+	if k.generation {
+		obj.SetGeneration(1)
+	}
 	obj.SetResourceVersion("")
 	switch {
 	case seeded && obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0:
@@ -226,11 +230,11 @@ func (s *Server) updateLocked(k *kind, ns, name, sub string, obj object.Object, 
 			return nil, err
 		}
 	}
-	changedSpec, err := specChanged(old, next)
+	changedSpec, err := specChanged(old, next, k.status)
 	if err != nil {
 		return nil, fmt.Errorf("fake: update %s %s/%s: %w", k, ns, name, err)
 	}
-	if changedSpec {
+	if changedSpec && k.generation {
 		next.SetGeneration(old.GetGeneration() + 1)
 	}
 	if next.GetDeletionTimestamp() != nil && len(next.GetFinalizers()) == 0 {
@@ -289,6 +293,9 @@ func (s *Server) deleteLocked(k *kind, ns, name string, opts *metav1.DeleteOptio
 		var zero int64
 		next.SetDeletionTimestamp(&now)
 		next.SetDeletionGracePeriodSeconds(&zero)
+		if g := next.GetGeneration(); g > 0 {
+			next.SetGeneration(g + 1) // as the API server marks a deletion
+		}
 		return s.commitLocked(k, watch.Modified, next, old), nil
 	}
 	return s.removeLocked(k, old.DeepCopyObject().(object.Object)), nil
@@ -381,8 +388,9 @@ func copyStatus(dst, src runtime.Object) error {
 }
 
 // specChanged reports whether old and next differ in anything but their
-// metadata and status: what makes the generation change.
-func specChanged(old, next runtime.Object) (bool, error) {
+// metadata and, when the status is a subresource, their status: what
+// makes the generation change.
+func specChanged(old, next runtime.Object, statusSubresource bool) (bool, error) {
 	a, err := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
 	if err != nil {
 		return false, err
@@ -391,9 +399,14 @@ func specChanged(old, next runtime.Object) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// The converter hands back an unstructured object's own map: compare
+	// copies, so that the stored object keeps its metadata.
+	a, b = maps.Clone(a), maps.Clone(b)
 	for _, m := range []map[string]any{a, b} {
 		delete(m, "metadata")
-		delete(m, "status")
+		if statusSubresource {
+			delete(m, "status")
+		}
 		delete(m, "apiVersion")
 		delete(m, "kind")
 	}

@@ -29,12 +29,10 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, q request) {
 		s.writeError(w, r, &q, err)
 		return
 	}
-	var from int64
-	if lo.ResourceVersion != "" {
-		if from, err = strconv.ParseInt(lo.ResourceVersion, 10, 64); err != nil {
-			s.writeError(w, r, &q, apierrors.NewBadRequest(fmt.Sprintf("%s: resourceVersion %q is not a number", q, lo.ResourceVersion)))
-			return
-		}
+	from, err := parseResourceVersion(q, lo.ResourceVersion)
+	if err != nil {
+		s.writeError(w, r, &q, err)
+		return
 	}
 	initial := from == 0 || (lo.SendInitialEvents != nil && *lo.SendInitialEvents)
 
@@ -122,6 +120,19 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, q request) {
 			return
 		}
 	}
+}
+
+// parseResourceVersion reads a request's resourceVersion parameter: 0
+// when it has none.
+func parseResourceVersion(q request, rv string) (int64, error) {
+	if rv == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil || n < 0 {
+		return 0, apierrors.NewBadRequest(fmt.Sprintf("%s: invalid resource version %q: not a number", q, rv))
+	}
+	return n, nil
 }
 
 // filtered returns the event a watch with selection sel sees for e: an

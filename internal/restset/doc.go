@@ -6,7 +6,10 @@
 //
 //   - Once: a Set makes at most one client per group version and format,
 //     whatever the number of callers and goroutines; they share its
-//     connections and its client-side rate limit.
+//     connections.
+//   - One rate limit: every client of a Set draws on one client-side rate
+//     limiter (the configuration's RateLimiter, else a token bucket of its
+//     QPS and Burst), as a clientset's clients do.
 //   - Fenced per request: a request whose context carries a fence
 //     (WithFence) is refused, before it leaves the process, while the fence
 //     fails, so that one shared client serves both fenced writes and

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // Format is the wire format a REST client sends and asks for.
@@ -59,8 +60,9 @@ type key struct {
 
 // New returns a Set for the API server cfg points at, sending requests
 // through httpClient (made from cfg when nil) behind a fence transport (see
-// WithFence). codecs returns each client's codecs; nil means scheme's,
-// without conversion, for every format.
+// WithFence), all within one client-side rate limit. codecs returns each
+// client's codecs; nil means scheme's, without conversion, for every
+// format.
 func New(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, codecs CodecsFunc) (*Set, error) {
 	if httpClient == nil {
 		var err error
@@ -74,7 +76,28 @@ func New(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme, code
 	}
 	fenced := *httpClient
 	fenced.Transport = fenceTransport{base: transportOf(httpClient)}
-	return &Set{cfg: rest.CopyConfig(cfg), http: &fenced, codecs: codecs, clients: map[key]*rest.RESTClient{}}, nil
+	return &Set{cfg: sharedRateLimit(cfg), http: &fenced, codecs: codecs, clients: map[key]*rest.RESTClient{}}, nil
+}
+
+// sharedRateLimit returns a copy of cfg whose RateLimiter, unless it has
+// one or QPS is negative (no limit), is a token bucket of cfg's QPS and
+// Burst (client-go's defaults when zero), made once: every client of the
+// Set draws on it, as a clientset's clients do, so that QPS bounds the
+// Set's requests and not each group version's.
+func sharedRateLimit(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.RateLimiter != nil || cfg.QPS < 0 {
+		return cfg
+	}
+	qps, burst := cfg.QPS, cfg.Burst
+	if qps == 0 {
+		qps = rest.DefaultQPS
+	}
+	if burst == 0 {
+		burst = rest.DefaultBurst
+	}
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	return cfg
 }
 
 // For returns the client of gv that speaks f, making it on first use.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/converge-dev/converge/internal/restset"
 )
@@ -120,5 +121,45 @@ func TestFenceRefusesOnlyFencedRequests(t *testing.T) {
 	}
 	if n := served.Load(); n != 2 {
 		t.Errorf("the server saw %d requests, want 2", n)
+	}
+}
+
+// Every client of a Set draws on one client-side rate limit (QPS, Burst),
+// as a clientset's clients do: a process-wide budget, not one per group
+// version and format. A limiter of the configuration's own is kept.
+func TestClientsShareOneRateLimit(t *testing.T) {
+	set, err := restset.New(&rest.Config{Host: "https://127.0.0.1:1", QPS: 5, Burst: 10}, nil, clientgoscheme.Scheme, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := set.For(core, restset.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := set.For(apps, restset.Protobuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.GetRateLimiter() == nil || a.GetRateLimiter() != b.GetRateLimiter() {
+		t.Errorf("rate limiters of core/v1 JSON and apps/v1 protobuf: %p and %p, want one, shared", a.GetRateLimiter(), b.GetRateLimiter())
+	}
+	if got := a.GetRateLimiter().QPS(); got != 5 {
+		t.Errorf("shared limiter QPS = %v, want the configuration's 5", got)
+	}
+
+	own := flowcontrol.NewTokenBucketRateLimiter(1, 1)
+	set, err = restset.New(&rest.Config{Host: "https://127.0.0.1:1", RateLimiter: own}, nil, clientgoscheme.Scheme, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := set.For(apps, restset.JSON); err != nil || c.GetRateLimiter() != own {
+		t.Errorf("with a RateLimiter of the configuration's own: limiter %p (%v), want it", c.GetRateLimiter(), err)
+	}
+	set, err = restset.New(&rest.Config{Host: "https://127.0.0.1:1", QPS: -1}, nil, clientgoscheme.Scheme, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := set.For(apps, restset.JSON); err != nil || c.GetRateLimiter() != nil {
+		t.Errorf("with QPS -1: limiter %v (%v), want none", c.GetRateLimiter(), err)
 	}
 }
