@@ -20,7 +20,8 @@ assets: ## Build (once) etcd, kube-apiserver, kube-controller-manager and kubect
 	@hack/control-plane.sh
 
 run: assets ## Run the podlogger example (an embedded control plane when no kubeconfig is found). ARGS=... passes flags.
-	$(GO) run ./examples/podlogger $(ARGS)
+	$(GO) build -o bin/podlogger ./examples/podlogger
+	exec bin/podlogger $(ARGS)
 
 test: ## Everything: lint, unit, integration and chaos tests with -race (fuzz seed corpora included), e2e suites; prints each stage's time.
 	@hack/stages.sh lint assets test-unit test-e2e
