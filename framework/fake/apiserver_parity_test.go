@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -96,6 +97,14 @@ func TestGenerationOnlyForKindsThatKeepIt(t *testing.T) {
 	u, err := dc.Resource(staticSites).Namespace("ns").Create(ctx, unstructuredSite("s"), metav1.CreateOptions{})
 	if err != nil || u.GetGeneration() != 1 {
 		t.Errorf("created StaticSite: generation %d (%v), want 1", u.GetGeneration(), err)
+	}
+	eps, err := cs.DiscoveryV1().EndpointSlices("ns").Create(ctx, &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "e"}, AddressType: discoveryv1.AddressTypeIPv4}, metav1.CreateOptions{})
+	if err != nil || eps.Generation != 1 {
+		t.Errorf("created EndpointSlice: generation %d (%v), want 1", eps.Generation, err)
+	}
+	eps.Labels = map[string]string{"kubernetes.io/service-name": "web"}
+	if eps, err = cs.DiscoveryV1().EndpointSlices("ns").Update(ctx, eps, metav1.UpdateOptions{}); err != nil || eps.Generation != 2 {
+		t.Errorf("EndpointSlice after a label change: generation %d (%v), want 2 (its strategy counts labels)", eps.Generation, err)
 	}
 	seeded := fake.Start(t, fake.Options{Objects: []object.Object{configMap("seeded")}})
 	got, err := kubernetes.NewForConfigOrDie(seeded.Config()).CoreV1().ConfigMaps("ns").Get(ctx, "seeded", metav1.GetOptions{})

@@ -29,9 +29,10 @@
 //   - generation, for custom resources and the built-in kinds that keep one
 //     (workloads such as Pod, Deployment, StatefulSet, DaemonSet, Job and
 //     CronJob; PodDisruptionBudget, HorizontalPodAutoscaler, Ingress,
-//     NetworkPolicy, webhook configurations and admission policies, CRDs):
-//     1 at create, one more with every change outside metadata and status
-//     (outside metadata for a kind without a status subresource), and one
+//     NetworkPolicy, webhook configurations and admission policies, CRDs,
+//     EndpointSlice): 1 at create, one more with every change outside
+//     metadata and status (outside metadata for a kind without a status
+//     subresource; EndpointSlice counts its labels too), and one
 //     more when deletionTimestamp is set. The other built-in kinds
 //     (ConfigMap, Secret, Service, Namespace, ...) keep none: it stays 0.
 //   - Errors are metav1.Status answers with the API server's codes and

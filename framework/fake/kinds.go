@@ -22,6 +22,9 @@ type kind struct {
 	proto bool
 	// generation says whether the kind keeps metadata.generation.
 	generation bool
+	// labelsGeneration says whether a change of labels grows the generation
+	// too (EndpointSlice's strategy does so).
+	labelsGeneration bool
 }
 
 func (k *kind) String() string { return k.gvr.GroupResource().String() }
@@ -55,6 +58,13 @@ var builtinGeneration = map[schema.GroupKind]bool{
 	{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicy"}:          true,
 	{Group: "admissionregistration.k8s.io", Kind: "MutatingAdmissionPolicyBinding"}:   true,
 	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:                 true,
+	{Group: "discovery.k8s.io", Kind: "EndpointSlice"}:                                true,
+}
+
+// builtinLabelsGeneration are the built-in kinds whose generation also grows
+// when only their labels change.
+var builtinLabelsGeneration = map[schema.GroupKind]bool{
+	{Group: "discovery.k8s.io", Kind: "EndpointSlice"}: true,
 }
 
 // builtinClusterScoped are the built-in kinds that are not namespaced.
@@ -134,6 +144,7 @@ func newKinds(s *runtime.Scheme, clusterScoped, noStatus map[schema.GroupKind]bo
 			proto:      isProto(obj),
 		}
 		k.generation = k.custom() || builtinGeneration[gvk.GroupKind()]
+		k.labelsGeneration = builtinLabelsGeneration[gvk.GroupKind()]
 		ks.byGVK[gvk] = k
 		ks.byGVR[gvr] = k
 	}

@@ -234,6 +234,9 @@ func (s *Server) updateLocked(k *kind, ns, name, sub string, obj object.Object, 
 	if err != nil {
 		return nil, fmt.Errorf("fake: update %s %s/%s: %w", k, ns, name, err)
 	}
+	if k.labelsGeneration && !maps.Equal(old.GetLabels(), next.GetLabels()) {
+		changedSpec = true
+	}
 	if changedSpec && k.generation {
 		next.SetGeneration(old.GetGeneration() + 1)
 	}
