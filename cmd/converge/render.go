@@ -228,6 +228,7 @@ var projectFiles = []fileSpec{
 var builtinFiles = []fileSpec{
 	{tmpl: "builtin/controller.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller.go"},
 	{tmpl: "builtin/controller_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_test.go"},
+	{tmpl: "builtin/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_unit_test.go"},
 }
 
 // apiFiles are rendered per new API kind and version.
