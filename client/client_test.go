@@ -28,7 +28,7 @@ func TestGetAfterDeletingAnObjectAnotherProcessRecreated(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
 	testenv.CreateConfigMap(t, cs, ns, "phoenix", nil)
-	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns}})
+	mgr := testenv.NewManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns}})
 	inf, err := informers.For[*corev1.ConfigMap](mgr.Cache(), informers.Selection{})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestClientListSeesOwnCreates(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
-	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns}})
+	mgr := testenv.NewManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns}})
 	if _, err := informers.For[*corev1.ConfigMap](mgr.Cache(), informers.Selection{}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestAPIReaderReadsWithoutTheCache(t *testing.T) {
 	cached, other := testenv.Namespace(t, cs, "cached"), testenv.Namespace(t, cs, "other")
 	testenv.CreateConfigMap(t, cs, other, "a", map[string]string{"app": "web"})
 	testenv.CreateConfigMap(t, cs, other, "b", map[string]string{"app": "db"})
-	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: cached}})
+	mgr := testenv.NewManager(t, admin, framework.Options{Cache: informers.Options{Namespace: cached}})
 	testenv.StartManager(t, mgr)
 	r := mgr.APIReader()
 	ctx := t.Context()
@@ -177,7 +177,7 @@ func TestGetOfAKindTheIdentityMayNotListFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Grant(t, cs, ns, "settings-getter", "configmaps", "get")
-	mgr := newManager(t, user, framework.Options{Cache: informers.Options{Namespace: ns}})
+	mgr := testenv.NewManager(t, user, framework.Options{Cache: informers.Options{Namespace: ns}})
 	testenv.StartManager(t, mgr)
 	key := types.NamespacedName{Namespace: ns, Name: "settings"}
 
@@ -225,7 +225,7 @@ func TestReadAfterWritingAGracefullyTerminatingPod(t *testing.T) {
 	if err := cs.CoreV1().Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns, ReadYourWritesTimeout: 2 * time.Second}})
+	mgr := testenv.NewManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns, ReadYourWritesTimeout: 2 * time.Second}})
 	if _, err := informers.For[*corev1.Pod](mgr.Cache(), informers.Selection{}); err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func TestDeleteAllOf(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = cs.CoreV1().ConfigMaps(ns).Patch(t.Context(), held.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
-	mgr := newManager(t, admin, framework.Options{})
+	mgr := testenv.NewManager(t, admin, framework.Options{})
 	testenv.StartManager(t, mgr)
 	c := mgr.Client()
 	if got := configMapNames(t, c, informers.InNamespace(ns)); len(got) < 5 {
@@ -135,7 +135,7 @@ func TestListMatchingFields(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns}})
+	mgr := testenv.NewManager(t, admin, framework.Options{Cache: informers.Options{Namespace: ns}})
 	testenv.StartManager(t, mgr)
 	c := mgr.Client()
 

@@ -52,7 +52,7 @@ func TestNewNamesTheMissingOption(t *testing.T) {
 func TestNewFencesWrites(t *testing.T) {
 	cfg := plane.Config(t)
 	ns := testenv.Namespace(t, kubernetes.NewForConfigOrDie(cfg))
-	mgr := newManager(t, cfg, framework.Options{})
+	mgr := testenv.NewManager(t, cfg, framework.Options{})
 	testenv.StartManager(t, mgr)
 	errFenced := errors.New("fenced for the test")
 	var fenced atomic.Bool

@@ -54,7 +54,7 @@ func TestStartReturnsWhenAReconcileIgnoresItsContext(t *testing.T) {
 	ns := testenv.Namespace(t, cs)
 	const grace = time.Second
 	logs := &logLines{}
-	mgr := newManager(t, admin, framework.Options{
+	mgr := testenv.NewManager(t, admin, framework.Options{
 		Cache:                   informers.Options{Namespace: ns},
 		GracefulShutdownTimeout: grace,
 		Logger:                  funcr.New(logs.add, funcr.Options{}),

@@ -4,10 +4,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"k8s.io/client-go/rest"
-
-	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/internal/testenv"
 )
 
@@ -16,16 +12,3 @@ import (
 var plane testenv.Plane
 
 func TestMain(m *testing.M) { os.Exit(plane.Run(m)) }
-
-// newManager returns a manager on cfg that logs nothing.
-func newManager(t *testing.T, cfg *rest.Config, opts framework.Options) *framework.Manager {
-	t.Helper()
-	if opts.Logger.GetSink() == nil {
-		opts.Logger = logr.Discard()
-	}
-	mgr, err := framework.NewManager(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mgr
-}

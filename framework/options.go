@@ -33,7 +33,8 @@ type Options struct {
 	// per process, so managers built one after another (tests) share it and
 	// never swap klog's global logger while another one logs. logr.Discard()
 	// is the zero Logger, so it too means this default: to drop every line,
-	// pass NewLogger(LogOptions{Writer: io.Discard}).
+	// pass logr.FromSlogHandler(slog.DiscardHandler), which leaves klog as
+	// it is.
 	Logger logr.Logger
 
 	// Cache configures the shared cache (namespace, per-kind selections,

@@ -13,6 +13,7 @@ import (
 	"github.com/converge-dev/converge/framework/envtest"
 	"github.com/converge-dev/converge/framework/webhook"
 	v2 "github.com/converge-dev/converge/internal/testapi"
+	"github.com/converge-dev/converge/internal/testenv"
 )
 
 // readmeWebhooks is the README's Webhooks example, between the markers, so
@@ -114,7 +115,7 @@ func TestREADMEWebhooksExamples(t *testing.T) {
 			t.Errorf("README's Webhooks example %d differs from %s; copy one onto the other:\n%s", i+1, name, bodies[i])
 		}
 	}
-	mgr := newManager(t, unreachable, framework.Options{Scheme: sprocketScheme(t)})
+	mgr := testenv.NewManager(t, unreachable, framework.Options{Scheme: sprocketScheme(t)})
 	if err := readmeWebhooks(mgr); err != nil {
 		t.Errorf("the README's example: %v", err)
 	}

@@ -75,7 +75,7 @@ func TestResyncPerControllerAndPerKind(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	mgr := newManager(t, admin, framework.Options{Cache: informers.Options{
+	mgr := testenv.NewManager(t, admin, framework.Options{Cache: informers.Options{
 		Namespace:    ns,
 		ResyncByKind: map[schema.GroupKind]time.Duration{{Kind: "Secret"}: time.Second},
 	}})

@@ -26,7 +26,7 @@ func webhookManager(t *testing.T, enableHTTP2 bool, maxBytes int64) (start func(
 	t.Helper()
 	dir := t.TempDir()
 	ca := testenv.WriteServingCert(t, dir, "server", time.Now().Add(time.Hour))
-	mgr := newManager(t, unreachable, framework.Options{
+	mgr := testenv.NewManager(t, unreachable, framework.Options{
 		Scheme:         sprocketScheme(t),
 		LeaderElection: framework.LeaderElectionOptions{Enabled: true, ID: "webhooks", Namespace: "default"},
 		Webhook:        framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir, EnableHTTP2: enableHTTP2, MaxRequestBytes: maxBytes},
@@ -114,7 +114,7 @@ func TestConversionDoesNotWaitForCaches(t *testing.T) {
 	dir := t.TempDir()
 	testenv.WriteServingCert(t, dir, "server", time.Now().Add(time.Hour))
 	opts := framework.Options{Scheme: sprocketScheme(t), HealthProbeBindAddress: "127.0.0.1:0", Webhook: framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir}}
-	converting, admitting := newManager(t, unreachable, opts), newManager(t, unreachable, opts)
+	converting, admitting := testenv.NewManager(t, unreachable, opts), testenv.NewManager(t, unreachable, opts)
 	if err := framework.NewConversion[*testapi.Sprocket](converting); err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ var sprocketValidator = webhook.ValidatorFuncs[*testapi.Sprocket]{
 func TestWebhookServer(t *testing.T) {
 	dir := t.TempDir()
 	ca := testenv.WriteServingCert(t, dir, "first", time.Now().Add(time.Hour))
-	mgr := newManager(t, unreachable, framework.Options{
+	mgr := testenv.NewManager(t, unreachable, framework.Options{
 		Scheme:                 sprocketScheme(t),
 		HealthProbeBindAddress: "127.0.0.1:0",
 		Webhook:                framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir},
@@ -168,7 +168,7 @@ func TestWebhookServer(t *testing.T) {
 }
 
 func TestWebhookRegistrationErrors(t *testing.T) {
-	mgr := newManager(t, unreachable, framework.Options{Scheme: sprocketScheme(t)})
+	mgr := testenv.NewManager(t, unreachable, framework.Options{Scheme: sprocketScheme(t)})
 	for _, tc := range []struct {
 		name, want string
 		err        error
@@ -202,7 +202,7 @@ func TestWebhookRegistrationErrors(t *testing.T) {
 // server runs.
 func TestWebhookServerNeedsItsCertificate(t *testing.T) {
 	dir := t.TempDir()
-	mgr := newManager(t, unreachable, framework.Options{Scheme: sprocketScheme(t), Webhook: framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir}})
+	mgr := testenv.NewManager(t, unreachable, framework.Options{Scheme: sprocketScheme(t), Webhook: framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir}})
 	if err := framework.NewWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator}); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestWebhookServerNeedsItsCertificate(t *testing.T) {
 		t.Errorf("Start without a certificate: %v", err)
 	}
 
-	idle := newManager(t, unreachable, framework.Options{HealthProbeBindAddress: "127.0.0.1:0", Webhook: framework.WebhookServerOptions{CertDir: dir}})
+	idle := testenv.NewManager(t, unreachable, framework.Options{HealthProbeBindAddress: "127.0.0.1:0", Webhook: framework.WebhookServerOptions{CertDir: dir}})
 	testenv.StartManager(t, idle)
 	testenv.Eventually(t, "the probe server listens", func() bool { return idle.HealthProbeAddress() != "" })
 	if addr := idle.WebhookAddress(); addr != "" {

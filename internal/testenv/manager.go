@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -9,9 +10,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/go-logr/logr"
 )
+
+// NewManager returns a manager on cfg. opts.Logger defaults to one that
+// discards every line without touching klog (logr.Discard() is the zero
+// Logger, which the manager reads as unset and replaces with its default).
+func NewManager(t *testing.T, cfg *rest.Config, opts framework.Options) *framework.Manager {
+	t.Helper()
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.FromSlogHandler(slog.DiscardHandler)
+	}
+	mgr, err := framework.NewManager(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mgr
+}
 
 // Run is a manager whose Start runs in a goroutine (see StartManager).
 type Run struct {
