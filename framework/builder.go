@@ -62,12 +62,8 @@ func (b *Builder[T]) WithPredicates(preds ...Predicate[T]) *Builder[T] {
 // Owns watches objects of obj's type and reconciles their controller owner
 // when it is a T: equivalent to Watches(Owned(obj)).
 func (b *Builder[T]) Owns(obj object.Object) *Builder[T] {
-	switch {
-	case obj == nil:
-		b.errs = append(b.errs, errors.New("Owns called with a nil object"))
-		return b
-	case isNil(obj):
-		b.errs = append(b.errs, fmt.Errorf("Owns called with a nil %T: pass an empty object, such as %s", obj, emptyLiteral(obj)))
+	if err := nilObject("Owns", obj); err != nil {
+		b.errs = append(b.errs, err)
 		return b
 	}
 	return b.Watches(Owned(obj))
@@ -86,14 +82,11 @@ func (b *Builder[T]) Owns(obj object.Object) *Builder[T] {
 // *metav1.PartialObjectMetadata with that kind; a read of the typed object
 // starts a second informer holding whole objects.
 func (b *Builder[T]) OwnsMetadata(obj object.Object) *Builder[T] {
-	switch {
-	case obj == nil:
-		b.errs = append(b.errs, errors.New("OwnsMetadata called with a nil object"))
+	if err := nilObject("OwnsMetadata", obj); err != nil {
+		b.errs = append(b.errs, err)
 		return b
-	case isNil(obj):
-		b.errs = append(b.errs, fmt.Errorf("OwnsMetadata called with a nil %T: pass an empty object, such as %s", obj, emptyLiteral(obj)))
-		return b
-	case b.mgr == nil:
+	}
+	if b.mgr == nil {
 		return b // NewController recorded it
 	}
 	gvk, err := client.KindOf(b.mgr.Scheme(), obj)
@@ -223,6 +216,19 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 
 func (b *Builder[T]) fail(errs ...error) error {
 	return fmt.Errorf("controller %q for %v: %w", b.name, reflect.TypeFor[T](), errors.Join(errs...))
+}
+
+// nilObject says what is wrong when method is given a nil object (a nil
+// interface, or a typed nil pointer, named with the empty literal to pass
+// instead), or returns nil.
+func nilObject(method string, obj any) error {
+	switch {
+	case reflect.TypeOf(obj) == nil:
+		return fmt.Errorf("%s called with a nil object", method)
+	case isNil(obj):
+		return fmt.Errorf("%s called with a nil %T: pass an empty object, such as %s", method, obj, emptyLiteral(obj))
+	}
+	return nil
 }
 
 // emptyLiteral spells an empty object of obj's type, a pointer to a struct:

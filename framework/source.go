@@ -172,10 +172,7 @@ func (s *kindSource[C]) bindKind(w *watchTarget) (*boundKind[C], error) {
 	case s.mapFn == nil && !s.self && s.mapper:
 		return nil, fmt.Errorf("watch %v: Map called with a nil function", s)
 	case s.mapFn == nil && !s.self && isNil(s.example):
-		if reflect.TypeOf(any(s.example)) == nil { // a nil interface: no type to name
-			return nil, fmt.Errorf("watch %v: Owned called with a nil object", s)
-		}
-		return nil, fmt.Errorf("watch %v: Owned called with a nil %T: pass an empty object, such as %s", s, s.example, emptyLiteral(s.example))
+		return nil, fmt.Errorf("watch %v: %w", s, nilObject("Owned", s.example))
 	}
 	example, sel := s.example, s.sel
 	rt := reflect.TypeFor[C]()
