@@ -23,6 +23,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -127,7 +128,7 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 // carry without meaning it: null fields, status, and server-set metadata.
 func (d *Declarative[T]) toUnstructured(decl any) (*unstructured.Unstructured, error) {
 	var m map[string]any
-	if isNil(decl) {
+	if typednil.Is(decl) {
 		if decl == nil {
 			return nil, errors.New("nil child")
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -192,7 +193,7 @@ func New[T object.Object](mgr *framework.Manager, r Reconciler[T], opts Options)
 // Options, which has no side effects, then get the cache's informer for
 // every child kind.
 func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], opts Options) (*Declarative[T], error) {
-	if mgr == nil || isNil(r) {
+	if mgr == nil || typednil.Is(r) {
 		return nil, errors.New("declarative.New: manager and reconciler must not be nil")
 	}
 	var zero T
@@ -256,7 +257,7 @@ func (o Options) validate(scheme *runtime.Scheme) error {
 		errs = append(errs, fmt.Errorf("declarative: Options.Finalizer %q must be domain-qualified, like example.com/cleanup", o.Finalizer))
 	}
 	for _, ex := range o.Children {
-		if isNil(ex) {
+		if typednil.Is(ex) {
 			errs = append(errs, errors.New("declarative: Options.Children holds a nil object"))
 			continue
 		}
@@ -403,18 +404,4 @@ func conflictIDs(errs []error) []string {
 		}
 	}
 	return out
-}
-
-// isNil reports whether v is nil or a nil pointer, func, map or interface
-// held in an interface (a typed nil).
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
 }

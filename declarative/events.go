@@ -3,6 +3,7 @@ package declarative
 import (
 	"strings"
 
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,7 +46,7 @@ func (d *Declarative[T]) recordEvents(parent T, events []Event) {
 			typ = corev1.EventTypeNormal
 		}
 		var related runtime.Object
-		if !isNil(e.Related) {
+		if !typednil.Is(e.Related) {
 			related = e.Related
 		}
 		d.recorder.Eventf(parent, related, typ, e.Reason, e.Action, "%s", e.Note)

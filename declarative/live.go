@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -114,7 +115,7 @@ func liveKind(ctx context.Context, example object.Object) (*liveView, *childKind
 	if v == nil {
 		return nil, nil, errors.New("the context holds no parent: call it from Desired, with the context Desired was given")
 	}
-	if isNil(example) {
+	if typednil.Is(example) {
 		return nil, nil, errors.New("example object is nil")
 	}
 	ck, err := v.d.kindOf(example)

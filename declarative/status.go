@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -138,7 +139,7 @@ func hasZero(v any) bool {
 // ReconcileDeleted forgets what converge knows of a parent that is gone. It
 // makes Declarative a reconcile.DeletionReconciler; it never fails.
 func (d *Declarative[T]) ReconcileDeleted(_ context.Context, gone reconcile.Tombstone[T]) (reconcile.Result, error) {
-	if !isNil(gone.Last) {
+	if !typednil.Is(gone.Last) {
 		d.statuses.forget(gone.Last.GetUID())
 	}
 	d.conflicts.set(gone.Request, nil)

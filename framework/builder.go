@@ -9,6 +9,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
@@ -99,7 +100,7 @@ func (b *Builder[T]) OwnsMetadata(obj object.Object) *Builder[T] {
 
 // Watches adds a source (see Owned, Map and WithSelection).
 func (b *Builder[T]) Watches(src Source) *Builder[T] {
-	if isNil(src) {
+	if typednil.Is(src) {
 		b.errs = append(b.errs, errors.New("Watches called with a nil Source"))
 		return b
 	}
@@ -137,11 +138,11 @@ type SourceProvider interface {
 }
 
 func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.ObjectReconciler[T]) (*Controller[T], error) {
-	if isNil(byKey) && isNil(byObject) {
+	if typednil.Is(byKey) && typednil.Is(byObject) {
 		b.errs = append(b.errs, errors.New("reconciler is nil"))
 	}
 	for _, r := range []any{byKey, byObject} {
-		if sp, ok := r.(SourceProvider); ok && !isNil(r) {
+		if sp, ok := r.(SourceProvider); ok && !typednil.Is(r) {
 			srcs, err := sp.Sources()
 			if err != nil {
 				b.errs = append(b.errs, err)
@@ -225,7 +226,7 @@ func nilObject(method string, obj any) error {
 	switch {
 	case reflect.TypeOf(obj) == nil:
 		return fmt.Errorf("%s called with a nil object", method)
-	case isNil(obj):
+	case typednil.Is(obj):
 		return fmt.Errorf("%s called with a nil %T: pass an empty object, such as %s", method, obj, emptyLiteral(obj))
 	}
 	return nil
@@ -249,17 +250,4 @@ func nilPredicate[T object.Object](preds []Predicate[T]) error {
 		}
 	}
 	return nil
-}
-
-// isNil reports whether an interface holds nothing or a nil pointer or func.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Interface, reflect.Slice, reflect.Chan:
-		return rv.IsNil()
-	}
-	return false
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/go-logr/logr"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -200,7 +201,7 @@ func describeObject(v any) (string, bool) {
 		}
 		return fmt.Sprintf("%s event %s regarding %s", o.Type, o.Reason, reference(o.Regarding.Kind, o.Regarding.Namespace, o.Regarding.Name)), true
 	case runtime.Object:
-		if isNil(o) {
+		if typednil.Is(o) {
 			return "", false
 		}
 		acc, err := meta.Accessor(o)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
@@ -171,7 +172,7 @@ func (s *kindSource[C]) bindKind(w *watchTarget) (*boundKind[C], error) {
 	switch {
 	case s.mapFn == nil && !s.self && s.mapper:
 		return nil, fmt.Errorf("watch %v: Map called with a nil function", s)
-	case s.mapFn == nil && !s.self && isNil(s.example):
+	case s.mapFn == nil && !s.self && typednil.Is(s.example):
 		return nil, fmt.Errorf("watch %v: %w", s, nilObject("Owned", s.example))
 	}
 	example, sel := s.example, s.sel

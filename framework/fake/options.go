@@ -3,11 +3,11 @@ package fake
 import (
 	"errors"
 	"fmt"
-	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -57,7 +57,7 @@ func (o Options) withDefaults() Options {
 func (o Options) validate() error {
 	var errs []error
 	for i, obj := range o.Objects {
-		if isNil(obj) {
+		if typednil.Is(obj) {
 			errs = append(errs, fmt.Errorf("Options.Objects[%d] is nil (%T)", i, obj))
 			continue
 		}
@@ -67,7 +67,7 @@ func (o Options) validate() error {
 	}
 	for field, list := range map[string][]object.Object{"ClusterScoped": o.ClusterScoped, "NoStatusSubresource": o.NoStatusSubresource} {
 		for i, obj := range list {
-			if isNil(obj) {
+			if typednil.Is(obj) {
 				errs = append(errs, fmt.Errorf("Options.%s[%d] is nil (%T)", field, i, obj))
 			} else if _, _, err := o.Scheme.ObjectKinds(obj); err != nil {
 				errs = append(errs, fmt.Errorf("Options.%s[%d]: %w", field, i, err))
@@ -75,13 +75,4 @@ func (o Options) validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// isNil reports whether obj is nil or a typed nil pointer.
-func isNil(obj any) bool {
-	if obj == nil {
-		return true
-	}
-	v := reflect.ValueOf(obj)
-	return v.Kind() == reflect.Pointer && v.IsNil()
 }

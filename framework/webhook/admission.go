@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -29,7 +30,7 @@ var admissionAPIVersion = admissionv1.SchemeGroupVersion.String()
 // are allowed unchanged. T must be a pointer to a struct registered in
 // scheme as one kind; d must not be nil, nor a typed nil.
 func NewDefaulting[T object.Object](scheme *runtime.Scheme, d Defaulter[T], opts HandlerOptions) (Handler, error) {
-	if isNil(d) {
+	if typednil.Is(d) {
 		return nil, fmt.Errorf("webhook: NewDefaulting[%v]: the Defaulter is nil (%T)", reflectName[T](), d)
 	}
 	return newAdmission(scheme, opts, MutatePath, func(ctx context.Context, a *admissionCall[T]) *admissionv1.AdmissionResponse {
@@ -42,7 +43,7 @@ func NewDefaulting[T object.Object](scheme *runtime.Scheme, d Defaulter[T], opts
 // is allowed. T must be a pointer to a struct registered in scheme as one
 // kind; v must not be nil, nor a typed nil.
 func NewValidating[T object.Object](scheme *runtime.Scheme, v Validator[T], opts HandlerOptions) (Handler, error) {
-	if isNil(v) {
+	if typednil.Is(v) {
 		return nil, fmt.Errorf("webhook: NewValidating[%v]: the Validator is nil (%T)", reflectName[T](), v)
 	}
 	return newAdmission(scheme, opts, ValidatePath, func(ctx context.Context, a *admissionCall[T]) *admissionv1.AdmissionResponse {
@@ -171,7 +172,7 @@ func (a *admissionCall[T]) mutate(ctx context.Context, d Defaulter[T]) *admissio
 	if err != nil {
 		return deny(http.StatusInternalServerError, metav1.StatusReasonInternalError, fmt.Sprintf("encode %s: %v", a.info.gvk.Kind, err))
 	}
-	if err := d.Default(ctx, obj); !isNil(err) {
+	if err := d.Default(ctx, obj); !typednil.Is(err) {
 		return denyError(err)
 	}
 	after, err := json.Marshal(obj)
@@ -220,7 +221,7 @@ func (a *admissionCall[T]) validate(ctx context.Context, v Validator[T]) *admiss
 	default:
 		return allow(nil)
 	}
-	if !isNil(err) {
+	if !typednil.Is(err) {
 		resp := denyError(err)
 		resp.Warnings = warnings
 		return resp
@@ -242,7 +243,7 @@ func deny(code int32, reason metav1.StatusReason, msg string) *admissionv1.Admis
 // when it is (or wraps) an apierrors.APIStatus.
 func denyError(err error) *admissionv1.AdmissionResponse {
 	var status apierrors.APIStatus
-	if errors.As(err, &status) && !isNil(status) {
+	if errors.As(err, &status) && !typednil.Is(status) {
 		s := status.Status()
 		if s.Code != 0 { // a status without a code would read as allowed to some clients
 			s.Status = metav1.StatusFailure

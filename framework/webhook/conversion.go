@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -201,7 +202,7 @@ func (c *Conversion) convertOne(_ context.Context, raw []byte, desired schema.Gr
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := c.convert(src, dst, from, to, hub); !isNil(err) {
+	if err := c.convert(src, dst, from, to, hub); !typednil.Is(err) {
 		return nil, fmt.Errorf("%s: convert from %s to %s: %w", name, from.Version, to.Version, err)
 	}
 	dst.GetObjectKind().SetGroupVersionKind(to)
@@ -247,10 +248,10 @@ func (c *Conversion) convert(src, dst object.Object, from, to, hub schema.GroupV
 		return err
 	}
 	h := hubObj.(Hub)
-	if err := src.(Convertible).ConvertTo(h); !isNil(err) {
+	if err := src.(Convertible).ConvertTo(h); !typednil.Is(err) {
 		return fmt.Errorf("to the hub %s: %w", hub.Version, err)
 	}
-	if err := dst.(Convertible).ConvertFrom(h); !isNil(err) {
+	if err := dst.(Convertible).ConvertFrom(h); !typednil.Is(err) {
 		return fmt.Errorf("from the hub %s: %w", hub.Version, err)
 	}
 	return nil

@@ -165,19 +165,6 @@ func (i typeInfo[T]) new() T {
 	return reflect.New(i.elem).Interface().(T)
 }
 
-// isNil reports whether v is nil or an interface holding a nil pointer,
-// map, slice, channel or function (a typed nil).
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
-}
-
 // requestContext returns r's context, ending by the deadline the API server
 // gives in the URL's timeout parameter (kube-apiserver sends the webhook's
 // timeoutSeconds there, as "10s") when there is one.

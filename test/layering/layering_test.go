@@ -98,6 +98,11 @@ var rules = []struct {
 		forbidden: []string{module + "/..."},
 	},
 	{
+		name:      "internal/typednil is a leaf: the standard library only",
+		from:      []string{"internal/typednil"},
+		forbidden: []string{stdOnly},
+	},
+	{
 		name:      "internal/klogcap is a leaf: it imports no converge package",
 		from:      []string{"internal/klogcap"},
 		forbidden: []string{module + "/..."},
