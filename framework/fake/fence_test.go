@@ -3,12 +3,10 @@ package fake_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +17,7 @@ import (
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -84,12 +83,9 @@ func TestManagerClientRefusesWritesOnceLeadershipIsLost(t *testing.T) {
 	s := staticSiteScheme(t)
 	srv := fake.Start(t, fake.Options{Scheme: s, Objects: []object.Object{configMap("seen")}})
 	cs := kubernetes.NewForConfigOrDie(srv.Config())
-	mgr, err := framework.NewManager(srv.Config(), framework.Options{Scheme: s, Logger: logr.FromSlogHandler(slog.DiscardHandler),
+	mgr := testenv.NewManager(t, srv.Config(), framework.Options{Scheme: s,
 		LeaderElection: framework.LeaderElectionOptions{Enabled: true, ID: "fenced", Namespace: "kube-system", Identity: "victim",
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(t.Context()) }()
 	select {
@@ -114,7 +110,7 @@ func TestManagerClientRefusesWritesOnceLeadershipIsLost(t *testing.T) {
 	if err := <-done; !errors.Is(err, framework.ErrLeaderElectionLost) {
 		t.Fatalf("Manager.Start = %v, want ErrLeaderElectionLost", err)
 	}
-	err = mgr.Client().Create(context.Background(), configMap("after-loss"))
+	err := mgr.Client().Create(context.Background(), configMap("after-loss"))
 	if !errors.Is(err, framework.ErrNotLeader) {
 		t.Errorf("a write after the lease was lost: got %v, want ErrNotLeader", err)
 	}

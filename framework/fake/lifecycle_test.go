@@ -2,15 +2,14 @@ package fake_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 
-	"github.com/go-logr/logr"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -20,11 +19,8 @@ import (
 func TestManagerStoppedBeforeItsControllersRanLeaksNothing(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := fake.Start(t, fake.Options{})
-	mgr, err := framework.NewManager(srv.Config(), framework.Options{Logger: logr.FromSlogHandler(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = framework.NewController[*corev1.ConfigMap](mgr, "never-runs", framework.ControllerOptions{}).
+	mgr := testenv.NewManager(t, srv.Config(), framework.Options{})
+	err := framework.NewController[*corev1.ConfigMap](mgr, "never-runs", framework.ControllerOptions{}).
 		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) (reconcile.Result, error) {
 			return reconcile.Result{}, nil
 		}))

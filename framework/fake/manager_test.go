@@ -3,12 +3,9 @@ package fake_test
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -28,6 +25,7 @@ import (
 	"github.com/converge-dev/converge/examples/staticsite/site"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -44,36 +42,27 @@ func staticSiteScheme(t *testing.T) *runtime.Scheme {
 }
 
 // startManager runs a manager on srv with the StaticSite controller until
-// the test ends or stop is called. opts.Logger defaults to one that
-// discards (logr.Discard() would count as unset, and the manager would
-// install its default logger in klog, shared with the managers running).
+// the test ends or stop is called (opts.Logger defaults to one that
+// discards, see testenv.NewManager). Start must return no error.
 func startManager(t *testing.T, srv *fake.Server, opts framework.Options) (mgr *framework.Manager, stop func()) {
 	t.Helper()
-	if opts.Logger.GetSink() == nil {
-		opts.Logger = logr.FromSlogHandler(slog.DiscardHandler)
-	}
-	mgr, err := framework.NewManager(srv.Config(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = framework.NewController[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
+	mgr = testenv.NewManager(t, srv.Config(), opts)
+	err := framework.NewController[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](site.Desired), declarative.Options{Children: site.Children()}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
+	run := testenv.StartManager(t, mgr)
 	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Manager.Start: %v", err)
-			}
-		})
+		run.Cancel()
+		<-run.Done
 	}
-	t.Cleanup(stop)
+	t.Cleanup(func() {
+		stop()
+		if run.Err != nil {
+			t.Errorf("Manager.Start: %v", run.Err)
+		}
+	})
 	return mgr, stop
 }
 

@@ -2,10 +2,8 @@ package fake_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 
-	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -47,10 +46,7 @@ func TestUnstructuredKind(t *testing.T) {
 		t.Errorf("seeded widget: color %q, generation %d; want blue, 1", c, got.GetGeneration())
 	}
 
-	mgr, err := framework.NewManager(srv.Config(), framework.Options{Scheme: s, Logger: logr.FromSlogHandler(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, srv.Config(), framework.Options{Scheme: s})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
