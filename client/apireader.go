@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -45,6 +46,9 @@ type APIReader struct {
 // server's (apierrors.IsNotFound, IsForbidden, ...), wrapped with what was
 // read.
 func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj object.Object) error {
+	if err := typednil.Check("obj", obj); err != nil {
+		return fmt.Errorf("get %s without the cache: %w", describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}), err)
+	}
 	what := fmt.Sprintf("get %T %s without the cache", obj, describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}))
 	gvk, err := KindOf(r.scheme, obj)
 	if err != nil {
@@ -75,6 +79,9 @@ func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj objec
 // selector: any field the kind supports); without a namespace, a namespaced kind is listed in every
 // namespace. informers.MatchingIndex needs the cache and is an error here.
 func (r *APIReader) List(ctx context.Context, list runtime.Object, opts ...informers.ListOption) error {
+	if err := typednil.Check("list", list); err != nil {
+		return fmt.Errorf("list without the cache: %w", err)
+	}
 	lo := informers.NewListOptions(opts...)
 	gvk, err := KindOf(r.scheme, list)
 	what := fmt.Sprintf("list %T without the cache", list)

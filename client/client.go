@@ -19,6 +19,7 @@ import (
 
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/restset"
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -67,11 +68,17 @@ type Client struct {
 
 // Get copies the cached object key into obj.
 func (c *Client) Get(ctx context.Context, key types.NamespacedName, obj object.Object) error {
+	if err := typednil.Check("obj", obj); err != nil {
+		return fmt.Errorf("get %s: %w", describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}), err)
+	}
 	return c.cache.Get(ctx, key.Namespace, key.Name, obj)
 }
 
 // List copies the cached objects matching opts into list (a *FooList).
 func (c *Client) List(ctx context.Context, list runtime.Object, opts ...informers.ListOption) error {
+	if err := typednil.Check("list", list); err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
 	return c.cache.List(ctx, list, opts...)
 }
 
@@ -176,6 +183,9 @@ func (c *Client) Apply(ctx context.Context, obj any, opts ...WriteOption) (objec
 }
 
 func (c *Client) apply(ctx context.Context, obj any, sub string, opts []WriteOption) (object.Object, error) {
+	if err := typednil.Check("obj", obj); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("apply %T: encode: %w", obj, err)
@@ -234,6 +244,9 @@ func (s StatusWriter) Apply(ctx context.Context, obj any, opts ...WriteOption) (
 
 // do sends one request about obj and decodes the answer into obj.
 func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub string, build func(*rest.Request) *rest.Request, named bool) error {
+	if err := typednil.Check("obj", obj); err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
 	gvk, err := KindOf(c.scheme, obj)
 	if err != nil {
 		return fmt.Errorf("%s %T %s: %w", verb, obj, describeKey(obj), err)
@@ -368,6 +381,9 @@ func describeKey(obj metav1.Object) string {
 // the object's own apiVersion and kind for unstructured and metadata-only
 // ones (which must carry them).
 func KindOf(scheme *runtime.Scheme, obj runtime.Object) (schema.GroupVersionKind, error) {
+	if err := typednil.Check("obj", obj); err != nil {
+		return schema.GroupVersionKind{}, err
+	}
 	switch obj.(type) {
 	case *unstructured.Unstructured, *metav1.PartialObjectMetadata, *unstructured.UnstructuredList, *metav1.PartialObjectMetadataList:
 		gvk := obj.GetObjectKind().GroupVersionKind()

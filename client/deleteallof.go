@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -35,6 +36,9 @@ import (
 // grace period hold stay in the cache, with their deletion timestamp once
 // the watch delivers it.
 func (c *Client) DeleteAllOf(ctx context.Context, example object.Object, sel informers.Selection, opts ...WriteOption) error {
+	if err := typednil.Check("example", example); err != nil {
+		return fmt.Errorf("delete all of: %w", err)
+	}
 	wo := collect(opts)
 	gvk, err := KindOf(c.scheme, example)
 	if !sel.Kind.Empty() {

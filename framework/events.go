@@ -30,8 +30,34 @@ import (
 // 1024 bytes, is cut. An event the server rejects all the same is dropped
 // and logged as one error naming the object it regards and the server's
 // answer; events and objects are never logged whole.
+//
+// An event regarding a nil object, or a typed nil (a nil *corev1.Pod), is
+// not recorded: Eventf logs one error naming the argument and returns. A
+// nil related object, typed or not, means none.
 func (m *Manager) EventRecorder(name string) events.EventRecorder {
-	return m.events.NewRecorder(m.opts.Scheme, name).WithLogger(redactObjects(capVerbosity(m.log)))
+	log := redactObjects(capVerbosity(m.log))
+	return nilSafeRecorder{r: m.events.NewRecorder(m.opts.Scheme, name).WithLogger(log), log: log}
+}
+
+// nilSafeRecorder keeps typed nils away from client-go's recorder, which
+// dereferences them.
+type nilSafeRecorder struct {
+	r   events.EventRecorder
+	log logr.Logger
+}
+
+var _ events.EventRecorder = nilSafeRecorder{}
+
+// Eventf records an event regarding regarding, unless it is nil.
+func (n nilSafeRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	if err := typednil.Check("regarding", regarding); err != nil {
+		n.log.Error(err, "event not recorded", "type", eventtype, "reason", reason, "action", action)
+		return
+	}
+	if typednil.Is(related) {
+		related = nil
+	}
+	n.r.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
 // runEvents sends recorded events until ctx ends.

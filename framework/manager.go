@@ -19,6 +19,7 @@ import (
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/typednil"
 )
 
 // ErrManagerStarted is returned by Start when the manager was started before.
@@ -270,9 +271,10 @@ func (m *Manager) Logger() logr.Logger { return m.log }
 // Add registers r to run once the manager has started and synced its caches
 // (and, if r needs leadership, once this process leads), or starts it at once
 // when that time has come.
+// It fails when r is nil or a typed nil (a nil pointer or RunnableFunc).
 func (m *Manager) Add(r Runnable) error {
-	if r == nil {
-		return errors.New("framework: Manager.Add called with a nil Runnable")
+	if err := typednil.Check("r", r); err != nil {
+		return fmt.Errorf("framework: Manager.Add: %w", err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -353,6 +354,13 @@ func (c *Cache) lookup(obj runtime.Object, sel Selection, pin bool) (*entry, err
 
 func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error) {
 	e := &entry{key: key, desc: key.describe(), cache: c, resync: c.opts.resyncFor(key.gvk.GroupKind())}
+	if key.mode == Typed {
+		decoded, err := c.opts.Scheme.New(key.gvk)
+		if err != nil {
+			return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
+		}
+		e.goType = reflect.TypeOf(decoded)
+	}
 	lw, err := c.listWatch(e)
 	if err != nil {
 		return nil, err

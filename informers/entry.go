@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,10 @@ type entry struct {
 	desc     string
 	cache    *Cache
 	informer cache.SharedIndexInformer
+	// goType is the Go type the scheme decodes the kind as, which every
+	// object of a typed informer has; nil for unstructured and metadata
+	// ones.
+	goType reflect.Type
 	// selector is the informer's label selector, nil for all labels.
 	selector labels.Selector
 	// resync is the resync period of handlers that ask for none of their

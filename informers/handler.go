@@ -2,6 +2,7 @@ package informers
 
 import (
 	"github.com/converge-dev/converge/object"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -51,19 +52,33 @@ func (f HandlerFuncs[T]) OnDelete(obj T, stale bool) {
 }
 
 // untyped adapts a Handler[T] to client-go's untyped handler interface.
-// Objects of another type (impossible for a correctly built informer) are
-// dropped rather than crashing the informer's goroutine.
-type untyped[T object.Object] struct{ h Handler[T] }
+// An object of another type, which only a Transform breaking its rule puts
+// in the cache, is not handed to h: the event is dropped and reported with
+// the error a read of that object returns (see as), rather than crashing
+// the informer's goroutine.
+type untyped[T object.Object] struct {
+	h Handler[T]
+	e *entry
+}
+
+// typed returns obj as a T, or reports it and returns false.
+func (u untyped[T]) typed(obj any) (T, bool) {
+	t, err := as[T](u.e, obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+	}
+	return t, err == nil
+}
 
 func (u untyped[T]) OnAdd(obj any, isInInitialList bool) {
-	if t, ok := obj.(T); ok {
+	if t, ok := u.typed(obj); ok {
 		u.h.OnAdd(t, isInInitialList)
 	}
 }
 
 func (u untyped[T]) OnUpdate(oldObj, newObj any) {
-	o, ok1 := oldObj.(T)
-	n, ok2 := newObj.(T)
+	o, ok1 := u.typed(oldObj)
+	n, ok2 := u.typed(newObj)
 	if ok1 && ok2 {
 		u.h.OnUpdate(o, n)
 	}
@@ -74,7 +89,7 @@ func (u untyped[T]) OnDelete(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, stale = d.Obj, true
 	}
-	if t, ok := obj.(T); ok {
+	if t, ok := u.typed(obj); ok {
 		u.h.OnDelete(t, stale)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -84,6 +86,9 @@ func For[T object.Object](c *Cache, sel Selection) (*Informer[T], error) {
 // metadata objects, sel.Kind or example's apiVersion and kind), and T may be
 // an interface, such as object.Object, that example implements.
 func ForObject[T object.Object](c *Cache, example T, sel Selection) (*Informer[T], error) {
+	if err := typednil.Check("example", example); err != nil {
+		return nil, fmt.Errorf("informers: ForObject: %w", err)
+	}
 	return forObject(c, example, sel, true)
 }
 
@@ -144,6 +149,9 @@ func (i *Informer[T]) LastSyncResourceVersion() string {
 // Options.ResyncPeriod). Handlers with different periods share the
 // informer; each is replayed to on its own schedule.
 func (i *Informer[T]) AddHandler(h Handler[T], opts cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	if err := typednil.Check("h", h); err != nil {
+		return nil, fmt.Errorf("informers: add handler to %s: %w", i.e.desc, err)
+	}
 	if opts.ResyncPeriod == nil {
 		d := i.e.resync
 		opts.ResyncPeriod = &d
@@ -152,7 +160,7 @@ func (i *Informer[T]) AddHandler(h Handler[T], opts cache.HandlerOptions) (cache
 	} else if d < 0 {
 		return nil, fmt.Errorf("informers: add handler to %s: resync period %v is negative", i.e.desc, d)
 	}
-	reg, err := i.e.informer.AddEventHandlerWithOptions(untyped[T]{h}, opts)
+	reg, err := i.e.informer.AddEventHandlerWithOptions(untyped[T]{h: h, e: i.e}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("informers: add handler to %s: %w", i.e.desc, err)
 	}
@@ -173,6 +181,9 @@ const allNamespaces = "*"
 // names are shared by every user of the informer; adding an existing name is
 // an error.
 func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
+	if err := typednil.Check("fn", fn); err != nil {
+		return fmt.Errorf("informers: add index %q to %s: %w", name, i.e.desc, err)
+	}
 	err := i.e.informer.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
 		t, ok := obj.(T)
 		if !ok {
@@ -218,7 +229,34 @@ func (i *Informer[T]) Get(ctx context.Context, namespace, name string) (T, error
 	if !ok {
 		return zero, apierrors.NewNotFound(i.groupResource(), name)
 	}
-	return obj.(T), nil
+	return i.typed(obj)
+}
+
+// typed returns obj as a T, or an error naming both types when the cache
+// holds another (see as).
+func (i *Informer[T]) typed(obj any) (T, error) { return as[T](i.e, obj) }
+
+// as returns obj, an object informer e holds, as a T, or an error naming
+// both types when it is not a T or not of the Go type e's kind decodes as:
+// only a Transform that breaks its rule (Options.Transform) puts such an
+// object in the cache. Reads return the error; handlers are not called with
+// obj, and the error is reported through client-go's error handlers
+// (utilruntime.HandleError).
+func as[T object.Object](e *entry, obj any) (T, error) {
+	t, ok := obj.(T)
+	if ok && (e.goType == nil || reflect.TypeOf(obj) == e.goType) {
+		return t, nil
+	}
+	want := e.goType
+	if want == nil {
+		want = reflect.TypeFor[T]()
+	}
+	what := fmt.Sprintf("%T", obj)
+	if m, err := meta.Accessor(obj); err == nil {
+		what = cache.MetaObjectToName(m).String() + " is a " + what
+	}
+	return t, fmt.Errorf("informers: %s: cached object %s, not %v: Options.Transform must return objects of the type it is given",
+		e.desc, what, want)
 }
 
 // List returns the cached objects matching opts. See Reader.
@@ -261,7 +299,10 @@ func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error)
 	}
 	out := make([]T, 0, len(objs))
 	for _, o := range objs {
-		t := o.(T)
+		t, err := i.typed(o)
+		if err != nil {
+			return nil, err
+		}
 		if lo.Labels != nil && !lo.Labels.Matches(labels.Set(t.GetLabels())) {
 			continue
 		}

@@ -96,7 +96,10 @@ type Options struct {
 
 	// Transform changes each object before it is stored, after managedFields
 	// are stripped, for example to drop large fields the controllers never
-	// read. It must return an object of the same type. Zero means none.
+	// read. It must return an object of the same type: one of another type
+	// is never handed to handlers (the event is dropped and reported
+	// through utilruntime.HandleError), and reads of it fail with an error
+	// naming both types. Zero means none.
 	Transform cache.TransformFunc
 }
 

@@ -6,12 +6,14 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Get copies the cached object namespace/name into into, for callers that hold
@@ -19,6 +21,9 @@ import (
 // type (or its apiVersion and kind, for unstructured and metadata objects).
 // Unlike Informer.Get, the result is a deep copy the caller owns.
 func (c *Cache) Get(ctx context.Context, namespace, name string, into object.Object) error {
+	if err := typednil.Check("into", into); err != nil {
+		return fmt.Errorf("informers: get %s: %w", cache.NewObjectName(namespace, name), err)
+	}
 	inf, err := c.untyped(into)
 	if err != nil {
 		return err
@@ -35,6 +40,9 @@ func (c *Cache) Get(ctx context.Context, namespace, name string, into object.Obj
 // *metav1.PartialObjectMetadataList (the last two with apiVersion and kind
 // set, as "FooList"). The items are deep copies the caller owns.
 func (c *Cache) List(ctx context.Context, list runtime.Object, opts ...ListOption) error {
+	if err := typednil.Check("list", list); err != nil {
+		return fmt.Errorf("informers: list: %w", err)
+	}
 	item, err := c.itemFor(list)
 	if err != nil {
 		return err

@@ -122,12 +122,19 @@ func (u *unregistered) DeepCopyObject() runtime.Object { c := *u; return &c }
 func TestFinalizers(t *testing.T) {
 	cm := configMap()
 	const f = "example.com/cleanup"
-	if controllerutil.HasFinalizer(cm, f) || !controllerutil.AddFinalizer(cm, f) || controllerutil.AddFinalizer(cm, f) {
-		t.Fatal("add should change the object once")
+	if controllerutil.HasFinalizer(cm, f) {
+		t.Fatal("a new object has the finalizer")
+	}
+	for i, want := range []bool{true, false} {
+		if changed, err := controllerutil.AddFinalizer(cm, f); err != nil || changed != want {
+			t.Fatalf("add %d = %v, %v; want %v (add should change the object once)", i+1, changed, err, want)
+		}
 	}
 	cm.Finalizers = append(cm.Finalizers, "other.io/keep", f)
-	if !controllerutil.RemoveFinalizer(cm, f) || controllerutil.RemoveFinalizer(cm, f) {
-		t.Fatal("remove should change the object once")
+	for i, want := range []bool{true, false} {
+		if changed, err := controllerutil.RemoveFinalizer(cm, f); err != nil || changed != want {
+			t.Fatalf("remove %d = %v, %v; want %v (remove should change the object once)", i+1, changed, err, want)
+		}
 	}
 	if got := strings.Join(cm.Finalizers, ","); got != "other.io/keep" {
 		t.Errorf("finalizers = %q, want only other.io/keep (every copy of ours removed)", got)

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -81,16 +82,23 @@ func RemoveOwnerReference(owner, obj object.Object, scheme *runtime.Scheme) (boo
 	return true, nil
 }
 
-// HasControllerReference reports whether obj has a controller owner.
+// HasControllerReference reports whether obj has a controller owner; a nil
+// obj has none.
 func HasControllerReference(obj metav1.Object) bool {
-	return metav1.GetControllerOfNoCopy(obj) != nil
+	return !typednil.Is(obj) && metav1.GetControllerOfNoCopy(obj) != nil
 }
 
 // referenceTo builds an owner reference to owner for obj, checking that
 // Kubernetes allows it: the owner must be cluster-scoped or in obj's
 // namespace, and must have a name and UID (it must have been read from or
-// written to the API server).
+// written to the API server). Neither may be nil.
 func referenceTo(owner, obj object.Object, scheme *runtime.Scheme) (metav1.OwnerReference, error) {
+	if err := typednil.Check("obj", obj); err != nil {
+		return metav1.OwnerReference{}, fmt.Errorf("owner reference: %w", err)
+	}
+	if err := typednil.Check("owner", owner); err != nil {
+		return metav1.OwnerReference{}, fmt.Errorf("owner reference on %s: %w", describe(obj), err)
+	}
 	gvk, err := kindOf(owner, scheme)
 	if err != nil {
 		return metav1.OwnerReference{}, fmt.Errorf("owner reference on %s: %w", describe(obj), err)

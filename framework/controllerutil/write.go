@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -38,6 +39,7 @@ type MutateFunc func() error
 // mutate, and creates obj if it did not exist, updates it if mutate changed
 // it, or writes nothing. The update carries the resourceVersion read, so a
 // concurrent change makes it fail with a conflict (retry the reconcile).
+// It fails, writing nothing, when c, obj or mutate is nil.
 func CreateOrUpdate(ctx context.Context, c *client.Client, obj object.Object, mutate MutateFunc) (OperationResult, error) {
 	existing, err := readForWrite(ctx, c, obj, mutate)
 	if err != nil || existing == nil {
@@ -101,8 +103,19 @@ func CreateOrPatch(ctx context.Context, c *client.Client, obj object.Object, mut
 
 // readForWrite reads obj's current state into obj and runs mutate. It
 // returns a copy of the state read, or nil when obj did not exist, in which
-// case it has created obj.
+// case it has created obj. No argument may be nil.
 func readForWrite(ctx context.Context, c *client.Client, obj object.Object, mutate MutateFunc) (object.Object, error) {
+	if err := typednil.Check("obj", obj); err != nil {
+		return nil, err
+	}
+	for _, arg := range []struct {
+		name string
+		v    any
+	}{{"c", c}, {"mutate", mutate}} {
+		if err := typednil.Check(arg.name, arg.v); err != nil {
+			return nil, fmt.Errorf("%s: %w", describe(obj), err)
+		}
+	}
 	ns, name := obj.GetNamespace(), obj.GetName()
 	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
 	switch {
@@ -146,6 +159,14 @@ func created(err error) (OperationResult, error) {
 // server refuses it (with a conflict) if the object changed meanwhile.
 // Lists are replaced whole, as merge patches do.
 func MergePatch(original, modified object.Object, optimisticLock bool) ([]byte, error) {
+	for _, arg := range []struct {
+		name string
+		v    object.Object
+	}{{"original", original}, {"modified", modified}} {
+		if err := typednil.Check(arg.name, arg.v); err != nil {
+			return nil, fmt.Errorf("merge patch: %w", err)
+		}
+	}
 	patch, err := mergePatchMap(original, modified)
 	if err != nil {
 		return nil, fmt.Errorf("merge patch of %s: %w", describe(modified), err)

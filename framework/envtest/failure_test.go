@@ -1,44 +1,25 @@
 package envtest_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/converge-dev/converge/framework/envtest"
+	"github.com/converge-dev/converge/internal/testenv"
 )
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestStartFailureCarriesTheLogTail(t *testing.T) {
 	t.Parallel()
 	requireControlPlane(t)
 	tests := []struct {
 		name   string
-		output *lockedBuffer
+		output *testenv.Buffer
 		where  string // where the error says the log is
 	}{
 		{name: "log files", where: "kube-apiserver.log ---"},
-		{name: "Output", output: &lockedBuffer{}, where: "last lines of output ---"},
+		{name: "Output", output: &testenv.Buffer{}, where: "last lines of output ---"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

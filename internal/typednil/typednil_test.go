@@ -2,6 +2,7 @@ package typednil_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/converge-dev/converge/internal/typednil"
@@ -42,6 +43,24 @@ func TestIs(t *testing.T) {
 	} {
 		if got := typednil.Is(tc.v); got != tc.want {
 			t.Errorf("%s: Is = %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	var nilErr *myErr
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{nil, "obj is nil"},
+		{nilErr, "obj is a nil *typednil_test.myErr"},
+		{(map[string]int)(nil), "obj is a nil map[string]int"},
+		{&myErr{}, ""},
+	} {
+		err := typednil.Check("obj", tc.v)
+		if got := fmt.Sprint(err); (err == nil) != (tc.want == "") || (err != nil && got != tc.want) {
+			t.Errorf("Check(%T) = %v, want %q", tc.v, err, tc.want)
 		}
 	}
 }

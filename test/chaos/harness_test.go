@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework/envtest"
+	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/test/chaos/proxy"
 )
 
@@ -97,30 +98,13 @@ func (s *suite) table() string {
 // controllerProcess is one running chaosctl.
 type controllerProcess struct {
 	cmd      *exec.Cmd
-	stderr   *syncBuffer
+	stderr   *testenv.Buffer
 	debug    string // host:port of /cache and /injected
 	metrics  string // host:port of /metrics
 	probes   string // host:port of /readyz
 	exited   chan struct{}
 	exitErr  error
 	stopping atomic.Bool
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func freePort(t *testing.T) string {
@@ -136,7 +120,7 @@ func freePort(t *testing.T) string {
 // startController runs chaosctl with the kubeconfig and extra flags.
 func (s *suite) startController(t *testing.T, kubeconfig, namespace, trace string, extra ...string) *controllerProcess {
 	t.Helper()
-	p := &controllerProcess{stderr: &syncBuffer{}, debug: freePort(t), metrics: freePort(t), probes: freePort(t), exited: make(chan struct{})}
+	p := &controllerProcess{stderr: &testenv.Buffer{}, debug: freePort(t), metrics: freePort(t), probes: freePort(t), exited: make(chan struct{})}
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig, "--namespace=" + namespace, "--trace=" + trace,
 		"--debug-bind-address=" + p.debug, "--metrics-bind-address=" + p.metrics, "--metrics-insecure",
