@@ -32,9 +32,11 @@ const DefaultFieldManager = "converge"
 // Reads (Get, List) return deep copies the caller owns; for read-only access
 // without copies, use informers.For on the cache. Reads wait for the cache
 // to show this process's own writes (see informers.Reader); reads the cache
-// cannot serve (another namespace, a kind the identity may not list and
-// watch) fail rather than report NotFound: use an APIReader (the manager's
-// APIReader) for those. Writes update the object passed in with the
+// cannot serve (another namespace, an object outside the labels or fields
+// informers.Options.ByKind narrows its kind to, a kind the identity may not
+// list and watch) fail rather than report NotFound: use an APIReader (the
+// manager's APIReader) for those. Get of a kind narrowed by labels or
+// fields confirms a miss with the API server (see informers.Cache.Get). Writes update the object passed in with the
 // server's answer (its new resourceVersion, defaults and status). Every
 // error names the object and the operation.
 //
@@ -66,7 +68,8 @@ type Client struct {
 	logger func(logr.Logger) logr.Logger
 }
 
-// Get copies the cached object key into obj.
+// Get copies the cached object key into obj; see informers.Cache.Get for
+// what a miss answers.
 func (c *Client) Get(ctx context.Context, key types.NamespacedName, obj object.Object) error {
 	if err := typednil.Check("obj", obj); err != nil {
 		return fmt.Errorf("get %s: %w", describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}), err)

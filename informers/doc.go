@@ -27,8 +27,13 @@
 //     bounded, until the cache holds the write; a read through an informer
 //     whose labels or metadata.name/namespace fields rule the written object
 //     out does not wait.
-//   - No false NotFound: a read of a namespace outside what the reader holds
-//     fails with ErrNotCached, naming both namespaces.
+//   - No false NotFound from Cache.Get (what a client's Get uses): a read of
+//     a namespace outside what the cache holds fails with ErrNotCached,
+//     naming both namespaces; a miss in a kind narrowed by labels or fields
+//     (Options.ByKind) is confirmed with the API server, and an object that
+//     exists outside the selection fails with ErrNotCached naming it. An
+//     Informer answers for its own selection: NotFound there means no such
+//     object in it.
 //   - Resync per handler: each handler replays the cache at its own period
 //     (Informer.AddHandler), else its kind's (Options.ResyncByKind), else
 //     Options.ResyncPeriod, whether it was added before or after the

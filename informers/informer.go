@@ -28,7 +28,9 @@ var ErrStopped = errors.New("informers: the cache has stopped")
 
 // ErrNotCached is wrapped by the error of a read outside what the cache
 // holds: an object in another namespace than the one the cache (or the
-// kind's Selection) is limited to. The object may well exist.
+// kind's Selection) is limited to, which may well exist, or, from
+// Cache.Get, an object that exists but is outside the labels or fields
+// Options.ByKind narrows its kind to.
 var ErrNotCached = errors.New("informers: outside what the cache holds")
 
 // Reader reads objects of one type from the shared cache.
@@ -44,7 +46,10 @@ type Reader[T object.Object] interface {
 	// object through a client that reports its writes (a client.Client
 	// does), Get first waits for the cache to hold that write. An
 	// object in a namespace the reader does not hold is an error wrapping
-	// ErrNotCached, never a NotFound.
+	// ErrNotCached, never a NotFound. A reader narrowed by labels or fields
+	// answers for its selection, and asks nobody: NotFound means no such
+	// object in the selection (Cache.Get confirms such a miss with the API
+	// server).
 	Get(ctx context.Context, namespace, name string) (T, error)
 	// List returns the objects matching every option, in no particular
 	// order. Like Get, it first waits for the cache to hold this process's

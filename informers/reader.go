@@ -8,9 +8,11 @@ import (
 
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -20,6 +22,17 @@ import (
 // an object of a type known only at run time. The kind comes from into's Go
 // type (or its apiVersion and kind, for unstructured and metadata objects).
 // Unlike Informer.Get, the result is a deep copy the caller owns.
+//
+// The informer read is the kind's default (Options.ByKind, else
+// Options.Namespace). When Options.ByKind narrows it by labels or fields,
+// the cache cannot tell an object that does not exist from one outside the
+// selection, so a miss is confirmed with the API server (one GET of the
+// object's metadata, which needs get permission on the kind): Get answers
+// NotFound when the server does, and an error wrapping ErrNotCached that
+// names the selection when the object exists but the cache does not hold
+// it. When the server cannot be asked, the error wraps both ErrNotCached
+// and the server's answer. Reads inside the selection, and every read of
+// a kind without a label or field selection, ask nobody.
 func (c *Cache) Get(ctx context.Context, namespace, name string, into object.Object) error {
 	if err := typednil.Check("into", into); err != nil {
 		return fmt.Errorf("informers: get %s: %w", cache.NewObjectName(namespace, name), err)
@@ -29,10 +42,49 @@ func (c *Cache) Get(ctx context.Context, namespace, name string, into object.Obj
 		return err
 	}
 	obj, err := inf.Get(ctx, namespace, name)
+	if apierrors.IsNotFound(err) && (inf.e.key.labels != "" || inf.e.key.fields != "") {
+		return c.confirmMiss(ctx, inf.e, namespace, name, err)
+	}
 	if err != nil {
 		return err
 	}
 	return copyInto(obj.DeepCopyObject(), into, inf.Kind())
+}
+
+// confirmMiss answers a read that found nothing in e, an informer narrowed
+// by labels or fields, by asking the API server for the object's metadata:
+// notFound (e's answer) when the server has no such object either, or when
+// the object is one e's label selector holds (the cache has not seen it
+// yet, as any cache may lag), else an error wrapping ErrNotCached naming
+// e's selection.
+func (c *Cache) confirmMiss(ctx context.Context, e *entry, namespace, name string, notFound error) error {
+	what := "get " + describe(e.key.gvk) + " " + cache.NewObjectName(namespace, name).String()
+	m := e.mapping.Load() // set by the list that synced e
+	if m == nil {
+		return notFound
+	}
+	res := c.meta.Resource(m.Resource)
+	var (
+		live *metav1.PartialObjectMetadata
+		err  error
+	)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		live, err = res.Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	} else {
+		live, err = res.Get(ctx, name, metav1.GetOptions{})
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return notFound
+	case err != nil:
+		return fmt.Errorf("%s: the cache holds only %s (Options.ByKind) and does not hold it; "+
+			"asking the API server whether it exists failed: %w: %w", what, e.desc, ErrNotCached, err)
+	case e.key.fields == "" && e.selector != nil && e.selector.Matches(labels.Set(live.Labels)):
+		return notFound
+	}
+	return fmt.Errorf("%s: it exists, but the cache holds only %s (Options.ByKind): "+
+		"read it without the cache (the framework's Manager.APIReader) or widen the kind's selection: %w",
+		what, e.desc, ErrNotCached)
 }
 
 // List copies the cached objects matching opts into list, a list type such as
