@@ -26,22 +26,25 @@ type Options struct {
 	// (informers.Cache.RESTClient), one per group version, shared with the
 	// cache and every client built on it. Required when Cache is not set.
 	Config *rest.Config
-	// HTTPClient sends the requests made with Config. Zero means one built
-	// from Config (rest.HTTPClientFor).
+	// HTTPClient sends the requests made with Config, and may be set only
+	// with Config (without it, requests go with the Cache's REST clients
+	// and their HTTP client). Zero means one built from Config
+	// (rest.HTTPClientFor).
 	HTTPClient *http.Client
 	// Scheme maps typed objects to their kinds. Required.
 	Scheme *runtime.Scheme
 	// Mapper maps kinds to resources. Required.
 	Mapper meta.RESTMapper
 	// Cache serves a Client's reads and learns of its writes, so that reads
-	// show them. Required by New; NewAPIReader uses only its REST clients,
-	// and only when Config is zero.
+	// show them. Required by New. NewAPIReader sends its requests with the
+	// Cache's REST clients, and takes either Config or Cache, not both.
 	Cache *informers.Cache
 	// Fence says whether a write may be sent now: nil, or why not. A Client
 	// calls it before each write and again as each request leaves the
 	// process (after client-side rate limiting); a refused write's error
 	// wraps the fence's. It must be safe for concurrent use. Zero means
-	// writes are never refused. NewAPIReader ignores it.
+	// writes are never refused. NewAPIReader, which never writes, refuses
+	// it.
 	Fence func() error
 	// RequestLogger adjusts the logger client-go logs each request to (the
 	// request context's logger), for example to cap its verbosity. Zero
@@ -60,18 +63,25 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// validate reports the first required field missing; cache says whether
-// Cache is required.
-func (o Options) validate(cache bool) error {
+// validate reports the first required field missing, or set where the
+// constructor would not read it; reader says whether it checks for
+// NewAPIReader (else New).
+func (o Options) validate(reader bool) error {
 	switch {
 	case o.Scheme == nil:
 		return errors.New("client: Options.Scheme is required")
 	case o.Mapper == nil:
 		return errors.New("client: Options.Mapper is required")
-	case cache && o.Cache == nil:
+	case !reader && o.Cache == nil:
 		return errors.New("client: Options.Cache is required")
 	case o.Config == nil && o.Cache == nil:
 		return errors.New("client: Options.Config is required when Options.Cache is not set")
+	case o.HTTPClient != nil && o.Config == nil:
+		return errors.New("client: Options.HTTPClient is set without Options.Config: requests then go with the Cache's REST clients; set Config too, or leave HTTPClient zero")
+	case reader && o.Fence != nil:
+		return errors.New("client: NewAPIReader: Options.Fence is set, but an APIReader never writes: leave it zero")
+	case reader && o.Config != nil && o.Cache != nil:
+		return errors.New("client: NewAPIReader: Options.Config and Options.Cache are both set, but an APIReader reads with one: the Cache's REST clients, or its own for Config")
 	}
 	return nil
 }
@@ -93,7 +103,7 @@ func (o Options) restClients() (func(schema.GroupVersion) (*rest.RESTClient, err
 // server of opts.Config (else the cache's), refusing writes while
 // opts.Fence fails. It fails when a required option is missing.
 func New(opts Options) (*Client, error) {
-	if err := opts.validate(true); err != nil {
+	if err := opts.validate(false); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
@@ -113,10 +123,11 @@ func New(opts Options) (*Client, error) {
 
 // NewAPIReader returns an APIReader that reads from the API server of
 // opts.Config, else with the REST clients of opts.Cache (never from the
-// cache itself; Fence does not apply). It fails when a required option is
-// missing.
+// cache itself). It fails when a required option is missing, or when one
+// it would not read is set: Fence, both Config and Cache, or HTTPClient
+// without Config.
 func NewAPIReader(opts Options) (*APIReader, error) {
-	if err := opts.validate(false); err != nil {
+	if err := opts.validate(true); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
 )
 
@@ -43,6 +45,47 @@ func TestNewNamesTheMissingOption(t *testing.T) {
 	}
 	if _, err := client.NewAPIReader(client.Options{Scheme: scheme, Mapper: mapper}); err == nil || !strings.Contains(err.Error(), "Options.Config") {
 		t.Errorf("NewAPIReader without a configuration or a cache = %v, want an error naming Options.Config", err)
+	}
+}
+
+// An option the constructor would not read is refused, naming it, rather
+// than ignored.
+func TestNewRefusesOptionsItWouldIgnore(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	scheme := runtime.NewScheme()
+	mapper := meta.NewDefaultRESTMapper(nil)
+	cache, err := informers.New(cfg, informers.Options{Scheme: scheme, Mapper: mapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := func() error { return nil }
+	for _, tc := range []struct {
+		name   string
+		reader bool
+		opts   client.Options
+		want   string
+	}{
+		{"New: HTTPClient without Config", false, client.Options{Scheme: scheme, Mapper: mapper, Cache: cache, HTTPClient: http.DefaultClient}, "Options.HTTPClient is set without Options.Config"},
+		{"NewAPIReader: HTTPClient without Config", true, client.Options{Scheme: scheme, Mapper: mapper, Cache: cache, HTTPClient: http.DefaultClient}, "Options.HTTPClient is set without Options.Config"},
+		{"NewAPIReader: Fence", true, client.Options{Config: cfg, Scheme: scheme, Mapper: mapper, Fence: fence}, "Options.Fence is set, but an APIReader never writes"},
+		{"NewAPIReader: Config and Cache", true, client.Options{Config: cfg, Scheme: scheme, Mapper: mapper, Cache: cache}, "Options.Config and Options.Cache are both set"},
+	} {
+		var err error
+		if tc.reader {
+			_, err = client.NewAPIReader(tc.opts)
+		} else {
+			_, err = client.New(tc.opts)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s = %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	// The same options without the ignored field are accepted.
+	if _, err := client.New(client.Options{Config: cfg, HTTPClient: http.DefaultClient, Scheme: scheme, Mapper: mapper, Cache: cache, Fence: fence}); err != nil {
+		t.Errorf("New with Config, HTTPClient, Cache and Fence: %v", err)
+	}
+	if _, err := client.NewAPIReader(client.Options{Scheme: scheme, Mapper: mapper, Cache: cache}); err != nil {
+		t.Errorf("NewAPIReader with a Cache only: %v", err)
 	}
 }
 

@@ -142,13 +142,19 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if opts.DisableCompression {
 		cfg.DisableCompression = true
 	}
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("framework: HTTP client for %s: %w", cfg.Host, err)
+	httpClient := opts.Cache.HTTPClient
+	if httpClient == nil {
+		var err error
+		if httpClient, err = rest.HTTPClientFor(cfg); err != nil {
+			return nil, fmt.Errorf("framework: HTTP client for %s: %w", cfg.Host, err)
+		}
 	}
-	mapper, err := informers.NewRESTMapper(cfg, httpClient)
-	if err != nil {
-		return nil, err
+	var mapper meta.RESTMapper = opts.Cache.Mapper
+	if mapper == nil {
+		var err error
+		if mapper, err = informers.NewRESTMapper(cfg, httpClient); err != nil {
+			return nil, err
+		}
 	}
 	cacheOpts := opts.Cache
 	cacheOpts.Scheme, cacheOpts.Mapper, cacheOpts.HTTPClient = opts.Scheme, mapper, httpClient
@@ -187,11 +193,12 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	m.metrics.cacheObjectsSource = c.Stats
 	// No Config: the client and the API reader send their requests with
 	// the cache's REST clients, one per group version for the whole manager.
-	copts := client.Options{Scheme: opts.Scheme, Mapper: mapper, Cache: c, Fence: m.allowWrite, RequestLogger: capVerbosity}
-	if m.client, err = client.New(copts); err != nil {
+	copts := client.Options{Scheme: opts.Scheme, Mapper: mapper, Cache: c, RequestLogger: capVerbosity}
+	if m.api, err = client.NewAPIReader(copts); err != nil {
 		return nil, fmt.Errorf("framework: %w", err)
 	}
-	if m.api, err = client.NewAPIReader(copts); err != nil {
+	copts.Fence = m.allowWrite
+	if m.client, err = client.New(copts); err != nil {
 		return nil, fmt.Errorf("framework: %w", err)
 	}
 	ev, err := eventsv1.NewForConfigAndClient(cfg, httpClient)
@@ -209,7 +216,8 @@ func (m *Manager) Config() *rest.Config { return rest.CopyConfig(m.cfg) }
 // controllers that use them.
 func (m *Manager) Scheme() *runtime.Scheme { return m.opts.Scheme }
 
-// RESTMapper returns the manager's discovery-backed REST mapper.
+// RESTMapper returns the manager's REST mapper: Options.Cache.Mapper, else
+// one backed by discovery.
 func (m *Manager) RESTMapper() meta.RESTMapper { return m.mapper }
 
 // Cache returns the shared cache.

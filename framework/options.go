@@ -20,9 +20,11 @@ import (
 // Options configures a Manager. The zero value is a valid configuration: all
 // namespaces, no leader election, no servers, slog logging.
 type Options struct {
-	// Scheme maps Go types to kinds for the cache and the client.
-	// Zero means a new scheme holding client-go's built-in types; add your own
-	// API types to it through Manager.Scheme before building controllers.
+	// Scheme maps Go types to kinds for the cache, the client, the event
+	// recorders and the webhooks. Zero means Cache.Scheme, else a new scheme
+	// holding client-go's built-in types; add your own API types to it
+	// through Manager.Scheme before building controllers. Setting both to
+	// different schemes is an error.
 	Scheme *runtime.Scheme
 
 	// Logger is the root logger; controllers add their name and each
@@ -39,8 +41,15 @@ type Options struct {
 
 	// Cache configures the shared cache (namespace, per-kind selections,
 	// resync, sync timeout, managedFields). Its Scheme, Mapper and
-	// HTTPClient fields are ignored: the manager's are used. Zero means all namespaces, no resync,
-	// a 2-minute sync timeout and managedFields stripped.
+	// HTTPClient, when set, are the whole manager's: Scheme as Options.Scheme
+	// (see there), Mapper as Manager.RESTMapper and the client's, and
+	// HTTPClient for every request the manager makes to the API server (it
+	// then carries the rest.Config's TLS and credentials, and its transport
+	// decides compression: DisableCompression cannot be set with it). Zero
+	// means all namespaces, no resync, a 2-minute sync timeout,
+	// managedFields stripped, a discovery-backed mapper
+	// (informers.NewRESTMapper) and an HTTP client built from the
+	// rest.Config.
 	Cache informers.Options
 
 	// LeaderElection makes the processes of one deployment elect a leader
@@ -69,7 +78,9 @@ type Options struct {
 
 	// DisableCompression asks the API server not to gzip its responses to
 	// the manager's clients. Zero (false) leaves the rest.Config's setting
-	// as it is (compressed, unless the config says otherwise). The API
+	// as it is (compressed, unless the config says otherwise). It sets the
+	// transport the manager builds, so it cannot be set with
+	// Cache.HTTPClient. The API
 	// server compresses large lists and the watches client-go starts with a
 	// streamed list, for as long as they run. That pays off for objects
 	// that compress, such as Pods (in the benchmark, without it a backlog of
@@ -223,6 +234,9 @@ var defaultLogger = sync.OnceValue(func() logr.Logger {
 
 func (o Options) withDefaults() Options {
 	if o.Scheme == nil {
+		o.Scheme = o.Cache.Scheme
+	}
+	if o.Scheme == nil {
 		o.Scheme = runtime.NewScheme()
 		// AddToScheme only fails on conflicting registrations, impossible on a new scheme.
 		_ = clientgoscheme.AddToScheme(o.Scheme)
@@ -280,6 +294,12 @@ func (o Options) validate() error {
 	}
 	if o.Metrics.BindAddress != "" && o.Metrics.BindAddress == o.HealthProbeBindAddress && !anyPort(o.HealthProbeBindAddress) {
 		errs = append(errs, fmt.Errorf("Options.Metrics.BindAddress and Options.HealthProbeBindAddress are both %q", o.HealthProbeBindAddress))
+	}
+	if o.Cache.Scheme != nil && o.Cache.Scheme != o.Scheme {
+		errs = append(errs, errors.New("Options.Scheme and Options.Cache.Scheme are different schemes: set one, which the cache, the client and the webhooks share"))
+	}
+	if o.Cache.HTTPClient != nil && o.DisableCompression {
+		errs = append(errs, errors.New("Options.DisableCompression sets the transport the manager builds, and Options.Cache.HTTPClient brings its own: set compression in that client's transport instead"))
 	}
 	errs = append(errs, o.Webhook.validate()...)
 	if len(errs) > 0 {
