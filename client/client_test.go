@@ -172,7 +172,7 @@ func TestGetOfAKindTheIdentityMayNotListFailsFast(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
 	testenv.CreateConfigMap(t, cs, ns, "settings", nil)
-	user, err := plane.Environment().AddUser(t.Context(), envtestUser("settings-getter"))
+	user, err := plane.Environment().AddUser(envtestUser("settings-getter"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,7 +256,7 @@ func TestSelectionFiltersOnTheServer(t *testing.T) {
 
 func TestSyncErrorsNameTheCause(t *testing.T) {
 	admin := plane.Config(t)
-	nobody, err := plane.Environment().AddUser(t.Context(), envtestUser("nobody"))
+	nobody, err := plane.Environment().AddUser(envtestUser("nobody"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestRecoversWhenAllowed(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
 	testenv.CreateConfigMap(t, cs, ns, "a", nil)
-	user, err := plane.Environment().AddUser(t.Context(), envtestUser("late-reader"))
+	user, err := plane.Environment().AddUser(envtestUser("late-reader"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestReadOfAKindTheIdentityMayGetButNotListFailsFast(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
 	testenv.CreateConfigMap(t, cs, ns, "a", nil)
-	user, err := plane.Environment().AddUser(t.Context(), envtestUser("getter"))
+	user, err := plane.Environment().AddUser(envtestUser("getter"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestConcurrentReadsOfAKindTheIdentityMayNotListAllFail(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
 	testenv.CreateConfigMap(t, cs, ns, "a", nil)
-	user, err := plane.Environment().AddUser(t.Context(), envtestUser("concurrent-getter"))
+	user, err := plane.Environment().AddUser(envtestUser("concurrent-getter"))
 	if err != nil {
 		t.Fatal(err)
 	}

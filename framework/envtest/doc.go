@@ -57,4 +57,6 @@
 // With [Options.UseExistingCluster] (or CONVERGE_USE_EXISTING_CLUSTER=true) Start starts
 // nothing and uses the cluster of the current kubeconfig instead; [Environment.AddUser]
 // then impersonates the user, and the fault injection methods return [ErrNotLocal].
+// The fields that configure local processes (BinaryAssetsDirectory, ControllerManager,
+// APIServerFlags, EtcdFlags, Output) are then refused by Start, naming each.
 package envtest

@@ -39,7 +39,7 @@ func Example() {
 
 	// A user holds no permission until RBAC grants one (the grant takes effect within
 	// moments, as kube-apiserver's RBAC cache catches up).
-	aliceCfg, err := env.AddUser(ctx, envtest.User{Name: "alice", Groups: []string{"readers"}})
+	aliceCfg, err := env.AddUser(envtest.User{Name: "alice", Groups: []string{"readers"}})
 	if err != nil {
 		fmt.Println(err)
 		return

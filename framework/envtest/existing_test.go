@@ -54,7 +54,7 @@ func TestUseExistingCluster(t *testing.T) {
 	}
 
 	// AddUser impersonates: the user has no role, so it is forbidden.
-	bobCfg, err := env.AddUser(ctx, envtest.User{Name: "bob"})
+	bobCfg, err := env.AddUser(envtest.User{Name: "bob"})
 	if err != nil {
 		t.Fatalf("AddUser: %v", err)
 	}

@@ -30,7 +30,10 @@ type Options struct {
 	// UseExistingCluster uses the cluster of the current kubeconfig (the KUBECONFIG
 	// variable, else ~/.kube/config) instead of starting a control plane. Setting
 	// $CONVERGE_USE_EXISTING_CLUSTER to true turns it on as well. Of the other fields
-	// only CRDs and StartTimeout then apply. Zero means a local control plane is started.
+	// only CRDs and StartTimeout then apply; setting one of the fields that configure
+	// local processes (BinaryAssetsDirectory, ControllerManager, APIServerFlags,
+	// EtcdFlags, Output) makes Start fail, naming it. Zero means a local control plane
+	// is started.
 	UseExistingCluster bool
 
 	// ControllerManager also starts kube-controller-manager, running the garbage
@@ -126,7 +129,32 @@ func (o Options) validate() error {
 	if err := o.CRDs.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if o.UseExistingCluster {
+		errs = append(errs, o.localOnly()...)
+	}
 	return errors.Join(errs...)
+}
+
+// localOnly names each field set that configures the processes of a local control
+// plane, which an existing cluster does not start.
+func (o Options) localOnly() []error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"BinaryAssetsDirectory", o.BinaryAssetsDirectory != ""},
+		{"ControllerManager", o.ControllerManager},
+		{"APIServerFlags", len(o.APIServerFlags) > 0},
+		{"EtcdFlags", len(o.EtcdFlags) > 0},
+		{"Output", o.Output != nil},
+	} {
+		if f.set {
+			errs = append(errs, fmt.Errorf("%s configures a local control plane, and UseExistingCluster (or $%s) starts none: leave it zero with an existing cluster",
+				f.name, EnvUseExistingCluster))
+		}
+	}
+	return errs
 }
 
 // validateFlags checks that every flag is spelled "--name" or "--name=value".

@@ -2,6 +2,7 @@ package envtest_test
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,13 @@ func TestStartRejectsInvalidOptions(t *testing.T) {
 		{name: "empty CRD path", opts: envtest.Options{CRDs: envtest.CRDOptions{Paths: []string{""}}}, want: "CRDs.Paths[0] is empty"},
 		{name: "nil CRD object", opts: envtest.Options{CRDs: envtest.CRDOptions{Objects: []runtime.Object{nil}}}, want: "CRDs.Objects[0] is nil"},
 		{name: "existing-cluster variable not a boolean", env: "maybe", want: `$CONVERGE_USE_EXISTING_CLUSTER="maybe" is not a boolean`},
+		// An existing cluster starts no process: the fields that configure them are refused.
+		{name: "existing cluster with BinaryAssetsDirectory", opts: envtest.Options{UseExistingCluster: true, BinaryAssetsDirectory: "/bin"}, want: "BinaryAssetsDirectory configures a local control plane"},
+		{name: "existing cluster with ControllerManager", opts: envtest.Options{UseExistingCluster: true, ControllerManager: true}, want: "ControllerManager configures a local control plane"},
+		{name: "existing cluster with APIServerFlags", opts: envtest.Options{UseExistingCluster: true, APIServerFlags: []string{"--v=4"}}, want: "APIServerFlags configures a local control plane"},
+		{name: "existing cluster with EtcdFlags", opts: envtest.Options{UseExistingCluster: true, EtcdFlags: []string{"--log-level=warn"}}, want: "EtcdFlags configures a local control plane"},
+		{name: "existing cluster with Output", opts: envtest.Options{UseExistingCluster: true, Output: io.Discard}, want: "Output configures a local control plane"},
+		{name: "existing cluster by the variable, with APIServerFlags", env: "true", opts: envtest.Options{APIServerFlags: []string{"--v=4"}}, want: "APIServerFlags configures a local control plane, and UseExistingCluster (or $CONVERGE_USE_EXISTING_CLUSTER)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,7 +55,7 @@ func TestLifecycleErrors(t *testing.T) {
 	}
 	ctx := t.Context()
 	for name, err := range map[string]error{
-		"AddUser":        func() error { _, err := env.AddUser(ctx, envtest.User{Name: "u"}); return err }(),
+		"AddUser":        func() error { _, err := env.AddUser(envtest.User{Name: "u"}); return err }(),
 		"InstallCRDs":    env.InstallCRDs(ctx, envtest.CRDOptions{}),
 		"StopAPIServer":  env.StopAPIServer(ctx),
 		"StartAPIServer": env.StartAPIServer(ctx),

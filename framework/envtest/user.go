@@ -1,7 +1,6 @@
 package envtest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,14 +21,10 @@ type User struct {
 // client certificate (CN Name, O Groups) signed by the Environment's CA, valid for every
 // restart; for an existing cluster it is the current kubeconfig's identity impersonating
 // u, which that identity must be allowed to do. The user has no permission beyond
-// what RBAC grants it; see the Example. ctx is unused today and kept for identities that
-// will need requests to make.
-func (e *Environment) AddUser(ctx context.Context, u User) (*rest.Config, error) {
+// what RBAC grants it; see the Example. It makes no request.
+func (e *Environment) AddUser(u User) (*rest.Config, error) {
 	if u.Name == "" {
 		return nil, errors.New("envtest: add user: User.Name is empty")
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("envtest: add user %q: %w", u.Name, err)
 	}
 	if err := e.started(); err != nil {
 		return nil, err

@@ -20,7 +20,7 @@ func TestAddUserIsBoundByRBAC(t *testing.T) {
 	admin := clientset(t, env.Config())
 	ns := newNamespace(t, admin)
 
-	userCfg, err := env.AddUser(ctx, envtest.User{Name: "alice", Groups: []string{"team-a"}})
+	userCfg, err := env.AddUser(envtest.User{Name: "alice", Groups: []string{"team-a"}})
 	if err != nil {
 		t.Fatalf("AddUser: %v", err)
 	}

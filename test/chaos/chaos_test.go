@@ -243,7 +243,7 @@ func TestSIGTERMAndRestart(t *testing.T) {
 func TestLateCRDAndRBAC(t *testing.T) {
 	skipShort(t)
 	gadgets := schema.GroupVersionResource{Group: "late.converge.dev", Version: "v1", Resource: "gadgets"}
-	user, err := s.env.AddUser(t.Context(), envtest.User{Name: "late-controller"})
+	user, err := s.env.AddUser(envtest.User{Name: "late-controller"})
 	if err != nil {
 		t.Fatal(err)
 	}

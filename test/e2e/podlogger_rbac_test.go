@@ -34,7 +34,7 @@ func podLogged(msg, ns, name string) OmegaMatcher {
 func restrictedUser(ctx context.Context, prefix, ns string) (user, kubeconfig string) {
 	GinkgoHelper()
 	user = prefix + "-" + ns
-	userCfg, err := env.AddUser(ctx, envtest.User{Name: user})
+	userCfg, err := env.AddUser(envtest.User{Name: user})
 	Expect(err).NotTo(HaveOccurred())
 	kubeconfig = filepath.Join(GinkgoT().TempDir(), "kubeconfig")
 	Expect(envtest.WriteKubeconfig(kubeconfig, userCfg)).To(Succeed())

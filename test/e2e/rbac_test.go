@@ -22,7 +22,7 @@ import (
 func unprivileged(ctx context.Context, ns string) (*rest.Config, string) {
 	GinkgoHelper()
 	user := "controller-" + ns
-	userCfg, err := env.AddUser(ctx, envtest.User{Name: user})
+	userCfg, err := env.AddUser(envtest.User{Name: user})
 	Expect(err).NotTo(HaveOccurred())
 	return userCfg, user
 }
