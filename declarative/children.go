@@ -124,8 +124,10 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 	return out, linked, errors.Join(errs...)
 }
 
-// toUnstructured converts a declared child, dropping what typed objects
-// carry without meaning it: null fields, status, and server-set metadata.
+// toUnstructured converts a declared child to the body of its apply: an
+// unstructured child as it is, a typed one (an API object or an apply
+// configuration) with the fields it sets only (see setFields), and either
+// without status and server-set metadata.
 func (d *Declarative[T]) toUnstructured(decl any) (*unstructured.Unstructured, error) {
 	var m map[string]any
 	if typednil.Is(decl) {
@@ -138,12 +140,13 @@ func (d *Declarative[T]) toUnstructured(decl any) (*unstructured.Unstructured, e
 	case *unstructured.Unstructured:
 		m = runtime.DeepCopyJSON(o.Object)
 	default:
-		b, err := json.Marshal(decl)
+		v, err := setFields(decl)
 		if err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, err
+		var ok bool
+		if m, ok = v.(map[string]any); !ok {
+			return nil, fmt.Errorf("a %T is not a JSON object", decl)
 		}
 		if ro, ok := decl.(runtime.Object); ok && (m["kind"] == nil || m["apiVersion"] == nil) {
 			gvks, _, err := d.mgr.Scheme().ObjectKinds(ro)
@@ -252,7 +255,7 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 		if err := d.mayApply(parent, c, live); err != nil {
 			return err
 		}
-		if unchanged(cached, c) {
+		if d.unchanged(cached, c) {
 			return nil // nothing would change
 		}
 	case !apierrors.IsNotFound(err):
@@ -319,21 +322,12 @@ func stale(err error, live metav1.Object) bool {
 	return false
 }
 
-// unchanged reports whether the cached object already holds everything c
-// declares, as last applied. It never modifies cached, which is shared.
-func unchanged(cached object.Object, c child) bool {
-	if cached.GetAnnotations()[AppliedAnnotation] != c.hash {
-		return false
-	}
-	lu, err := toMap(cached)
-	if err != nil {
-		return false
-	}
-	// Cached typed objects carry no apiVersion and kind; a shallow copy
-	// takes them without writing to the cached object's map.
-	lu = maps.Clone(lu)
-	lu["apiVersion"], lu["kind"] = c.obj.GetAPIVersion(), c.obj.GetKind()
-	return contains(lu, c.obj.Object)
+// unchanged reports whether applying c would leave the cached object as it
+// is: it carries the hash of what was last applied, and the kind's schema
+// says the apply would change nothing (see schemas.sameAfterApply). It never
+// modifies cached, which is shared.
+func (d *Declarative[T]) unchanged(cached object.Object, c child) bool {
+	return cached.GetAnnotations()[AppliedAnnotation] == c.hash && d.schemas.sameAfterApply(cached, c.obj)
 }
 
 // toMap converts a live object to its JSON form.
@@ -344,8 +338,8 @@ func toMap(obj runtime.Object) (map[string]any, error) {
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 }
 
-// contains reports whether live holds every value want declares, comparing
-// lists the way server-side apply owns them:
+// contains reports whether live holds every value want declares (the
+// status check compares both ways with it), comparing lists as follows:
 //
 //   - Lists of objects with a merge key (containers and volumes by name,
 //     ports, volume mounts...; see mergeKeys) are associative: each declared
@@ -356,8 +350,7 @@ func toMap(obj runtime.Object) (map[string]any, error) {
 //     declared elements in the same order. An element added, dropped or
 //     moved by hand is drift, and is reverted.
 //
-// A false answer costs an apply that may change nothing; a wrong true answer
-// would leave drift in place, so when in doubt it answers false.
+// When in doubt it answers false.
 func contains(live, want any) bool {
 	switch w := want.(type) {
 	case map[string]any:

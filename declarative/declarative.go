@@ -11,7 +11,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/openapi3"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/client"
@@ -155,6 +158,9 @@ type Declarative[T object.Object] struct {
 	// conflicts reconciles a parent again when an object it conflicts
 	// with changes.
 	conflicts conflictWatch
+	// schemas decides from the API server's schemas whether an apply
+	// would change a child.
+	schemas *schemas
 }
 
 // childKind is one kind of child: its kind, the example object from
@@ -211,6 +217,10 @@ func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], op
 	if err != nil {
 		return nil, fmt.Errorf("declarative: metadata client: %w", err)
 	}
+	disc, err := discovery.NewDiscoveryClientForConfig(mgr.Config())
+	if err != nil {
+		return nil, fmt.Errorf("declarative: discovery client: %w", err)
+	}
 	children, err := childKinds(mgr.Cache(), mgr.Scheme(), opts.Children)
 	if err != nil {
 		return nil, err
@@ -224,6 +234,7 @@ func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], op
 		children:  children,
 		recorder:  mgr.EventRecorder(reportingController(opts.FieldManager)),
 		live:      live,
+		schemas:   &schemas{root: openapi3.NewRoot(disc.OpenAPIV3()), builtin: applyconfigurations.NewTypeConverter(mgr.Scheme())},
 	}
 	if f, ok := r.(Finalizer[T]); ok {
 		d.finalize = f
