@@ -36,9 +36,18 @@ type State struct {
 	// *unstructured.Unstructured, or client-go apply configurations. Each
 	// needs a name; namespaced children without a namespace get the
 	// parent's, and must be in the namespace the manager's cache holds, if
-	// it holds one. Typed objects are sent without their null fields, status
-	// and server-set metadata. Every child's kind must be listed in
-	// Options.Children. Children left out are deleted.
+	// it holds one. Every child's kind must be listed in Options.Children.
+	// Children left out are deleted.
+	//
+	// converge applies, and so owns, exactly the fields a child sets, never
+	// its status or server-set metadata. An unstructured child sets the
+	// fields it holds. A typed child (API object or apply configuration)
+	// sets its non-nil pointers, whatever they point to, and its other
+	// fields that hold a non-zero value: a field at its zero value (0, "",
+	// false, a zero IntOrString or Quantity, a struct none of whose fields
+	// is set) is left out, as the Kubernetes API conventions make every
+	// field whose zero value means something a pointer. List elements and
+	// map values are always set.
 	//
 	// A child is only ever applied over an object the parent owns (see the
 	// package documentation): an existing object of the same name that is

@@ -20,9 +20,11 @@
 //  4. Server-side apply each child with the field manager, a controller owner
 //     reference (or a label link) and labels naming the parent, forcing
 //     ownership of the fields it declares. Fields other managers own are left
-//     alone. A child whose live copy already carries everything declared (and
-//     the hash of the last apply; lists compared as server-side apply owns
-//     them) is not written again. A child is only applied over an object the
+//     alone. A child is not written again when its live copy carries the
+//     hash of the last apply and merging the child into it, as server-side
+//     apply does with the kind's schema as the API server publishes it
+//     (atomic maps, structs and lists replaced whole, granular ones and
+//     associative lists merged), would change nothing. A child is only applied over an object the
 //     parent owns (see below); the first apply of a child the cache does not
 //     show fails if the object exists after all, and is decided again on the
 //     live object.
