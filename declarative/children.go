@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
@@ -260,8 +261,14 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 		}
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("read %s: %w", c, err)
+	default:
+		// Read the kind's schema with the first apply, which waits on
+		// the server anyway, rather than at the first check for drift,
+		// when other changes to the child would queue up behind it. An
+		// error is met again there.
+		_, _ = d.schemas.forGV(c.kind.gvk.GroupVersion())
 	}
-	err = d.applyOver(ctx, c, live)
+	applied, err := d.applyOver(ctx, c, live)
 	if stale(err, live) {
 		if live, err = d.liveChild(ctx, c); err != nil {
 			return err
@@ -271,12 +278,17 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 				return err
 			}
 		}
-		err = d.applyOver(ctx, c, live)
+		applied, err = d.applyOver(ctx, c, live)
 	}
 	if err != nil {
 		return err
 	}
 	logr.FromContextOrDiscard(ctx).Info("applied child", "child", c.String())
+	if labelLinked(parent, c.obj.GetNamespace()) && !d.owns(parent, applied) {
+		// Created or adopted just now: record it, or it would not be
+		// the parent's.
+		return d.record(ctx, parent, []types.UID{applied.GetUID()}, nil)
+	}
 	return nil
 }
 
@@ -287,15 +299,15 @@ const noObjectVersion = "18446744073709551615"
 
 // applyOver applies c, on condition that the object is live (same UID) or,
 // when live is nil, that there is no object of that name.
-func (d *Declarative[T]) applyOver(ctx context.Context, c child, live metav1.Object) error {
+// It returns the object as applied.
+func (d *Declarative[T]) applyOver(ctx context.Context, c child, live metav1.Object) (object.Object, error) {
 	obj := c.obj.DeepCopy()
 	if live == nil {
 		obj.SetResourceVersion(noObjectVersion)
 	} else {
 		obj.SetUID(live.GetUID())
 	}
-	_, err := d.client.Apply(ctx, obj, client.FieldManager(d.opts.FieldManager), client.ForceOwnership())
-	return err
+	return d.client.Apply(ctx, obj, client.FieldManager(d.opts.FieldManager), client.ForceOwnership())
 }
 
 // stale reports whether err is a failed precondition of applyOver: the
@@ -474,15 +486,16 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// prune deletes the children parent owns (see owns) that are not desired.
-// A labelled object whose owner references do not prove it parent's is left
-// alone.
+// prune deletes the children parent owns (see owns) that are not desired,
+// and drops the label-linked ones it deleted from the parent's ledger. A
+// labelled object that parent does not provably own is left alone.
 func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desired []child) error {
 	keep := make(map[string]bool, len(desired))
 	for _, c := range desired {
 		keep[c.kind.gvk.GroupKind().String()+"/"+key(c.obj.GetNamespace(), c.obj.GetName())] = true
 	}
 	var errs []error
+	var deleted []types.UID
 	for _, ck := range d.sortedKinds() {
 		found, err := d.labelled(ctx, ck, parent)
 		if err != nil {
@@ -495,8 +508,15 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 			}
 			if err := d.deleteChild(ctx, ck, obj); err != nil {
 				errs = append(errs, err)
+				continue
+			}
+			if labelLinked(parent, obj.GetNamespace()) {
+				deleted = append(deleted, obj.GetUID())
 			}
 		}
+	}
+	if len(deleted) > 0 {
+		errs = append(errs, d.record(ctx, parent, nil, deleted))
 	}
 	return errors.Join(errs...)
 }

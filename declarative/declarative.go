@@ -143,6 +143,14 @@ const (
 	AppliedAnnotation = "converge.dev/applied"
 )
 
+// ChildrenAnnotation, on a parent, lists the UIDs (separated by spaces) of
+// the children converge created or adopted for it that no owner reference
+// can reach: a namespaced parent's children in other namespaces, or
+// cluster-scoped. It is what proves such a child the parent's (see the
+// package documentation); converge writes it with the field manager
+// FieldManager + "-ledger".
+const ChildrenAnnotation = "converge.dev/children"
+
 // Declarative is a reconcile.ObjectReconciler[T] that applies the State a
 // Reconciler computes. Build one with New and pass it to a framework
 // Builder's Complete.
@@ -170,6 +178,8 @@ type Declarative[T object.Object] struct {
 	// schemas decides from the API server's schemas whether an apply
 	// would change a child.
 	schemas *schemas
+	// ledger proves which label-linked children are the parents'.
+	ledger ledger
 }
 
 // childKind is one kind of child: its kind, the example object from

@@ -83,28 +83,37 @@ func labelLinked(parent metav1.Object, ns string) bool {
 
 // owns reports whether obj is proven to be parent's child: its controller
 // owner reference names parent's UID or, for children owner references cannot
-// reach, it has no controller and its labels record parent's UID and this
-// field manager. Labels alone never prove ownership of a child an owner
-// reference could reach.
+// reach, it has no controller and parent's ledger (ChildrenAnnotation)
+// records its UID. Labels never prove ownership.
 func (d *Declarative[T]) owns(parent, obj metav1.Object) bool {
 	if ref := ownerOf(obj); ref != nil {
 		return ref.UID == parent.GetUID()
 	}
-	l := obj.GetLabels()
-	return labelLinked(parent, obj.GetNamespace()) &&
-		l[ParentUIDLabel] == string(parent.GetUID()) && l[ManagerLabel] == labelValue(d.opts.FieldManager)
+	return labelLinked(parent, obj.GetNamespace()) && d.ledger.holds(parent, obj.GetUID())
+}
+
+// otherLink returns the parent UID obj's labels link it to when that is not
+// parent's (the child of another parent, of this controller or another),
+// else "".
+func otherLink(parent, obj metav1.Object) string {
+	if uid := obj.GetLabels()[ParentUIDLabel]; uid != "" && uid != string(parent.GetUID()) {
+		return uid
+	}
+	return ""
 }
 
 // mayApply decides whether c may be applied over live, an existing object
-// of its name: yes when parent owns it, or when c may be adopted and no other
-// owner controls it. Otherwise it records a Warning Event on parent and
-// returns an error wrapping ErrChildConflict.
+// of its name: yes when parent owns it, or when c may be adopted, no other
+// owner controls live and its labels link it to no other parent. Otherwise
+// it records a Warning Event on parent and returns an error wrapping
+// ErrChildConflict.
 func (d *Declarative[T]) mayApply(parent T, c child, live metav1.Object) error {
 	if d.owns(parent, live) {
 		return nil
 	}
 	ref := ownerOf(live)
-	if ref == nil && c.adopt {
+	other := otherLink(parent, live)
+	if ref == nil && other == "" && c.adopt {
 		return nil
 	}
 	if prev, ok := d.previousParent(parent, live, ref); ok {
@@ -114,11 +123,17 @@ func (d *Declarative[T]) mayApply(parent T, c child, live metav1.Object) error {
 		return fmt.Errorf("%s %s still belongs to %s, a deleted %s of the same name as %s %s: waiting for it to be deleted",
 			c.kind.gvk.Kind, key(live.GetNamespace(), live.GetName()), prev, d.parentGVK.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
 	}
-	why := fmt.Sprintf("it was not created by %s %s", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
-	if ref != nil {
+	var why string
+	switch {
+	case ref != nil:
 		why = fmt.Sprintf("it is controlled by %s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
-	} else {
-		why += "; declare it with declarative.Adopt to take it over"
+	case other != "":
+		why = fmt.Sprintf("its label %s links it to another parent (uid %s); declarative.Adopt never takes another parent's child", ParentUIDLabel, other)
+	case live.GetLabels()[ParentUIDLabel] != "":
+		why = fmt.Sprintf("it carries the labels of %s %s, but converge did not create it (annotation %s on the parent does not list its uid %s); declare it with declarative.Adopt to take it over",
+			d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ChildrenAnnotation, live.GetUID())
+	default:
+		why = fmt.Sprintf("it was not created by %s %s; declare it with declarative.Adopt to take it over", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
 	}
 	note := fmt.Sprintf("%s %s already exists and is not managed by %s %s: %s", c.kind.gvk.Kind,
 		key(live.GetNamespace(), live.GetName()), d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), why)
