@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -114,6 +115,10 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 		}
 		setMap(u, "labels", map[string]string{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
 		setMap(u, "annotations", map[string]string{ParentAnnotation: key(parent.GetNamespace(), parent.GetName())})
+		if err := inSelection(ck, u); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		h, err := hashOf(u.Object)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("child %s: %w", gvk.Kind, err))
@@ -188,6 +193,35 @@ func dropNulls(m map[string]any) {
 			}
 		}
 	}
+}
+
+// inSelection checks that the cache's informer for ck, which may hold a
+// selection of its kind only (framework.Options.Cache.ByKind), holds u: a
+// child it did not show could not be checked for drift, pruned or found on
+// finalize. Field selectors can be checked on metadata.name and
+// metadata.namespace only; a child of a kind selected on other fields is
+// rejected, as whether the cache holds it cannot be told before it exists.
+func inSelection(ck *childKind, u *unstructured.Unstructured) error {
+	sel := ck.inf.Selection()
+	child := fmt.Sprintf("%s %s", u.GetKind(), key(u.GetNamespace(), u.GetName()))
+	if sel.Labels != nil && !sel.Labels.Matches(labels.Set(u.GetLabels())) {
+		return fmt.Errorf("child %s: its labels do not match the selector %q the manager's cache selects %s objects with (framework.Options.Cache.ByKind), so converge could not see it to revert drift or prune it; give the child labels the selector matches, or widen the selection",
+			child, sel.Labels.String(), ck.gvk.Kind)
+	}
+	if sel.Fields == nil || sel.Fields.Empty() {
+		return nil
+	}
+	for _, r := range sel.Fields.Requirements() {
+		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+			return fmt.Errorf("child %s: the manager's cache selects %s objects by field %s (selector %q, framework.Options.Cache.ByKind), which converge cannot check before the child exists; select children by labels, metadata.name or metadata.namespace",
+				child, ck.gvk.Kind, r.Field, sel.Fields.String())
+		}
+	}
+	if !sel.Fields.Matches(fields.Set{"metadata.name": u.GetName(), "metadata.namespace": u.GetNamespace()}) {
+		return fmt.Errorf("child %s: it does not match the field selector %q the manager's cache selects %s objects with (framework.Options.Cache.ByKind), so converge could not see it to revert drift or prune it",
+			child, sel.Fields.String(), ck.gvk.Kind)
+	}
+	return nil
 }
 
 func setMap(u *unstructured.Unstructured, field string, add map[string]string) {

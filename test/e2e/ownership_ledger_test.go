@@ -155,7 +155,7 @@ var _ = Describe("declarative children no owner reference can reach", func() {
 
 		By("no longer declaring one: the new manager prunes it")
 		patchSite(ctx, ns, site.Name, `{"spec":{"pages":{"role:gone":null}}}`)
-		Eventually(ctx, clusterRoleGone(ctx, gone)).WithTimeout(30 * time.Second).Should(BeTrue(), "a child created before the restart was not pruned")
+		Eventually(ctx, clusterRoleGone(ctx, gone)).WithTimeout(30*time.Second).Should(BeTrue(), "a child created before the restart was not pruned")
 		Eventually(ctx, recordedChildren(ctx, ns, site.Name)).Should(ConsistOf(uids[0]), "a pruned child is still recorded")
 
 		By("deleting the site: the new manager deletes the other")
