@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -129,6 +130,27 @@ type Options struct {
 	// Finalizer is the name of the finalizer added when cleanup is needed.
 	// Zero means "converge.dev/" followed by FieldManager.
 	Finalizer string
+
+	// Conflict sets how a declared child whose object is someone else's is
+	// reported on the parent. The zero value is the default of each field.
+	Conflict ConflictOptions
+}
+
+// ConflictOptions sets the Warning Event converge records on a parent, and
+// the ChildConflictCondition condition it sets, for each declared child
+// whose object is someone else's (see the package documentation). The
+// reconcile's error is worded the default way whatever they say.
+type ConflictOptions struct {
+	// Reason is the reason of the Event and of the condition: UpperCamelCase
+	// letters and digits, at most 128 characters ("ErrResourceExists").
+	// Zero means ChildConflictReason.
+	Reason string
+
+	// Note returns the Event's note (cut to 1024 bytes) and the condition's
+	// message (several conflicts' notes joined with "; "). It must not
+	// block. Zero means "KIND NAMESPACE/NAME already exists and is not
+	// managed by PARENTKIND NAMESPACE/NAME: CAUSE".
+	Note func(Conflict) string
 }
 
 // Labels and annotations converge puts on every child.
@@ -270,8 +292,18 @@ func (o Options) withDefaults(parentKind string) Options {
 	if o.Finalizer == "" {
 		o.Finalizer = "converge.dev/" + o.FieldManager
 	}
+	if o.Conflict.Reason == "" {
+		o.Conflict.Reason = ChildConflictReason
+	}
+	if o.Conflict.Note == nil {
+		o.Conflict.Note = defaultConflictNote
+	}
 	return o
 }
+
+// conflictReason is what Options.Conflict.Reason may be: an Event reason
+// that is also a valid condition reason.
+var conflictReason = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 
 // validate checks o, with its defaults set, against scheme: one error per
 // broken rule. It has no side effects.
@@ -282,6 +314,9 @@ func (o Options) validate(scheme *runtime.Scheme) error {
 	}
 	if len(o.FieldManager) > 128 {
 		errs = append(errs, fmt.Errorf("declarative: Options.FieldManager %q is longer than 128 characters", o.FieldManager))
+	}
+	if !conflictReason.MatchString(o.Conflict.Reason) || len(o.Conflict.Reason) > 128 {
+		errs = append(errs, fmt.Errorf("declarative: Options.Conflict.Reason %q must be UpperCamelCase letters and digits, at most 128 characters, like ErrResourceExists", o.Conflict.Reason))
 	}
 	if !strings.Contains(o.Finalizer, "/") {
 		errs = append(errs, fmt.Errorf("declarative: Options.Finalizer %q must be domain-qualified, like example.com/cleanup", o.Finalizer))
@@ -398,7 +433,7 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	if state.Status != nil {
 		status := state.Status
 		if conflicts := conflictNotes(errs); len(conflicts) > 0 {
-			if status, err = withConflictCondition(parent, status, conflicts); err != nil {
+			if status, err = withConflictCondition(parent, status, d.opts.Conflict.Reason, conflicts); err != nil {
 				return reconcile.Result{}, errors.Join(append(errs, fmt.Errorf("encode status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err))...)
 			}
 		}
@@ -412,13 +447,14 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	return reconcile.Result{RequeueAfter: state.RequeueAfter}, nil
 }
 
-// conflictNotes returns the notes of the child conflicts among errs.
+// conflictNotes returns the notes (Options.Conflict.Note) of the child
+// conflicts among errs.
 func conflictNotes(errs []error) []string {
 	var out []string
 	for _, err := range errs {
 		var c *conflictError
 		if errors.As(err, &c) {
-			out = append(out, c.note)
+			out = append(out, c.shown)
 		}
 	}
 	return out

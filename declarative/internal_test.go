@@ -195,7 +195,7 @@ func TestConflictCondition(t *testing.T) {
 		Conditions []metav1.Condition `json:"conditions,omitempty"`
 	}
 	ready := status{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Applied"}}}
-	got, err := withConflictCondition(parent, ready, []string{"ConfigMap ns/a is taken", "Secret ns/b is taken"})
+	got, err := withConflictCondition(parent, ready, ChildConflictReason, []string{"ConfigMap ns/a is taken", "Secret ns/b is taken"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestConflictCondition(t *testing.T) {
 	}
 	// A status without conditions has no room known for one: unchanged.
 	for _, s := range []any{status{}, map[string]any{"url": "x"}, "text"} {
-		if got, err := withConflictCondition(parent, s, []string{"x"}); err != nil || !reflect.DeepEqual(got, s) {
+		if got, err := withConflictCondition(parent, s, ChildConflictReason, []string{"x"}); err != nil || !reflect.DeepEqual(got, s) {
 			t.Errorf("withConflictCondition(%#v) = %#v, %v; want it unchanged", s, got, err)
 		}
 	}

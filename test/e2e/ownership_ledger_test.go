@@ -8,6 +8,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -163,4 +165,44 @@ var _ = Describe("declarative children no owner reference can reach", func() {
 		Eventually(ctx, siteGone(ctx, ns, site.Name)).WithTimeout(30 * time.Second).Should(BeTrue())
 		Expect(clusterRoleGone(ctx, kept)()).To(BeTrue(), "a child created before the restart outlived its parent")
 	}, SpecTimeout(3*time.Minute))
+})
+
+var _ = Describe("declarative conflict reports", func() {
+	It("records the conflict Event and condition with the reason and note set in Options.Conflict", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		createConfigMap(ctx, ns, "taken", map[string]string{"content": "by hand"})
+		mgr := newManager(ns, framework.Options{})
+		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
+		Expect(framework.NewController[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
+			Complete(declarative.New(mgr, newPageMaps(), declarative.Options{
+				Children: []object.Object{&corev1.ConfigMap{}},
+				Conflict: declarative.ConflictOptions{
+					Reason: "ErrResourceExists",
+					Note: func(c declarative.Conflict) string {
+						return fmt.Sprintf("Resource %q already exists and is not managed by %s", c.Object.GetName(), c.Parent.GetName())
+					},
+				},
+			}))).To(Succeed())
+		startManager(ctx, mgr)
+		site := createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: map[string]string{"taken": "converge"}})
+		note := `Resource "taken" already exists and is not managed by site`
+
+		Eventually(ctx, func() ([]eventsv1.Event, error) {
+			list, err := kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return list.Items, nil
+		}).WithTimeout(30 * time.Second).Should(ContainElement(And(
+			HaveField("Regarding.UID", site.UID),
+			HaveField("Type", corev1.EventTypeWarning),
+			HaveField("Reason", "ErrResourceExists"),
+			HaveField("Note", note),
+		)))
+		Eventually(ctx, siteConditions(ctx, ns, site.Name)).Should(ContainElement(And(
+			HaveField("Type", declarative.ChildConflictCondition),
+			HaveField("Reason", "ErrResourceExists"),
+			HaveField("Message", note),
+		)))
+	}, SpecTimeout(2*time.Minute))
 })
