@@ -18,8 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
@@ -113,6 +115,10 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 		}
 		setMap(u, "labels", map[string]string{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
 		setMap(u, "annotations", map[string]string{ParentAnnotation: key(parent.GetNamespace(), parent.GetName())})
+		if err := inSelection(ck, u); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		h, err := hashOf(u.Object)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("child %s: %w", gvk.Kind, err))
@@ -124,8 +130,10 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 	return out, linked, errors.Join(errs...)
 }
 
-// toUnstructured converts a declared child, dropping what typed objects
-// carry without meaning it: null fields, status, and server-set metadata.
+// toUnstructured converts a declared child to the body of its apply: an
+// unstructured child as it is, a typed one (an API object or an apply
+// configuration) with the fields it sets only (see setFields), and either
+// without status and server-set metadata.
 func (d *Declarative[T]) toUnstructured(decl any) (*unstructured.Unstructured, error) {
 	var m map[string]any
 	if typednil.Is(decl) {
@@ -138,12 +146,13 @@ func (d *Declarative[T]) toUnstructured(decl any) (*unstructured.Unstructured, e
 	case *unstructured.Unstructured:
 		m = runtime.DeepCopyJSON(o.Object)
 	default:
-		b, err := json.Marshal(decl)
+		v, err := setFields(decl)
 		if err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, err
+		var ok bool
+		if m, ok = v.(map[string]any); !ok {
+			return nil, fmt.Errorf("a %T is not a JSON object", decl)
 		}
 		if ro, ok := decl.(runtime.Object); ok && (m["kind"] == nil || m["apiVersion"] == nil) {
 			gvks, _, err := d.mgr.Scheme().ObjectKinds(ro)
@@ -184,6 +193,35 @@ func dropNulls(m map[string]any) {
 			}
 		}
 	}
+}
+
+// inSelection checks that the cache's informer for ck, which may hold a
+// selection of its kind only (framework.Options.Cache.ByKind), holds u: a
+// child it did not show could not be checked for drift, pruned or found on
+// finalize. Field selectors can be checked on metadata.name and
+// metadata.namespace only; a child of a kind selected on other fields is
+// rejected, as whether the cache holds it cannot be told before it exists.
+func inSelection(ck *childKind, u *unstructured.Unstructured) error {
+	sel := ck.inf.Selection()
+	child := fmt.Sprintf("%s %s", u.GetKind(), key(u.GetNamespace(), u.GetName()))
+	if sel.Labels != nil && !sel.Labels.Matches(labels.Set(u.GetLabels())) {
+		return fmt.Errorf("child %s: its labels do not match the selector %q the manager's cache selects %s objects with (framework.Options.Cache.ByKind), so converge could not see it to revert drift or prune it; give the child labels the selector matches, or widen the selection",
+			child, sel.Labels.String(), ck.gvk.Kind)
+	}
+	if sel.Fields == nil || sel.Fields.Empty() {
+		return nil
+	}
+	for _, r := range sel.Fields.Requirements() {
+		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+			return fmt.Errorf("child %s: the manager's cache selects %s objects by field %s (selector %q, framework.Options.Cache.ByKind), which converge cannot check before the child exists; select children by labels, metadata.name or metadata.namespace",
+				child, ck.gvk.Kind, r.Field, sel.Fields.String())
+		}
+	}
+	if !sel.Fields.Matches(fields.Set{"metadata.name": u.GetName(), "metadata.namespace": u.GetNamespace()}) {
+		return fmt.Errorf("child %s: it does not match the field selector %q the manager's cache selects %s objects with (framework.Options.Cache.ByKind), so converge could not see it to revert drift or prune it",
+			child, sel.Fields.String(), ck.gvk.Kind)
+	}
+	return nil
 }
 
 func setMap(u *unstructured.Unstructured, field string, add map[string]string) {
@@ -252,13 +290,19 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 		if err := d.mayApply(parent, c, live); err != nil {
 			return err
 		}
-		if unchanged(cached, c) {
+		if d.unchanged(cached, c) {
 			return nil // nothing would change
 		}
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("read %s: %w", c, err)
+	default:
+		// Read the kind's schema with the first apply, which waits on
+		// the server anyway, rather than at the first check for drift,
+		// when other changes to the child would queue up behind it. An
+		// error is met again there.
+		_, _ = d.schemas.forGV(c.kind.gvk.GroupVersion())
 	}
-	err = d.applyOver(ctx, c, live)
+	applied, err := d.applyOver(ctx, c, live)
 	if stale(err, live) {
 		if live, err = d.liveChild(ctx, c); err != nil {
 			return err
@@ -268,12 +312,17 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 				return err
 			}
 		}
-		err = d.applyOver(ctx, c, live)
+		applied, err = d.applyOver(ctx, c, live)
 	}
 	if err != nil {
 		return err
 	}
 	logr.FromContextOrDiscard(ctx).Info("applied child", "child", c.String())
+	if labelLinked(parent, c.obj.GetNamespace()) && !d.owns(parent, applied) {
+		// Created or adopted just now: record it, or it would not be
+		// the parent's.
+		return d.record(ctx, parent, []types.UID{applied.GetUID()}, nil)
+	}
 	return nil
 }
 
@@ -284,15 +333,15 @@ const noObjectVersion = "18446744073709551615"
 
 // applyOver applies c, on condition that the object is live (same UID) or,
 // when live is nil, that there is no object of that name.
-func (d *Declarative[T]) applyOver(ctx context.Context, c child, live metav1.Object) error {
+// It returns the object as applied.
+func (d *Declarative[T]) applyOver(ctx context.Context, c child, live metav1.Object) (object.Object, error) {
 	obj := c.obj.DeepCopy()
 	if live == nil {
 		obj.SetResourceVersion(noObjectVersion)
 	} else {
 		obj.SetUID(live.GetUID())
 	}
-	_, err := d.client.Apply(ctx, obj, client.FieldManager(d.opts.FieldManager), client.ForceOwnership())
-	return err
+	return d.client.Apply(ctx, obj, client.FieldManager(d.opts.FieldManager), client.ForceOwnership())
 }
 
 // stale reports whether err is a failed precondition of applyOver: the
@@ -319,21 +368,12 @@ func stale(err error, live metav1.Object) bool {
 	return false
 }
 
-// unchanged reports whether the cached object already holds everything c
-// declares, as last applied. It never modifies cached, which is shared.
-func unchanged(cached object.Object, c child) bool {
-	if cached.GetAnnotations()[AppliedAnnotation] != c.hash {
-		return false
-	}
-	lu, err := toMap(cached)
-	if err != nil {
-		return false
-	}
-	// Cached typed objects carry no apiVersion and kind; a shallow copy
-	// takes them without writing to the cached object's map.
-	lu = maps.Clone(lu)
-	lu["apiVersion"], lu["kind"] = c.obj.GetAPIVersion(), c.obj.GetKind()
-	return contains(lu, c.obj.Object)
+// unchanged reports whether applying c would leave the cached object as it
+// is: it carries the hash of what was last applied, and the kind's schema
+// says the apply would change nothing (see schemas.sameAfterApply). It never
+// modifies cached, which is shared.
+func (d *Declarative[T]) unchanged(cached object.Object, c child) bool {
+	return cached.GetAnnotations()[AppliedAnnotation] == c.hash && d.schemas.sameAfterApply(cached, c.obj)
 }
 
 // toMap converts a live object to its JSON form.
@@ -344,8 +384,8 @@ func toMap(obj runtime.Object) (map[string]any, error) {
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 }
 
-// contains reports whether live holds every value want declares, comparing
-// lists the way server-side apply owns them:
+// contains reports whether live holds every value want declares (the
+// status check compares both ways with it), comparing lists as follows:
 //
 //   - Lists of objects with a merge key (containers and volumes by name,
 //     ports, volume mounts...; see mergeKeys) are associative: each declared
@@ -356,8 +396,7 @@ func toMap(obj runtime.Object) (map[string]any, error) {
 //     declared elements in the same order. An element added, dropped or
 //     moved by hand is drift, and is reverted.
 //
-// A false answer costs an apply that may change nothing; a wrong true answer
-// would leave drift in place, so when in doubt it answers false.
+// When in doubt it answers false.
 func contains(live, want any) bool {
 	switch w := want.(type) {
 	case map[string]any:
@@ -481,15 +520,16 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// prune deletes the children parent owns (see owns) that are not desired.
-// A labelled object whose owner references do not prove it parent's is left
-// alone.
+// prune deletes the children parent owns (see owns) that are not desired,
+// and drops the label-linked ones it deleted from the parent's ledger. A
+// labelled object that parent does not provably own is left alone.
 func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desired []child) error {
 	keep := make(map[string]bool, len(desired))
 	for _, c := range desired {
 		keep[c.kind.gvk.GroupKind().String()+"/"+key(c.obj.GetNamespace(), c.obj.GetName())] = true
 	}
 	var errs []error
+	var deleted []types.UID
 	for _, ck := range d.sortedKinds() {
 		found, err := d.labelled(ctx, ck, parent)
 		if err != nil {
@@ -502,8 +542,15 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 			}
 			if err := d.deleteChild(ctx, ck, obj); err != nil {
 				errs = append(errs, err)
+				continue
+			}
+			if labelLinked(parent, obj.GetNamespace()) {
+				deleted = append(deleted, obj.GetUID())
 			}
 		}
+	}
+	if len(deleted) > 0 {
+		errs = append(errs, d.record(ctx, parent, nil, deleted))
 	}
 	return errors.Join(errs...)
 }

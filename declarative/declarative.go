@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/openapi3"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/client"
@@ -33,9 +37,18 @@ type State struct {
 	// *unstructured.Unstructured, or client-go apply configurations. Each
 	// needs a name; namespaced children without a namespace get the
 	// parent's, and must be in the namespace the manager's cache holds, if
-	// it holds one. Typed objects are sent without their null fields, status
-	// and server-set metadata. Every child's kind must be listed in
-	// Options.Children. Children left out are deleted.
+	// it holds one. Every child's kind must be listed in Options.Children.
+	// Children left out are deleted.
+	//
+	// converge applies, and so owns, exactly the fields a child sets, never
+	// its status or server-set metadata. An unstructured child sets the
+	// fields it holds. A typed child (API object or apply configuration)
+	// sets its non-nil pointers, whatever they point to, and its other
+	// fields that hold a non-zero value: a field at its zero value (0, "",
+	// false, a zero IntOrString or Quantity, a struct none of whose fields
+	// is set) is left out, as the Kubernetes API conventions make every
+	// field whose zero value means something a pointer. List elements and
+	// map values are always set.
 	//
 	// A child is only ever applied over an object the parent owns (see the
 	// package documentation): an existing object of the same name that is
@@ -117,6 +130,27 @@ type Options struct {
 	// Finalizer is the name of the finalizer added when cleanup is needed.
 	// Zero means "converge.dev/" followed by FieldManager.
 	Finalizer string
+
+	// Conflict sets how a declared child whose object is someone else's is
+	// reported on the parent. The zero value is the default of each field.
+	Conflict ConflictOptions
+}
+
+// ConflictOptions sets the Warning Event converge records on a parent, and
+// the ChildConflictCondition condition it sets, for each declared child
+// whose object is someone else's (see the package documentation). The
+// reconcile's error is worded the default way whatever they say.
+type ConflictOptions struct {
+	// Reason is the reason of the Event and of the condition: UpperCamelCase
+	// letters and digits, at most 128 characters ("ErrResourceExists").
+	// Zero means ChildConflictReason.
+	Reason string
+
+	// Note returns the Event's note (cut to 1024 bytes) and the condition's
+	// message (several conflicts' notes joined with "; "). It must not
+	// block. Zero means "KIND NAMESPACE/NAME already exists and is not
+	// managed by PARENTKIND NAMESPACE/NAME: CAUSE".
+	Note func(Conflict) string
 }
 
 // Labels and annotations converge puts on every child.
@@ -130,6 +164,14 @@ const (
 	// AppliedAnnotation holds a hash of what was last applied.
 	AppliedAnnotation = "converge.dev/applied"
 )
+
+// ChildrenAnnotation, on a parent, lists the UIDs (separated by spaces) of
+// the children converge created or adopted for it that no owner reference
+// can reach: a namespaced parent's children in other namespaces, or
+// cluster-scoped. It is what proves such a child the parent's (see the
+// package documentation); converge writes it with the field manager
+// FieldManager + "-ledger".
+const ChildrenAnnotation = "converge.dev/children"
 
 // Declarative is a reconcile.ObjectReconciler[T] that applies the State a
 // Reconciler computes. Build one with New and pass it to a framework
@@ -155,6 +197,11 @@ type Declarative[T object.Object] struct {
 	// conflicts reconciles a parent again when an object it conflicts
 	// with changes.
 	conflicts conflictWatch
+	// schemas decides from the API server's schemas whether an apply
+	// would change a child.
+	schemas *schemas
+	// ledger proves which label-linked children are the parents'.
+	ledger ledger
 }
 
 // childKind is one kind of child: its kind, the example object from
@@ -211,6 +258,10 @@ func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], op
 	if err != nil {
 		return nil, fmt.Errorf("declarative: metadata client: %w", err)
 	}
+	disc, err := discovery.NewDiscoveryClientForConfig(mgr.Config())
+	if err != nil {
+		return nil, fmt.Errorf("declarative: discovery client: %w", err)
+	}
 	children, err := childKinds(mgr.Cache(), mgr.Scheme(), opts.Children)
 	if err != nil {
 		return nil, err
@@ -224,6 +275,7 @@ func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], op
 		children:  children,
 		recorder:  mgr.EventRecorder(reportingController(opts.FieldManager)),
 		live:      live,
+		schemas:   &schemas{root: openapi3.NewRoot(disc.OpenAPIV3()), builtin: applyconfigurations.NewTypeConverter(mgr.Scheme())},
 	}
 	if f, ok := r.(Finalizer[T]); ok {
 		d.finalize = f
@@ -240,8 +292,18 @@ func (o Options) withDefaults(parentKind string) Options {
 	if o.Finalizer == "" {
 		o.Finalizer = "converge.dev/" + o.FieldManager
 	}
+	if o.Conflict.Reason == "" {
+		o.Conflict.Reason = ChildConflictReason
+	}
+	if o.Conflict.Note == nil {
+		o.Conflict.Note = defaultConflictNote
+	}
 	return o
 }
+
+// conflictReason is what Options.Conflict.Reason may be: an Event reason
+// that is also a valid condition reason.
+var conflictReason = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 
 // validate checks o, with its defaults set, against scheme: one error per
 // broken rule. It has no side effects.
@@ -252,6 +314,9 @@ func (o Options) validate(scheme *runtime.Scheme) error {
 	}
 	if len(o.FieldManager) > 128 {
 		errs = append(errs, fmt.Errorf("declarative: Options.FieldManager %q is longer than 128 characters", o.FieldManager))
+	}
+	if !conflictReason.MatchString(o.Conflict.Reason) || len(o.Conflict.Reason) > 128 {
+		errs = append(errs, fmt.Errorf("declarative: Options.Conflict.Reason %q must be UpperCamelCase letters and digits, at most 128 characters, like ErrResourceExists", o.Conflict.Reason))
 	}
 	if !strings.Contains(o.Finalizer, "/") {
 		errs = append(errs, fmt.Errorf("declarative: Options.Finalizer %q must be domain-qualified, like example.com/cleanup", o.Finalizer))
@@ -368,7 +433,7 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	if state.Status != nil {
 		status := state.Status
 		if conflicts := conflictNotes(errs); len(conflicts) > 0 {
-			if status, err = withConflictCondition(parent, status, conflicts); err != nil {
+			if status, err = withConflictCondition(parent, status, d.opts.Conflict.Reason, conflicts); err != nil {
 				return reconcile.Result{}, errors.Join(append(errs, fmt.Errorf("encode status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err))...)
 			}
 		}
@@ -382,13 +447,14 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	return reconcile.Result{RequeueAfter: state.RequeueAfter}, nil
 }
 
-// conflictNotes returns the notes of the child conflicts among errs.
+// conflictNotes returns the notes (Options.Conflict.Note) of the child
+// conflicts among errs.
 func conflictNotes(errs []error) []string {
 	var out []string
 	for _, err := range errs {
 		var c *conflictError
 		if errors.As(err, &c) {
-			out = append(out, c.note)
+			out = append(out, c.shown)
 		}
 	}
 	return out

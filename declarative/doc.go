@@ -20,9 +20,11 @@
 //  4. Server-side apply each child with the field manager, a controller owner
 //     reference (or a label link) and labels naming the parent, forcing
 //     ownership of the fields it declares. Fields other managers own are left
-//     alone. A child whose live copy already carries everything declared (and
-//     the hash of the last apply; lists compared as server-side apply owns
-//     them) is not written again. A child is only applied over an object the
+//     alone. A child is not written again when its live copy carries the
+//     hash of the last apply and merging the child into it, as server-side
+//     apply does with the kind's schema as the API server publishes it
+//     (atomic maps, structs and lists replaced whole, granular ones and
+//     associative lists merged), would change nothing. A child is only applied over an object the
 //     parent owns (see below); the first apply of a child the cache does not
 //     show fails if the object exists after all, and is decided again on the
 //     live object.
@@ -40,14 +42,16 @@
 // A parent owns an object when the object's controller owner reference names
 // the parent's UID or, for a child no owner reference can reach (a
 // namespaced parent's child in another namespace, or a cluster-scoped one),
-// when it has no controller and its labels (ParentUIDLabel, ManagerLabel)
-// record the parent and the field manager. A declared child whose object
+// when it has no controller and the parent's ChildrenAnnotation lists its
+// UID, recorded from the API server's answer when converge created or
+// adopted it; labels only find candidates. A declared child whose object
 // exists and is not owned is a conflict: the object is left untouched, a
-// Warning Event of reason ChildConflictReason naming it is recorded on the
+// Warning Event of reason Options.Conflict.Reason naming it is recorded on the
 // parent, nothing is pruned, and the reconcile fails with an error wrapping
 // ErrChildConflict (retried with backoff, and at once when that object
 // changes or is deleted). A child wrapped with Adopt may take over an
-// existing object that no owner controls. Only owned objects are ever pruned
+// existing object that no owner controls and whose ParentUIDLabel names no
+// other parent. Only owned objects are ever pruned
 // or deleted on finalize.
 //
 // A parent deleted and made again under the same name (a new UID) finds its

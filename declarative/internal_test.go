@@ -138,7 +138,9 @@ func TestTypedNilChildIsAnError(t *testing.T) {
 
 func TestOwnsNeedsProof(t *testing.T) {
 	d := &Declarative[*unstructured.Unstructured]{opts: Options{FieldManager: "m"}}
-	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "parent"}}
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "parent",
+		Annotations: map[string]string{ChildrenAnnotation: "listed dropped"}}}
+	d.ledger.note("parent", []types.UID{"created"}, []types.UID{"dropped"})
 	ours := map[string]string{ParentUIDLabel: "parent", ManagerLabel: "m"}
 	ref := func(uid string, controller bool) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{Kind: "X", Name: "x", UID: types.UID(uid), Controller: &controller}}
@@ -152,16 +154,33 @@ func TestOwnsNeedsProof(t *testing.T) {
 		{"controller reference to another owner", metav1.ObjectMeta{Namespace: "ns", OwnerReferences: ref("other", true), Labels: ours}, false},
 		{"a non-controller reference to the parent", metav1.ObjectMeta{Namespace: "ns", OwnerReferences: ref("parent", false)}, false},
 		{"same namespace, labels only", metav1.ObjectMeta{Namespace: "ns", Labels: ours}, false},
-		{"other namespace, labels", metav1.ObjectMeta{Namespace: "other", Labels: ours}, true},
-		{"cluster-scoped, labels", metav1.ObjectMeta{Labels: ours}, true},
-		{"cluster-scoped, another manager's labels", metav1.ObjectMeta{Labels: map[string]string{ParentUIDLabel: "parent", ManagerLabel: "n"}}, false},
-		{"cluster-scoped, another parent's labels", metav1.ObjectMeta{Labels: map[string]string{ParentUIDLabel: "other", ManagerLabel: "m"}}, false},
-		{"cluster-scoped, labels and another controller", metav1.ObjectMeta{Labels: ours, OwnerReferences: ref("other", true)}, false},
+		{"same namespace, listed in the ledger", metav1.ObjectMeta{Namespace: "ns", UID: "listed", Labels: ours}, false},
+		{"other namespace, labels only", metav1.ObjectMeta{Namespace: "other", UID: "forged", Labels: ours}, false},
+		{"cluster-scoped, labels only", metav1.ObjectMeta{UID: "forged", Labels: ours}, false},
+		{"other namespace, listed in the annotation", metav1.ObjectMeta{Namespace: "other", UID: "listed", Labels: ours}, true},
+		{"cluster-scoped, listed in the annotation", metav1.ObjectMeta{UID: "listed"}, true},
+		{"cluster-scoped, created by this process", metav1.ObjectMeta{UID: "created", Labels: ours}, true},
+		{"cluster-scoped, dropped from the ledger", metav1.ObjectMeta{UID: "dropped", Labels: ours}, false},
+		{"cluster-scoped, listed, with another controller", metav1.ObjectMeta{UID: "listed", OwnerReferences: ref("other", true)}, false},
 		{"nothing", metav1.ObjectMeta{Namespace: "ns"}, false},
 	} {
 		if got := d.owns(parent, &corev1.ConfigMap{ObjectMeta: tc.obj}); got != tc.want {
 			t.Errorf("%s: owns = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+
+	// Once the annotation shows a write, the memory of it goes.
+	shown := parent.DeepCopy()
+	shown.Annotations[ChildrenAnnotation] = "listed created"
+	if !d.owns(shown, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "created"}}) {
+		t.Error("a child the annotation lists is not owned")
+	}
+	if d.ledger.added["parent"]["created"] || d.ledger.removed["parent"]["dropped"] {
+		t.Errorf("writes the annotation shows are still remembered: added %v, removed %v", d.ledger.added, d.ledger.removed)
+	}
+	d.ledger.forget("parent")
+	if d.owns(parent, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "created"}}) {
+		t.Error("a forgotten parent still owns what its annotation does not list")
 	}
 }
 
@@ -176,7 +195,7 @@ func TestConflictCondition(t *testing.T) {
 		Conditions []metav1.Condition `json:"conditions,omitempty"`
 	}
 	ready := status{Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Applied"}}}
-	got, err := withConflictCondition(parent, ready, []string{"ConfigMap ns/a is taken", "Secret ns/b is taken"})
+	got, err := withConflictCondition(parent, ready, ChildConflictReason, []string{"ConfigMap ns/a is taken", "Secret ns/b is taken"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +211,7 @@ func TestConflictCondition(t *testing.T) {
 	}
 	// A status without conditions has no room known for one: unchanged.
 	for _, s := range []any{status{}, map[string]any{"url": "x"}, "text"} {
-		if got, err := withConflictCondition(parent, s, []string{"x"}); err != nil || !reflect.DeepEqual(got, s) {
+		if got, err := withConflictCondition(parent, s, ChildConflictReason, []string{"x"}); err != nil || !reflect.DeepEqual(got, s) {
 			t.Errorf("withConflictCondition(%#v) = %#v, %v; want it unchanged", s, got, err)
 		}
 	}

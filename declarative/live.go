@@ -10,6 +10,7 @@ import (
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -29,7 +30,7 @@ type liveReader interface {
 	labelled(ctx context.Context, ck *childKind, parent object.Object) ([]object.Object, error)
 	namespaced(ck *childKind) (bool, error)
 	groupResource(ck *childKind) schema.GroupResource
-	managerLabel() string
+	owns(parent, obj metav1.Object) bool
 }
 
 // withLive returns ctx carrying the live children of parent, for Desired.
@@ -46,9 +47,10 @@ func withLive(ctx context.Context, d liveReader, parent object.Object) context.C
 // reconciles its parent, so Desired sees each change.
 //
 // Only the parent's own children are seen: objects of a kind listed in
-// Options.Children that carry the parent's labels. Any other object, such as
-// one of the same name that another parent or no one owns, is reported as
-// not found (apierrors.IsNotFound), like a child not created yet.
+// Options.Children that the parent owns (see the package documentation).
+// Any other object, such as one of the same name that another parent or no
+// one owns, is reported as not found (apierrors.IsNotFound), like a child
+// not created yet.
 //
 // The child is shared with the cache: do not modify it. Other errors name
 // the cause: example's kind is not in Options.Children, or ctx does not come
@@ -98,6 +100,9 @@ func LiveChildren[C object.Object](ctx context.Context, example C) ([]C, error) 
 	}
 	out := make([]C, 0, len(objs))
 	for _, obj := range objs {
+		if !v.owns(obj) {
+			continue
+		}
 		c, ok := obj.(C)
 		if !ok {
 			return nil, fmt.Errorf("declarative.LiveChildren %s: the cache holds %T, not %T", ck.gvk.Kind, obj, example)
@@ -125,12 +130,8 @@ func liveKind(ctx context.Context, example object.Object) (*liveView, *childKind
 	return v, ck, nil
 }
 
-// owns reports whether obj carries the labels converge puts on the
-// parent's children.
-func (v *liveView) owns(obj object.Object) bool {
-	l := obj.GetLabels()
-	return l[ParentUIDLabel] == string(v.parent.GetUID()) && l[ManagerLabel] == v.d.managerLabel()
-}
+// owns reports whether the parent owns obj (see Declarative.owns).
+func (v *liveView) owns(obj object.Object) bool { return v.d.owns(v.parent, obj) }
 
 // kindOf returns the child kind of example, which must be listed in
 // Options.Children.
@@ -149,9 +150,6 @@ func (d *Declarative[T]) kindOf(example object.Object) (*childKind, error) {
 	}
 	return ck, nil
 }
-
-// managerLabel is the ManagerLabel value of the children.
-func (d *Declarative[T]) managerLabel() string { return labelValue(d.opts.FieldManager) }
 
 // groupResource names ck's resource for errors.
 func (d *Declarative[T]) groupResource(ck *childKind) schema.GroupResource {

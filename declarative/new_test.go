@@ -59,6 +59,12 @@ func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 		{"unqualified finalizer", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
 			return declarative.New(mgr, r, declarative.Options{Children: secrets, Finalizer: "cleanup"})
 		}, []string{`Options.Finalizer "cleanup" must be domain-qualified`}},
+		{"conflict reason with a space", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+			return declarative.New(mgr, r, declarative.Options{Children: secrets, Conflict: declarative.ConflictOptions{Reason: "Resource exists"}})
+		}, []string{`Options.Conflict.Reason "Resource exists" must be UpperCamelCase`}},
+		{"long conflict reason", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+			return declarative.New(mgr, r, declarative.Options{Children: secrets, Conflict: declarative.ConflictOptions{Reason: "E" + strings.Repeat("x", 128)}})
+		}, []string{"Options.Conflict.Reason", "at most 128 characters"}},
 		{"every broken rule at once", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
 			return declarative.New(mgr, r, declarative.Options{
 				Children:     []object.Object{nil, &unregistered{}},

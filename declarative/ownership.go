@@ -27,22 +27,53 @@ import (
 // by another owner, or made by someone else. The object is left untouched.
 var ErrChildConflict = errors.New("child exists and is not managed by this parent")
 
-// ChildConflictReason is the reason of the Warning Event recorded on a parent
-// whose declared child is someone else's object.
+// ChildConflictReason is the default reason (Options.Conflict.Reason) of the
+// Warning Event converge records on a parent whose declared child is someone
+// else's object, and of the ChildConflictCondition condition.
 const ChildConflictReason = "ChildConflict"
 
 // ChildConflictCondition is the type of the condition converge adds to the
 // parent's status conditions (when State.Status holds a non-empty
 // "conditions" list, as one built with Conditions does) while a declared
-// child is someone else's object: status True, reason ChildConflictReason,
-// the message naming the objects. It is left out, and so removed, once there
-// is no conflict.
+// child is someone else's object: status True, reason Options.Conflict.Reason,
+// the message naming the objects as the Events' notes do. It is left out, and
+// so removed, once there is no conflict.
+//
+// A condition's type names a state, fixed so that tools can wait on it
+// (kubectl wait --for=condition=ChildConflict); its reason names the cause,
+// which a controller may word its own way. The two hold the same string
+// only by default.
 const ChildConflictCondition = "ChildConflict"
+
+// Conflict describes a declared child whose object is someone else's, for
+// ConflictOptions.Note.
+type Conflict struct {
+	// Parent names the parent that declared the child: its apiVersion,
+	// kind, namespace and name.
+	Parent object.Object
+	// Kind is the child's kind.
+	Kind schema.GroupVersionKind
+	// Object is the existing object, as converge read it (its metadata at
+	// least).
+	Object metav1.Object
+	// Cause says why the object is not the parent's, and what would make it
+	// so if anything does: "it is controlled by StaticSite other (uid ...)".
+	Cause string
+}
+
+// defaultConflictNote is the note of a Conflict when ConflictOptions.Note is
+// nil, and the message of the reconcile's error.
+func defaultConflictNote(c Conflict) string {
+	return fmt.Sprintf("%s %s already exists and is not managed by %s %s: %s", c.Kind.Kind, key(c.Object.GetNamespace(), c.Object.GetName()),
+		c.Parent.GetObjectKind().GroupVersionKind().Kind, key(c.Parent.GetNamespace(), c.Parent.GetName()), c.Cause)
+}
 
 // conflictError is the error of one declared child whose object is someone
 // else's; it wraps ErrChildConflict.
 type conflictError struct {
-	note string
+	// note is defaultConflictNote's, for the error; shown is
+	// Options.Conflict.Note's, for the Event and the condition.
+	note, shown string
 	// id names the object (see objectID), so that a change to it
 	// reconciles the parent again (see conflictWatch).
 	id string
@@ -83,28 +114,37 @@ func labelLinked(parent metav1.Object, ns string) bool {
 
 // owns reports whether obj is proven to be parent's child: its controller
 // owner reference names parent's UID or, for children owner references cannot
-// reach, it has no controller and its labels record parent's UID and this
-// field manager. Labels alone never prove ownership of a child an owner
-// reference could reach.
+// reach, it has no controller and parent's ledger (ChildrenAnnotation)
+// records its UID. Labels never prove ownership.
 func (d *Declarative[T]) owns(parent, obj metav1.Object) bool {
 	if ref := ownerOf(obj); ref != nil {
 		return ref.UID == parent.GetUID()
 	}
-	l := obj.GetLabels()
-	return labelLinked(parent, obj.GetNamespace()) &&
-		l[ParentUIDLabel] == string(parent.GetUID()) && l[ManagerLabel] == labelValue(d.opts.FieldManager)
+	return labelLinked(parent, obj.GetNamespace()) && d.ledger.holds(parent, obj.GetUID())
+}
+
+// otherLink returns the parent UID obj's labels link it to when that is not
+// parent's (the child of another parent, of this controller or another),
+// else "".
+func otherLink(parent, obj metav1.Object) string {
+	if uid := obj.GetLabels()[ParentUIDLabel]; uid != "" && uid != string(parent.GetUID()) {
+		return uid
+	}
+	return ""
 }
 
 // mayApply decides whether c may be applied over live, an existing object
-// of its name: yes when parent owns it, or when c may be adopted and no other
-// owner controls it. Otherwise it records a Warning Event on parent and
-// returns an error wrapping ErrChildConflict.
+// of its name: yes when parent owns it, or when c may be adopted, no other
+// owner controls live and its labels link it to no other parent. Otherwise
+// it records a Warning Event on parent and returns an error wrapping
+// ErrChildConflict.
 func (d *Declarative[T]) mayApply(parent T, c child, live metav1.Object) error {
 	if d.owns(parent, live) {
 		return nil
 	}
 	ref := ownerOf(live)
-	if ref == nil && c.adopt {
+	other := otherLink(parent, live)
+	if ref == nil && other == "" && c.adopt {
 		return nil
 	}
 	if prev, ok := d.previousParent(parent, live, ref); ok {
@@ -114,18 +154,24 @@ func (d *Declarative[T]) mayApply(parent T, c child, live metav1.Object) error {
 		return fmt.Errorf("%s %s still belongs to %s, a deleted %s of the same name as %s %s: waiting for it to be deleted",
 			c.kind.gvk.Kind, key(live.GetNamespace(), live.GetName()), prev, d.parentGVK.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
 	}
-	why := fmt.Sprintf("it was not created by %s %s", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
-	if ref != nil {
+	var why string
+	switch {
+	case ref != nil:
 		why = fmt.Sprintf("it is controlled by %s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
-	} else {
-		why += "; declare it with declarative.Adopt to take it over"
+	case other != "":
+		why = fmt.Sprintf("its label %s links it to another parent (uid %s); declarative.Adopt never takes another parent's child", ParentUIDLabel, other)
+	case live.GetLabels()[ParentUIDLabel] != "":
+		why = fmt.Sprintf("it carries the labels of %s %s, but converge did not create it (annotation %s on the parent does not list its uid %s); declare it with declarative.Adopt to take it over",
+			d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ChildrenAnnotation, live.GetUID())
+	default:
+		why = fmt.Sprintf("it was not created by %s %s; declare it with declarative.Adopt to take it over", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
 	}
-	note := fmt.Sprintf("%s %s already exists and is not managed by %s %s: %s", c.kind.gvk.Kind,
-		key(live.GetNamespace(), live.GetName()), d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), why)
+	conflict := Conflict{Parent: d.objectRef(parent), Kind: c.kind.gvk, Object: live, Cause: why}
+	note, shown := defaultConflictNote(conflict), d.opts.Conflict.Note(conflict)
 	if d.recorder != nil {
-		d.recorder.Eventf(parent, nil, "Warning", ChildConflictReason, "Apply", "%s", truncate(note, 1024)) // an Event's note limit
+		d.recorder.Eventf(parent, nil, "Warning", d.opts.Conflict.Reason, "Apply", "%s", truncate(shown, 1024)) // an Event's note limit
 	}
-	return &conflictError{note: note, id: objectID(c.kind.gvk.GroupKind(), live.GetNamespace(), live.GetName())}
+	return &conflictError{note: note, shown: shown, id: objectID(c.kind.gvk.GroupKind(), live.GetNamespace(), live.GetName())}
 }
 
 // previousParent reports whether live, which parent does not own, is the
@@ -199,11 +245,11 @@ func (w *conflictWatch) parentsOf(id string) []reconcile.Request {
 }
 
 // withConflictCondition returns status with a ChildConflictCondition
-// condition describing conflicts added to its conditions list, keeping the
+// condition of reason reason describing conflicts added to its conditions list, keeping the
 // lastTransitionTime the parent's current one has. A status without a
 // non-empty "conditions" list is returned as it is: converge cannot tell
 // whether its type has room for conditions.
-func withConflictCondition(parent object.Object, status any, conflicts []string) (any, error) {
+func withConflictCondition(parent object.Object, status any, reason string, conflicts []string) (any, error) {
 	b, err := json.Marshal(status)
 	if err != nil {
 		return nil, err
@@ -218,7 +264,7 @@ func withConflictCondition(parent object.Object, status any, conflicts []string)
 	}
 	msg := truncate(strings.Join(conflicts, "; "), 32768) // metav1.Condition's limit
 	cond := map[string]any{
-		"type": ChildConflictCondition, "status": string(metav1.ConditionTrue), "reason": ChildConflictReason,
+		"type": ChildConflictCondition, "status": string(metav1.ConditionTrue), "reason": reason,
 		"message": msg, "observedGeneration": parent.GetGeneration(),
 		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
 	}

@@ -141,6 +141,7 @@ func hasZero(v any) bool {
 func (d *Declarative[T]) ReconcileDeleted(_ context.Context, gone reconcile.Tombstone[T]) (reconcile.Result, error) {
 	if !typednil.Is(gone.Last) {
 		d.statuses.forget(gone.Last.GetUID())
+		d.ledger.forget(gone.Last.GetUID())
 	}
 	d.conflicts.set(gone.Request, nil)
 	return reconcile.Result{}, nil

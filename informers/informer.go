@@ -116,6 +116,19 @@ func (i *Informer[T]) Kind() schema.GroupVersionKind { return i.e.key.gvk }
 // of cluster-scoped kinds hold every object whatever it returns.
 func (i *Informer[T]) Namespace() string { return i.e.key.namespace }
 
+// Selection returns what the informer holds: its kind, its namespace (as
+// Namespace does), and its label and field selectors, nil when it has none.
+func (i *Informer[T]) Selection() Selection {
+	sel := Selection{Kind: i.e.key.gvk, Namespace: i.e.key.namespace}
+	if i.e.key.labels != "" {
+		sel.Labels, _ = labels.Parse(i.e.key.labels) // the String of a parsed selector
+	}
+	if i.e.key.fields != "" {
+		sel.Fields, _ = fields.ParseSelector(i.e.key.fields)
+	}
+	return sel
+}
+
 // String describes the informer: its kind, and namespace and selectors if any.
 func (i *Informer[T]) String() string { return i.e.desc }
 

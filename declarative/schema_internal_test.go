@@ -1,0 +1,51 @@
+package declarative
+
+import (
+	"fmt"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/applyconfigurations"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// TestSameAfterApply decides from client-go's schemas of the built-in kinds
+// (what a server publishing no OpenAPI gets), which are the API server's.
+func TestSameAfterApply(t *testing.T) {
+	s := &schemas{builtin: applyconfigurations.NewTypeConverter(scheme.Scheme)}
+	const service = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":%s}`
+	const pod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":%s}`
+	for _, tc := range []struct {
+		name, format, live, want string
+		same                     bool
+	}{
+		{"equal", service, `{"selector":{"app":"a"}}`, `{"selector":{"app":"a"}}`, true},
+		{"a key added to an atomic map", service, `{"selector":{"app":"a","extra":"x"}}`, `{"selector":{"app":"a"}}`, false},
+		{"a field defaulted inside an associative list element", service,
+			`{"ports":[{"port":80,"protocol":"TCP","targetPort":80}]}`, `{"ports":[{"port":80}]}`, true},
+		{"another manager's element of an associative list", service,
+			`{"ports":[{"port":80,"protocol":"TCP"},{"port":81,"protocol":"TCP"}]}`, `{"ports":[{"port":80}]}`, true},
+		{"a value changed", service, `{"ports":[{"port":80,"protocol":"TCP","targetPort":81}]}`, `{"ports":[{"port":80,"targetPort":80}]}`, false},
+		{"a key added to a nested atomic map", pod,
+			`{"nodeSelector":{"os":"linux","extra":"x"},"containers":[{"name":"c","image":"i"}]}`, `{"nodeSelector":{"os":"linux"}}`, false},
+		{"a field added inside an atomic list element", pod,
+			`{"tolerations":[{"key":"k","operator":"Exists","effect":"NoSchedule"}]}`, `{"tolerations":[{"key":"k","operator":"Exists"}]}`, false},
+		{"an atomic list reordered", pod,
+			`{"containers":[{"name":"c","args":["b","a"]}]}`, `{"containers":[{"name":"c","args":["a","b"]}]}`, false},
+		{"a field another manager added to a granular struct", pod,
+			`{"containers":[{"name":"c","image":"i","imagePullPolicy":"Always"}]}`, `{"containers":[{"name":"c","image":"i"}]}`, true},
+		{"a container another manager added", pod,
+			`{"containers":[{"name":"side"},{"name":"c","image":"i"}]}`, `{"containers":[{"name":"c","image":"i"}]}`, true},
+		{"a missing field", pod, `{"containers":[{"name":"c"}]}`, `{"containers":[{"name":"c","image":"i"}]}`, false},
+		{"a custom resource without a schema: maps granular", `{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t"},"spec":%s}`,
+			`{"m":{"a":"1","b":"2"},"l":[1,2]}`, `{"m":{"a":"1"},"l":[1,2]}`, true},
+		{"a custom resource without a schema: lists atomic", `{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"t"},"spec":%s}`,
+			`{"l":[1,2,3]}`, `{"l":[1,2]}`, false},
+	} {
+		live := &unstructured.Unstructured{Object: decode(t, fmt.Sprintf(tc.format, tc.live)).(map[string]any)}
+		want := &unstructured.Unstructured{Object: decode(t, fmt.Sprintf(tc.format, tc.want)).(map[string]any)}
+		if got := s.sameAfterApply(live, want); got != tc.same {
+			t.Errorf("%s: sameAfterApply = %v, want %v", tc.name, got, tc.same)
+		}
+	}
+}
