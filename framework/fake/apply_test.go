@@ -1,16 +1,20 @@
 package fake_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 
 	"github.com/converge-dev/converge/framework/fake"
 	"github.com/converge-dev/converge/object"
@@ -147,5 +151,117 @@ func TestPatchTypes(t *testing.T) {
 	_, err = dc.Resource(staticSites).Namespace("ns").Patch(ctx, "s", types.StrategicMergePatchType, []byte(`{"spec":{"image":"x"}}`), metav1.PatchOptions{})
 	if apierrors.ReasonForError(err) != metav1.StatusReasonUnsupportedMediaType {
 		t.Errorf("strategic merge patch of a custom resource: got %v, want UnsupportedMediaType", err)
+	}
+}
+
+// staticSiteCRD is the StaticSite CRD of examples/staticsite, as installed
+// on a cluster.
+func staticSiteCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	raw, err := os.ReadFile("../../examples/staticsite/config/crd/example.converge.dev_staticsites.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd
+}
+
+// An apply naming a UID is a precondition: with no object of that UID,
+// it creates nothing (kube-apiserver: 409), and over another object it is
+// a change of the immutable metadata.uid (422).
+func TestApplyNamingAUIDCreatesNothing(t *testing.T) {
+	_, dc := clients(t, fake.Options{})
+	ctx := t.Context()
+	sites := dc.Resource(staticSites).Namespace("ns")
+	u := unstructuredSite("gone")
+	u.SetUID("0b6f3ad2-5c1e-4a8e-9e55-2f7d8a4f1c11")
+	_ = unstructured.SetNestedField(u.Object, "nginx", "spec", "image")
+	_, err := sites.Apply(ctx, "gone", u, metav1.ApplyOptions{FieldManager: "m"})
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "UID in precondition: 0b6f3ad2-5c1e-4a8e-9e55-2f7d8a4f1c11") {
+		t.Errorf("apply naming a UID of no object: got %v, want a Conflict naming the UID precondition", err)
+	}
+	if _, err := sites.Get(ctx, "gone", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after the refused apply: %v, want NotFound", err)
+	}
+	if _, err := sites.Create(ctx, unstructuredSite("s"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other := unstructuredSite("s")
+	other.SetUID("0b6f3ad2-5c1e-4a8e-9e55-2f7d8a4f1c11")
+	_, err = sites.Apply(ctx, "s", other, metav1.ApplyOptions{FieldManager: "m"})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.uid") {
+		t.Errorf("apply naming another object's UID: got %v, want Invalid naming metadata.uid", err)
+	}
+}
+
+// Two managers applying status conditions of a custom resource each keep
+// their own: the CRD says conditions is a list keyed by type.
+func TestApplyMergesCustomResourceListsByTheirCRDKeys(t *testing.T) {
+	condition := func(typ string) map[string]any {
+		return map[string]any{"type": typ, "status": "True", "reason": "R", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+	}
+	applyCondition := func(t *testing.T, sites dynamic.ResourceInterface, manager, typ string) (*unstructured.Unstructured, error) {
+		t.Helper()
+		st := unstructuredSite("s")
+		_ = unstructured.SetNestedSlice(st.Object, []any{condition(typ)}, "status", "conditions")
+		return sites.ApplyStatus(t.Context(), "s", st, metav1.ApplyOptions{FieldManager: manager})
+	}
+	t.Run("with the CRD", func(t *testing.T) {
+		_, dc := clients(t, fake.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{staticSiteCRD(t)}})
+		sites := dc.Resource(staticSites).Namespace("ns")
+		if _, err := sites.Create(t.Context(), unstructuredSite("s"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := applyCondition(t, sites, "a", "Ready"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := applyCondition(t, sites, "b", "Synced")
+		if err != nil {
+			t.Fatalf("b's condition beside a's: %v, want both kept", err)
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		var types []string
+		for _, c := range conds {
+			types = append(types, c.(map[string]any)["type"].(string))
+		}
+		if strings.Join(types, ",") != "Ready,Synced" {
+			t.Errorf("conditions %v, want Ready,Synced", types)
+		}
+		// a's next apply without its condition removes it, and only it.
+		st := unstructuredSite("s")
+		_ = unstructured.SetNestedField(st.Object, "http://s", "status", "url")
+		if got, err = sites.ApplyStatus(t.Context(), "s", st, metav1.ApplyOptions{FieldManager: "a"}); err != nil {
+			t.Fatal(err)
+		}
+		conds, _, _ = unstructured.NestedSlice(got.Object, "status", "conditions")
+		if len(conds) != 1 || conds[0].(map[string]any)["type"] != "Synced" {
+			t.Errorf("after a dropped Ready: conditions %v, want Synced alone", conds)
+		}
+	})
+	t.Run("without it", func(t *testing.T) {
+		_, dc := clients(t, fake.Options{})
+		sites := dc.Resource(staticSites).Namespace("ns")
+		if _, err := sites.Create(t.Context(), unstructuredSite("s"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := applyCondition(t, sites, "a", "Ready"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := applyCondition(t, sites, "b", "Synced"); !apierrors.IsConflict(err) {
+			t.Errorf("b's condition with a deduced schema: got %v, want a Conflict (the list is atomic)", err)
+		}
+	})
+}
+
+func TestCRDsMustServeAKindOfTheScheme(t *testing.T) {
+	crd := staticSiteCRD(t)
+	crd.Spec.Names.Kind = "Elsewhere"
+	_, err := fake.NewServer(fake.Options{Scheme: staticSiteScheme(t), CRDs: []*apiextensionsv1.CustomResourceDefinition{crd, nil}})
+	if err == nil || !strings.Contains(err.Error(), "Options.CRDs[0] (staticsites.example.converge.dev): no version of Elsewhere.example.converge.dev is in Options.Scheme") ||
+		!strings.Contains(err.Error(), "Options.CRDs[1] is nil") {
+		t.Errorf("got %v, want errors naming both CRDs", err)
 	}
 }

@@ -52,7 +52,11 @@
 //     reference. Orphan deletion removes the references instead; foreground
 //     deletion deletes the dependents first.
 //   - Server-side apply with field ownership, from client-go's schemas for
-//     the built-in kinds and a schema deduced from the object for the others:
+//     the built-in kinds, the structural schemas of Options.CRDs for their
+//     custom resources, and a schema deduced from the object for the others
+//     (every list atomic); an apply naming a metadata.uid no object has
+//     creates nothing (409 Conflict), and one naming another object's is
+//     Invalid (422), as kube-apiserver answers:
 //     managedFields, 409 Conflict naming the manager and the field when
 //     another manager owns a field (unless forced), removal of fields a
 //     manager no longer applies. Non-apply writes are recorded too, under

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"sync"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -16,10 +18,13 @@ import (
 
 // typeConverter converts objects to structured values for field
 // management: with client-go's schemas for the built-in kinds (so lists
-// such as containers merge by key), and with a schema deduced from the
+// such as containers merge by key), with their CRDs' schemas for the
+// custom resources of Options.CRDs, and with a schema deduced from the
 // object for the others (maps merge by field, lists are atomic).
 type typeConverter struct {
-	known, deduced managedfields.TypeConverter
+	known, crds, deduced managedfields.TypeConverter
+	// crdKinds are the kinds of Options.CRDs.
+	crdKinds map[schema.GroupVersionKind]bool
 	// deducedKinds are the kinds client-go has no schema for: a
 	// schema.GroupVersionKind → bool cache.
 	deducedKinds *sync.Map
@@ -27,12 +32,22 @@ type typeConverter struct {
 
 var _ managedfields.TypeConverter = typeConverter{}
 
-func newTypeConverter(s *runtime.Scheme) typeConverter {
-	return typeConverter{known: applyconfigurations.NewTypeConverter(s), deduced: managedfields.NewDeducedTypeConverter(), deducedKinds: &sync.Map{}}
+func newTypeConverter(s *runtime.Scheme, crds []*apiextensionsv1.CustomResourceDefinition) (typeConverter, error) {
+	c := typeConverter{known: applyconfigurations.NewTypeConverter(s), deduced: managedfields.NewDeducedTypeConverter(), deducedKinds: &sync.Map{}}
+	if len(crds) > 0 {
+		var err error
+		if c.crds, c.crdKinds, err = crdTypeConverter(crds); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
 }
 
 func (c typeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.ValidationOptions) (*typed.TypedValue, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
+	if c.crdKinds[gvk] {
+		return c.crds.ObjectToTyped(obj, opts...)
+	}
 	deduced, ok := c.deducedKinds.Load(gvk)
 	if !ok {
 		// client-go knows a kind's schema or not: ask with an empty object.

@@ -280,7 +280,7 @@ func (s *Server) patch(r *http.Request, q request) (runtime.Object, error) {
 		return nil, invalidPatch(q, err)
 	}
 	if uid := next.GetUID(); uid != "" && uid != old.GetUID() {
-		return nil, invalid(q.kind, q.name, field.Invalid(field.NewPath("metadata", "uid"), uid, "field is immutable"))
+		return nil, uidImmutable(q.kind, q.name, uid)
 	}
 	return s.updateLocked(q.kind, q.ns, q.name, q.sub, next, manager(r), false)
 }
@@ -320,10 +320,16 @@ func (s *Server) apply(r *http.Request, q request, data []byte) (runtime.Object,
 	defer s.mu.Unlock()
 	live, err := s.getLocked(q.kind, q.ns, q.name)
 	exists := err == nil
+	uid := applied.GetUID()
 	switch {
+	case exists && uid != "" && uid != live.GetUID():
+		return nil, uidImmutable(q.kind, q.name, uid)
 	case exists:
 	case !apierrors.IsNotFound(err) || q.sub != "":
 		return nil, err
+	case uid != "":
+		// The UID is a precondition no object meets: nothing is created.
+		return nil, uidConflict(q.kind, q.name, uid, "")
 	default:
 		if live, err = s.newObject(q.kind); err != nil {
 			return nil, err

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/converge-dev/converge/internal/typednil"
@@ -45,6 +47,22 @@ type Options struct {
 	// Status field has a status subresource, as CRDs generated with
 	// +kubebuilder:subresource:status and most built-in kinds do.
 	NoStatusSubresource []object.Object
+
+	// CRDs are the CustomResourceDefinitions of the custom resources of
+	// Scheme, as a real cluster (or envtest, given the same CRDs) has them
+	// installed. Server-side apply then manages a custom resource's fields
+	// from its version's structural schema, as kube-apiserver does: a list
+	// with x-kubernetes-list-type map merges element by element on its
+	// x-kubernetes-list-map-keys (status conditions by type, so two
+	// managers each keep their own), a set by value, and atomic lists and
+	// maps are owned whole; metadata is ObjectMeta's. A CRD of scope
+	// Cluster makes its kind cluster-scoped, and a version without a status
+	// subresource has none, as if listed in ClusterScoped and
+	// NoStatusSubresource. Each CRD must serve a version of a kind in
+	// Scheme. Zero means none: a custom resource's schema is deduced from
+	// each object, so maps merge by field and every list is atomic (a
+	// second manager's condition conflicts with the first's).
+	CRDs []*apiextensionsv1.CustomResourceDefinition
 }
 
 func (o Options) withDefaults() Options {
@@ -74,5 +92,35 @@ func (o Options) validate() error {
 			}
 		}
 	}
+	for i, crd := range o.CRDs {
+		if typednil.Is(crd) {
+			errs = append(errs, fmt.Errorf("Options.CRDs[%d] is nil", i))
+			continue
+		}
+		served := false
+		for _, v := range crd.Spec.Versions {
+			served = served || o.Scheme.Recognizes(schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind})
+		}
+		if !served {
+			errs = append(errs, fmt.Errorf("Options.CRDs[%d] (%s): no version of %s.%s is in Options.Scheme", i, crd.Name, crd.Spec.Names.Kind, crd.Spec.Group))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// crdScopes returns the kinds the CRDs make cluster-scoped, and those
+// without a status subresource.
+func (o Options) crdScopes() (clusterScoped, noStatus []schema.GroupVersionKind) {
+	for _, crd := range o.CRDs {
+		for _, v := range crd.Spec.Versions {
+			gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind}
+			if crd.Spec.Scope == apiextensionsv1.ClusterScoped {
+				clusterScoped = append(clusterScoped, gvk)
+			}
+			if v.Subresources == nil || v.Subresources.Status == nil {
+				noStatus = append(noStatus, gvk)
+			}
+		}
+	}
+	return clusterScoped, noStatus
 }

@@ -63,11 +63,23 @@ func NewServer(opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("fake: %w", err)
 	}
+	tc, err := newTypeConverter(opts.Scheme, opts.CRDs)
+	if err != nil {
+		return nil, fmt.Errorf("fake: Options.CRDs: %w", err)
+	}
+	clusterScoped, noStatus := groupKinds(opts.Scheme, opts.ClusterScoped), groupKinds(opts.Scheme, opts.NoStatusSubresource)
+	crdClusterScoped, crdNoStatus := opts.crdScopes()
+	for _, gvk := range crdClusterScoped {
+		clusterScoped[gvk.GroupKind()] = true
+	}
+	for _, gvk := range crdNoStatus {
+		noStatus[gvk.GroupKind()] = true
+	}
 	s := &Server{
 		scheme:   opts.Scheme,
 		codecs:   serializer.NewCodecFactory(opts.Scheme, serializer.WithSerializer(cbor.NewSerializerInfo)),
-		kinds:    newKinds(opts.Scheme, groupKinds(opts.Scheme, opts.ClusterScoped), groupKinds(opts.Scheme, opts.NoStatusSubresource)),
-		types:    newTypeConverter(opts.Scheme),
+		kinds:    newKinds(opts.Scheme, clusterScoped, noStatus),
+		types:    tc,
 		now:      func() time.Time { return time.Now().Truncate(time.Second) },
 		objects:  map[*kind]map[types.NamespacedName]object.Object{},
 		uids:     map[types.UID]ref{},

@@ -192,7 +192,7 @@ func (s *Server) updateLocked(k *kind, ns, name, sub string, obj object.Object, 
 		return nil, conflict(k, name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again (resourceVersion %s, latest %s)", rv, old.GetResourceVersion()))
 	}
 	if uid := obj.GetUID(); uid != "" && uid != old.GetUID() {
-		return nil, conflict(k, name, fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, old.GetUID()))
+		return nil, uidConflict(k, name, uid, old.GetUID())
 	}
 	var next object.Object
 	if sub == "status" {
@@ -269,7 +269,7 @@ func (s *Server) deleteLocked(k *kind, ns, name string, opts *metav1.DeleteOptio
 	}
 	if p := opts.Preconditions; p != nil {
 		if p.UID != nil && *p.UID != old.GetUID() {
-			return nil, conflict(k, name, fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", *p.UID, old.GetUID()))
+			return nil, uidConflict(k, name, *p.UID, old.GetUID())
 		}
 		if p.ResourceVersion != nil && *p.ResourceVersion != old.GetResourceVersion() {
 			return nil, conflict(k, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", *p.ResourceVersion, old.GetResourceVersion()))
@@ -422,4 +422,16 @@ func conflict(k *kind, name string, err error) error {
 
 func invalid(k *kind, name string, errs ...*field.Error) error {
 	return apierrors.NewInvalid(k.gvk.GroupKind(), name, errs)
+}
+
+// uidConflict is kube-apiserver's answer (409) to a write whose UID
+// precondition want the object (of UID got, "" when there is none) fails.
+func uidConflict(k *kind, name string, want, got types.UID) error {
+	return conflict(k, name, fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", want, got))
+}
+
+// uidImmutable is kube-apiserver's answer (422) to a patch or apply that
+// changes an object's UID to uid.
+func uidImmutable(k *kind, name string, uid types.UID) error {
+	return invalid(k, name, field.Invalid(field.NewPath("metadata", "uid"), uid, "field is immutable"))
 }

@@ -52,10 +52,19 @@
 //     handler whose user code is still running then answers without it (a
 //     denial with code 504, or a failed conversion) instead of holding the
 //     connection; the user code goes on in the background until it returns.
-//   - Defaulting keeps what the Go type does not know: fields of the
-//     request's object that T lacks stay, also inside list elements when the
-//     Defaulter adds, removes or reorders elements (an element is followed
-//     by its value, else by its "name", else, unnamed, by its index).
+//   - Defaulting keeps what the Go type does not know: the patch is built
+//     from the request's object and T before and after defaulting, so the
+//     fields of the request that T lacks stay where they are, also inside a
+//     struct T omits as zero (omitzero) until the Defaulter sets a field of
+//     it. A field the Defaulter removes goes with everything in it. In a
+//     list the Defaulter changed, each element keeps the unknown fields of
+//     the request's element it is: the one equal to it; else the one with
+//     its "name"; else the one unnamed element whose every value it kept
+//     (the Defaulter added fields), if no other element kept them all too;
+//     else, when the list kept its length and those elements their places,
+//     the one at its index. An element none of these names is built from T
+//     alone: unknown fields are never moved onto another element. A list
+//     the Defaulter left as it was is not touched.
 //
 // Paths follow kubebuilder's convention ([MutatePath], [ValidatePath],
 // [ConvertPath]) so generated config/webhook manifests line up.

@@ -33,13 +33,11 @@ func (p patchOp) MarshalJSON() ([]byte, error) {
 }
 
 // jsonPatch returns the RFC 6902 patch that makes the document orig (the
-// request's object) carry the changes from before to after (the object
-// encoded before and after defaulting), or nil when there are none. Only
-// what differs between before and after is patched, at the same place in
-// orig: fields of orig that before lacks (unknown to the Go type) stay.
-// A list whose elements were added, removed or moved is replaced whole, each
-// element that was there before built on its own element of orig, so its
-// unknown fields stay too.
+// request's object) carry the changes from before to after (T's encoding of
+// the object before and after defaulting), or nil when there are none. The
+// patch is the difference between orig and merged(orig, before, after):
+// what T's encodings differ in, changed at the same place in orig, so the
+// fields of orig that T does not know stay where they are.
 func jsonPatch(orig, before, after []byte) ([]byte, error) {
 	if bytes.Equal(before, after) {
 		return nil, nil
@@ -57,126 +55,137 @@ func jsonPatch(orig, before, after []byte) ([]byte, error) {
 		}
 	}
 	var ops []patchOp
-	diff(&ops, "", o, true, b, a)
+	diff(&ops, "", o, merged(o, b, a))
 	if len(ops) == 0 {
 		return nil, nil
 	}
 	return json.Marshal(ops)
 }
 
-// diff appends to ops what turns the value o at path (present when inOrig)
-// into one carrying the change from b to a.
-func diff(ops *[]patchOp, path string, o any, inOrig bool, b, a any) {
-	if reflect.DeepEqual(b, a) {
+// diff appends to ops what turns the value o at path into w: maps key by
+// key, lists of the same length element by element, anything else
+// replaced whole.
+func diff(ops *[]patchOp, path string, o, w any) {
+	if reflect.DeepEqual(o, w) {
 		return
 	}
-	if !inOrig {
-		*ops = append(*ops, patchOp{Op: "add", Path: path, Value: a})
-		return
-	}
-	switch av := a.(type) {
+	switch wv := w.(type) {
 	case map[string]any:
-		om, bm, ok := both[map[string]any](o, b)
+		om, ok := o.(map[string]any)
 		if !ok {
 			break
 		}
-		for _, k := range sortedKeys(bm, av) {
-			bv, inB := bm[k]
-			aval, inA := av[k]
+		for _, k := range sortedKeys(om, wv) {
 			ov, inO := om[k]
+			v, inW := wv[k]
 			p := path + "/" + escapePointer(k)
 			switch {
-			case inA:
-				if !inB {
-					bv = missing{}
-				}
-				diff(ops, p, ov, inO, bv, aval)
-			case inO: // the Defaulter removed k
+			case inO && inW:
+				diff(ops, p, ov, v)
+			case inW:
+				*ops = append(*ops, patchOp{Op: "add", Path: p, Value: v})
+			default:
 				*ops = append(*ops, patchOp{Op: "remove", Path: p})
 			}
 		}
 		return
 	case []any:
-		ol, bl, ok := both[[]any](o, b)
-		if !ok || len(ol) != len(bl) {
+		ol, ok := o.([]any)
+		if !ok || len(ol) != len(wv) {
 			break
 		}
-		src := sources(bl, av)
-		if !inPlace(src, len(bl)) {
-			// Elements were added, removed or moved: the list is replaced
-			// whole, each element built on the request's element it came
-			// from, so the fields T does not know move with it.
-			*ops = append(*ops, patchOp{Op: "replace", Path: path, Value: mergedList(ol, bl, av, src)})
-			return
-		}
-		for i := range av {
-			diff(ops, path+"/"+strconv.Itoa(i), ol[i], true, bl[i], av[i])
+		for i := range wv {
+			diff(ops, path+"/"+strconv.Itoa(i), ol[i], wv[i])
 		}
 		return
 	}
-	*ops = append(*ops, patchOp{Op: "replace", Path: path, Value: a})
+	*ops = append(*ops, patchOp{Op: "replace", Path: path, Value: w})
 }
 
-// merged returns the value o (present when inOrig) carrying the change
-// from b to a: what diff's operations would make of it.
-func merged(o any, inOrig bool, b, a any) any {
-	if !inOrig {
-		return a
-	}
+// absent stands for a value of the request that T's encoding omits (a
+// zero omitzero struct, which may still hold fields T does not know): to
+// T, it is empty.
+type absent struct{}
+
+// merged returns the request's value o carrying the change from b (T's
+// encoding of o, or absent) to a (T's encoding after defaulting). Where b
+// and a agree, o is kept as it is. In a map, a key of o that b lacks and
+// a lacks too (a field T does not know, or a zero one it omits) stays, a
+// key the Defaulter removed goes, and the others are merged key by key;
+// a map T omitted is merged as an empty one, so a defaulted omitzero
+// struct keeps the fields T does not know. In a list, each element of a
+// is merged with the request's element it comes from (see sources).
+// Anything else is a.
+func merged(o, b, a any) any {
 	if reflect.DeepEqual(b, a) {
 		return o
 	}
 	switch av := a.(type) {
 	case map[string]any:
-		om, bm, ok := both[map[string]any](o, b)
-		if !ok {
+		om, ok1 := o.(map[string]any)
+		bm, ok2 := b.(map[string]any)
+		if _, omitted := b.(absent); omitted {
+			bm, ok2 = map[string]any{}, true
+		}
+		if !ok1 || !ok2 {
 			break
 		}
 		out := make(map[string]any, len(om)+len(av))
 		for k, v := range om {
-			if _, inB := bm[k]; !inB {
-				out[k] = v // unknown to T: kept
+			_, inB := bm[k]
+			_, inA := av[k]
+			if !inB && !inA {
+				out[k] = v
 			}
 		}
 		for k, v := range av {
+			ov, inO := om[k]
+			if !inO {
+				out[k] = v
+				continue
+			}
 			bv, inB := bm[k]
 			if !inB {
-				bv = missing{}
+				bv = absent{}
 			}
-			ov, inO := om[k]
-			out[k] = merged(ov, inO, bv, v)
+			out[k] = merged(ov, bv, v)
 		}
 		return out
 	case []any:
-		ol, bl, ok := both[[]any](o, b)
-		if !ok || len(ol) != len(bl) {
+		ol, ok1 := o.([]any)
+		bl, ok2 := b.([]any)
+		if !ok1 || !ok2 || len(ol) != len(bl) {
 			break
 		}
-		return mergedList(ol, bl, av, sources(bl, av))
+		src := sources(bl, av)
+		out := make([]any, len(av))
+		for i, v := range av {
+			if j := src[i]; j >= 0 {
+				out[i] = merged(ol[j], bl[j], v)
+			} else {
+				out[i] = v
+			}
+		}
+		return out
 	}
 	return a
 }
 
-// mergedList builds the list a: element i is the request's element src[i]
-// (ol[src[i]], before defaulting bl[src[i]]) carrying its changes, or a's
-// own when src[i] is -1 (an element the Defaulter added).
-func mergedList(ol, bl, al []any, src []int) []any {
-	out := make([]any, len(al))
-	for i, av := range al {
-		if j := src[i]; j >= 0 {
-			out[i] = merged(ol[j], true, bl[j], av)
-		} else {
-			out[i] = av
-		}
-	}
-	return out
-}
-
-// sources says where each element of al (the list after defaulting) comes
-// from in bl (before), each element of bl used once: an element equal to
-// it; else one with the same "name" (the key of most Kubernetes lists:
-// containers, volumes, env), changed; else, when neither has a name, the
-// element at its own index, changed in place; else -1 (added).
+// sources says which element of bl (the list before defaulting) each
+// element of al (after) comes from, each element of bl used at most once,
+// or -1 for an element the Defaulter added or one nothing identifies:
+//
+//  1. an element of bl equal to it (unchanged, perhaps moved);
+//  2. else, when it has a "name" (the key of most Kubernetes lists:
+//     containers, volumes, env), the element of bl with that name;
+//  3. else the one unnamed element of bl whose every value it keeps (the
+//     Defaulter added fields to it), if no other element of al keeps all
+//     of that element's values;
+//  4. else, when the list kept its length and every element found so far
+//     its place, the unnamed element at its own index (changed in place).
+//
+// An element found by none of these is the Defaulter's alone: the request's
+// fields T does not know are never put onto another element.
 func sources(bl, al []any) []int {
 	src := make([]int, len(al))
 	used := make([]bool, len(bl))
@@ -201,6 +210,7 @@ func sources(bl, al []any) []int {
 			}
 		}
 	}
+	var open []int // unnamed elements of al found by neither
 	for i, av := range al {
 		if src[i] != -1 {
 			continue
@@ -211,13 +221,71 @@ func sources(bl, al []any) []int {
 			}
 			continue
 		}
-		if i < len(bl) && !used[i] {
-			if _, named := name(bl[i]); !named {
-				src[i], used[i] = i, true
+		open = append(open, i)
+	}
+	// 3: pairs (i, j) where al[i] keeps all of bl[j], unique both ways.
+	keeps := map[int][]int{} // open i → unused unnamed j it keeps
+	keptBy := map[int]int{}  // j → how many open i keep it
+	for _, i := range open {
+		if _, ok := al[i].(map[string]any); !ok {
+			continue
+		}
+		for j, bv := range bl {
+			if _, named := name(bv); !named && !used[j] && keepsAll(al[i], bv) {
+				keeps[i] = append(keeps[i], j)
+				keptBy[j]++
 			}
 		}
 	}
+	for _, i := range open {
+		if js := keeps[i]; len(js) == 1 && keptBy[js[0]] == 1 {
+			src[i], used[js[0]] = js[0], true
+		}
+	}
+	if len(al) != len(bl) {
+		return src
+	}
+	for i, j := range src {
+		if j != -1 && j != i {
+			return src
+		}
+	}
+	for _, i := range open {
+		if _, named := name(bl[i]); src[i] == -1 && !used[i] && !named {
+			src[i], used[i] = i, true
+		}
+	}
 	return src
+}
+
+// keepsAll reports whether a holds every value of b: b's keys with values
+// a keeps, b's list element by element, or b itself.
+func keepsAll(a, b any) bool {
+	switch bv := b.(type) {
+	case map[string]any:
+		am, ok := a.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, v := range bv {
+			if av, ok := am[k]; !ok || !keepsAll(av, v) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		al, ok := a.([]any)
+		if !ok || len(al) != len(bv) {
+			return false
+		}
+		for i := range bv {
+			if !keepsAll(al[i], bv[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // name returns the "name" of v when v is an object that has one.
@@ -230,20 +298,6 @@ func name(v any) (string, bool) {
 	return n, ok
 }
 
-// inPlace reports whether every element of a list of n comes from its own
-// index: the list kept its length and order.
-func inPlace(src []int, n int) bool {
-	if len(src) != n {
-		return false
-	}
-	for i, j := range src {
-		if i != j {
-			return false
-		}
-	}
-	return true
-}
-
 // encodedKey is v encoded as JSON (maps with sorted keys), so equal values
 // get equal keys.
 func encodedKey(v any) string {
@@ -253,17 +307,6 @@ func encodedKey(v any) string {
 	}
 	return string(b)
 }
-
-// both returns o and b as Ts, and whether both are: the value in the
-// request and before defaulting have the shape of the value after.
-func both[T any](o, b any) (T, T, bool) {
-	ot, ok1 := o.(T)
-	bt, ok2 := b.(T)
-	return ot, bt, ok1 && ok2
-}
-
-// missing stands for a field absent before defaulting: it equals nothing.
-type missing struct{}
 
 // sortedKeys returns the keys of x and y, once each, sorted, so patches are
 // deterministic.

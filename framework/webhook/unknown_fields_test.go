@@ -1,0 +1,201 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/converge-dev/converge/framework/webhook"
+)
+
+// gizmo is a custom resource whose Go type is older than its CRD: requests
+// carry fields it does not know. Its spec and finish are omitzero, as
+// kube-api-linter recommends.
+type gizmo struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              gizmoSpec `json:"spec,omitzero"`
+}
+
+type gizmoSpec struct {
+	Size   int32  `json:"size,omitempty"`
+	Finish finish `json:"finish,omitzero"`
+	// Parts is a list without a key: no element has a name.
+	Parts []part `json:"parts,omitempty"`
+}
+
+type finish struct {
+	Color string `json:"color,omitempty"`
+}
+
+type part struct {
+	Kind  string `json:"kind,omitempty"`
+	Count int32  `json:"count,omitempty"`
+}
+
+func (g *gizmo) DeepCopyObject() runtime.Object {
+	out := *g
+	g.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.Spec.Parts = append([]part(nil), g.Spec.Parts...)
+	return &out
+}
+
+var gizmoKind = schema.GroupVersionKind{Group: "gizmos.converge.dev", Version: "v1", Kind: "Gizmo"}
+
+// defaulted returns the request's object raw once the patch of a
+// defaulting webhook running d has been applied to it.
+func defaulted(t *testing.T, d func(*gizmo), raw string) map[string]any {
+	t.Helper()
+	s := runtime.NewScheme()
+	s.AddKnownTypeWithName(gizmoKind, &gizmo{})
+	h, err := webhook.NewDefaulting(s, webhook.DefaulterFunc[*gizmo](func(_ context.Context, g *gizmo) error {
+		d(g)
+		return nil
+	}), webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := call(t, h, admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind(gizmoKind), Operation: admissionv1.Create,
+		Object: runtime.RawExtension{Raw: []byte(raw)}})
+	if !resp.Allowed {
+		t.Fatalf("denied: %+v", resp.Result)
+	}
+	got := []byte(raw)
+	if len(resp.Patch) > 0 {
+		p, err := jsonpatch.DecodePatch(resp.Patch)
+		if err != nil {
+			t.Fatalf("decode patch %s: %v", resp.Patch, err)
+		}
+		if got, err = p.Apply(got); err != nil {
+			t.Fatalf("apply patch %s to %s: %v", resp.Patch, raw, err)
+		}
+	}
+	var out map[string]any
+	if err := json.Unmarshal(got, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestDefaultingKeepsUnknownFieldsOfOmitzeroStructs(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw string
+		d         func(*gizmo)
+		want      string
+	}{
+		{"a spec of unknown fields only",
+			`{"kind":"Gizmo","apiVersion":"gizmos.converge.dev/v1","metadata":{"name":"g"},"spec":{"future":1}}`,
+			func(g *gizmo) { g.Spec.Size = 3 },
+			`{"future":1,"size":3}`},
+		{"a finish of unknown fields only",
+			`{"kind":"Gizmo","apiVersion":"gizmos.converge.dev/v1","metadata":{"name":"g"},"spec":{"size":1,"finish":{"gloss":true}}}`,
+			func(g *gizmo) { g.Spec.Finish.Color = "red" },
+			`{"finish":{"color":"red","gloss":true},"size":1}`},
+		{"a spec holding a finish of unknown fields only",
+			`{"kind":"Gizmo","apiVersion":"gizmos.converge.dev/v1","metadata":{"name":"g"},"spec":{"finish":{"gloss":true}}}`,
+			func(g *gizmo) { g.Spec.Finish.Color = "red" },
+			`{"finish":{"color":"red","gloss":true}}`},
+		{"an unknown field beside a finish of unknown fields only",
+			`{"kind":"Gizmo","apiVersion":"gizmos.converge.dev/v1","metadata":{"name":"g"},"spec":{"future":[1],"finish":{"gloss":true}}}`,
+			func(g *gizmo) { g.Spec.Size = 2 },
+			`{"finish":{"gloss":true},"future":[1],"size":2}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := json.Marshal(defaulted(t, tc.d, tc.raw)["spec"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("spec %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDefaultingNeverMovesUnknownFieldsInListsWithoutKeys: in a list
+// without a key, an element the Defaulter changed keeps the fields T does
+// not know when it kept all the values of one element of the request, or
+// was changed in place in a list that kept its length and order; otherwise
+// nothing says which element of the request it was, and it is built from
+// T alone. Fields never move onto another element.
+func TestDefaultingNeverMovesUnknownFieldsInListsWithoutKeys(t *testing.T) {
+	const raw = `{"kind":"Gizmo","apiVersion":"gizmos.converge.dev/v1","metadata":{"name":"g"},` +
+		`"spec":{"parts":[{"kind":"a","future":"A"},{"kind":"b","future":"B"},{"kind":"c","future":"C"}]}}`
+	for _, tc := range []struct {
+		name string
+		d    func(*gizmo)
+		want string // per part: kind, count when set, future when kept
+	}{
+		{"prepend a part and change another", func(g *gizmo) {
+			g.Spec.Parts[0].Count = 1
+			g.Spec.Parts = append([]part{{Kind: "z"}}, g.Spec.Parts...)
+		}, "z a1A bB cC"},
+		{"drop a part and change another", func(g *gizmo) {
+			g.Spec.Parts[1].Count = 1
+			g.Spec.Parts = g.Spec.Parts[1:]
+		}, "b1B cC"},
+		{"drop a part and change the one after", func(g *gizmo) {
+			g.Spec.Parts[2].Count = 1
+			g.Spec.Parts = append(g.Spec.Parts[:1:1], g.Spec.Parts[2])
+		}, "aA c1C"},
+		{"append a part and change the first", func(g *gizmo) {
+			g.Spec.Parts[0].Count = 1
+			g.Spec.Parts = append(g.Spec.Parts, part{Kind: "z"})
+		}, "a1A bB cC z"},
+		{"swap two parts and change the third", func(g *gizmo) {
+			g.Spec.Parts[0], g.Spec.Parts[1] = g.Spec.Parts[1], g.Spec.Parts[0]
+			g.Spec.Parts[2].Count = 1
+		}, "bB aA c1C"},
+		{"change every part in place", func(g *gizmo) {
+			for i := range g.Spec.Parts {
+				g.Spec.Parts[i].Count = int32(i + 1)
+			}
+		}, "a1A b2B c3C"},
+		{"reverse the parts", func(g *gizmo) {
+			p := g.Spec.Parts
+			p[0], p[2] = p[2], p[0]
+		}, "cC bB aA"},
+		{"prepend a part and rename another", func(g *gizmo) {
+			g.Spec.Parts[0].Kind = "x"
+			g.Spec.Parts = append([]part{{Kind: "z"}}, g.Spec.Parts...)
+		}, "z x bB cC"},
+		{"rename a part in place", func(g *gizmo) {
+			g.Spec.Parts[0].Kind = "x"
+		}, "xA bB cC"},
+		{"make two parts equal in place", func(g *gizmo) {
+			g.Spec.Parts = []part{{Kind: "a", Count: 1}, {Kind: "a", Count: 1}, g.Spec.Parts[2]}
+		}, "a1A a1B cC"},
+		{"replace a part", func(g *gizmo) {
+			g.Spec.Parts[1] = part{Kind: "z"}
+			g.Spec.Parts[0], g.Spec.Parts[2] = g.Spec.Parts[2], g.Spec.Parts[0]
+		}, "cC z aA"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, _ := defaulted(t, tc.d, raw)["spec"].(map[string]any)
+			parts, _ := spec["parts"].([]any)
+			var got []string
+			for _, p := range parts {
+				m := p.(map[string]any)
+				s, _ := m["kind"].(string)
+				if c, ok := m["count"].(float64); ok {
+					s += strconv.Itoa(int(c))
+				}
+				if f, ok := m["future"].(string); ok {
+					s += f
+				}
+				got = append(got, s)
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("parts %q, want %q", strings.Join(got, " "), tc.want)
+			}
+		})
+	}
+}
