@@ -232,7 +232,7 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 		return err
 	}
 	u.printf("converge create: %s webhook for %s/%s %s in %s\n", w.Types(), w.Group, w.Version, w.Kind, dir)
-	kept, err := scaffold(ctx, u, dir, &m, p, c)
+	kept, err := scaffold(ctx, u, dir, &m, p, c, false)
 	if err != nil {
 		return err
 	}
