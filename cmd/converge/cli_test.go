@@ -285,3 +285,13 @@ func expectRefused(t *testing.T, project, empty string, args []string, want stri
 		t.Errorf("a failed command wrote into an empty folder")
 	}
 }
+
+// The advice after a second version of a kind is the README's and create
+// webhook --help's: the newest version is the hub, the others its spokes.
+func TestSecondVersionAdvisesTheNewestAsHub(t *testing.T) {
+	dir := scaffoldFast(t) // Order v1alpha1
+	out := mustConverge(t, "create", "api", "--group", "shop", "--version", "v1", "--kind", "Order", "--dir", dir, "--skip-generate")
+	if want := "converge create webhook --group shop.example.com --version v1 --kind Order --conversion --spoke v1alpha1"; !strings.Contains(out, want) {
+		t.Errorf("create api of a second version does not advise %q:\n%s", want, out)
+	}
+}

@@ -314,7 +314,13 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 		u.printf("  make test   # regenerates config/rbac/role.yaml, then runs the specs with exactly those permissions\n")
 	} else if first := p.Resources[p.findResource(r.Kind)]; first.Version != r.Version {
 		u.printf("  edit %s/%s_types.go: version %s of %s (its controller stays on %s, the CRD's storage version)\n", r.APIDir(), r.Lower(), r.Version, r.Kind, first.Version)
-		u.printf("  converge create webhook --group %s --version %s --kind %s --conversion --spoke %s   # convert between the versions\n", r.Group, first.Version, r.Kind, r.Version)
+		var spokes []string
+		for _, v := range p.Versions(r.Kind) {
+			if v != r.Version {
+				spokes = append(spokes, v)
+			}
+		}
+		u.printf("  converge create webhook --group %s --version %s --kind %s --conversion --spoke %s   # convert between the versions, through the newest (the hub)\n", r.Group, r.Version, r.Kind, strings.Join(spokes, ","))
 		u.printf("  make test   # regenerates deepcopy and the CRD (now with both versions), then runs the specs\n")
 	} else {
 		u.printf("  edit %s/%s_types.go (the spec and status) and internal/controller/%s_controller.go (Desired)\n", r.APIDir(), r.Lower(), r.Lower())

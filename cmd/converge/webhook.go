@@ -129,8 +129,9 @@ as kubebuilder does:
                 as a mutating webhook;
   --validation  a Validator in the same file, served as a validating webhook;
   --conversion  conversion between the kind's versions through a hub:
-                VERSION is the hub (api/GROUP/VERSION/KIND_conversion.go
-                marks it with a Hub method), and each --spoke version gets
+                VERSION is the hub, usually the newest version
+                (api/GROUP/VERSION/KIND_conversion.go marks it with a Hub
+                method), and each --spoke version gets
                 ConvertTo and ConvertFrom (api/GROUP/SPOKE/KIND_conversion.go).
                 Create the spoke versions first with converge create api.
 
