@@ -48,7 +48,17 @@ func controllerGenSteps(p Project) [][]string {
 	if p.hasWebhooks(Webhook.Admission) {
 		second = append(second, "output:webhook:artifacts:config=config/webhook")
 	}
-	return [][]string{{"object", "paths=./..."}, second}
+	return [][]string{{"object:headerFile=" + boilerplatePath, "paths=./..."}, second}
+}
+
+// boilerplatePath holds the license header of the project's Go files, for
+// controller-gen's generated code too.
+const boilerplatePath = "hack/boilerplate.go.txt"
+
+// licenseHeader starts every Go file converge writes: the Apache-2.0
+// license, as the Kubernetes ecosystem uses, in its SPDX form.
+func licenseHeader(p Project) string {
+	return "// Copyright The " + p.Name + " Authors.\n// SPDX-License-Identifier: Apache-2.0\n"
 }
 
 // templateData is what every template sees.
@@ -208,6 +218,7 @@ var projectFiles = []fileSpec{
 	{tmpl: "project/github/test.yml.tmpl", out: ".github/workflows/test.yml"},
 	{tmpl: "project/hack/control-plane.sh", out: "hack/control-plane.sh", executable: true, raw: true},
 	{tmpl: "project/hack/run/main.go.tmpl", out: "hack/run/main.go"},
+	{tmpl: "project/hack/boilerplate.go.txt.tmpl", out: boilerplatePath},
 	{tmpl: "project/controller/controllers.go.tmpl", out: "internal/controller/controllers.go"},
 	{tmpl: "project/controller/suite_test.go.tmpl", out: "internal/controller/suite_test.go"},
 	{tmpl: "project/controller/manager_test.go.tmpl", out: "internal/controller/manager_test.go"},
@@ -386,7 +397,11 @@ func renderOne(s fileSpec, d templateData) (File, error) {
 		return File{}, fmt.Errorf("render %s: %w", out, err)
 	}
 	content := buf.Bytes()
+	if out == boilerplatePath {
+		content = []byte(licenseHeader(d.Project))
+	}
 	if strings.HasSuffix(out, ".go") {
+		content = append([]byte(licenseHeader(d.Project)+"\n"), content...)
 		formatted, err := format.Source(content)
 		if err != nil {
 			return File{}, fmt.Errorf("render %s: the template yields invalid Go: %w\n%s", out, err, content)

@@ -64,8 +64,8 @@ var kubebuilderFlags = map[string]string{
 	"make":                    "--skip-generate (kubebuilder's --make=false)",
 	"plugins":                 "nothing: converge has one project layout",
 	"project-version":         "nothing: .converge/scaffold.json records the format",
-	"owner":                   "nothing: converge writes no copyright header; add yours to the files",
-	"license":                 "nothing: converge writes no license header; add yours to the files",
+	"owner":                   "nothing: the header of every Go file (hack/boilerplate.go.txt) names \"The NAME Authors\"; edit it there and in the files",
+	"license":                 "nothing: converge writes an Apache-2.0 header (hack/boilerplate.go.txt); edit it there and in the files",
 	"namespaced":              "nothing: converge create api makes namespaced kinds; for a cluster-scoped one set scope=Cluster in the +kubebuilder:resource marker of api/GROUP/VERSION/KIND_types.go",
 }
 
