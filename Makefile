@@ -11,7 +11,7 @@ ASSETS := $(shell hack/control-plane.sh --print-dir)
 # Unit and integration packages; e2e suites run separately with Ginkgo's flags.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: help assets run test test-unit test-e2e fuzz chaos bench generate lint fmt
+.PHONY: help assets run test test-unit test-e2e test-scaffold fuzz chaos bench generate lint fmt
 
 help: ## Show the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -31,6 +31,9 @@ test-unit: ## Unit and integration tests, with the race detector.
 
 test-e2e: assets ## End-to-end suites against a real control plane.
 	$(GO) test -race -count=1 -timeout 30m ./test/e2e/... -ginkgo.v=false
+
+test-scaffold: assets ## A new user's whole path on a clean folder (init, create, the project's make test, make run, deploy, build-installer): several minutes. Not part of `make test`, which builds and tests scaffolded projects too.
+	CONVERGE_TEST_WHOLE_PATH=1 $(GO) test -race -count=1 -timeout 60m -run TestScaffoldWholePath -v ./cmd/converge
 
 fuzz: ## Fuzz every target for FUZZTIME each (default 3s). Not part of `make test`, whose test-unit replays the seed corpora.
 	FUZZTIME=$${FUZZTIME:-3s} hack/fuzz.sh

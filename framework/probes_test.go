@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -76,5 +77,50 @@ func TestProbesBeforeSync(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/readyz body %q lacks %q", body, want)
 		}
+	}
+}
+
+// TestStartOnATakenPortNamesTheFlag: a port another process holds fails
+// Start at once with an error naming the address and the flag to change.
+func TestStartOnATakenPortNamesTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(addr string) framework.Options
+		flag string
+	}{
+		{"probes", func(addr string) framework.Options { return framework.Options{HealthProbeBindAddress: addr} }, "--health-probe-bind-address"},
+		{"metrics", func(addr string) framework.Options {
+			return framework.Options{Metrics: framework.MetricsOptions{BindAddress: addr, Insecure: true}}
+		}, "--metrics-bind-address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			mgr, err := framework.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, tc.opts(l.Addr().String()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = mgr.Start(t.Context())
+			if err == nil || !strings.Contains(err.Error(), tc.flag) || !strings.Contains(err.Error(), l.Addr().String()) {
+				t.Errorf("Start with %s on a taken port: %v, want an error naming %s and the address", tc.name, err, tc.flag)
+			}
+		})
+	}
+}
+
+// TestFlagsConfigWithoutKubeconfig: with no kubeconfig anywhere the error
+// names the two ways to give one.
+func TestFlagsConfigWithoutKubeconfig(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	var f framework.Flags
+	f.Register(newFlagSet())
+	_, err := f.Config()
+	if !errors.Is(err, framework.ErrNoConfig) || !strings.Contains(err.Error(), "--kubeconfig") || !strings.Contains(err.Error(), "$KUBECONFIG") {
+		t.Errorf("Config without a kubeconfig: %v, want ErrNoConfig naming --kubeconfig and $KUBECONFIG", err)
 	}
 }

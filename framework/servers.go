@@ -25,7 +25,7 @@ func (m *Manager) startServers(g *group) error {
 		mux.Handle("/healthz", m.probeHandler(m.healthChecks, "ping", func(*http.Request) error { return nil }))
 		mux.Handle("/livez", m.probeHandler(m.healthChecks, "ping", func(*http.Request) error { return nil }))
 		mux.Handle("/readyz", m.probeHandler(m.readyChecks, "caches", m.cacheReadiness()))
-		l, err := serving.Listen("health probes", addr)
+		l, err := serving.Listen("health probes", "--health-probe-bind-address, Options.HealthProbeBindAddress", addr)
 		if err != nil {
 			return err
 		}
@@ -48,7 +48,7 @@ func (m *Manager) startServers(g *group) error {
 				return err
 			}
 		}
-		l, err := serving.Listen("metrics", addr)
+		l, err := serving.Listen("metrics", "--metrics-bind-address, Options.Metrics.BindAddress", addr)
 		if err != nil {
 			return err
 		}
@@ -66,7 +66,7 @@ func (m *Manager) startServers(g *group) error {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		l, err := serving.Listen("pprof", addr)
+		l, err := serving.Listen("pprof", "Options.Metrics.PprofBindAddress", addr)
 		if err != nil {
 			return err
 		}

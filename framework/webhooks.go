@@ -146,7 +146,7 @@ func (m *Manager) startWebhookServer(g *group) error {
 		return certs.Check()
 	}
 	m.mu.Unlock()
-	l, err := serving.Listen("webhooks", o.Addr)
+	l, err := serving.Listen("webhooks", "Options.Webhook.Addr", o.Addr)
 	if err != nil {
 		return err
 	}

@@ -175,6 +175,7 @@ func TestHelp(t *testing.T) {
 		{}, {"help"}, {"--help"}, {"-h"},
 		{"init", "--help"}, {"init", "-h"}, {"help", "init"},
 		{"create", "api", "--help"}, {"create", "controller", "--help"}, {"create", "webhook", "--help"}, {"version", "--help"},
+		{"create"}, {"create", "--help"}, {"help", "create"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, out, errOut := converge(t, args...)
@@ -186,7 +187,13 @@ func TestHelp(t *testing.T) {
 			}
 		})
 	}
-	_, out, _ := converge(t, "create", "api", "--help")
+	_, out, _ := converge(t, "create")
+	for _, sub := range []string{"create api", "create controller", "create webhook"} {
+		if !strings.Contains(out, sub) {
+			t.Errorf("converge create does not list %s:\n%s", sub, out)
+		}
+	}
+	_, out, _ = converge(t, "create", "api", "--help")
 	for _, flag := range []string{"--group", "--version", "--kind", "--plural", "--dir", "--force", "--skip-generate", "Example"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("create api --help does not mention %s:\n%s", flag, out)
@@ -216,8 +223,13 @@ func TestCommandLineErrors(t *testing.T) {
 		code int
 	}{
 		{"unknown command", []string{"frobnicate"}, `converge: unknown command "frobnicate"`, 2},
-		{"create alone", []string{"create"}, `converge: unknown command "create"`, 2},
-		{"unknown flag", []string{"init", "--modul", "x"}, "converge init: flag provided but not defined: -modul", 2},
+		{"mistyped command", []string{"int", "--module", "x"}, "converge: unknown command \"int\"\nDid you mean \"converge init\"?", 2},
+		{"mistyped group", []string{"creat", "api"}, "Did you mean \"converge create api\"?", 2},
+		{"mistyped subcommand", []string{"create", "apii"}, "converge: unknown command \"create apii\"\nDid you mean \"converge create api\"?", 2},
+		{"unknown flag", []string{"init", "--modul", "x"}, "converge init: flag provided but not defined: --modul\nDid you mean --module?", 2},
+		{"flag without value", []string{"init", "--module"}, "converge init: flag needs an argument: --module", 2},
+		{"kubebuilder's flag", []string{"create", "webhook", "--programmatic-validation"}, "converge create webhook has no --programmatic-validation; use --validation", 2},
+		{"kubebuilder's namespaced", []string{"create", "api", "--namespaced=false"}, "scope=Cluster", 2},
 		{"positional", []string{"init", "--module", "example.com/op", "extra"}, `converge init: unexpected argument "extra"`, 2},
 		{"no module", []string{"init", "--dir", empty}, "converge init: --module is required: a module path is like", 2},
 		{"bad module", []string{"init", "--module", "op", "--dir", empty}, `converge init: module path "op" is invalid: missing dot in first path element`, 2},
@@ -271,5 +283,15 @@ func expectRefused(t *testing.T, project, empty string, args []string, want stri
 	}
 	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
 		t.Errorf("a failed command wrote into an empty folder")
+	}
+}
+
+// The advice after a second version of a kind is the README's and create
+// webhook --help's: the newest version is the hub, the others its spokes.
+func TestSecondVersionAdvisesTheNewestAsHub(t *testing.T) {
+	dir := scaffoldFast(t) // Order v1alpha1
+	out := mustConverge(t, "create", "api", "--group", "shop", "--version", "v1", "--kind", "Order", "--dir", dir, "--skip-generate")
+	if want := "converge create webhook --group shop.example.com --version v1 --kind Order --conversion --spoke v1alpha1"; !strings.Contains(out, want) {
+		t.Errorf("create api of a second version does not advise %q:\n%s", want, out)
 	}
 }

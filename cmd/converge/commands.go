@@ -100,22 +100,51 @@ func runInit(ctx context.Context, u *ui, c commonFlags, o initOptions) error {
 				return usagef("cannot derive a project name from module path %q: pass --name", o.module)
 			}
 		}
-		if p.Converge, err = convergeDep(o.replace, o.version); err != nil {
+	}
+	// converge writes go.mod only when it is missing: one that is there
+	// must be for this module, or nothing generated would build.
+	if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+		if mp := modfile.ModulePath(b); mp != p.Module {
+			return fmt.Errorf("%s declares module %q, not %s: run converge init in another folder, or pass --module %s", filepath.Join(dir, "go.mod"), mp, p.Module, mp)
+		}
+	}
+	// How go.mod requires converge: from the flags on a first run, and on a
+	// re-run when they are given (go.mod is then rewritten), so a failed
+	// init is repaired by running it again with the right flag.
+	depGiven := !exists || o.replace != "" || o.version != ""
+	if depGiven {
+		dep, err := convergeDep(o.replace, o.version)
+		if err != nil {
 			return err
 		}
-		// converge writes go.mod only when it is missing: one that is there
-		// must be for this module, or nothing generated would build.
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
-			if mp := modfile.ModulePath(b); mp != p.Module {
-				return fmt.Errorf("%s declares module %q, not %s: run converge init in another folder, or pass --module %s", filepath.Join(dir, "go.mod"), mp, p.Module, mp)
+		if !c.skipGenerate {
+			// Before anything is written: a version the go command cannot
+			// download would leave a project that does not build.
+			if dep, err = resolveConverge(ctx, dep); err != nil {
+				return err
 			}
 		}
+		if exists && dep != p.Converge {
+			u.printf("converge init: converge was %s, now %s\n", p.Converge, dep)
+		}
+		p.Converge = dep
 	}
 	u.printf("converge init: project %s in %s\n", p.Module, dir)
 	if !exists {
 		u.printf("  name %s (--name), API groups end in %s (--domain), converge %s\n", p.Name, p.Domain, p.Converge)
 	}
-	kept, err := scaffold(ctx, u, dir, &m, p, c)
+	// go.mod is written once, from the template; after that (or when the
+	// folder had one) the requirement is edited in place.
+	modChanged := false
+	if depGiven {
+		if modChanged, err = setConvergeDep(dir, p.Converge); err != nil {
+			return err
+		}
+		if modChanged {
+			u.printf("  %-10s go.mod (converge %s)\n", ActionUpdate, p.Converge)
+		}
+	}
+	kept, err := scaffold(ctx, u, dir, &m, p, c, modChanged)
 	if err != nil {
 		return err
 	}
@@ -275,7 +304,7 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 		state = " (already in the project: regenerating)"
 	}
 	u.printf("converge create: %s %s/%s %s in %s%s\n", what, r.GroupOrCore(), r.Version, r.Kind, dir, state)
-	kept, err := scaffold(ctx, u, dir, &m, p, c)
+	kept, err := scaffold(ctx, u, dir, &m, p, c, false)
 	if err != nil {
 		return err
 	}
@@ -285,12 +314,19 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 		u.printf("  make test   # regenerates config/rbac/role.yaml, then runs the specs with exactly those permissions\n")
 	} else if first := p.Resources[p.findResource(r.Kind)]; first.Version != r.Version {
 		u.printf("  edit %s/%s_types.go: version %s of %s (its controller stays on %s, the CRD's storage version)\n", r.APIDir(), r.Lower(), r.Version, r.Kind, first.Version)
-		u.printf("  converge create webhook --group %s --version %s --kind %s --conversion --spoke %s   # convert between the versions\n", r.Group, first.Version, r.Kind, r.Version)
+		var spokes []string
+		for _, v := range p.Versions(r.Kind) {
+			if v != r.Version {
+				spokes = append(spokes, v)
+			}
+		}
+		u.printf("  converge create webhook --group %s --version %s --kind %s --conversion --spoke %s   # convert between the versions, through the newest (the hub)\n", r.Group, r.Version, r.Kind, strings.Join(spokes, ","))
 		u.printf("  make test   # regenerates deepcopy and the CRD (now with both versions), then runs the specs\n")
 	} else {
 		u.printf("  edit %s/%s_types.go (the spec and status) and internal/controller/%s_controller.go (Desired)\n", r.APIDir(), r.Lower(), r.Lower())
 		u.printf("  make test   # regenerates deepcopy, CRD and RBAC, then runs the specs on a real control plane\n")
-		u.printf("  make install run && kubectl apply -k config/samples   # try it on the cluster of your kubeconfig\n")
+		u.printf("  make run   # the controllers on an embedded control plane (or your kubeconfig's cluster), the CRDs installed; Ctrl-C stops it\n")
+		u.printf("  kubectl --kubeconfig bin/kubeconfig apply -k config/samples   # in a second terminal while make run runs (on your cluster: without --kubeconfig)\n")
 	}
 	printKept(u, kept, "create")
 	return nil
@@ -322,9 +358,10 @@ func printNextSteps(u *ui, dir string) {
 }
 
 // scaffold renders p, writes the files under dir, records them in m and,
-// unless skipped, runs go mod tidy and controller-gen. It returns the files
-// kept because the user changed them.
-func scaffold(ctx context.Context, u *ui, dir string, m *manifest, p Project, c commonFlags) (kept []string, err error) {
+// unless skipped, runs go mod tidy and controller-gen: when a file changed,
+// a tool's output is missing, or regenerate. It returns the files kept
+// because the user changed them.
+func scaffold(ctx context.Context, u *ui, dir string, m *manifest, p Project, c commonFlags, regenerate bool) (kept []string, err error) {
 	files, err := render(p)
 	if err != nil {
 		return nil, err
@@ -350,7 +387,11 @@ func scaffold(ctx context.Context, u *ui, dir string, m *manifest, p Project, c 
 		case ActionUnchanged:
 		case ActionKeep:
 			kept = append(kept, o.Path)
-			u.printf("  %-10s %s: changed since converge generated it (--force overwrites it)\n", o.Action, o.Path)
+			if o.Foreign {
+				u.printf("  %-10s %s: it was there before, not written by converge (--force overwrites it)\n", o.Action, o.Path)
+			} else {
+				u.printf("  %-10s %s: changed since converge generated it (--force overwrites it)\n", o.Action, o.Path)
+			}
 		default:
 			u.printf("  %-10s %s\n", o.Action, o.Path)
 		}
@@ -363,7 +404,7 @@ func scaffold(ctx context.Context, u *ui, dir string, m *manifest, p Project, c 
 		return kept, nil
 	}
 	missing := missingOutputs(dir, p)
-	if changed == 0 && len(missing) == 0 {
+	if changed == 0 && len(missing) == 0 && !regenerate {
 		return kept, nil // nothing new: the generated code is as the last run left it
 	}
 	return kept, generate(ctx, u, dir, p)

@@ -24,7 +24,13 @@
 //     changed since; a changed file is kept and reported unless --force.
 //     Running the same command twice changes nothing.
 //   - Names are checked before anything is written, and every rejection says
-//     what is allowed.
+//     what is allowed; a mistyped command or flag gets the one meant.
+//   - Runs without a cluster: the project's make run starts an embedded
+//     control plane (etcd and kube-apiserver) when no kubeconfig is found,
+//     installs the CRDs, and stops it when Ctrl-C ends the manager (exit 0).
+//   - Repairable: init checks that the go command can download the
+//     framework version before it writes anything; re-run with
+//     --converge-replace or --converge-version, it rewrites go.mod.
 //
 // # The framework version
 //

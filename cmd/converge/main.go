@@ -74,7 +74,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, rest, ok := findCommand(args)
 	if !ok {
-		fmt.Fprintf(stderr, "converge: unknown command %q\n\n", strings.Join(args[:min(len(args), 2)], " "))
+		if sub := subcommands(args[0]); len(sub) > 0 && (len(args) == 1 || strings.HasPrefix(args[1], "-")) {
+			// A group alone (converge create, converge create --help): its commands.
+			printGroup(stdout, args[0], sub)
+			return 0
+		}
+		given := strings.Join(args[:min(len(args), 2)], " ")
+		if len(args) == 1 || subcommands(args[0]) == nil {
+			given = args[0]
+		}
+		fmt.Fprintf(stderr, "converge: unknown command %q\n", given)
+		if s := suggestCommand(args); s != "" {
+			fmt.Fprintf(stderr, "Did you mean \"converge %s\"?\n", s)
+		}
+		fmt.Fprintln(stderr)
 		printTop(stderr)
 		return 2
 	}
@@ -86,7 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			printUsage(stdout, cmd, fs)
 			return 0
 		}
-		fmt.Fprintf(stderr, "converge %s: %v\nRun \"converge %s --help\" for its flags.\n", cmd.path, err, cmd.path)
+		fmt.Fprintf(stderr, "converge %s: %s\n%sRun \"converge %s --help\" for its flags.\n", cmd.path, twoDashes(err.Error()), flagHint(cmd, fs, err), cmd.path)
 		return 2
 	}
 	if fs.NArg() > 0 {

@@ -48,7 +48,17 @@ func controllerGenSteps(p Project) [][]string {
 	if p.hasWebhooks(Webhook.Admission) {
 		second = append(second, "output:webhook:artifacts:config=config/webhook")
 	}
-	return [][]string{{"object", "paths=./..."}, second}
+	return [][]string{{"object:headerFile=" + boilerplatePath, "paths=./..."}, second}
+}
+
+// boilerplatePath holds the license header of the project's Go files, for
+// controller-gen's generated code too.
+const boilerplatePath = "hack/boilerplate.go.txt"
+
+// licenseHeader starts every Go file converge writes: the Apache-2.0
+// license, as the Kubernetes ecosystem uses, in its SPDX form.
+func licenseHeader(p Project) string {
+	return "// Copyright The " + p.Name + " Authors.\n// SPDX-License-Identifier: Apache-2.0\n"
 }
 
 // templateData is what every template sees.
@@ -204,7 +214,11 @@ var projectFiles = []fileSpec{
 	{tmpl: "project/Dockerfile.tmpl", out: "Dockerfile"},
 	{tmpl: "project/dockerignore.tmpl", out: ".dockerignore"},
 	{tmpl: "project/gitignore.tmpl", out: ".gitignore"},
+	{tmpl: "project/golangci.yml.tmpl", out: ".golangci.yml"},
+	{tmpl: "project/github/test.yml.tmpl", out: ".github/workflows/test.yml"},
 	{tmpl: "project/hack/control-plane.sh", out: "hack/control-plane.sh", executable: true, raw: true},
+	{tmpl: "project/hack/run/main.go.tmpl", out: "hack/run/main.go"},
+	{tmpl: "project/hack/boilerplate.go.txt.tmpl", out: boilerplatePath},
 	{tmpl: "project/controller/controllers.go.tmpl", out: "internal/controller/controllers.go"},
 	{tmpl: "project/controller/suite_test.go.tmpl", out: "internal/controller/suite_test.go"},
 	{tmpl: "project/controller/manager_test.go.tmpl", out: "internal/controller/manager_test.go"},
@@ -222,6 +236,10 @@ var projectFiles = []fileSpec{
 	{tmpl: "project/config/rbac/metrics_reader_role.yaml.tmpl", out: "config/rbac/metrics_reader_role.yaml"},
 	{tmpl: "project/config/crd/kustomization.yaml.tmpl", out: "config/crd/kustomization.yaml"},
 	{tmpl: "project/config/samples/kustomization.yaml.tmpl", out: "config/samples/kustomization.yaml"},
+	{tmpl: "project/config/prometheus/kustomization.yaml.tmpl", out: "config/prometheus/kustomization.yaml"},
+	{tmpl: "project/config/prometheus/monitor.yaml.tmpl", out: "config/prometheus/monitor.yaml"},
+	{tmpl: "project/config/network-policy/kustomization.yaml.tmpl", out: "config/network-policy/kustomization.yaml"},
+	{tmpl: "project/config/network-policy/allow-metrics-traffic.yaml.tmpl", out: "config/network-policy/allow-metrics-traffic.yaml"},
 }
 
 // builtinFiles are rendered per controller of a built-in kind.
@@ -242,6 +260,9 @@ var apiControllerFiles = []fileSpec{
 	{tmpl: "api/controller.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller.go"},
 	{tmpl: "api/controller_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_test.go"},
 	{tmpl: "api/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_unit_test.go"},
+	{tmpl: "api/rbac/admin_role.yaml.tmpl", out: "config/rbac/{{.R.Lower}}_admin_role.yaml"},
+	{tmpl: "api/rbac/editor_role.yaml.tmpl", out: "config/rbac/{{.R.Lower}}_editor_role.yaml"},
+	{tmpl: "api/rbac/viewer_role.yaml.tmpl", out: "config/rbac/{{.R.Lower}}_viewer_role.yaml"},
 }
 
 // webhookProjectFiles are rendered once the project has a webhook: what
@@ -254,6 +275,7 @@ var webhookProjectFiles = []fileSpec{
 	{tmpl: "webhook/config/certmanager/kustomization.yaml.tmpl", out: "config/certmanager/kustomization.yaml"},
 	{tmpl: "webhook/config/certmanager/kustomizeconfig.yaml.tmpl", out: "config/certmanager/kustomizeconfig.yaml"},
 	{tmpl: "webhook/config/default/manager_webhook_patch.yaml.tmpl", out: "config/default/manager_webhook_patch.yaml"},
+	{tmpl: "project/config/network-policy/allow-webhook-traffic.yaml.tmpl", out: "config/network-policy/allow-webhook-traffic.yaml"},
 }
 
 // webhookFiles are rendered per webhook (a kind at a version).
@@ -375,7 +397,11 @@ func renderOne(s fileSpec, d templateData) (File, error) {
 		return File{}, fmt.Errorf("render %s: %w", out, err)
 	}
 	content := buf.Bytes()
+	if out == boilerplatePath {
+		content = []byte(licenseHeader(d.Project))
+	}
 	if strings.HasSuffix(out, ".go") {
+		content = append([]byte(licenseHeader(d.Project)+"\n"), content...)
 		formatted, err := format.Source(content)
 		if err != nil {
 			return File{}, fmt.Errorf("render %s: the template yields invalid Go: %w\n%s", out, err, content)

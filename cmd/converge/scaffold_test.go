@@ -24,12 +24,7 @@ import (
 // generated specs); go test -short skips it.
 func TestScaffoldBuildsAndPasses(t *testing.T) {
 	checkout, dir := projectToBuild(t)
-	step := func(name string, f func()) {
-		t.Helper()
-		start := time.Now()
-		f()
-		t.Logf("%-40s %v", name, time.Since(start).Round(100*time.Millisecond))
-	}
+	step := stepTimer(t)
 
 	step("converge init", func() {
 		mustConverge(t, "init", "--module", "example.com/team/op", "--dir", dir, "--converge-replace", checkout)
@@ -122,6 +117,16 @@ func TestScaffoldBuildsAndPasses(t *testing.T) {
 	})
 }
 
+// stepTimer returns a function that runs a named step and logs its time.
+func stepTimer(t *testing.T) func(name string, f func()) {
+	return func(name string, f func()) {
+		t.Helper()
+		start := time.Now()
+		f()
+		t.Logf("%-60s %v", name, time.Since(start).Round(100*time.Millisecond))
+	}
+}
+
 // projectToBuild skips the test under go test -short; otherwise it returns
 // this checkout (for --converge-replace) and a folder for a project that
 // the go command may resolve modules for.
@@ -148,15 +153,7 @@ func applyConfig(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := envtest.New(envtest.Options{})
-	if _, err := env.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	env := startControlPlane(t)
 	cmd := exec.CommandContext(t.Context(), kubectl, "--kubeconfig", env.KubeconfigPath(), "apply", "--server-side", "-k", "config/default")
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
@@ -171,6 +168,21 @@ func applyConfig(t *testing.T, dir string) {
 			t.Errorf("kubectl apply -k config/default did not report %q:\n%s", want, out)
 		}
 	}
+}
+
+// startControlPlane starts a control plane that the test's end stops.
+func startControlPlane(t *testing.T) *envtest.Environment {
+	t.Helper()
+	env := envtest.New(envtest.Options{})
+	if _, err := env.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return env
 }
 
 // ansi matches the colour codes of Ginkgo's output.

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 )
@@ -98,8 +101,9 @@ func generate(ctx context.Context, u *ui, dir string, p Project) error {
 		}
 	}
 	if err := runTool(ctx, u, dir, "go", "mod", "tidy"); err != nil {
-		return fmt.Errorf("%w\nThe files are written; fix the cause and run go mod tidy, then make manifests", err)
+		return fmt.Errorf("%w\n%sThe files are written; fix the cause and run go mod tidy, then make manifests (or rerun this converge command)", err, tidyCause(err.Error(), p.Converge))
 	}
+	u.printf("  %-10s controller-gen %s: the first run builds it (about a minute), later runs take seconds\n", "note", controllerGenVersion)
 	for _, step := range controllerGenSteps(p) {
 		args := append([]string{"run", controllerGenPackage + "@" + controllerGenVersion}, step...)
 		if err := runTool(ctx, u, dir, "go", args...); err != nil {
@@ -125,11 +129,42 @@ func runTool(ctx context.Context, u *ui, dir, name string, args ...string) error
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", display, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	ticker := time.NewTicker(progressEvery)
+	defer ticker.Stop()
+	var err error
+wait:
+	for {
+		select {
+		case err = <-done:
+			break wait
+		case <-ticker.C:
+			u.printf("  %-10s %s (%v so far)\n", "running", display, time.Since(start).Round(time.Second))
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("%s failed after %v: %w\n%s", display, time.Since(start).Round(100*time.Millisecond), err, tail(out.String(), 40))
 	}
 	u.printf("  %-10s %s (%v)\n", "done", display, time.Since(start).Round(100*time.Millisecond))
 	return nil
+}
+
+// progressEvery is how often runTool says a long tool is still running.
+const progressEvery = 15 * time.Second
+
+// tidyCause names what most often makes go mod tidy fail in a new
+// project, when its output shows it: converge's own version cannot be
+// downloaded. It returns "" otherwise; the output itself is in the error.
+func tidyCause(out string, dep ConvergeDep) string {
+	if dep.Replace != "" || !strings.Contains(out, convergeModule+"@") {
+		return ""
+	}
+	return fmt.Sprintf("The cause: the go command cannot download %s at %s (not published, or not reachable through GOPROXY).\n"+
+		"Rerun converge init with --converge-replace PATH (a local converge checkout) or a --converge-version that exists: it rewrites go.mod.\n", convergeModule, dep)
 }
 
 // tail returns the last n lines of s.
@@ -153,4 +188,83 @@ func guessPlural(kind string) string {
 		return lower[:len(lower)-1] + "ies"
 	}
 	return lower + "s"
+}
+
+// resolveConverge checks, before anything is written, that the go command
+// can download the converge version dep requires, and turns "latest" into
+// the version it stands for. A replace needs no download.
+func resolveConverge(ctx context.Context, dep ConvergeDep) (ConvergeDep, error) {
+	if dep.Replace != "" {
+		return dep, nil
+	}
+	query := dep.Version
+	if query == "" {
+		query = "latest"
+	}
+	// Outside any module, so the folder's own go.mod (if any) plays no part.
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Version}}", convergeModule+"@"+query)
+	cmd.Dir = os.TempDir()
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return dep, fmt.Errorf("the go command cannot download %s@%s, so the project would not build; nothing was written.\n%s\n"+
+			"While converge is not published, pass --converge-replace PATH (a local converge checkout, or $CONVERGE_REPLACE); "+
+			"otherwise pass a --converge-version that exists, or check GOPROXY and GOPRIVATE",
+			convergeModule, query, strings.TrimSpace(string(out)))
+	}
+	dep.Version = strings.TrimSpace(string(out))
+	return dep, nil
+}
+
+// setConvergeDep makes dir's go.mod (when there is one) require converge as
+// dep says: the version, or the replace directive to a local checkout
+// (added, changed or dropped). It reports whether go.mod changed. It
+// rewrites a go.mod converge did not write too, which would otherwise not
+// require converge at all.
+func setConvergeDep(dir string, dep ConvergeDep) (bool, error) {
+	path := filepath.Join(dir, "go.mod")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	mf, err := modfile.Parse(path, b, nil)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	required := ""
+	for _, r := range mf.Require {
+		if r.Mod.Path == convergeModule {
+			required = r.Mod.Version
+		}
+	}
+	switch {
+	case dep.Replace != "":
+		if required == "" {
+			err = mf.AddRequire(convergeModule, replacedVersion)
+		}
+		if err == nil {
+			err = mf.AddReplace(convergeModule, "", dep.Replace, "")
+		}
+	case dep.Version != "":
+		if err = mf.AddRequire(convergeModule, dep.Version); err == nil {
+			err = mf.DropReplace(convergeModule, "")
+		}
+	default: // latest, left to go get
+		err = mf.DropReplace(convergeModule, "")
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	mf.Cleanup()
+	out, err := mf.Format()
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	if bytes.Equal(out, b) {
+		return false, nil
+	}
+	return true, writeFile(path, out, false)
 }

@@ -129,8 +129,9 @@ as kubebuilder does:
                 as a mutating webhook;
   --validation  a Validator in the same file, served as a validating webhook;
   --conversion  conversion between the kind's versions through a hub:
-                VERSION is the hub (api/GROUP/VERSION/KIND_conversion.go
-                marks it with a Hub method), and each --spoke version gets
+                VERSION is the hub, usually the newest version
+                (api/GROUP/VERSION/KIND_conversion.go marks it with a Hub
+                method), and each --spoke version gets
                 ConvertTo and ConvertFrom (api/GROUP/SPOKE/KIND_conversion.go).
                 Create the spoke versions first with converge create api.
 
@@ -232,7 +233,7 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 		return err
 	}
 	u.printf("converge create: %s webhook for %s/%s %s in %s\n", w.Types(), w.Group, w.Version, w.Kind, dir)
-	kept, err := scaffold(ctx, u, dir, &m, p, c)
+	kept, err := scaffold(ctx, u, dir, &m, p, c, false)
 	if err != nil {
 		return err
 	}

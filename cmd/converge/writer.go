@@ -40,6 +40,9 @@ const (
 type Outcome struct {
 	Path   string
 	Action Action
+	// Foreign is set for a file kept because it was there before and
+	// converge never wrote it (rather than changed since converge did).
+	Foreign bool
 }
 
 // writeFiles writes files under dir following the re-run rules:
@@ -86,7 +89,8 @@ func writeFiles(dir string, files []File, m *manifest, force bool) ([]Outcome, e
 				m.Files[f.Path] = want
 			}
 		}
-		out = append(out, Outcome{Path: f.Path, Action: action})
+		_, ours := m.Files[f.Path]
+		out = append(out, Outcome{Path: f.Path, Action: action, Foreign: action == ActionKeep && !ours})
 	}
 	return out, nil
 }

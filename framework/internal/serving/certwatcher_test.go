@@ -34,7 +34,7 @@ func TestCertWatcherServesRotatedCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := serving.Listen("webhook", "127.0.0.1:0")
+	l, err := serving.Listen("webhook", "--webhook-flag", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,11 +10,13 @@ import (
 	"time"
 )
 
-// Listen opens addr, naming the server (what) in the error.
-func Listen(what, addr string) (net.Listener, error) {
+// Listen opens addr. Its error names the server (what), the address and
+// the setting that chose the address (the flag and the Options field), so
+// a port already taken says what to change.
+func Listen(what, setting, addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("framework: serve %s on %q: %w", what, addr, err)
+		return nil, fmt.Errorf("framework: serve %s on %q (set by %s): %w", what, addr, setting, err)
 	}
 	return l, nil
 }

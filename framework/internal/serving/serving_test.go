@@ -46,15 +46,15 @@ func TestTLSConfigOffersHTTP2OnlyWhenEnabled(t *testing.T) {
 	}
 }
 
-func TestListenNamesTheServerAndAddress(t *testing.T) {
-	l, err := serving.Listen("probe", "127.0.0.1:0")
+func TestListenNamesTheServerAddressAndFlag(t *testing.T) {
+	l, err := serving.Listen("probe", "--probe-flag", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	_, err = serving.Listen("metrics", l.Addr().String())
-	if err == nil || !strings.Contains(err.Error(), "metrics") || !strings.Contains(err.Error(), l.Addr().String()) {
-		t.Errorf("Listen on a taken address: %v, want an error naming the server and the address", err)
+	_, err = serving.Listen("metrics", "--metrics-flag", l.Addr().String())
+	if err == nil || !strings.Contains(err.Error(), "metrics") || !strings.Contains(err.Error(), l.Addr().String()) || !strings.Contains(err.Error(), "--metrics-flag") {
+		t.Errorf("Listen on a taken address: %v, want an error naming the server, the address and the flag", err)
 	}
 }
 
