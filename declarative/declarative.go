@@ -341,7 +341,7 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 		return reconcile.Result{}, err
 	}
 	if g != nil {
-		if children, err = g.bind(parent, children, d.resolver(parent)); err != nil {
+		if children, err = g.bind(parent, children, d.resolver(parent, children)); err != nil {
 			return d.invalidGraph(ctx, parent, state, err)
 		}
 		linked = linked || g.edges // deletion in order needs the finalizer

@@ -3,6 +3,8 @@ package declarative
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -216,9 +218,7 @@ func (g *graph) bind(parent object.Object, children []child, resolve func(object
 		}
 		if len(deps[i]) > 0 {
 			g.edges = true
-			if err := c.setAfter(deps[i]); err != nil {
-				return nil, fmt.Errorf("%s: %w", vx.name, err)
-			}
+			c.setAfter(deps[i])
 		}
 		g.vertices[v] = vx
 		sorted[v] = c
@@ -259,19 +259,14 @@ func cycleError(parent object.Object, children []child, keep, pending []int, dep
 	return fmt.Errorf("%s and %s are After each other (cycle: %s)", names[0], names[1], strings.Join(names, " after "))
 }
 
-// setAfter records deps in c's AfterAnnotation and hashes c again.
-func (c *child) setAfter(deps []string) error {
-	ann := c.obj.GetAnnotations()
-	delete(ann, AppliedAnnotation)
-	ann[AfterAnnotation] = strings.Join(deps, ",")
-	c.obj.SetAnnotations(ann)
-	h, err := hashOf(c.obj.Object)
-	if err != nil {
-		return err
-	}
-	c.hash = h
-	setMap(c.obj, "annotations", map[string]string{AppliedAnnotation: h})
-	return nil
+// setAfter records deps in c's AfterAnnotation, and folds them into its
+// hash (the hash of the rest, which prepare computed, and deps), cheaper
+// than hashing the whole object again.
+func (c *child) setAfter(deps []string) {
+	after := strings.Join(deps, ",")
+	sum := sha256.Sum256([]byte(c.hash + "\x00" + after))
+	c.hash = hex.EncodeToString(sum[:8])
+	setMap(c.obj, "annotations", map[string]string{AfterAnnotation: after, AppliedAnnotation: c.hash})
 }
 
 // allowed reports whether the i-th child (in apply order) may be applied:
@@ -532,8 +527,14 @@ func displayID(parent object.Object, id string) string {
 
 // resolver returns the function naming a dependency of parent's children
 // (see objectID): its kind must be in Options.Children, its namespace is
-// the parent's when empty for a namespaced kind.
-func (d *Declarative[T]) resolver(parent object.Object) func(object.Object) (string, error) {
+// the parent's when empty for a namespaced kind. Whether a kind is
+// namespaced is taken from children, prepared, where they have it (asking
+// the REST mapper costs more than the rest of the graph).
+func (d *Declarative[T]) resolver(parent object.Object, children []child) func(object.Object) (string, error) {
+	scoped := make(map[*childKind]bool, len(d.children))
+	for _, c := range children {
+		scoped[c.kind] = c.obj.GetNamespace() != ""
+	}
 	return func(obj object.Object) (string, error) {
 		if typednil.Is(obj) {
 			return "", errors.New("nil object")
@@ -545,9 +546,11 @@ func (d *Declarative[T]) resolver(parent object.Object) func(object.Object) (str
 		if obj.GetName() == "" {
 			return "", fmt.Errorf("%s without a name", ck.gvk.Kind)
 		}
-		namespaced, err := d.namespaced(ck)
-		if err != nil {
-			return "", fmt.Errorf("%s %s: %w", ck.gvk.Kind, obj.GetName(), err)
+		namespaced, known := scoped[ck]
+		if !known {
+			if namespaced, err = d.namespaced(ck); err != nil {
+				return "", fmt.Errorf("%s %s: %w", ck.gvk.Kind, obj.GetName(), err)
+			}
 		}
 		ns := obj.GetNamespace()
 		switch {

@@ -2,6 +2,8 @@ package declarative
 
 import (
 	"fmt"
+	"reflect"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -110,7 +112,36 @@ func readinessOf(gk schema.GroupKind, live object.Object) readiness {
 	case *corev1.Pod:
 		return podReady(o)
 	}
+	if !hasStatus(live) {
+		return readiness{what: waitCreated, ready: true}
+	}
 	return conditionReady(live)
+}
+
+// statusFields caches, per Go type, whether it has a Status field.
+var statusFields sync.Map // reflect.Type -> bool
+
+// hasStatus reports whether live may carry status conditions: it is
+// unstructured, or its Go type has a Status field (a ConfigMap or a Secret
+// has none, and is ready once it exists).
+func hasStatus(live object.Object) bool {
+	if _, ok := live.(*unstructured.Unstructured); ok {
+		return true
+	}
+	t := reflect.TypeOf(live)
+	if has, ok := statusFields.Load(t); ok {
+		return has.(bool)
+	}
+	e := t
+	for e.Kind() == reflect.Pointer {
+		e = e.Elem()
+	}
+	has := false
+	if e.Kind() == reflect.Struct {
+		_, has = e.FieldByName("Status")
+	}
+	statusFields.Store(t, has)
+	return has
 }
 
 // builtinType returns a new typed object for the kinds readinessOf knows,
