@@ -530,6 +530,7 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 	}
 	var errs []error
 	var deleted []types.UID
+	held := d.heldChildren(ctx, parent) // see Child.After
 	for _, ck := range d.sortedKinds() {
 		found, err := d.labelled(ctx, ck, parent)
 		if err != nil {
@@ -538,6 +539,10 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 		}
 		for _, obj := range found {
 			if keep[ck.gvk.GroupKind().String()+"/"+key(obj.GetNamespace(), obj.GetName())] || !d.owns(parent, obj) {
+				continue
+			}
+			if h, err := held(ck, obj); h || err != nil {
+				errs = append(errs, err)
 				continue
 			}
 			if err := d.deleteChild(ctx, ck, obj); err != nil {

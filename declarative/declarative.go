@@ -400,9 +400,16 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	if state.KeepChildren {
 		return d.keepChildren(ctx, parent, state)
 	}
-	children, linked, err := d.prepare(ctx, parent, state.Children)
+	g, declared := graphOf(state.Children) // nil: no child is a Child
+	children, linked, err := d.prepare(ctx, parent, declared)
 	if err != nil {
 		return reconcile.Result{}, err
+	}
+	if g != nil {
+		if children, err = g.bind(parent, children, d.resolver(parent, children)); err != nil {
+			return d.invalidGraph(ctx, parent, state, err)
+		}
+		linked = linked || g.edges // deletion in order needs the finalizer
 	}
 	if (d.finalize != nil || linked) && !slices.Contains(parent.GetFinalizers(), d.opts.Finalizer) {
 		err := d.addFinalizer(ctx, parent)
@@ -417,10 +424,15 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 		}
 	}
 	var errs []error
-	for _, c := range children {
-		if err := d.applyChild(ctx, parent, c); err != nil {
+	for i, c := range children { // in apply order (see graph.bind)
+		if !g.allowed(i) {
+			continue // left as it is until what it is After is ready
+		}
+		err := d.applyChild(ctx, parent, c)
+		if err != nil {
 			errs = append(errs, err)
 		}
+		g.observe(ctx, i, c, err)
 	}
 	d.conflicts.set(reconcile.Request{Namespace: parent.GetNamespace(), Name: parent.GetName()}, conflictIDs(errs))
 	if len(errs) == 0 {
@@ -432,6 +444,11 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	}
 	if state.Status != nil {
 		status := state.Status
+		if g != nil {
+			if status, err = withReadyCondition(g, parent, status, nil); err != nil {
+				return reconcile.Result{}, errors.Join(append(errs, fmt.Errorf("encode status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err))...)
+			}
+		}
 		if conflicts := conflictNotes(errs); len(conflicts) > 0 {
 			if status, err = withConflictCondition(parent, status, d.opts.Conflict.Reason, conflicts); err != nil {
 				return reconcile.Result{}, errors.Join(append(errs, fmt.Errorf("encode status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err))...)
@@ -441,6 +458,7 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 			errs = append(errs, err)
 		}
 	}
+	g.rethrow()
 	if err := errors.Join(errs...); err != nil {
 		return reconcile.Result{}, err
 	}

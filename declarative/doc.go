@@ -37,6 +37,38 @@
 //     field the server does not hold as zero, so zero values are written,
 //     and written again if someone removes them.
 //
+// # Order and readiness
+//
+// A child wrapped with NewChild may be After other children, have its own
+// ReadyWhen, or be included only when a condition holds (IncludeWhen).
+// Children are then applied in dependency order, each only once every
+// child it is After exists and is ready; a child not allowed yet is left as
+// it is (not created, not changed, not pruned). Pruning and deletion of a
+// deleted parent go in reverse: an object is deleted only once no child
+// After it (as its AfterAnnotation records) is on the API server, and the
+// parent gets converge's finalizer so that its deletion waits for that.
+// Foreground cascading deletion of the parent bypasses the order: the
+// garbage collector then deletes the children at once.
+//
+// Without a ReadyWhen a child is ready as its kind's built-in readiness
+// says: Deployment (observedGeneration current, Available, every replica
+// updated and available), StatefulSet (ready and updated replicas),
+// DaemonSet (every scheduled pod updated and available), Job (Complete;
+// Failed is a failure, not a wait), PersistentVolumeClaim (Bound; Lost is a
+// failure), Service (of type LoadBalancer: an ingress assigned; others at
+// once), Pod (Ready, or Succeeded), any kind with a Ready (else Available)
+// condition for its current generation, and any other kind once it exists.
+// Readiness is read from the cache each reconcile; a change to a child
+// reconciles its parent, so a waiting parent never polls.
+//
+// A parent with any NewChild child gets ReadyCondition in its status (when
+// State.Status has a conditions field), observedGeneration set: True once
+// every child is ready, else the first failed, waiting or unready child,
+// with what it waits for and since when. A cycle, a child After one not
+// declared or of a kind not in Options.Children is reported with a
+// Warning Event and the condition (reason ChildGraphReason), and fails the
+// reconcile terminally with nothing applied or pruned. See ExampleNewChild.
+//
 // # Ownership
 //
 // A parent owns an object when the object's controller owner reference names

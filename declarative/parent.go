@@ -85,22 +85,35 @@ func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 		}
 	}
 	var errs []error
-	for _, ck := range d.sortedKinds() {
+	kinds := d.sortedKinds()
+	found := make([][]object.Object, len(kinds))
+	for i, ck := range kinds {
 		// From the API server: the cache may not show yet a child this
 		// process applied a moment ago, and once the finalizer is gone a
 		// child missed now would never be deleted.
-		found, err := d.liveChildren(ctx, ck, parent)
+		objs, err := d.liveChildren(ctx, ck, parent)
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		for _, obj := range found {
+		found[i] = objs
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// A child another one is After is deleted once that one is gone: its
+	// deletion reconciles the parent again.
+	held := dependedOn(slices.Concat(found...))
+	for i, ck := range kinds {
+		for _, obj := range found[i] {
+			if held[objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())] {
+				continue
+			}
 			if err := d.deleteChild(ctx, ck, obj); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(errs...); err != nil || len(held) > 0 {
 		return err
 	}
 	return d.removeFinalizer(ctx, parent)

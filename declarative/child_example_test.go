@@ -1,0 +1,42 @@
+package declarative_test
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/converge-dev/converge/declarative"
+	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
+)
+
+// A site whose Deployment starts only once a migration Job is Complete,
+// and whose Service comes once the Deployment has a ready replica; an extra
+// ConfigMap exists only while spec.minAvailable is set. The status gets a Ready condition saying what the site waits for
+// ("Deployment web waits for Job migrate (Complete) since ...").
+func ExampleNewChild() {
+	desired := func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
+		config := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: site.Name}, Data: site.Spec.Pages}
+		migrate := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: site.Name + "-migrate"} /* spec */}
+		web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: site.Name} /* spec */}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: site.Name} /* spec */}
+		return declarative.State{
+			Children: []any{
+				config, // ready once it exists
+				declarative.NewChild(migrate).After(config), // ready when Complete
+				declarative.NewChild(web).After(migrate).
+					ReadyWhen(func(d *appsv1.Deployment) bool { return d.Status.ReadyReplicas > 0 }),
+				declarative.NewChild(svc).After(web),
+				declarative.NewChild(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: site.Name + "-extra"}}).
+					IncludeWhen(site.Spec.MinAvailable != nil),
+			},
+			Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}, // converge adds Ready
+		}, nil
+	}
+	state, _ := desired(context.Background(), &v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Name: "docs"}}) //nolint:forbidigo // an example
+	fmt.Println(len(state.Children), "children")
+	// Output: 5 children
+}

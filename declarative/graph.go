@@ -1,0 +1,613 @@
+package declarative
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/converge-dev/converge/internal/typednil"
+	"github.com/converge-dev/converge/object"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// AfterAnnotation holds, on a child declared with Child.After, the children
+// it was applied after (comma-separated kind/namespace/name), so that
+// pruning and deletion follow the order after Desired stops declaring it
+// and across restarts.
+const AfterAnnotation = "converge.dev/after"
+
+// ReadyCondition is the type of the condition converge sets in the status
+// of a parent that declares any Child, when State.Status has a conditions
+// field: True, reason ChildrenReadyReason, once every child is ready; False
+// otherwise, with one of the reasons below and a message naming the first
+// child in the way. A Ready condition Desired sets is replaced.
+const ReadyCondition = "Ready"
+
+// Reasons of ReadyCondition. Waiting and NotReady messages end with the time
+// the child started waiting ("since 2026-01-02T15:04:05Z"), kept while it
+// waits for the same thing.
+const (
+	// ChildrenReadyReason: every child is applied and ready.
+	ChildrenReadyReason = "ChildrenReady"
+	// WaitingReason: a child is not applied yet because a child it is After
+	// is not ready ("Deployment web waits for Job migrate (Complete)").
+	WaitingReason = "Waiting"
+	// NotReadyReason: every child is applied and one is not ready yet
+	// ("Deployment web is not Available").
+	NotReadyReason = "NotReady"
+	// ChildFailedReason: a child will not become ready without a change: a
+	// Job that failed, a ReadyWhen that panicked, an apply that failed.
+	ChildFailedReason = "ChildFailed"
+	// ChildGraphReason: the children's order cannot be followed (a cycle,
+	// a child After one not declared or of a kind not in
+	// Options.Children). Nothing is applied or pruned, and a Warning Event
+	// of this reason is recorded on the parent.
+	ChildGraphReason = "InvalidChildGraph"
+)
+
+// graph is the order and readiness of one reconcile's children, built when
+// any of them is a Child. A nil *graph is a parent without one: every
+// method then does what converge does without order.
+type graph struct {
+	// nodes holds one node per child handed to prepare, in order.
+	nodes []node
+	// excluded holds the objects of children declared with IncludeWhen(false).
+	excluded []object.Object
+	// vertices holds the children to apply, in apply order (see bind).
+	vertices []vertex
+	// edges reports whether any child is After another.
+	edges bool
+	// panicked is the first panic of a ReadyWhen, or nil.
+	panicked error
+}
+
+// vertex is one child of the graph.
+type vertex struct {
+	id    string // objectID
+	name  string // "Deployment web", for messages
+	after []int  // indexes of vertices
+	ready func(object.Object) (bool, error)
+	state readiness
+	// waitsFor is the index of the vertex it waits for, or -1.
+	waitsFor int
+}
+
+// graphOf returns the objects to prepare from declared, Childs unwrapped
+// and those left out by IncludeWhen dropped, and the graph of their
+// options: nil when no child is a Child.
+func graphOf(declared []any) (*graph, []any) {
+	if !slices.ContainsFunc(declared, isGraphChild) {
+		return nil, declared
+	}
+	g := &graph{}
+	plain := make([]any, 0, len(declared))
+	for _, decl := range declared {
+		a, adopt := decl.(adoption)
+		if adopt {
+			decl = a.child
+		}
+		n := node{}
+		if gc, ok := decl.(graphChild); ok && !typednil.Is(gc) {
+			n = gc.node()
+			if n.excluded {
+				g.excluded = append(g.excluded, n.obj)
+				continue
+			}
+			decl = n.obj
+		}
+		if adopt {
+			decl = adoption{child: decl}
+		}
+		plain = append(plain, decl)
+		g.nodes = append(g.nodes, n)
+	}
+	return g, plain
+}
+
+func isGraphChild(decl any) bool {
+	if a, ok := decl.(adoption); ok {
+		decl = a.child
+	}
+	_, ok := decl.(graphChild)
+	return ok
+}
+
+// bind ties the graph to children, prepared from the objects graphOf
+// returned (children[i] from nodes[i]), and returns them in apply order:
+// each after the children it is After, otherwise in declaration order.
+// Children After one left out are left out too. resolve names a dependency
+// (see objectID). The error names the children that break the order.
+func (g *graph) bind(parent object.Object, children []child, resolve func(object.Object) (string, error)) ([]child, error) {
+	index := make(map[string]int, len(children))
+	for i, c := range children {
+		index[objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())] = i
+	}
+	out := make(map[string]bool, len(g.excluded))
+	for _, obj := range g.excluded {
+		id, err := resolve(obj)
+		if err != nil {
+			return nil, fmt.Errorf("child left out by IncludeWhen: %w", err)
+		}
+		out[id] = true
+	}
+	deps := make([][]string, len(children))
+	var errs []error
+	for i, n := range g.nodes {
+		for _, dep := range n.after {
+			id, err := resolve(dep)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s is After a child: %w", displayName(parent, children[i]), err))
+				continue
+			}
+			if _, declared := index[id]; !declared && !out[id] {
+				errs = append(errs, fmt.Errorf("%s is After %s, which is not declared in State.Children", displayName(parent, children[i]), displayID(parent, id)))
+				continue
+			}
+			if !slices.Contains(deps[i], id) {
+				deps[i] = append(deps[i], id)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	// Leave out, transitively, the children After one left out.
+	for changed := true; changed; {
+		changed = false
+		for i, c := range children {
+			id := objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())
+			if !out[id] && slices.ContainsFunc(deps[i], func(d string) bool { return out[d] }) {
+				out[id], changed = true, true
+			}
+		}
+	}
+	// Kahn's algorithm, taking the first ready child in declaration order.
+	pending := make([]int, len(children)) // deps not placed yet
+	var keep []int
+	for i, c := range children {
+		if out[objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())] {
+			continue
+		}
+		keep = append(keep, i)
+		pending[i] = len(deps[i])
+	}
+	placed := make(map[string]int, len(keep)) // id -> vertex index
+	order := make([]int, 0, len(keep))
+	for len(order) < len(keep) {
+		next := -1
+		for _, i := range keep {
+			if pending[i] == 0 {
+				next = i
+				pending[i] = -1
+				break
+			}
+		}
+		if next < 0 {
+			return nil, cycleError(parent, children, keep, pending, deps, index)
+		}
+		id := objectID(children[next].kind.gvk.GroupKind(), children[next].obj.GetNamespace(), children[next].obj.GetName())
+		placed[id] = len(order)
+		order = append(order, next)
+		for _, i := range keep {
+			if pending[i] > 0 && slices.Contains(deps[i], id) {
+				pending[i]--
+			}
+		}
+	}
+	sorted := make([]child, len(order))
+	g.vertices = make([]vertex, len(order))
+	for v, i := range order {
+		c := children[i]
+		vx := vertex{id: objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName()), name: displayName(parent, c), ready: g.nodes[i].ready, waitsFor: -1}
+		for _, d := range deps[i] {
+			vx.after = append(vx.after, placed[d])
+		}
+		if len(deps[i]) > 0 {
+			g.edges = true
+			c.setAfter(deps[i])
+		}
+		g.vertices[v] = vx
+		sorted[v] = c
+	}
+	return sorted, nil
+}
+
+// cycleError names a cycle among the children keep holds that could not be
+// placed (pending[i] > 0): each of them is After another of them.
+func cycleError(parent object.Object, children []child, keep, pending []int, deps [][]string, index map[string]int) error {
+	start := -1
+	for _, i := range keep {
+		if pending[i] > 0 {
+			start = i
+			break
+		}
+	}
+	seen := map[int]int{} // child -> position in path
+	var path []int
+	for i := start; ; {
+		if at, ok := seen[i]; ok {
+			path = append(path[at:], i)
+			break
+		}
+		seen[i] = len(path)
+		path = append(path, i)
+		for _, d := range deps[i] {
+			if j := index[d]; pending[j] > 0 {
+				i = j
+				break
+			}
+		}
+	}
+	names := make([]string, len(path))
+	for k, i := range path {
+		names[k] = displayName(parent, children[i])
+	}
+	return fmt.Errorf("%s and %s are After each other (cycle: %s)", names[0], names[1], strings.Join(names, " after "))
+}
+
+// setAfter records deps in c's AfterAnnotation, and folds them into its
+// hash (the hash of the rest, which prepare computed, and deps), cheaper
+// than hashing the whole object again.
+func (c *child) setAfter(deps []string) {
+	after := strings.Join(deps, ",")
+	sum := sha256.Sum256([]byte(c.hash + "\x00" + after))
+	c.hash = hex.EncodeToString(sum[:8])
+	setMap(c.obj, "annotations", map[string]string{AfterAnnotation: after, AppliedAnnotation: c.hash})
+}
+
+// allowed reports whether the i-th child (in apply order) may be applied:
+// every child it is After is ready. Otherwise it records what it waits for.
+func (g *graph) allowed(i int) bool {
+	if g == nil {
+		return true
+	}
+	v := &g.vertices[i]
+	for _, d := range v.after {
+		if !g.vertices[d].state.ready {
+			v.waitsFor = d
+			return false
+		}
+	}
+	return true
+}
+
+// observe records the readiness of the i-th child, c, after its apply
+// (which returned applyErr), from the cache.
+func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
+	if g == nil {
+		return
+	}
+	v := &g.vertices[i]
+	gk := c.kind.gvk.GroupKind()
+	if applyErr != nil {
+		v.state = readiness{failed: true, what: expectedReadiness(gk, v.ready != nil), why: "it could not be applied"}
+		return
+	}
+	live, err := c.kind.inf.Get(ctx, c.obj.GetNamespace(), c.obj.GetName())
+	if err != nil {
+		why := ""
+		if !apierrors.IsNotFound(err) {
+			why = err.Error()
+		}
+		v.state = readiness{what: expectedReadiness(gk, v.ready != nil), failed: why != "", why: why}
+		return
+	}
+	if v.ready == nil {
+		v.state = readinessOf(gk, live)
+		return
+	}
+	v.state = readiness{what: waitReadyWhen}
+	ready, err, panicked := callReady(v.ready, live)
+	switch {
+	case panicked != nil:
+		v.state.failed, v.state.why = true, fmt.Sprintf("its ReadyWhen panicked: %v", panicked.value)
+		if g.panicked == nil {
+			g.panicked = fmt.Errorf("declarative: ReadyWhen of %s panicked: %v\n%s", v.name, panicked.value, panicked.stack)
+		}
+	case err != nil:
+		v.state.failed, v.state.why = true, err.Error()
+	default:
+		v.state.ready = ready
+	}
+}
+
+// readyPanic is a recovered panic of a ReadyWhen.
+type readyPanic struct {
+	value any
+	stack []byte
+}
+
+func callReady(ready func(object.Object) (bool, error), live object.Object) (ok bool, err error, p *readyPanic) {
+	defer func() {
+		if r := recover(); r != nil {
+			p = &readyPanic{value: r, stack: debug.Stack()}
+		}
+	}()
+	ok, err = ready(live)
+	return ok, err, nil
+}
+
+// rethrow panics with the first ReadyWhen panic, if there was one, for the
+// framework to count and report it as a panic of the reconcile.
+func (g *graph) rethrow() {
+	if g != nil && g.panicked != nil {
+		panic(g.panicked)
+	}
+}
+
+// summary returns the Ready condition the children call for: its status,
+// reason and message, without the time a wait started; since reports
+// whether the message gets one.
+func (g *graph) summary() (status metav1.ConditionStatus, reason, message string, since bool) {
+	for _, v := range g.vertices {
+		if v.state.failed {
+			return metav1.ConditionFalse, ChildFailedReason, fmt.Sprintf("%s is not %s: %s", v.name, v.state.what, v.state.why), false
+		}
+	}
+	for _, v := range g.vertices {
+		if v.waitsFor >= 0 {
+			d := g.vertices[v.waitsFor]
+			return metav1.ConditionFalse, WaitingReason, fmt.Sprintf("%s waits for %s (%s)", v.name, d.name, d.state.what), true
+		}
+	}
+	for _, v := range g.vertices {
+		if !v.state.ready {
+			return metav1.ConditionFalse, NotReadyReason, fmt.Sprintf("%s is not %s", v.name, v.state.what), true
+		}
+	}
+	return metav1.ConditionTrue, ChildrenReadyReason, fmt.Sprintf("all %d children are ready", len(g.vertices)), false
+}
+
+// withReadyCondition returns status with the Ready condition g calls for
+// (or, when graphErr is not nil, one reporting it) in its conditions list.
+// A status without a conditions field is returned as it is.
+func withReadyCondition(g *graph, parent object.Object, status any, graphErr error) (any, error) {
+	if !hasConditions(status) {
+		return status, nil
+	}
+	b, err := json.Marshal(status)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	current := parentConditions(parent)
+	var st metav1.ConditionStatus
+	var reason, msg string
+	since := false
+	if graphErr != nil {
+		st, reason, msg = metav1.ConditionFalse, ChildGraphReason, truncate(graphErr.Error(), 32000)
+	} else {
+		st, reason, msg, since = g.summary()
+	}
+	conds := NewConditions(current, parent.GetGeneration()).Set(ReadyCondition, st, reason, msg)
+	if since {
+		msg = sinceMessage(current, conds.out[0], msg)
+		conds.Set(ReadyCondition, st, reason, msg)
+	}
+	cond, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&conds.out[0])
+	if err != nil {
+		return nil, err
+	}
+	list, _ := m["conditions"].([]any)
+	list = slices.DeleteFunc(slices.Clone(list), func(c any) bool {
+		cm, ok := c.(map[string]any)
+		return ok && cm["type"] == ReadyCondition
+	})
+	list = append(list, cond)
+	slices.SortStableFunc(list, func(a, b any) int {
+		am, _ := a.(map[string]any)
+		bm, _ := b.(map[string]any)
+		as, _ := am["type"].(string)
+		bs, _ := bm["type"].(string)
+		return cmp.Compare(as, bs)
+	})
+	m["conditions"] = list
+	return m, nil
+}
+
+// sinceMessage returns msg with the time the wait it describes started:
+// the one the parent's Ready condition already gives for the same wait, or
+// the new condition's transition time.
+func sinceMessage(current []metav1.Condition, cond metav1.Condition, msg string) string {
+	prefix := msg + " since "
+	for _, c := range current {
+		if c.Type == ReadyCondition && c.Status == cond.Status && c.Reason == cond.Reason && strings.HasPrefix(c.Message, prefix) {
+			return c.Message
+		}
+	}
+	return prefix + cond.LastTransitionTime.UTC().Format("2006-01-02T15:04:05Z")
+}
+
+// parentConditions returns the conditions in parent's status.
+func parentConditions(parent object.Object) []metav1.Condition {
+	live, err := toMap(parent)
+	if err != nil {
+		return nil
+	}
+	raw, _, _ := unstructured.NestedSlice(live, "status", "conditions")
+	if len(raw) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil
+	}
+	var out []metav1.Condition
+	if json.Unmarshal(b, &out) != nil {
+		return nil
+	}
+	return out
+}
+
+// hasConditions reports whether status has a conditions field: a key of
+// that name in its JSON form, or a struct field whose JSON name it is (left
+// out when empty).
+func hasConditions(status any) bool {
+	if m, ok := status.(map[string]any); ok {
+		_, has := m["conditions"]
+		return has
+	}
+	if u, ok := status.(*unstructured.Unstructured); ok {
+		_, has := u.Object["conditions"]
+		return has
+	}
+	t := reflect.TypeOf(status)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "conditions" {
+			return true
+		}
+	}
+	return false
+}
+
+// dependedOn returns the objectIDs that objs, a parent's children (of
+// kinds kindOf names), are After: those must outlive them.
+func dependedOn(objs []object.Object) map[string]bool {
+	var out map[string]bool
+	for _, obj := range objs {
+		after := obj.GetAnnotations()[AfterAnnotation]
+		if after == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		for id := range strings.SplitSeq(after, ",") {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// displayName names c for messages: its kind and name, with its namespace
+// when not the parent's.
+func displayName(parent object.Object, c child) string {
+	if ns := c.obj.GetNamespace(); ns != "" && ns != parent.GetNamespace() {
+		return c.obj.GetKind() + " " + ns + "/" + c.obj.GetName()
+	}
+	return c.obj.GetKind() + " " + c.obj.GetName()
+}
+
+// displayID names the object of objectID id for messages, as displayName.
+func displayID(parent object.Object, id string) string {
+	gk, rest, _ := strings.Cut(id, "/")
+	kind, _, _ := strings.Cut(gk, ".")
+	if ns, name, ok := strings.Cut(rest, "/"); ok {
+		if ns == parent.GetNamespace() {
+			return kind + " " + name
+		}
+		return kind + " " + rest
+	}
+	return kind + " " + rest
+}
+
+// resolver returns the function naming a dependency of parent's children
+// (see objectID): its kind must be in Options.Children, its namespace is
+// the parent's when empty for a namespaced kind. Whether a kind is
+// namespaced is taken from children, prepared, where they have it (asking
+// the REST mapper costs more than the rest of the graph).
+func (d *Declarative[T]) resolver(parent object.Object, children []child) func(object.Object) (string, error) {
+	scoped := make(map[*childKind]bool, len(d.children))
+	for _, c := range children {
+		scoped[c.kind] = c.obj.GetNamespace() != ""
+	}
+	return func(obj object.Object) (string, error) {
+		if typednil.Is(obj) {
+			return "", errors.New("nil object")
+		}
+		ck, err := d.kindOf(obj)
+		if err != nil {
+			return "", fmt.Errorf("%T %s: %w", obj, obj.GetName(), err)
+		}
+		if obj.GetName() == "" {
+			return "", fmt.Errorf("%s without a name", ck.gvk.Kind)
+		}
+		namespaced, known := scoped[ck]
+		if !known {
+			if namespaced, err = d.namespaced(ck); err != nil {
+				return "", fmt.Errorf("%s %s: %w", ck.gvk.Kind, obj.GetName(), err)
+			}
+		}
+		ns := obj.GetNamespace()
+		switch {
+		case !namespaced:
+			ns = ""
+		case ns == "":
+			ns = parent.GetNamespace()
+		}
+		return objectID(ck.gvk.GroupKind(), ns, obj.GetName()), nil
+	}
+}
+
+// invalidGraph finishes a reconcile whose children's order cannot be
+// followed (err says why): nothing is applied or pruned; a Warning Event
+// and the Ready condition report err, and the reconcile fails with it,
+// terminally (the parent's children must change first).
+func (d *Declarative[T]) invalidGraph(ctx context.Context, parent T, state State, err error) (reconcile.Result, error) {
+	err = fmt.Errorf("%s %s: children: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+	d.recorder.Eventf(parent, nil, corev1.EventTypeWarning, ChildGraphReason, "Apply", "%s", truncate(err.Error(), 1024))
+	if state.Status != nil {
+		status, serr := withReadyCondition(nil, parent, state.Status, err)
+		if serr == nil {
+			serr = d.applyStatus(ctx, parent, status)
+		}
+		if serr != nil {
+			return reconcile.Result{}, errors.Join(reconcile.Terminal(err), serr)
+		}
+	}
+	return reconcile.Result{}, reconcile.Terminal(err)
+}
+
+// heldChildren returns the function prune asks, for each child it would
+// delete, whether another child still existing (being deleted or not) is
+// After it: such a child is deleted by a later reconcile, which the other
+// one's deletion brings about. It lists parent's children the first time
+// it is called only, so a reconcile that prunes nothing lists nothing more.
+func (d *Declarative[T]) heldChildren(ctx context.Context, parent object.Object) func(*childKind, object.Object) (bool, error) {
+	var held map[string]bool
+	var err error
+	listed := false
+	return func(ck *childKind, obj object.Object) (bool, error) {
+		if !listed {
+			listed = true
+			var all []object.Object
+			for _, k := range d.sortedKinds() {
+				objs, lerr := d.labelled(ctx, k, parent)
+				if lerr != nil {
+					err = lerr
+					break
+				}
+				all = append(all, objs...)
+			}
+			held = dependedOn(all)
+		}
+		if err != nil {
+			return false, err
+		}
+		return held[objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())], nil
+	}
+}
