@@ -11,13 +11,16 @@ ASSETS := $(shell hack/control-plane.sh --print-dir)
 # Unit and integration packages; e2e suites run separately with Ginkgo's flags.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: help assets run test test-unit test-e2e test-scaffold fuzz chaos bench generate lint fmt
+.PHONY: help assets browser run test test-unit test-e2e test-scaffold fuzz chaos bench generate lint fmt
 
 help: ## Show the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 assets: ## Build (once) etcd, kube-apiserver, kube-controller-manager and kubectl into the cache folder.
 	@hack/control-plane.sh
+
+browser: ## Install headless Chromium (Debian's package) once, for the debug page's browser test.
+	@hack/chromium.sh
 
 run: assets ## Run the podlogger example (an embedded control plane when no kubeconfig is found). ARGS=... passes flags.
 	$(GO) build -o bin/podlogger ./examples/podlogger
@@ -29,7 +32,7 @@ test: ## Everything: lint, unit, integration and chaos tests with -race (fuzz se
 test-unit: ## Unit and integration tests, with the race detector.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
-test-e2e: assets ## End-to-end suites against a real control plane.
+test-e2e: assets browser ## End-to-end suites against a real control plane (the debug page's in headless Chromium).
 	$(GO) test -race -count=1 -timeout 30m ./test/e2e/... -ginkgo.v=false
 
 test-scaffold: assets ## A new user's whole path on a clean folder (init, create, the project's make test, make run, deploy, build-installer): several minutes. Not part of `make test`, which builds and tests scaffolded projects too.

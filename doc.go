@@ -70,7 +70,8 @@
 //
 // Command cmd/converge scaffolds controller projects on converge and adds
 // APIs and controllers to them; a generated project builds and passes its
-// own specs on a real control plane.
+// own specs on a real control plane. Its explain command asks a running
+// manager's debug endpoint why an object is or is not converged.
 //
 // # Examples
 //

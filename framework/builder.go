@@ -170,6 +170,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		return nil, b.fail(err)
 	}
 	c.kind = bound.inf.Kind()
+	c.primary = bound.inf
 	target.owner = c.kind
 	c.sources = append(c.sources, bound)
 	var errs []error
@@ -192,6 +193,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		c.tracer = tp.Tracer("github.com/converge-dev/converge/framework")
 	}
 	c.metrics = mgr.metrics.forController(b.name, opts.Workers)
+	c.history = newHistory(opts.HistoryKeys)
 	q := workqueue.New(workqueue.Options[reconcile.Request]{
 		Name:            b.name,
 		RateLimiter:     opts.RateLimiter,
@@ -212,6 +214,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	if err := mgr.Add(c); err != nil {
 		return nil, b.fail(err)
 	}
+	mgr.addInspected(c)
 	return c, nil
 }
 

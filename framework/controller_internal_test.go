@@ -54,6 +54,11 @@ func (q *recordingQueue) GetWithReason() (reconcile.Request, reconcile.Reason, b
 func (q *recordingQueue) Done(reconcile.Request) { q.record("done") }
 func (q *recordingQueue) Len() int               { return 0 }
 func (q *recordingQueue) ShutDown()              {}
+func (q *recordingQueue) Stats() workqueue.Stats { return workqueue.Stats{} }
+func (q *recordingQueue) Inspect(reconcile.Request) workqueue.KeyState {
+	return workqueue.KeyState{}
+}
+func (q *recordingQueue) Keys(int, int) []workqueue.QueuedKey[reconcile.Request] { return nil }
 
 // logLines collects funcr output.
 type logLines struct {
@@ -89,6 +94,7 @@ func newTestController(t *testing.T, r reconcile.Reconciler, timeout time.Durati
 		log:        log.WithValues("controller", "test"),
 		deeper:     deeperSink(log.GetSink()),
 		metrics:    m.forController("test", 1),
+		history:    newHistory(0),
 	}
 	return c, q, logs, m
 }
@@ -163,7 +169,7 @@ func TestReconcileOutcomes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, q, logs, m := newTestController(t, tc.fn, tc.timeout)
-			c.reconcileOne(t.Context(), req, reconcile.ReasonChange)
+			c.reconcileOne(t.Context(), req, reconcile.ReasonChange, 1)
 
 			if strings.Join(q.calls, ",") != strings.Join(tc.calls, ",") {
 				t.Errorf("queue calls = %v, want %v", q.calls, tc.calls)
@@ -233,8 +239,8 @@ func TestReconcileLoggerCarriesObjectAndID(t *testing.T) {
 		logr.FromContextOrDiscard(ctx).Info("hello", "k", "v")
 		return reconcile.Result{}, nil
 	}), 0)
-	c.reconcileOne(t.Context(), reconcile.Request{Namespace: "ns", Name: "a"}, reconcile.ReasonChange)
-	c.reconcileOne(t.Context(), reconcile.Request{Name: "cluster-scoped"}, reconcile.ReasonChange)
+	c.reconcileOne(t.Context(), reconcile.Request{Namespace: "ns", Name: "a"}, reconcile.ReasonChange, 1)
+	c.reconcileOne(t.Context(), reconcile.Request{Name: "cluster-scoped"}, reconcile.ReasonChange, 1)
 	lines := logs.all()
 	if len(lines) != 2 {
 		t.Fatalf("got %d lines, want 2: %v", len(lines), lines)
@@ -301,8 +307,8 @@ func TestReconcileReasonInLogsMetricsAndContext(t *testing.T) {
 	q.AddAfter(reconcile.Request{Name: "requeued"}, 0)
 	q.AddBackground(reconcile.Request{Name: "both"})
 	q.Add(reconcile.Request{Name: "both"})
-	q.ShutDown()          // Get hands out what is queued, then reports shutdown
-	c.worker(t.Context()) // returns once the queue is empty
+	q.ShutDown()             // Get hands out what is queued, then reports shutdown
+	c.worker(t.Context(), 1) // returns once the queue is empty
 
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Errorf("ReasonFrom = %v, want %v", seen, want)

@@ -47,6 +47,13 @@
 // Reconcile outcomes (result, error, terminal error, panic) are described in
 // package reconcile. Metrics use controller-runtime's names (see Manager.Metrics).
 //
+// Next to /metrics, guarded the same way, the debug endpoint (DebugPath)
+// shows each controller's queue by priority, in-flight keys, rates and
+// informers, and for one object where it stands and its last reconciles
+// (KeyStatus.Explain; converge explain prints it). Each controller keeps
+// that history in a fixed budget (ControllerOptions.HistoryKeys), and a
+// reconcile may say what its object waits for with NoteWaiting.
+//
 // Reads the cache cannot serve (another namespace, a kind the identity may
 // get but not list and watch) fail with an error saying so; Manager.APIReader
 // reads those straight from the API server.

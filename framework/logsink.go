@@ -2,6 +2,7 @@ package framework
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 
@@ -20,6 +21,8 @@ type reconcileSink struct {
 	req        reconcile.Request
 	id         uint64
 	reason     reconcile.Reason
+	// waiting is the reconcile's last NoteWaiting, nil for none.
+	waiting atomic.Pointer[string]
 }
 
 var _ logr.LogSink = (*reconcileSink)(nil)
@@ -70,10 +73,8 @@ func (s *reconcileSink) WithValues(kv ...any) logr.LogSink {
 }
 
 func (s *reconcileSink) WithName(name string) logr.LogSink {
-	cp := *s
-	cp.base = s.base.WithName(name)
-	cp.deeper = deeperSink(cp.base)
-	return &cp
+	base := s.base.WithName(name)
+	return &reconcileSink{base: base, deeper: deeperSink(base), controller: s.controller, req: s.req, id: s.id, reason: s.reason}
 }
 
 // capVerbosity returns l limited to klogcap.MaxLevel, the highest

@@ -113,6 +113,9 @@ type Manager struct {
 	// conversion handler, once a conversion is registered.
 	webhooks   map[string]webhook.Handler
 	conversion *webhook.Conversion
+	// inspected are the controllers, in the order they were built, for the
+	// debug endpoint.
+	inspected []inspectable
 }
 
 // NewManager returns a Manager for the API server cfg points at. A nil cfg is

@@ -160,6 +160,20 @@ type MetricsOptions struct {
 	// shuts the door on HTTP/2 Rapid Reset (CVE-2023-44487) style attacks.
 	EnableHTTP2 bool
 
+	// DisableDebug turns off the debug endpoint, served next to /metrics
+	// at DebugPath (/debug/converge/): a page and a JSON API showing each
+	// controller's queue by priority, in-flight keys, rates and errors, the
+	// informers' sync state, leadership, webhooks and, per object, where it
+	// stands and its last reconciles (see converge explain). It shows names,
+	// namespaces, states and error texts, never an object's contents. It is
+	// guarded as /metrics is: with HTTPS, a TokenReview and a
+	// SubjectAccessReview for "get" on the request's path (grant
+	// nonResourceURLs "/debug/converge/*" to those who may debug, apart from
+	// the scrapers' "/metrics"); with Insecure, it is served only to
+	// loopback clients (kubectl port-forward) on a loopback host name.
+	// Zero (false) means served.
+	DisableDebug bool
+
 	// PprofBindAddress serves net/http/pprof there (plain HTTP, bind it to
 	// localhost). Zero means pprof is not served.
 	PprofBindAddress string

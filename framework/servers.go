@@ -36,14 +36,25 @@ func (m *Manager) startServers(g *group) error {
 		handler := promhttp.HandlerFor(m.metrics.registry, promhttp.HandlerOpts{ErrorLog: nil, Registry: m.metrics.registry})
 		mux := http.NewServeMux()
 		var tlsConfig *tls.Config
+		var debug http.Handler
+		if !m.opts.Metrics.DisableDebug {
+			debug = m.debugHandler()
+		}
 		if m.opts.Metrics.Insecure {
 			mux.Handle("/metrics", handler)
+			if debug != nil {
+				mux.Handle(DebugPath, loopbackOnly(debug))
+			}
 		} else {
 			cs, err := kubernetes.NewForConfig(m.cfg)
 			if err != nil {
 				return fmt.Errorf("framework: metrics authorization client: %w", err)
 			}
-			mux.Handle("/metrics", serving.NewAuthFilter(cs, m.log).Wrap(handler))
+			auth := serving.NewAuthFilter(cs, m.log)
+			mux.Handle("/metrics", auth.Wrap(handler))
+			if debug != nil {
+				mux.Handle(DebugPath, auth.Wrap(debug))
+			}
 			if tlsConfig, err = serving.TLSConfig(m.opts.Metrics.CertDir, m.opts.Metrics.EnableHTTP2); err != nil {
 				return err
 			}

@@ -34,8 +34,8 @@ func TestReconcileSpans(t *testing.T) {
 			}), 0)
 			c.tracer = tp.Tracer("test")
 			req := reconcile.Request{Namespace: "ns", Name: "obj"}
-			c.reconcileOne(t.Context(), req, reconcile.ReasonChange)
-			c.reconcileOne(t.Context(), req, reconcile.ReasonChange)
+			c.reconcileOne(t.Context(), req, reconcile.ReasonChange, 1)
+			c.reconcileOne(t.Context(), req, reconcile.ReasonChange, 1)
 
 			ended := spans.Ended()
 			if len(ended) != 2 {

@@ -288,17 +288,24 @@ type InformerStats struct {
 	// Objects is the number of objects it holds; Relists how often it listed.
 	Objects int
 	Relists int64
+	// Synced reports whether it has listed its objects once.
+	Synced bool
+	// Err is nil while it is healthy; otherwise a *SyncError saying why it
+	// has not synced or why its last list or watch failed.
+	Err error
 }
 
 // Stats describes every informer of the cache, sorted by description.
 func (c *Cache) Stats() []InformerStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	started := c.runCtx != nil
 	out := make([]InformerStats, 0, len(c.entries))
 	for _, e := range c.entries {
 		out = append(out, InformerStats{
 			Description: e.desc, Kind: e.key.gvk, Mode: e.key.mode,
 			Objects: len(e.informer.GetStore().ListKeys()), Relists: e.lists.Load(),
+			Synced: e.informer.HasSynced(), Err: e.health(started),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Description < out[j].Description })

@@ -135,6 +135,27 @@ func (i *Informer[T]) String() string { return i.e.desc }
 // HasSynced reports whether the informer has listed its objects once.
 func (i *Informer[T]) HasSynced() bool { return i.e.informer.HasSynced() }
 
+// Health is nil when the informer has synced and its last list or watch
+// succeeded; otherwise a *SyncError naming the kind and the cause (an
+// informer whose cache has not started yet is healthy).
+func (i *Informer[T]) Health() error {
+	i.e.cache.mu.Lock()
+	started := i.e.cache.runCtx != nil
+	i.e.cache.mu.Unlock()
+	return i.e.health(started)
+}
+
+// Contains reports whether the informer holds namespace/name now, without
+// waiting for a sync or for the manager's own writes.
+func (i *Informer[T]) Contains(namespace, name string) bool {
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	_, ok, err := i.e.informer.GetIndexer().GetByKey(key)
+	return ok && err == nil
+}
+
 // WaitForSync waits for the initial list, bounded by the cache's SyncTimeout
 // and ctx; the error names the kind and the cause.
 func (i *Informer[T]) WaitForSync(ctx context.Context) error {

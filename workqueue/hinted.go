@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -31,6 +32,9 @@ import (
 // do not read hand.
 type hintedQueue[K comparable] struct {
 	*workqueue.Typed[K]
+	clock clock.PassiveClock
+	// order is Typed's storage, read by Queue's introspection methods.
+	order *order[K]
 
 	mu   sync.Mutex
 	hand handoff[K] // mu guards hand
@@ -39,16 +43,17 @@ type hintedQueue[K comparable] struct {
 // newHintedQueue returns a Typed queue storing its keys in an order.
 // opts must have its defaults applied.
 func newHintedQueue[K comparable](opts Options[K], c clock.WithTicker) *hintedQueue[K] {
-	q := &hintedQueue[K]{hand: handoff[K]{
+	q := &hintedQueue[K]{clock: c, hand: handoff[K]{
 		pending: make(map[K]hint),
 		causes:  make(map[K]cause),
-		delayed: make(map[K]cause),
+		delayed: make(map[K]delayed),
 	}}
+	q.order = newOrder(c, opts.BackgroundDelay, &q.hand)
 	q.Typed = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[K]{
 		Name:            opts.Name,
 		MetricsProvider: opts.MetricsProvider,
 		Clock:           c,
-		Queue:           newOrder(c, opts.BackgroundDelay, &q.hand),
+		Queue:           q.order,
 	})
 	return q
 }
@@ -61,23 +66,32 @@ func newHintedQueue[K comparable](opts Options[K], c clock.WithTicker) *hintedQu
 func (q *hintedQueue[K]) Add(k K) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	c, ok := q.hand.delayed[k]
-	if ok {
+	c := causeRequeue
+	if d, ok := q.hand.delayed[k]; ok {
 		delete(q.hand.delayed, k)
-	} else {
-		c = causeRequeue
+		c = d.cause
 	}
 	q.addLocked(k, hint{prio: normal, cause: c})
 }
 
 // delay records that k is about to be handed to the delaying queue with
-// cause c, for Add to find when the delay has passed.
-func (q *hintedQueue[K]) delay(k K, c cause) {
+// cause c, to be added after d, for Add to find when the delay has passed
+// and Inspect to report meanwhile.
+func (q *hintedQueue[K]) delay(k K, c cause, d time.Duration) {
+	due := q.clock.Now().Add(d)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if old, ok := q.hand.delayed[k]; !ok || c > old {
-		q.hand.delayed[k] = c
+	old, ok := q.hand.delayed[k]
+	if !ok {
+		q.hand.delayed[k] = delayed{cause: c, due: due}
+		return
 	}
+	// The delaying queue keeps the earlier time of two delays of one key.
+	if due.Before(old.due) {
+		old.due = due
+	}
+	old.cause = max(old.cause, c)
+	q.hand.delayed[k] = old
 }
 
 // add queues k with hint h, merged with any hint already requested.
@@ -156,9 +170,15 @@ type handoff[K comparable] struct {
 	// causes holds the merged cause of each queued key (set by Push, raised
 	// by Touch), and of each key Get has popped until Queue.Get takes it.
 	causes map[K]cause
-	// delayed holds the merged cause of keys handed to the delaying queue
-	// (AddAfter, AddRateLimited) and not yet added by it.
-	delayed map[K]cause
+	// delayed holds the merged cause and earliest due time of keys handed to
+	// the delaying queue (AddAfter, AddRateLimited) and not yet added by it.
+	delayed map[K]delayed
+}
+
+// delayed is what handoff keeps of a key waiting in the delaying queue.
+type delayed struct {
+	cause cause
+	due   time.Time
 }
 
 // take returns the hint of the Push or Touch of k that is in progress,

@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"math"
+	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -27,6 +28,10 @@ type entry[K comparable] struct {
 	// time plus the background delay for a background entry; the push time
 	// for a normal entry, or first if no background key was queued then.
 	at int64
+	// queued is when the key was pushed, in nanoseconds since order.base,
+	// for Queue.Stats and Queue.Inspect (at may be first or include the
+	// background delay).
+	queued int64
 	// dead marks a background entry whose key was promoted to the normal
 	// ring; it is discarded when it reaches the front.
 	dead bool
@@ -43,7 +48,11 @@ type entry[K comparable] struct {
 // amortized O(1).
 //
 // Locking: client-go calls Touch, Push, Len and Pop only with the Typed
-// queue's lock held, so that lock guards every field of order. The hint
+// queue's lock held, so that lock guards every field of order. Push, Touch
+// and Pop also hold view, which readers outside client-go (Queue.Stats,
+// Queue.Inspect, Queue.Keys) take instead, since Typed's lock is not
+// reachable; nothing else contends for view, so it costs the busy path one
+// uncontended lock per call. The hint
 // (priority and cause) of a Push or Touch is not an argument of
 // workqueue.Queue; order takes it from hand, which hintedQueue fills under
 // its own mutex, held by the same goroutine around every call into Typed
@@ -66,6 +75,10 @@ type order[K comparable] struct {
 	// and the clock is never read.)
 	delay int64
 	hand  *handoff[K]
+
+	// view guards the rings, bgIndex and bgHead for readers that do not
+	// hold Typed's lock (see Locking).
+	view sync.Mutex
 
 	normal  ring[entry[K]]
 	bg      ring[entry[K]]
@@ -96,25 +109,28 @@ func (o *order[K]) Push(k K) {
 		h = hintChange
 	}
 	o.hand.causes[k] = h.cause
+	now := o.now()
+	o.view.Lock()
+	defer o.view.Unlock()
 	if h.prio == normal {
 		// While no background key is queued, a normal key comes before
 		// every background key pushed later (ordered at least delay after
-		// now), whatever its time: skip the clock on the busy path.
+		// now), whatever its time.
 		at := int64(first)
 		if o.bg.len() > 0 {
-			at = o.now()
+			at = now
 		}
-		o.normal.push(entry[K]{key: k, at: at})
+		o.normal.push(entry[K]{key: k, at: at, queued: now})
 		return
 	}
-	at := o.now()
+	at := now
 	if at > math.MaxInt64-o.delay {
 		at = math.MaxInt64 // a huge BackgroundDelay must not wrap around
 	} else {
 		at += o.delay
 	}
 	o.bgIndex[k] = o.bgHead + uint64(o.bg.len())
-	o.bg.push(entry[K]{key: k, at: at})
+	o.bg.push(entry[K]{key: k, at: at, queued: now})
 }
 
 // Touch is called when k, already queued, is added again. The add's cause
@@ -131,6 +147,8 @@ func (o *order[K]) Touch(k K) {
 	if h.prio != normal {
 		return
 	}
+	o.view.Lock()
+	defer o.view.Unlock()
 	seq, ok := o.bgIndex[k]
 	if !ok {
 		return // queued as normal already
@@ -144,13 +162,15 @@ func (o *order[K]) Touch(k K) {
 	}
 	e.dead = true
 	delete(o.bgIndex, k)
-	o.normal.push(entry[K]{key: k, at: now})
+	o.normal.push(entry[K]{key: k, at: now, queued: e.queued})
 	o.dropDead()
 }
 
 // Pop removes and returns the key with the smallest ordering time. Typed
 // calls it only when Len() > 0.
 func (o *order[K]) Pop() K {
+	o.view.Lock()
+	defer o.view.Unlock()
 	if o.bg.len() > 0 && (o.normal.len() == 0 || o.bg.front().at < o.normal.front().at) {
 		e := o.bg.pop()
 		o.bgHead++
@@ -172,3 +192,6 @@ func (o *order[K]) dropDead() {
 // now returns the clock's time as an ordering time. It is monotonic with the
 // real clock (Since uses the monotonic reading).
 func (o *order[K]) now() int64 { return int64(o.clock.Since(o.base)) }
+
+// time returns the ordering time t as a wall-clock time.
+func (o *order[K]) time(t int64) time.Time { return o.base.Add(time.Duration(t)) }

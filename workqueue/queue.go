@@ -97,6 +97,9 @@ type Queue[K comparable] struct {
 	// rest goes through rl.
 	rl   workqueue.TypedRateLimitingInterface[K]
 	core *hintedQueue[K]
+	// limiter is rl's rate limiter: AddRateLimited asks it for the delay
+	// itself, to record when the retry is due.
+	limiter workqueue.TypedRateLimiter[K]
 	// bg is what AddBackground requests: background priority (normal when
 	// BackgroundDelay is negative), cause replay.
 	bg hint
@@ -125,8 +128,9 @@ func newQueue[K comparable](opts Options[K], c clock.WithTicker) *Queue[K] {
 			Clock:           c,
 			DelayingQueue:   delaying,
 		}),
-		core: core,
-		bg:   hint{prio: background, cause: causeReplay},
+		core:    core,
+		limiter: opts.RateLimiter,
+		bg:      hint{prio: background, cause: causeReplay},
 	}
 	if opts.BackgroundDelay < 0 {
 		q.bg.prio = normal
@@ -152,7 +156,7 @@ func (q *Queue[K]) AddBackground(k K) { q.core.add(k, q.bg) }
 // passed (at once if d <= 0). If AddAfter is called again for k before then,
 // the earlier time wins.
 func (q *Queue[K]) AddAfter(k K, d time.Duration) {
-	q.core.delay(k, causeRequeue)
+	q.core.delay(k, causeRequeue, d)
 	q.rl.AddAfter(k, d)
 }
 
@@ -160,8 +164,10 @@ func (q *Queue[K]) AddAfter(k K, d time.Duration) {
 // delay the rate limiter chooses, which grows each time it is called for k
 // until Forget(k).
 func (q *Queue[K]) AddRateLimited(k K) {
-	q.core.delay(k, causeRetry)
-	q.rl.AddRateLimited(k)
+	// What client-go's AddRateLimited does, with the delay kept for Inspect.
+	d := q.limiter.When(k)
+	q.core.delay(k, causeRetry, d)
+	q.rl.AddAfter(k, d)
 }
 
 // Forget resets k's rate limiting: the next AddRateLimited(k) starts from

@@ -1,11 +1,13 @@
 // Command converge scaffolds controller projects built on the converge
-// framework, and adds controllers, APIs and webhooks to them.
+// framework, and adds controllers, APIs and webhooks to them; converge
+// explain asks a running manager why an object is or is not converged.
 //
 //	converge init --module example.com/team/op [--dir DIR]
 //	converge create api --group shop --version v1alpha1 --kind Order
 //	converge create controller --group apps --version v1 --kind Deployment
 //	converge create webhook --group shop --version v1alpha1 --kind Order --defaulting --validation
 //	make test
+//	converge explain Deployment shop/web --url https://localhost:8443 --token "$TOKEN" --insecure-skip-tls-verify
 //
 // Install it with
 //

@@ -37,12 +37,15 @@ type command struct {
 	summary string
 	// usage is the synopsis and description shown by --help.
 	usage string
+	// positional is set for commands that take arguments besides flags,
+	// which may come before, between or after the flags.
+	positional bool
 	// flags defines the command's flags on fs and returns the action,
 	// which runs after the flags were parsed.
 	flags func(fs *flag.FlagSet) func(ctx context.Context, ui *ui) error
 }
 
-var commands = []command{initCommand, createAPICommand, createControllerCommand, createWebhookCommand, versionCommand}
+var commands = []command{initCommand, createAPICommand, createControllerCommand, createWebhookCommand, explainCommand, versionCommand}
 
 const topUsage = `converge scaffolds Kubernetes controller projects built on the converge framework.
 
@@ -94,20 +97,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("converge "+cmd.path, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	action := cmd.flags(fs)
-	if err := fs.Parse(rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout, cmd, fs)
-			return 0
+	var positional []string
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				printUsage(stdout, cmd, fs)
+				return 0
+			}
+			fmt.Fprintf(stderr, "converge %s: %s\n%sRun \"converge %s --help\" for its flags.\n", cmd.path, twoDashes(err.Error()), flagHint(cmd, fs, err), cmd.path)
+			return 2
 		}
-		fmt.Fprintf(stderr, "converge %s: %s\n%sRun \"converge %s --help\" for its flags.\n", cmd.path, twoDashes(err.Error()), flagHint(cmd, fs, err), cmd.path)
-		return 2
+		if !cmd.positional || fs.NArg() == 0 {
+			break
+		}
+		positional, rest = append(positional, fs.Arg(0)), fs.Args()[1:]
 	}
-	if fs.NArg() > 0 {
+	if cmd.positional {
+		_ = fs.Parse(append([]string{"--"}, positional...)) // fs.Args() is now the arguments
+	}
+	if fs.NArg() > 0 && !cmd.positional {
 		fmt.Fprintf(stderr, "converge %s: unexpected argument %q (every value is given with a flag)\nRun \"converge %s --help\" for its flags.\n", cmd.path, fs.Arg(0), cmd.path)
 		return 2
 	}
 	u := &ui{out: stdout}
 	if err := action(ctx, u); err != nil {
+		if e, ok := errors.AsType[exitError](err); ok {
+			if e.msg != "" {
+				fmt.Fprintf(stderr, "converge %s: %s\n", cmd.path, e.msg)
+			}
+			return e.code
+		}
 		fmt.Fprintf(stderr, "converge %s: %v\n", cmd.path, err)
 		if errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "Run \"converge %s --help\" for its flags.\n", cmd.path)

@@ -73,6 +73,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		"github.com/converge-dev/converge/examples/staticsite",
 		"./testdata/slowctl",
 		"./testdata/secretctl",
+		"github.com/converge-dev/converge/cmd/converge",
 	)
 
 	// kube-controller-manager adds about a second to the start (measured:

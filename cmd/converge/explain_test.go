@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/converge-dev/converge/framework"
+)
+
+// debugServer answers the object API with st, and 401 without the token
+// "t0ken" when auth is set.
+func debugServer(t *testing.T, st framework.ObjectStatus, auth bool) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if auth && r.Header.Get("Authorization") != "Bearer t0ken" {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path != framework.DebugPath+"api/object" {
+			http.NotFound(w, r)
+			return
+		}
+		q := r.URL.Query()
+		st.Kind, st.Namespace, st.Name = q.Get("kind"), q.Get("namespace"), q.Get("name")
+		_ = json.NewEncoder(w).Encode(st)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestExplainPrintsWhereTheObjectStands(t *testing.T) {
+	now := time.Now()
+	next := now.Add(28 * time.Second)
+	failing := framework.KeyStatus{
+		Controller: "web", Kind: framework.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: "shop", Name: "web",
+		ControllerState: "running", Cached: true, Informer: framework.InformerStatus{Synced: true},
+		NextAttempt: &next, NextReason: "retry", Failures: 5,
+		History: []framework.ReconcileRecord{{Started: now.Add(-12 * time.Second), Result: "error", Error: "quota exceeded", Reason: "retry", Failures: 5}},
+	}
+	converged := framework.KeyStatus{
+		Controller: "audit", Kind: failing.Kind, Namespace: "shop", Name: "web", ControllerState: "running", Cached: true,
+		Informer: framework.InformerStatus{Synced: true},
+		History:  []framework.ReconcileRecord{{Started: now.Add(-time.Minute), Result: "success", Reason: "change"}},
+	}
+	url := debugServer(t, framework.ObjectStatus{Controllers: []framework.KeyStatus{failing, converged}}, true)
+
+	code, out, errOut := converge(t, "explain", "Deployment", "shop/web", "--url", url, "--token", "t0ken")
+	if code != exitNotConverged {
+		t.Fatalf("exit %d, want %d\n%s%s", code, exitNotConverged, out, errOut)
+	}
+	for _, want := range []string{
+		"Deployment shop/web in controller web:\n  queued (retry) since 12s, next attempt in 2",
+		"after 5 failures: last error: quota exceeded\n",
+		"Deployment shop/web in controller audit:\n  converged: last reconciled 1m0s ago: success",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Flags after the arguments, one controller only: converged.
+	if code, out, errOut := converge(t, "explain", "deployment.apps", "shop/web", "--url", url, "--token", "t0ken", "--controller", "audit"); code != 0 {
+		t.Errorf("--controller audit: exit %d\n%s%s", code, out, errOut)
+	}
+
+	code, out, _ = converge(t, "explain", "--url", url, "--token", "t0ken", "-o", "json", "Deployment", "shop/web")
+	var ex explanation
+	if err := json.Unmarshal([]byte(out), &ex); err != nil || code != exitNotConverged || ex.Converged || len(ex.Controllers) != 2 || ex.Controllers[1].Converged != true {
+		t.Errorf("-o json: exit %d, %v: %s", code, err, out)
+	}
+
+	code, _, errOut = converge(t, "explain", "Deployment", "shop/web", "--url", url)
+	if code != exitUnreachable || !strings.Contains(errOut, "401 Unauthorized: pass a bearer token") {
+		t.Errorf("without a token: exit %d: %s", code, errOut)
+	}
+}
+
+func TestExplainNeverSeen(t *testing.T) {
+	url := debugServer(t, framework.ObjectStatus{Controllers: []framework.KeyStatus{{
+		Controller: "web", Kind: framework.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}, ControllerState: "syncing",
+		Informer: framework.InformerStatus{Error: "cache for apps/v1 Deployment not ready: forbidden: the controller's identity may not list and watch deployments.apps"},
+	}}}, false)
+	code, out, _ := converge(t, "explain", "Deployment", "shop/web", "--url", url)
+	if code != exitNotConverged || !strings.Contains(out, "never seen: the informer for apps/v1 Deployment is not synced: cache for apps/v1 Deployment not ready: forbidden") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+	code, out, _ = converge(t, "explain", "Widget", "shop/w", "--url", debugServer(t, framework.ObjectStatus{}, false))
+	if code != exitNotConverged || !strings.Contains(out, "no controller of the manager reconciles this kind") {
+		t.Errorf("unknown kind: exit %d:\n%s", code, out)
+	}
+}
+
+func TestExplainBadCommandLines(t *testing.T) {
+	for _, args := range [][]string{
+		{"explain"},
+		{"explain", "Deployment"},
+		{"explain", "Deployment", "a/b/c"},
+		{"explain", "Deployment", "ns/", "--url", "http://localhost:1"},
+		{"explain", "Deployment", "ns/web", "-o", "yaml"},
+		{"explain", "Deployment", "ns/web", "--url", "localhost:8443"},
+	} {
+		if code, _, errOut := converge(t, args...); code != 2 || !strings.Contains(errOut, "--help") {
+			t.Errorf("%q: exit %d, want 2 with a hint: %s", args, code, errOut)
+		}
+	}
+	code, _, errOut := converge(t, "explain", "Deployment", "ns/web", "--url", "http://127.0.0.1:1", "--timeout", "5s")
+	if code != exitUnreachable || !strings.Contains(errOut, "is the manager running") {
+		t.Errorf("nothing listening: exit %d: %s", code, errOut)
+	}
+}

@@ -1,0 +1,281 @@
+package framework_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/object"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// debugGet fetches path from the manager's debug endpoint and returns the
+// status and body.
+func debugGet(t *testing.T, mgr *framework.Manager, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+mgr.MetricsAddress()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, string(b)
+}
+
+func decode[V any](t *testing.T, body string) V {
+	t.Helper()
+	var v V
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatalf("decode %T: %v\n%s", v, err, body)
+	}
+	return v
+}
+
+func configMap(name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string]string{"secret-looking": "s3cr3t-value"}}
+}
+
+// startDebugManager runs, on a fake API server, a manager serving plain
+// metrics on loopback with two controllers of ConfigMaps: "outcomes" fails
+// "bad", notes a wait for "waits" and succeeds otherwise; "stuck" holds its
+// first key until the test ends, so its other keys stay queued.
+func startDebugManager(t *testing.T, objects int) *framework.Manager {
+	t.Helper()
+	objs := []object.Object{configMap("good"), configMap("bad"), configMap("waits")}
+	for i := range objects {
+		objs = append(objs, configMap(fmt.Sprint("bulk-", i)))
+	}
+	srv := fake.Start(t, fake.Options{Objects: objs})
+	mgr := testenv.NewManager(t, srv.Config(), framework.Options{Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true}})
+	outcomes := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		switch req.Name {
+		case "bad":
+			return reconcile.Result{}, errors.New("quota exceeded for ns/bad")
+		case "waits":
+			framework.NoteWaiting(ctx, "ConfigMap waits waits for Job migrate (Complete)")
+		}
+		return reconcile.Result{}, nil
+	})
+	if err := framework.NewController[*corev1.ConfigMap](mgr, "outcomes", framework.ControllerOptions{}).CompleteByKey(outcomes); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	stuck := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		<-release
+		return reconcile.Result{}, nil
+	})
+	if err := framework.NewController[*corev1.ConfigMap](mgr, "stuck", framework.ControllerOptions{}).CompleteByKey(stuck); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManager(t, mgr)
+	t.Cleanup(func() { close(release) }) // runs before the manager's stop
+	testenv.Eventually(t, "metrics served", func() bool { return mgr.MetricsAddress() != "" })
+	return mgr
+}
+
+func objectStatus(t *testing.T, mgr *framework.Manager, name string) framework.KeyStatus {
+	t.Helper()
+	code, body := debugGet(t, mgr, framework.DebugPath+"api/object?kind=ConfigMap&namespace=ns&name="+name)
+	if code != http.StatusOK {
+		t.Fatalf("object %s: %d %s", name, code, body)
+	}
+	st := decode[framework.ObjectStatus](t, body)
+	for _, c := range st.Controllers {
+		if c.Controller == "outcomes" {
+			return c
+		}
+	}
+	t.Fatalf("object %s: no state in controller outcomes: %s", name, body)
+	return framework.KeyStatus{}
+}
+
+func TestDebugExplainsEachObject(t *testing.T) {
+	mgr := startDebugManager(t, 0)
+	var bad framework.KeyStatus
+	testenv.Eventually(t, "bad failed twice", func() bool {
+		bad = objectStatus(t, mgr, "bad")
+		return bad.Failures >= 2 && len(bad.History) >= 2
+	})
+	if h := bad.History[0]; h.Result != "error" || h.Error != "quota exceeded for ns/bad" || h.Reason != "retry" || h.Failures < 2 {
+		t.Errorf("bad's last reconcile: %+v", h)
+	}
+	lines, converged := bad.Explain(time.Now())
+	if converged || !strings.Contains(strings.Join(lines, "\n"), "last error: quota exceeded for ns/bad") ||
+		!strings.Contains(lines[0], "queued (retry)") && !strings.Contains(lines[0], "in flight") {
+		t.Errorf("bad explained as converged=%v: %q", converged, lines)
+	}
+
+	var good framework.KeyStatus
+	testenv.Eventually(t, "good reconciled", func() bool { good = objectStatus(t, mgr, "good"); return len(good.History) > 0 })
+	if lines, converged := good.Explain(time.Now()); !converged || !strings.HasPrefix(lines[0], "converged: last reconciled") {
+		t.Errorf("good explained as converged=%v: %q", converged, lines)
+	}
+
+	var waits framework.KeyStatus
+	testenv.Eventually(t, "waits reconciled", func() bool { waits = objectStatus(t, mgr, "waits"); return len(waits.History) > 0 })
+	if lines, converged := waits.Explain(time.Now()); converged || !strings.Contains(strings.Join(lines, "\n"), "waiting: ConfigMap waits waits for Job migrate (Complete)") {
+		t.Errorf("waits explained as converged=%v: %q", converged, lines)
+	}
+
+	missing := objectStatus(t, mgr, "missing")
+	if lines, converged := missing.Explain(time.Now()); converged || !strings.HasPrefix(lines[0], "never seen: ") || missing.Cached {
+		t.Errorf("missing explained as converged=%v: %q", converged, lines)
+	}
+
+	code, body := debugGet(t, mgr, framework.DebugPath+"api/state")
+	if code != http.StatusOK {
+		t.Fatalf("state: %d %s", code, body)
+	}
+	state := decode[framework.DebugState](t, body)
+	if len(state.Controllers) != 2 || state.Controllers[0].Name != "outcomes" || state.Controllers[0].State != "running" ||
+		state.Controllers[0].Totals.Errors < 2 || !state.Leader.Leading {
+		t.Errorf("state: %s", body)
+	}
+	if len(state.Informers) != 1 || !state.Informers[0].Synced || state.Informers[0].Error != "" {
+		t.Errorf("informers: %+v", state.Informers)
+	}
+	if strings.Contains(body, "s3cr3t-value") {
+		t.Errorf("the state shows an object's data: %s", body)
+	}
+}
+
+func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
+	const bulk = 40
+	mgr := startDebugManager(t, bulk)
+	var state framework.DebugState
+	testenv.Eventually(t, "stuck holds a key and queues the rest", func() bool {
+		_, body := debugGet(t, mgr, framework.DebugPath+"api/state")
+		state = decode[framework.DebugState](t, body)
+		st := state.Controllers[1]
+		return len(st.InFlight) == 1 && st.Queue.Normal.Depth+st.Queue.Background.Depth == bulk+2
+	})
+	held := state.Controllers[1].InFlight[0]
+	if held.Worker != 1 || held.Namespace != "ns" {
+		t.Errorf("in flight: %+v", held)
+	}
+
+	seen := map[string]bool{}
+	for offset := 0; ; offset += 7 {
+		code, body := debugGet(t, mgr, fmt.Sprintf("%sapi/queue?controller=stuck&offset=%d&limit=7", framework.DebugPath, offset))
+		if code != http.StatusOK {
+			t.Fatalf("queue page: %d %s", code, body)
+		}
+		page := decode[framework.QueuePage](t, body)
+		if page.Total != bulk+2 || len(page.Keys) > 7 {
+			t.Fatalf("page at %d: total %d, %d keys", offset, page.Total, len(page.Keys))
+		}
+		for _, k := range page.Keys {
+			if seen[k.Name] {
+				t.Fatalf("%s listed twice", k.Name)
+			}
+			seen[k.Name] = true
+		}
+		if len(page.Keys) < 7 {
+			break
+		}
+	}
+	if len(seen) != bulk+2 || seen[held.Name] {
+		t.Fatalf("paged %d keys (held key listed: %v), want the %d queued", len(seen), seen[held.Name], bulk+2)
+	}
+
+	code, body := debugGet(t, mgr, framework.DebugPath+"api/key?controller=stuck&namespace=ns&name="+held.Name)
+	ks := decode[framework.KeyStatus](t, body)
+	if code != http.StatusOK || ks.InFlight == nil || ks.InFlight.Worker != 1 {
+		t.Fatalf("held key: %d %s", code, body)
+	}
+	if lines, _ := ks.Explain(time.Now()); !strings.HasPrefix(lines[0], "in flight for ") || !strings.Contains(lines[0], "on worker 1") {
+		t.Errorf("held key explained as %q", lines)
+	}
+}
+
+func TestDebugRefusesBadRequests(t *testing.T) {
+	mgr := startDebugManager(t, 0)
+	for _, tc := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{"api/key?controller=outcomes&namespace=ns", http.StatusBadRequest, "the name parameter is required"},
+		{"api/key?controller=nope&namespace=ns&name=a", http.StatusNotFound, `no controller named \"nope\"`},
+		{"api/object?namespace=ns&name=a", http.StatusBadRequest, "the kind parameter is required"},
+		{"api/object?kind=ConfigMap&name=" + strings.Repeat("a", 300), http.StatusBadRequest, "at most 253 bytes"},
+		{"api/queue?controller=stuck&limit=100000", http.StatusBadRequest, "limit must be between 1 and 500"},
+		{"api/queue?controller=stuck&offset=-3", http.StatusBadRequest, "offset must be a non-negative integer"},
+		{"api/nothing", http.StatusNotFound, "no such debug path"},
+		{"static/../../metrics", http.StatusNotFound, ""},
+	} {
+		code, body := debugGet(t, mgr, framework.DebugPath+tc.path)
+		if code != tc.code || !strings.Contains(body, tc.want) {
+			t.Errorf("GET %s: %d %s, want %d with %q", tc.path, code, body, tc.code, tc.want)
+		}
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+mgr.MetricsAddress()+framework.DebugPath+"api/state", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d, want 405", res.StatusCode)
+	}
+}
+
+func TestDebugWithPlainMetricsServesLoopbackHostsOnly(t *testing.T) {
+	mgr := startDebugManager(t, 0)
+	for host, want := range map[string]int{
+		"":                  http.StatusOK, // the address itself, 127.0.0.1:port
+		"localhost:1234":    http.StatusOK,
+		"evil.example":      http.StatusForbidden, // a rebound DNS name
+		"10.0.0.1:8080":     http.StatusForbidden,
+		"evil.example:8080": http.StatusForbidden,
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+mgr.MetricsAddress()+framework.DebugPath, nil)
+		if host != "" {
+			req.Host = host
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("Host %q: %d, want %d", host, res.StatusCode, want)
+		}
+		if want == http.StatusOK && (!strings.Contains(string(body), `data-controller="outcomes"`) || res.Header.Get("Content-Security-Policy") == "") {
+			t.Errorf("Host %q: the page lacks the controllers or its CSP:\n%s", host, body)
+		}
+	}
+}
+
+func TestDebugDisabled(t *testing.T) {
+	srv := fake.Start(t, fake.Options{})
+	mgr := testenv.NewManager(t, srv.Config(), framework.Options{Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true, DisableDebug: true}})
+	testenv.StartManager(t, mgr)
+	testenv.Eventually(t, "metrics served", func() bool { return mgr.MetricsAddress() != "" })
+	if code, _ := debugGet(t, mgr, framework.DebugPath+"api/state"); code != http.StatusNotFound {
+		t.Fatalf("DisableDebug: %d, want 404", code)
+	}
+	if code, _ := debugGet(t, mgr, "/metrics"); code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+}

@@ -1,0 +1,141 @@
+package framework
+
+import (
+	"embed"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// debugUI holds the page template, its script and its style sheet: the
+// page loads nothing from outside the process.
+//
+//go:embed debugui
+var debugUI embed.FS
+
+var debugPage = template.Must(template.New("page.html").Funcs(template.FuncMap{
+	"spark": sparkline,
+	"age":   func(sec float64) string { return age(time.Duration(sec * float64(time.Second))) },
+	"ago":   func(now, t time.Time) string { return ago(now, t) },
+	"until": func(now, t time.Time) string { return age(t.Sub(now)) },
+	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+	"plus":  func(t time.Time, sec float64) time.Time { return t.Add(time.Duration(sec * float64(time.Second))) },
+	"rate": func(s ControllerStatus) string {
+		return fmt.Sprintf("%.1f/s", lastMinute(s.Series, func(p SeriesPoint) float64 { return float64(p.Reconciles) })/60)
+	},
+	"errrate": func(s ControllerStatus) string {
+		return fmt.Sprintf("%.1f/s", lastMinute(s.Series, func(p SeriesPoint) float64 { return float64(p.Errors) })/60)
+	},
+}).ParseFS(debugUI, "debugui/page.html"))
+
+// pageData is what the page template renders.
+type pageData struct {
+	Now   time.Time
+	State DebugState
+	// Controller and Key are the search; Status is the key's state in
+	// that controller and Lines its explanation, when one was searched.
+	Controller, Key string
+	Status          *KeyStatus
+	Lines           []string
+	Converged       bool
+	Problem         string
+}
+
+// servePage renders the page: the controllers, and the key searched with
+// ?controller=C&key=NAMESPACE/NAME. Its script fetches the same URL every
+// two seconds and swaps in the live parts.
+func (m *Manager) servePage(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	d := pageData{Now: now.UTC(), State: m.debugState(now)}
+	q := r.URL.Query()
+	d.Controller, d.Key = q.Get("controller"), strings.TrimSpace(q.Get("key"))
+	if d.Controller == "" && len(d.State.Controllers) > 0 {
+		d.Controller = d.State.Controllers[0].Name
+	}
+	if d.Key != "" {
+		req := reconcile.Request{Name: d.Key}
+		if ns, name, ok := strings.Cut(d.Key, "/"); ok {
+			req = reconcile.Request{Namespace: ns, Name: name}
+		}
+		c := m.controllerNamed(d.Controller)
+		switch {
+		case req.Name == "" || len(req.Name) > maxNameLength || len(req.Namespace) > maxNameLength:
+			d.Problem = "a key is NAMESPACE/NAME, or NAME for a cluster-scoped object"
+		case c == nil:
+			d.Problem = fmt.Sprintf("no controller named %q in this manager", d.Controller)
+		default:
+			s := c.keyStatus(req, now)
+			d.Status = &s
+			d.Lines, d.Converged = s.Explain(now)
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := debugPage.Execute(w, d); err != nil {
+		m.log.V(1).Info("debug page not rendered", "error", err.Error())
+	}
+}
+
+// serveStatic serves the page's script and style sheet.
+func serveStatic(w http.ResponseWriter, r *http.Request) {
+	var ctype string
+	switch name := r.PathValue("file"); name {
+	case "page.js":
+		ctype = "text/javascript; charset=utf-8"
+	case "page.css":
+		ctype = "text/css; charset=utf-8"
+	default:
+		writeError(w, http.StatusNotFound, "no such file "+name)
+		return
+	}
+	b, err := debugUI.ReadFile("debugui/" + r.PathValue("file"))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", ctype)
+	_, _ = w.Write(b)
+}
+
+// lastMinute sums f over the last twelve buckets (one minute).
+func lastMinute(series []SeriesPoint, f func(SeriesPoint) float64) float64 {
+	sum := 0.0
+	for _, p := range series[max(len(series)-12, 0):] {
+		sum += f(p)
+	}
+	return sum
+}
+
+// sparkline draws one value of every bucket as an inline SVG polyline
+// scaled to its maximum: "reconciles", "errors" or "latency".
+func sparkline(series []SeriesPoint, what string) template.HTML {
+	const w, h = 120.0, 24.0
+	vals := make([]float64, len(series))
+	top := 0.0
+	for i, p := range series {
+		switch what {
+		case "errors":
+			vals[i] = float64(p.Errors)
+		case "latency":
+			vals[i] = p.MeanSeconds
+		default:
+			vals[i] = float64(p.Reconciles)
+		}
+		top = max(top, vals[i])
+	}
+	var pts strings.Builder
+	for i, v := range vals {
+		x := w * float64(i) / float64(max(len(vals)-1, 1))
+		y := h - 1
+		if top > 0 {
+			y = h - 1 - (h-2)*v/top
+		}
+		fmt.Fprintf(&pts, "%.1f,%.1f ", x, y)
+	}
+	// Only numbers go into the markup, so it needs no escaping.
+	return template.HTML(fmt.Sprintf(`<svg class="spark %s" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" role="img" aria-label="%s, last 5 minutes"><polyline fill="none" stroke-width="1.5" points="%s"/></svg>`,
+		what, w, h, w, h, what, strings.TrimSpace(pts.String()))) //nolint:gosec // numbers and a fixed class only
+}

@@ -1,0 +1,131 @@
+package framework
+
+import (
+	"fmt"
+	"time"
+)
+
+// stuckAfter is how long a reconcile may run before Explain asks whether it
+// ignores its context.
+const stuckAfter = time.Minute
+
+// Explain says in a few lines where the object stands in the controller and
+// why, as converge explain and the debug page print it, and whether it is
+// converged: its last reconcile succeeded (or asked for a RequeueAfter) and
+// nothing is queued, running, failing or waiting. now is the time the lines
+// count ages from.
+func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
+	var last *ReconcileRecord
+	if len(s.History) > 0 {
+		last = &s.History[0]
+	}
+	lastError := ""
+	if last != nil && last.Error != "" {
+		lastError = ": last error: " + last.Error
+	}
+	failures := ""
+	if s.Failures > 0 {
+		failures = fmt.Sprintf(" after %d failure%s", s.Failures, plural(s.Failures))
+	}
+	switch {
+	case s.InFlight != nil:
+		line := fmt.Sprintf("in flight for %s on worker %d", age(time.Duration(s.InFlight.RunningSeconds*float64(time.Second))), s.InFlight.Worker)
+		if s.InFlight.RunningSeconds >= stuckAfter.Seconds() {
+			line += " (reconcile ignores its context?)"
+		}
+		lines = append(lines, line)
+	case s.Queued:
+		line := fmt.Sprintf("queued (%s) since %s", s.Reason, ago(now, *s.QueuedSince))
+		if s.Priority == "background" {
+			line += " at background priority (a resync or the initial list: behind real changes)"
+		}
+		lines = append(lines, line+failures+lastError)
+	case s.NextAttempt != nil:
+		since := ""
+		if last != nil {
+			since = " since " + ago(now, last.Started.Add(time.Duration(last.DurationSeconds*float64(time.Second))))
+		}
+		lines = append(lines, fmt.Sprintf("queued (%s)%s, next attempt in %s%s%s", s.NextReason, since, age(s.NextAttempt.Sub(now)), failures, lastError))
+	case last == nil && !s.Cached && !s.Informer.Synced:
+		cause := "its initial list is in progress"
+		if s.Informer.Error != "" {
+			cause = s.Informer.Error
+		}
+		lines = append(lines, fmt.Sprintf("never seen: the informer for %s is not synced: %s", s.Kind, cause))
+	case last == nil && !s.Cached:
+		lines = append(lines, fmt.Sprintf("never seen: %s holds no %s %s (no such object, or outside the controller's selection)", s.Informer.Description, s.Kind.Kind, s.key()))
+	case last == nil && s.ControllerState != "running":
+		lines = append(lines, fmt.Sprintf("not reconciled yet: controller %s is %s%s", s.Controller, s.ControllerState, stateHint(s.ControllerState)))
+	case last == nil:
+		lines = append(lines, "not reconciled recently (the history keeps the most recently reconciled keys only)")
+	}
+	if s.InFlight == nil && !s.Queued && s.NextAttempt == nil && s.Informer.Error != "" && (last != nil || s.Cached) {
+		lines = append(lines, "informer unhealthy: "+s.Informer.Error)
+	}
+	if last != nil {
+		if last.Waiting != "" {
+			lines = append(lines, "waiting: "+last.Waiting)
+		}
+		finished := last.Started.Add(time.Duration(last.DurationSeconds * float64(time.Second)))
+		switch last.Result {
+		case resultTerminal:
+			lines = append(lines, fmt.Sprintf("failed %s ago with a terminal error, not retried until the object changes: %s", age(now.Sub(finished)), last.Error))
+		case resultError, resultPanic:
+			if s.InFlight != nil || s.Queued || s.NextAttempt == nil {
+				lines = append(lines, fmt.Sprintf("last reconcile failed %s ago (%s)%s", age(now.Sub(finished)), last.Result, lastError))
+			}
+		default:
+			line := fmt.Sprintf("last reconciled %s ago: %s in %s (%s)", age(now.Sub(finished)), last.Result, age(time.Duration(last.DurationSeconds*float64(time.Second))), last.Reason)
+			if last.RequeueAfterSeconds > 0 {
+				line += fmt.Sprintf(", requeued after %s", age(time.Duration(last.RequeueAfterSeconds*float64(time.Second))))
+			}
+			lines = append(lines, line)
+			converged = s.InFlight == nil && !s.Queued && last.Waiting == "" && s.Failures == 0 &&
+				(s.NextAttempt == nil || s.NextReason == "requeue")
+		}
+	}
+	if converged {
+		lines[len(lines)-1] = "converged: " + lines[len(lines)-1]
+	}
+	return lines, converged
+}
+
+func (s KeyStatus) key() string {
+	if s.Namespace == "" {
+		return s.Name
+	}
+	return s.Namespace + "/" + s.Name
+}
+
+func stateHint(state string) string {
+	switch state {
+	case "pending":
+		return " (the manager has not started it, or this process is not the leader)"
+	case "syncing":
+		return " (waiting for its informers to sync)"
+	}
+	return ""
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// ago is how long before now t was.
+func ago(now, t time.Time) string { return age(now.Sub(t)) }
+
+// age spells d for people: "350ms", "12s", "2m10s".
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		d = 0
+	case d >= time.Second:
+		d = d.Round(time.Second)
+	default:
+		d = d.Round(time.Millisecond)
+	}
+	return d.String()
+}

@@ -1,0 +1,119 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/converge-dev/converge/framework"
+)
+
+// chromiumPath is the headless Chromium the browser spec drives:
+// $CONVERGE_CHROMIUM, else what hack/chromium.sh installs (make browser,
+// part of make test-e2e).
+func chromiumPath() string {
+	GinkgoHelper()
+	if p := os.Getenv("CONVERGE_CHROMIUM"); p != "" {
+		return p
+	}
+	out, err := exec.Command("../../hack/chromium.sh", "--print").Output()
+	Expect(err).NotTo(HaveOccurred())
+	p := strings.TrimSpace(string(out))
+	Expect(p).NotTo(BeEmpty(), "no Chromium: run make browser (hack/chromium.sh installs Debian's chromium package), or set CONVERGE_CHROMIUM")
+	return p
+}
+
+// chromium runs headless Chromium with args, offline: no first-run, sync,
+// component update or background networking, and a profile of its own.
+func chromium(ctx context.Context, args ...string) []byte {
+	GinkgoHelper()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
+		"--hide-scrollbars", "--user-data-dir=" + GinkgoT().TempDir()}
+	cmd := exec.CommandContext(ctx, chromiumPath(), append(base, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	Expect(cmd.Run()).To(Succeed(), "chromium %s\n%s", strings.Join(args, " "), stderr.String())
+	return stdout.Bytes()
+}
+
+// artifactsDir is where the browser spec leaves its screenshot:
+// $CONVERGE_E2E_ARTIFACTS, else test/e2e/_output (ignored by git).
+func artifactsDir() string {
+	GinkgoHelper()
+	dir := os.Getenv("CONVERGE_E2E_ARTIFACTS")
+	if dir == "" {
+		dir = "_output"
+	}
+	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+	abs, err := filepath.Abs(dir)
+	Expect(err).NotTo(HaveOccurred())
+	return abs
+}
+
+// tickerTotal reads the ticker controller's total reconciles off the page.
+var tickerTotal = regexp.MustCompile(`(?s)data-controller="ticker".*?<span class="total"[^>]*>(\d+)</span>`)
+
+func totalOf(page string) int {
+	GinkgoHelper()
+	m := tickerTotal.FindStringSubmatch(page)
+	Expect(m).NotTo(BeNil(), "no ticker row in the page:\n%s", page)
+	n, err := strconv.Atoi(m[1])
+	Expect(err).NotTo(HaveOccurred())
+	return n
+}
+
+var _ = Describe("debug page in a browser", func() {
+	It("lists the controllers, shows a failing key's timeline with its error, updates live numbers without a reload, and is screenshotted", func(ctx SpecContext) {
+		f := newDebugFixture(ctx, framework.Options{}, 0)
+		page := f.url("?controller=credentials&key=" + f.ns + "/bad")
+		Eventually(ctx, func(g Gomega) {
+			g.Expect(f.object(ctx, "credentials", "bad").Failures).To(BeNumerically(">=", 3))
+		}).Should(Succeed())
+
+		res, err := httpGet(ctx, http.DefaultClient, page)()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Code).To(Equal(http.StatusOK))
+		served := totalOf(res.Body)
+
+		By("loading the page and letting its script refresh it")
+		// Virtual time lets the page's two-second refresh run a few times
+		// without the test waiting for it; the network fetches it makes
+		// still complete.
+		dom := string(chromium(ctx, "--virtual-time-budget=7000", "--dump-dom", page))
+		for _, name := range []string{"credentials", "held", "ticker"} {
+			Expect(dom).To(ContainSubstring(`data-controller="` + name + `"`))
+		}
+		Expect(dom).To(MatchRegexp(`<li class="record error">.*rotate credentials of %s/bad: vault is sealed`, f.ns))
+		Expect(dom).To(MatchRegexp(`<b>(next retry|queued|started)</b>`), "the timeline shows where the key stands now")
+		Expect(dom).To(MatchRegexp(`<body data-refreshed="[1-9]`), "the script never refreshed the page")
+		Expect(totalOf(dom)).To(BeNumerically(">", served), "the ticker's reconciles did not move without a reload")
+		Expect(dom).NotTo(ContainSubstring(secretValue))
+
+		By("saving a screenshot")
+		shot := filepath.Join(artifactsDir(), "debug-page.png")
+		chromium(ctx, "--virtual-time-budget=3000", "--window-size=1200,860", "--screenshot="+shot, page)
+		png, err := os.ReadFile(shot)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(png).To(HavePrefix("\x89PNG"))
+		Expect(len(png)).To(BeNumerically("<", 1<<20))
+		AddReportEntry("screenshot", shot)
+
+		By("fitting a phone's screen")
+		dom = string(chromium(ctx, "--virtual-time-budget=1000", "--window-size=390,844", "--dump-dom", page))
+		Expect(dom).To(ContainSubstring(`name="viewport"`))
+		Expect(dom).To(ContainSubstring(`data-controller="credentials"`))
+	}, SpecTimeout(4*time.Minute))
+})

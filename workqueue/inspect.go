@@ -1,0 +1,164 @@
+package workqueue
+
+import (
+	"time"
+
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// Stats is a snapshot of a Queue's contents, for monitoring and debugging.
+// Another goroutine may change the queue at any time after it is taken.
+type Stats struct {
+	// Normal and Background are the keys queued in each priority class.
+	Normal, Background ClassStats
+	// Delayed is the number of keys waiting for the delay of AddAfter or
+	// AddRateLimited to pass.
+	Delayed int
+	// ShuttingDown reports whether ShutDown has been called.
+	ShuttingDown bool
+}
+
+// ClassStats describes the keys queued in one priority class.
+type ClassStats struct {
+	// Depth is the number of keys queued in the class.
+	Depth int
+	// Oldest is when the key Get would hand out first in the class was
+	// queued: the oldest key of the class (a background key promoted by Add
+	// keeps its first time but joins the end of the normal class). Zero
+	// when Depth is 0.
+	Oldest time.Time
+}
+
+// KeyState is where one key stands in a Queue. A key held by a worker is
+// neither queued nor delayed unless it was added again meanwhile (then it
+// is queued at Done, and Pending is true).
+type KeyState struct {
+	// Queued is true when the key waits for a worker; Background says it
+	// waits at background priority, Since since when, and Reason why (the
+	// most significant reason of the adds that queued it).
+	Queued     bool
+	Background bool
+	Since      time.Time
+	Reason     reconcile.Reason
+
+	// Pending is true when the key was added while a worker holds it: it is
+	// queued again when the worker calls Done.
+	Pending bool
+
+	// Delayed is true when the key waits for the delay of AddAfter
+	// (DelayReason requeue) or AddRateLimited (DelayReason retry) to pass,
+	// due at Due (the earliest delay requested).
+	Delayed     bool
+	DelayReason reconcile.Reason
+	Due         time.Time
+
+	// Retries is NumRequeues: how many times AddRateLimited was called for
+	// the key since its last Forget.
+	Retries int
+}
+
+// QueuedKey is a key waiting in a Queue, as Keys lists it.
+type QueuedKey[K comparable] struct {
+	Key        K
+	Background bool
+	Since      time.Time
+}
+
+// Stats returns the depth and the oldest key's age of each priority class,
+// and the number of delayed keys. It takes the queue's locks briefly and
+// does not allocate; workers are not held up beyond that.
+func (q *Queue[K]) Stats() Stats {
+	q.core.mu.Lock()
+	delayed := len(q.core.hand.delayed)
+	q.core.mu.Unlock()
+	o := q.core.order
+	o.view.Lock()
+	s := Stats{
+		Normal:     ClassStats{Depth: o.normal.len()},
+		Background: ClassStats{Depth: len(o.bgIndex)},
+		Delayed:    delayed,
+	}
+	if o.normal.len() > 0 {
+		s.Normal.Oldest = o.time(o.normal.front().queued)
+	}
+	if o.bg.len() > 0 {
+		s.Background.Oldest = o.time(o.bg.front().queued)
+	}
+	o.view.Unlock()
+	s.ShuttingDown = q.ShuttingDown()
+	return s
+}
+
+// Inspect returns where k stands in the queue. Finding a normal-priority
+// key takes time linear in the number of queued keys (the queue keeps no
+// index of them, to keep Add and Get cheap): Inspect is for debugging, not
+// for the reconcile path.
+func (q *Queue[K]) Inspect(k K) KeyState {
+	var s KeyState
+	q.core.mu.Lock()
+	c, queued := q.core.hand.causes[k]
+	_, s.Pending = q.core.hand.pending[k]
+	if d, ok := q.core.hand.delayed[k]; ok {
+		s.Delayed, s.DelayReason, s.Due = true, d.cause.reason(), d.due
+	}
+	if queued {
+		o := q.core.order
+		o.view.Lock()
+		if seq, ok := o.bgIndex[k]; ok {
+			e := o.bg.at(int(seq - o.bgHead))
+			s.Queued, s.Background, s.Since = true, true, o.time(e.queued)
+		} else {
+			for i := range o.normal.len() {
+				if e := o.normal.at(i); e.key == k {
+					s.Queued, s.Since = true, o.time(e.queued)
+					break
+				}
+			}
+		}
+		o.view.Unlock()
+		if s.Queued {
+			s.Reason = c.reason()
+		}
+	}
+	q.core.mu.Unlock()
+	s.Retries = q.NumRequeues(k)
+	return s
+}
+
+// Keys returns up to limit queued keys, skipping the first offset, in the
+// order Get would hand them out if nothing changed meanwhile. It takes time
+// linear in offset+limit, so that a huge queue can be paged.
+func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
+	if limit <= 0 || offset < 0 {
+		return nil
+	}
+	o := q.core.order
+	o.view.Lock()
+	defer o.view.Unlock()
+	out := make([]QueuedKey[K], 0, min(limit, o.normal.len()+len(o.bgIndex)))
+	// Merge the rings as Pop does, without popping.
+	n, b := 0, 0
+	for len(out) < limit {
+		for b < o.bg.len() && o.bg.at(b).dead {
+			b++
+		}
+		var e *entry[K]
+		inBg := false
+		switch {
+		case b < o.bg.len() && (n == o.normal.len() || o.bg.at(b).at < o.normal.at(n).at):
+			e, inBg = o.bg.at(b), true
+			b++
+		case n < o.normal.len():
+			e = o.normal.at(n)
+			n++
+		default:
+			return out
+		}
+		if offset > 0 {
+			offset--
+			continue
+		}
+		out = append(out, QueuedKey[K]{Key: e.key, Background: inBg, Since: o.time(e.queued)})
+	}
+	return out
+}
