@@ -140,11 +140,25 @@ func merged(o, b, a any) any {
 		}
 		for k, v := range av {
 			ov, inO := om[k]
+			bv, inB := bm[k]
 			if !inO {
-				out[k] = v
+				// The request lacks k. When T's encoding had it before
+				// defaulting too, it is T's own zero value (an empty
+				// struct, a null): the request gets only what the
+				// Defaulter changed in it.
+				switch {
+				case !inB:
+					out[k] = v
+				case reflect.DeepEqual(bv, v):
+				default:
+					if _, isMap := bv.(map[string]any); isMap {
+						out[k] = merged(map[string]any{}, bv, v)
+					} else {
+						out[k] = v
+					}
+				}
 				continue
 			}
-			bv, inB := bm[k]
 			if !inB {
 				bv = absent{}
 			}

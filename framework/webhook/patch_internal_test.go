@@ -224,3 +224,32 @@ func eachObject(v any, edit func(map[string]any)) any {
 	}
 	return v
 }
+
+// TestJSONPatchLeavesTheEncodingsZeroValuesOut: T's encoding carries
+// fields the request lacks (an empty metadata, a struct without
+// omitempty). The patch adds only what the Defaulter changed, never those.
+func TestJSONPatchLeavesTheEncodingsZeroValuesOut(t *testing.T) {
+	for _, c := range []struct{ name, orig, before, after, want string }{
+		{"untouched zero structs", `{"spec":{}}`,
+			`{"metadata":{},"spec":{"paint":{},"teeth":0}}`,
+			`{"metadata":{},"spec":{"paint":{},"teeth":12}}`,
+			`[{"op":"add","path":"/spec/teeth","value":12}]`},
+		{"a field set inside a zero struct", `{"spec":{}}`,
+			`{"metadata":{},"spec":{"paint":{"color":""}}}`,
+			`{"metadata":{},"spec":{"paint":{"color":"red"}}}`,
+			`[{"op":"add","path":"/spec/paint","value":{"color":"red"}}]`},
+		{"a label on an empty metadata", `{}`,
+			`{"metadata":{}}`,
+			`{"metadata":{"labels":{"a":"b"}}}`,
+			`[{"op":"add","path":"/metadata","value":{"labels":{"a":"b"}}}]`},
+		{"nothing changed", `{"spec":{}}`, `{"metadata":{},"spec":{"paint":{}}}`, `{"metadata":{},"spec":{"paint":{}}}`, ``},
+	} {
+		patch, err := jsonPatch([]byte(c.orig), []byte(c.before), []byte(c.after))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if string(patch) != c.want {
+			t.Errorf("%s: patch %s, want %s", c.name, patch, c.want)
+		}
+	}
+}
