@@ -49,6 +49,7 @@ bench: assets ## converge vs controller-runtime vs client-go on one control plan
 
 generate: ## Regenerate deepcopy code and CRD YAML of the examples (controller-gen).
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=./examples/staticsite/api/... crd:crdVersions=v1 output:crd:dir=./examples/staticsite/config/crd
+	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=./examples/webapp/api/... crd:crdVersions=v1 output:crd:dir=./examples/webapp/config/crd
 
 lint: ## gofmt, go vet, go.mod/go.sum tidy in both modules, and no tracked binary or file over 1 MiB.
 	@hack/check-tracked.sh

@@ -75,7 +75,8 @@
 //
 // # Examples
 //
-// Commands examples/podlogger, examples/podphases and examples/staticsite
-// are complete controllers: a typed reconciler logging pods, the README's
-// controller, and a declarative controller for a custom resource.
+// Commands examples/podlogger, examples/podphases, examples/staticsite and
+// examples/webapp are complete controllers: a typed reconciler logging
+// pods, the README's controller, a declarative controller for a custom
+// resource, and one whose children are applied in order.
 package converge
