@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/converge-dev/converge/declarative"
@@ -107,6 +108,35 @@ func completeJob(ctx context.Context, ns, name string) {
 	}}
 	_, err = kube.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{})
 	Expect(err).NotTo(HaveOccurred())
+}
+
+// setJobComplete writes the Complete condition of Job ns/name, True or
+// False, as the Job controller would.
+func setJobComplete(ctx context.Context, ns, name string, complete bool) {
+	GinkgoHelper()
+	j, err := kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	st := corev1.ConditionFalse
+	if complete {
+		st = corev1.ConditionTrue
+	}
+	now := metav1.Now()
+	for i, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobComplete {
+			j.Status.Conditions[i].Status, j.Status.Conditions[i].LastTransitionTime = st, now
+		}
+	}
+	_, err = kube.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// patchSiteLabels applies a JSON merge patch to StaticSite ns/name and
+// returns its new resourceVersion.
+func patchSiteLabels(ctx context.Context, ns, name, patch string) string {
+	GinkgoHelper()
+	u, err := dyn.Resource(siteGVR).Namespace(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	Expect(err).NotTo(HaveOccurred(), "patch StaticSite %s/%s with %s", ns, name, patch)
+	return u.GetResourceVersion()
 }
 
 // makeAvailable writes, once converge created it, the status of Deployment
@@ -305,6 +335,55 @@ var _ = Describe("declarative children in order", func() {
 			return string(d.UID), nil
 		}).WithTimeout(3*time.Second).Should(Equal(string(web.UID)), "Deployment web is kept while Job migrate runs again")
 	}, SpecTimeout(4*time.Minute))
+
+	It("writes the parent's status once per change of readiness while a child flaps, and not at all for changes that alter none", func(ctx SpecContext) {
+		startGraphSites(ctx, ns)
+		createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: pages})
+		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.WaitingReason, "Deployment web waits for Job migrate (Complete)"))
+		completeJob(ctx, ns, "migrate")
+		makeAvailable(ctx, ns, "web")
+		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.ChildrenReadyReason, "all 4 children are ready"))
+
+		site, err := getSite(ctx, ns, "site")
+		Expect(err).NotTo(HaveOccurred())
+		w, err := dyn.Resource(siteGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=site", ResourceVersion: site.ResourceVersion})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(w.Stop)
+
+		// Job migrate flaps: Complete goes False and True again, each time
+		// seen by the parent's Ready condition before the next flip.
+		const flips = 4
+		for i := range flips {
+			complete := i%2 == 1
+			setJobComplete(ctx, ns, "migrate", complete)
+			if complete {
+				Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.ChildrenReadyReason, ""))
+			} else {
+				Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.NotReadyReason, "Job migrate is not Complete"))
+			}
+		}
+		// Changes to the child that alter no readiness, then one write of
+		// the parent's labels to mark the end.
+		for n := range 3 {
+			j, err := kube.BatchV1().Jobs(ns).Get(ctx, "migrate", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			j.Status.Ready = new(int32(n + 1))
+			_, err = kube.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		end := patchSiteLabels(ctx, ns, "site", `{"metadata":{"labels":{"flapping":"over"}}}`)
+		writes := 0
+		for e := range w.ResultChan() {
+			obj, ok := e.Object.(metav1.Object)
+			Expect(ok).To(BeTrue(), "watch: %v", e.Object)
+			writes++
+			if obj.GetResourceVersion() == end {
+				break
+			}
+		}
+		Expect(writes).To(Equal(flips+1),
+			"the parent was written %d times for %d changes of readiness and 1 of its labels", writes, flips)
+	}, SpecTimeout(3*time.Minute))
 
 	It("leaves a foreign object in the graph alone and applies nothing After it", func(ctx SpecContext) {
 		createConfigMap(ctx, ns, "config", map[string]string{"owner": "someone else"})
