@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/go-logr/logr"
 
@@ -41,6 +42,17 @@ type child struct {
 
 func (c child) String() string {
 	return fmt.Sprintf("%s %s", c.obj.GetKind(), key(c.obj.GetNamespace(), c.obj.GetName()))
+}
+
+// recordedUID is the change to a parent's ledger that records c's object
+// as uid and drops its claim.
+func recordedUID(c child, uid types.UID) map[string]string {
+	return map[string]string{c.id(): string(uid), claimKey(c.id()): ""}
+}
+
+// id names c in its parent's ledger.
+func (c child) id() string {
+	return childID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())
 }
 
 func key(namespace, name string) string {
@@ -287,10 +299,18 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 	switch {
 	case err == nil:
 		live = cached
-		if err := d.mayApply(parent, c, live); err != nil {
+		if err := d.mayApply(ctx, parent, c, live); err != nil {
 			return err
 		}
-		if d.unchanged(cached, c) {
+		if labelLinked(parent, c.obj.GetNamespace()) && !shows(parent, c.id(), live.GetUID()) {
+			// Owned by its claim, adopted, or recorded by a write the
+			// parent does not show yet (it may have failed): record it
+			// until the parent shows it.
+			if err := d.record(ctx, parent, recordedUID(c, live.GetUID())); err != nil {
+				return err
+			}
+		}
+		if d.unchanged(parent, cached, c) {
 			return nil // nothing would change
 		}
 	case !apierrors.IsNotFound(err):
@@ -302,26 +322,43 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 		// error is met again there.
 		_, _ = d.schemas.forGV(c.kind.gvk.GroupVersion())
 	}
-	applied, err := d.applyOver(ctx, c, live)
+	claim := ""
+	if live == nil && labelLinked(parent, c.obj.GetNamespace()) {
+		// Claim the child in the ledger before it exists, so that it is
+		// provably the parent's even if recording its UID fails.
+		if claim = d.ledger.claimOf(parent, c.id()); claim == "" {
+			claim = newClaim()
+			if err := d.record(ctx, parent, map[string]string{claimKey(c.id()): "?" + claim}); err != nil {
+				return err
+			}
+		}
+	}
+	applied, err := d.applyOver(ctx, c, live, claim, live != nil && !d.owns(parent, live))
 	if stale(err, live) {
 		if live, err = d.liveChild(ctx, c); err != nil {
 			return err
 		}
 		if live != nil {
-			if err := d.mayApply(parent, c, live); err != nil {
+			if err := d.mayApply(ctx, parent, c, live); err != nil {
 				return err
 			}
 		}
-		applied, err = d.applyOver(ctx, c, live)
+		applied, err = d.applyOver(ctx, c, live, claim, live != nil && !d.owns(parent, live))
 	}
 	if err != nil {
 		return err
 	}
-	logr.FromContextOrDiscard(ctx).Info("applied child", "child", c.String())
-	if labelLinked(parent, c.obj.GetNamespace()) && !d.owns(parent, applied) {
-		// Created or adopted just now: record it, or it would not be
-		// the parent's.
-		return d.record(ctx, parent, []types.UID{applied.GetUID()}, nil)
+	if live != nil && applied.GetResourceVersion() == live.GetResourceVersion() {
+		// The server found nothing to change: what looked like drift
+		// was its own defaulting (inside an atomic list or struct).
+		logr.FromContextOrDiscard(ctx).V(1).Info("child already as declared", "child", c.String())
+	} else {
+		logr.FromContextOrDiscard(ctx).Info("applied child", "child", c.String())
+	}
+	d.appliedChildren.set(parent.GetUID(), applied.GetUID(), appliedStatus{hash: c.hash, resourceVersion: applied.GetResourceVersion()})
+	if labelLinked(parent, c.obj.GetNamespace()) && !shows(parent, c.id(), applied.GetUID()) {
+		// Created or adopted just now: record it.
+		return d.record(ctx, parent, recordedUID(c, applied.GetUID()))
 	}
 	return nil
 }
@@ -332,14 +369,29 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 const noObjectVersion = "18446744073709551615"
 
 // applyOver applies c, on condition that the object is live (same UID) or,
-// when live is nil, that there is no object of that name.
+// when live is nil, that there is no object of that name (the object then
+// carries claim in ClaimAnnotation, when not empty). An object being adopted
+// must also be unchanged since live (its resourceVersion).
 // It returns the object as applied.
-func (d *Declarative[T]) applyOver(ctx context.Context, c child, live metav1.Object) (object.Object, error) {
+func (d *Declarative[T]) applyOver(ctx context.Context, c child, live metav1.Object, claim string, adopting bool) (object.Object, error) {
 	obj := c.obj.DeepCopy()
 	if live == nil {
 		obj.SetResourceVersion(noObjectVersion)
+		if claim != "" {
+			a := obj.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[ClaimAnnotation] = claim
+			obj.SetAnnotations(a)
+		}
 	} else {
 		obj.SetUID(live.GetUID())
+		if adopting {
+			// Adopted as live was: if another parent took it meanwhile
+			// (its cache lagging as this one's may), the apply fails.
+			obj.SetResourceVersion(live.GetResourceVersion())
+		}
 	}
 	return d.client.Apply(ctx, obj, client.FieldManager(d.opts.FieldManager), client.ForceOwnership())
 }
@@ -372,8 +424,62 @@ func stale(err error, live metav1.Object) bool {
 // is: it carries the hash of what was last applied, and the kind's schema
 // says the apply would change nothing (see schemas.sameAfterApply). It never
 // modifies cached, which is shared.
-func (d *Declarative[T]) unchanged(cached object.Object, c child) bool {
-	return cached.GetAnnotations()[AppliedAnnotation] == c.hash && d.schemas.sameAfterApply(cached, c.obj)
+//
+// A child this process applied and nobody wrote since (the cache shows the
+// resourceVersion the apply returned, for the same declaration) is
+// unchanged without a comparison: the server may have defaulted fields
+// inside atomic lists and structs the declaration leaves out (a fieldRef's
+// apiVersion, a port's protocol), which a comparison would take for drift
+// on every reconcile.
+func (d *Declarative[T]) unchanged(parent object.Object, cached object.Object, c child) bool {
+	if cached.GetAnnotations()[AppliedAnnotation] != c.hash {
+		return false
+	}
+	if d.appliedChildren.is(parent.GetUID(), cached.GetUID(), appliedStatus{hash: c.hash, resourceVersion: cached.GetResourceVersion()}) {
+		return true
+	}
+	return d.schemas.sameAfterApply(cached, c.obj)
+}
+
+// childMemory remembers, per parent, what converge last applied to each
+// child: the declaration's hash and the resourceVersion the apply returned.
+// It is safe for concurrent use.
+type childMemory struct {
+	mu sync.Mutex
+	// byParent maps a parent's UID to its children's UIDs and what was
+	// applied to them; mu guards it. ReconcileDeleted drops a parent gone.
+	byParent map[types.UID]map[types.UID]appliedStatus
+}
+
+func (m *childMemory) is(parent, child types.UID, a appliedStatus) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	last, ok := m.byParent[parent][child]
+	return ok && last == a
+}
+
+func (m *childMemory) set(parent, child types.UID, a appliedStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byParent == nil {
+		m.byParent = map[types.UID]map[types.UID]appliedStatus{}
+	}
+	if m.byParent[parent] == nil {
+		m.byParent[parent] = map[types.UID]appliedStatus{}
+	}
+	m.byParent[parent][child] = a
+}
+
+func (m *childMemory) drop(parent, child types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byParent[parent], child)
+}
+
+func (m *childMemory) forget(parent types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byParent, parent)
 }
 
 // toMap converts a live object to its JSON form.
@@ -529,7 +635,7 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 		keep[c.kind.gvk.GroupKind().String()+"/"+key(c.obj.GetNamespace(), c.obj.GetName())] = true
 	}
 	var errs []error
-	var deleted []types.UID
+	deleted := map[string]string{}      // ledger entries to drop
 	held := d.heldChildren(ctx, parent) // see Child.After
 	for _, ck := range d.sortedKinds() {
 		found, err := d.labelled(ctx, ck, parent)
@@ -549,13 +655,15 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 				errs = append(errs, err)
 				continue
 			}
+			d.appliedChildren.drop(parent.GetUID(), obj.GetUID())
 			if labelLinked(parent, obj.GetNamespace()) {
-				deleted = append(deleted, obj.GetUID())
+				id := childID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())
+				deleted[id], deleted[claimKey(id)] = "", ""
 			}
 		}
 	}
 	if len(deleted) > 0 {
-		errs = append(errs, d.record(ctx, parent, nil, deleted))
+		errs = append(errs, d.record(ctx, parent, deleted))
 	}
 	return errors.Join(errs...)
 }

@@ -163,14 +163,21 @@ const (
 	ParentAnnotation = "converge.dev/parent"
 	// AppliedAnnotation holds a hash of what was last applied.
 	AppliedAnnotation = "converge.dev/applied"
+	// ClaimAnnotation, on a child no owner reference can reach, holds the
+	// claim its parent's ChildrenAnnotation recorded before converge
+	// created it.
+	ClaimAnnotation = "converge.dev/claim"
 )
 
-// ChildrenAnnotation, on a parent, lists the UIDs (separated by spaces) of
-// the children converge created or adopted for it that no owner reference
-// can reach: a namespaced parent's children in other namespaces, or
-// cluster-scoped. It is what proves such a child the parent's (see the
-// package documentation); converge writes it with the field manager
-// FieldManager + "-ledger".
+// ChildrenAnnotation, on a parent, is the ledger of the children converge
+// created or adopted for it that no owner reference can reach (a namespaced
+// parent's children in other namespaces, or cluster-scoped ones): the
+// parent's own UID, then one "UID=Kind.group/namespace/name" per child (or
+// "?claim=..." for a child being created, see ClaimAnnotation), separated
+// by spaces. It is what proves such a child the parent's (see the package
+// documentation); a ledger that does not start with the parent's UID, such
+// as one copied with another parent's YAML, proves nothing. converge writes
+// it with the field manager FieldManager + "-ledger".
 const ChildrenAnnotation = "converge.dev/children"
 
 // Declarative is a reconcile.ObjectReconciler[T] that applies the State a
@@ -192,6 +199,8 @@ type Declarative[T object.Object] struct {
 	recorder events.EventRecorder
 	// statuses remembers the status last applied to each parent.
 	statuses statusMemory
+	// appliedChildren remembers what was last applied to each child.
+	appliedChildren childMemory
 	// live reads children from the API server where the cache may lag.
 	live metadata.Interface
 	// conflicts reconciles a parent again when an object it conflicts

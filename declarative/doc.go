@@ -74,9 +74,12 @@
 // A parent owns an object when the object's controller owner reference names
 // the parent's UID or, for a child no owner reference can reach (a
 // namespaced parent's child in another namespace, or a cluster-scoped one),
-// when it has no controller and the parent's ChildrenAnnotation lists its
-// UID, recorded from the API server's answer when converge created or
-// adopted it; labels only find candidates. A declared child whose object
+// when it has no controller, its ParentUIDLabel names the parent, and the
+// parent's ledger (ChildrenAnnotation) lists its UID, recorded from the API
+// server's answer when converge created or adopted it, or the claim
+// (ClaimAnnotation) converge recorded before creating it. A ledger that does
+// not start with the parent's own UID lists nothing; labels alone only find
+// candidates. A declared child whose object
 // exists and is not owned is a conflict: the object is left untouched, a
 // Warning Event of reason Options.Conflict.Reason naming it is recorded on the
 // parent, nothing is pruned, and the reconcile fails with an error wrapping

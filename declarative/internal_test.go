@@ -2,6 +2,7 @@ package declarative
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -138,10 +140,15 @@ func TestTypedNilChildIsAnError(t *testing.T) {
 
 func TestOwnsNeedsProof(t *testing.T) {
 	d := &Declarative[*unstructured.Unstructured]{opts: Options{FieldManager: "m"}}
+	cm := func(ns, name string) string { return childID(schema.GroupKind{Kind: "ConfigMap"}, ns, name) }
+	ledger := formatLedger("parent", map[string]string{
+		cm("other", "listed"): "listed", cm("", "listed"): "listed", cm("", "dropped"): "dropped", cm("", "claimed"): "?nonce",
+	})
 	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "parent",
-		Annotations: map[string]string{ChildrenAnnotation: "listed dropped"}}}
-	d.ledger.note("parent", []types.UID{"created"}, []types.UID{"dropped"})
+		Annotations: map[string]string{ChildrenAnnotation: ledger}}}
+	d.ledger.note("parent", map[string]string{cm("", "created"): "created", cm("", "dropped"): ""})
 	ours := map[string]string{ParentUIDLabel: "parent", ManagerLabel: "m"}
+	theirs := map[string]string{ParentUIDLabel: "another", ManagerLabel: "m"}
 	ref := func(uid string, controller bool) []metav1.OwnerReference {
 		return []metav1.OwnerReference{{Kind: "X", Name: "x", UID: types.UID(uid), Controller: &controller}}
 	}
@@ -158,10 +165,14 @@ func TestOwnsNeedsProof(t *testing.T) {
 		{"other namespace, labels only", metav1.ObjectMeta{Namespace: "other", UID: "forged", Labels: ours}, false},
 		{"cluster-scoped, labels only", metav1.ObjectMeta{UID: "forged", Labels: ours}, false},
 		{"other namespace, listed in the annotation", metav1.ObjectMeta{Namespace: "other", UID: "listed", Labels: ours}, true},
-		{"cluster-scoped, listed in the annotation", metav1.ObjectMeta{UID: "listed"}, true},
+		{"cluster-scoped, listed in the annotation", metav1.ObjectMeta{UID: "listed", Labels: ours}, true},
+		{"cluster-scoped, listed, without the parent's label", metav1.ObjectMeta{UID: "listed"}, false},
+		{"cluster-scoped, listed, labelled for another parent", metav1.ObjectMeta{UID: "listed", Labels: theirs}, false},
 		{"cluster-scoped, created by this process", metav1.ObjectMeta{UID: "created", Labels: ours}, true},
 		{"cluster-scoped, dropped from the ledger", metav1.ObjectMeta{UID: "dropped", Labels: ours}, false},
-		{"cluster-scoped, listed, with another controller", metav1.ObjectMeta{UID: "listed", OwnerReferences: ref("other", true)}, false},
+		{"cluster-scoped, created with the claim the ledger holds", metav1.ObjectMeta{UID: "new", Labels: ours, Annotations: map[string]string{ClaimAnnotation: "nonce"}}, true},
+		{"cluster-scoped, with another claim", metav1.ObjectMeta{UID: "new", Labels: ours, Annotations: map[string]string{ClaimAnnotation: "guess"}}, false},
+		{"cluster-scoped, listed, with another controller", metav1.ObjectMeta{UID: "listed", Labels: ours, OwnerReferences: ref("other", true)}, false},
 		{"nothing", metav1.ObjectMeta{Namespace: "ns"}, false},
 	} {
 		if got := d.owns(parent, &corev1.ConfigMap{ObjectMeta: tc.obj}); got != tc.want {
@@ -169,18 +180,42 @@ func TestOwnsNeedsProof(t *testing.T) {
 		}
 	}
 
+	// A ledger copied onto another parent (its YAML applied under another
+	// name) proves nothing there.
+	copied := parent.DeepCopy()
+	copied.Name, copied.UID = "copy", "copy"
+	if d.owns(copied, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "listed", Labels: map[string]string{ParentUIDLabel: "copy"}}}) {
+		t.Error("a ledger copied from another parent proves ownership")
+	}
+
 	// Once the annotation shows a write, the memory of it goes.
 	shown := parent.DeepCopy()
-	shown.Annotations[ChildrenAnnotation] = "listed created"
-	if !d.owns(shown, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "created"}}) {
+	shown.Annotations[ChildrenAnnotation] = formatLedger("parent", map[string]string{cm("other", "listed"): "listed", cm("", "created"): "created"})
+	if !d.owns(shown, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "created", Labels: ours}}) {
 		t.Error("a child the annotation lists is not owned")
 	}
-	if d.ledger.added["parent"]["created"] || d.ledger.removed["parent"]["dropped"] {
-		t.Errorf("writes the annotation shows are still remembered: added %v, removed %v", d.ledger.added, d.ledger.removed)
+	if len(d.ledger.pending["parent"]) != 0 {
+		t.Errorf("writes the annotation shows are still remembered: %v", d.ledger.pending)
 	}
+	d.ledger.note("parent", map[string]string{cm("", "late"): "late"})
 	d.ledger.forget("parent")
-	if d.owns(parent, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "created"}}) {
+	if d.owns(parent, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "late", Labels: ours}}) {
 		t.Error("a forgotten parent still owns what its annotation does not list")
+	}
+}
+
+// TestLedgerKeepsOneEntryPerName: a child re-created (a new UID) replaces
+// its entry, so the ledger does not grow with re-creations.
+func TestLedgerKeepsOneEntryPerName(t *testing.T) {
+	var l ledger
+	id := childID(schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}, "", "r")
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "p"}}
+	for i := range 100 {
+		l.note("p", map[string]string{id: fmt.Sprint("uid-", i)})
+		parent.Annotations = map[string]string{ChildrenAnnotation: formatLedger("p", l.recorded(parent))}
+	}
+	if got := parent.Annotations[ChildrenAnnotation]; got != "p uid-99="+id {
+		t.Errorf("ledger after 100 re-creations: %q", got)
 	}
 }
 

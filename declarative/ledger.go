@@ -2,13 +2,17 @@ package declarative
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/client"
@@ -16,114 +20,199 @@ import (
 )
 
 // ledger records which children converge created, or adopted, that no
-// owner reference can tie to their parent (see labelLinked): their UIDs,
-// as the API server returned them, in the parent's ChildrenAnnotation. A
-// UID is assigned by the server to one object and never reused, so an
-// object whose UID the ledger lists is provably the parent's child; labels
-// only find the candidates.
+// owner reference can tie to their parent (see labelLinked), in the
+// parent's ChildrenAnnotation: the parent's own UID, then for each child
+// its UID as the API server returned it, by kind, namespace and name. A UID
+// is assigned by the server to one object and never reused, so an object
+// whose UID the ledger lists is provably the child converge wrote; labels
+// only find the candidates. A ledger whose first field is not the parent's
+// UID (copied from another parent with its YAML) lists nothing.
+//
+// A child is recorded before it exists too: converge writes a claim (a
+// random nonce) to the ledger, creates the child carrying it in
+// ClaimAnnotation, and then records the UID and drops the claim. A crash
+// between the create and the record leaves a child whose claim the ledger
+// holds, still provably the parent's. Each name has at most one UID entry
+// and one claim, so a child re-created replaces its entry rather than
+// adding one.
 //
 // The annotation is written with a field manager of its own (see
-// ledgerManager) after each create and after pruning. Until the cache's copy
-// of the parent shows a write, ledger remembers it: added holds the UIDs
-// this process recorded that the annotation may not show yet, removed those
-// it dropped that the annotation may still show.
+// ledgerManager), read from the API server and written back with its
+// resourceVersion as a precondition, so that a write never drops another's.
+// Until the cache's copy of the parent shows a write, ledger remembers it
+// and applies it over the annotation.
 //
 // It is safe for concurrent use.
 type ledger struct {
 	mu sync.Mutex
-	// added and removed map a parent's UID to child UIDs; mu guards them.
-	added, removed map[types.UID]map[types.UID]bool
+	// pending maps a parent's UID to the entries this process wrote that
+	// the annotation may not show yet: child ID to value (a UID, a claim
+	// "?nonce", or "" for an entry removed). mu guards it.
+	pending map[types.UID]map[string]string
 }
 
-// recorded returns the child UIDs parent's ledger holds: its annotation,
-// with this process's writes the annotation does not show yet. Writes the
-// annotation shows are forgotten.
-func (l *ledger) recorded(parent metav1.Object) map[types.UID]bool {
-	out := map[types.UID]bool{}
-	for _, uid := range strings.Fields(parent.GetAnnotations()[ChildrenAnnotation]) {
-		out[types.UID(uid)] = true
+// childID names a child in the ledger: Kind.group/namespace/name.
+func childID(gk schema.GroupKind, ns, name string) string {
+	return gk.String() + "/" + ns + "/" + name
+}
+
+// parseLedger returns the entries of parent's annotation, child ID to
+// value; none when the annotation is not parent's own.
+func parseLedger(parent metav1.Object) map[string]string {
+	fields := strings.Fields(parent.GetAnnotations()[ChildrenAnnotation])
+	out := map[string]string{}
+	if len(fields) == 0 || fields[0] != string(parent.GetUID()) {
+		return out
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p := parent.GetUID()
-	for uid := range l.added[p] {
-		if out[uid] {
-			delete(l.added[p], uid) // the annotation shows it
+	for _, f := range fields[1:] {
+		if v, id, ok := strings.Cut(f, "="); ok && v != "" && id != "" {
+			if strings.HasPrefix(v, "?") {
+				id = claimKey(id)
+			}
+			out[id] = v
 		}
-		out[uid] = true
-	}
-	for uid := range l.removed[p] {
-		if !out[uid] && !l.added[p][uid] {
-			delete(l.removed[p], uid) // the annotation no longer shows it
-		}
-		delete(out, uid)
 	}
 	return out
 }
 
-// holds reports whether parent's ledger records child.
-func (l *ledger) holds(parent metav1.Object, child types.UID) bool {
-	return child != "" && l.recorded(parent)[child]
+// claimKey is the key of the claim of child id in a ledger's entries (a
+// child has a UID entry and a claim entry, each optional).
+func claimKey(id string) string { return "?" + id }
+
+// formatLedger is the annotation value of parent with entries.
+func formatLedger(parent types.UID, entries map[string]string) string {
+	ids := slices.Sorted(maps.Keys(entries))
+	var b strings.Builder
+	b.WriteString(string(parent))
+	for _, id := range ids {
+		b.WriteString(" " + entries[id] + "=" + strings.TrimPrefix(id, "?"))
+	}
+	return b.String()
 }
 
-// note records that parent's ledger gains add and loses remove, in memory.
-func (l *ledger) note(parent types.UID, add, remove []types.UID) {
+// recorded returns the entries of parent's ledger: its annotation, with
+// this process's writes the annotation does not show yet. Writes the
+// annotation shows are forgotten.
+func (l *ledger) recorded(parent metav1.Object) map[string]string {
+	out := parseLedger(parent)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.added == nil {
-		l.added, l.removed = map[types.UID]map[types.UID]bool{}, map[types.UID]map[types.UID]bool{}
+	p := parent.GetUID()
+	for id, v := range l.pending[p] {
+		if out[id] == v {
+			delete(l.pending[p], id) // the annotation shows it
+			continue
+		}
+		if v == "" {
+			delete(out, id)
+		} else {
+			out[id] = v
+		}
 	}
-	for _, uid := range add {
-		set(l.added, parent, uid)
-		delete(l.removed[parent], uid)
-	}
-	for _, uid := range remove {
-		set(l.removed, parent, uid)
-		delete(l.added[parent], uid)
-	}
+	return out
 }
 
-func set(m map[types.UID]map[types.UID]bool, parent, uid types.UID) {
-	if m[parent] == nil {
-		m[parent] = map[types.UID]bool{}
+// holds reports whether parent's ledger records obj: its UID, or the claim
+// it was created with.
+func (l *ledger) holds(parent metav1.Object, obj metav1.Object) bool {
+	uid, claim := string(obj.GetUID()), obj.GetAnnotations()[ClaimAnnotation]
+	if uid == "" {
+		return false
 	}
-	m[parent][uid] = true
+	for _, v := range l.recorded(parent) {
+		if v == uid || (claim != "" && v == "?"+claim) {
+			return true
+		}
+	}
+	return false
+}
+
+// shows reports whether parent's annotation itself (not this process's
+// memory) records child id with uid, and no claim of it.
+func shows(parent metav1.Object, id string, uid types.UID) bool {
+	entries := parseLedger(parent)
+	_, claimed := entries[claimKey(id)]
+	return entries[id] == string(uid) && !claimed
+}
+
+// claimOf returns the claim parent's ledger holds for child id, or "".
+func (l *ledger) claimOf(parent metav1.Object, id string) string {
+	return strings.TrimPrefix(l.recorded(parent)[claimKey(id)], "?")
+}
+
+// note remembers that parent's ledger gets changes.
+func (l *ledger) note(parent types.UID, changes map[string]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.pending == nil {
+		l.pending = map[types.UID]map[string]string{}
+	}
+	if l.pending[parent] == nil {
+		l.pending[parent] = map[string]string{}
+	}
+	maps.Copy(l.pending[parent], changes)
 }
 
 // forget drops what is remembered of parent, which is gone.
 func (l *ledger) forget(parent types.UID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.added, parent)
-	delete(l.removed, parent)
+	delete(l.pending, parent)
+}
+
+// newClaim returns a random claim nonce.
+func newClaim() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // ledgerManager owns ChildrenAnnotation on parents, apart from the fields
 // the reconciler applies.
 func (d *Declarative[T]) ledgerManager() string { return d.opts.FieldManager + "-ledger" }
 
-// record adds add to parent's ledger and drops remove from it, then writes
-// the ledger to parent's ChildrenAnnotation. The apply names the parent's
-// UID, so that it never writes to (or creates) another parent of the same
-// name: a parent gone is not an error.
-func (d *Declarative[T]) record(ctx context.Context, parent object.Object, add, remove []types.UID) error {
-	d.ledger.note(parent.GetUID(), add, remove)
-	uids := make([]string, 0, len(add))
-	for uid := range d.ledger.recorded(parent) {
-		uids = append(uids, string(uid))
-	}
-	slices.Sort(uids)
-	u := d.objectRef(parent)
-	u.SetUID(parent.GetUID())
-	if len(uids) > 0 {
-		u.SetAnnotations(map[string]string{ChildrenAnnotation: strings.Join(uids, " ")})
-	}
-	_, err := d.client.Apply(ctx, u, client.FieldManager(d.ledgerManager()), client.ForceOwnership())
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // the parent is gone
-	}
+// record writes changes (child ID to a UID, a claim "?nonce", or "" to drop
+// the entry) to parent's ledger: it reads the parent from the API server,
+// applies the changes and this process's other unshown writes over its
+// annotation, and writes the annotation back on condition that the parent
+// is unchanged (its UID and resourceVersion), again on a conflict. A parent
+// gone (deleted, or replaced by another of its name) is not an error.
+func (d *Declarative[T]) record(ctx context.Context, parent object.Object, changes map[string]string) error {
+	d.ledger.note(parent.GetUID(), changes)
+	m, err := d.mgr.RESTMapper().RESTMapping(d.parentGVK.GroupKind(), d.parentGVK.Version)
 	if err != nil {
+		return fmt.Errorf("record the children of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+	}
+	res := d.live.Resource(m.Resource)
+	for attempt := 0; ; attempt++ {
+		var fresh metav1.Object
+		if parent.GetNamespace() != "" {
+			fresh, err = res.Namespace(parent.GetNamespace()).Get(ctx, parent.GetName(), metav1.GetOptions{})
+		} else {
+			fresh, err = res.Get(ctx, parent.GetName(), metav1.GetOptions{})
+		}
+		if apierrors.IsNotFound(err) || (err == nil && fresh.GetUID() != parent.GetUID()) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record the children of %s %s in annotation %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ChildrenAnnotation, err)
+		}
+		entries := d.ledger.recorded(fresh)
+		u := d.objectRef(parent)
+		u.SetUID(parent.GetUID())
+		u.SetResourceVersion(fresh.GetResourceVersion())
+		if len(entries) > 0 {
+			u.SetAnnotations(map[string]string{ChildrenAnnotation: formatLedger(parent.GetUID(), entries)})
+		}
+		_, err = d.client.Apply(ctx, u, client.FieldManager(d.ledgerManager()), client.ForceOwnership())
+		switch {
+		case err == nil:
+			return nil
+		case apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsConflict(err) && attempt < 5:
+			continue // written meanwhile (or replaced: the next read tells)
+		}
 		return fmt.Errorf("record the children of %s %s in annotation %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ChildrenAnnotation, err)
 	}
-	return nil
 }

@@ -114,13 +114,17 @@ func labelLinked(parent metav1.Object, ns string) bool {
 
 // owns reports whether obj is proven to be parent's child: its controller
 // owner reference names parent's UID or, for children owner references cannot
-// reach, it has no controller and parent's ledger (ChildrenAnnotation)
-// records its UID. Labels never prove ownership.
+// reach, it has no controller, its ParentUIDLabel names parent, and parent's
+// ledger (ChildrenAnnotation) records its UID or the claim it was created
+// with. Labels alone never prove ownership, nor does a ledger alone: a
+// ledger lists what converge wrote, the label that it is still the
+// parent's.
 func (d *Declarative[T]) owns(parent, obj metav1.Object) bool {
 	if ref := ownerOf(obj); ref != nil {
 		return ref.UID == parent.GetUID()
 	}
-	return labelLinked(parent, obj.GetNamespace()) && d.ledger.holds(parent, obj.GetUID())
+	return labelLinked(parent, obj.GetNamespace()) &&
+		obj.GetLabels()[ParentUIDLabel] == string(parent.GetUID()) && d.ledger.holds(parent, obj)
 }
 
 // otherLink returns the parent UID obj's labels link it to when that is not
@@ -135,16 +139,17 @@ func otherLink(parent, obj metav1.Object) string {
 
 // mayApply decides whether c may be applied over live, an existing object
 // of its name: yes when parent owns it, or when c may be adopted, no other
-// owner controls live and its labels link it to no other parent. Otherwise
+// owner controls live and its labels link it to no other parent that
+// exists. Otherwise
 // it records a Warning Event on parent and returns an error wrapping
 // ErrChildConflict.
-func (d *Declarative[T]) mayApply(parent T, c child, live metav1.Object) error {
+func (d *Declarative[T]) mayApply(ctx context.Context, parent T, c child, live metav1.Object) error {
 	if d.owns(parent, live) {
 		return nil
 	}
 	ref := ownerOf(live)
 	other := otherLink(parent, live)
-	if ref == nil && other == "" && c.adopt {
+	if ref == nil && c.adopt && (other == "" || d.deadLink(ctx, live, other)) {
 		return nil
 	}
 	if prev, ok := d.previousParent(parent, live, ref); ok {
@@ -159,10 +164,13 @@ func (d *Declarative[T]) mayApply(parent T, c child, live metav1.Object) error {
 	case ref != nil:
 		why = fmt.Sprintf("it is controlled by %s %s (uid %s)", ref.Kind, ref.Name, ref.UID)
 	case other != "":
-		why = fmt.Sprintf("its label %s links it to another parent (uid %s); declarative.Adopt never takes another parent's child", ParentUIDLabel, other)
+		why = fmt.Sprintf("its label %s links it to another parent (uid %s), which exists; declarative.Adopt never takes another parent's child", ParentUIDLabel, other)
 	case live.GetLabels()[ParentUIDLabel] != "":
 		why = fmt.Sprintf("it carries the labels of %s %s, but converge did not create it (annotation %s on the parent does not list its uid %s); declare it with declarative.Adopt to take it over",
 			d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ChildrenAnnotation, live.GetUID())
+	case labelLinked(parent, live.GetNamespace()) && d.ledger.holds(parent, live):
+		why = fmt.Sprintf("annotation %s on %s %s lists it, but its label %s no longer names the parent (removed by hand?): set the label to %s to hand it back",
+			ChildrenAnnotation, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ParentUIDLabel, parent.GetUID())
 	default:
 		why = fmt.Sprintf("it was not created by %s %s; declare it with declarative.Adopt to take it over", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
 	}
@@ -356,4 +364,33 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n-3], "") + "..."
+}
+
+// deadLink reports whether the parent of UID other that live's labels link
+// it to is gone: no parent of live's ParentAnnotation exists, or one of
+// another UID (the children outlived their parent: orphaned on deletion,
+// restored from a backup). Without that annotation, or when the parent
+// cannot be read, the link counts as alive.
+func (d *Declarative[T]) deadLink(ctx context.Context, live metav1.Object, other string) bool {
+	at, ok := live.GetAnnotations()[ParentAnnotation]
+	if !ok || at == "" {
+		return false
+	}
+	m, err := d.mgr.RESTMapper().RESTMapping(d.parentGVK.GroupKind(), d.parentGVK.Version)
+	if err != nil {
+		return false
+	}
+	var p metav1.Object
+	if ns, name, namespaced := strings.Cut(at, "/"); namespaced {
+		p, err = d.live.Resource(m.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	} else {
+		p, err = d.live.Resource(m.Resource).Get(ctx, at, metav1.GetOptions{})
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		return false
+	}
+	return string(p.GetUID()) != other
 }

@@ -142,6 +142,7 @@ func (d *Declarative[T]) ReconcileDeleted(_ context.Context, gone reconcile.Tomb
 	if !typednil.Is(gone.Last) {
 		d.statuses.forget(gone.Last.GetUID())
 		d.ledger.forget(gone.Last.GetUID())
+		d.appliedChildren.forget(gone.Last.GetUID())
 	}
 	d.conflicts.set(gone.Request, nil)
 	return reconcile.Result{}, nil

@@ -83,7 +83,9 @@ func webChildren(_ context.Context, site *v1alpha1.StaticSite) (declarative.Stat
 						Tolerations:  []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}},
 						Containers: []corev1.Container{{ // no resources
 							Name: "web", Image: "registry.k8s.io/pause:3.10",
-							Ports:          []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+							Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+							// fieldRef is atomic; the server defaults its apiVersion.
+							Env:            []corev1.EnvVar{{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 							ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromString("http")}}},
 							LivenessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}},
 						}},

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -110,23 +111,20 @@ func completeJob(ctx context.Context, ns, name string) {
 	Expect(err).NotTo(HaveOccurred())
 }
 
-// setJobComplete writes the Complete condition of Job ns/name, True or
-// False, as the Job controller would.
-func setJobComplete(ctx context.Context, ns, name string, complete bool) {
+// setDeploymentAvailable writes the Available condition of Deployment
+// ns/name, True or False, as the Deployment controller would.
+func setDeploymentAvailable(ctx context.Context, ns, name string, available bool) {
 	GinkgoHelper()
-	j, err := kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	Expect(err).NotTo(HaveOccurred())
-	st := corev1.ConditionFalse
-	if complete {
-		st = corev1.ConditionTrue
+	st, reason := corev1.ConditionFalse, "MinimumReplicasUnavailable"
+	if available {
+		st, reason = corev1.ConditionTrue, "MinimumReplicasAvailable"
 	}
 	now := metav1.Now()
-	for i, c := range j.Status.Conditions {
-		if c.Type == batchv1.JobComplete {
-			j.Status.Conditions[i].Status, j.Status.Conditions[i].LastTransitionTime = st, now
-		}
-	}
-	_, err = kube.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{})
+	d.Status.ObservedGeneration = d.Generation
+	d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: st, Reason: reason, LastUpdateTime: now, LastTransitionTime: now}}
+	_, err = kube.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 }
 
@@ -350,25 +348,26 @@ var _ = Describe("declarative children in order", func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(w.Stop)
 
-		// Job migrate flaps: Complete goes False and True again, each time
-		// seen by the parent's Ready condition before the next flip.
+		// Deployment web flaps: Available goes False and True again, each
+		// time seen by the parent's Ready condition before the next flip.
 		const flips = 4
 		for i := range flips {
-			complete := i%2 == 1
-			setJobComplete(ctx, ns, "migrate", complete)
-			if complete {
+			available := i%2 == 1
+			setDeploymentAvailable(ctx, ns, "web", available)
+			if available {
 				Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.ChildrenReadyReason, ""))
 			} else {
-				Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.NotReadyReason, "Job migrate is not Complete"))
+				Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.WaitingReason, "Service web waits for Deployment web (Available)"))
 			}
 		}
 		// Changes to the child that alter no readiness, then one write of
 		// the parent's labels to mark the end.
 		for n := range 3 {
-			j, err := kube.BatchV1().Jobs(ns).Get(ctx, "migrate", metav1.GetOptions{})
+			d, err := kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			j.Status.Ready = new(int32(n + 1))
-			_, err = kube.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{})
+			d.Status.Conditions = append(d.Status.Conditions[:1], appsv1.DeploymentCondition{
+				Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: fmt.Sprint("Step", n), LastUpdateTime: metav1.Now()})
+			_, err = kube.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
 		end := patchSiteLabels(ctx, ns, "site", `{"metadata":{"labels":{"flapping":"over"}}}`)

@@ -45,15 +45,27 @@ func rolesOf(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, e
 
 var clusterRoles = []object.Object{&rbacv1.ClusterRole{}}
 
-// recordedChildren returns a function reporting the UIDs StaticSite ns/name
-// records in declarative.ChildrenAnnotation.
+// recordedChildren returns a function reporting the UIDs (or claims) StaticSite
+// ns/name records in declarative.ChildrenAnnotation.
 func recordedChildren(ctx context.Context, ns, name string) func() ([]string, error) {
 	return func() ([]string, error) {
 		s, err := getSite(ctx, ns, name)
 		if err != nil {
 			return nil, err
 		}
-		return strings.Fields(s.GetAnnotations()[declarative.ChildrenAnnotation]), nil
+		fields := strings.Fields(s.GetAnnotations()[declarative.ChildrenAnnotation])
+		if len(fields) == 0 {
+			return nil, nil
+		}
+		if fields[0] != string(s.UID) {
+			return nil, fmt.Errorf("annotation %s starts with %s, not the parent's uid %s", declarative.ChildrenAnnotation, fields[0], s.UID)
+		}
+		var uids []string
+		for _, f := range fields[1:] {
+			uid, _, _ := strings.Cut(f, "=")
+			uids = append(uids, uid)
+		}
+		return uids, nil
 	}
 }
 
@@ -135,6 +147,52 @@ var _ = Describe("declarative children no owner reference can reach", func() {
 			HaveField("ResourceVersion", before.ResourceVersion),
 			HaveField("Labels", HaveKeyWithValue(declarative.ParentUIDLabel, string(first.UID))),
 		), "Adopt took another parent's child")
+	}, SpecTimeout(2*time.Minute))
+
+	It("proves nothing with a ledger copied from another parent: the copy's child of the same name is a conflict, the original's child untouched", func(ctx SpecContext) {
+		name := siteClusterRole(ns, "shared")
+		deleteClusterRolesLater(name)
+		startDeclarative(ctx, ns, declarative.Func[*v1alpha1.StaticSite](rolesOf), clusterRoles, framework.Options{})
+		original := createSite(ctx, ns, "original", v1alpha1.StaticSiteSpec{Pages: map[string]string{"role:shared": "x"}})
+		Eventually(ctx, clusterRole(ctx, name)).WithTimeout(30 * time.Second).Should(HaveField("Labels", HaveKeyWithValue(declarative.ParentUIDLabel, string(original.UID))))
+		before, err := clusterRole(ctx, name)()
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(ctx, recordedChildren(ctx, ns, original.Name)).Should(ConsistOf(string(before.UID)))
+		got, err := getSite(ctx, ns, original.Name)
+		Expect(err).NotTo(HaveOccurred())
+
+		By("creating a copy of the original's YAML under another name, its ledger annotation included")
+		copied := createSiteWithAnnotations(ctx, ns, "copy", got.Spec, got.Annotations)
+		Eventually(ctx, conflictEvents(ctx, copied)).WithTimeout(30 * time.Second).Should(ContainElement(HaveField("Note",
+			ContainSubstring(fmt.Sprintf("links it to another parent (uid %s)", original.UID)))))
+		Consistently(ctx, clusterRole(ctx, name)).WithTimeout(2*time.Second).Should(And(
+			HaveField("ResourceVersion", before.ResourceVersion),
+			HaveField("Labels", HaveKeyWithValue(declarative.ParentUIDLabel, string(original.UID))),
+		), "the copy took the original's child")
+
+		By("deleting the copy: the original's child stays")
+		Expect(dyn.Resource(siteGVR).Namespace(ns).Delete(ctx, copied.Name, metav1.DeleteOptions{})).To(Succeed())
+		Eventually(ctx, siteGone(ctx, ns, copied.Name)).WithTimeout(30 * time.Second).Should(BeTrue())
+		Expect(clusterRole(ctx, name)()).To(HaveField("UID", before.UID), "deleting the copy deleted the original's child")
+	}, SpecTimeout(2*time.Minute))
+
+	It("adopts, with Adopt, a child whose labels link it to a parent that no longer exists", func(ctx SpecContext) {
+		name := siteClusterRole(ns, "orphan")
+		deleteClusterRolesLater(name)
+		_, err := kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        name,
+				Labels:      map[string]string{declarative.ParentUIDLabel: "0a0a0a0a-dead-parent", declarative.ManagerLabel: siteFieldManager},
+				Annotations: map[string]string{declarative.ParentAnnotation: ns + "/gone"},
+			},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		startDeclarative(ctx, ns, declarative.Func[*v1alpha1.StaticSite](rolesOf), clusterRoles, framework.Options{})
+		site := createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: map[string]string{"adopt-role:orphan": "x"}})
+		Eventually(ctx, clusterRole(ctx, name)).WithTimeout(30*time.Second).Should(And(
+			HaveField("Labels", HaveKeyWithValue(declarative.ParentUIDLabel, string(site.UID))),
+			HaveField("Rules", HaveLen(1)),
+		), "the orphan of a deleted parent was not adopted")
 	}, SpecTimeout(2*time.Minute))
 
 	It("still prunes and finalizes what it created after a manager restart", func(ctx SpecContext) {

@@ -83,9 +83,16 @@ func startSites(ctx context.Context, ns string, r declarative.Reconciler[*v1alph
 // createSite creates the StaticSite ns/name with spec.
 func createSite(ctx context.Context, ns, name string, spec v1alpha1.StaticSiteSpec) *v1alpha1.StaticSite {
 	GinkgoHelper()
+	return createSiteWithAnnotations(ctx, ns, name, spec, nil)
+}
+
+// createSiteWithAnnotations creates the StaticSite ns/name with spec and
+// annotations.
+func createSiteWithAnnotations(ctx context.Context, ns, name string, spec v1alpha1.StaticSiteSpec, annotations map[string]string) *v1alpha1.StaticSite {
+	GinkgoHelper()
 	site := &v1alpha1.StaticSite{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "StaticSite"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
 		Spec:       spec,
 	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(site)
