@@ -424,8 +424,8 @@ func invalid(k *kind, name string, errs ...*field.Error) error {
 	return apierrors.NewInvalid(k.gvk.GroupKind(), name, errs)
 }
 
-// uidConflict is kube-apiserver's answer (409) to a write whose UID
-// precondition want the object (of UID got, "" when there is none) fails.
+// uidConflict is kube-apiserver's answer (409) to an update or delete
+// whose UID precondition want the object (of UID got) fails.
 func uidConflict(k *kind, name string, want, got types.UID) error {
 	return conflict(k, name, fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", want, got))
 }
