@@ -2,7 +2,6 @@ package fake
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -212,8 +211,10 @@ func (s *Server) create(r *http.Request, q request) (runtime.Object, error) {
 		return nil, err
 	}
 	if obj.GetResourceVersion() != "" {
-		// The API server's storage refuses it, as an internal error.
-		return nil, apierrors.NewInternalError(errors.New("resourceVersion should not be set on objects to be created"))
+		// The API server's storage refuses it with an error of no API
+		// status: 500, with no reason and the error as the message.
+		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Message: "resourceVersion should not be set on objects to be created"}}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -120,10 +120,19 @@ type outcome struct {
 }
 
 func (o outcome) String() string {
-	if o.reason != "" {
-		return fmt.Sprintf("%d %s: %s", o.code, o.reason, o.message)
+	if o.obj == nil && o.code >= 400 {
+		return fmt.Sprintf("%d %s: %s", o.code, reasonString(o.reason), o.message)
 	}
 	return fmt.Sprint(o.code)
+}
+
+// reasonString names reason, "Unknown" for the empty reason of an error the
+// server did not classify.
+func reasonString(r metav1.StatusReason) string {
+	if r == metav1.StatusReasonUnknown {
+		return "Unknown"
+	}
+	return string(r)
 }
 
 // history is a row's outcomes so far, on one server.
@@ -241,9 +250,6 @@ func (tg *target) do(ctx context.Context, ns string, s step, h *history) outcome
 		}
 		st := status.Status()
 		o.reason, o.message = st.Reason, st.Message
-		if o.reason == "" {
-			o.reason = metav1.StatusReasonUnknown
-		}
 		return o
 	}
 	o.obj = obj
@@ -293,7 +299,7 @@ func compare(w want, got map[string]outcome) []string {
 func mismatches(w want, o outcome) []string {
 	var out []string
 	if o.code != w.code || o.reason != w.reason {
-		out = append(out, fmt.Sprintf("got %s, want %d %s", o, w.code, w.reason))
+		out = append(out, fmt.Sprintf("got %s, want %d %s", o, w.code, reasonString(w.reason)))
 	}
 	if w.message != "" && !strings.Contains(o.message, w.message) {
 		out = append(out, fmt.Sprintf("message %q lacks %q", o.message, w.message))

@@ -179,7 +179,7 @@ var table = []row{
 	}},
 	{name: "a UID precondition on delete", steps: []step{
 		{verb: create, res: configMaps, name: "cm", body: cm("k", "v"), manager: "writer", want: created},
-		{verb: del, res: configMaps, name: "cm", uid: func(*history) types.UID { return otherUID }, want: conflict.with("UID in precondition: " + otherUID)},
+		{verb: del, res: configMaps, name: "cm", uid: func(*history) types.UID { return otherUID }, want: conflict.with(`Operation cannot be fulfilled on ConfigMap "cm": the UID in the precondition (` + otherUID + ") does not match the UID in record")},
 		{verb: get, res: configMaps, name: "cm", want: ok},
 		{verb: del, res: configMaps, name: "cm", uid: func(h *history) types.UID { return h.at(0).GetUID() }, want: ok},
 		{verb: get, res: configMaps, name: "cm", want: notFound},
@@ -223,7 +223,7 @@ var table = []row{
 			b := cmBody("k", "v")
 			b["metadata"] = map[string]any{"resourceVersion": "5"}
 			return b
-		}, manager: "writer", want: want{code: http.StatusInternalServerError, reason: metav1.StatusReasonInternalError, message: "resourceVersion should not be set on objects to be created"}},
+		}, manager: "writer", want: want{code: http.StatusInternalServerError, reason: metav1.StatusReasonUnknown, message: "resourceVersion should not be set on objects to be created"}},
 		{verb: get, res: configMaps, name: "cm", want: notFound},
 	}},
 }
