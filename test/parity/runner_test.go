@@ -78,8 +78,10 @@ type step struct {
 	// manager is the field manager of a write; force forces an apply.
 	manager string
 	force   bool
-	// uid, when set, is a delete's UID precondition.
+	// uid and rv, when set, are a delete's UID and resourceVersion
+	// preconditions.
 	uid func(h *history) types.UID
+	rv  func(h *history) string
 	want
 }
 
@@ -233,8 +235,16 @@ func (tg *target) do(ctx context.Context, ns string, s step, h *history) outcome
 		obj, err = ri.ApplyStatus(ctx, s.name, body, metav1.ApplyOptions{FieldManager: s.manager, Force: s.force})
 	case del:
 		opts := metav1.DeleteOptions{}
+		if s.uid != nil || s.rv != nil {
+			opts.Preconditions = &metav1.Preconditions{}
+		}
 		if s.uid != nil {
-			opts.Preconditions = metav1.NewUIDPreconditions(string(s.uid(h)))
+			uid := s.uid(h)
+			opts.Preconditions.UID = &uid
+		}
+		if s.rv != nil {
+			rv := s.rv(h)
+			opts.Preconditions.ResourceVersion = &rv
 		}
 		err = ri.Delete(ctx, s.name, opts)
 	case get:

@@ -184,6 +184,31 @@ var table = []row{
 		{verb: del, res: configMaps, name: "cm", uid: func(h *history) types.UID { return h.at(0).GetUID() }, want: ok},
 		{verb: get, res: configMaps, name: "cm", want: notFound},
 	}},
+	{name: "a stale resourceVersion precondition on delete", steps: []step{
+		{verb: create, res: sites, name: "s", body: site("nginx"), manager: "writer", want: created},
+		{verb: update, res: sites, name: "s", body: object(0, func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "caddy", "spec", "image")
+		}), manager: "writer", want: ok},
+		{verb: del, res: sites, name: "s", rv: func(h *history) string { return h.at(0).GetResourceVersion() },
+			want: conflict.with(`Operation cannot be fulfilled on StaticSite.example.converge.dev "s": the ResourceVersion in the precondition (`)},
+		{verb: del, res: sites, name: "s", rv: func(h *history) string { return h.at(1).GetResourceVersion() }, want: ok},
+		{verb: get, res: sites, name: "s", want: notFound},
+	}},
+	{name: "apply without a field manager", steps: []step{
+		{verb: apply, res: configMaps, name: "cm", body: cm("k", "v"), want: invalidWant.with("fieldManager")},
+		{verb: get, res: configMaps, name: "cm", want: notFound},
+	}},
+	{name: "delete of an object already being deleted", steps: []step{
+		{verb: create, res: configMaps, name: "cm", body: func(*history) map[string]any {
+			b := cmBody("k", "v")
+			b["metadata"] = map[string]any{"finalizers": []any{finalizer}}
+			return b
+		}, manager: "writer", want: created},
+		{verb: del, res: configMaps, name: "cm", want: ok},
+		{verb: get, res: configMaps, name: "cm", want: ok},
+		{verb: del, res: configMaps, name: "cm", want: ok},
+		{verb: get, res: configMaps, name: "cm", want: want{code: http.StatusOK, fields: map[string]string{"metadata.finalizers": finalizer, "metadata.resourceVersion": "~."}}},
+	}},
 	{name: "generateName create", steps: []step{
 		{verb: create, res: configMaps, body: func(*history) map[string]any {
 			b := cmBody("k", "v")
