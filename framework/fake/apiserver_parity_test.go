@@ -1,6 +1,8 @@
 package fake_test
 
 import (
+	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -22,17 +24,19 @@ import (
 // These specs pin behaviour the fake shares with kube-apiserver, each
 // checked against a real one.
 
-// A create naming a resourceVersion fails, as kube-apiserver's does (500,
-// "resourceVersion should not be set on objects to be created"); an apply
-// that creates ignores it.
+// A create naming a resourceVersion fails, as kube-apiserver's does (500
+// with no reason, "resourceVersion should not be set on objects to be
+// created"); an apply that creates ignores it.
 func TestCreateWithAResourceVersionFails(t *testing.T) {
 	cs, _ := clients(t, fake.Options{})
 	ctx := t.Context()
 	cm := configMap("cm")
 	cm.ResourceVersion = "5"
 	_, err := cs.CoreV1().ConfigMaps("ns").Create(ctx, cm, metav1.CreateOptions{})
-	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "resourceVersion should not be set on objects to be created") {
-		t.Errorf("create with resourceVersion 5: got %v, want an InternalError saying resourceVersion should not be set", err)
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Code != http.StatusInternalServerError || status.Status().Reason != metav1.StatusReasonUnknown ||
+		status.Status().Message != "resourceVersion should not be set on objects to be created" {
+		t.Errorf("create with resourceVersion 5: got %#v, want a 500 with no reason saying resourceVersion should not be set", err)
 	}
 	if _, err := cs.CoreV1().ConfigMaps("ns").Get(ctx, "cm", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("after the refused create: %v, want NotFound", err)

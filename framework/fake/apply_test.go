@@ -169,9 +169,9 @@ func staticSiteCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	return crd
 }
 
-// An apply naming a UID is a precondition: with no object of that UID,
-// it creates nothing (kube-apiserver: 409), and over another object it is
-// a change of the immutable metadata.uid (422).
+// An apply naming a UID creates nothing when no object has it
+// (kube-apiserver: 409, "uid mismatch"), and over another object it is a
+// change of the immutable metadata.uid (422).
 func TestApplyNamingAUIDCreatesNothing(t *testing.T) {
 	_, dc := clients(t, fake.Options{})
 	ctx := t.Context()
@@ -180,8 +180,8 @@ func TestApplyNamingAUIDCreatesNothing(t *testing.T) {
 	u.SetUID("0b6f3ad2-5c1e-4a8e-9e55-2f7d8a4f1c11")
 	_ = unstructured.SetNestedField(u.Object, "nginx", "spec", "image")
 	_, err := sites.Apply(ctx, "gone", u, metav1.ApplyOptions{FieldManager: "m"})
-	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "UID in precondition: 0b6f3ad2-5c1e-4a8e-9e55-2f7d8a4f1c11") {
-		t.Errorf("apply naming a UID of no object: got %v, want a Conflict naming the UID precondition", err)
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "uid mismatch: the provided object specified uid 0b6f3ad2-5c1e-4a8e-9e55-2f7d8a4f1c11, and no existing object was found") {
+		t.Errorf("apply naming a UID of no object: got %v, want a Conflict saying no object has the UID", err)
 	}
 	if _, err := sites.Get(ctx, "gone", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("after the refused apply: %v, want NotFound", err)

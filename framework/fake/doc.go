@@ -54,9 +54,11 @@
 //   - Server-side apply with field ownership, from client-go's schemas for
 //     the built-in kinds, the structural schemas of Options.CRDs for their
 //     custom resources, and a schema deduced from the object for the others
-//     (every list atomic); an apply naming a metadata.uid no object has
-//     creates nothing (409 Conflict), and one naming another object's is
-//     Invalid (422), as kube-apiserver answers:
+//     (every list atomic); an apply that creates the object answers 201
+//     Created; an apply naming a metadata.uid no object has creates
+//     nothing (409 Conflict, "uid mismatch"), and one naming another
+//     object's is Invalid (422), as kube-apiserver answers (test/parity runs
+//     the same requests on both):
 //     managedFields, 409 Conflict naming the manager and the field when
 //     another manager owns a field (unless forced), removal of fields a
 //     manager no longer applies. Non-apply writes are recorded too, under

@@ -2,7 +2,6 @@ package fake
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -135,7 +134,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, q request
 	case r.Method == http.MethodPut && q.name != "":
 		out, err = s.update(r, q)
 	case r.Method == http.MethodPatch && q.name != "":
-		out, err = s.patch(r, q)
+		var created bool
+		if out, created, err = s.patch(r, q); created {
+			code = http.StatusCreated // an apply that created the object
+		}
 	case r.Method == http.MethodDelete && q.name != "" && q.sub == "":
 		out, err = s.delete(r, q)
 	case r.Method == http.MethodDelete && q.name == "":
@@ -209,8 +211,10 @@ func (s *Server) create(r *http.Request, q request) (runtime.Object, error) {
 		return nil, err
 	}
 	if obj.GetResourceVersion() != "" {
-		// The API server's storage refuses it, as an internal error.
-		return nil, apierrors.NewInternalError(errors.New("resourceVersion should not be set on objects to be created"))
+		// The API server's storage refuses it with an error of no API
+		// status: 500, with no reason and the error as the message.
+		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Message: "resourceVersion should not be set on objects to be created"}}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -231,15 +235,24 @@ func (s *Server) update(r *http.Request, q request) (runtime.Object, error) {
 	return s.updateLocked(q.kind, q.ns, q.name, q.sub, obj, manager(r), false)
 }
 
-func (s *Server) patch(r *http.Request, q request) (runtime.Object, error) {
+// patch applies the request's patch; created says that an apply created
+// the object.
+func (s *Server) patch(r *http.Request, q request) (out runtime.Object, created bool, err error) {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s: read body: %v", q, err))
+		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("%s: read body: %v", q, err))
 	}
 	pt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if types.PatchType(pt) == types.ApplyPatchType {
 		return s.apply(r, q, data)
 	}
+	out, err = s.mergePatch(q, types.PatchType(pt), data, manager(r))
+	return out, false, err
+}
+
+// mergePatch applies a JSON patch, JSON merge patch or strategic merge
+// patch, recorded under manager.
+func (s *Server) mergePatch(q request, pt types.PatchType, data []byte, manager string) (runtime.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, err := s.getLocked(q.kind, q.ns, q.name)
@@ -255,7 +268,7 @@ func (s *Server) patch(r *http.Request, q request) (runtime.Object, error) {
 		return nil, err
 	}
 	var patched []byte
-	switch types.PatchType(pt) {
+	switch pt {
 	case types.JSONPatchType:
 		var p jsonpatch.Patch
 		if p, err = jsonpatch.DecodePatch(data); err == nil {
@@ -282,7 +295,7 @@ func (s *Server) patch(r *http.Request, q request) (runtime.Object, error) {
 	if uid := next.GetUID(); uid != "" && uid != old.GetUID() {
 		return nil, uidImmutable(q.kind, q.name, uid)
 	}
-	return s.updateLocked(q.kind, q.ns, q.name, q.sub, next, manager(r), false)
+	return s.updateLocked(q.kind, q.ns, q.name, q.sub, next, manager, false)
 }
 
 func invalidPatch(q request, err error) error {
@@ -291,28 +304,29 @@ func invalidPatch(q request, err error) error {
 }
 
 // apply is a server-side apply of data (YAML or JSON) by the request's
-// field manager.
-func (s *Server) apply(r *http.Request, q request, data []byte) (runtime.Object, error) {
+// field manager; created says that it created the object (201 on
+// kube-apiserver).
+func (s *Server) apply(r *http.Request, q request, data []byte) (out runtime.Object, created bool, err error) {
 	applied := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal(data, &applied.Object); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s: decode apply configuration: %v", q, err))
+		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("%s: decode apply configuration: %v", q, err))
 	}
 	if gvk := applied.GroupVersionKind(); gvk != q.kind.gvk {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s: the apply configuration is a %s, not a %s", q, gvk, q.kind.gvk))
+		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("%s: the apply configuration is a %s, not a %s", q, gvk, q.kind.gvk))
 	}
 	if n := applied.GetName(); n != "" && n != q.name {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s: the name of the object (%q) does not match the name on the URL (%q)", q, n, q.name))
+		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("%s: the name of the object (%q) does not match the name on the URL (%q)", q, n, q.name))
 	}
 	applied.SetName(q.name)
 	if q.kind.namespaced {
 		if ns := applied.GetNamespace(); ns != "" && ns != q.ns {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("%s: the namespace of the provided object (%q) does not match the namespace sent on the request (%q)", q, ns, q.ns))
+			return nil, false, apierrors.NewBadRequest(fmt.Sprintf("%s: the namespace of the provided object (%q) does not match the namespace sent on the request (%q)", q, ns, q.ns))
 		}
 		applied.SetNamespace(q.ns)
 	}
 	mgr := r.URL.Query().Get("fieldManager")
 	if mgr == "" {
-		return nil, invalid(q.kind, q.name, fieldRequired("fieldManager", "is required for apply requests"))
+		return nil, false, invalid(q.kind, q.name, fieldRequired("fieldManager", "is required for apply requests"))
 	}
 	force := r.URL.Query().Get("force") == "true"
 
@@ -323,37 +337,39 @@ func (s *Server) apply(r *http.Request, q request, data []byte) (runtime.Object,
 	uid := applied.GetUID()
 	switch {
 	case exists && uid != "" && uid != live.GetUID():
-		return nil, uidImmutable(q.kind, q.name, uid)
+		return nil, false, uidImmutable(q.kind, q.name, uid)
 	case exists:
 	case !apierrors.IsNotFound(err) || q.sub != "":
-		return nil, err
+		return nil, false, err
 	case uid != "":
 		// The UID is a precondition no object meets: nothing is created.
-		return nil, uidConflict(q.kind, q.name, uid, "")
+		return nil, false, conflict(q.kind, q.name, fmt.Errorf("uid mismatch: the provided object specified uid %s, and no existing object was found", uid))
 	default:
 		if live, err = s.newObject(q.kind); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	fm, err := s.fieldManagerLocked(q.kind, q.sub)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	out, err := fm.Apply(live.DeepCopyObject(), applied, mgr, force) // live is shared: the field manager gets a copy
+	applyOut, err := fm.Apply(live.DeepCopyObject(), applied, mgr, force) // live is shared: the field manager gets a copy
 	if err != nil {
 		if _, ok := err.(apierrors.APIStatus); ok {
-			return nil, err
+			return nil, false, err
 		}
-		return nil, invalid(q.kind, q.name, fieldInvalid("body", err.Error()))
+		return nil, false, invalid(q.kind, q.name, fieldInvalid("body", err.Error()))
 	}
-	obj, err := s.typedObject(q.kind, out)
+	obj, err := s.typedObject(q.kind, applyOut)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !exists {
-		return s.createLocked(q.kind, q.ns, obj, mgr, true, false)
+		out, err = s.createLocked(q.kind, q.ns, obj, mgr, true, false)
+		return out, err == nil, err
 	}
-	return s.updateLocked(q.kind, q.ns, q.name, q.sub, obj, mgr, true)
+	out, err = s.updateLocked(q.kind, q.ns, q.name, q.sub, obj, mgr, true)
+	return out, false, err
 }
 
 // deleteOptions reads a deletion's options from its body (JSON or

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -268,11 +269,14 @@ func (s *Server) deleteLocked(k *kind, ns, name string, opts *metav1.DeleteOptio
 		return nil, err
 	}
 	if p := opts.Preconditions; p != nil {
+		// kube-apiserver checks a deletion's preconditions before its
+		// storage does, naming the kind where others name the resource.
+		byKind := schema.GroupResource{Group: k.gvk.Group, Resource: k.gvk.Kind}
 		if p.UID != nil && *p.UID != old.GetUID() {
-			return nil, uidConflict(k, name, *p.UID, old.GetUID())
+			return nil, apierrors.NewConflict(byKind, name, fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *p.UID, old.GetUID()))
 		}
 		if p.ResourceVersion != nil && *p.ResourceVersion != old.GetResourceVersion() {
-			return nil, conflict(k, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %s, ResourceVersion in object meta: %s", *p.ResourceVersion, old.GetResourceVersion()))
+			return nil, apierrors.NewConflict(byKind, name, fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *p.ResourceVersion, old.GetResourceVersion()))
 		}
 	}
 	policy := metav1.DeletePropagationBackground
@@ -424,8 +428,8 @@ func invalid(k *kind, name string, errs ...*field.Error) error {
 	return apierrors.NewInvalid(k.gvk.GroupKind(), name, errs)
 }
 
-// uidConflict is kube-apiserver's answer (409) to a write whose UID
-// precondition want the object (of UID got, "" when there is none) fails.
+// uidConflict is kube-apiserver's answer (409) to an update whose UID
+// precondition want the object (of UID got) fails.
 func uidConflict(k *kind, name string, want, got types.UID) error {
 	return conflict(k, name, fmt.Errorf("Precondition failed: UID in precondition: %s, UID in object meta: %s", want, got))
 }
