@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,7 +20,8 @@ import (
 
 // schemas holds the structure of every child kind as the API server
 // publishes it (OpenAPI v3, one document per group and version, custom
-// resources included), read once per group version on first use, for
+// resources included), read per group version on first use and again once
+// schemaTTL has passed, for
 // deciding as server-side apply does whether an apply would change a
 // child (see sameAfterApply).
 //
@@ -32,30 +34,46 @@ type schemas struct {
 	// carries, for servers that publish none.
 	builtin managedfields.TypeConverter
 	mu      sync.Mutex
-	// byGV holds the converter of each group version read so far; mu
-	// guards it.
-	byGV map[schema.GroupVersion]managedfields.TypeConverter
+	// byGV holds the converter of each group version read so far, and
+	// when it was read; mu guards it.
+	byGV map[schema.GroupVersion]readSchema
+	// now is time.Now, or a test's clock.
+	now func() time.Time
+}
+
+// schemaTTL is how long a group version's schema is used before it is read
+// again: a CRD's schema may change while converge runs (a field made
+// atomic, say).
+const schemaTTL = 5 * time.Minute
+
+type readSchema struct {
+	tc managedfields.TypeConverter
+	at time.Time
 }
 
 // forGV returns the converter of group version gv, reading its document
-// from the API server on first use. For a server that publishes no OpenAPI
+// from the API server on first use and once schemaTTL has passed. For a server that publishes no OpenAPI
 // v3 (framework/fake) it is the one framework/fake itself uses: client-go's
 // schemas for the built-in kinds, and for other kinds the deduced one, for
 // which maps are granular and lists atomic.
 func (s *schemas) forGV(gv schema.GroupVersion) (managedfields.TypeConverter, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if tc, ok := s.byGV[gv]; ok {
-		return tc, nil
+	now := time.Now
+	if s.now != nil {
+		now = s.now
+	}
+	if r, ok := s.byGV[gv]; ok && now().Sub(r.at) < schemaTTL {
+		return r.tc, nil
 	}
 	tc, err := s.readLocked(gv)
 	if err != nil {
 		return nil, err
 	}
 	if s.byGV == nil {
-		s.byGV = map[schema.GroupVersion]managedfields.TypeConverter{}
+		s.byGV = map[schema.GroupVersion]readSchema{}
 	}
-	s.byGV[gv] = tc
+	s.byGV[gv] = readSchema{tc: tc, at: now()}
 	return tc, nil
 }
 

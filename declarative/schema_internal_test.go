@@ -3,10 +3,13 @@ package declarative
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/kube-openapi/pkg/spec3"
 )
 
 // TestSameAfterApply decides from client-go's schemas of the built-in kinds
@@ -47,5 +50,41 @@ func TestSameAfterApply(t *testing.T) {
 		if got := s.sameAfterApply(live, want); got != tc.same {
 			t.Errorf("%s: sameAfterApply = %v, want %v", tc.name, got, tc.same)
 		}
+	}
+}
+
+// countingRoot publishes, for every group version, a document with no
+// schemas, and counts the reads.
+type countingRoot struct{ reads int }
+
+func (r *countingRoot) GroupVersions() ([]schema.GroupVersion, error) { return nil, nil }
+func (r *countingRoot) GVSpec(schema.GroupVersion) (*spec3.OpenAPI, error) {
+	r.reads++
+	return &spec3.OpenAPI{Components: &spec3.Components{}}, nil
+}
+func (r *countingRoot) GVSpecAsMap(schema.GroupVersion) (map[string]any, error) { return nil, nil }
+
+// TestSchemasAreReadAgainAfterTheirTTL: a CRD's schema may change while
+// converge runs, so a group version's document is read again once
+// schemaTTL has passed, not before.
+func TestSchemasAreReadAgainAfterTheirTTL(t *testing.T) {
+	root := &countingRoot{}
+	now := time.Unix(1000, 0)
+	s := &schemas{root: root, now: func() time.Time { return now }}
+	gv := schema.GroupVersion{Group: "example.com", Version: "v1"}
+	for range 3 {
+		if _, err := s.forGV(gv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if root.reads != 1 {
+		t.Fatalf("%d reads within the TTL, want 1", root.reads)
+	}
+	now = now.Add(schemaTTL)
+	if _, err := s.forGV(gv); err != nil {
+		t.Fatal(err)
+	}
+	if root.reads != 2 {
+		t.Fatalf("%d reads after the TTL, want 2", root.reads)
 	}
 }
