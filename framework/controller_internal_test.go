@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	corev1 "k8s.io/api/core/v1"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/reconcile"
@@ -80,13 +79,13 @@ func (l *logLines) all() []string {
 	return append([]string(nil), l.lines...)
 }
 
-func newTestController(t *testing.T, r reconcile.Reconciler, timeout time.Duration) (*Controller[*corev1.ConfigMap], *recordingQueue, *logLines, *metrics) {
+func newTestController(t *testing.T, r reconcile.Reconciler, timeout time.Duration) (*Controller, *recordingQueue, *logLines, *metrics) {
 	t.Helper()
 	logs := &logLines{}
 	m := newMetrics()
 	q := &recordingQueue{requeues: map[reconcile.Request]int{}}
 	log := logs.logger()
-	c := &Controller[*corev1.ConfigMap]{
+	c := &Controller{
 		name:       "test",
 		opts:       ControllerOptions{Workers: 1, ReconcileTimeout: timeout},
 		queue:      q,

@@ -75,7 +75,7 @@ func startDebugManager(t *testing.T, objects int) *framework.Manager {
 		}
 		return reconcile.Result{}, nil
 	})
-	if err := framework.NewController[*corev1.ConfigMap](mgr, "outcomes", framework.ControllerOptions{}).CompleteByKey(outcomes); err != nil {
+	if err := framework.NewBuilder[*corev1.ConfigMap](mgr, "outcomes", framework.ControllerOptions{}).CompleteByKey(outcomes); err != nil {
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
@@ -83,7 +83,7 @@ func startDebugManager(t *testing.T, objects int) *framework.Manager {
 		<-release
 		return reconcile.Result{}, nil
 	})
-	if err := framework.NewController[*corev1.ConfigMap](mgr, "stuck", framework.ControllerOptions{}).CompleteByKey(stuck); err != nil {
+	if err := framework.NewBuilder[*corev1.ConfigMap](mgr, "stuck", framework.ControllerOptions{}).CompleteByKey(stuck); err != nil {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)

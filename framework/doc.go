@@ -5,12 +5,16 @@
 // The smallest controller:
 //
 //	mgr, err := framework.NewManager(nil, framework.Options{}) // kubeconfig or in-cluster
-//	err = framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+//	err = framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 //		Complete(reconcile.ObjectFunc[*corev1.Pod](func(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
 //			logr.FromContextOrDiscard(ctx).Info("seen", "phase", pod.Status.Phase)
 //			return reconcile.Result{}, nil
 //		}))
 //	err = mgr.Start(ctx)
+//
+// NewBuilder(...).Owns(...).Complete(r) is the one way to wire a controller
+// (see Builder); Builder.Build is Complete that also returns the
+// *Controller, for tests and tools that read its name or queue length.
 //
 // Guarantees:
 //
@@ -63,6 +67,6 @@
 // through a metadata-only informer (Builder.OwnsMetadata), and delete a
 // collection at once (client.Client.DeleteAllOf).
 //
-// See ExampleNewController, ExampleManager, ExampleManager_APIReader,
+// See ExampleNewBuilder, ExampleManager, ExampleManager_APIReader,
 // ExampleBuilder_OwnsMetadata and ExampleNewWebhook.
 package framework

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
@@ -156,7 +155,7 @@ func BenchmarkReconcileOne(b *testing.B) {
 	}{{"history", 0}, {"no-history", -1}} {
 		b.Run(bc.name, func(b *testing.B) {
 			log := logr.FromSlogHandler(slog.DiscardHandler)
-			c := &Controller[*corev1.ConfigMap]{
+			c := &Controller{
 				name:  "bench",
 				opts:  ControllerOptions{Workers: 1},
 				queue: nopQueue{},

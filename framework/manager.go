@@ -58,7 +58,7 @@ func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 // format (see informers.Cache.RESTClient). It runs the cache and every
 // added Runnable (controllers among them).
 //
-// Build controllers with NewController, then call Start once.
+// Build controllers with NewBuilder, then call Start once.
 type Manager struct {
 	opts    Options
 	cfg     *rest.Config

@@ -48,7 +48,7 @@ func (p *resyncProbe) reconciler() reconcile.Reconciler {
 func addProbe[T object.Object](t *testing.T, mgr *framework.Manager, name string, opts framework.ControllerOptions) *resyncProbe {
 	t.Helper()
 	p := &resyncProbe{}
-	err := framework.NewController[T](mgr, name, opts).
+	err := framework.NewBuilder[T](mgr, name, opts).
 		WithPredicates(func(e framework.Event[T]) bool {
 			return p.predicate(framework.Event[object.Object]{Type: e.Type, Object: e.Object, Old: e.Old, Background: e.Background})
 		}).

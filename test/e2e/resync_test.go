@@ -39,10 +39,10 @@ var _ = Describe("ResyncPeriod", func() {
 			}
 			return true
 		}
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "resynced", framework.ControllerOptions{ResyncPeriod: time.Second}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "resynced", framework.ControllerOptions{ResyncPeriod: time.Second}).
 			WithPredicates(see).
 			CompleteByKey(countingReconciler(resynced))).To(Succeed())
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "quiet", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "quiet", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(quiet))).To(Succeed())
 		startManager(ctx, mgr)
 
