@@ -49,7 +49,7 @@
 //
 // Package framework/webhook holds admission (Defaulter, Validator) and
 // hub-and-spoke conversion (Hub, Convertible) handlers as plain
-// http.Handlers; framework.NewWebhook and framework.NewConversion serve them
+// http.Handlers; framework.AddWebhook and framework.AddConversion serve them
 // on the manager's TLS webhook server, and envtest.InstallWebhooks points a
 // test control plane at it.
 //

@@ -39,7 +39,7 @@
 //     manager's client (package client) refuses every write (ErrNotLeader,
 //     ErrManagerStopped), so an abandoned or late reconcile cannot undo a
 //     new leader's work.
-//   - Webhooks on every replica: NewWebhook and NewConversion serve a
+//   - Webhooks on every replica: AddWebhook and AddConversion serve a
 //     type's admission webhooks and its hub-and-spoke conversion over TLS
 //     (Options.Webhook), not gated by leader election; a rotated
 //     certificate is served without a restart, and readiness waits for the
@@ -68,5 +68,5 @@
 // collection at once (client.Client.DeleteAllOf).
 //
 // See ExampleNewBuilder, ExampleManager, ExampleManager_APIReader,
-// ExampleBuilder_OwnsMetadata and ExampleNewWebhook.
+// ExampleBuilder_OwnsMetadata and ExampleAddWebhook.
 package framework

@@ -152,15 +152,15 @@ func ExampleBuilder_OwnsMetadata() {
 
 // Admission webhooks for Deployments (defaults and validation) served by
 // the manager on Options.Webhook's address (":9443" by default) with the
-// certificate of its CertDir. For conversion, see NewConversion.
-func ExampleNewWebhook() {
+// certificate of its CertDir. For conversion, see AddConversion.
+func ExampleAddWebhook() {
 	mgr, err := framework.NewManager(nil, framework.Options{
 		Webhook: framework.WebhookServerOptions{CertDir: "/tmp/k8s-webhook-server/serving-certs"},
 	})
 	if err != nil {
 		return
 	}
-	err = framework.NewWebhook(mgr, framework.WebhookOptions[*appsv1.Deployment]{
+	err = framework.AddWebhook(mgr, framework.WebhookOptions[*appsv1.Deployment]{
 		Defaulter: webhook.DefaulterFunc[*appsv1.Deployment](func(_ context.Context, d *appsv1.Deployment) error {
 			if d.Spec.RevisionHistoryLimit == nil {
 				limit := int32(3)

@@ -60,14 +60,14 @@ type Options struct {
 	// HealthProbeBindAddress is where /healthz and /readyz are served (plain
 	// HTTP, for kubelet probes), e.g. ":8081". /readyz waits for the caches
 	// to sync, unless the manager serves a conversion webhook (see
-	// NewConversion). Zero means not served.
+	// AddConversion). Zero means not served.
 	HealthProbeBindAddress string
 
 	// Metrics configures the Prometheus endpoint. Zero means not served.
 	Metrics MetricsOptions
 
 	// Webhook configures the HTTPS server of the admission and conversion
-	// webhooks (NewWebhook, NewConversion). The server runs only when at
+	// webhooks (AddWebhook, AddConversion). The server runs only when at
 	// least one webhook is registered. Zero means ":9443" with the
 	// certificate from the conventional directory (see WebhookServerOptions).
 	Webhook WebhookServerOptions
