@@ -56,7 +56,7 @@ func NewBuilder[T object.Object](mgr *Manager, name string, opts ControllerOptio
 	return b
 }
 
-// WithPredicates filters the events of the primary kind T: an event enqueues
+// WithPredicates filters the changes of the primary kind T: a change enqueues
 // its object only when every predicate accepts it.
 func (b *Builder[T]) WithPredicates(preds ...Predicate[T]) *Builder[T] {
 	if err := nilPredicate(preds); err != nil {

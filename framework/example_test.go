@@ -96,7 +96,7 @@ func ExampleLabelSelectorMatch() {
 		return
 	}
 	for _, labels := range []map[string]string{{"team": "web"}, {"team": "db"}} {
-		e := framework.Event[*corev1.ConfigMap]{Type: framework.Added, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}
+		e := framework.Change[*corev1.ConfigMap]{Type: framework.Added, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}
 		fmt.Println(labels["team"], web(e))
 	}
 	// Output:

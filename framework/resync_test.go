@@ -27,7 +27,7 @@ type resyncProbe struct {
 	replays, foreground atomic.Int64
 }
 
-func (p *resyncProbe) predicate(e framework.Event[object.Object]) bool {
+func (p *resyncProbe) predicate(e framework.Change[object.Object]) bool {
 	if e.Type == framework.Updated && e.Old.GetResourceVersion() == e.Object.GetResourceVersion() {
 		p.replays.Add(1)
 		if !e.Background {
@@ -49,8 +49,8 @@ func addProbe[T object.Object](t *testing.T, mgr *framework.Manager, name string
 	t.Helper()
 	p := &resyncProbe{}
 	err := framework.NewBuilder[T](mgr, name, opts).
-		WithPredicates(func(e framework.Event[T]) bool {
-			return p.predicate(framework.Event[object.Object]{Type: e.Type, Object: e.Object, Old: e.Old, Background: e.Background})
+		WithPredicates(func(e framework.Change[T]) bool {
+			return p.predicate(framework.Change[object.Object]{Type: e.Type, Object: e.Object, Old: e.Old, Background: e.Background})
 		}).
 		CompleteByKey(p.reconciler())
 	if err != nil {

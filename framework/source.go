@@ -210,7 +210,7 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 // handler turns the informer's events into requests on the controller's queue.
 func (b *boundKind[C]) handler(ctx context.Context) informers.HandlerFuncs[C] {
 	s, w := &b.kindSource, b.w
-	emit := func(e Event[C], background bool) {
+	emit := func(e Change[C], background bool) {
 		if !passes(s.preds, e) {
 			return
 		}
@@ -235,11 +235,11 @@ func (b *boundKind[C]) handler(ctx context.Context) informers.HandlerFuncs[C] {
 	}
 	return informers.HandlerFuncs[C]{
 		AddFunc: func(obj C, initial bool) {
-			emit(Event[C]{Type: Added, Object: obj, Background: initial}, initial)
+			emit(Change[C]{Type: Added, Object: obj, Background: initial}, initial)
 		},
 		UpdateFunc: func(oldObj, newObj C) {
 			resync := oldObj.GetResourceVersion() == newObj.GetResourceVersion()
-			e := Event[C]{Type: Updated, Object: newObj, Old: oldObj, Background: resync}
+			e := Change[C]{Type: Updated, Object: newObj, Old: oldObj, Background: resync}
 			emit(e, resync)
 			// An owned object moved to another owner: the old owner must
 			// notice it lost a child.
@@ -253,7 +253,7 @@ func (b *boundKind[C]) handler(ctx context.Context) informers.HandlerFuncs[C] {
 			}
 		},
 		DeleteFunc: func(obj C, _ bool) {
-			e := Event[C]{Type: Deleted, Object: obj}
+			e := Change[C]{Type: Deleted, Object: obj}
 			if b.onDelete != nil && passes(s.preds, e) {
 				b.onDelete(obj) // keep a tombstone only for deletions that will be reconciled
 			}

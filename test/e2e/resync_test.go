@@ -27,7 +27,7 @@ var _ = Describe("ResyncPeriod", func() {
 			replays = map[bool]int{}
 			changes = map[bool]int{}
 		)
-		see := func(e framework.Event[*corev1.ConfigMap]) bool {
+		see := func(e framework.Change[*corev1.ConfigMap]) bool {
 			if e.Type == framework.Updated {
 				mu.Lock()
 				defer mu.Unlock()
