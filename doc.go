@@ -19,7 +19,7 @@
 // # Work queues
 //
 // Package workqueue is the rate-limited, de-duplicating queue of keys between
-// watches and reconcilers, with per-key backoff and a background priority for
+// watches and reconcilers, with per-key backoff and a replay priority for
 // replays of the cache.
 //
 // # The shared cache

@@ -43,7 +43,7 @@ type ControllerOptions struct {
 	// ResyncPeriod replays every cached object of the primary kind to this
 	// controller at this interval, so that it reconciles each again without
 	// any change: a safety net for controllers that act on the outside
-	// world. Replayed keys are queued behind real changes (Event.Background
+	// world. Replayed keys are queued behind real changes (Change.Replay
 	// is true), and only this controller's handler replays: other
 	// controllers sharing the informer keep their own period. It must be at
 	// least informers.MinResyncPeriod. Zero means the cache's period for the

@@ -32,8 +32,8 @@ func (q *recordingQueue) record(s string) {
 	q.calls = append(q.calls, s)
 }
 
-func (q *recordingQueue) Add(reconcile.Request)           { q.record("add") }
-func (q *recordingQueue) AddBackground(reconcile.Request) { q.record("add-background") }
+func (q *recordingQueue) Add(reconcile.Request)       { q.record("add") }
+func (q *recordingQueue) AddReplay(reconcile.Request) { q.record("add-background") }
 func (q *recordingQueue) AddAfter(_ reconcile.Request, d time.Duration) {
 	q.record("add-after")
 	q.afterDelays = append(q.afterDelays, d)
@@ -301,10 +301,10 @@ func TestReconcileReasonInLogsMetricsAndContext(t *testing.T) {
 		"both":     reconcile.ReasonChange,
 	}
 	q.Add(reconcile.Request{Name: "changed"})
-	q.AddBackground(reconcile.Request{Name: "replayed"})
+	q.AddReplay(reconcile.Request{Name: "replayed"})
 	q.AddRateLimited(reconcile.Request{Name: "retried"})
 	q.AddAfter(reconcile.Request{Name: "requeued"}, 0)
-	q.AddBackground(reconcile.Request{Name: "both"})
+	q.AddReplay(reconcile.Request{Name: "both"})
 	q.Add(reconcile.Request{Name: "both"})
 	q.ShutDown()             // Get hands out what is queued, then reports shutdown
 	c.worker(t.Context(), 1) // returns once the queue is empty

@@ -166,7 +166,7 @@ func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
 		_, body := debugGet(t, mgr, framework.DebugPath+"api/state")
 		state = decode[framework.DebugState](t, body)
 		st := state.Controllers[1]
-		return len(st.InFlight) == 1 && st.Queue.Normal.Depth+st.Queue.Background.Depth == bulk+2
+		return len(st.InFlight) == 1 && st.Queue.Normal.Depth+st.Queue.Replay.Depth == bulk+2
 	})
 	held := state.Controllers[1].InFlight[0]
 	if held.Worker != 1 || held.Namespace != "ns" {

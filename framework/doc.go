@@ -63,7 +63,7 @@
 // reads those straight from the API server.
 //
 // A controller may resync (ControllerOptions.ResyncPeriod: its objects are
-// reconciled again at that interval, as background work), own a kind
+// reconciled again at that interval, as replays), own a kind
 // through a metadata-only informer (Builder.OwnsMetadata), and delete a
 // collection at once (client.Client.DeleteAllOf).
 //

@@ -126,7 +126,7 @@ func BenchmarkHistory100kKeys(b *testing.B) {
 type nopQueue struct{}
 
 func (nopQueue) Add(reconcile.Request)                                  {}
-func (nopQueue) AddBackground(reconcile.Request)                        {}
+func (nopQueue) AddReplay(reconcile.Request)                            {}
 func (nopQueue) AddAfter(reconcile.Request, time.Duration)              {}
 func (nopQueue) AddRateLimited(reconcile.Request)                       {}
 func (nopQueue) Forget(reconcile.Request)                               {}

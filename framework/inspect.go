@@ -80,8 +80,8 @@ type ControllerStatus struct {
 
 // QueueStatus is a controller's queue by priority class.
 type QueueStatus struct {
-	Normal     QueueClass `json:"normal"`
-	Background QueueClass `json:"background"`
+	Normal QueueClass `json:"normal"`
+	Replay QueueClass `json:"background"`
 	// Delayed counts keys waiting for a retry's backoff or a RequeueAfter.
 	Delayed int `json:"delayed"`
 }
@@ -242,9 +242,9 @@ func (c *Controller) status(now time.Time) ControllerStatus {
 		State:   controllerPhase(c.phase.Load()).String(),
 		Workers: c.opts.Workers,
 		Queue: QueueStatus{
-			Normal:     queueClass(qs.Normal, now),
-			Background: queueClass(qs.Background, now),
-			Delayed:    qs.Delayed,
+			Normal:  queueClass(qs.Normal, now),
+			Replay:  queueClass(qs.Replay, now),
+			Delayed: qs.Delayed,
 		},
 		InFlight:    c.inFlight(now),
 		HistoryKeys: c.history.keys(),
@@ -306,7 +306,7 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) KeyStatus {
 	if ks.Queued {
 		since := ks.Since
 		s.Queued, s.QueuedSince, s.Reason, s.Priority = true, &since, string(ks.Reason), "normal"
-		if ks.Background {
+		if ks.Replay {
 			s.Priority = "background"
 		}
 	}
@@ -341,10 +341,10 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) KeyStatus {
 
 func (c *Controller) queuePage(offset, limit int) QueuePage {
 	qs := c.queue.Stats()
-	p := QueuePage{Controller: c.name, Offset: offset, Limit: limit, Total: qs.Normal.Depth + qs.Background.Depth, Keys: []QueuedKey{}}
+	p := QueuePage{Controller: c.name, Offset: offset, Limit: limit, Total: qs.Normal.Depth + qs.Replay.Depth, Keys: []QueuedKey{}}
 	for _, k := range c.queue.Keys(offset, limit) {
 		prio := "normal"
-		if k.Background {
+		if k.Replay {
 			prio = "background"
 		}
 		p.Keys = append(p.Keys, QueuedKey{Namespace: k.Key.Namespace, Name: k.Key.Name, Priority: prio, Since: k.Since})

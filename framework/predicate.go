@@ -42,10 +42,10 @@ type Change[T object.Object] struct {
 	Object T
 	// Old is the previous state for Updated changes, the zero T otherwise.
 	Old T
-	// Background is true for events that replay what the cache already holds:
+	// Replay is true for changes that only replay what the cache already holds:
 	// the initial list and periodic resyncs. Their keys are queued behind real
 	// changes.
-	Background bool
+	Replay bool
 }
 
 // Predicate decides whether a change should enqueue a reconcile. Any function

@@ -235,11 +235,11 @@ func (b *boundKind[C]) handler(ctx context.Context) informers.HandlerFuncs[C] {
 	}
 	return informers.HandlerFuncs[C]{
 		AddFunc: func(obj C, initial bool) {
-			emit(Change[C]{Type: Added, Object: obj, Background: initial}, initial)
+			emit(Change[C]{Type: Added, Object: obj, Replay: initial}, initial)
 		},
 		UpdateFunc: func(oldObj, newObj C) {
 			resync := oldObj.GetResourceVersion() == newObj.GetResourceVersion()
-			e := Change[C]{Type: Updated, Object: newObj, Old: oldObj, Background: resync}
+			e := Change[C]{Type: Updated, Object: newObj, Old: oldObj, Replay: resync}
 			emit(e, resync)
 			// An owned object moved to another owner: the old owner must
 			// notice it lost a child.
@@ -302,7 +302,7 @@ func (s *kindSource[C]) handlerOptions() cache.HandlerOptions {
 // add queues req: behind real changes when it only replays cached state.
 func (w *watchTarget) add(req reconcile.Request, background bool) {
 	if background {
-		w.queue.AddBackground(req)
+		w.queue.AddReplay(req)
 	} else {
 		w.queue.Add(req)
 	}

@@ -20,7 +20,7 @@ import (
 type countingQueue struct{ adds int }
 
 func (q *countingQueue) Add(reconcile.Request)                     { q.adds++ }
-func (q *countingQueue) AddBackground(reconcile.Request)           { q.adds++ }
+func (q *countingQueue) AddReplay(reconcile.Request)               { q.adds++ }
 func (q *countingQueue) AddAfter(reconcile.Request, time.Duration) { q.adds++ }
 
 // The deliver functions hand an event to h as an informer does: client-go

@@ -150,7 +150,7 @@ var _ = Describe("debug endpoint", func() {
 			g.Expect(state.Controllers).To(HaveLen(3))
 			g.Expect(state.Controllers[1].InFlight).To(HaveLen(1))
 			q := state.Controllers[1].Queue
-			g.Expect(q.Normal.Depth + q.Background.Depth).To(Equal(bulk + 2))
+			g.Expect(q.Normal.Depth + q.Replay.Depth).To(Equal(bulk + 2))
 		}).Should(Succeed())
 		Expect(state.Leader.Leading).To(BeTrue())
 		for i, name := range []string{"credentials", "held", "ticker"} {

@@ -22,7 +22,7 @@ var _ = Describe("ResyncPeriod", func() {
 		var (
 			mu sync.Mutex
 			// replays counts the resync events the predicate saw, by
-			// whether they were marked Background; changes counts real
+			// whether they were marked Replay; changes counts real
 			// updates likewise. mu guards both.
 			replays = map[bool]int{}
 			changes = map[bool]int{}
@@ -32,9 +32,9 @@ var _ = Describe("ResyncPeriod", func() {
 				mu.Lock()
 				defer mu.Unlock()
 				if e.Old.ResourceVersion == e.Object.ResourceVersion {
-					replays[e.Background]++
+					replays[e.Replay]++
 				} else {
-					changes[e.Background]++
+					changes[e.Replay]++
 				}
 			}
 			return true
@@ -61,8 +61,8 @@ var _ = Describe("ResyncPeriod", func() {
 
 		mu.Lock()
 		defer mu.Unlock()
-		Expect(replays[true]).To(BeNumerically(">=", 3), "resync replays marked Background")
-		Expect(replays[false]).To(BeZero(), "resync replays not marked Background")
-		Expect(changes[true]).To(BeZero(), "real changes marked Background")
+		Expect(replays[true]).To(BeNumerically(">=", 3), "resync replays marked Replay")
+		Expect(replays[false]).To(BeZero(), "resync replays not marked Replay")
+		Expect(changes[true]).To(BeZero(), "real changes marked Replay")
 	}, SpecTimeout(2*time.Minute))
 })
