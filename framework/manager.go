@@ -168,7 +168,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		if resource == "" {
 			resource = e.Kind.GroupKind().String()
 		}
-		metrics.cacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Reason).Inc()
+		metrics.cacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Class).Inc()
 		if user != nil {
 			user(e)
 		}

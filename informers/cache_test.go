@@ -325,8 +325,8 @@ func TestSyncErrorsNameTheCause(t *testing.T) {
 			}
 			select {
 			case e := <-reported:
-				if e.Reason != tc.reason || (e.Verb != "list" && e.Verb != "watch") {
-					t.Errorf("OnRequestError got reason %q verb %q, want %q", e.Reason, e.Verb, tc.reason)
+				if e.Class != tc.reason || (e.Verb != "list" && e.Verb != "watch") {
+					t.Errorf("OnRequestError got reason %q verb %q, want %q", e.Class, e.Verb, tc.reason)
 				}
 			default:
 				t.Error("OnRequestError was not called")

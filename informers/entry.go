@@ -79,7 +79,7 @@ func ignorable(err error) bool {
 // reportError hands a failed request to Options.OnRequestError.
 func (e *entry) reportError(verb string, err error) {
 	if h := e.cache.opts.OnRequestError; h != nil && !ignorable(err) {
-		h(RequestError{Informer: e.desc, Kind: e.key.gvk, Resource: e.resource(), Namespace: e.key.namespace, Verb: verb, Reason: Reason(err), Err: err})
+		h(RequestError{Informer: e.desc, Kind: e.key.gvk, Resource: e.resource(), Namespace: e.key.namespace, Verb: verb, Class: ErrorClass(err), Err: err})
 	}
 }
 
