@@ -44,7 +44,7 @@ type ControllerOptions struct {
 	// controller at this interval, so that it reconciles each again without
 	// any change: a safety net for controllers that act on the outside
 	// world. Replayed keys are queued behind real changes (Change.Replay
-	// is true), and only this controller's handler replays: other
+	// is true), and only this controller's listener replays: other
 	// controllers sharing the informer keep their own period. It must be at
 	// least informers.MinResyncPeriod. Zero means the cache's period for the
 	// kind (Options.Cache.ResyncByKind, else Options.Cache.ResyncPeriod);
@@ -209,7 +209,7 @@ func (c *Controller) NeedLeaderElection() bool { return !c.opts.WithoutLeaderEle
 // Name returns the controller's name.
 func (c *Controller) Name() string { return c.name }
 
-// Start registers the controller's event handlers, waits for the informers
+// Start registers the controller's event listeners, waits for the informers
 // it reads to sync, and runs its workers until ctx is done. Then it stops
 // taking keys and waits for in-flight reconciles, whose contexts stay alive
 // for the manager's graceful shutdown timeout and are then cancelled.
@@ -228,7 +228,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("controller %q: %w", c.name, err)
 		}
-		defer func() { _ = s.informer().RemoveHandler(reg) }()
+		defer func() { _ = s.informer().RemoveListener(reg) }()
 	}
 	for _, s := range c.sources {
 		if err := s.informer().WaitForSync(ctx); err != nil {

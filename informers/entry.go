@@ -29,7 +29,7 @@ type entry struct {
 	goType reflect.Type
 	// selector is the informer's label selector, nil for all labels.
 	selector labels.Selector
-	// resync is the resync period of handlers that ask for none of their
+	// resync is the resync period of listeners that ask for none of their
 	// own (Options.ResyncByKind or ResyncPeriod); zero for none.
 	resync time.Duration
 

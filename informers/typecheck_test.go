@@ -42,7 +42,7 @@ func TestWronglyTypedCachedObjectsAreErrorsNamingBothTypes(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var added []string
-	if _, err := inf.AddHandler(informers.HandlerFuncs[*corev1.ConfigMap]{AddFunc: func(cm *corev1.ConfigMap, _ bool) {
+	if _, err := inf.AddListener(informers.ListenerFuncs[*corev1.ConfigMap]{AddFunc: func(cm *corev1.ConfigMap, _ bool) {
 		mu.Lock()
 		added = append(added, cm.Name)
 		mu.Unlock()
@@ -118,8 +118,8 @@ func TestNilArgumentsAreRefusedByName(t *testing.T) {
 			_, err := informers.ForObject[object.Object](c, nil, informers.Selection{})
 			return err
 		}, "example is nil"},
-		{"AddHandler", func() error { _, err := inf.AddHandler(handler, cache.HandlerOptions{}); return err }, "h is a nil *informers_test.countingHandler"},
-		{"AddHandler nil interface", func() error { _, err := inf.AddHandler(nil, cache.HandlerOptions{}); return err }, "h is nil"},
+		{"AddListener", func() error { _, err := inf.AddListener(handler, cache.HandlerOptions{}); return err }, "h is a nil *informers_test.countingHandler"},
+		{"AddListener nil interface", func() error { _, err := inf.AddListener(nil, cache.HandlerOptions{}); return err }, "h is nil"},
 		{"AddIndex", func() error { return inf.AddIndex("by-x", nil) }, "fn is a nil func"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,7 +132,7 @@ func TestNilArgumentsAreRefusedByName(t *testing.T) {
 }
 
 type countingHandler struct {
-	informers.HandlerFuncs[*corev1.ConfigMap]
+	informers.ListenerFuncs[*corev1.ConfigMap]
 }
 
 // noPanic calls f and turns a panic into an error, so that one broken case
