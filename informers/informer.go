@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -50,7 +51,7 @@ type Reader[T object.Object] interface {
 	// answers for its selection, and asks nobody: NotFound means no such
 	// object in the selection (Cache.Get confirms such a miss with the API
 	// server).
-	Get(ctx context.Context, namespace, name string) (T, error)
+	Get(ctx context.Context, key types.NamespacedName) (T, error)
 	// List returns the objects matching every option, in no particular
 	// order. Like Get, it first waits for the cache to hold this process's
 	// writes of objects the list could show (in its namespace, matching its
@@ -245,15 +246,16 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
 	return nil
 }
 
-// Get returns the cached object namespace/name. See Reader.
-func (i *Informer[T]) Get(ctx context.Context, namespace, name string) (T, error) {
+// Get returns the cached object key. See Reader.
+func (i *Informer[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
 	var zero T
-	key := name
+	namespace, name := key.Namespace, key.Name
+	k := name
 	if namespace != "" {
-		key = namespace + "/" + name
+		k = namespace + "/" + name
 	}
 	if err := i.ready(ctx); err != nil {
-		return zero, fmt.Errorf("get %s %s: %w", describe(i.e.key.gvk), key, err)
+		return zero, fmt.Errorf("get %s %s: %w", describe(i.e.key.gvk), k, err)
 	}
 	if err := i.e.inSelection("get", namespace, name); err != nil {
 		return zero, err
@@ -261,9 +263,9 @@ func (i *Informer[T]) Get(ctx context.Context, namespace, name string) (T, error
 	if err := i.e.awaitOwnWrite(ctx, namespace, name); err != nil {
 		return zero, err
 	}
-	obj, ok, err := i.e.informer.GetIndexer().GetByKey(key)
+	obj, ok, err := i.e.informer.GetIndexer().GetByKey(k)
 	if err != nil {
-		return zero, fmt.Errorf("get %s %s from cache: %w", i.e.desc, key, err)
+		return zero, fmt.Errorf("get %s %s from cache: %w", i.e.desc, k, err)
 	}
 	if !ok {
 		return zero, apierrors.NewNotFound(i.groupResource(), name)
