@@ -2,7 +2,9 @@
 // package holds no code; it maps the packages a controller author uses.
 // Imports go one way: reconcile and object, then workqueue and informers
 // (which never import each other), then client, then framework, then
-// declarative; test/layering checks it.
+// declarative; test/layering checks it. The one exception is
+// internal/testenv, test support that imports framework: only _test.go files
+// may import it, which test/layering checks too.
 //
 // # Reconcilers
 //
