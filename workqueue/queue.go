@@ -139,9 +139,10 @@ func newQueue[K comparable](opts Options[K], c clock.WithTicker) *Queue[K] {
 }
 
 // Add queues k at normal priority, with reason change: use it for keys that
-// carry a real change. If k is already queued it is not queued twice, but a
-// background k is promoted. If a worker holds k, k is queued again when the
-// worker calls Done. After shutdown, Add does nothing.
+// carry a real change. A k already queued is not queued twice; one queued at
+// replay priority (by AddReplay) moves up to normal priority. If a worker
+// holds k, k is queued again when the worker calls Done. After shutdown, Add
+// does nothing.
 func (q *Queue[K]) Add(k K) { q.core.add(k, hintChange) }
 
 // AddReplay queues k at replay priority, with reason replay: use it
