@@ -80,22 +80,14 @@ type Options struct {
 	// the manager's clients. Zero (false) leaves the rest.Config's setting
 	// as it is (compressed, unless the config says otherwise). It sets the
 	// transport the manager builds, so it cannot be set with
-	// Cache.HTTPClient. The API
-	// server compresses large lists and the watches client-go starts with a
-	// streamed list, for as long as they run. That pays off for objects
-	// that compress, such as Pods (in the benchmark, without it a backlog of
-	// Pod changes drained about a third slower and changes made during
-	// start-up waited longer); it may save CPU for data that does not
-	// compress, such as random or encrypted bytes.
+	// Cache.HTTPClient. See the package doc (# Tuning) for when it pays.
 	DisableCompression bool
 
 	// SyncGCPercent is the garbage collector's GOGC while the caches first
-	// sync. Decoding the initial lists allocates, within a second or two,
-	// most of what the process will keep, and a larger heap target then
-	// saves about a quarter of the CPU of starting up. Once the caches have
-	// synced, the previous GOGC is restored and the memory the sync freed is
-	// returned to the operating system. A larger GOGC (or GOGC=off) is left
-	// alone, and a memory limit (GOMEMLIMIT) still bounds the heap.
+	// sync. Once the caches have synced, the previous GOGC is restored and
+	// the memory the sync freed is returned to the operating system. A
+	// larger GOGC (or GOGC=off) is left alone, and a memory limit
+	// (GOMEMLIMIT) still bounds the heap. See the package doc (# Tuning).
 	// Zero means 400; negative means the GC settings are never touched.
 	SyncGCPercent int
 
