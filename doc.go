@@ -2,7 +2,9 @@
 // package holds no code; it maps the packages a controller author uses.
 // Imports go one way: reconcile and object, then workqueue and informers
 // (which never import each other), then client, then framework, then
-// declarative; test/layering checks it.
+// declarative; test/layering checks it. The one exception is
+// internal/testenv, test support that imports framework: only _test.go files
+// may import it, which test/layering checks too.
 //
 // # Reconcilers
 //
@@ -19,7 +21,7 @@
 // # Work queues
 //
 // Package workqueue is the rate-limited, de-duplicating queue of keys between
-// watches and reconcilers, with per-key backoff and a background priority for
+// watches and reconcilers, with per-key backoff and a replay priority for
 // replays of the cache.
 //
 // # The shared cache
@@ -49,7 +51,7 @@
 //
 // Package framework/webhook holds admission (Defaulter, Validator) and
 // hub-and-spoke conversion (Hub, Convertible) handlers as plain
-// http.Handlers; framework.NewWebhook and framework.NewConversion serve them
+// http.Handlers; framework.AddWebhook and framework.AddConversion serve them
 // on the manager's TLS webhook server, and envtest.InstallWebhooks points a
 // test control plane at it.
 //

@@ -74,7 +74,7 @@ func (c *Client) Get(ctx context.Context, key types.NamespacedName, obj object.O
 	if err := typednil.Check("obj", obj); err != nil {
 		return fmt.Errorf("get %s: %w", describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}), err)
 	}
-	return c.cache.Get(ctx, key.Namespace, key.Name, obj)
+	return c.cache.Get(ctx, key, obj)
 }
 
 // List copies the cached objects matching opts into list (a *FooList).

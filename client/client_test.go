@@ -48,7 +48,7 @@ func TestGetAfterDeletingAnObjectAnotherProcessRecreated(t *testing.T) {
 	}
 	reborn := testenv.CreateConfigMap(t, cs, ns, "phoenix", nil) // another process
 	seen := make(chan struct{})
-	reg, err := inf.AddHandler(informers.HandlerFuncs[*corev1.ConfigMap]{AddFunc: func(cm *corev1.ConfigMap, _ bool) {
+	reg, err := inf.AddListener(informers.ListenerFuncs[*corev1.ConfigMap]{AddFunc: func(cm *corev1.ConfigMap, _ bool) {
 		if cm.UID == reborn.UID {
 			close(seen)
 		}
@@ -56,7 +56,7 @@ func TestGetAfterDeletingAnObjectAnotherProcessRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = inf.RemoveHandler(reg) }()
+	defer func() { _ = inf.RemoveListener(reg) }()
 	select {
 	case <-seen:
 	case <-time.After(30 * time.Second):

@@ -72,7 +72,7 @@ func TestGetOutsideASelectionIsNotANotFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inf.Get(ctx, ns, "db"); !apierrors.IsNotFound(err) {
+	if _, err := inf.Get(ctx, types.NamespacedName{Namespace: ns, Name: "db"}); !apierrors.IsNotFound(err) {
 		t.Errorf("Informer.Get of an object outside its selection = %v, want NotFound", err)
 	}
 }

@@ -294,7 +294,7 @@ func (d *Declarative[T]) namespaced(ck *childKind) (bool, error) {
 // such a failure the object is read from the API server and the decision
 // taken again, once.
 func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) error {
-	cached, err := c.kind.inf.Get(ctx, c.obj.GetNamespace(), c.obj.GetName())
+	cached, err := c.kind.inf.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
 	var live metav1.Object
 	switch {
 	case err == nil:

@@ -227,7 +227,7 @@ var (
 )
 
 // New returns a declarative reconciler for parents of kind T. Pass it to the
-// Complete of a framework.NewController[T].
+// Complete of a framework.NewBuilder[T].
 //
 // New returns no error so that it can be written inline in Complete, and it
 // never returns nil. A configuration error (a nil manager or reconciler, a

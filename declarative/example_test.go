@@ -44,7 +44,7 @@ func ExampleNew() {
 			},
 		}}}, nil
 	}
-	err = framework.NewController[*corev1.ConfigMap](mgr, "web", framework.ControllerOptions{}).
+	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "web", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, declarative.Func[*corev1.ConfigMap](desired), declarative.Options{
 			Children: []object.Object{&appsv1.Deployment{}},
 		}))
@@ -69,7 +69,7 @@ func ExampleNew_configurationError() {
 	noop := declarative.Func[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) (declarative.State, error) {
 		return declarative.State{}, nil
 	})
-	err = framework.NewController[*corev1.ConfigMap](mgr, "broken", framework.ControllerOptions{}).
+	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "broken", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, noop, declarative.Options{Finalizer: "cleanup"}))
 	fmt.Println(err)
 	// Output:

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
@@ -297,7 +298,7 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 		v.state = readiness{failed: true, what: expectedReadiness(gk, v.ready != nil), why: "it could not be applied"}
 		return
 	}
-	live, err := c.kind.inf.Get(ctx, c.obj.GetNamespace(), c.obj.GetName())
+	live, err := c.kind.inf.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
 	if err != nil {
 		why := ""
 		if !apierrors.IsNotFound(err) {

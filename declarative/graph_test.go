@@ -63,7 +63,7 @@ func startGraph(t *testing.T, children func() []any) *graphRig {
 		r.mu.Unlock()
 		return declarative.State{Children: children, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
 	}
-	err := framework.NewController[*v1alpha1.StaticSite](r.mgr, "site", framework.ControllerOptions{}).
+	err := framework.NewBuilder[*v1alpha1.StaticSite](r.mgr, "site", framework.ControllerOptions{}).
 		Complete(declarative.New(r.mgr, declarative.Func[*v1alpha1.StaticSite](desired), declarative.Options{
 			Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}, &corev1.Service{}},
 		}))

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // liveKey is the context key of the liveView Reconcile hands Desired.
@@ -69,7 +70,7 @@ func LiveChild[C object.Object](ctx context.Context, example C, name string) (C,
 	if namespaced {
 		ns = v.parent.GetNamespace()
 	}
-	obj, err := ck.inf.Get(ctx, ns, name)
+	obj, err := ck.inf.Get(ctx, types.NamespacedName{Namespace: ns, Name: name})
 	switch {
 	case apierrors.IsNotFound(err):
 		return zero, err

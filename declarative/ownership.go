@@ -27,9 +27,13 @@ import (
 // by another owner, or made by someone else. The object is left untouched.
 var ErrChildConflict = errors.New("child exists and is not managed by this parent")
 
-// ChildConflictReason is the default reason (Options.Conflict.Reason) of the
-// Warning Event converge records on a parent whose declared child is someone
-// else's object, and of the ChildConflictCondition condition.
+// ChildConflictReason is only the default of Options.Conflict.Reason: the
+// reason of the Warning Event converge records on a parent whose declared
+// child is someone else's object, and of the ChildConflictCondition
+// condition. It holds the same string as ChildConflictCondition, but the two
+// are separate constants because only the reason may be changed: a
+// controller that sets Options.Conflict.Reason changes this, never the
+// condition type.
 const ChildConflictReason = "ChildConflict"
 
 // ChildConflictCondition is the type of the condition converge adds to the
@@ -39,10 +43,11 @@ const ChildConflictReason = "ChildConflict"
 // the message naming the objects as the Events' notes do. It is left out, and
 // so removed, once there is no conflict.
 //
-// A condition's type names a state, fixed so that tools can wait on it
-// (kubectl wait --for=condition=ChildConflict); its reason names the cause,
-// which a controller may word its own way. The two hold the same string
-// only by default.
+// The condition type is fixed, whatever Options.Conflict.Reason says, so
+// that tools can wait on it (kubectl wait --for=condition=ChildConflict);
+// its reason names the cause, which a controller may word its own way. It
+// holds the same string as ChildConflictReason only because that is the
+// reason's default.
 const ChildConflictCondition = "ChildConflict"
 
 // Conflict describes a declared child whose object is someone else's, for

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/object"
@@ -33,7 +34,7 @@ func (a *objectAdapter[T]) remember(obj T) {
 }
 
 func (a *objectAdapter[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	obj, err := a.reader.Get(ctx, req.Namespace, req.Name)
+	obj, err := a.reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name})
 	found := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err

@@ -15,10 +15,17 @@ import (
 	"github.com/converge-dev/converge/workqueue"
 )
 
-// Builder assembles a controller for objects of kind T. NewController starts
-// one; Owns and Watches add sources; Complete or CompleteByKey build the
-// controller and add it to the manager. Errors are collected and returned by
-// the Complete call, each naming the controller and what was wrong.
+// Builder assembles a controller for objects of kind T. The one way to wire
+// a controller is
+//
+//	err := framework.NewBuilder[T](mgr, name, opts).Owns(child).Complete(r)
+//
+// NewBuilder starts it; WithPredicates, Owns, OwnsMetadata and Watches add
+// filters and sources; Complete (or CompleteByKey, for a reconciler that
+// reads by key) builds the controller and adds it to the manager. Errors are
+// collected and returned by that last call, each naming the controller and
+// what was wrong. Build is Complete for callers that also need the
+// *Controller (its name or queue length, in tests and tools).
 type Builder[T object.Object] struct {
 	mgr     *Manager
 	name    string
@@ -28,14 +35,14 @@ type Builder[T object.Object] struct {
 	errs    []error
 }
 
-// NewController starts building a controller named name (unique within the
+// NewBuilder starts building a controller named name (unique within the
 // manager; it labels logs and metrics) for objects of kind T, a pointer to an
 // API type registered in the manager's scheme.
 //
 // The controller reconciles every T the cache holds (narrowed by
 // opts.Selection): equivalent to Watches on T's own key, with predicates from
 // WithPredicates.
-func NewController[T object.Object](mgr *Manager, name string, opts ControllerOptions) *Builder[T] {
+func NewBuilder[T object.Object](mgr *Manager, name string, opts ControllerOptions) *Builder[T] {
 	b := &Builder[T]{mgr: mgr, name: name, opts: opts}
 	if mgr == nil {
 		b.errs = append(b.errs, errors.New("manager is nil"))
@@ -49,7 +56,7 @@ func NewController[T object.Object](mgr *Manager, name string, opts ControllerOp
 	return b
 }
 
-// WithPredicates filters the events of the primary kind T: an event enqueues
+// WithPredicates filters the changes of the primary kind T: a change enqueues
 // its object only when every predicate accepts it.
 func (b *Builder[T]) WithPredicates(preds ...Predicate[T]) *Builder[T] {
 	if err := nilPredicate(preds); err != nil {
@@ -88,7 +95,7 @@ func (b *Builder[T]) OwnsMetadata(obj object.Object) *Builder[T] {
 		return b
 	}
 	if b.mgr == nil {
-		return b // NewController recorded it
+		return b // NewBuilder recorded it
 	}
 	gvk, err := client.KindOf(b.mgr.Scheme(), obj)
 	if err != nil {
@@ -124,8 +131,9 @@ func (b *Builder[T]) CompleteByKey(r reconcile.Reconciler) error {
 }
 
 // Build is Complete that also returns the controller, for callers that want
-// its queue length or name. The controller is already added to the manager.
-func (b *Builder[T]) Build(r reconcile.ObjectReconciler[T]) (*Controller[T], error) {
+// its name or queue length (tests, tools); a controller needs no handle to
+// run. The controller is already added to the manager.
+func (b *Builder[T]) Build(r reconcile.ObjectReconciler[T]) (*Controller, error) {
 	return b.build(nil, r)
 }
 
@@ -137,7 +145,7 @@ type SourceProvider interface {
 	Sources() ([]Source, error)
 }
 
-func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.ObjectReconciler[T]) (*Controller[T], error) {
+func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.ObjectReconciler[T]) (*Controller, error) {
 	if typednil.Is(byKey) && typednil.Is(byObject) {
 		b.errs = append(b.errs, errors.New("reconciler is nil"))
 	}
@@ -155,7 +163,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	}
 	mgr := b.mgr
 	opts := b.opts.withDefaults(mgr)
-	c := &Controller[T]{
+	c := &Controller{
 		name: b.name,
 		mgr:  mgr,
 		opts: opts,

@@ -54,97 +54,97 @@ func TestBuilderValidation(t *testing.T) {
 		want  []string // substrings of the error; nil means success
 	}{
 		{"valid", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Owns(&corev1.ConfigMap{}).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Owns(&corev1.ConfigMap{}).Complete(noop)
 		}, nil},
 		{"nil reconciler", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Complete(nil)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Complete(nil)
 		}, []string{`controller "pods"`, "*v1.Pod", "reconciler is nil"}},
 		{"nil func reconciler", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).CompleteByKey(reconcile.Func(nil))
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).CompleteByKey(reconcile.Func(nil))
 		}, []string{"reconciler is nil"}},
 		{"empty name", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "", framework.ControllerOptions{}).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "", framework.ControllerOptions{}).Complete(noop)
 		}, []string{"controller name is empty"}},
 		{"negative workers", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{Workers: -1}).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{Workers: -1}).Complete(noop)
 		}, []string{"Workers must not be negative, got -1"}},
 		{"resync shorter than client-go allows", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{ResyncPeriod: time.Millisecond}).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{ResyncPeriod: time.Millisecond}).Complete(noop)
 		}, []string{"ControllerOptions.ResyncPeriod must be at least 1s (or negative for none), got 1ms"}},
 		{"duplicate name", func(mgr *framework.Manager) error {
-			if err := framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Complete(noop); err != nil {
+			if err := framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Complete(noop); err != nil {
 				return err
 			}
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Complete(noop)
 		}, []string{`controller named "pods" already exists`}},
 		{"primary type not in scheme", func(mgr *framework.Manager) error {
-			return framework.NewController[*unregistered](mgr, "u", framework.ControllerOptions{}).
+			return framework.NewBuilder[*unregistered](mgr, "u", framework.ControllerOptions{}).
 				Complete(reconcile.ObjectFunc[*unregistered](func(context.Context, *unregistered) (reconcile.Result, error) {
 					return reconcile.Result{}, nil
 				}))
 		}, []string{`controller "u"`, "*framework_test.unregistered is not registered in the scheme"}},
 		{"owned type not in scheme", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Owns(&unregistered{}).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Owns(&unregistered{}).Complete(noop)
 		}, []string{"watch *framework_test.unregistered", "not registered in the scheme"}},
 		{"unstructured without a kind", func(mgr *framework.Manager) error {
-			return framework.NewController[*unstructured.Unstructured](mgr, "u", framework.ControllerOptions{}).
+			return framework.NewBuilder[*unstructured.Unstructured](mgr, "u", framework.ControllerOptions{}).
 				Complete(reconcile.ObjectFunc[*unstructured.Unstructured](func(context.Context, *unstructured.Unstructured) (reconcile.Result, error) {
 					return reconcile.Result{}, nil
 				}))
 		}, []string{"needs Selection.Kind"}},
 		{"nil owned object", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Owns(nil).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Owns(nil).Complete(noop)
 		}, []string{"Owns called with a nil object"}},
 		{"typed nil owned object", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Owns((*corev1.ConfigMap)(nil)).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Owns((*corev1.ConfigMap)(nil)).Complete(noop)
 		}, []string{`controller "pods"`, "Owns called with a nil *v1.ConfigMap", "&v1.ConfigMap{}"}},
 		{"typed nil in Owned", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				Watches(framework.Owned((*corev1.ConfigMap)(nil))).Complete(noop)
 		}, []string{"Owned called with a nil *v1.ConfigMap"}},
 		{"typed nil in Owned of an interface type", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				Watches(framework.Owned[object.Object]((*corev1.ConfigMap)(nil))).Complete(noop)
 		}, []string{"Owned called with a nil *v1.ConfigMap"}},
 		{"Map of the interface type object.Object, the kind given", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				Watches(framework.WithSelection(framework.Map(func(context.Context, object.Object) []reconcile.Request { return nil }),
 					informers.Selection{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap")})).Complete(noop)
 		}, nil},
 		{"Map of an interface type the kind's objects do not implement", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				Watches(framework.WithSelection(framework.Map(func(context.Context, withReplicas) []reconcile.Request { return nil }),
 					informers.Selection{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap")})).Complete(noop)
 		}, []string{"watch framework_test.withReplicas", "a *v1.ConfigMap is not a framework_test.withReplicas"}},
 		{"metadata-only owned kind", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&corev1.Secret{}).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&corev1.Secret{}).Complete(noop)
 		}, nil},
 		{"nil metadata-only owned object", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata((*corev1.Secret)(nil)).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata((*corev1.Secret)(nil)).Complete(noop)
 		}, []string{"OwnsMetadata called with a nil *v1.Secret", "&v1.Secret{}"}},
 		{"metadata-only owned type not in scheme", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&unregistered{}).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&unregistered{}).Complete(noop)
 		}, []string{"OwnsMetadata *framework_test.unregistered", "not registered"}},
 		{"metadata-only owned object without a kind", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&metav1.PartialObjectMetadata{}).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).OwnsMetadata(&metav1.PartialObjectMetadata{}).Complete(noop)
 		}, []string{"OwnsMetadata *v1.PartialObjectMetadata", "apiVersion and kind must be set"}},
 		{"nil map function", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				Watches(framework.Map[*corev1.ConfigMap](nil)).Complete(noop)
 		}, []string{"Map called with a nil function"}},
 		{"nil predicate", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				WithPredicates(nil).Complete(noop)
 		}, []string{"WithPredicates", "predicate 0 is nil"}},
 		{"nil predicate of a source", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).
 				Watches(framework.Owned(&corev1.ConfigMap{}, nil)).Complete(noop)
 		}, []string{"predicate 0 is nil"}},
 		{"nil source", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Watches(nil).Complete(noop)
+			return framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Watches(nil).Complete(noop)
 		}, []string{"Watches called with a nil Source"}},
 		{"every problem reported at once", func(mgr *framework.Manager) error {
-			return framework.NewController[*corev1.Pod](mgr, "", framework.ControllerOptions{Workers: -2}).Complete(nil)
+			return framework.NewBuilder[*corev1.Pod](mgr, "", framework.ControllerOptions{Workers: -2}).Complete(nil)
 		}, []string{"controller name is empty", "Workers must not be negative", "reconciler is nil"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,7 +19,6 @@ import (
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/informers"
-	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
 )
@@ -44,8 +43,8 @@ type ControllerOptions struct {
 	// ResyncPeriod replays every cached object of the primary kind to this
 	// controller at this interval, so that it reconciles each again without
 	// any change: a safety net for controllers that act on the outside
-	// world. Replayed keys are queued behind real changes (Event.Background
-	// is true), and only this controller's handler replays: other
+	// world. Replayed keys are queued behind real changes (Change.Replay
+	// is true), and only this controller's listener replays: other
 	// controllers sharing the informer keep their own period. It must be at
 	// least informers.MinResyncPeriod. Zero means the cache's period for the
 	// kind (Options.Cache.ResyncByKind, else Options.Cache.ResyncPeriod);
@@ -100,12 +99,13 @@ func (o ControllerOptions) validate() error {
 	return errors.Join(errs...)
 }
 
-// Controller reconciles objects of kind T: it watches its sources, queues the
-// keys their events map to, and runs the reconciler on them with
-// ControllerOptions.Workers workers. Build one with NewController.
+// Controller reconciles objects of one kind: it watches its sources, queues
+// the keys their events map to, and runs the reconciler on them with
+// ControllerOptions.Workers workers. Wire one with NewBuilder and Complete;
+// Builder.Build also returns it.
 //
 // A controller is a Runnable the manager starts; it runs once.
-type Controller[T object.Object] struct {
+type Controller struct {
 	name       string
 	mgr        *Manager
 	opts       ControllerOptions
@@ -129,12 +129,22 @@ type Controller[T object.Object] struct {
 	phase atomic.Int32
 	// history holds the last reconciles of recently reconciled keys.
 	history *history
-	// primary is the informer of T the controller reconciles.
-	primary *informers.Informer[T]
+	// primary is the informer of the kind the controller reconciles.
+	primary primaryInformer
 
 	mu sync.Mutex
 	// inflight holds the reconciles running now, by ID; mu guards it.
 	inflight map[uint64]inflightReconcile
+}
+
+// primaryInformer is what the debug pages read of the informer of the kind
+// a controller reconciles: an *informers.Informer[T] for the builder's T.
+type primaryInformer interface {
+	fmt.Stringer
+	Contains(namespace, name string) bool
+	HasSynced() bool
+	Relists() int64
+	Health() error
 }
 
 // inflightReconcile is a reconcile that has begun and not returned.
@@ -187,26 +197,26 @@ var _ queue = (*workqueue.Queue[reconcile.Request])(nil)
 // release stops the queue of a controller that never started (its manager
 // stopped first), so that none of its goroutines outlive the manager; a
 // later Start fails.
-func (c *Controller[T]) release() {
+func (c *Controller) release() {
 	if c.started.CompareAndSwap(false, true) {
 		c.queue.ShutDown()
 	}
 }
 
 // NeedLeaderElection reports whether the controller runs only in the leader.
-func (c *Controller[T]) NeedLeaderElection() bool { return !c.opts.WithoutLeaderElection }
+func (c *Controller) NeedLeaderElection() bool { return !c.opts.WithoutLeaderElection }
 
 // Name returns the controller's name.
-func (c *Controller[T]) Name() string { return c.name }
+func (c *Controller) Name() string { return c.name }
 
-// Start registers the controller's event handlers, waits for the informers
+// Start registers the controller's event listeners, waits for the informers
 // it reads to sync, and runs its workers until ctx is done. Then it stops
 // taking keys and waits for in-flight reconciles, whose contexts stay alive
 // for the manager's graceful shutdown timeout and are then cancelled.
 // Reconciles still running 2 seconds after that are abandoned:
 // each is logged with its key, and Start returns an error wrapping
 // ErrNotStopped that names them.
-func (c *Controller[T]) Start(ctx context.Context) error {
+func (c *Controller) Start(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return fmt.Errorf("controller %q: already started", c.name)
 	}
@@ -218,7 +228,7 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("controller %q: %w", c.name, err)
 		}
-		defer func() { _ = s.informer().RemoveHandler(reg) }()
+		defer func() { _ = s.informer().RemoveListener(reg) }()
 	}
 	for _, s := range c.sources {
 		if err := s.informer().WaitForSync(ctx); err != nil {
@@ -274,7 +284,7 @@ func (c *Controller[T]) Start(ctx context.Context) error {
 
 // abandon logs the reconciles still running and returns the error naming
 // them; their workers are left behind.
-func (c *Controller[T]) abandon() error {
+func (c *Controller) abandon() error {
 	c.mu.Lock()
 	stuck := make([]inflightReconcile, 0, len(c.inflight))
 	for _, r := range c.inflight {
@@ -295,7 +305,7 @@ func (c *Controller[T]) abandon() error {
 
 // worker reconciles keys until the queue shuts down; n numbers it from 1,
 // for the debug endpoint.
-func (c *Controller[T]) worker(ctx context.Context, n int) {
+func (c *Controller) worker(ctx context.Context, n int) {
 	for {
 		req, reason, shutdown := c.queue.GetWithReason()
 		if shutdown {
@@ -315,7 +325,7 @@ func (c *Controller[T]) worker(ctx context.Context, n int) {
 // reconcileOne runs the reconciler for req, queued for reason, on worker n,
 // acts on the outcome, as the reconcile package documentation's table says,
 // and records it in the history.
-func (c *Controller[T]) reconcileOne(ctx context.Context, req reconcile.Request, reason reconcile.Reason, worker int) {
+func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, reason reconcile.Reason, worker int) {
 	c.metrics.active.Inc()
 	defer c.metrics.active.Dec()
 
@@ -406,7 +416,7 @@ func (c *Controller[T]) reconcileOne(ctx context.Context, req reconcile.Request,
 }
 
 // call runs the reconciler, turning a panic into an error.
-func (c *Controller[T]) call(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error, panicked bool) {
+func (c *Controller) call(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error, panicked bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = true
@@ -437,7 +447,7 @@ func NoteWaiting(ctx context.Context, note string) {
 }
 
 // QueueLen returns the number of keys waiting to be reconciled.
-func (c *Controller[T]) QueueLen() int { return c.queue.Len() }
+func (c *Controller) QueueLen() int { return c.queue.Len() }
 
 // reasonKey is the context key under which a reconcile's context holds its
 // *reconcileSink, which carries the reason.

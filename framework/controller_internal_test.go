@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	corev1 "k8s.io/api/core/v1"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/reconcile"
@@ -33,8 +32,8 @@ func (q *recordingQueue) record(s string) {
 	q.calls = append(q.calls, s)
 }
 
-func (q *recordingQueue) Add(reconcile.Request)           { q.record("add") }
-func (q *recordingQueue) AddBackground(reconcile.Request) { q.record("add-background") }
+func (q *recordingQueue) Add(reconcile.Request)       { q.record("add") }
+func (q *recordingQueue) AddReplay(reconcile.Request) { q.record("add-background") }
 func (q *recordingQueue) AddAfter(_ reconcile.Request, d time.Duration) {
 	q.record("add-after")
 	q.afterDelays = append(q.afterDelays, d)
@@ -80,13 +79,13 @@ func (l *logLines) all() []string {
 	return append([]string(nil), l.lines...)
 }
 
-func newTestController(t *testing.T, r reconcile.Reconciler, timeout time.Duration) (*Controller[*corev1.ConfigMap], *recordingQueue, *logLines, *metrics) {
+func newTestController(t *testing.T, r reconcile.Reconciler, timeout time.Duration) (*Controller, *recordingQueue, *logLines, *metrics) {
 	t.Helper()
 	logs := &logLines{}
 	m := newMetrics()
 	q := &recordingQueue{requeues: map[reconcile.Request]int{}}
 	log := logs.logger()
-	c := &Controller[*corev1.ConfigMap]{
+	c := &Controller{
 		name:       "test",
 		opts:       ControllerOptions{Workers: 1, ReconcileTimeout: timeout},
 		queue:      q,
@@ -302,10 +301,10 @@ func TestReconcileReasonInLogsMetricsAndContext(t *testing.T) {
 		"both":     reconcile.ReasonChange,
 	}
 	q.Add(reconcile.Request{Name: "changed"})
-	q.AddBackground(reconcile.Request{Name: "replayed"})
+	q.AddReplay(reconcile.Request{Name: "replayed"})
 	q.AddRateLimited(reconcile.Request{Name: "retried"})
 	q.AddAfter(reconcile.Request{Name: "requeued"}, 0)
-	q.AddBackground(reconcile.Request{Name: "both"})
+	q.AddReplay(reconcile.Request{Name: "both"})
 	q.Add(reconcile.Request{Name: "both"})
 	q.ShutDown()             // Get hands out what is queued, then reports shutdown
 	c.worker(t.Context(), 1) // returns once the queue is empty

@@ -75,7 +75,7 @@ func startDebugManager(t *testing.T, objects int) *framework.Manager {
 		}
 		return reconcile.Result{}, nil
 	})
-	if err := framework.NewController[*corev1.ConfigMap](mgr, "outcomes", framework.ControllerOptions{}).CompleteByKey(outcomes); err != nil {
+	if err := framework.NewBuilder[*corev1.ConfigMap](mgr, "outcomes", framework.ControllerOptions{}).CompleteByKey(outcomes); err != nil {
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
@@ -83,7 +83,7 @@ func startDebugManager(t *testing.T, objects int) *framework.Manager {
 		<-release
 		return reconcile.Result{}, nil
 	})
-	if err := framework.NewController[*corev1.ConfigMap](mgr, "stuck", framework.ControllerOptions{}).CompleteByKey(stuck); err != nil {
+	if err := framework.NewBuilder[*corev1.ConfigMap](mgr, "stuck", framework.ControllerOptions{}).CompleteByKey(stuck); err != nil {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)
@@ -166,7 +166,7 @@ func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
 		_, body := debugGet(t, mgr, framework.DebugPath+"api/state")
 		state = decode[framework.DebugState](t, body)
 		st := state.Controllers[1]
-		return len(st.InFlight) == 1 && st.Queue.Normal.Depth+st.Queue.Background.Depth == bulk+2
+		return len(st.InFlight) == 1 && st.Queue.Normal.Depth+st.Queue.Replay.Depth == bulk+2
 	})
 	held := state.Controllers[1].InFlight[0]
 	if held.Worker != 1 || held.Namespace != "ns" {

@@ -27,7 +27,7 @@ func ExampleManager() {
 		fmt.Println(err) // e.g. framework.ErrNoConfig
 		return
 	}
-	err = framework.NewController[*corev1.Pod](mgr, "pod-phases", framework.ControllerOptions{}).
+	err = framework.NewBuilder[*corev1.Pod](mgr, "pod-phases", framework.ControllerOptions{}).
 		Complete(reconcile.ObjectFunc[*corev1.Pod](func(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
 			logr.FromContextOrDiscard(ctx).Info("pod", "phase", pod.Status.Phase)
 			return reconcile.Result{}, nil
@@ -44,7 +44,7 @@ func ExampleManager() {
 // A controller for Deployments that also reacts to its ReplicaSets (owned
 // objects) and to ConfigMaps named in an annotation (a mapped watch), only for
 // spec changes of the Deployment itself, with four workers.
-func ExampleNewController() {
+func ExampleNewBuilder() {
 	mgr, err := framework.NewManager(nil, framework.Options{})
 	if err != nil {
 		return
@@ -55,7 +55,7 @@ func ExampleNewController() {
 		}
 		return nil
 	})
-	err = framework.NewController[*appsv1.Deployment](mgr, "deployments", framework.ControllerOptions{Workers: 4}).
+	err = framework.NewBuilder[*appsv1.Deployment](mgr, "deployments", framework.ControllerOptions{Workers: 4}).
 		WithPredicates(framework.GenerationChanged).
 		Owns(&appsv1.ReplicaSet{}).
 		Watches(byConfig).
@@ -76,7 +76,7 @@ func ExampleBuilder_CompleteByKey() {
 		return
 	}
 	c := mgr.Client()
-	err = framework.NewController[*corev1.Service](mgr, "services", framework.ControllerOptions{}).
+	err = framework.NewBuilder[*corev1.Service](mgr, "services", framework.ControllerOptions{}).
 		CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 			var svc corev1.Service
 			if err := c.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, &svc); err != nil {
@@ -96,7 +96,7 @@ func ExampleLabelSelectorMatch() {
 		return
 	}
 	for _, labels := range []map[string]string{{"team": "web"}, {"team": "db"}} {
-		e := framework.Event[*corev1.ConfigMap]{Type: framework.Added, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}
+		e := framework.Change[*corev1.ConfigMap]{Type: framework.Added, Object: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}
 		fmt.Println(labels["team"], web(e))
 	}
 	// Output:
@@ -113,7 +113,7 @@ func ExampleManager_APIReader() {
 	if err != nil {
 		return
 	}
-	err = framework.NewController[*corev1.Service](mgr, "services", framework.ControllerOptions{}).
+	err = framework.NewBuilder[*corev1.Service](mgr, "services", framework.ControllerOptions{}).
 		CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 			var settings corev1.ConfigMap
 			key := types.NamespacedName{Namespace: "platform", Name: "settings"}
@@ -137,7 +137,7 @@ func ExampleBuilder_OwnsMetadata() {
 	if err != nil {
 		return
 	}
-	err = framework.NewController[*appsv1.Deployment](mgr, "deployments", framework.ControllerOptions{ResyncPeriod: 10 * time.Minute}).
+	err = framework.NewBuilder[*appsv1.Deployment](mgr, "deployments", framework.ControllerOptions{ResyncPeriod: 10 * time.Minute}).
 		OwnsMetadata(&corev1.Secret{}).
 		Complete(reconcile.ObjectFunc[*appsv1.Deployment](func(ctx context.Context, d *appsv1.Deployment) (reconcile.Result, error) {
 			var secrets metav1.PartialObjectMetadataList
@@ -152,15 +152,15 @@ func ExampleBuilder_OwnsMetadata() {
 
 // Admission webhooks for Deployments (defaults and validation) served by
 // the manager on Options.Webhook's address (":9443" by default) with the
-// certificate of its CertDir. For conversion, see NewConversion.
-func ExampleNewWebhook() {
+// certificate of its CertDir. For conversion, see AddConversion.
+func ExampleAddWebhook() {
 	mgr, err := framework.NewManager(nil, framework.Options{
 		Webhook: framework.WebhookServerOptions{CertDir: "/tmp/k8s-webhook-server/serving-certs"},
 	})
 	if err != nil {
 		return
 	}
-	err = framework.NewWebhook(mgr, framework.WebhookOptions[*appsv1.Deployment]{
+	err = framework.AddWebhook(mgr, framework.WebhookOptions[*appsv1.Deployment]{
 		Defaulter: webhook.DefaulterFunc[*appsv1.Deployment](func(_ context.Context, d *appsv1.Deployment) error {
 			if d.Spec.RevisionHistoryLimit == nil {
 				limit := int32(3)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
@@ -127,7 +126,7 @@ func BenchmarkHistory100kKeys(b *testing.B) {
 type nopQueue struct{}
 
 func (nopQueue) Add(reconcile.Request)                                  {}
-func (nopQueue) AddBackground(reconcile.Request)                        {}
+func (nopQueue) AddReplay(reconcile.Request)                            {}
 func (nopQueue) AddAfter(reconcile.Request, time.Duration)              {}
 func (nopQueue) AddRateLimited(reconcile.Request)                       {}
 func (nopQueue) Forget(reconcile.Request)                               {}
@@ -156,7 +155,7 @@ func BenchmarkReconcileOne(b *testing.B) {
 	}{{"history", 0}, {"no-history", -1}} {
 		b.Run(bc.name, func(b *testing.B) {
 			log := logr.FromSlogHandler(slog.DiscardHandler)
-			c := &Controller[*corev1.ConfigMap]{
+			c := &Controller{
 				name:  "bench",
 				opts:  ControllerOptions{Workers: 1},
 				queue: nopQueue{},

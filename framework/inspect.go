@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/converge-dev/converge/informers"
-	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
 )
@@ -81,8 +80,8 @@ type ControllerStatus struct {
 
 // QueueStatus is a controller's queue by priority class.
 type QueueStatus struct {
-	Normal     QueueClass `json:"normal"`
-	Background QueueClass `json:"background"`
+	Normal QueueClass `json:"normal"`
+	Replay QueueClass `json:"background"`
 	// Delayed counts keys waiting for a retry's backoff or a RequeueAfter.
 	Delayed int `json:"delayed"`
 }
@@ -219,7 +218,7 @@ type inspectable interface {
 	queuePage(offset, limit int) QueuePage
 }
 
-var _ inspectable = (*Controller[object.Object])(nil)
+var _ inspectable = (*Controller)(nil)
 
 func (m *Manager) addInspected(c inspectable) {
 	m.mu.Lock()
@@ -233,9 +232,9 @@ func (m *Manager) inspectedControllers() []inspectable {
 	return slices.Clone(m.inspected)
 }
 
-func (c *Controller[T]) gvk() schema.GroupVersionKind { return c.kind }
+func (c *Controller) gvk() schema.GroupVersionKind { return c.kind }
 
-func (c *Controller[T]) status(now time.Time) ControllerStatus {
+func (c *Controller) status(now time.Time) ControllerStatus {
 	qs := c.queue.Stats()
 	s := ControllerStatus{
 		Name:    c.name,
@@ -243,9 +242,9 @@ func (c *Controller[T]) status(now time.Time) ControllerStatus {
 		State:   controllerPhase(c.phase.Load()).String(),
 		Workers: c.opts.Workers,
 		Queue: QueueStatus{
-			Normal:     queueClass(qs.Normal, now),
-			Background: queueClass(qs.Background, now),
-			Delayed:    qs.Delayed,
+			Normal:  queueClass(qs.Normal, now),
+			Replay:  queueClass(qs.Replay, now),
+			Delayed: qs.Delayed,
 		},
 		InFlight:    c.inFlight(now),
 		HistoryKeys: c.history.keys(),
@@ -272,7 +271,7 @@ func queueClass(cs workqueue.ClassStats, now time.Time) QueueClass {
 }
 
 // inFlight lists the keys workers hold, longest running first.
-func (c *Controller[T]) inFlight(now time.Time) []InFlightKey {
+func (c *Controller) inFlight(now time.Time) []InFlightKey {
 	c.mu.Lock()
 	out := make([]InFlightKey, 0, len(c.inflight))
 	for _, r := range c.inflight {
@@ -287,7 +286,7 @@ func inFlightKey(r inflightReconcile, now time.Time) InFlightKey {
 	return InFlightKey{Namespace: r.req.Namespace, Name: r.req.Name, Worker: r.worker, Started: r.begun, RunningSeconds: now.Sub(r.begun).Seconds()}
 }
 
-func (c *Controller[T]) keyStatus(req reconcile.Request, now time.Time) KeyStatus {
+func (c *Controller) keyStatus(req reconcile.Request, now time.Time) KeyStatus {
 	s := KeyStatus{
 		Controller:      c.name,
 		Kind:            kindOf(c.kind),
@@ -307,7 +306,7 @@ func (c *Controller[T]) keyStatus(req reconcile.Request, now time.Time) KeyStatu
 	if ks.Queued {
 		since := ks.Since
 		s.Queued, s.QueuedSince, s.Reason, s.Priority = true, &since, string(ks.Reason), "normal"
-		if ks.Background {
+		if ks.Replay {
 			s.Priority = "background"
 		}
 	}
@@ -340,12 +339,12 @@ func (c *Controller[T]) keyStatus(req reconcile.Request, now time.Time) KeyStatu
 	return s
 }
 
-func (c *Controller[T]) queuePage(offset, limit int) QueuePage {
+func (c *Controller) queuePage(offset, limit int) QueuePage {
 	qs := c.queue.Stats()
-	p := QueuePage{Controller: c.name, Offset: offset, Limit: limit, Total: qs.Normal.Depth + qs.Background.Depth, Keys: []QueuedKey{}}
+	p := QueuePage{Controller: c.name, Offset: offset, Limit: limit, Total: qs.Normal.Depth + qs.Replay.Depth, Keys: []QueuedKey{}}
 	for _, k := range c.queue.Keys(offset, limit) {
 		prio := "normal"
-		if k.Background {
+		if k.Replay {
 			prio = "background"
 		}
 		p.Keys = append(p.Keys, QueuedKey{Namespace: k.Key.Namespace, Name: k.Key.Name, Priority: prio, Since: k.Since})

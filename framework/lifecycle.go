@@ -120,7 +120,7 @@ func describeRunnable(r Runnable) string {
 // Start runs the manager until ctx is cancelled or a component fails:
 //
 //  1. it serves /healthz, /readyz and /metrics when configured, and the
-//     webhooks when any is registered (NewWebhook, NewConversion), on every
+//     webhooks when any is registered (AddWebhook, AddConversion), on every
 //     replica: the webhook server is not gated by leader election;
 //  2. it runs the shared cache and waits until every informer requested so
 //     far has synced (readiness turns true then);

@@ -63,7 +63,7 @@ func TestStartReturnsWhenAReconcileIgnoresItsContext(t *testing.T) {
 	release := make(chan struct{})
 	written := make(chan error, 1)
 	var once sync.Once
-	err := framework.NewController[*corev1.ConfigMap](mgr, "stubborn", framework.ControllerOptions{}).
+	err := framework.NewBuilder[*corev1.ConfigMap](mgr, "stubborn", framework.ControllerOptions{}).
 		CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 			if req.Name != "stuck" {
 				return reconcile.Result{}, nil

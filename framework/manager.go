@@ -58,7 +58,7 @@ func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 // format (see informers.Cache.RESTClient). It runs the cache and every
 // added Runnable (controllers among them).
 //
-// Build controllers with NewController, then call Start once.
+// Build controllers with NewBuilder, then call Start once.
 type Manager struct {
 	opts    Options
 	cfg     *rest.Config
@@ -168,7 +168,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		if resource == "" {
 			resource = e.Kind.GroupKind().String()
 		}
-		metrics.cacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Reason).Inc()
+		metrics.cacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Class).Inc()
 		if user != nil {
 			user(e)
 		}

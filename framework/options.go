@@ -60,14 +60,14 @@ type Options struct {
 	// HealthProbeBindAddress is where /healthz and /readyz are served (plain
 	// HTTP, for kubelet probes), e.g. ":8081". /readyz waits for the caches
 	// to sync, unless the manager serves a conversion webhook (see
-	// NewConversion). Zero means not served.
+	// AddConversion). Zero means not served.
 	HealthProbeBindAddress string
 
 	// Metrics configures the Prometheus endpoint. Zero means not served.
 	Metrics MetricsOptions
 
 	// Webhook configures the HTTPS server of the admission and conversion
-	// webhooks (NewWebhook, NewConversion). The server runs only when at
+	// webhooks (AddWebhook, AddConversion). The server runs only when at
 	// least one webhook is registered. Zero means ":9443" with the
 	// certificate from the conventional directory (see WebhookServerOptions).
 	Webhook WebhookServerOptions
@@ -80,22 +80,14 @@ type Options struct {
 	// the manager's clients. Zero (false) leaves the rest.Config's setting
 	// as it is (compressed, unless the config says otherwise). It sets the
 	// transport the manager builds, so it cannot be set with
-	// Cache.HTTPClient. The API
-	// server compresses large lists and the watches client-go starts with a
-	// streamed list, for as long as they run. That pays off for objects
-	// that compress, such as Pods (in the benchmark, without it a backlog of
-	// Pod changes drained about a third slower and changes made during
-	// start-up waited longer); it may save CPU for data that does not
-	// compress, such as random or encrypted bytes.
+	// Cache.HTTPClient. See the package doc (# Tuning) for when it pays.
 	DisableCompression bool
 
 	// SyncGCPercent is the garbage collector's GOGC while the caches first
-	// sync. Decoding the initial lists allocates, within a second or two,
-	// most of what the process will keep, and a larger heap target then
-	// saves about a quarter of the CPU of starting up. Once the caches have
-	// synced, the previous GOGC is restored and the memory the sync freed is
-	// returned to the operating system. A larger GOGC (or GOGC=off) is left
-	// alone, and a memory limit (GOMEMLIMIT) still bounds the heap.
+	// sync. Once the caches have synced, the previous GOGC is restored and
+	// the memory the sync freed is returned to the operating system. A
+	// larger GOGC (or GOGC=off) is left alone, and a memory limit
+	// (GOMEMLIMIT) still bounds the heap. See the package doc (# Tuning).
 	// Zero means 400; negative means the GC settings are never touched.
 	SyncGCPercent int
 

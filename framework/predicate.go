@@ -9,19 +9,19 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// EventType says what happened to a watched object.
-type EventType int
+// ChangeType says what happened to a watched object.
+type ChangeType int
 
 const (
 	// Added: the object was created, or listed when the watch started.
-	Added EventType = iota
+	Added ChangeType = iota
 	// Updated: the object changed, or was replayed by a periodic resync.
 	Updated
 	// Deleted: the object is gone.
 	Deleted
 )
 
-func (t EventType) String() string {
+func (t ChangeType) String() string {
 	switch t {
 	case Added:
 		return "added"
@@ -33,27 +33,28 @@ func (t EventType) String() string {
 	return "unknown"
 }
 
-// Event is one change to a watched object of type T, as predicates see it.
-// Objects are shared with the cache: do not modify them.
-type Event[T object.Object] struct {
-	Type EventType
+// Change is one change to a watched object of type T, as predicates see it
+// (a watch change, not a Kubernetes Event). Objects are shared with the
+// cache: do not modify them.
+type Change[T object.Object] struct {
+	Type ChangeType
 	// Object is the new state (Added, Updated) or the last state seen (Deleted).
 	Object T
-	// Old is the previous state for Updated events, the zero T otherwise.
+	// Old is the previous state for Updated changes, the zero T otherwise.
 	Old T
-	// Background is true for events that replay what the cache already holds:
+	// Replay is true for changes that only replay what the cache already holds:
 	// the initial list and periodic resyncs. Their keys are queued behind real
 	// changes.
-	Background bool
+	Replay bool
 }
 
-// Predicate decides whether an event should enqueue a reconcile. Any function
+// Predicate decides whether a change should enqueue a reconcile. Any function
 // of this shape is a custom predicate; the ones in this package can be passed
 // by name, e.g. WithPredicates(framework.GenerationChanged).
-type Predicate[T object.Object] func(Event[T]) bool
+type Predicate[T object.Object] func(Change[T]) bool
 
 // passes reports whether every predicate accepts e.
-func passes[T object.Object](preds []Predicate[T], e Event[T]) bool {
+func passes[T object.Object](preds []Predicate[T], e Change[T]) bool {
 	for _, p := range preds {
 		if !p(e) {
 			return false
@@ -63,35 +64,35 @@ func passes[T object.Object](preds []Predicate[T], e Event[T]) bool {
 }
 
 // GenerationChanged accepts updates that change metadata.generation (a spec
-// change, for types with a status subresource) and every other event.
-func GenerationChanged[T object.Object](e Event[T]) bool {
+// change, for types with a status subresource) and every other change.
+func GenerationChanged[T object.Object](e Change[T]) bool {
 	return e.Type != Updated || e.Old.GetGeneration() != e.Object.GetGeneration()
 }
 
-// LabelsChanged accepts updates that change labels and every other event.
-func LabelsChanged[T object.Object](e Event[T]) bool {
+// LabelsChanged accepts updates that change labels and every other change.
+func LabelsChanged[T object.Object](e Change[T]) bool {
 	return e.Type != Updated || !maps.Equal(e.Old.GetLabels(), e.Object.GetLabels())
 }
 
-// AnnotationsChanged accepts updates that change annotations and every other event.
-func AnnotationsChanged[T object.Object](e Event[T]) bool {
+// AnnotationsChanged accepts updates that change annotations and every other change.
+func AnnotationsChanged[T object.Object](e Change[T]) bool {
 	return e.Type != Updated || !maps.Equal(e.Old.GetAnnotations(), e.Object.GetAnnotations())
 }
 
 // ResourceVersionChanged accepts updates that change the resource version,
-// which drops the replays of a periodic resync, and every other event.
-func ResourceVersionChanged[T object.Object](e Event[T]) bool {
+// which drops the replays of a periodic resync, and every other change.
+func ResourceVersionChanged[T object.Object](e Change[T]) bool {
 	return e.Type != Updated || e.Old.GetResourceVersion() != e.Object.GetResourceVersion()
 }
 
-// And accepts an event when every predicate does (and when there are none).
+// And accepts a change when every predicate does (and when there are none).
 func And[T object.Object](preds ...Predicate[T]) Predicate[T] {
-	return func(e Event[T]) bool { return passes(preds, e) }
+	return func(e Change[T]) bool { return passes(preds, e) }
 }
 
-// Or accepts an event when at least one predicate does.
+// Or accepts a change when at least one predicate does.
 func Or[T object.Object](preds ...Predicate[T]) Predicate[T] {
-	return func(e Event[T]) bool {
+	return func(e Change[T]) bool {
 		for _, p := range preds {
 			if p(e) {
 				return true
@@ -101,18 +102,18 @@ func Or[T object.Object](preds ...Predicate[T]) Predicate[T] {
 	}
 }
 
-// Not accepts an event when p does not.
+// Not accepts a change when p does not.
 func Not[T object.Object](p Predicate[T]) Predicate[T] {
-	return func(e Event[T]) bool { return !p(e) }
+	return func(e Change[T]) bool { return !p(e) }
 }
 
-// LabelsMatch accepts events about objects whose labels sel selects. An
+// LabelsMatch accepts changes to objects whose labels sel selects. An
 // update passes when the object matches before or after it, so an object
 // that leaves the selection still reconciles once (to undo what its labels
 // asked for). To stop the cache from holding unselected objects at all,
 // select them in the informer instead (informers.Selection.Labels).
 func LabelsMatch[T object.Object](sel labels.Selector) Predicate[T] {
-	return func(e Event[T]) bool {
+	return func(e Change[T]) bool {
 		if sel.Matches(labels.Set(e.Object.GetLabels())) {
 			return true
 		}

@@ -16,14 +16,14 @@ func cm(gen int64, rv string, labels, annotations map[string]string) *corev1.Con
 	}}
 }
 
-func update(old, new *corev1.ConfigMap) framework.Event[*corev1.ConfigMap] {
-	return framework.Event[*corev1.ConfigMap]{Type: framework.Updated, Old: old, Object: new}
+func update(old, new *corev1.ConfigMap) framework.Change[*corev1.ConfigMap] {
+	return framework.Change[*corev1.ConfigMap]{Type: framework.Updated, Old: old, Object: new}
 }
 
 func TestPredicates(t *testing.T) {
 	base := cm(1, "10", map[string]string{"a": "1"}, map[string]string{"x": "1"})
-	added := framework.Event[*corev1.ConfigMap]{Type: framework.Added, Object: base}
-	deleted := framework.Event[*corev1.ConfigMap]{Type: framework.Deleted, Object: base}
+	added := framework.Change[*corev1.ConfigMap]{Type: framework.Added, Object: base}
+	deleted := framework.Change[*corev1.ConfigMap]{Type: framework.Deleted, Object: base}
 	genBump := update(base, cm(2, "11", map[string]string{"a": "1"}, map[string]string{"x": "1"}))
 	labelChange := update(base, cm(1, "11", map[string]string{"a": "2"}, map[string]string{"x": "1"}))
 	annoChange := update(base, cm(1, "11", map[string]string{"a": "1"}, map[string]string{"x": "2"}))
@@ -52,10 +52,10 @@ func TestPredicates(t *testing.T) {
 			map[string]bool{"added": true, "deleted": true, "gen": true, "labels": true, "annotations": true, "resync": true}},
 		{"Or() accepts none", framework.Or[*corev1.ConfigMap](),
 			map[string]bool{"added": false, "deleted": false, "gen": false, "labels": false, "annotations": false, "resync": false}},
-		{"custom", func(e framework.Event[*corev1.ConfigMap]) bool { return e.Type == framework.Deleted },
+		{"custom", func(e framework.Change[*corev1.ConfigMap]) bool { return e.Type == framework.Deleted },
 			map[string]bool{"added": false, "deleted": true, "gen": false, "labels": false, "annotations": false, "resync": false}},
 	} {
-		events := map[string]framework.Event[*corev1.ConfigMap]{
+		events := map[string]framework.Change[*corev1.ConfigMap]{
 			"added": added, "deleted": deleted, "gen": genBump, "labels": labelChange, "annotations": annoChange, "resync": resync,
 		}
 		for name, e := range events {
@@ -70,7 +70,7 @@ func TestLabelsMatch(t *testing.T) {
 	team := cm(1, "1", map[string]string{"team": "web"}, nil)
 	other := cm(1, "2", map[string]string{"team": "db"}, nil)
 	none := cm(1, "3", nil, nil)
-	type ev = framework.Event[*corev1.ConfigMap]
+	type ev = framework.Change[*corev1.ConfigMap]
 	p, err := framework.LabelSelectorMatch[*corev1.ConfigMap](metav1.LabelSelector{MatchLabels: map[string]string{"team": "web"}})
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func TestProbesBeforeSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := framework.NewController[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Complete(noop); err != nil {
+	if err := framework.NewBuilder[*corev1.Pod](mgr, "pods", framework.ControllerOptions{}).Complete(noop); err != nil {
 		t.Fatal(err)
 	}
 	if err := mgr.AddReadyCheck("custom", func(*http.Request) error { return errors.New("not yet") }); err != nil {

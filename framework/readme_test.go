@@ -21,7 +21,7 @@ import (
 func readmeWebhooks(mgr *framework.Manager) error {
 	// README begin
 	// Teeth default to 12; more than 100 are refused; red paint earns a warning.
-	err := framework.NewWebhook(mgr, framework.WebhookOptions[*v2.Sprocket]{
+	err := framework.AddWebhook(mgr, framework.WebhookOptions[*v2.Sprocket]{
 		Defaulter: webhook.DefaulterFunc[*v2.Sprocket](func(ctx context.Context, s *v2.Sprocket) error {
 			if s.Spec.Teeth == 0 {
 				s.Spec.Teeth = 12
@@ -43,7 +43,7 @@ func readmeWebhooks(mgr *framework.Manager) error {
 	})
 	// v2.Sprocket is the hub (a Hub() method); v1.Sprocket converts to and from
 	// it (ConvertTo, ConvertFrom). Every version in the scheme converts through v2.
-	err = framework.NewConversion[*v2.Sprocket](mgr)
+	err = framework.AddConversion[*v2.Sprocket](mgr)
 	// README end
 	return err
 }
@@ -59,7 +59,7 @@ func readmeEnvtest(ctx context.Context, env *envtest.Environment, cfg *rest.Conf
 	mgr, err := framework.NewManager(cfg, framework.Options{
 		Webhook: framework.WebhookServerOptions{Addr: serving.Addr, CertDir: serving.CertDir},
 	})
-	// ... register the webhooks (framework.NewWebhook, NewConversion) ...
+	// ... register the webhooks (framework.AddWebhook, AddConversion) ...
 	go mgr.Start(ctx)
 	// The API server picks up new configurations asynchronously: wait until it
 	// calls the webhooks, e.g. with a dry-run create the validator refuses

@@ -23,14 +23,14 @@ import (
 type resyncProbe struct {
 	reconciles atomic.Int64
 	// replays counts updates with equal resource versions; foreground
-	// counts those not marked Background (there must be none).
+	// counts those not marked Replay (there must be none).
 	replays, foreground atomic.Int64
 }
 
-func (p *resyncProbe) predicate(e framework.Event[object.Object]) bool {
+func (p *resyncProbe) predicate(e framework.Change[object.Object]) bool {
 	if e.Type == framework.Updated && e.Old.GetResourceVersion() == e.Object.GetResourceVersion() {
 		p.replays.Add(1)
-		if !e.Background {
+		if !e.Replay {
 			p.foreground.Add(1)
 		}
 	}
@@ -48,9 +48,9 @@ func (p *resyncProbe) reconciler() reconcile.Reconciler {
 func addProbe[T object.Object](t *testing.T, mgr *framework.Manager, name string, opts framework.ControllerOptions) *resyncProbe {
 	t.Helper()
 	p := &resyncProbe{}
-	err := framework.NewController[T](mgr, name, opts).
-		WithPredicates(func(e framework.Event[T]) bool {
-			return p.predicate(framework.Event[object.Object]{Type: e.Type, Object: e.Object, Old: e.Old, Background: e.Background})
+	err := framework.NewBuilder[T](mgr, name, opts).
+		WithPredicates(func(e framework.Change[T]) bool {
+			return p.predicate(framework.Change[object.Object]{Type: e.Type, Object: e.Object, Old: e.Old, Replay: e.Replay})
 		}).
 		CompleteByKey(p.reconciler())
 	if err != nil {
@@ -102,7 +102,7 @@ func TestResyncPerControllerAndPerKind(t *testing.T) {
 			t.Errorf("%s: predicate saw %d replays, want at least 3", name, p.replays.Load())
 		}
 		if n := p.foreground.Load(); n != 0 {
-			t.Errorf("%s: %d replays were not marked Background", name, n)
+			t.Errorf("%s: %d replays were not marked Replay", name, n)
 		}
 	}
 	// Meanwhile (three resync periods) the others saw nothing.

@@ -37,7 +37,7 @@ type Source interface {
 
 // boundSource is a Source tied to a controller, ready to deliver events.
 type boundSource interface {
-	// start registers the handler; events then flow into the controller's queue.
+	// start registers the listener; events then flow into the controller's queue.
 	start(ctx context.Context) (cache.ResourceEventHandlerRegistration, error)
 	// informer is the informer the source reads.
 	informer() sourceInformer
@@ -48,7 +48,7 @@ type boundSource interface {
 // whatever the type of its objects.
 type sourceInformer interface {
 	WaitForSync(ctx context.Context) error
-	RemoveHandler(reg cache.ResourceEventHandlerRegistration) error
+	RemoveListener(reg cache.ResourceEventHandlerRegistration) error
 }
 
 var _ sourceInformer = (*informers.Informer[object.Object])(nil)
@@ -77,14 +77,14 @@ type kindSource[C object.Object] struct {
 	self bool
 	// mapper is set for sources built by Map, whose mapFn must not be nil.
 	mapper bool
-	// resync is the handler's own resync period (ControllerOptions.
+	// resync is the listener's own resync period (ControllerOptions.
 	// ResyncPeriod): zero for the cache's period for the kind, negative for
 	// none.
 	resync time.Duration
 }
 
 // boundKind is a kindSource bound to a controller: its informer hands the
-// handler objects of type C.
+// listener objects of type C.
 type boundKind[C object.Object] struct {
 	kindSource[C]
 	w   *watchTarget
@@ -204,13 +204,13 @@ func (s *kindSource[C]) bindKind(w *watchTarget) (*boundKind[C], error) {
 }
 
 func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerRegistration, error) {
-	return b.inf.AddHandler(b.handler(ctx), b.handlerOptions())
+	return b.inf.AddListener(b.listener(ctx), b.handlerOptions())
 }
 
-// handler turns the informer's events into requests on the controller's queue.
-func (b *boundKind[C]) handler(ctx context.Context) informers.HandlerFuncs[C] {
+// listener turns the informer's events into requests on the controller's queue.
+func (b *boundKind[C]) listener(ctx context.Context) informers.ListenerFuncs[C] {
 	s, w := &b.kindSource, b.w
-	emit := func(e Event[C], background bool) {
+	emit := func(e Change[C], background bool) {
 		if !passes(s.preds, e) {
 			return
 		}
@@ -233,13 +233,13 @@ func (b *boundKind[C]) handler(ctx context.Context) informers.HandlerFuncs[C] {
 			}
 		}
 	}
-	return informers.HandlerFuncs[C]{
+	return informers.ListenerFuncs[C]{
 		AddFunc: func(obj C, initial bool) {
-			emit(Event[C]{Type: Added, Object: obj, Background: initial}, initial)
+			emit(Change[C]{Type: Added, Object: obj, Replay: initial}, initial)
 		},
 		UpdateFunc: func(oldObj, newObj C) {
 			resync := oldObj.GetResourceVersion() == newObj.GetResourceVersion()
-			e := Event[C]{Type: Updated, Object: newObj, Old: oldObj, Background: resync}
+			e := Change[C]{Type: Updated, Object: newObj, Old: oldObj, Replay: resync}
 			emit(e, resync)
 			// An owned object moved to another owner: the old owner must
 			// notice it lost a child.
@@ -253,7 +253,7 @@ func (b *boundKind[C]) handler(ctx context.Context) informers.HandlerFuncs[C] {
 			}
 		},
 		DeleteFunc: func(obj C, _ bool) {
-			e := Event[C]{Type: Deleted, Object: obj}
+			e := Change[C]{Type: Deleted, Object: obj}
 			if b.onDelete != nil && passes(s.preds, e) {
 				b.onDelete(obj) // keep a tombstone only for deletions that will be reconciled
 			}
@@ -302,7 +302,7 @@ func (s *kindSource[C]) handlerOptions() cache.HandlerOptions {
 // add queues req: behind real changes when it only replays cached state.
 func (w *watchTarget) add(req reconcile.Request, background bool) {
 	if background {
-		w.queue.AddBackground(req)
+		w.queue.AddReplay(req)
 	} else {
 		w.queue.Add(req)
 	}

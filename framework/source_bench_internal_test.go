@@ -20,18 +20,18 @@ import (
 type countingQueue struct{ adds int }
 
 func (q *countingQueue) Add(reconcile.Request)                     { q.adds++ }
-func (q *countingQueue) AddBackground(reconcile.Request)           { q.adds++ }
+func (q *countingQueue) AddReplay(reconcile.Request)               { q.adds++ }
 func (q *countingQueue) AddAfter(reconcile.Request, time.Duration) { q.adds++ }
 
 // The deliver functions hand an event to h as an informer does: client-go
 // carries objects as any, and the informer's handle turns them into T.
-func deliverAdd[T object.Object](h informers.Handler[T], obj any) {
+func deliverAdd[T object.Object](h informers.Listener[T], obj any) {
 	if t, ok := obj.(T); ok {
 		h.OnAdd(t, false)
 	}
 }
 
-func deliverUpdate[T object.Object](h informers.Handler[T], oldObj, newObj any) {
+func deliverUpdate[T object.Object](h informers.Listener[T], oldObj, newObj any) {
 	o, ok1 := oldObj.(T)
 	n, ok2 := newObj.(T)
 	if ok1 && ok2 {
@@ -39,15 +39,15 @@ func deliverUpdate[T object.Object](h informers.Handler[T], oldObj, newObj any) 
 	}
 }
 
-func deliverDelete[T object.Object](h informers.Handler[T], obj any) {
+func deliverDelete[T object.Object](h informers.Listener[T], obj any) {
 	if t, ok := obj.(T); ok {
 		h.OnDelete(t, false)
 	}
 }
 
-// asHandler is what an informer holds: the handler as an interface,
+// asListener is what an informer holds: the handler as an interface,
 // converted once.
-func asHandler[T object.Object](h informers.HandlerFuncs[T]) informers.Handler[T] { return h }
+func asListener[T object.Object](h informers.ListenerFuncs[T]) informers.Listener[T] { return h }
 
 // benchPod is a pod owned by the Deployment web, at resource version rv.
 func benchPod(rv int) *corev1.Pod {
@@ -73,7 +73,7 @@ func BenchmarkSourceEvents(b *testing.B) {
 
 	b.Run("owned/add", func(b *testing.B) {
 		q := &countingQueue{}
-		h := asHandler(benchSource(&kindSource[*corev1.Pod]{}, target(q), nil).handler(ctx))
+		h := asListener(benchSource(&kindSource[*corev1.Pod]{}, target(q), nil).listener(ctx))
 		pod := benchPod(1)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -85,7 +85,7 @@ func BenchmarkSourceEvents(b *testing.B) {
 	})
 	b.Run("owned/update", func(b *testing.B) {
 		q := &countingQueue{}
-		h := asHandler(benchSource(&kindSource[*corev1.Pod]{}, target(q), nil).handler(ctx))
+		h := asListener(benchSource(&kindSource[*corev1.Pod]{}, target(q), nil).listener(ctx))
 		oldPod, newPod := benchPod(1), benchPod(2)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -97,7 +97,7 @@ func BenchmarkSourceEvents(b *testing.B) {
 	})
 	b.Run("primary/delete", func(b *testing.B) {
 		q := &countingQueue{}
-		h := asHandler(benchSource(&kindSource[*corev1.Pod]{self: true}, target(q), func(p *corev1.Pod) { sink = p }).handler(ctx))
+		h := asListener(benchSource(&kindSource[*corev1.Pod]{self: true}, target(q), func(p *corev1.Pod) { sink = p }).listener(ctx))
 		pod := benchPod(1)
 		b.ReportAllocs()
 		for b.Loop() {

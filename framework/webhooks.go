@@ -15,7 +15,7 @@ import (
 	"github.com/converge-dev/converge/object"
 )
 
-// WebhookOptions says which admission webhooks NewWebhook serves for T.
+// WebhookOptions says which admission webhooks AddWebhook serves for T.
 // At least one field must be set.
 type WebhookOptions[T object.Object] struct {
 	// Defaulter sets T's defaults on create and update, served as a
@@ -29,15 +29,15 @@ type WebhookOptions[T object.Object] struct {
 	Validator webhook.Validator[T]
 }
 
-// NewWebhook registers admission webhooks for T (a type registered in the
+// AddWebhook registers admission webhooks for T (a type registered in the
 // manager's scheme) on the manager's webhook server (Options.Webhook). Start
 // runs that server on every replica, leader or not, from the start (before
 // the caches have synced: a handler that reads the cache must wait for it).
 // It is an error to register no webhook, to pass a typed nil Defaulter or
 // Validator (the error names the field), to register a webhook of the same
 // kind and version twice, or to register after Start.
-func NewWebhook[T object.Object](mgr *Manager, opts WebhookOptions[T]) error {
-	name := fmt.Sprintf("NewWebhook[%v]", reflect.TypeFor[T]())
+func AddWebhook[T object.Object](mgr *Manager, opts WebhookOptions[T]) error {
+	name := fmt.Sprintf("AddWebhook[%v]", reflect.TypeFor[T]())
 	if opts.Defaulter == nil && opts.Validator == nil {
 		return fmt.Errorf("framework: %s: WebhookOptions sets neither Defaulter nor Validator", name)
 	}
@@ -73,7 +73,7 @@ func NewWebhook[T object.Object](mgr *Manager, opts WebhookOptions[T]) error {
 	return nil
 }
 
-// NewConversion serves the conversion webhook (webhook.ConvertPath) for H's
+// AddConversion serves the conversion webhook (webhook.ConvertPath) for H's
 // kind on the manager's webhook server: every version of that kind
 // registered in the manager's scheme converts through the hub H, and each
 // version other than H must implement webhook.Convertible. It is an error if
@@ -83,8 +83,8 @@ func NewWebhook[T object.Object](mgr *Manager, opts WebhookOptions[T]) error {
 // for its caches: the API server calls the webhook through a Service, which
 // routes only to ready pods, and a cache of a kind stored at another version
 // cannot sync until that call succeeds.
-func NewConversion[H webhook.Hub](mgr *Manager) error {
-	name := fmt.Sprintf("NewConversion[%v]", reflect.TypeFor[H]())
+func AddConversion[H webhook.Hub](mgr *Manager) error {
+	name := fmt.Sprintf("AddConversion[%v]", reflect.TypeFor[H]())
 	mgr.mu.Lock()
 	defer mgr.mu.Unlock()
 	if err := mgr.canAddWebhookLocked(); err != nil {

@@ -31,7 +31,7 @@ func webhookManager(t *testing.T, enableHTTP2 bool, maxBytes int64) (start func(
 		LeaderElection: framework.LeaderElectionOptions{Enabled: true, ID: "webhooks", Namespace: "default"},
 		Webhook:        framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir, EnableHTTP2: enableHTTP2, MaxRequestBytes: maxBytes},
 	})
-	if err := framework.NewWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator}); err != nil {
+	if err := framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator}); err != nil {
 		t.Fatal(err)
 	}
 	return func() (string, *x509.CertPool) {
@@ -115,10 +115,10 @@ func TestConversionDoesNotWaitForCaches(t *testing.T) {
 	testenv.WriteServingCert(t, dir, "server", time.Now().Add(time.Hour))
 	opts := framework.Options{Scheme: sprocketScheme(t), HealthProbeBindAddress: "127.0.0.1:0", Webhook: framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir}}
 	converting, admitting := testenv.NewManager(t, unreachable, opts), testenv.NewManager(t, unreachable, opts)
-	if err := framework.NewConversion[*testapi.Sprocket](converting); err != nil {
+	if err := framework.AddConversion[*testapi.Sprocket](converting); err != nil {
 		t.Fatal(err)
 	}
-	if err := framework.NewWebhook(admitting, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator}); err != nil {
+	if err := framework.AddWebhook(admitting, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator}); err != nil {
 		t.Fatal(err)
 	}
 	// Both watch Sprockets, at v1: their caches never sync.

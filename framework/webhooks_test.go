@@ -68,10 +68,10 @@ func TestWebhookServer(t *testing.T) {
 		HealthProbeBindAddress: "127.0.0.1:0",
 		Webhook:                framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir},
 	})
-	if err := framework.NewWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Defaulter: &sprocketDefaulter{}, Validator: sprocketValidator}); err != nil {
+	if err := framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Defaulter: &sprocketDefaulter{}, Validator: sprocketValidator}); err != nil {
 		t.Fatal(err)
 	}
-	if err := framework.NewConversion[*testapi.Sprocket](mgr); err != nil {
+	if err := framework.AddConversion[*testapi.Sprocket](mgr); err != nil {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)
@@ -162,8 +162,8 @@ func TestWebhookServer(t *testing.T) {
 		t.Errorf("/readyz with an expired certificate = %d:\n%s", resp.StatusCode, body)
 	}
 
-	if err := framework.NewWebhook(mgr, framework.WebhookOptions[*testapi.SprocketV1]{Validator: webhook.ValidatorFuncs[*testapi.SprocketV1]{}}); err == nil || !strings.Contains(err.Error(), "before Manager.Start") {
-		t.Errorf("NewWebhook after Start: %v", err)
+	if err := framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.SprocketV1]{Validator: webhook.ValidatorFuncs[*testapi.SprocketV1]{}}); err == nil || !strings.Contains(err.Error(), "before Manager.Start") {
+		t.Errorf("AddWebhook after Start: %v", err)
 	}
 }
 
@@ -174,19 +174,19 @@ func TestWebhookRegistrationErrors(t *testing.T) {
 		err        error
 	}{
 		{"nothing to serve", "WebhookOptions sets neither Defaulter nor Validator",
-			framework.NewWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{})},
-		{"typed nil Defaulter", "NewWebhook[*testapi.Sprocket]: WebhookOptions.Defaulter: webhook: NewDefaulting[*testapi.Sprocket]: the Defaulter is nil (*framework_test.sprocketDefaulter)",
-			framework.NewWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Defaulter: (*sprocketDefaulter)(nil)})},
+			framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{})},
+		{"typed nil Defaulter", "AddWebhook[*testapi.Sprocket]: WebhookOptions.Defaulter: webhook: NewDefaulting[*testapi.Sprocket]: the Defaulter is nil (*framework_test.sprocketDefaulter)",
+			framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Defaulter: (*sprocketDefaulter)(nil)})},
 		{"nil DefaulterFunc", "WebhookOptions.Defaulter",
-			framework.NewWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Defaulter: webhook.DefaulterFunc[*testapi.Sprocket](nil), Validator: sprocketValidator})},
+			framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Defaulter: webhook.DefaulterFunc[*testapi.Sprocket](nil), Validator: sprocketValidator})},
 		{"first registration", "",
-			framework.NewWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator})},
+			framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator})},
 		{"same kind twice", "a webhook for this kind and version is already registered on /validate-sprockets-converge-dev-v2-sprocket",
-			framework.NewWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator})},
+			framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator})},
 		{"another version of the kind", "",
-			framework.NewWebhook(mgr, framework.WebhookOptions[*testapi.SprocketV1]{Validator: webhook.ValidatorFuncs[*testapi.SprocketV1]{}})},
-		{"conversion", "", framework.NewConversion[*testapi.Sprocket](mgr)},
-		{"conversion twice", "Sprocket.sprockets.converge.dev already converts through v2", framework.NewConversion[*testapi.Sprocket](mgr)},
+			framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.SprocketV1]{Validator: webhook.ValidatorFuncs[*testapi.SprocketV1]{}})},
+		{"conversion", "", framework.AddConversion[*testapi.Sprocket](mgr)},
+		{"conversion twice", "Sprocket.sprockets.converge.dev already converts through v2", framework.AddConversion[*testapi.Sprocket](mgr)},
 	} {
 		switch {
 		case tc.want == "" && tc.err != nil:
@@ -203,7 +203,7 @@ func TestWebhookRegistrationErrors(t *testing.T) {
 func TestWebhookServerNeedsItsCertificate(t *testing.T) {
 	dir := t.TempDir()
 	mgr := testenv.NewManager(t, unreachable, framework.Options{Scheme: sprocketScheme(t), Webhook: framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir}})
-	if err := framework.NewWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator}); err != nil {
+	if err := framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator}); err != nil {
 		t.Fatal(err)
 	}
 	if err := mgr.Start(t.Context()); err == nil || !strings.Contains(err.Error(), "webhook certificate from "+dir) {

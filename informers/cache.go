@@ -374,11 +374,11 @@ func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error
 	}
 	example = example.DeepCopyObject()
 	// Every informer checks for due resyncs each MinResyncPeriod, and every
-	// handler says its own period (AddHandler): client-go only lets a
-	// handler resync more often than its informer's own period when the
-	// handler is added before the informer starts, and never when that
-	// period is zero. The check is a timer tick and a look at the handlers;
-	// nothing is replayed unless a handler is due.
+	// listener says its own period (AddListener): client-go only lets a
+	// listener resync more often than its informer's own period when the
+	// listener is added before the informer starts, and never when that
+	// period is zero. The check is a timer tick and a look at the listeners;
+	// nothing is replayed unless a listener is due.
 	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
 		ResyncPeriod:      MinResyncPeriod,
 		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},

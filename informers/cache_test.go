@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -66,12 +67,12 @@ func TestOneWatchPerSelection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := inf.Get(t.Context(), ns, "a"); err != nil {
+		if _, err := inf.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"}); err != nil {
 			t.Fatalf("reader %d: %v", i, err)
 		}
 	}
 	var viaClient corev1.ConfigMap
-	if err := c.Get(t.Context(), ns, "a", &viaClient); err != nil {
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"}, &viaClient); err != nil {
 		t.Fatal(err)
 	}
 	reqs := log.matching("/namespaces/" + ns + "/configmaps")
@@ -118,21 +119,21 @@ func TestModesAndManagedFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tobj, err := typed.Get(t.Context(), ns, "a")
+	tobj, err := typed.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tobj.Data["k"] != "a" || len(tobj.ManagedFields) != 0 {
 		t.Errorf("typed: data %v, managedFields %d; want data and no managedFields", tobj.Data, len(tobj.ManagedFields))
 	}
-	uobj, err := un.Get(t.Context(), ns, "a")
+	uobj, err := un.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v, _, _ := unstructured.NestedString(uobj.Object, "data", "k"); v != "a" || len(uobj.GetManagedFields()) != 0 {
 		t.Errorf("unstructured: data.k %q, managedFields %d", v, len(uobj.GetManagedFields()))
 	}
-	mobj, err := md.Get(t.Context(), ns, "a")
+	mobj, err := md.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestModesAndManagedFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kobj, err := kinf.Get(t.Context(), ns, "a")
+	kobj, err := kinf.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestReaderQueries(t *testing.T) {
 		}
 	}
 
-	_, err = inf.Get(t.Context(), ns1, "missing")
+	_, err = inf.Get(t.Context(), types.NamespacedName{Namespace: ns1, Name: "missing"})
 	if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `configmaps "missing" not found`) {
 		t.Errorf("Get of a missing object = %v, want NotFound naming configmaps", err)
 	}
@@ -218,7 +219,7 @@ func TestReaderQueries(t *testing.T) {
 		t.Fatalf("List: %d items (kind %q), want 1 ConfigMap", len(list.Items), list.Items[0].Kind)
 	}
 	list.Items[0].Data["k"] = "changed"
-	again, err := inf.Get(t.Context(), ns2, "a")
+	again, err := inf.Get(t.Context(), types.NamespacedName{Namespace: ns2, Name: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,8 +326,8 @@ func TestSyncErrorsNameTheCause(t *testing.T) {
 			}
 			select {
 			case e := <-reported:
-				if e.Reason != tc.reason || (e.Verb != "list" && e.Verb != "watch") {
-					t.Errorf("OnRequestError got reason %q verb %q, want %q", e.Reason, e.Verb, tc.reason)
+				if e.Class != tc.reason || (e.Verb != "list" && e.Verb != "watch") {
+					t.Errorf("OnRequestError got reason %q verb %q, want %q", e.Class, e.Verb, tc.reason)
 				}
 			default:
 				t.Error("OnRequestError was not called")
@@ -361,7 +362,7 @@ func TestRecoversWhenAllowed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cache did not recover after RBAC allowed the list: %v (health: %v)", err, c.Health())
 	}
-	if _, err := inf.Get(t.Context(), ns, "a"); err != nil {
+	if _, err := inf.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"}); err != nil {
 		t.Fatal(err)
 	}
 }

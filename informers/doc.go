@@ -34,8 +34,8 @@
 //     exists outside the selection fails with ErrNotCached naming it. An
 //     Informer answers for its own selection: NotFound there means no such
 //     object in it.
-//   - Resync per handler: each handler replays the cache at its own period
-//     (Informer.AddHandler), else its kind's (Options.ResyncByKind), else
+//   - Resync per listener: each listener replays the cache at its own period
+//     (Informer.AddListener), else its kind's (Options.ResyncByKind), else
 //     Options.ResyncPeriod, whether it was added before or after the
 //     informer started.
 //   - No silent field filters: MatchingFields evaluates metadata.name and

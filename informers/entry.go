@@ -29,7 +29,7 @@ type entry struct {
 	goType reflect.Type
 	// selector is the informer's label selector, nil for all labels.
 	selector labels.Selector
-	// resync is the resync period of handlers that ask for none of their
+	// resync is the resync period of listeners that ask for none of their
 	// own (Options.ResyncByKind or ResyncPeriod); zero for none.
 	resync time.Duration
 
@@ -79,7 +79,7 @@ func ignorable(err error) bool {
 // reportError hands a failed request to Options.OnRequestError.
 func (e *entry) reportError(verb string, err error) {
 	if h := e.cache.opts.OnRequestError; h != nil && !ignorable(err) {
-		h(RequestError{Informer: e.desc, Kind: e.key.gvk, Resource: e.resource(), Namespace: e.key.namespace, Verb: verb, Reason: Reason(err), Err: err})
+		h(RequestError{Informer: e.desc, Kind: e.key.gvk, Resource: e.resource(), Namespace: e.key.namespace, Verb: verb, Class: ErrorClass(err), Err: err})
 	}
 }
 

@@ -60,7 +60,7 @@ func ExampleMatchingFields() {
 
 	cms, _ := informers.For[*corev1.ConfigMap](c, informers.Selection{})
 	hourly := time.Hour
-	_, _ = cms.AddHandler(informers.HandlerFuncs[*corev1.ConfigMap]{
+	_, _ = cms.AddListener(informers.ListenerFuncs[*corev1.ConfigMap]{
 		UpdateFunc: func(oldCM, newCM *corev1.ConfigMap) {
 			if oldCM.ResourceVersion == newCM.ResourceVersion {
 				fmt.Println("resync of", newCM.Name)

@@ -18,13 +18,13 @@ type RequestError struct {
 	Resource  string                  // the API resource, "" if the kind never mapped to one
 	Namespace string                  // "" for all namespaces
 	Verb      string                  // "list" or "watch"
-	Reason    string                  // see Reason
+	Class     string                  // see ErrorClass
 	Err       error
 }
 
-// Reason classifies a list or watch error in one word, for metrics and
+// ErrorClass classifies a list or watch error in one word, for metrics and
 // alerts: forbidden, unauthorized, not_found, unreachable, timeout, other.
-func Reason(err error) string {
+func ErrorClass(err error) string {
 	var opErr *net.OpError
 	switch {
 	case apierrors.IsForbidden(err):

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/informers"
@@ -27,7 +28,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inf.Get(t.Context(), ns, "a"); err != nil {
+	if _, err := inf.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -41,7 +42,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.ObserveWrite(configMapKind, cm)
-			got, err := inf.Get(t.Context(), ns, "a")
+			got, err := inf.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +54,7 @@ func TestReadYourOwnWrites(t *testing.T) {
 
 	t.Run("a write the cache never shows fails the read, naming it", func(t *testing.T) {
 		c.ObserveWrite(configMapKind, &metav1.ObjectMeta{Namespace: ns, Name: "a", ResourceVersion: "999999999"})
-		_, err := inf.Get(t.Context(), ns, "a")
+		_, err := inf.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"})
 		if err == nil || !strings.Contains(err.Error(), "has not caught up within 500ms") || !strings.Contains(err.Error(), ns+"/a") {
 			t.Fatalf("Get = %v, want an error naming the object and the wait", err)
 		}
@@ -64,14 +65,14 @@ func TestReadYourOwnWrites(t *testing.T) {
 	t.Run("a read after a deletion does not see the object", func(t *testing.T) {
 		cm := testenv.CreateConfigMap(t, cs, ns, "gone", nil)
 		c.ObserveWrite(configMapKind, cm) // the create, or the Get races its watch event
-		if _, err := inf.Get(t.Context(), ns, "gone"); err != nil {
+		if _, err := inf.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "gone"}); err != nil {
 			t.Fatalf("created object not readable: %v", err)
 		}
 		if err := cs.CoreV1().ConfigMaps(ns).Delete(t.Context(), "gone", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		c.ObserveDeletion(configMapKind, cm)
-		if _, err := inf.Get(t.Context(), ns, "gone"); err == nil {
+		if _, err := inf.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "gone"}); err == nil {
 			t.Fatal("deleted object still read from the cache after its deletion was observed")
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -50,7 +51,7 @@ type Reader[T object.Object] interface {
 	// answers for its selection, and asks nobody: NotFound means no such
 	// object in the selection (Cache.Get confirms such a miss with the API
 	// server).
-	Get(ctx context.Context, namespace, name string) (T, error)
+	Get(ctx context.Context, key types.NamespacedName) (T, error)
 	// List returns the objects matching every option, in no particular
 	// order. Like Get, it first waits for the cache to hold this process's
 	// writes of objects the list could show (in its namespace, matching its
@@ -176,38 +177,38 @@ func (i *Informer[T]) LastSyncResourceVersion() string {
 	return i.e.informer.LastSyncResourceVersion()
 }
 
-// AddHandler registers h to receive the informer's events. Objects passed to
-// h are shared: do not modify them. A handler added after the initial list
+// AddListener registers h to receive the informer's events. Objects passed to
+// h are shared: do not modify them. A listener added after the initial list
 // first receives every cached object as an add with isInInitialList true.
-// Handlers are called from one goroutine per handler and must not block.
+// Listeners are called from one goroutine per listener and must not block.
 //
-// opts.ResyncPeriod, when set, is the handler's own resync period: every
+// opts.ResyncPeriod, when set, is the listener's own resync period: every
 // cached object is replayed to h as an update with equal old and new
 // resource versions at that interval (at least MinResyncPeriod; zero for
 // none). Unset means the kind's period (Options.ResyncByKind, else
-// Options.ResyncPeriod). Handlers with different periods share the
+// Options.ResyncPeriod). Listeners with different periods share the
 // informer; each is replayed to on its own schedule.
-func (i *Informer[T]) AddHandler(h Handler[T], opts cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+func (i *Informer[T]) AddListener(h Listener[T], opts cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
 	if err := typednil.Check("h", h); err != nil {
-		return nil, fmt.Errorf("informers: add handler to %s: %w", i.e.desc, err)
+		return nil, fmt.Errorf("informers: add listener to %s: %w", i.e.desc, err)
 	}
 	if opts.ResyncPeriod == nil {
 		d := i.e.resync
 		opts.ResyncPeriod = &d
 	} else if d := *opts.ResyncPeriod; d > 0 && d < MinResyncPeriod {
-		return nil, fmt.Errorf("informers: add handler to %s: resync period %v is shorter than %v", i.e.desc, d, MinResyncPeriod)
+		return nil, fmt.Errorf("informers: add listener to %s: resync period %v is shorter than %v", i.e.desc, d, MinResyncPeriod)
 	} else if d < 0 {
-		return nil, fmt.Errorf("informers: add handler to %s: resync period %v is negative", i.e.desc, d)
+		return nil, fmt.Errorf("informers: add listener to %s: resync period %v is negative", i.e.desc, d)
 	}
 	reg, err := i.e.informer.AddEventHandlerWithOptions(untyped[T]{h: h, e: i.e}, opts)
 	if err != nil {
-		return nil, fmt.Errorf("informers: add handler to %s: %w", i.e.desc, err)
+		return nil, fmt.Errorf("informers: add listener to %s: %w", i.e.desc, err)
 	}
 	return reg, nil
 }
 
-// RemoveHandler unregisters a handler added with AddHandler.
-func (i *Informer[T]) RemoveHandler(reg cache.ResourceEventHandlerRegistration) error {
+// RemoveListener unregisters a listener added with AddListener.
+func (i *Informer[T]) RemoveListener(reg cache.ResourceEventHandlerRegistration) error {
 	return i.e.informer.RemoveEventHandler(reg)
 }
 
@@ -245,15 +246,16 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
 	return nil
 }
 
-// Get returns the cached object namespace/name. See Reader.
-func (i *Informer[T]) Get(ctx context.Context, namespace, name string) (T, error) {
+// Get returns the cached object key. See Reader.
+func (i *Informer[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
 	var zero T
-	key := name
+	namespace, name := key.Namespace, key.Name
+	k := name
 	if namespace != "" {
-		key = namespace + "/" + name
+		k = namespace + "/" + name
 	}
 	if err := i.ready(ctx); err != nil {
-		return zero, fmt.Errorf("get %s %s: %w", describe(i.e.key.gvk), key, err)
+		return zero, fmt.Errorf("get %s %s: %w", describe(i.e.key.gvk), k, err)
 	}
 	if err := i.e.inSelection("get", namespace, name); err != nil {
 		return zero, err
@@ -261,9 +263,9 @@ func (i *Informer[T]) Get(ctx context.Context, namespace, name string) (T, error
 	if err := i.e.awaitOwnWrite(ctx, namespace, name); err != nil {
 		return zero, err
 	}
-	obj, ok, err := i.e.informer.GetIndexer().GetByKey(key)
+	obj, ok, err := i.e.informer.GetIndexer().GetByKey(k)
 	if err != nil {
-		return zero, fmt.Errorf("get %s %s from cache: %w", i.e.desc, key, err)
+		return zero, fmt.Errorf("get %s %s from cache: %w", i.e.desc, k, err)
 	}
 	if !ok {
 		return zero, apierrors.NewNotFound(i.groupResource(), name)
@@ -278,7 +280,7 @@ func (i *Informer[T]) typed(obj any) (T, error) { return as[T](i.e, obj) }
 // as returns obj, an object informer e holds, as a T, or an error naming
 // both types when it is not a T or not of the Go type e's kind decodes as:
 // only a Transform that breaks its rule (Options.Transform) puts such an
-// object in the cache. Reads return the error; handlers are not called with
+// object in the cache. Reads return the error; listeners are not called with
 // obj, and the error is reported through client-go's error handlers
 // (utilruntime.HandleError).
 func as[T object.Object](e *entry, obj any) (T, error) {

@@ -44,14 +44,14 @@ type Options struct {
 	// Zero means every kind is cached in Namespace with no selectors.
 	ByKind map[schema.GroupKind]Selection
 
-	// ResyncPeriod replays every cached object to every handler at this
+	// ResyncPeriod replays every cached object to every listener at this
 	// interval, as a safety net for controllers that act on the outside world.
 	// Replayed keys are queued behind real changes. Zero means no resync.
 	ResyncPeriod time.Duration
 
-	// ResyncByKind overrides ResyncPeriod for the handlers of one kind's
-	// informers, whatever their selection. A handler may still ask for its
-	// own period (cache.HandlerOptions.ResyncPeriod in Informer.AddHandler;
+	// ResyncByKind overrides ResyncPeriod for the listeners of one kind's
+	// informers, whatever their selection. A listener may still ask for its
+	// own period (cache.HandlerOptions.ResyncPeriod in Informer.AddListener;
 	// the framework's ControllerOptions.ResyncPeriod). Periods must be at
 	// least one second, client-go's minimum. A kind absent, or zero, means
 	// ResyncPeriod; negative means no resync for that kind.
@@ -97,7 +97,7 @@ type Options struct {
 	// Transform changes each object before it is stored, after managedFields
 	// are stripped, for example to drop large fields the controllers never
 	// read. It must return an object of the same type: one of another type
-	// is never handed to handlers (the event is dropped and reported
+	// is never handed to listeners (the event is dropped and reported
 	// through utilruntime.HandleError), and reads of it fail with an error
 	// naming both types. Zero means none.
 	Transform cache.TransformFunc
@@ -129,12 +129,12 @@ func (s Selection) isZero() bool {
 
 const defaultSyncTimeout = 2 * time.Minute
 
-// MinResyncPeriod is the shortest resync period a handler can have
+// MinResyncPeriod is the shortest resync period a listener can have
 // (client-go's minimum); informers check every MinResyncPeriod which of
-// their handlers are due.
+// their listeners are due.
 const MinResyncPeriod = time.Second
 
-// resyncFor returns the resync period of gk's handlers that ask for none of
+// resyncFor returns the resync period of gk's listeners that ask for none of
 // their own: zero for none.
 func (o Options) resyncFor(gk schema.GroupKind) time.Duration {
 	if d, ok := o.ResyncByKind[gk]; ok && d != 0 {

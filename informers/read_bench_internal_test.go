@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -50,7 +51,7 @@ func populatedPods(tb testing.TB, n, nsCount int) *Informer[*corev1.Pod] {
 
 func TestPopulatedInformerReads(t *testing.T) {
 	inf := populatedPods(t, 100, 4)
-	p, err := inf.Get(t.Context(), "ns-1", "web-5")
+	p, err := inf.Get(t.Context(), types.NamespacedName{Namespace: "ns-1", Name: "web-5"})
 	if err != nil || p.Name != "web-5" {
 		t.Fatalf("Get = %v, %v", p, err)
 	}
@@ -76,7 +77,7 @@ func BenchmarkCacheGet(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			k := names[i%len(names)]
-			if _, err := inf.Get(ctx, k[0], k[1]); err != nil {
+			if _, err := inf.Get(ctx, types.NamespacedName{Namespace: k[0], Name: k[1]}); err != nil {
 				b.Fatal(err)
 			}
 			i++

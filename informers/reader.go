@@ -15,10 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
-// Get copies the cached object namespace/name into into, for callers that hold
+// Get copies the cached object key into into, for callers that hold
 // an object of a type known only at run time. The kind comes from into's Go
 // type (or its apiVersion and kind, for unstructured and metadata objects).
 // Unlike Informer.Get, the result is a deep copy the caller owns.
@@ -33,7 +34,8 @@ import (
 // it. When the server cannot be asked, the error wraps both ErrNotCached
 // and the server's answer. Reads inside the selection, and every read of
 // a kind without a label or field selection, ask nobody.
-func (c *Cache) Get(ctx context.Context, namespace, name string, into object.Object) error {
+func (c *Cache) Get(ctx context.Context, key types.NamespacedName, into object.Object) error {
+	namespace, name := key.Namespace, key.Name
 	if err := typednil.Check("into", into); err != nil {
 		return fmt.Errorf("informers: get %s: %w", cache.NewObjectName(namespace, name), err)
 	}
@@ -41,7 +43,7 @@ func (c *Cache) Get(ctx context.Context, namespace, name string, into object.Obj
 	if err != nil {
 		return err
 	}
-	obj, err := inf.Get(ctx, namespace, name)
+	obj, err := inf.Get(ctx, key)
 	if apierrors.IsNotFound(err) && (inf.e.key.labels != "" || inf.e.key.fields != "") {
 		return c.confirmMiss(ctx, inf.e, namespace, name, err)
 	}

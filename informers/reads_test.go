@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -31,7 +32,7 @@ func TestReadsOutsideTheCachedNamespaceFail(t *testing.T) {
 
 	// The object exists: a NotFound would tell the caller it does not.
 	var cm corev1.ConfigMap
-	err := c.Get(t.Context(), other, "there", &cm)
+	err := c.Get(t.Context(), types.NamespacedName{Namespace: other, Name: "there"}, &cm)
 	if err == nil || apierrors.IsNotFound(err) || !errors.Is(err, informers.ErrNotCached) {
 		t.Fatalf("Get outside the cached namespace = %v, want an error wrapping ErrNotCached, not NotFound", err)
 	}
@@ -46,14 +47,14 @@ func TestReadsOutsideTheCachedNamespaceFail(t *testing.T) {
 	}
 
 	// Inside the namespace, and for kinds without namespaces, reads work.
-	if err := c.Get(t.Context(), cached, "here", &cm); err != nil {
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: cached, Name: "here"}, &cm); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(t.Context(), cached, "missing", &cm); !apierrors.IsNotFound(err) {
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: cached, Name: "missing"}, &cm); !apierrors.IsNotFound(err) {
 		t.Errorf("Get of a missing object in the cached namespace = %v, want NotFound", err)
 	}
 	var nsObj corev1.Namespace
-	if err := c.Get(t.Context(), "", other, &nsObj); err != nil {
+	if err := c.Get(t.Context(), types.NamespacedName{Name: other}, &nsObj); err != nil {
 		t.Errorf("Get of a cluster-scoped object with a namespaced cache: %v", err)
 	}
 }
@@ -76,7 +77,7 @@ func TestReadOfAKindTheIdentityMayGetButNotListFailsFast(t *testing.T) {
 
 	start := time.Now()
 	var cm corev1.ConfigMap
-	err = c.Get(t.Context(), ns, "a", &cm)
+	err = c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"}, &cm)
 	took := time.Since(start)
 	t.Logf("Get took %v: %v", took.Round(time.Millisecond), err)
 	if err == nil || !apierrors.IsForbidden(err) {
@@ -178,14 +179,14 @@ func TestListWaitsForOwnWrites(t *testing.T) {
 		if _, err := all.List(t.Context(), informers.InNamespace(ns), informers.MatchingLabels(web)); err != nil {
 			t.Fatalf("List matching app=web waited for a write of an app=db object: %v", err)
 		}
-		if _, err := webOnly.Get(t.Context(), ns, "not-web"); !apierrors.IsNotFound(err) {
+		if _, err := webOnly.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "not-web"}); !apierrors.IsNotFound(err) {
 			t.Fatalf("Get with app=web of an app=db object this process wrote = %v, want NotFound at once", err)
 		}
 		onlyWeb0, err := informers.For[*corev1.ConfigMap](c, informers.Selection{Fields: fields.OneTermEqualSelector("metadata.name", "web-0")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := onlyWeb0.Get(t.Context(), ns, "not-web"); !apierrors.IsNotFound(err) {
+		if _, err := onlyWeb0.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "not-web"}); !apierrors.IsNotFound(err) {
 			t.Fatalf("Get with metadata.name=web-0 of another object this process wrote = %v, want NotFound at once", err)
 		}
 	})
@@ -216,7 +217,7 @@ func TestReadsAfterTheCacheStoppedFailAtOnce(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
 	var cm corev1.ConfigMap
-	if err := c.Get(t.Context(), ns, "here", &cm); err != nil {
+	if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "here"}, &cm); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
@@ -226,7 +227,7 @@ func TestReadsAfterTheCacheStoppedFailAtOnce(t *testing.T) {
 
 	// Secrets have no informer yet: one would be created, and never run.
 	var s corev1.Secret
-	err = c.Get(t.Context(), ns, "any", &s)
+	err = c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "any"}, &s)
 	if !errors.Is(err, informers.ErrStopped) {
 		t.Fatalf("Get of a new kind after Start returned = %v, want an error wrapping ErrStopped", err)
 	}
@@ -262,7 +263,7 @@ func TestConcurrentReadsOfAKindTheIdentityMayNotListAllFail(t *testing.T) {
 		for i := range readers {
 			wg.Go(func() {
 				var cm corev1.ConfigMap
-				errs[i] = c.Get(t.Context(), ns, "a", &cm)
+				errs[i] = c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "a"}, &cm)
 			})
 		}
 		wg.Wait()

@@ -24,7 +24,7 @@ import (
 func replays[T object.Object](t *testing.T, inf *informers.Informer[T], opts cache.HandlerOptions) *atomic.Int64 {
 	t.Helper()
 	var n atomic.Int64
-	reg, err := inf.AddHandler(informers.HandlerFuncs[T]{UpdateFunc: func(o, n2 T) {
+	reg, err := inf.AddListener(informers.ListenerFuncs[T]{UpdateFunc: func(o, n2 T) {
 		if o.GetResourceVersion() == n2.GetResourceVersion() {
 			n.Add(1)
 		}
@@ -32,7 +32,7 @@ func replays[T object.Object](t *testing.T, inf *informers.Informer[T], opts cac
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = inf.RemoveHandler(reg) })
+	t.Cleanup(func() { _ = inf.RemoveListener(reg) })
 	return &n
 }
 
@@ -100,8 +100,8 @@ func TestResyncValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []time.Duration{time.Millisecond, -time.Second} {
-		_, err := pods.AddHandler(informers.HandlerFuncs[*corev1.Pod]{}, cache.HandlerOptions{ResyncPeriod: &d})
-		if err == nil || !strings.Contains(err.Error(), "add handler to v1 Pod") || !strings.Contains(err.Error(), d.String()) {
+		_, err := pods.AddListener(informers.ListenerFuncs[*corev1.Pod]{}, cache.HandlerOptions{ResyncPeriod: &d})
+		if err == nil || !strings.Contains(err.Error(), "add listener to v1 Pod") || !strings.Contains(err.Error(), d.String()) {
 			t.Errorf("handler resync period %v: got %v", d, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
@@ -42,7 +43,7 @@ func TestWronglyTypedCachedObjectsAreErrorsNamingBothTypes(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var added []string
-	if _, err := inf.AddHandler(informers.HandlerFuncs[*corev1.ConfigMap]{AddFunc: func(cm *corev1.ConfigMap, _ bool) {
+	if _, err := inf.AddListener(informers.ListenerFuncs[*corev1.ConfigMap]{AddFunc: func(cm *corev1.ConfigMap, _ bool) {
 		mu.Lock()
 		added = append(added, cm.Name)
 		mu.Unlock()
@@ -58,17 +59,21 @@ func TestWronglyTypedCachedObjectsAreErrorsNamingBothTypes(t *testing.T) {
 	}
 
 	const want = "*v1.Secret, not *v1.ConfigMap"
-	if cm, err := noPanic(func() (*corev1.ConfigMap, error) { return inf.Get(ctx, "ns", "odd") }); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "ns/odd") {
+	if cm, err := noPanic(func() (*corev1.ConfigMap, error) {
+		return inf.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "odd"})
+	}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "ns/odd") {
 		t.Errorf("Get of the wrongly typed object = %v, %v; want an error naming ns/odd and %q", cm, err, want)
 	}
-	if _, err := inf.Get(ctx, "ns", "plain"); err != nil {
+	if _, err := inf.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "plain"}); err != nil {
 		t.Errorf("Get of a well-typed object: %v", err)
 	}
 	if l, err := noPanic(func() ([]*corev1.ConfigMap, error) { return inf.List(ctx) }); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("List = %d objects, %v; want an error naming %q", len(l), err, want)
 	}
 	var into corev1.ConfigMap
-	if _, err := noPanic(func() (struct{}, error) { return struct{}{}, c.Get(ctx, "ns", "odd", &into) }); err == nil || !strings.Contains(err.Error(), want) {
+	if _, err := noPanic(func() (struct{}, error) {
+		return struct{}{}, c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "odd"}, &into)
+	}); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Cache.Get = %v, want an error naming %q", err, want)
 	}
 	// The handler saw the well-typed object only (once it synced, every
@@ -109,8 +114,8 @@ func TestNilArgumentsAreRefusedByName(t *testing.T) {
 		call func() error
 		want string
 	}{
-		{"Cache.Get", func() error { return c.Get(ctx, "ns", "n", cm) }, "into is a nil *v1.ConfigMap"},
-		{"Cache.Get nil interface", func() error { return c.Get(ctx, "ns", "n", nil) }, "into is nil"},
+		{"Cache.Get", func() error { return c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "n"}, cm) }, "into is a nil *v1.ConfigMap"},
+		{"Cache.Get nil interface", func() error { return c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "n"}, nil) }, "into is nil"},
 		{"Cache.List", func() error { return c.List(ctx, list) }, "list is a nil *v1.ConfigMapList"},
 		{"Cache.List nil interface", func() error { return c.List(ctx, nil) }, "list is nil"},
 		{"ForObject", func() error { _, err := informers.ForObject(c, cm, informers.Selection{}); return err }, "example is a nil *v1.ConfigMap"},
@@ -118,8 +123,8 @@ func TestNilArgumentsAreRefusedByName(t *testing.T) {
 			_, err := informers.ForObject[object.Object](c, nil, informers.Selection{})
 			return err
 		}, "example is nil"},
-		{"AddHandler", func() error { _, err := inf.AddHandler(handler, cache.HandlerOptions{}); return err }, "h is a nil *informers_test.countingHandler"},
-		{"AddHandler nil interface", func() error { _, err := inf.AddHandler(nil, cache.HandlerOptions{}); return err }, "h is nil"},
+		{"AddListener", func() error { _, err := inf.AddListener(handler, cache.HandlerOptions{}); return err }, "h is a nil *informers_test.countingHandler"},
+		{"AddListener nil interface", func() error { _, err := inf.AddListener(nil, cache.HandlerOptions{}); return err }, "h is nil"},
 		{"AddIndex", func() error { return inf.AddIndex("by-x", nil) }, "fn is a nil func"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,7 +137,7 @@ func TestNilArgumentsAreRefusedByName(t *testing.T) {
 }
 
 type countingHandler struct {
-	informers.HandlerFuncs[*corev1.ConfigMap]
+	informers.ListenerFuncs[*corev1.ConfigMap]
 }
 
 // noPanic calls f and turns a panic into an error, so that one broken case

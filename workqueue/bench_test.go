@@ -13,17 +13,17 @@ import (
 // compared with client-go's queues on the same work.
 type benchQueue interface {
 	Add(int)
-	AddBackground(int)
+	AddReplay(int)
 	Get() (int, bool)
 	Done(int)
 	ShutDown()
 }
 
 // clientgoQueue adapts a client-go queue; it has one class, so
-// AddBackground is Add.
+// AddReplay is Add.
 type clientgoQueue struct{ clientgo.TypedInterface[int] }
 
-func (q clientgoQueue) AddBackground(k int) { q.Add(k) }
+func (q clientgoQueue) AddReplay(k int) { q.Add(k) }
 
 var benchQueues = []struct {
 	name string
@@ -36,8 +36,8 @@ var benchQueues = []struct {
 		return clientgoQueue{clientgo.NewTypedRateLimitingQueue(clientgo.DefaultTypedControllerRateLimiter[int]())}
 	}},
 	{"converge", func() benchQueue { return workqueue.New(workqueue.Options[int]{}) }},
-	// BackgroundDelay < 0: one FIFO, the clock is never read.
-	{"converge-FIFO", func() benchQueue { return workqueue.New(workqueue.Options[int]{BackgroundDelay: -1}) }},
+	// ReplayDelay < 0: one FIFO, the clock is never read.
+	{"converge-FIFO", func() benchQueue { return workqueue.New(workqueue.Options[int]{ReplayDelay: -1}) }},
 }
 
 // BenchmarkRoundTrip is one Add, Get and Done on one goroutine.
@@ -81,10 +81,10 @@ func BenchmarkRoundTripParallel(b *testing.B) {
 	}
 }
 
-// BenchmarkBackgroundMix queues batches in which one key in four is a
-// background key, then drains them: the cost per key of both rings, the
+// BenchmarkReplayMix queues batches in which one key in four is a
+// replay key, then drains them: the cost per key of both rings, the
 // background index and the clock. For client-go every add is an Add.
-func BenchmarkBackgroundMix(b *testing.B) {
+func BenchmarkReplayMix(b *testing.B) {
 	for _, batch := range []int{64, 4096} {
 		for _, bq := range benchQueues {
 			b.Run(bq.name+"/batch="+itoa(batch), func(b *testing.B) {
@@ -94,7 +94,7 @@ func BenchmarkBackgroundMix(b *testing.B) {
 				for b.Loop() {
 					for k := range batch {
 						if k%4 == 0 {
-							q.AddBackground(k)
+							q.AddReplay(k)
 						} else {
 							q.Add(k)
 						}
@@ -110,7 +110,7 @@ func BenchmarkBackgroundMix(b *testing.B) {
 	}
 }
 
-// BenchmarkPromote queues background keys and promotes half of them with
+// BenchmarkPromote queues replay keys and promotes half of them with
 // Add before draining.
 func BenchmarkPromote(b *testing.B) {
 	const batch = 256
@@ -119,7 +119,7 @@ func BenchmarkPromote(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		for k := range batch {
-			q.AddBackground(k)
+			q.AddReplay(k)
 		}
 		for k := 0; k < batch; k += 2 {
 			q.Add(k)

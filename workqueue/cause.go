@@ -9,7 +9,7 @@ import "github.com/converge-dev/converge/reconcile"
 type cause uint8
 
 const (
-	causeReplay  cause = iota // AddBackground
+	causeReplay  cause = iota // AddReplay
 	causeRequeue              // AddAfter
 	causeRetry                // AddRateLimited
 	causeChange               // Add

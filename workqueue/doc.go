@@ -10,19 +10,19 @@
 //   - Exclusive: a key is never handed to two workers at once. A key added
 //     while a worker holds it (between Get and Done) is queued again, once,
 //     when the worker calls Done.
-//   - Prioritized: Add queues a key at normal priority; AddBackground queues a
-//     key that only comes from a list or a resync. Background keys wait behind
-//     normal keys: a background key added at time t is ordered as if it had
-//     been added at t + Options.BackgroundDelay, and normal keys are ordered by
+//   - Prioritized: Add queues a key at normal priority; AddReplay queues a
+//     key that only comes from a list or a resync. Replay keys wait behind
+//     normal keys: a replay key added at time t is ordered as if it had
+//     been added at t + Options.ReplayDelay, and normal keys are ordered by
 //     the time they were added. Within a class keys are first in, first out.
-//   - Fair: background keys age, so they are never starved. A background key
-//     is handed out before any normal key added more than BackgroundDelay
-//     after it. With a negative BackgroundDelay the queue is one FIFO.
+//   - Fair: replay keys age, so they are never starved. A replay key
+//     is handed out before any normal key added more than ReplayDelay
+//     after it. With a negative ReplayDelay the queue is one FIFO.
 //   - Never demoted: Add of a key queued as background promotes it to normal
-//     priority (and never moves it later than it already was); AddBackground
+//     priority (and never moves it later than it already was); AddReplay
 //     of a key queued as normal changes nothing. A key re-added while a worker
 //     holds it is queued at Done with the highest priority requested meanwhile.
-//   - Reasoned: each add has a reconcile.Reason (Add: change, AddBackground:
+//   - Reasoned: each add has a reconcile.Reason (Add: change, AddReplay:
 //     replay, AddRateLimited: retry, AddAfter: requeue), kept beside the key,
 //     not in it, so it never splits one key in two. GetWithReason returns the
 //     most significant reason among the adds that queued the key since it

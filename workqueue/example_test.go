@@ -16,8 +16,8 @@ func Example() {
 
 	// Event handlers see only the Enqueuer.
 	var handlers workqueue.Enqueuer[string] = q
-	handlers.AddBackground("default/resynced") // from a periodic resync
-	handlers.Add("default/changed")            // a real change
+	handlers.AddReplay("default/resynced") // from a periodic resync
+	handlers.Add("default/changed")        // a real change
 	handlers.Add("default/created")
 	handlers.Add("default/changed") // already queued: processed once
 

@@ -14,14 +14,14 @@ import (
 //
 // It is the queue under client-go's delaying and rate-limiting layers, which
 // call its Add (for AddAfter and AddRateLimited: normal priority); Queue
-// calls add directly for Add and AddBackground.
+// calls add directly for Add and AddReplay.
 //
 // Why mu is held across the calls into Typed, instead of a hint being
 // stored before Typed.Add for Push or Touch to find: an add takes effect
 // inside Typed.Add, under Typed's lock, and a stored hint can be consumed by
 // someone else's Push first. A normal Add(k) could store its hint and lose
 // it to another goroutine's Push of k; a worker could then Get k, and a
-// background add store its lower hint; the normal Add, reaching Typed while
+// replay add store its lower hint; the normal Add, reaching Typed while
 // k is held, would have no say at Done, and a real change would be queued
 // as background. Holding mu across Typed.Add and Typed.Done makes each add's
 // priority reach exactly the Push or Touch it causes, or pending.
@@ -48,7 +48,7 @@ func newHintedQueue[K comparable](opts Options[K], c clock.WithTicker) *hintedQu
 		causes:  make(map[K]cause),
 		delayed: make(map[K]delayed),
 	}}
-	q.order = newOrder(c, opts.BackgroundDelay, &q.hand)
+	q.order = newOrder(c, opts.ReplayDelay, &q.hand)
 	q.Typed = workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[K]{
 		Name:            opts.Name,
 		MetricsProvider: opts.MetricsProvider,

@@ -9,8 +9,8 @@ import (
 // Stats is a snapshot of a Queue's contents, for monitoring and debugging.
 // Another goroutine may change the queue at any time after it is taken.
 type Stats struct {
-	// Normal and Background are the keys queued in each priority class.
-	Normal, Background ClassStats
+	// Normal and Replay are the keys queued in each priority class.
+	Normal, Replay ClassStats
 	// Delayed is the number of keys waiting for the delay of AddAfter or
 	// AddRateLimited to pass.
 	Delayed int
@@ -23,7 +23,7 @@ type ClassStats struct {
 	// Depth is the number of keys queued in the class.
 	Depth int
 	// Oldest is when the key Get would hand out first in the class was
-	// queued: the oldest key of the class (a background key promoted by Add
+	// queued: the oldest key of the class (a replay key promoted by Add
 	// keeps its first time but joins the end of the normal class). Zero
 	// when Depth is 0.
 	Oldest time.Time
@@ -33,13 +33,13 @@ type ClassStats struct {
 // neither queued nor delayed unless it was added again meanwhile (then it
 // is queued at Done, and Pending is true).
 type KeyState struct {
-	// Queued is true when the key waits for a worker; Background says it
-	// waits at background priority, Since since when, and Reason why (the
+	// Queued is true when the key waits for a worker; Replay says it
+	// waits at replay priority, Since since when, and Reason why (the
 	// most significant reason of the adds that queued it).
-	Queued     bool
-	Background bool
-	Since      time.Time
-	Reason     reconcile.Reason
+	Queued bool
+	Replay bool
+	Since  time.Time
+	Reason reconcile.Reason
 
 	// Pending is true when the key was added while a worker holds it: it is
 	// queued again when the worker calls Done.
@@ -59,9 +59,9 @@ type KeyState struct {
 
 // QueuedKey is a key waiting in a Queue, as Keys lists it.
 type QueuedKey[K comparable] struct {
-	Key        K
-	Background bool
-	Since      time.Time
+	Key    K
+	Replay bool
+	Since  time.Time
 }
 
 // Stats returns the depth and the oldest key's age of each priority class,
@@ -74,15 +74,15 @@ func (q *Queue[K]) Stats() Stats {
 	o := q.core.order
 	o.view.Lock()
 	s := Stats{
-		Normal:     ClassStats{Depth: o.normal.len()},
-		Background: ClassStats{Depth: len(o.bgIndex)},
-		Delayed:    delayed,
+		Normal:  ClassStats{Depth: o.normal.len()},
+		Replay:  ClassStats{Depth: len(o.bgIndex)},
+		Delayed: delayed,
 	}
 	if o.normal.len() > 0 {
 		s.Normal.Oldest = o.time(o.normal.front().queued)
 	}
 	if o.bg.len() > 0 {
-		s.Background.Oldest = o.time(o.bg.front().queued)
+		s.Replay.Oldest = o.time(o.bg.front().queued)
 	}
 	o.view.Unlock()
 	s.ShuttingDown = q.ShuttingDown()
@@ -106,7 +106,7 @@ func (q *Queue[K]) Inspect(k K) KeyState {
 		o.view.Lock()
 		if seq, ok := o.bgIndex[k]; ok {
 			e := o.bg.at(int(seq - o.bgHead))
-			s.Queued, s.Background, s.Since = true, true, o.time(e.queued)
+			s.Queued, s.Replay, s.Since = true, true, o.time(e.queued)
 		} else {
 			for i := range o.normal.len() {
 				if e := o.normal.at(i); e.key == k {
@@ -158,7 +158,7 @@ func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
 			offset--
 			continue
 		}
-		out = append(out, QueuedKey[K]{Key: e.key, Background: inBg, Since: o.time(e.queued)})
+		out = append(out, QueuedKey[K]{Key: e.key, Replay: inBg, Since: o.time(e.queued)})
 	}
 	return out
 }

@@ -18,26 +18,26 @@ func TestStatsByPriority(t *testing.T) {
 	}
 	q.Add("a")
 	clk.Step(time.Second)
-	q.AddBackground("x")
-	q.AddBackground("y")
+	q.AddReplay("x")
+	q.AddReplay("y")
 	clk.Step(time.Second)
 	q.Add("b")
 	q.AddAfter("later", time.Hour)
 
 	s := q.Stats()
 	want := workqueue.Stats{
-		Normal:     workqueue.ClassStats{Depth: 2, Oldest: epoch},
-		Background: workqueue.ClassStats{Depth: 2, Oldest: epoch.Add(time.Second)},
-		Delayed:    1,
+		Normal:  workqueue.ClassStats{Depth: 2, Oldest: epoch},
+		Replay:  workqueue.ClassStats{Depth: 2, Oldest: epoch.Add(time.Second)},
+		Delayed: 1,
 	}
 	if s != want {
 		t.Fatalf("Stats = %+v, want %+v", s, want)
 	}
 
-	// A promoted background key keeps the time it was first queued.
+	// A promoted replay key keeps the time it was first queued.
 	q.Add("y")
 	s = q.Stats()
-	if s.Normal.Depth != 3 || s.Background.Depth != 1 || !s.Background.Oldest.Equal(epoch.Add(time.Second)) {
+	if s.Normal.Depth != 3 || s.Replay.Depth != 1 || !s.Replay.Oldest.Equal(epoch.Add(time.Second)) {
 		t.Fatalf("after promoting y: Stats = %+v", s)
 	}
 	if got := mustGet(t, q); got != "a" {
@@ -60,13 +60,13 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("unknown key: %+v, want zero", s)
 	}
 
-	q.AddBackground("bg")
+	q.AddReplay("bg")
 	clk.Step(time.Second)
 	q.Add("n")
-	if s := q.Inspect("bg"); !s.Queued || !s.Background || !s.Since.Equal(epoch) || s.Reason != creconcile.ReasonReplay {
+	if s := q.Inspect("bg"); !s.Queued || !s.Replay || !s.Since.Equal(epoch) || s.Reason != creconcile.ReasonReplay {
 		t.Errorf("background key: %+v", s)
 	}
-	if s := q.Inspect("n"); !s.Queued || s.Background || !s.Since.Equal(epoch.Add(time.Second)) || s.Reason != creconcile.ReasonChange {
+	if s := q.Inspect("n"); !s.Queued || s.Replay || !s.Since.Equal(epoch.Add(time.Second)) || s.Reason != creconcile.ReasonChange {
 		t.Errorf("normal key: %+v", s)
 	}
 
@@ -104,13 +104,13 @@ func TestInspect(t *testing.T) {
 
 func TestKeysPagesInGetOrder(t *testing.T) {
 	q, clk := newFakeQueue(t, workqueue.Options[string]{})
-	q.AddBackground("x")
+	q.AddReplay("x")
 	for i := range 10 {
 		q.Add(fmt.Sprint(i))
 	}
 	clk.Step(6 * time.Second) // x has aged past normal keys added now
 	q.Add("late")
-	q.AddBackground("y")
+	q.AddReplay("y")
 	q.Add("y") // promoted: its dead background entry must not be listed
 
 	var all []string
@@ -121,8 +121,8 @@ func TestKeysPagesInGetOrder(t *testing.T) {
 		}
 		for _, k := range page {
 			all = append(all, k.Key)
-			if k.Background != (k.Key == "x") {
-				t.Errorf("key %s: Background = %v", k.Key, k.Background)
+			if k.Replay != (k.Key == "x") {
+				t.Errorf("key %s: Replay = %v", k.Key, k.Replay)
 			}
 		}
 		if len(page) < 3 {

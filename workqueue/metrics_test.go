@@ -114,7 +114,7 @@ func TestMetrics(t *testing.T) {
 	q.Add("a")
 	q.Add("b")
 	q.Add("a") // deduplicated: not an add
-	q.AddBackground("c")
+	q.AddReplay("c")
 	check("three keys added", map[string]float64{"adds": 3, "depth": 3, "retries": 0})
 
 	if k := mustGet(t, q); k != "a" {

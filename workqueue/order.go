@@ -17,22 +17,22 @@ const (
 	normal
 )
 
-// first is the ordering time of a normal key pushed while no background key
-// was queued: it comes before every background key pushed later (see Push).
+// first is the ordering time of a normal key pushed while no replay key
+// was queued: it comes before every replay key pushed later (see Push).
 const first = math.MinInt64
 
 // entry is a queued key and its ordering time.
 type entry[K comparable] struct {
 	key K
 	// at is the ordering time, in nanoseconds since order.base: the push
-	// time plus the background delay for a background entry; the push time
-	// for a normal entry, or first if no background key was queued then.
+	// time plus the background delay for a replay entry; the push time
+	// for a normal entry, or first if no replay key was queued then.
 	at int64
 	// queued is when the key was pushed, in nanoseconds since order.base,
 	// for Queue.Stats and Queue.Inspect (at may be first or include the
 	// background delay).
 	queued int64
-	// dead marks a background entry whose key was promoted to the normal
+	// dead marks a replay entry whose key was promoted to the normal
 	// ring; it is discarded when it reaches the front.
 	dead bool
 }
@@ -70,8 +70,8 @@ type entry[K comparable] struct {
 type order[K comparable] struct {
 	clock clock.PassiveClock
 	base  time.Time // ordering times count from here
-	// delay is the background delay, > 0. (When Options.BackgroundDelay is
-	// negative, Queue never requests background priority: bg stays empty
+	// delay is the background delay, > 0. (When Options.ReplayDelay is
+	// negative, Queue never requests replay priority: bg stays empty
 	// and the clock is never read.)
 	delay int64
 	hand  *handoff[K]
@@ -113,8 +113,8 @@ func (o *order[K]) Push(k K) {
 	o.view.Lock()
 	defer o.view.Unlock()
 	if h.prio == normal {
-		// While no background key is queued, a normal key comes before
-		// every background key pushed later (ordered at least delay after
+		// While no replay key is queued, a normal key comes before
+		// every replay key pushed later (ordered at least delay after
 		// now), whatever its time.
 		at := int64(first)
 		if o.bg.len() > 0 {
@@ -125,7 +125,7 @@ func (o *order[K]) Push(k K) {
 	}
 	at := now
 	if at > math.MaxInt64-o.delay {
-		at = math.MaxInt64 // a huge BackgroundDelay must not wrap around
+		at = math.MaxInt64 // a huge ReplayDelay must not wrap around
 	} else {
 		at += o.delay
 	}
@@ -134,7 +134,7 @@ func (o *order[K]) Push(k K) {
 }
 
 // Touch is called when k, already queued, is added again. The add's cause
-// raises k's if higher. A normal add promotes a background key; nothing else
+// raises k's if higher. A normal add promotes a replay key; nothing else
 // changes the order (a key keeps its place, as in client-go's FIFO).
 func (o *order[K]) Touch(k K) {
 	h, ok := o.hand.take(k)

@@ -19,7 +19,7 @@ import (
 // goroutine and a fake clock, then the order in which Get hands out what is
 // left. Operations:
 //
-//	add K | bg K | after K D   Add, AddBackground, AddAfter (waits for its timer)
+//	add K | bg K | after K D   Add, AddReplay, AddAfter (waits for its timer)
 //	step D                     advance the clock
 //	get K | done K             Get (must return K), Done
 //	len N | wait N             Len must be N | spin until Len is N
@@ -27,7 +27,7 @@ import (
 func TestPriorityTraces(t *testing.T) {
 	tests := []struct {
 		name  string
-		delay time.Duration // Options.BackgroundDelay
+		delay time.Duration // Options.ReplayDelay
 		trace string        // operations, separated by ";"
 		want  string        // drain order
 	}{
@@ -61,7 +61,7 @@ func TestPriorityTraces(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q, clk := newFakeQueue(t, workqueue.Options[string]{BackgroundDelay: tt.delay})
+			q, clk := newFakeQueue(t, workqueue.Options[string]{ReplayDelay: tt.delay})
 			for op := range strings.SplitSeq(tt.trace, ";") {
 				runOp(t, q, clk, strings.Fields(op))
 			}
@@ -101,7 +101,7 @@ func runOp(t *testing.T, q *workqueue.Queue[string], clk *clocktesting.FakeClock
 	case "add":
 		q.Add(arg(1))
 	case "bg":
-		q.AddBackground(arg(1))
+		q.AddReplay(arg(1))
 	case "after":
 		d := dur(arg(2))
 		q.AddAfter(arg(1), d)
@@ -133,7 +133,7 @@ func runOp(t *testing.T, q *workqueue.Queue[string], clk *clocktesting.FakeClock
 // TestPriorityMatchesModel drives the queue with random operations on one
 // goroutine and compares every Get and Len with a direct transcription of
 // the documented model: each queued key has an ordering time (add time, plus
-// BackgroundDelay for background), Get takes the smallest, normal first on a
+// ReplayDelay for background), Get takes the smallest, normal first on a
 // tie, then first added. Each run fills the queue, then drains it.
 func TestPriorityMatchesModel(t *testing.T) {
 	const delay = 5 * time.Second
@@ -152,7 +152,7 @@ func TestPriorityMatchesModel(t *testing.T) {
 		for seed := range tt.seeds {
 			t.Run(fmt.Sprintf("%s/seed=%d", tt.name, seed), func(t *testing.T) {
 				rnd := rand.New(rand.NewPCG(seed, 0))
-				q, clk := newFakeQueue(t, workqueue.Options[string]{BackgroundDelay: delay})
+				q, clk := newFakeQueue(t, workqueue.Options[string]{ReplayDelay: delay})
 				m := newModel(delay)
 				var held []string // keys between Get and Done
 				peak := 0
@@ -176,7 +176,7 @@ func TestPriorityMatchesModel(t *testing.T) {
 						q.Add(k)
 						m.add(k, true)
 					case op < w[0]+w[1]:
-						q.AddBackground(k)
+						q.AddReplay(k)
 						m.add(k, false)
 					case op < w[0]+w[1]+w[2]:
 						if m.len() > 0 {

@@ -9,18 +9,18 @@ import (
 	"github.com/converge-dev/converge/reconcile"
 )
 
-// DefaultBackgroundDelay is the BackgroundDelay used when
-// Options.BackgroundDelay is zero.
-const DefaultBackgroundDelay = 5 * time.Second
+// DefaultReplayDelay is the ReplayDelay used when
+// Options.ReplayDelay is zero.
+const DefaultReplayDelay = 5 * time.Second
 
 // Enqueuer is what event handlers need: a way to add keys. Give handlers an
 // Enqueuer rather than the whole Queue.
 type Enqueuer[K comparable] interface {
 	// Add queues k at normal priority: k carries a real change.
 	Add(k K)
-	// AddBackground queues k at background priority: k comes only from an
+	// AddReplay queues k at replay priority: k comes only from an
 	// informer's initial list or a periodic resync.
-	AddBackground(k K)
+	AddReplay(k K)
 	// AddAfter queues k at normal priority once d has passed.
 	AddAfter(k K, d time.Duration)
 }
@@ -51,20 +51,20 @@ type Options[K comparable] struct {
 	// something set one).
 	MetricsProvider workqueue.MetricsProvider
 
-	// BackgroundDelay is how far behind normal keys background keys wait: a
-	// key added with AddBackground at time t is ordered as if added with Add
-	// at t + BackgroundDelay.
-	// Zero means DefaultBackgroundDelay (5 s). Negative means no penalty:
-	// AddBackground is Add, and the queue is one FIFO.
-	BackgroundDelay time.Duration
+	// ReplayDelay is how far behind normal keys replay keys wait: a
+	// key added with AddReplay at time t is ordered as if added with Add
+	// at t + ReplayDelay.
+	// Zero means DefaultReplayDelay (5 s). Negative means no penalty:
+	// AddReplay is Add, and the queue is one FIFO.
+	ReplayDelay time.Duration
 }
 
 func (o Options[K]) withDefaults() Options[K] {
 	if o.RateLimiter == nil {
 		o.RateLimiter = DefaultRateLimiter[K]()
 	}
-	if o.BackgroundDelay == 0 {
-		o.BackgroundDelay = DefaultBackgroundDelay
+	if o.ReplayDelay == 0 {
+		o.ReplayDelay = DefaultReplayDelay
 	}
 	// A nil MetricsProvider is resolved by client-go, when the queue is built.
 	return o
@@ -93,15 +93,15 @@ func DefaultRateLimiter[K comparable]() workqueue.TypedRateLimiter[K] {
 // Create a Queue with New; the zero Queue is not usable.
 type Queue[K comparable] struct {
 	// rl is client-go's rate-limiting queue, over its delaying queue, over
-	// core. Add, AddBackground, Done and shutdown go to core directly; the
+	// core. Add, AddReplay, Done and shutdown go to core directly; the
 	// rest goes through rl.
 	rl   workqueue.TypedRateLimitingInterface[K]
 	core *hintedQueue[K]
 	// limiter is rl's rate limiter: AddRateLimited asks it for the delay
 	// itself, to record when the retry is due.
 	limiter workqueue.TypedRateLimiter[K]
-	// bg is what AddBackground requests: background priority (normal when
-	// BackgroundDelay is negative), cause replay.
+	// bg is what AddReplay requests: replay priority (normal when
+	// ReplayDelay is negative), cause replay.
 	bg hint
 }
 
@@ -132,25 +132,26 @@ func newQueue[K comparable](opts Options[K], c clock.WithTicker) *Queue[K] {
 		limiter: opts.RateLimiter,
 		bg:      hint{prio: background, cause: causeReplay},
 	}
-	if opts.BackgroundDelay < 0 {
+	if opts.ReplayDelay < 0 {
 		q.bg.prio = normal
 	}
 	return q
 }
 
 // Add queues k at normal priority, with reason change: use it for keys that
-// carry a real change. If k is already queued it is not queued twice, but a
-// background k is promoted. If a worker holds k, k is queued again when the
-// worker calls Done. After shutdown, Add does nothing.
+// carry a real change. A k already queued is not queued twice; one queued at
+// replay priority (by AddReplay) moves up to normal priority. If a worker
+// holds k, k is queued again when the worker calls Done. After shutdown, Add
+// does nothing.
 func (q *Queue[K]) Add(k K) { q.core.add(k, hintChange) }
 
-// AddBackground queues k at background priority, with reason replay: use it
+// AddReplay queues k at replay priority, with reason replay: use it
 // for keys that come only from an informer's initial list or a periodic
 // resync. If k is already
 // queued, nothing changes. If a worker holds k, k is queued again when the
 // worker calls Done (at normal priority if Add was also called meanwhile).
-// After shutdown, AddBackground does nothing.
-func (q *Queue[K]) AddBackground(k K) { q.core.add(k, q.bg) }
+// After shutdown, AddReplay does nothing.
+func (q *Queue[K]) AddReplay(k K) { q.core.add(k, q.bg) }
 
 // AddAfter queues k at normal priority, with reason requeue, once d has
 // passed (at once if d <= 0). If AddAfter is called again for k before then,
@@ -190,7 +191,7 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 
 // GetWithReason is Get, and also returns why k was queued: the most
 // significant reason among the adds that queued it since it was last handed
-// out (see reconcile.Reason for the order). Add gives change, AddBackground
+// out (see reconcile.Reason for the order). Add gives change, AddReplay
 // replay, AddRateLimited retry and AddAfter requeue. The reason is empty when
 // shutdown is true.
 func (q *Queue[K]) GetWithReason() (k K, r reconcile.Reason, shutdown bool) {

@@ -17,10 +17,10 @@ func TestDedup(t *testing.T) {
 		add  func(q *workqueue.Queue[string], k string)
 	}{
 		{name: "Add", add: (*workqueue.Queue[string]).Add},
-		{name: "AddBackground", add: (*workqueue.Queue[string]).AddBackground},
+		{name: "AddReplay", add: (*workqueue.Queue[string]).AddReplay},
 		{name: "AddAfter 0", add: func(q *workqueue.Queue[string], k string) { q.AddAfter(k, 0) }},
 		{name: "mixed", add: func(q *workqueue.Queue[string], k string) {
-			q.AddBackground(k)
+			q.AddReplay(k)
 			q.Add(k)
 			q.AddAfter(k, 0)
 		}},
@@ -107,7 +107,7 @@ func TestNoConcurrentProcessing(t *testing.T) {
 				case 0:
 					q.Add(k)
 				case 1:
-					q.AddBackground(k)
+					q.AddReplay(k)
 				default:
 					q.AddAfter(k, 0)
 				}
@@ -149,7 +149,7 @@ func TestShutDownWithDrainWaitsForInFlight(t *testing.T) {
 	}
 
 	q.Add("b")
-	q.AddBackground("c")
+	q.AddReplay("c")
 	q.AddRateLimited("d")
 	if n := q.Len(); n != 0 {
 		t.Fatalf("Len after adds during shutdown is %d, want 0", n)
@@ -194,7 +194,7 @@ func TestShutDown(t *testing.T) {
 			waitTimerSet(t, clk)
 			tt.shutdown(q)
 			q.Add("a")
-			q.AddBackground("b")
+			q.AddReplay("b")
 			q.AddAfter("c", 0)
 			q.AddAfter("d", time.Second)
 			q.AddRateLimited("e")
@@ -238,7 +238,7 @@ func TestGenericKeys(t *testing.T) {
 	}
 	q, _ := newFakeQueue(t, workqueue.Options[key]{})
 	for i := range 3 {
-		q.AddBackground(key{"ns", fmt.Sprint("bg", i)})
+		q.AddReplay(key{"ns", fmt.Sprint("bg", i)})
 	}
 	q.Add(key{"ns", "changed"})
 	k, _ := q.Get()

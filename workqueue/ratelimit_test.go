@@ -103,7 +103,7 @@ func TestAddRateLimited(t *testing.T) {
 func TestCustomRateLimiter(t *testing.T) {
 	rl := &countingLimiter{}
 	q, _ := newFakeQueue(t, workqueue.Options[string]{RateLimiter: rl})
-	q.AddBackground("x")
+	q.AddReplay("x")
 	q.AddRateLimited("k") // zero delay: queued at once, normal priority
 	if got := drain(t, q); len(got) != 2 || got[0] != "k" {
 		t.Fatalf("drained %q, want k first", got)

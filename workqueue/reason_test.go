@@ -19,7 +19,7 @@ func apply(t *testing.T, q *workqueue.Queue[string], op, k string) {
 	case "add":
 		q.Add(k)
 	case "background":
-		q.AddBackground(k)
+		q.AddReplay(k)
 	case "after":
 		q.AddAfter(k, 0)
 	case "rate-limited":
@@ -69,12 +69,12 @@ func TestReasonMerging(t *testing.T) {
 		{[]string{"background", "background"}, reconcilepkg.ReasonReplay},
 	} {
 		for _, delay := range []time.Duration{0, -1} { // with priorities, and as one FIFO
-			t.Run(fmt.Sprintf("%v/BackgroundDelay=%v", tc.ops, delay), func(t *testing.T) {
-				q, _ := newFakeQueue(t, workqueue.Options[string]{RateLimiter: zeroDelay(), BackgroundDelay: delay})
+			t.Run(fmt.Sprintf("%v/ReplayDelay=%v", tc.ops, delay), func(t *testing.T) {
+				q, _ := newFakeQueue(t, workqueue.Options[string]{RateLimiter: zeroDelay(), ReplayDelay: delay})
 				for _, op := range tc.ops {
 					apply(t, q, op, "a")
 				}
-				q.AddBackground("other") // another key's reason never mixes in
+				q.AddReplay("other") // another key's reason never mixes in
 				got := map[string]reconcilepkg.Reason{}
 				for q.Len() > 0 {
 					k, r := mustGetWithReason(t, q)
@@ -110,7 +110,7 @@ func TestReasonWhileHeld(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%v", tc.first, tc.held), func(t *testing.T) {
 			q, _ := newFakeQueue(t, workqueue.Options[string]{RateLimiter: zeroDelay()})
 			if tc.first == reconcilepkg.ReasonReplay {
-				q.AddBackground("a")
+				q.AddReplay("a")
 			} else {
 				q.Add("a")
 			}

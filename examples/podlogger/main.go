@@ -78,7 +78,7 @@ func run(ctx context.Context, flags *framework.Flags) error {
 	if err != nil {
 		return err
 	}
-	err = framework.NewController[*corev1.Pod](mgr, "podlogger", framework.ControllerOptions{}).
+	err = framework.NewBuilder[*corev1.Pod](mgr, "podlogger", framework.ControllerOptions{}).
 		Complete(&podLogger{seen: map[reconcile.Request]string{}})
 	if err != nil {
 		return err

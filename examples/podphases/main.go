@@ -28,7 +28,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = framework.NewController[*corev1.Pod](mgr, "pod-phases", framework.ControllerOptions{}).
+	err = framework.NewBuilder[*corev1.Pod](mgr, "pod-phases", framework.ControllerOptions{}).
 		Owns(&corev1.ConfigMap{}). // a change to a ConfigMap a pod controls reconciles the pod
 		Complete(reconcile.ObjectFunc[*corev1.Pod](func(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
 			logr.FromContextOrDiscard(ctx).Info("pod", "phase", pod.Status.Phase, "node", pod.Spec.NodeName)

@@ -24,7 +24,7 @@ func setup(mgr *framework.Manager) error {
 	if err := v1alpha1.AddToScheme(mgr.Scheme()); err != nil {
 		return err
 	}
-	return framework.NewController[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
+	return framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](site.Desired), declarative.Options{
 			Children: site.Children(),
 		}))

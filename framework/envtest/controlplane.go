@@ -228,7 +228,6 @@ func (lp *localPlane) stopAll() error {
 	return errors.Join(errs...)
 }
 
-// writeKubeconfig writes a kubeconfig for cfg's host and client certificate to path.
 // WriteKubeconfig writes a kubeconfig file for cfg (host, CA and client
 // certificate, as Start and AddUser make them), for processes that take
 // --kubeconfig. A bearer token in cfg is written too.

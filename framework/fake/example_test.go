@@ -32,7 +32,7 @@ func Example() {
 	}
 	done := make(chan struct{})
 	var greeted sync.Once
-	err = framework.NewController[*corev1.ConfigMap](mgr, "greeter", framework.ControllerOptions{}).
+	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "greeter", framework.ControllerOptions{}).
 		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
 			if cm.Annotations["greeted"] != "" {
 				return reconcile.Result{}, nil

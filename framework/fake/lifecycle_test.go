@@ -20,7 +20,7 @@ func TestManagerStoppedBeforeItsControllersRanLeaksNothing(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv := fake.Start(t, fake.Options{})
 	mgr := testenv.NewManager(t, srv.Config(), framework.Options{})
-	err := framework.NewController[*corev1.ConfigMap](mgr, "never-runs", framework.ControllerOptions{}).
+	err := framework.NewBuilder[*corev1.ConfigMap](mgr, "never-runs", framework.ControllerOptions{}).
 		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) (reconcile.Result, error) {
 			return reconcile.Result{}, nil
 		}))

@@ -3,7 +3,7 @@
 // [Validator] behind a validating webhook, and hub-and-spoke conversion
 // ([Hub], [Convertible]) behind a CustomResourceDefinition's conversion
 // webhook. The framework's Manager registers them and serves them over TLS
-// (framework.NewWebhook, framework.NewConversion); this package holds only
+// (framework.AddWebhook, framework.AddConversion); this package holds only
 // the handlers, so it can be tested without a server.
 //
 // Guarantees:

@@ -41,7 +41,7 @@ func review(h http.Handler, configMap string) *admissionv1.AdmissionResponse {
 }
 
 // A Defaulter changes its own copy of the object; the handler answers with
-// the JSON patch of the change. (framework.NewWebhook serves it on the
+// the JSON patch of the change. (framework.AddWebhook serves it on the
 // manager's webhook server.)
 func ExampleNewDefaulting() {
 	scheme := clientgoscheme.Scheme

@@ -9,6 +9,11 @@
 //	func TestMain(m *testing.M) { os.Exit(plane.Run(m)) }
 //
 // and each test calls plane.Config(t), which starts it on first use.
+//
+// testenv is test support only. It imports package framework (to build
+// managers for the tests), the one import in the module that goes up the
+// layers, so only _test.go files may import it: test/layering fails when any
+// other file does.
 package testenv
 
 import (

@@ -21,12 +21,12 @@ var _ = Describe("building controllers", func() {
 		calls := newRecorder()
 
 		By("forgetting the kind of an unstructured controller")
-		err := framework.NewController[*unstructured.Unstructured](mgr, "retried", framework.ControllerOptions{}).
+		err := framework.NewBuilder[*unstructured.Unstructured](mgr, "retried", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(calls))
 		Expect(err).To(MatchError(ContainSubstring("Selection.Kind")))
 
 		By("building it again, with the kind")
-		Expect(framework.NewController[*unstructured.Unstructured](mgr, "retried", framework.ControllerOptions{
+		Expect(framework.NewBuilder[*unstructured.Unstructured](mgr, "retried", framework.ControllerOptions{
 			Selection: informers.Selection{Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap")},
 		}).CompleteByKey(countingReconciler(calls))).To(Succeed())
 		startManager(ctx, mgr)

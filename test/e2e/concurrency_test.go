@@ -119,7 +119,7 @@ var _ = Describe("concurrent workers", func() {
 		}
 		tracker := newKeyTracker(keys)
 		mgr := newManager(ns, framework.Options{})
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "eight-workers", framework.ControllerOptions{Workers: 8}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "eight-workers", framework.ControllerOptions{Workers: 8}).
 			Complete(tracker)).To(Succeed())
 		startManager(ctx, mgr)
 
@@ -206,7 +206,7 @@ var _ = Describe("concurrent workers", func() {
 		}
 		// Two workers: one holds the key, the other is free to take it if the
 		// queue handed a held key out again.
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "held", framework.ControllerOptions{Workers: 2}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "held", framework.ControllerOptions{Workers: 2}).
 			Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
 				mu.Lock()
 				seen = append(seen, cm.Data["v"])

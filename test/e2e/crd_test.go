@@ -38,7 +38,7 @@ var _ = Describe("custom resources", func() {
 		const syncTimeout = 3 * time.Second
 		mgr := newManager(ns, framework.Options{Cache: informers.Options{SyncTimeout: syncTimeout}})
 		calls := newRecorder()
-		Expect(framework.NewController[*unstructured.Unstructured](mgr, "ghosts",
+		Expect(framework.NewBuilder[*unstructured.Unstructured](mgr, "ghosts",
 			framework.ControllerOptions{Selection: informers.Selection{Kind: ghost}}).
 			CompleteByKey(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
 				calls.record(req)
@@ -85,7 +85,7 @@ var _ = Describe("custom resources", func() {
 			mu    sync.Mutex
 			sizes = map[reconcile.Request]int64{} // spec.size as reconciled; mu guards it
 		)
-		Expect(framework.NewController[*unstructured.Unstructured](mgr, "widgets",
+		Expect(framework.NewBuilder[*unstructured.Unstructured](mgr, "widgets",
 			framework.ControllerOptions{Selection: informers.Selection{Kind: widget}}).
 			Complete(reconcile.ObjectFunc[*unstructured.Unstructured](func(_ context.Context, w *unstructured.Unstructured) (reconcile.Result, error) {
 				size, _, err := unstructured.NestedInt64(w.Object, "spec", "size")

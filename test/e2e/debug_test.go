@@ -72,18 +72,18 @@ func newDebugFixture(ctx context.Context, opts framework.Options, bulk int) *deb
 		}
 		return reconcile.Result{}, nil
 	})
-	Expect(framework.NewController[*corev1.ConfigMap](f.mgr, "credentials", framework.ControllerOptions{Workers: 2}).
+	Expect(framework.NewBuilder[*corev1.ConfigMap](f.mgr, "credentials", framework.ControllerOptions{Workers: 2}).
 		Owns(&corev1.Secret{}).CompleteByKey(credentials)).To(Succeed())
 	release := make(chan struct{})
 	held := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 		<-release
 		return reconcile.Result{}, nil
 	})
-	Expect(framework.NewController[*corev1.ConfigMap](f.mgr, "held", framework.ControllerOptions{}).CompleteByKey(held)).To(Succeed())
+	Expect(framework.NewBuilder[*corev1.ConfigMap](f.mgr, "held", framework.ControllerOptions{}).CompleteByKey(held)).To(Succeed())
 	ticker := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	})
-	Expect(framework.NewController[*corev1.ConfigMap](f.mgr, "ticker", framework.ControllerOptions{}).CompleteByKey(ticker)).To(Succeed())
+	Expect(framework.NewBuilder[*corev1.ConfigMap](f.mgr, "ticker", framework.ControllerOptions{}).CompleteByKey(ticker)).To(Succeed())
 	startManager(ctx, f.mgr)
 	DeferCleanup(func() { close(release) }) // before the manager stops (cleanups run last in, first out)
 	Eventually(ctx, f.mgr.MetricsAddress).ShouldNot(BeEmpty())
@@ -150,7 +150,7 @@ var _ = Describe("debug endpoint", func() {
 			g.Expect(state.Controllers).To(HaveLen(3))
 			g.Expect(state.Controllers[1].InFlight).To(HaveLen(1))
 			q := state.Controllers[1].Queue
-			g.Expect(q.Normal.Depth + q.Background.Depth).To(Equal(bulk + 2))
+			g.Expect(q.Normal.Depth + q.Replay.Depth).To(Equal(bulk + 2))
 		}).Should(Succeed())
 		Expect(state.Leader.Leading).To(BeTrue())
 		for i, name := range []string{"credentials", "held", "ticker"} {
@@ -315,7 +315,7 @@ var _ = Describe("converge explain", func() {
 			Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true},
 		}))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(framework.NewController[*appsv1.Deployment](mgr, "web", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*appsv1.Deployment](mgr, "web", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(newRecorder()))).To(Succeed())
 		runManager(ctx, mgr) // Start fails once the sync times out: not waited for
 		Eventually(ctx, mgr.MetricsAddress).ShouldNot(BeEmpty())

@@ -80,7 +80,7 @@ var _ = Describe("a DeletionReconciler", func() {
 	It("is handed a tombstone with the object's last state once it is deleted", func(ctx SpecContext) {
 		mgr := newManager(ns, framework.Options{})
 		r := &deletionRecorder{seen: map[reconcile.Request][]string{}}
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "tombstones", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "tombstones", framework.ControllerOptions{}).
 			Complete(r)).To(Succeed())
 		startManager(ctx, mgr)
 
@@ -117,7 +117,7 @@ var _ = Describe("a DeletionReconciler", func() {
 		// One worker, held by the gate's reconcile while the spec deletes and
 		// re-creates the object, so the deletion and the re-creation reach
 		// the queue before the object's reconcile runs.
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "replaced", framework.ControllerOptions{Workers: 1}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "replaced", framework.ControllerOptions{Workers: 1}).
 			Complete(&gatedDeletionRecorder{deletionRecorder: r, gate: gate, release: release})).To(Succeed())
 		startManager(ctx, mgr)
 		DeferCleanup(releaseOnce) // runs before the manager stops, should the spec fail early
@@ -149,7 +149,7 @@ var _ = Describe("a DeletionReconciler", func() {
 		const after = 200 * time.Millisecond
 		mgr := newManager(ns, framework.Options{})
 		r := &requeueingDeletionRecorder{deletionRecorder: &deletionRecorder{seen: map[reconcile.Request][]string{}}, after: after}
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "polling-cleanup", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "polling-cleanup", framework.ControllerOptions{}).
 			Complete(r)).To(Succeed())
 		startManager(ctx, mgr)
 

@@ -35,7 +35,7 @@ var _ = Describe("event recording", func() {
 	It("stores an event recorded without an action, which the API server requires, with the reason as its action", func(ctx SpecContext) {
 		mgr := newManager(ns, framework.Options{})
 		recorder := mgr.EventRecorder("greeter")
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "greeter", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "greeter", framework.ControllerOptions{}).
 			Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(_ context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
 				recorder.Eventf(cm, nil, corev1.EventTypeWarning, "Greeted", "", "hello %s", cm.Name)
 				return reconcile.Result{}, nil
@@ -59,7 +59,7 @@ var _ = Describe("event recording", func() {
 		// rejects every event of this recorder.
 		recorder := mgr.EventRecorder("not a valid name!")
 		const marker = "a note that must not reach the log"
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "rejected", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "rejected", framework.ControllerOptions{}).
 			Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(_ context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
 				recorder.Eventf(cm, nil, corev1.EventTypeNormal, "Noted", "Note", marker)
 				return reconcile.Result{}, nil

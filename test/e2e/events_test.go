@@ -21,7 +21,7 @@ var _ = Describe("events", func() {
 	It("writes what a reconciler records as an events.k8s.io/v1 Event regarding the object, reported by the recorder's name", func(ctx SpecContext) {
 		mgr := newManager(ns, framework.Options{})
 		recorder := mgr.EventRecorder("greeter")
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "greeter", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "greeter", framework.ControllerOptions{}).
 			Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(_ context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
 				recorder.Eventf(cm, nil, corev1.EventTypeNormal, "Greeted", "Greet", "hello %s", cm.Name)
 				return reconcile.Result{}, nil

@@ -174,7 +174,7 @@ var _ = Describe("leader election", func() {
 			mgr *framework.Manager
 			id  string
 		}{{leader, "first"}, {standby, "second"}} {
-			Expect(framework.NewController[*corev1.ConfigMap](m.mgr, "elected", framework.ControllerOptions{Workers: workers}).
+			Expect(framework.NewBuilder[*corev1.ConfigMap](m.mgr, "elected", framework.ControllerOptions{Workers: workers}).
 				CompleteByKey(log.reconciler(m.id, work))).To(Succeed())
 		}
 
@@ -227,7 +227,7 @@ var _ = Describe("leader election", func() {
 		const lease = "e2e-lost"
 		mgr := newManager(ns, electing(ns, lease, "victim", losing))
 		calls, ends := newRecorder(), newEndings()
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "dethroned", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "dethroned", framework.ControllerOptions{}).
 			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 				calls.record(req)
 				defer ends.record(ctx, req)
@@ -268,7 +268,7 @@ var _ = Describe("leader election", func() {
 		release := make(chan struct{})
 		began := make(chan struct{})
 		counter := createConfigMap(ctx, ns, "counter", nil)
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "stubborn-writer", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "stubborn-writer", framework.ControllerOptions{}).
 			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 				if req.Name != "busy" {
 					return reconcile.Result{}, nil

@@ -68,7 +68,7 @@ var _ = Describe("reconcile logging", func() {
 		logs := &logCapture{}
 		mgr := newManager(ns, framework.Options{Logger: logs.logger()})
 		calls := newRecorder()
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "chatty", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "chatty", framework.ControllerOptions{}).
 			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 				logr.FromContextOrDiscard(ctx).Info("hello from the reconciler", "attempt", calls.record(req))
 				if calls.count(req)() == 1 {

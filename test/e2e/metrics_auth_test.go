@@ -33,7 +33,7 @@ var _ = Describe("secure metrics", func() {
 
 	It("serves /metrics over HTTPS only to bearer tokens whose identity may get /metrics: 401 without one, 403 without the grant, 200 with it", func(ctx SpecContext) {
 		mgr := newManager(ns, framework.Options{Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0"}})
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "guarded", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "guarded", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(newRecorder()))).To(Succeed())
 		startManager(ctx, mgr)
 		Eventually(ctx, mgr.MetricsAddress).ShouldNot(BeEmpty())

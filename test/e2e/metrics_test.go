@@ -123,7 +123,7 @@ var _ = Describe("metrics", func() {
 		mgr := newManager(ns, opts)
 		calls := newRecorder()
 		hold, release := key(ns, "held"), make(chan struct{})
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, controller, framework.ControllerOptions{Workers: workers}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, controller, framework.ControllerOptions{Workers: workers}).
 			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 				calls.record(req)
 				if req == hold {

@@ -26,7 +26,7 @@ var _ = Describe("reconcile outcomes", func() {
 		const after = 300 * time.Millisecond
 		mgr := newManager(ns, framework.Options{})
 		calls := newRecorder()
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "requeue-after", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "requeue-after", framework.ControllerOptions{}).
 			CompleteByKey(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
 				if calls.record(req) == 1 {
 					return reconcile.Result{RequeueAfter: after}, nil
@@ -55,7 +55,7 @@ var _ = Describe("reconcile outcomes", func() {
 		const base = 5 * time.Millisecond
 		mgr := newManager(ns, framework.Options{})
 		calls := newRecorder()
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "backoff", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "backoff", framework.ControllerOptions{}).
 			CompleteByKey(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
 				attempt := calls.record(req)
 				switch req.Name {
@@ -126,7 +126,7 @@ var _ = Describe("reconcile outcomes", func() {
 		calls := newRecorder()
 		succeeded := newRecorder()
 		// One worker: if a panic killed it, nothing would be reconciled again.
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "panicky", framework.ControllerOptions{Workers: 1}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "panicky", framework.ControllerOptions{Workers: 1}).
 			CompleteByKey(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
 				if calls.record(req) == 1 {
 					panic(fmt.Sprintf("first look at %v", req))

@@ -26,7 +26,7 @@ func startDeclarative(ctx context.Context, ns string, r declarative.Reconciler[*
 	GinkgoHelper()
 	mgr := newManager(ns, opts)
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-	Expect(framework.NewController[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
+	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, r, declarative.Options{Children: children}))).To(Succeed())
 	return mgr, startManager(ctx, mgr)
 }

@@ -231,7 +231,7 @@ var _ = Describe("declarative conflict reports", func() {
 		createConfigMap(ctx, ns, "taken", map[string]string{"content": "by hand"})
 		mgr := newManager(ns, framework.Options{})
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-		Expect(framework.NewController[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
 			Complete(declarative.New(mgr, newPageMaps(), declarative.Options{
 				Children: []object.Object{&corev1.ConfigMap{}},
 				Conflict: declarative.ConflictOptions{

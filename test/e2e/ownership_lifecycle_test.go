@@ -63,7 +63,7 @@ var _ = Describe("declarative children ownership over time", func() {
 		// A failed reconcile is retried an hour later: only an event can
 		// reconcile the parent again within the spec.
 		hourly := clientworkqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Hour, time.Hour)
-		Expect(framework.NewController[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{RateLimiter: hourly}).
+		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{RateLimiter: hourly}).
 			Complete(declarative.New(mgr, pages, declarative.Options{Children: configMaps}))).To(Succeed())
 		startManager(ctx, mgr)
 		site := createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: map[string]string{"taken": "converge"}})
@@ -94,7 +94,7 @@ var _ = Describe("declarative children ownership over time", func() {
 		withStatus := declarative.Func[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) (declarative.State, error) {
 			return declarative.State{Status: map[string]string{"phase": "Ready"}}, nil
 		})
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "statusless", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "statusless", framework.ControllerOptions{}).
 			Complete(declarative.New(mgr, withStatus, declarative.Options{Children: []object.Object{&corev1.Secret{}}}))).To(Succeed())
 		startManager(ctx, mgr)
 		createConfigMap(ctx, ns, "parent", map[string]string{"a": "b"})

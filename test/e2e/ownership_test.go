@@ -377,7 +377,7 @@ var _ = Describe("declarative children ownership", func() {
 					return
 				default:
 				}
-				obj, err := inf.Get(ctx, ns, site.Name)
+				obj, err := inf.Get(ctx, types.NamespacedName{Namespace: ns, Name: site.Name})
 				if err == nil {
 					for k, v := range obj.Object { // reads the shared map
 						_, _ = k, v

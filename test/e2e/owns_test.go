@@ -41,7 +41,7 @@ var _ = Describe("Owns", func() {
 			}
 			return reconcile.Result{}, nil
 		})
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "parent", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "parent", framework.ControllerOptions{}).
 			Owns(&corev1.Secret{}).
 			Complete(parent)).To(Succeed())
 		startManager(ctx, mgr)
@@ -101,7 +101,7 @@ var _ = Describe("Owns", func() {
 	It("with OwnedByAny, reconciles every owner of the controller's kind, controller or not, and an owner that was dropped", func(ctx SpecContext) {
 		mgr := newManager(ns, framework.Options{})
 		calls := newRecorder()
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "shared-owner", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "shared-owner", framework.ControllerOptions{}).
 			Watches(framework.OwnedByAny(&corev1.Secret{})).
 			CompleteByKey(countingReconciler(calls))).To(Succeed())
 		startManager(ctx, mgr)
@@ -153,7 +153,7 @@ var _ = Describe("Owns", func() {
 			}
 			return reconcile.Result{}, nil
 		})
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "metadata-parent", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "metadata-parent", framework.ControllerOptions{}).
 			OwnsMetadata(&corev1.Secret{}).
 			Complete(parent)).To(Succeed())
 		startManager(ctx, mgr)

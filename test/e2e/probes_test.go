@@ -90,7 +90,7 @@ var _ = Describe("health probes", func() {
 			HealthProbeBindAddress: "127.0.0.1:0",
 			Cache:                  informers.Options{SyncTimeout: -1},
 		})
-		Expect(framework.NewController[*unstructured.Unstructured](mgr, "gadgets",
+		Expect(framework.NewBuilder[*unstructured.Unstructured](mgr, "gadgets",
 			framework.ControllerOptions{Selection: informers.Selection{Kind: gadget}}).
 			CompleteByKey(countingReconciler(newRecorder()))).To(Succeed())
 		startManager(ctx, mgr)

@@ -52,7 +52,7 @@ var _ = Describe("RBAC", func() {
 		const syncTimeout = 3 * time.Second
 		mgr, err := framework.NewManager(userCfg, managerOptions(ns, framework.Options{Cache: informers.Options{SyncTimeout: syncTimeout}}))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "forbidden", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "forbidden", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(newRecorder()))).To(Succeed())
 
 		run := runManager(ctx, mgr)
@@ -71,7 +71,7 @@ var _ = Describe("RBAC", func() {
 		mgr, err := framework.NewManager(userCfg, managerOptions(ns, framework.Options{Cache: informers.Options{SyncTimeout: -1}}))
 		Expect(err).NotTo(HaveOccurred())
 		calls := newRecorder()
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "granted-later", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "granted-later", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(calls))).To(Succeed())
 		run := startManager(ctx, mgr)
 		createConfigMap(ctx, ns, "waiting", nil)

@@ -37,7 +37,7 @@ var _ = Describe("reconcile reasons", func() {
 			defer mu.Unlock()
 			return append([]reconcile.Reason(nil), seen...)
 		}
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "reasons", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "reasons", framework.ControllerOptions{}).
 			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 				mu.Lock()
 				seen = append(seen, framework.ReasonFrom(ctx))

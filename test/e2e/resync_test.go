@@ -22,27 +22,27 @@ var _ = Describe("ResyncPeriod", func() {
 		var (
 			mu sync.Mutex
 			// replays counts the resync events the predicate saw, by
-			// whether they were marked Background; changes counts real
+			// whether they were marked Replay; changes counts real
 			// updates likewise. mu guards both.
 			replays = map[bool]int{}
 			changes = map[bool]int{}
 		)
-		see := func(e framework.Event[*corev1.ConfigMap]) bool {
+		see := func(e framework.Change[*corev1.ConfigMap]) bool {
 			if e.Type == framework.Updated {
 				mu.Lock()
 				defer mu.Unlock()
 				if e.Old.ResourceVersion == e.Object.ResourceVersion {
-					replays[e.Background]++
+					replays[e.Replay]++
 				} else {
-					changes[e.Background]++
+					changes[e.Replay]++
 				}
 			}
 			return true
 		}
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "resynced", framework.ControllerOptions{ResyncPeriod: time.Second}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "resynced", framework.ControllerOptions{ResyncPeriod: time.Second}).
 			WithPredicates(see).
 			CompleteByKey(countingReconciler(resynced))).To(Succeed())
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "quiet", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "quiet", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(quiet))).To(Succeed())
 		startManager(ctx, mgr)
 
@@ -61,8 +61,8 @@ var _ = Describe("ResyncPeriod", func() {
 
 		mu.Lock()
 		defer mu.Unlock()
-		Expect(replays[true]).To(BeNumerically(">=", 3), "resync replays marked Background")
-		Expect(replays[false]).To(BeZero(), "resync replays not marked Background")
-		Expect(changes[true]).To(BeZero(), "real changes marked Background")
+		Expect(replays[true]).To(BeNumerically(">=", 3), "resync replays marked Replay")
+		Expect(replays[false]).To(BeZero(), "resync replays not marked Replay")
+		Expect(changes[true]).To(BeZero(), "real changes marked Replay")
 	}, SpecTimeout(2*time.Minute))
 })

@@ -109,7 +109,7 @@ func startFoosOn(ctx context.Context, restCfg *rest.Config, ns string, r declara
 	Expect(err).NotTo(HaveOccurred(), "NewManager")
 	mgr.Scheme().AddKnownTypes(fooGV, &Foo{}, &FooList{})
 	metav1.AddToGroupVersion(mgr.Scheme(), fooGV)
-	Expect(framework.NewController[*Foo](mgr, "foo", framework.ControllerOptions{}).
+	Expect(framework.NewBuilder[*Foo](mgr, "foo", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, r, declarative.Options{Children: []object.Object{&appsv1.Deployment{}}}))).To(Succeed())
 	startManager(ctx, mgr)
 	return mgr

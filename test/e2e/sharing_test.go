@@ -82,9 +82,9 @@ var _ = Describe("the shared cache", func() {
 		Expect(err).NotTo(HaveOccurred())
 
 		first, second := newRecorder(), newRecorder()
-		Expect(framework.NewController[*corev1.Pod](mgr, "pods-first", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.Pod](mgr, "pods-first", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(first))).To(Succeed())
-		Expect(framework.NewController[*corev1.Pod](mgr, "pods-second", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.Pod](mgr, "pods-second", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(second))).To(Succeed())
 		startManager(ctx, mgr)
 

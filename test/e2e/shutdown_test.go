@@ -55,7 +55,7 @@ var _ = Describe("shutdown and timeouts", func() {
 		calls, ends := newRecorder(), newEndings()
 		finish := make(chan struct{})
 		polite, stubborn := key(ns, "polite"), key(ns, "stubborn")
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "draining", framework.ControllerOptions{Workers: 2}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "draining", framework.ControllerOptions{Workers: 2}).
 			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 				calls.record(req)
 				defer ends.record(ctx, req)
@@ -96,7 +96,7 @@ var _ = Describe("shutdown and timeouts", func() {
 	It("cancels in-flight reconciles at once when GracefulShutdownTimeout is negative", func(ctx SpecContext) {
 		mgr := newManager(ns, framework.Options{GracefulShutdownTimeout: -1})
 		calls, ends := newRecorder(), newEndings()
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "impatient", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "impatient", framework.ControllerOptions{}).
 			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 				calls.record(req)
 				defer ends.record(ctx, req)
@@ -123,7 +123,7 @@ var _ = Describe("shutdown and timeouts", func() {
 		const timeout = 200 * time.Millisecond
 		mgr := newManager(ns, framework.Options{})
 		calls, ends := newRecorder(), newEndings()
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "bounded", framework.ControllerOptions{ReconcileTimeout: timeout}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "bounded", framework.ControllerOptions{ReconcileTimeout: timeout}).
 			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 				defer ends.record(ctx, req)
 				if calls.record(req) == 1 {

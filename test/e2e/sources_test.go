@@ -27,7 +27,7 @@ var _ = Describe("sources and predicates", func() {
 			}
 			return nil
 		}
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "mapped", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "mapped", framework.ControllerOptions{}).
 			Watches(framework.Map(forLabel)).
 			CompleteByKey(countingReconciler(calls))).To(Succeed())
 		startManager(ctx, mgr)
@@ -64,7 +64,7 @@ var _ = Describe("sources and predicates", func() {
 	It("lets only the events its predicates accept enqueue the primary object", func(ctx SpecContext) {
 		mgr := newManager(ns, framework.Options{})
 		calls := newRecorder()
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "labels-only", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "labels-only", framework.ControllerOptions{}).
 			WithPredicates(framework.LabelsChanged[*corev1.ConfigMap]).
 			CompleteByKey(countingReconciler(calls))).To(Succeed())
 		startManager(ctx, mgr)

@@ -18,9 +18,9 @@ var _ = Describe("logging at the default verbosity", func() {
 		logs := &logCapture{} // verbosity 0: what a user sees by default
 		mgr := newManager(ns, framework.Options{Logger: logs.logger()})
 		calls := newRecorder()
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "configmaps", framework.ControllerOptions{Workers: 3}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "configmaps", framework.ControllerOptions{Workers: 3}).
 			CompleteByKey(countingReconciler(calls))).To(Succeed())
-		Expect(framework.NewController[*corev1.Secret](mgr, "secrets", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.Secret](mgr, "secrets", framework.ControllerOptions{}).
 			CompleteByKey(countingReconciler(calls))).To(Succeed())
 		startManager(ctx, mgr)
 		createConfigMap(ctx, ns, "healthy", nil)

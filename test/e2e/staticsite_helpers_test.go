@@ -73,7 +73,7 @@ func startSites(ctx context.Context, ns string, r declarative.Reconciler[*v1alph
 	GinkgoHelper()
 	mgr := newManager(ns, opts)
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-	Expect(framework.NewController[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
+	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, r, declarative.Options{
 			Children: site.Children(),
 		}))).To(Succeed())

@@ -168,7 +168,7 @@ var _ = Describe("a watch drop", func() {
 		mgr, err := framework.NewManager(p.wrap(cfg), managerOptions(ns, framework.Options{}))
 		Expect(err).NotTo(HaveOccurred())
 		r := &deletionRecorder{seen: map[reconcile.Request][]string{}}
-		Expect(framework.NewController[*corev1.ConfigMap](mgr, "partitioned", framework.ControllerOptions{}).
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "partitioned", framework.ControllerOptions{}).
 			Complete(r)).To(Succeed())
 		startManager(ctx, mgr)
 

@@ -92,7 +92,7 @@ var _ = Describe("webhooks on a built-in kind", func() {
 			Expect(kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
 		})
 		mgr := newManager(ns, framework.Options{Webhook: framework.WebhookServerOptions{Addr: serving.Addr, CertDir: serving.CertDir}})
-		Expect(framework.NewWebhook(mgr, framework.WebhookOptions[*corev1.ConfigMap]{Defaulter: configMapDefaulter, Validator: configMapValidator})).To(Succeed())
+		Expect(framework.AddWebhook(mgr, framework.WebhookOptions[*corev1.ConfigMap]{Defaulter: configMapDefaulter, Validator: configMapValidator})).To(Succeed())
 		startManager(ctx, mgr)
 
 		c, warnings := recordingWarnings()

@@ -118,7 +118,7 @@ var rules = []struct {
 		forbidden: []string{"sigs.k8s.io/controller-runtime/..."},
 	},
 	{
-		name:      "internal/testenv is for tests only",
+		name:      "internal/testenv is for tests only: no non-_test.go file imports it (it imports framework, the one upward import)",
 		from:      []string{"..."},
 		forbidden: []string{module + "/internal/testenv"},
 	},

@@ -61,7 +61,7 @@ func main() {
 // run registers the controller: each reconcile is handed the object from the
 // cache and reports what it saw.
 func run[T object.Object](mgr *framework.Manager, opts framework.ControllerOptions, gen func(T) string) error {
-	return framework.NewController[T](mgr, "bench", opts).
+	return framework.NewBuilder[T](mgr, "bench", opts).
 		Complete(reconcile.ObjectFunc[T](func(_ context.Context, obj T) (reconcile.Result, error) {
 			report.Seen(obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion(), gen(obj))
 			return reconcile.Result{}, nil

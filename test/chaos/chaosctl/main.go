@@ -164,7 +164,7 @@ func run(flags *framework.Flags, kind, namespace, tracePath, debugAddr string, p
 		c.trace = &tracer{f: f}
 	}
 	sel := informers.Selection{Kind: gvk.WithKind(k)}
-	ctrl, err := framework.NewController[*unstructured.Unstructured](mgr, "chaos", framework.ControllerOptions{
+	ctrl, err := framework.NewBuilder[*unstructured.Unstructured](mgr, "chaos", framework.ControllerOptions{
 		Workers: workers, Selection: sel, ReconcileTimeout: timeout,
 	}).Build(c)
 	if err != nil {

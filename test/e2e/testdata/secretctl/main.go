@@ -55,7 +55,7 @@ func run(ctx context.Context, flags *framework.Flags, namespace string) error {
 	}
 	events := mgr.EventRecorder("secretctl")
 	c := mgr.Client()
-	err = framework.NewController[*corev1.Secret](mgr, "secretctl", framework.ControllerOptions{}).
+	err = framework.NewBuilder[*corev1.Secret](mgr, "secretctl", framework.ControllerOptions{}).
 		Complete(reconcile.ObjectFunc[*corev1.Secret](func(ctx context.Context, s *corev1.Secret) (reconcile.Result, error) {
 			if s.Labels[copyLabel] == "true" {
 				return reconcile.Result{}, nil

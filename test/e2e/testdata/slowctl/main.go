@@ -76,7 +76,7 @@ func run(kubeconfig, namespace string, workers int, work, grace time.Duration) e
 	if err != nil {
 		return err
 	}
-	err = framework.NewController[*corev1.ConfigMap](mgr, "slowctl", framework.ControllerOptions{Workers: workers}).
+	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "slowctl", framework.ControllerOptions{Workers: workers}).
 		CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 			report("begin %d %s", time.Now().UnixNano(), req.Name)
 			t := time.NewTimer(work)

@@ -6,9 +6,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Handler receives one informer's events for objects of type T. Objects are
-// shared with the cache and every other handler: do not modify them.
-type Handler[T object.Object] interface {
+// Listener receives one informer's events for objects of type T. Objects are
+// shared with the cache and every other listener: do not modify them.
+type Listener[T object.Object] interface {
 	// OnAdd is called for each object in the initial list (isInInitialList
 	// true) and for each object created later.
 	OnAdd(obj T, isInInitialList bool)
@@ -21,43 +21,43 @@ type Handler[T object.Object] interface {
 	OnDelete(obj T, stale bool)
 }
 
-// HandlerFuncs adapts functions to a Handler; nil functions ignore their event.
-type HandlerFuncs[T object.Object] struct {
+// ListenerFuncs adapts functions to a Listener; nil functions ignore their event.
+type ListenerFuncs[T object.Object] struct {
 	AddFunc    func(obj T, isInInitialList bool)
 	UpdateFunc func(oldObj, newObj T)
 	DeleteFunc func(obj T, stale bool)
 }
 
-var _ Handler[object.Object] = HandlerFuncs[object.Object]{}
+var _ Listener[object.Object] = ListenerFuncs[object.Object]{}
 
 // OnAdd calls AddFunc if set.
-func (f HandlerFuncs[T]) OnAdd(obj T, isInInitialList bool) {
+func (f ListenerFuncs[T]) OnAdd(obj T, isInInitialList bool) {
 	if f.AddFunc != nil {
 		f.AddFunc(obj, isInInitialList)
 	}
 }
 
 // OnUpdate calls UpdateFunc if set.
-func (f HandlerFuncs[T]) OnUpdate(oldObj, newObj T) {
+func (f ListenerFuncs[T]) OnUpdate(oldObj, newObj T) {
 	if f.UpdateFunc != nil {
 		f.UpdateFunc(oldObj, newObj)
 	}
 }
 
 // OnDelete calls DeleteFunc if set.
-func (f HandlerFuncs[T]) OnDelete(obj T, stale bool) {
+func (f ListenerFuncs[T]) OnDelete(obj T, stale bool) {
 	if f.DeleteFunc != nil {
 		f.DeleteFunc(obj, stale)
 	}
 }
 
-// untyped adapts a Handler[T] to client-go's untyped handler interface.
+// untyped adapts a Listener[T] to client-go's untyped handler interface.
 // An object of another type, which only a Transform breaking its rule puts
 // in the cache, is not handed to h: the event is dropped and reported with
 // the error a read of that object returns (see as), rather than crashing
 // the informer's goroutine.
 type untyped[T object.Object] struct {
-	h Handler[T]
+	h Listener[T]
 	e *entry
 }
 
