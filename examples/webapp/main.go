@@ -30,7 +30,7 @@ func setup(mgr *framework.Manager) error {
 	if err := v1alpha1.AddToScheme(mgr.Scheme()); err != nil {
 		return err
 	}
-	return framework.NewController[*v1alpha1.WebApp](mgr, "webapp", framework.ControllerOptions{}).
+	return framework.NewBuilder[*v1alpha1.WebApp](mgr, "webapp", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.WebApp](app.Desired), declarative.Options{
 			Children: app.Children(),
 		}))

@@ -52,7 +52,7 @@ func start(t *testing.T, spec v1alpha1.WebAppSpec) *rig {
 		r.calls.Add(1)
 		return app.Desired(ctx, web)
 	}
-	err := framework.NewController[*v1alpha1.WebApp](r.mgr, "webapp", framework.ControllerOptions{}).
+	err := framework.NewBuilder[*v1alpha1.WebApp](r.mgr, "webapp", framework.ControllerOptions{}).
 		Complete(declarative.New(r.mgr, declarative.Func[*v1alpha1.WebApp](desired), declarative.Options{Children: app.Children()}))
 	if err != nil {
 		t.Fatal(err)
