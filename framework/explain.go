@@ -36,8 +36,8 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 		lines = append(lines, line)
 	case s.Queued:
 		line := fmt.Sprintf("queued (%s) since %s", s.Reason, ago(now, *s.QueuedSince))
-		if s.Priority == "background" {
-			line += " at background priority (a resync or the initial list: behind real changes)"
+		if s.Priority == "replay" {
+			line += " at replay priority (a resync or the initial list: behind real changes)"
 		}
 		lines = append(lines, line+failures+lastError)
 	case s.NextAttempt != nil:

@@ -81,7 +81,7 @@ type ControllerStatus struct {
 // QueueStatus is a controller's queue by priority class.
 type QueueStatus struct {
 	Normal QueueClass `json:"normal"`
-	Replay QueueClass `json:"background"`
+	Replay QueueClass `json:"replay"`
 	// Delayed counts keys waiting for a retry's backoff or a RequeueAfter.
 	Delayed int `json:"delayed"`
 }
@@ -143,7 +143,7 @@ type KeyStatus struct {
 	Informer InformerStatus `json:"informer"`
 
 	// Queued is true while the key waits for a worker, at Priority
-	// ("normal" or "background") since QueuedSince, for Reason.
+	// ("normal" or "replay") since QueuedSince, for Reason.
 	Queued      bool       `json:"queued"`
 	Priority    string     `json:"priority,omitempty"`
 	QueuedSince *time.Time `json:"queuedSince,omitempty"`
@@ -307,7 +307,7 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) KeyStatus {
 		since := ks.Since
 		s.Queued, s.QueuedSince, s.Reason, s.Priority = true, &since, string(ks.Reason), "normal"
 		if ks.Replay {
-			s.Priority = "background"
+			s.Priority = "replay"
 		}
 	}
 	if ks.Delayed {
@@ -345,7 +345,7 @@ func (c *Controller) queuePage(offset, limit int) QueuePage {
 	for _, k := range c.queue.Keys(offset, limit) {
 		prio := "normal"
 		if k.Replay {
-			prio = "background"
+			prio = "replay"
 		}
 		p.Keys = append(p.Keys, QueuedKey{Namespace: k.Key.Namespace, Name: k.Key.Name, Priority: prio, Since: k.Since})
 	}

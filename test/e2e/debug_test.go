@@ -174,7 +174,7 @@ var _ = Describe("debug endpoint", func() {
 			for _, k := range page.Keys {
 				Expect(seen).NotTo(HaveKey(k.Name))
 				seen[k.Name] = true
-				Expect(k.Priority).To(Equal("background"), "keys of the initial list wait at background priority")
+				Expect(k.Priority).To(Equal("replay"), "keys of the initial list wait at replay priority")
 			}
 		}
 		Expect(seen).To(HaveLen(bulk + 2))
