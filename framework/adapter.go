@@ -34,7 +34,7 @@ func (a *objectAdapter[T]) remember(obj T) {
 }
 
 func (a *objectAdapter[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	obj, err := a.reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name})
+	obj, err := a.reader.Get(ctx, types.NamespacedName(req))
 	found := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/informers"
@@ -141,7 +142,7 @@ type Controller struct {
 // a controller reconciles: an *informers.Informer[T] for the builder's T.
 type primaryInformer interface {
 	fmt.Stringer
-	Contains(namespace, name string) bool
+	Contains(key types.NamespacedName) bool
 	HasSynced() bool
 	Relists() int64
 	Health() error
@@ -213,7 +214,7 @@ func (c *Controller) Name() string { return c.name }
 // it reads to sync, and runs its workers until ctx is done. Then it stops
 // taking keys and waits for in-flight reconciles, whose contexts stay alive
 // for the manager's graceful shutdown timeout and are then cancelled.
-// Reconciles still running 2 seconds after that are abandoned:
+// Reconciles still running CancelGrace after that are abandoned:
 // each is logged with its key, and Start returns an error wrapping
 // ErrNotStopped that names them.
 func (c *Controller) Start(ctx context.Context) error {
@@ -270,7 +271,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			c.log.Info("cancelling in-flight reconciles: graceful shutdown timeout reached", "timeout", c.mgr.drainTimeout())
 		}
 		cancelWork()
-		grace := time.NewTimer(stopGrace)
+		grace := time.NewTimer(CancelGrace)
 		defer grace.Stop()
 		select {
 		case <-drained:
@@ -296,11 +297,11 @@ func (c *Controller) abandon() error {
 	for _, r := range stuck {
 		running := time.Since(r.begun).Round(time.Millisecond)
 		c.log.Info("abandoning a reconcile that did not return after its context was cancelled; the manager's client refuses its writes",
-			"key", r.req.String(), "running", running, "grace", stopGrace)
+			"key", r.req.String(), "running", running, "grace", CancelGrace)
 		keys = append(keys, fmt.Sprintf("%s (running %v)", r.req, running))
 	}
 	return fmt.Errorf("controller %q: abandoned %d reconcile(s) still running %v after their context was cancelled: %s: %w",
-		c.name, len(stuck), stopGrace, strings.Join(keys, ", "), ErrNotStopped)
+		c.name, len(stuck), CancelGrace, strings.Join(keys, ", "), ErrNotStopped)
 }
 
 // worker reconciles keys until the queue shuts down; n numbers it from 1,

@@ -31,7 +31,7 @@
 //     Options.GracefulShutdownTimeout, and leaves queued keys to whoever runs
 //     next (reconciles are level-triggered, so the next process catches up).
 //   - Bounded shutdown: Start returns at most GracefulShutdownTimeout plus
-//     2 seconds after its context ends, plus up to 5 seconds in which its
+//     CancelGrace after its context ends, plus up to 5 seconds in which its
 //     servers (webhooks, probes, metrics), stopped last, finish requests in
 //     flight; reconciles that ignore their cancelled context are abandoned
 //     and named in Start's error (ErrNotStopped).
@@ -66,6 +66,16 @@
 // reconciled again at that interval, as replays), own a kind
 // through a metadata-only informer (Builder.OwnsMetadata), and delete a
 // collection at once (client.Client.DeleteAllOf).
+//
+// # Logging
+//
+// The manager logs through Options.Logger, and routes client-go's klog
+// output into the default logger it makes when none is given. The default
+// is made once per process, so managers built one after another (tests)
+// share it and never swap klog's global logger while another logs. Since
+// logr.Discard() is the zero logr.Logger, passing it selects that default
+// too: to drop every line, pass logr.FromSlogHandler(slog.DiscardHandler),
+// which leaves klog as it is.
 //
 // # Tuning
 //

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
@@ -296,7 +297,7 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) KeyStatus {
 		History:         []ReconcileRecord{},
 	}
 	if c.primary != nil {
-		s.Cached = c.primary.Contains(req.Namespace, req.Name)
+		s.Cached = c.primary.Contains(types.NamespacedName(req))
 		s.Informer = InformerStatus{Description: c.primary.String(), Kind: kindOf(c.kind), Synced: c.primary.HasSynced(), Relists: c.primary.Relists()}
 		if err := c.primary.Health(); err != nil {
 			s.Informer.Error = err.Error()

@@ -32,14 +32,17 @@ func needsLeader(r Runnable) bool {
 
 // ErrNotStopped is wrapped by the error Start returns when reconciles (or
 // other runnables) did not return within the graceful shutdown timeout and
-// the 2 seconds' grace after their contexts were cancelled: Start left them
+// CancelGrace after their contexts were cancelled: Start left them
 // running and returned. The error names each of them; the client refuses
 // their writes from then on.
 var ErrNotStopped = errors.New("framework: did not stop when cancelled")
 
-// stopGrace is how long work whose context was cancelled may take to return
-// before it is abandoned.
-const stopGrace = 2 * time.Second
+// CancelGrace is how long a reconcile, or another runnable, whose context
+// was cancelled may take to return before the manager abandons it: leaves
+// it running, refuses its writes, and names it in an error wrapping
+// ErrNotStopped. It is what bounds Manager.Start whatever the reconcilers
+// do.
+const CancelGrace = 2 * time.Second
 
 // group runs runnables on one context; the first failure is reported on errs.
 type group struct {
@@ -140,7 +143,7 @@ func describeRunnable(r Runnable) string {
 // renewal finds the lease held by another process).
 //
 // Start is bounded whatever the reconcilers do: a reconcile still running
-// 2 seconds after its context was cancelled is abandoned (left running, its
+// CancelGrace after its context was cancelled is abandoned (left running, its
 // writes refused), logged with its controller and key, and Start's error
 // then wraps ErrNotStopped and names it. The servers stop last, each
 // waiting up to 5 seconds for requests in flight (a webhook call, a scrape).
@@ -189,7 +192,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	// stopRunnables stops both groups at once, each within the drain
 	// timeout and the grace after it.
 	stopRunnables := func() error {
-		limit := m.drainTimeout() + 2*stopGrace // controllers abandon stuck reconciles after drainTimeout + stopGrace
+		limit := m.drainTimeout() + 2*CancelGrace // controllers abandon stuck reconciles after drainTimeout + CancelGrace
 		errs := make(chan error, 1)
 		go func() { errs <- always.stop(limit) }()
 		return errors.Join(leaders.stop(limit), <-errs)

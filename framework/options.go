@@ -28,15 +28,11 @@ type Options struct {
 	Scheme *runtime.Scheme
 
 	// Logger is the root logger; controllers add their name and each
-	// reconcile adds the object and a reconcile ID.
-	// Zero means NewLogger(LogOptions{}): text at verbosity 0 on standard
-	// error, with client-go's klog output routed into it (the same logger
-	// Flags.Options gives without flags). That default logger is made once
-	// per process, so managers built one after another (tests) share it and
-	// never swap klog's global logger while another one logs. logr.Discard()
-	// is the zero Logger, so it too means this default: to drop every line,
-	// pass logr.FromSlogHandler(slog.DiscardHandler), which leaves klog as
-	// it is.
+	// reconcile adds the object and a reconcile ID. Zero means
+	// NewLogger(LogOptions{}): text at verbosity 0 on standard error, with
+	// client-go's klog output routed into it, made once per process and
+	// shared by the managers built in it. logr.Discard() is the zero Logger
+	// (see "Logging" in the package documentation).
 	Logger logr.Logger
 
 	// Cache configures the shared cache (namespace, per-kind selections,
@@ -93,7 +89,7 @@ type Options struct {
 
 	// GracefulShutdownTimeout is how long in-flight reconciles may run after
 	// Start's context is cancelled before their contexts are cancelled too.
-	// It bounds Start: reconciles still running 2 seconds after their
+	// It bounds Start: reconciles still running CancelGrace after their
 	// contexts were cancelled are abandoned, and Start returns an error
 	// wrapping ErrNotStopped that names them. Zero means 30 seconds; negative
 	// means in-flight reconciles are cancelled at once.

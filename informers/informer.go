@@ -146,14 +146,14 @@ func (i *Informer[T]) Health() error {
 	return i.e.health(started)
 }
 
-// Contains reports whether the informer holds namespace/name now, without
-// waiting for a sync or for the manager's own writes.
-func (i *Informer[T]) Contains(namespace, name string) bool {
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
+// Contains reports whether the informer holds the object of key now,
+// without waiting for a sync or for the manager's own writes.
+func (i *Informer[T]) Contains(key types.NamespacedName) bool {
+	k := key.Name
+	if key.Namespace != "" {
+		k = key.Namespace + "/" + key.Name
 	}
-	_, ok, err := i.e.informer.GetIndexer().GetByKey(key)
+	_, ok, err := i.e.informer.GetIndexer().GetByKey(k)
 	return ok && err == nil
 }
 
