@@ -196,10 +196,24 @@ func merged(o, b, a any) any {
 //     Defaulter added fields to it), if no other element of al keeps all
 //     of that element's values;
 //  4. else, when the list kept its length and every element found so far
-//     its place, the unnamed element at its own index (changed in place).
+//     its place, the unnamed element at its own index (changed in place);
+//  5. else (the list grew, shrank or was reordered, and the Defaulter
+//     changed elements too: appended one and modified another, sorted and
+//     modified, deduplicated and modified), the unused unnamed element of
+//     bl that is most like it, when each is the other's closest: they
+//     differ in the fewest keys (a key only one has, or one of another
+//     value), they have at least one key of the same value and no fewer
+//     keys of the same value than of others, and no other element is as
+//     close (elements equal to T, duplicates, tie for the first one).
 //
 // An element found by none of these is the Defaulter's alone: the request's
-// fields T does not know are never put onto another element.
+// fields T does not know are never put onto another element. Where T has
+// a list keyed by something other than "name" (the CRD's list-map keys,
+// which T does not carry), rule 5 finds an element by its unchanged key
+// fields: it keeps them, and another element has other values there.
+// Rule 5 does not guess: an element that changed in more of its keys than
+// it kept, or that is as close to two elements, gets no fields but its
+// own.
 func sources(bl, al []any) []int {
 	src := make([]int, len(al))
 	used := make([]bool, len(bl))
@@ -256,20 +270,105 @@ func sources(bl, al []any) []int {
 			src[i], used[js[0]] = js[0], true
 		}
 	}
-	if len(al) != len(bl) {
+	if inPlace(src, len(bl)) {
+		for _, i := range open {
+			if _, named := name(bl[i]); src[i] == -1 && !used[i] && !named {
+				src[i], used[i] = i, true
+			}
+		}
 		return src
+	}
+	closest(al, bl, open, src, used)
+	return src
+}
+
+// inPlace reports whether src (of a list of n elements before) keeps the
+// list's length and every element found its index.
+func inPlace(src []int, n int) bool {
+	if len(src) != n {
+		return false
 	}
 	for i, j := range src {
 		if j != -1 && j != i {
-			return src
+			return false
 		}
 	}
+	return true
+}
+
+// closest finds the sources of the open elements of al still unfound
+// (src -1) among the unused unnamed objects of bl by likeness (rule 5 of
+// sources): an object of al and one of bl that are each other's closest
+// (fewest keys whose values differ), of those that keep at least half of
+// each other's keys (more keys of equal values than of other ones, or as
+// many, and at least one). Objects that tie are not told apart, unless
+// they are equal (duplicates to T): then the first.
+func closest(al, bl []any, open, src []int, used []bool) {
+	type pair struct{ i, j, differ int }
+	var pairs []pair
 	for _, i := range open {
-		if _, named := name(bl[i]); src[i] == -1 && !used[i] && !named {
-			src[i], used[i] = i, true
+		am, ok := al[i].(map[string]any)
+		if !ok || src[i] != -1 {
+			continue
+		}
+		for j, bv := range bl {
+			bm, ok := bv.(map[string]any)
+			if _, named := name(bv); !ok || named || used[j] {
+				continue
+			}
+			if equal, differ := likeness(am, bm); equal > 0 && equal >= differ {
+				pairs = append(pairs, pair{i, j, differ})
+			}
 		}
 	}
-	return src
+	// best returns the only closest of the pairs that side picks, the
+	// first of those equal to it, or -1.
+	best := func(side func(pair) int, list []any, of int, mine func(pair) int) int {
+		found, min, tied := -1, 0, false
+		for _, p := range pairs {
+			if mine(p) != of {
+				continue
+			}
+			switch o := side(p); {
+			case found == -1 || p.differ < min:
+				found, min, tied = o, p.differ, false
+			case p.differ == min && !reflect.DeepEqual(list[o], list[found]):
+				tied = true
+			}
+		}
+		if tied {
+			return -1
+		}
+		return found
+	}
+	pi := func(p pair) int { return p.i }
+	pj := func(p pair) int { return p.j }
+	for _, i := range open {
+		if src[i] != -1 {
+			continue
+		}
+		if j := best(pj, bl, i, pi); j != -1 && !used[j] && best(pi, al, j, pj) == i {
+			src[i], used[j] = j, true
+		}
+	}
+}
+
+// likeness counts the keys of a and b whose values are equal, and those
+// that differ or that only one has.
+func likeness(a, b map[string]any) (equal, differ int) {
+	for k, av := range a {
+		if bv, ok := b[k]; ok && reflect.DeepEqual(av, bv) {
+			equal++
+		} else {
+			differ++
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			differ++
+		}
+	}
+	return equal, differ
 }
 
 // keepsAll reports whether a holds every value of b: b's keys with values

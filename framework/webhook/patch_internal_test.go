@@ -253,3 +253,53 @@ func TestJSONPatchLeavesTheEncodingsZeroValuesOut(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONPatchChangedElementsOfAResizedListKeepUnknownFields: a Defaulter
+// that changes an element of a list without keys and also adds, removes
+// or moves others: the changed element keeps the fields T does not know
+// (here timeout), and an added one gets none.
+func TestJSONPatchChangedElementsOfAResizedListKeepUnknownFields(t *testing.T) {
+	for _, c := range []struct{ name, orig, before, after, want string }{
+		{"changed and appended",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":5}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"TCP"},{"port":443,"protocol":"TCP"}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"TCP","timeout":5},{"port":443,"protocol":"TCP"}]}}`},
+		{"changed and prepended",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":5}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":443,"protocol":"TCP"},{"port":80,"protocol":"TCP"}]}}`,
+			`{"spec":{"rules":[{"port":443,"protocol":"TCP"},{"port":80,"protocol":"TCP","timeout":5}]}}`},
+		{"one of many changed, another removed",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":1},{"port":81,"protocol":"tcp","timeout":2},{"port":82,"protocol":"tcp","timeout":3}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"},{"port":81,"protocol":"tcp"},{"port":82,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"},{"port":82,"protocol":"UDP"}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":1},{"port":82,"protocol":"UDP","timeout":3}]}}`},
+		{"sorted and changed",
+			`{"spec":{"rules":[{"port":90,"protocol":"tcp","timeout":9},{"port":70,"protocol":"udp","timeout":7},{"port":80,"protocol":"tcp","timeout":8}]}}`,
+			`{"spec":{"rules":[{"port":90,"protocol":"tcp"},{"port":70,"protocol":"udp"},{"port":80,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":70,"protocol":"udp"},{"port":80,"protocol":"TCP"},{"port":90,"protocol":"TCP"}]}}`,
+			`{"spec":{"rules":[{"port":70,"protocol":"udp","timeout":7},{"port":80,"protocol":"TCP","timeout":8},{"port":90,"protocol":"TCP","timeout":9}]}}`},
+		{"deduplicated and changed",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":1},{"port":80,"protocol":"tcp","timeout":2},{"port":90,"protocol":"udp","timeout":3}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"},{"port":80,"protocol":"tcp"},{"port":90,"protocol":"udp"}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"TCP"},{"port":90,"protocol":"udp"}]}}`,
+			// T cannot tell the two elements 80 apart: the first is kept.
+			`{"spec":{"rules":[{"port":80,"protocol":"TCP","timeout":1},{"port":90,"protocol":"udp","timeout":3}]}}`},
+		{"as close to two elements",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":1},{"port":81,"protocol":"tcp","timeout":2}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"},{"port":81,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":82,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":82,"protocol":"tcp"}]}}`},
+		{"replaced by an unrelated element and appended",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":5}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":443,"protocol":"udp"},{"port":8443,"protocol":"udp"}]}}`,
+			`{"spec":{"rules":[{"port":443,"protocol":"udp"},{"port":8443,"protocol":"udp"}]}}`},
+	} {
+		got, _ := json.Marshal(applied(t, []byte(c.orig), []byte(c.before), []byte(c.after)))
+		if !sameJSON(got, []byte(c.want)) {
+			t.Errorf("%s: the request's document\n%s\nis patched into\n%s\nwant\n%s", c.name, c.orig, got, c.want)
+		}
+	}
+}
