@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // patchOp is one RFC 6902 operation.
@@ -39,6 +40,20 @@ func (p patchOp) MarshalJSON() ([]byte, error) {
 // what T's encodings differ in, changed at the same place in orig, so the
 // fields of orig that T does not know stay where they are.
 func jsonPatch(orig, before, after []byte) ([]byte, error) {
+	return typedJSONPatch(orig, before, after, nil)
+}
+
+// typedJSONPatch is jsonPatch for T of Go type typ (nil: unknown). What
+// the Defaulter added (a value where the request and T's encoding before
+// defaulting have none or null, a list element of no source) comes
+// without the zero values T's encoding gives the fields of a struct the
+// Defaulter did not set (see withoutZeros): a struct without omitempty
+// would else write each of them, and a CRD's structural default, which
+// kube-apiserver applies after the mutating webhooks, would find the
+// field set. A field the Defaulter set to its zero value on purpose, in
+// a struct it added, is left out too and so to the server's default, as
+// omitempty would.
+func typedJSONPatch(orig, before, after []byte, typ reflect.Type) ([]byte, error) {
 	if bytes.Equal(before, after) {
 		return nil, nil
 	}
@@ -55,7 +70,7 @@ func jsonPatch(orig, before, after []byte) ([]byte, error) {
 		}
 	}
 	var ops []patchOp
-	diff(&ops, "", o, merged(o, b, a))
+	diff(&ops, "", o, merged(o, b, a, typ))
 	if len(ops) == 0 {
 		return nil, nil
 	}
@@ -115,8 +130,9 @@ type absent struct{}
 // a map T omitted is merged as an empty one, so a defaulted omitzero
 // struct keeps the fields T does not know. In a list, each element of a
 // is merged with the request's element it comes from (see sources).
-// Anything else is a.
-func merged(o, b, a any) any {
+// Anything else is a. t is the Go type of a (nil when unknown): a value
+// the Defaulter added loses its zero values (withoutZeros).
+func merged(o, b, a any, t reflect.Type) any {
 	if reflect.DeepEqual(b, a) {
 		return o
 	}
@@ -141,18 +157,19 @@ func merged(o, b, a any) any {
 		for k, v := range av {
 			ov, inO := om[k]
 			bv, inB := bm[k]
+			ft := fieldType(t, k)
 			if !inO {
 				// The request lacks k. When T's encoding had it before
 				// defaulting too, it is T's own zero value (an empty
 				// struct, a null): the request gets only what the
 				// Defaulter changed in it.
 				switch {
-				case !inB:
-					out[k] = v
+				case !inB || bv == nil:
+					out[k] = withoutZeros(v, ft)
 				case reflect.DeepEqual(bv, v):
 				default:
 					if _, isMap := bv.(map[string]any); isMap {
-						out[k] = merged(map[string]any{}, bv, v)
+						out[k] = merged(map[string]any{}, bv, v, ft)
 					} else {
 						out[k] = v
 					}
@@ -162,7 +179,7 @@ func merged(o, b, a any) any {
 			if !inB {
 				bv = absent{}
 			}
-			out[k] = merged(ov, bv, v)
+			out[k] = merged(ov, bv, v, ft)
 		}
 		return out
 	case []any:
@@ -172,17 +189,155 @@ func merged(o, b, a any) any {
 			break
 		}
 		src := sources(bl, av)
+		et := elemType(t)
 		out := make([]any, len(av))
 		for i, v := range av {
 			if j := src[i]; j >= 0 {
-				out[i] = merged(ol[j], bl[j], v)
+				out[i] = merged(ol[j], bl[j], v, et)
 			} else {
-				out[i] = v
+				out[i] = withoutZeros(v, et)
 			}
 		}
 		return out
 	}
+	if _, omitted := b.(absent); omitted || b == nil {
+		return withoutZeros(a, t)
+	}
 	return a
+}
+
+// withoutZeros returns v, a value of Go type t that the Defaulter added,
+// without the keys of its structs whose values are those of the struct's
+// zero value as T encodes it (fields the Defaulter left unset: a
+// non-omitempty 0, "", false, or a struct of them), deep ones too. Maps
+// keep their keys, lists their elements; a struct with its own encoding
+// (a json.Marshaler), or of unknown type, is kept whole.
+func withoutZeros(v any, t reflect.Type) any {
+	t = deref(t)
+	if t == nil {
+		return v
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		switch {
+		case t.Kind() == reflect.Struct && !marshals(t):
+			zero := zeroEncoding(t)
+			for k, e := range x {
+				if z, ok := zero[k]; ok && reflect.DeepEqual(e, z) {
+					continue
+				}
+				out[k] = withoutZeros(e, fieldType(t, k))
+			}
+		case t.Kind() == reflect.Map:
+			for k, e := range x {
+				out[k] = withoutZeros(e, t.Elem())
+			}
+		default:
+			return v
+		}
+		return out
+	case []any:
+		et := elemType(t)
+		if et == nil {
+			return v
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = withoutZeros(e, et)
+		}
+		return out
+	}
+	return v
+}
+
+var (
+	marshalerType = reflect.TypeFor[json.Marshaler]()
+	zeroEncodings sync.Map // reflect.Type → map[string]any
+)
+
+// marshals reports whether t (or *t) has its own JSON encoding.
+func marshals(t reflect.Type) bool {
+	return t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)
+}
+
+// zeroEncoding returns the zero value of the struct type t as
+// encoding/json encodes it, decoded (numbers as json.Number, as jsonPatch
+// decodes), or nil.
+func zeroEncoding(t reflect.Type) map[string]any {
+	if z, ok := zeroEncodings.Load(t); ok {
+		return z.(map[string]any)
+	}
+	var z map[string]any
+	if raw, err := json.Marshal(reflect.New(t).Interface()); err == nil {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if dec.Decode(&z) != nil {
+			z = nil
+		}
+	}
+	zeroEncodings.Store(t, z)
+	return z
+}
+
+// deref returns t without its pointers.
+func deref(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// elemType returns the type of the elements of the slice or array type t,
+// or nil.
+func elemType(t reflect.Type) reflect.Type {
+	t = deref(t)
+	if t == nil || (t.Kind() != reflect.Slice && t.Kind() != reflect.Array) || marshals(t) {
+		return nil
+	}
+	return t.Elem()
+}
+
+// fieldType returns the type of the value at key k of t, a struct (the
+// field encoding/json names k, embedded structs' too) or a map, or nil.
+func fieldType(t reflect.Type, k string) reflect.Type {
+	t = deref(t)
+	if t == nil || marshals(t) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Map:
+		return t.Elem()
+	case reflect.Struct:
+	default:
+		return nil
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		n, _, _ := strings.Cut(tag, ",")
+		if n == "" && f.Anonymous {
+			if et := deref(f.Type); et != nil && et.Kind() == reflect.Struct {
+				if ft := fieldType(et, k); ft != nil {
+					return ft
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if n == "" {
+			n = f.Name
+		}
+		if n == k {
+			return f.Type
+		}
+	}
+	return nil
 }
 
 // sources says which element of bl (the list before defaulting) each
@@ -207,13 +362,13 @@ func merged(o, b, a any) any {
 //     close (elements equal to T, duplicates, tie for the first one).
 //
 // An element found by none of these is the Defaulter's alone: the request's
-// fields T does not know are never put onto another element. Where T has
-// a list keyed by something other than "name" (the CRD's list-map keys,
-// which T does not carry), rule 5 finds an element by its unchanged key
-// fields: it keeps them, and another element has other values there.
-// Rule 5 does not guess: an element that changed in more of its keys than
-// it kept, or that is as close to two elements, gets no fields but its
-// own.
+// fields T does not know are never put onto another element that nothing
+// tells apart from it. Rule 5 does not guess: an element that changed in
+// more of its keys than it kept, or that is as close to two elements of
+// bl (or one of bl as close to two of al), gets no fields but its own. It
+// is what keeps a list keyed by other fields than "name" (the CRD's
+// list-map keys, which T does not carry) in the common edits, as long as
+// the Defaulter changes fewer fields of an element than it keeps.
 func sources(bl, al []any) []int {
 	src := make([]int, len(al))
 	used := make([]bool, len(bl))

@@ -30,6 +30,21 @@ type gizmoSpec struct {
 	Finish finish `json:"finish,omitzero"`
 	// Parts is a list without a key: no element has a name.
 	Parts []part `json:"parts,omitempty"`
+	// Backup's fields, and Windows', are not omitempty: T's encoding has
+	// their zero values.
+	Backup  *backup  `json:"backup,omitempty"`
+	Windows []window `json:"windows,omitempty"`
+}
+
+type backup struct {
+	Schedule  string `json:"schedule"`
+	Retention int32  `json:"retention"`
+	Window    window `json:"window"`
+}
+
+type window struct {
+	Start string `json:"start"`
+	Hours int32  `json:"hours"`
 }
 
 type finish struct {
@@ -45,6 +60,11 @@ func (g *gizmo) DeepCopyObject() runtime.Object {
 	out := *g
 	g.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.Spec.Parts = append([]part(nil), g.Spec.Parts...)
+	out.Spec.Windows = append([]window(nil), g.Spec.Windows...)
+	if g.Spec.Backup != nil {
+		b := *g.Spec.Backup
+		out.Spec.Backup = &b
+	}
 	return &out
 }
 
@@ -195,6 +215,49 @@ func TestDefaultingNeverMovesUnknownFieldsInListsWithoutKeys(t *testing.T) {
 			}
 			if strings.Join(got, " ") != tc.want {
 				t.Errorf("parts %q, want %q", strings.Join(got, " "), tc.want)
+			}
+		})
+	}
+}
+
+// TestDefaultingAddsNoZeroValues: what the Defaulter adds (a struct the
+// request lacks, an element of a list) comes without the zero values T's
+// encoding gives the fields it left unset, so the API server's structural
+// defaults (applied after the mutating webhooks) still fill them. A zero
+// value the Defaulter sets where the request has the field is written.
+func TestDefaultingAddsNoZeroValues(t *testing.T) {
+	const head = `{"kind":"Gizmo","apiVersion":"gizmos.converge.dev/v1","metadata":{"name":"g"},`
+	for _, tc := range []struct {
+		name, raw string
+		d         func(*gizmo)
+		want      string
+	}{
+		{"a new struct", head + `"spec":{"size":1}}`,
+			func(g *gizmo) { g.Spec.Backup = &backup{Schedule: "daily"} },
+			`{"backup":{"schedule":"daily"},"size":1}`},
+		{"a new struct holding a struct", head + `"spec":{"size":1}}`,
+			func(g *gizmo) { g.Spec.Backup = &backup{Schedule: "daily", Window: window{Hours: 2}} },
+			`{"backup":{"schedule":"daily","window":{"hours":2}},"size":1}`},
+		{"a new struct left zero", head + `"spec":{"size":1}}`,
+			func(g *gizmo) { g.Spec.Backup = &backup{} },
+			`{"backup":{},"size":1}`},
+		{"a new spec", `{"kind":"Gizmo","apiVersion":"gizmos.converge.dev/v1","metadata":{"name":"g"}}`,
+			func(g *gizmo) { g.Spec.Backup = &backup{Retention: 7} },
+			`{"backup":{"retention":7}}`},
+		{"a new list element", head + `"spec":{"windows":[{"start":"01:00","hours":1,"future":true}]}}`,
+			func(g *gizmo) { g.Spec.Windows = append(g.Spec.Windows, window{Start: "02:00"}) },
+			`{"windows":[{"future":true,"hours":1,"start":"01:00"},{"start":"02:00"}]}`},
+		{"a field of the request set to zero", head + `"spec":{"backup":{"schedule":"weekly","retention":3}}}`,
+			func(g *gizmo) { g.Spec.Backup.Retention = 0; g.Spec.Backup.Window.Start = "03:00" },
+			`{"backup":{"retention":0,"schedule":"weekly","window":{"start":"03:00"}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := json.Marshal(defaulted(t, tc.d, tc.raw)["spec"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("spec %s, want %s", got, tc.want)
 			}
 		})
 	}
