@@ -127,8 +127,9 @@ type absent struct{}
 // and a agree, o is kept as it is. In a map, a key of o that b lacks and
 // a lacks too (a field T does not know, or a zero one it omits) stays, a
 // key the Defaulter removed goes, and the others are merged key by key;
-// a map T omitted is merged as an empty one, so a defaulted omitzero
-// struct keeps the fields T does not know. In a list, each element of a
+// a map T omitted is merged as T's encoding of the zero struct (an empty
+// map when t is unknown), so a defaulted omitzero struct keeps the fields
+// T does not know and gets none of the zero values of the others. In a list, each element of a
 // is merged with the request's element it comes from (see sources).
 // Anything else is a. t is the Go type of a (nil when unknown): a value
 // the Defaulter added loses its zero values (withoutZeros).
@@ -141,7 +142,9 @@ func merged(o, b, a any, t reflect.Type) any {
 		om, ok1 := o.(map[string]any)
 		bm, ok2 := b.(map[string]any)
 		if _, omitted := b.(absent); omitted {
-			bm, ok2 = map[string]any{}, true
+			// T omitted the zero struct: before defaulting it was
+			// that, as T encodes a zero struct it does not omit.
+			bm, ok2 = zeroObject(t), true
 		}
 		if !ok1 || !ok2 {
 			break
@@ -278,6 +281,18 @@ func zeroEncoding(t reflect.Type) map[string]any {
 	}
 	zeroEncodings.Store(t, z)
 	return z
+}
+
+// zeroObject returns the encoding of the zero value of t when t is a
+// struct type without its own encoding, else an empty map. It must not be
+// changed.
+func zeroObject(t reflect.Type) map[string]any {
+	if t = deref(t); t != nil && t.Kind() == reflect.Struct && !marshals(t) {
+		if z := zeroEncoding(t); z != nil {
+			return z
+		}
+	}
+	return map[string]any{}
 }
 
 // deref returns t without its pointers.

@@ -49,6 +49,9 @@ type window struct {
 
 type finish struct {
 	Color string `json:"color,omitempty"`
+	// Coats is not omitempty: T's encoding of a finish it does not omit
+	// has it.
+	Coats int32 `json:"coats"`
 }
 
 type part struct {
@@ -247,6 +250,9 @@ func TestDefaultingAddsNoZeroValues(t *testing.T) {
 		{"a new list element", head + `"spec":{"windows":[{"start":"01:00","hours":1,"future":true}]}}`,
 			func(g *gizmo) { g.Spec.Windows = append(g.Spec.Windows, window{Start: "02:00"}) },
 			`{"windows":[{"future":true,"hours":1,"start":"01:00"},{"start":"02:00"}]}`},
+		{"a field set in an omitzero struct", head + `"spec":{"size":1}}`,
+			func(g *gizmo) { g.Spec.Finish.Color = "red" },
+			`{"finish":{"color":"red"},"size":1}`},
 		{"a field of the request set to zero", head + `"spec":{"backup":{"schedule":"weekly","retention":3}}}`,
 			func(g *gizmo) { g.Spec.Backup.Retention = 0; g.Spec.Backup.Window.Start = "03:00" },
 			`{"backup":{"retention":0,"schedule":"weekly","window":{"start":"03:00"}}}`},
