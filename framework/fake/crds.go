@@ -16,8 +16,9 @@ import (
 // crdTypeConverter returns the type converter of the custom resources of
 // crds, from their structural schemas, as kube-apiserver builds it for
 // server-side apply: each served version's openAPIV3Schema with
-// apiVersion, kind and metadata (ObjectMeta's schema) at its top, and
-// with the kinds it serves.
+// apiVersion, kind and metadata (ObjectMeta's schema) at its top and in
+// each embedded resource (addEmbeddedProperties), and with the kinds it
+// serves.
 func crdTypeConverter(crds []*apiextensionsv1.CustomResourceDefinition) (managedfields.TypeConverter, map[schema.GroupVersionKind]bool, error) {
 	models := map[string]*spec.Schema{}
 	for name, def := range apiextensionsopenapi.GetOpenAPIDefinitions(modelRef) {

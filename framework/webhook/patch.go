@@ -327,6 +327,9 @@ func fieldType(t reflect.Type, k string) reflect.Type {
 	default:
 		return nil
 	}
+	// A field of t itself first, as encoding/json prefers it to one of an
+	// embedded struct.
+	var embedded []reflect.Type
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -336,9 +339,7 @@ func fieldType(t reflect.Type, k string) reflect.Type {
 		n, _, _ := strings.Cut(tag, ",")
 		if n == "" && f.Anonymous {
 			if et := deref(f.Type); et != nil && et.Kind() == reflect.Struct {
-				if ft := fieldType(et, k); ft != nil {
-					return ft
-				}
+				embedded = append(embedded, et)
 				continue
 			}
 		}
@@ -350,6 +351,11 @@ func fieldType(t reflect.Type, k string) reflect.Type {
 		}
 		if n == k {
 			return f.Type
+		}
+	}
+	for _, et := range embedded {
+		if ft := fieldType(et, k); ft != nil {
+			return ft
 		}
 	}
 	return nil

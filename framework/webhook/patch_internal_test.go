@@ -303,3 +303,39 @@ func TestJSONPatchChangedElementsOfAResizedListKeepUnknownFields(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutZerosFollowsEncodingJSON: the fields of a value the
+// Defaulter added are found as encoding/json names them (embedded
+// structs' promoted, the outer field first), and values with their own
+// encoding, and maps' keys, are kept.
+func TestWithoutZerosFollowsEncodingJSON(t *testing.T) {
+	type inner struct {
+		N int `json:"n"`
+	}
+	type base struct {
+		Shadowed string `json:"x"`
+		B        int    `json:"b"`
+		In       inner  `json:"in"`
+	}
+	type outer struct {
+		base  `json:",inline"`
+		X     inner            `json:"x"`
+		M     map[string]int   `json:"m"`
+		L     []inner          `json:"l"`
+		Raw   json.RawMessage  `json:"raw"`
+		Inner map[string]inner `json:"inner"`
+	}
+	v := map[string]any{
+		"b": json.Number("0"), "in": map[string]any{"n": json.Number("1")},
+		"x":     map[string]any{"n": json.Number("0"), "extra": json.Number("1")},
+		"m":     map[string]any{"a": json.Number("0")},
+		"l":     []any{map[string]any{"n": json.Number("0")}, map[string]any{"n": json.Number("2")}},
+		"raw":   map[string]any{"n": json.Number("0")},
+		"inner": map[string]any{"k": map[string]any{"n": json.Number("0")}},
+	}
+	got, _ := json.Marshal(withoutZeros(v, reflect.TypeFor[*outer]()))
+	want := `{"in":{"n":1},"inner":{"k":{}},"l":[{},{"n":2}],"m":{"a":0},"raw":{"n":0},"x":{"extra":1}}`
+	if string(got) != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
