@@ -481,31 +481,33 @@ func inPlace(src []int, n int) bool {
 // they are equal (duplicates to T): then the first.
 func closest(al, bl []any, open, src []int, used []bool) {
 	type pair struct{ i, j, differ int }
-	var pairs []pair
+	var candidates []int // the unused unnamed objects of bl
+	for j, bv := range bl {
+		if _, ok := bv.(map[string]any); ok && !used[j] {
+			if _, named := name(bv); !named {
+				candidates = append(candidates, j)
+			}
+		}
+	}
+	byI, byJ := map[int][]pair{}, map[int][]pair{} // the pairs of each element of al, of bl
 	for _, i := range open {
 		am, ok := al[i].(map[string]any)
 		if !ok || src[i] != -1 {
 			continue
 		}
-		for j, bv := range bl {
-			bm, ok := bv.(map[string]any)
-			if _, named := name(bv); !ok || named || used[j] {
-				continue
-			}
-			if equal, differ := likeness(am, bm); equal > 0 && equal >= differ {
-				pairs = append(pairs, pair{i, j, differ})
+		for _, j := range candidates {
+			if equal, differ := likeness(am, bl[j].(map[string]any)); equal > 0 && equal >= differ {
+				p := pair{i, j, differ}
+				byI[i], byJ[j] = append(byI[i], p), append(byJ[j], p)
 			}
 		}
 	}
-	// best returns the only closest of the pairs that side picks, the
-	// first of those equal to it, or -1.
-	best := func(side func(pair) int, list []any, of int, mine func(pair) int) int {
+	// best returns the closest other end of pairs (of one element), the
+	// first of those equal to it when several tie, or -1 when others tie.
+	best := func(pairs []pair, other func(pair) int, list []any) int {
 		found, min, tied := -1, 0, false
 		for _, p := range pairs {
-			if mine(p) != of {
-				continue
-			}
-			switch o := side(p); {
+			switch o := other(p); {
 			case found == -1 || p.differ < min:
 				found, min, tied = o, p.differ, false
 			case p.differ == min && !reflect.DeepEqual(list[o], list[found]):
@@ -523,28 +525,50 @@ func closest(al, bl []any, open, src []int, used []bool) {
 		if src[i] != -1 {
 			continue
 		}
-		if j := best(pj, bl, i, pi); j != -1 && !used[j] && best(pi, al, j, pj) == i {
+		if j := best(byI[i], pj, bl); j != -1 && !used[j] && best(byJ[j], pi, al) == i {
 			src[i], used[j] = j, true
 		}
 	}
 }
 
 // likeness counts the keys of a and b whose values are equal, and those
-// that differ or that only one has.
+// that differ or that only one has; it stops counting, with differ over
+// equal, once the keys that differ outnumber the equal ones there can be.
 func likeness(a, b map[string]any) (equal, differ int) {
+	common := 0 // keys both have
 	for k, av := range a {
-		if bv, ok := b[k]; ok && reflect.DeepEqual(av, bv) {
-			equal++
-		} else {
-			differ++
+		bv, ok := b[k]
+		if ok {
+			common++
+			if same(av, bv) {
+				equal++
+				continue
+			}
+		}
+		if differ++; 2*differ > len(a) { // the others of a, all equal, are fewer
+			return equal, differ
 		}
 	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			differ++
-		}
+	return equal, differ + len(b) - common
+}
+
+// same reports whether the decoded JSON values x and y are equal, quickly
+// for scalars.
+func same(x, y any) bool {
+	switch xv := x.(type) {
+	case string:
+		yv, ok := y.(string)
+		return ok && xv == yv
+	case json.Number:
+		yv, ok := y.(json.Number)
+		return ok && xv == yv
+	case bool:
+		yv, ok := y.(bool)
+		return ok && xv == yv
+	case nil:
+		return y == nil
 	}
-	return equal, differ
+	return reflect.DeepEqual(x, y)
 }
 
 // keepsAll reports whether a holds every value of b: b's keys with values
