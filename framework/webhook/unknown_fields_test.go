@@ -146,9 +146,11 @@ func TestDefaultingKeepsUnknownFieldsOfOmitzeroStructs(t *testing.T) {
 // TestDefaultingNeverMovesUnknownFieldsInListsWithoutKeys: in a list
 // without a key, an element the Defaulter changed keeps the fields T does
 // not know when it kept all the values of one element of the request, or
-// was changed in place in a list that kept its length and order; otherwise
-// nothing says which element of the request it was, and it is built from
-// T alone. Fields never move onto another element.
+// was changed in place in a list that kept its length and order, or is
+// the element of the request most like it (each the other's closest, with
+// at least as many values kept as changed); otherwise nothing says which
+// element of the request it was, and it is built from T alone. Fields
+// never move onto another element.
 func TestDefaultingNeverMovesUnknownFieldsInListsWithoutKeys(t *testing.T) {
 	const raw = `{"kind":"Gizmo","apiVersion":"gizmos.converge.dev/v1","metadata":{"name":"g"},` +
 		`"spec":{"parts":[{"kind":"a","future":"A"},{"kind":"b","future":"B"},{"kind":"c","future":"C"}]}}`
@@ -196,6 +198,9 @@ func TestDefaultingNeverMovesUnknownFieldsInListsWithoutKeys(t *testing.T) {
 		{"make two parts equal in place", func(g *gizmo) {
 			g.Spec.Parts = []part{{Kind: "a", Count: 1}, {Kind: "a", Count: 1}, g.Spec.Parts[2]}
 		}, "a1A a1B cC"},
+		{"sort the parts and count one", func(g *gizmo) {
+			g.Spec.Parts = []part{g.Spec.Parts[2], {Kind: "b", Count: 1}, g.Spec.Parts[0], {Kind: "z"}}
+		}, "cC b1B aA z"},
 		{"replace a part", func(g *gizmo) {
 			g.Spec.Parts[1] = part{Kind: "z"}
 			g.Spec.Parts[0], g.Spec.Parts[2] = g.Spec.Parts[2], g.Spec.Parts[0]
