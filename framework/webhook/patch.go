@@ -129,8 +129,9 @@ type absent struct{}
 // key the Defaulter removed goes, and the others are merged key by key;
 // a map T omitted is merged as T's encoding of the zero struct (an empty
 // map when t is unknown), so a defaulted omitzero struct keeps the fields
-// T does not know and gets none of the zero values of the others. In a list, each element of a
-// is merged with the request's element it comes from (see sources).
+// T does not know and gets none of the zero values of the others. In a
+// list, each element of a is merged with the request's element it comes
+// from (see sources).
 // Anything else is a. t is the Go type of a (nil when unknown): a value
 // the Defaulter added loses its zero values (withoutZeros).
 func merged(o, b, a any, t reflect.Type) any {
@@ -167,9 +168,10 @@ func merged(o, b, a any, t reflect.Type) any {
 				// struct, a null): the request gets only what the
 				// Defaulter changed in it.
 				switch {
+				case inB && reflect.DeepEqual(bv, v):
 				case !inB || bv == nil:
+					// Added by the Defaulter.
 					out[k] = withoutZeros(v, ft)
-				case reflect.DeepEqual(bv, v):
 				default:
 					if _, isMap := bv.(map[string]any); isMap {
 						out[k] = merged(map[string]any{}, bv, v, ft)

@@ -242,6 +242,14 @@ func TestJSONPatchLeavesTheEncodingsZeroValuesOut(t *testing.T) {
 			`{"metadata":{}}`,
 			`{"metadata":{"labels":{"a":"b"}}}`,
 			`[{"op":"add","path":"/metadata","value":{"labels":{"a":"b"}}}]`},
+		{"an untouched null", `{"spec":{}}`,
+			`{"spec":{"backup":null,"teeth":0}}`,
+			`{"spec":{"backup":null,"teeth":12}}`,
+			`[{"op":"add","path":"/spec/teeth","value":12}]`},
+		{"a struct where T had a null", `{"spec":{}}`,
+			`{"spec":{"backup":null}}`,
+			`{"spec":{"backup":{"schedule":"daily"}}}`,
+			`[{"op":"add","path":"/spec/backup","value":{"schedule":"daily"}}]`},
 		{"nothing changed", `{"spec":{}}`, `{"metadata":{},"spec":{"paint":{}}}`, `{"metadata":{},"spec":{"paint":{}}}`, ``},
 	} {
 		patch, err := jsonPatch([]byte(c.orig), []byte(c.before), []byte(c.after))
