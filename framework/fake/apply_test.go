@@ -265,3 +265,79 @@ func TestCRDsMustServeAKindOfTheScheme(t *testing.T) {
 		t.Errorf("got %v, want errors naming both CRDs", err)
 	}
 }
+
+// A write through a custom resource's status subresource keeps the old
+// metadata, as kube-apiserver's status strategy does: labels, annotations
+// and finalizers it carries are ignored, and its field manager owns none
+// of them, so another manager's apply of them does not conflict.
+func TestStatusWritesKeepTheMetadata(t *testing.T) {
+	_, dc := clients(t, fake.Options{})
+	ctx := t.Context()
+	sites := dc.Resource(staticSites).Namespace("ns")
+	u := unstructuredSite("s")
+	u.SetLabels(map[string]string{"app": "site"})
+	if _, err := sites.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	withMetadata := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		u.SetLabels(map[string]string{"app": "status", "added": "by-status"})
+		u.SetAnnotations(map[string]string{"note": "by-status"})
+		u.SetFinalizers([]string{"example.com/by-status"})
+		return u
+	}
+	check := func(what string, got *unstructured.Unstructured) {
+		t.Helper()
+		if len(got.GetManagedFields()) == 0 {
+			t.Errorf("after %s: no managedFields", what)
+		}
+		if l := got.GetLabels(); len(l) != 1 || l["app"] != "site" || len(got.GetAnnotations()) != 0 || len(got.GetFinalizers()) != 0 {
+			t.Errorf("after %s: labels %v, annotations %v, finalizers %v; want the old metadata", what, l, got.GetAnnotations(), got.GetFinalizers())
+		}
+		for _, e := range got.GetManagedFields() {
+			if e.Subresource == "status" && e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.Raw), "f:metadata") {
+				t.Errorf("after %s: manager %s of the status owns %s, want the status only", what, e.Manager, e.FieldsV1.Raw)
+			}
+		}
+	}
+	st := withMetadata(unstructuredSite("s"))
+	_ = unstructured.SetNestedField(st.Object, "http://s.ns.svc", "status", "url")
+	got, err := sites.ApplyStatus(ctx, "s", st, metav1.ApplyOptions{FieldManager: "controller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if url, _, _ := unstructured.NestedString(got.Object, "status", "url"); url != "http://s.ns.svc" {
+		t.Errorf("status apply: url %q", url)
+	}
+	check("a status apply", got)
+	// The labels are the main resource's: a manager applies them without
+	// conflicting with the status's.
+	a := unstructuredSite("s")
+	a.SetLabels(map[string]string{"app": "site", "added": "by-user"})
+	if _, err := sites.Apply(ctx, "s", a, metav1.ApplyOptions{FieldManager: "user"}); err != nil {
+		t.Errorf("apply of labels the status apply carried: %v, want no conflict", err)
+	}
+	a.SetLabels(map[string]string{"app": "site"})
+	if _, err := sites.Apply(ctx, "s", a, metav1.ApplyOptions{FieldManager: "user"}); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err = sites.Get(ctx, "s", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(got.Object, "http://updated", "status", "url")
+	got, err = sites.UpdateStatus(ctx, withMetadata(got), metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a status update", got)
+	patch := []byte(`{"metadata":{"labels":{"added":"by-status"},"annotations":{"note":"n"},"finalizers":["example.com/f"]},"status":{"url":"http://patched"}}`)
+	got, err = sites.Patch(ctx, "s", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "patcher"}, "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if url, _, _ := unstructured.NestedString(got.Object, "status", "url"); url != "http://patched" {
+		t.Errorf("status patch: url %q", url)
+	}
+	check("a status patch", got)
+}

@@ -3,6 +3,7 @@ package fake
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
@@ -15,8 +16,9 @@ import (
 // crdTypeConverter returns the type converter of the custom resources of
 // crds, from their structural schemas, as kube-apiserver builds it for
 // server-side apply: each served version's openAPIV3Schema with
-// apiVersion, kind and metadata (ObjectMeta's schema) at its top, and
-// with the kinds it serves.
+// apiVersion, kind and metadata (ObjectMeta's schema) at its top and in
+// each embedded resource (addEmbeddedProperties), and with the kinds it
+// serves.
 func crdTypeConverter(crds []*apiextensionsv1.CustomResourceDefinition) (managedfields.TypeConverter, map[schema.GroupVersionKind]bool, error) {
 	models := map[string]*spec.Schema{}
 	for name, def := range apiextensionsopenapi.GetOpenAPIDefinitions(modelRef) {
@@ -44,6 +46,7 @@ func crdTypeConverter(crds []*apiextensionsv1.CustomResourceDefinition) (managed
 				s.Properties[f] = *spec.StringProperty()
 			}
 			s.Properties["metadata"] = spec.Schema{SchemaProps: spec.SchemaProps{Ref: modelRef(objectMeta)}}
+			addEmbeddedProperties(s, objectMeta)
 			s.AddExtension("x-kubernetes-group-version-kind", []any{map[string]any{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind}})
 			models[fmt.Sprintf("%s.%s.%s", crd.Spec.Group, v.Name, crd.Spec.Names.Kind)] = s
 			kinds[gvk] = true
@@ -56,6 +59,44 @@ func crdTypeConverter(crds []*apiextensionsv1.CustomResourceDefinition) (managed
 		return nil, nil, fmt.Errorf("schemas of the CRDs: %w", err)
 	}
 	return tc, kinds, nil
+}
+
+// addEmbeddedProperties gives every object of s marked
+// x-kubernetes-embedded-resource (a template of another object) the
+// properties apiVersion, kind and metadata (ObjectMeta's schema), required
+// kind and apiVersion, as kube-apiserver does to a CRD's schema before
+// using it (addEmbeddedProperties of apiextensions-apiserver's OpenAPI
+// builder, for OpenAPI v3, which is not exported).
+func addEmbeddedProperties(s *spec.Schema, objectMeta string) {
+	if s == nil {
+		return
+	}
+	for k, v := range s.Properties {
+		addEmbeddedProperties(&v, objectMeta)
+		s.Properties[k] = v
+	}
+	if s.Items != nil {
+		addEmbeddedProperties(s.Items.Schema, objectMeta)
+		for i := range s.Items.Schemas {
+			addEmbeddedProperties(&s.Items.Schemas[i], objectMeta)
+		}
+	}
+	if s.AdditionalProperties != nil {
+		addEmbeddedProperties(s.AdditionalProperties.Schema, objectMeta)
+	}
+	if embedded, ok := s.Extensions.GetBool("x-kubernetes-embedded-resource"); !ok || !embedded {
+		return
+	}
+	if s.Properties == nil {
+		s.Properties = map[string]spec.Schema{}
+	}
+	for _, f := range []string{"apiVersion", "kind"} {
+		s.Properties[f] = *spec.StringProperty()
+		if !slices.Contains(s.Required, f) {
+			s.Required = append(s.Required, f)
+		}
+	}
+	s.Properties["metadata"] = spec.Schema{SchemaProps: spec.SchemaProps{Ref: modelRef(objectMeta)}}
 }
 
 // modelRef refers to the OpenAPI model called name.

@@ -74,7 +74,9 @@ type managerKey struct {
 
 // fieldManagerLocked returns the field manager of k's subresource sub
 // ("" or "status"). The status subresource owns the status only; the main
-// resource owns everything else when k has a status subresource.
+// resource owns everything else when k has a status subresource. A
+// custom resource's status subresource owns none of the metadata either
+// (its writes keep the old metadata, see updateLocked).
 func (s *Server) fieldManagerLocked(k *kind, sub string) (*managedfields.FieldManager, error) {
 	key := managerKey{kind: k, sub: sub}
 	if fm, ok := s.managers[key]; ok {
@@ -82,12 +84,17 @@ func (s *Server) fieldManagerLocked(k *kind, sub string) (*managedfields.FieldMa
 	}
 	var reset map[fieldpath.APIVersion]fieldpath.Filter
 	if k.status {
-		path := "status"
+		paths := []fieldpath.Path{fieldpath.MakePathOrDie("status")}
 		if sub == "status" {
-			path = "spec"
+			paths = []fieldpath.Path{fieldpath.MakePathOrDie("spec")}
+			if k.custom() {
+				// kube-apiserver's status strategy of custom resources
+				// keeps the old metadata too.
+				paths = append(paths, fieldpath.MakePathOrDie("metadata"))
+			}
 		}
 		reset = map[fieldpath.APIVersion]fieldpath.Filter{
-			fieldpath.APIVersion(k.gvk.GroupVersion().String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(fieldpath.MakePathOrDie(path))),
+			fieldpath.APIVersion(k.gvk.GroupVersion().String()): fieldpath.NewExcludeSetFilter(fieldpath.NewSet(paths...)),
 		}
 	}
 	fm, err := managedfields.NewDefaultFieldManager(s.types, s.scheme, noDefaults{}, s.scheme, k.gvk, k.gvk.GroupVersion(), sub, reset)

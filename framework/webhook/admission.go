@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -179,7 +180,7 @@ func (a *admissionCall[T]) mutate(ctx context.Context, d Defaulter[T]) *admissio
 	if err != nil {
 		return deny(http.StatusInternalServerError, metav1.StatusReasonInternalError, fmt.Sprintf("encode defaulted %s: %v", a.info.gvk.Kind, err))
 	}
-	patch, err := jsonPatch(a.req.Object.Raw, before, after)
+	patch, err := typedJSONPatch(a.req.Object.Raw, before, after, reflect.TypeOf(obj))
 	if err != nil {
 		return deny(http.StatusInternalServerError, metav1.StatusReasonInternalError, fmt.Sprintf("compute the patch of defaulted %s: %v", a.info.gvk.Kind, err))
 	}

@@ -62,9 +62,22 @@
 //     its "name"; else the one unnamed element whose every value it kept
 //     (the Defaulter added fields), if no other element kept them all too;
 //     else, when the list kept its length and those elements their places,
-//     the one at its index. An element none of these names is built from T
-//     alone: unknown fields are never moved onto another element. A list
-//     the Defaulter left as it was is not touched.
+//     the one at its index; else (the list grew, shrank or was reordered as
+//     well) the one most like it, when each is the other's closest and they
+//     kept at least as many values as they changed. An element none of
+//     these names is built from T alone: unknown fields are never moved
+//     onto another element. A list the Defaulter left as it was is not
+//     touched.
+//   - Defaulting leaves the server's defaults their place: in what the
+//     Defaulter adds (a struct the request lacks, a list element), the
+//     fields T encodes at their zero value although the Defaulter left
+//     them unset (a struct field without omitempty) are not written, so a
+//     CRD's structural default, which the API server applies after the
+//     mutating webhooks, still fills them. A Defaulter cannot be told apart
+//     from one that sets such a field to its zero value on purpose: that
+//     field too is left to the server's default, as omitempty would leave
+//     it. Inside a struct the request already has, a zero value the
+//     Defaulter sets is written.
 //
 // Paths follow kubebuilder's convention ([MutatePath], [ValidatePath],
 // [ConvertPath]) so generated config/webhook manifests line up.

@@ -242,6 +242,14 @@ func TestJSONPatchLeavesTheEncodingsZeroValuesOut(t *testing.T) {
 			`{"metadata":{}}`,
 			`{"metadata":{"labels":{"a":"b"}}}`,
 			`[{"op":"add","path":"/metadata","value":{"labels":{"a":"b"}}}]`},
+		{"an untouched null", `{"spec":{}}`,
+			`{"spec":{"backup":null,"teeth":0}}`,
+			`{"spec":{"backup":null,"teeth":12}}`,
+			`[{"op":"add","path":"/spec/teeth","value":12}]`},
+		{"a struct where T had a null", `{"spec":{}}`,
+			`{"spec":{"backup":null}}`,
+			`{"spec":{"backup":{"schedule":"daily"}}}`,
+			`[{"op":"add","path":"/spec/backup","value":{"schedule":"daily"}}]`},
 		{"nothing changed", `{"spec":{}}`, `{"metadata":{},"spec":{"paint":{}}}`, `{"metadata":{},"spec":{"paint":{}}}`, ``},
 	} {
 		patch, err := jsonPatch([]byte(c.orig), []byte(c.before), []byte(c.after))
@@ -251,5 +259,91 @@ func TestJSONPatchLeavesTheEncodingsZeroValuesOut(t *testing.T) {
 		if string(patch) != c.want {
 			t.Errorf("%s: patch %s, want %s", c.name, patch, c.want)
 		}
+	}
+}
+
+// TestJSONPatchChangedElementsOfAResizedListKeepUnknownFields: a Defaulter
+// that changes an element of a list without keys and also adds, removes
+// or moves others: the changed element keeps the fields T does not know
+// (here timeout), and an added one gets none.
+func TestJSONPatchChangedElementsOfAResizedListKeepUnknownFields(t *testing.T) {
+	for _, c := range []struct{ name, orig, before, after, want string }{
+		{"changed and appended",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":5}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"TCP"},{"port":443,"protocol":"TCP"}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"TCP","timeout":5},{"port":443,"protocol":"TCP"}]}}`},
+		{"changed and prepended",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":5}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":443,"protocol":"TCP"},{"port":80,"protocol":"TCP"}]}}`,
+			`{"spec":{"rules":[{"port":443,"protocol":"TCP"},{"port":80,"protocol":"TCP","timeout":5}]}}`},
+		{"one of many changed, another removed",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":1},{"port":81,"protocol":"tcp","timeout":2},{"port":82,"protocol":"tcp","timeout":3}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"},{"port":81,"protocol":"tcp"},{"port":82,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"},{"port":82,"protocol":"UDP"}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":1},{"port":82,"protocol":"UDP","timeout":3}]}}`},
+		{"sorted and changed",
+			`{"spec":{"rules":[{"port":90,"protocol":"tcp","timeout":9},{"port":70,"protocol":"udp","timeout":7},{"port":80,"protocol":"tcp","timeout":8}]}}`,
+			`{"spec":{"rules":[{"port":90,"protocol":"tcp"},{"port":70,"protocol":"udp"},{"port":80,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":70,"protocol":"udp"},{"port":80,"protocol":"TCP"},{"port":90,"protocol":"TCP"}]}}`,
+			`{"spec":{"rules":[{"port":70,"protocol":"udp","timeout":7},{"port":80,"protocol":"TCP","timeout":8},{"port":90,"protocol":"TCP","timeout":9}]}}`},
+		{"deduplicated and changed",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":1},{"port":80,"protocol":"tcp","timeout":2},{"port":90,"protocol":"udp","timeout":3}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"},{"port":80,"protocol":"tcp"},{"port":90,"protocol":"udp"}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"TCP"},{"port":90,"protocol":"udp"}]}}`,
+			// T cannot tell the two elements 80 apart: the first is kept.
+			`{"spec":{"rules":[{"port":80,"protocol":"TCP","timeout":1},{"port":90,"protocol":"udp","timeout":3}]}}`},
+		{"as close to two elements",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":1},{"port":81,"protocol":"tcp","timeout":2}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"},{"port":81,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":82,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":82,"protocol":"tcp"}]}}`},
+		{"replaced by an unrelated element and appended",
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp","timeout":5}]}}`,
+			`{"spec":{"rules":[{"port":80,"protocol":"tcp"}]}}`,
+			`{"spec":{"rules":[{"port":443,"protocol":"udp"},{"port":8443,"protocol":"udp"}]}}`,
+			`{"spec":{"rules":[{"port":443,"protocol":"udp"},{"port":8443,"protocol":"udp"}]}}`},
+	} {
+		got, _ := json.Marshal(applied(t, []byte(c.orig), []byte(c.before), []byte(c.after)))
+		if !sameJSON(got, []byte(c.want)) {
+			t.Errorf("%s: the request's document\n%s\nis patched into\n%s\nwant\n%s", c.name, c.orig, got, c.want)
+		}
+	}
+}
+
+// TestWithoutZerosFollowsEncodingJSON: the fields of a value the
+// Defaulter added are found as encoding/json names them (embedded
+// structs' promoted, the outer field first), and values with their own
+// encoding, and maps' keys, are kept.
+func TestWithoutZerosFollowsEncodingJSON(t *testing.T) {
+	type inner struct {
+		N int `json:"n"`
+	}
+	type base struct {
+		Shadowed string `json:"x"`
+		B        int    `json:"b"`
+		In       inner  `json:"in"`
+	}
+	type outer struct {
+		base  `json:",inline"`
+		X     inner            `json:"x"`
+		M     map[string]int   `json:"m"`
+		L     []inner          `json:"l"`
+		Raw   json.RawMessage  `json:"raw"`
+		Inner map[string]inner `json:"inner"`
+	}
+	v := map[string]any{
+		"b": json.Number("0"), "in": map[string]any{"n": json.Number("1")},
+		"x":     map[string]any{"n": json.Number("0"), "extra": json.Number("1")},
+		"m":     map[string]any{"a": json.Number("0")},
+		"l":     []any{map[string]any{"n": json.Number("0")}, map[string]any{"n": json.Number("2")}},
+		"raw":   map[string]any{"n": json.Number("0")},
+		"inner": map[string]any{"k": map[string]any{"n": json.Number("0")}},
+	}
+	got, _ := json.Marshal(withoutZeros(v, reflect.TypeFor[*outer]()))
+	want := `{"in":{"n":1},"inner":{"k":{}},"l":[{},{"n":2}],"m":{"a":0},"raw":{"n":0},"x":{"extra":1}}`
+	if string(got) != want {
+		t.Errorf("got %s, want %s", got, want)
 	}
 }

@@ -272,7 +272,8 @@ func want(a, b *node) any {
 // gained fields, and else, when the list kept its length and those
 // elements their places, the element at its index (which a Defaulter that
 // replaced or moved elements and changed them too may not mean: it cannot
-// be told apart).
+// be told apart), or else the element it is when the two are each other's
+// closest.
 func sameElements(a, b *node) []int {
 	src := make([]int, len(a.items))
 	used := make([]bool, len(b.items))
@@ -288,17 +289,29 @@ func sameElements(a, b *node) []int {
 			}
 		}
 	}
-	if len(a.items) != len(b.items) {
+	if inPlace(src, len(b.items)) {
+		for i := range src {
+			if src[i] == -1 && !used[i] && !named(a.items[i]) && !named(b.items[i]) {
+				src[i] = i
+			}
+		}
 		return src
 	}
-	for i, j := range src {
-		if j != -1 && j != i {
-			return src
+	// Else an element the Defaulter changed keeps the unknown fields of
+	// the element it is when the two are each other's closest (see
+	// closest): only then, never those of another element.
+	var open []int
+	for i, it := range a.items {
+		if src[i] == -1 && !named(it) {
+			open = append(open, i)
 		}
 	}
-	for i := range src {
-		if src[i] == -1 && !used[i] && !named(a.items[i]) && !named(b.items[i]) {
-			src[i] = i
+	al, bl := each(a.items, (*node).typed), each(b.items, (*node).typed)
+	likely := slices.Clone(src)
+	closest(al, bl, open, likely, slices.Clone(used))
+	for _, i := range open {
+		if j := likely[i]; j != -1 && a.items[i].id == b.items[j].id && a.list != numbers {
+			src[i] = j
 		}
 	}
 	return src

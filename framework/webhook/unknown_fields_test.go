@@ -30,10 +30,28 @@ type gizmoSpec struct {
 	Finish finish `json:"finish,omitzero"`
 	// Parts is a list without a key: no element has a name.
 	Parts []part `json:"parts,omitempty"`
+	// Backup's fields, and Windows', are not omitempty: T's encoding has
+	// their zero values.
+	Backup  *backup  `json:"backup,omitempty"`
+	Windows []window `json:"windows,omitempty"`
+}
+
+type backup struct {
+	Schedule  string `json:"schedule"`
+	Retention int32  `json:"retention"`
+	Window    window `json:"window"`
+}
+
+type window struct {
+	Start string `json:"start"`
+	Hours int32  `json:"hours"`
 }
 
 type finish struct {
 	Color string `json:"color,omitempty"`
+	// Coats is not omitempty: T's encoding of a finish it does not omit
+	// has it.
+	Coats int32 `json:"coats"`
 }
 
 type part struct {
@@ -45,6 +63,11 @@ func (g *gizmo) DeepCopyObject() runtime.Object {
 	out := *g
 	g.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.Spec.Parts = append([]part(nil), g.Spec.Parts...)
+	out.Spec.Windows = append([]window(nil), g.Spec.Windows...)
+	if g.Spec.Backup != nil {
+		b := *g.Spec.Backup
+		out.Spec.Backup = &b
+	}
 	return &out
 }
 
@@ -123,9 +146,11 @@ func TestDefaultingKeepsUnknownFieldsOfOmitzeroStructs(t *testing.T) {
 // TestDefaultingNeverMovesUnknownFieldsInListsWithoutKeys: in a list
 // without a key, an element the Defaulter changed keeps the fields T does
 // not know when it kept all the values of one element of the request, or
-// was changed in place in a list that kept its length and order; otherwise
-// nothing says which element of the request it was, and it is built from
-// T alone. Fields never move onto another element.
+// was changed in place in a list that kept its length and order, or is
+// the element of the request most like it (each the other's closest, with
+// at least as many values kept as changed); otherwise nothing says which
+// element of the request it was, and it is built from T alone. Fields
+// never move onto another element.
 func TestDefaultingNeverMovesUnknownFieldsInListsWithoutKeys(t *testing.T) {
 	const raw = `{"kind":"Gizmo","apiVersion":"gizmos.converge.dev/v1","metadata":{"name":"g"},` +
 		`"spec":{"parts":[{"kind":"a","future":"A"},{"kind":"b","future":"B"},{"kind":"c","future":"C"}]}}`
@@ -173,6 +198,9 @@ func TestDefaultingNeverMovesUnknownFieldsInListsWithoutKeys(t *testing.T) {
 		{"make two parts equal in place", func(g *gizmo) {
 			g.Spec.Parts = []part{{Kind: "a", Count: 1}, {Kind: "a", Count: 1}, g.Spec.Parts[2]}
 		}, "a1A a1B cC"},
+		{"sort the parts and count one", func(g *gizmo) {
+			g.Spec.Parts = []part{g.Spec.Parts[2], {Kind: "b", Count: 1}, g.Spec.Parts[0], {Kind: "z"}}
+		}, "cC b1B aA z"},
 		{"replace a part", func(g *gizmo) {
 			g.Spec.Parts[1] = part{Kind: "z"}
 			g.Spec.Parts[0], g.Spec.Parts[2] = g.Spec.Parts[2], g.Spec.Parts[0]
@@ -195,6 +223,52 @@ func TestDefaultingNeverMovesUnknownFieldsInListsWithoutKeys(t *testing.T) {
 			}
 			if strings.Join(got, " ") != tc.want {
 				t.Errorf("parts %q, want %q", strings.Join(got, " "), tc.want)
+			}
+		})
+	}
+}
+
+// TestDefaultingAddsNoZeroValues: what the Defaulter adds (a struct the
+// request lacks, an element of a list) comes without the zero values T's
+// encoding gives the fields it left unset, so the API server's structural
+// defaults (applied after the mutating webhooks) still fill them. A zero
+// value the Defaulter sets where the request has the field is written.
+func TestDefaultingAddsNoZeroValues(t *testing.T) {
+	const head = `{"kind":"Gizmo","apiVersion":"gizmos.converge.dev/v1","metadata":{"name":"g"},`
+	for _, tc := range []struct {
+		name, raw string
+		d         func(*gizmo)
+		want      string
+	}{
+		{"a new struct", head + `"spec":{"size":1}}`,
+			func(g *gizmo) { g.Spec.Backup = &backup{Schedule: "daily"} },
+			`{"backup":{"schedule":"daily"},"size":1}`},
+		{"a new struct holding a struct", head + `"spec":{"size":1}}`,
+			func(g *gizmo) { g.Spec.Backup = &backup{Schedule: "daily", Window: window{Hours: 2}} },
+			`{"backup":{"schedule":"daily","window":{"hours":2}},"size":1}`},
+		{"a new struct left zero", head + `"spec":{"size":1}}`,
+			func(g *gizmo) { g.Spec.Backup = &backup{} },
+			`{"backup":{},"size":1}`},
+		{"a new spec", `{"kind":"Gizmo","apiVersion":"gizmos.converge.dev/v1","metadata":{"name":"g"}}`,
+			func(g *gizmo) { g.Spec.Backup = &backup{Retention: 7} },
+			`{"backup":{"retention":7}}`},
+		{"a new list element", head + `"spec":{"windows":[{"start":"01:00","hours":1,"future":true}]}}`,
+			func(g *gizmo) { g.Spec.Windows = append(g.Spec.Windows, window{Start: "02:00"}) },
+			`{"windows":[{"future":true,"hours":1,"start":"01:00"},{"start":"02:00"}]}`},
+		{"a field set in an omitzero struct", head + `"spec":{"size":1}}`,
+			func(g *gizmo) { g.Spec.Finish.Color = "red" },
+			`{"finish":{"color":"red"},"size":1}`},
+		{"a field of the request set to zero", head + `"spec":{"backup":{"schedule":"weekly","retention":3}}}`,
+			func(g *gizmo) { g.Spec.Backup.Retention = 0; g.Spec.Backup.Window.Start = "03:00" },
+			`{"backup":{"retention":0,"schedule":"weekly","window":{"start":"03:00"}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := json.Marshal(defaulted(t, tc.d, tc.raw)["spec"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("spec %s, want %s", got, tc.want)
 			}
 		})
 	}
