@@ -229,7 +229,6 @@ func TestCommandLineErrors(t *testing.T) {
 		{"unknown flag", []string{"init", "--modul", "x"}, "converge init: flag provided but not defined: --modul\nDid you mean --module?", 2},
 		{"flag without value", []string{"init", "--module"}, "converge init: flag needs an argument: --module", 2},
 		{"kubebuilder's flag", []string{"create", "webhook", "--programmatic-validation"}, "converge create webhook has no --programmatic-validation; use --validation", 2},
-		{"kubebuilder's namespaced", []string{"create", "api", "--namespaced=false"}, "scope=Cluster", 2},
 		{"positional", []string{"init", "--module", "example.com/op", "extra"}, `converge init: unexpected argument "extra"`, 2},
 		{"no module", []string{"init", "--dir", empty}, "converge init: --module is required: a module path is like", 2},
 		{"bad module", []string{"init", "--module", "op", "--dir", empty}, `converge init: module path "op" is invalid: missing dot in first path element`, 2},

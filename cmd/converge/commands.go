@@ -171,6 +171,10 @@ A GROUP without a dot gets the project's domain: --group shop becomes
 shop.<domain>. Built-in groups (apps, batch, ...) and groups ending in k8s.io
 or kubernetes.io are refused: use converge create controller for built-in kinds.
 
+--namespaced=false makes the kind cluster-scoped, as with kubebuilder: its
+CRD has scope Cluster, its sample and specs name no namespace, and the
+example controller writes its ConfigMap in namespace default.
+
 For a KIND the project has, another VERSION adds that version of the API:
 its types and sample only. The controller stays on the first version, which
 is also the one the CRD stores; converge create webhook --conversion converts
@@ -179,6 +183,7 @@ between them.
 Examples:
   converge create api --group shop --version v1alpha1 --kind Order
   converge create api --group shop --version v1 --kind Order   # a second version
+  converge create api --group tenancy --version v1alpha1 --kind Tenant --namespaced=false   # cluster-scoped
 `,
 	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
 		var c commonFlags
@@ -187,9 +192,12 @@ Examples:
 		version := fs.String("version", "", "the API `VERSION`: v1, v1alpha1, v2beta3 (required)")
 		kind := fs.String("kind", "", "the `KIND`, UpperCamelCase: Order (required)")
 		plural := fs.String("plural", "", "the resource name, `PLURAL` (default: the lower-case kind made plural, e.g. orders)")
+		namespaced := fs.Bool("namespaced", true, "whether the kind's objects live in a namespace; --namespaced=false makes a cluster-scoped kind (CRD scope Cluster)")
 		return func(ctx context.Context, u *ui) error {
 			return runCreate(ctx, u, c, func(p Project) (Resource, error) {
-				return newAPIResource(p, *group, *version, *kind, *plural)
+				r, err := newAPIResource(p, *group, *version, *kind, *plural)
+				r.ClusterScoped = !*namespaced
+				return r, err
 			})
 		}
 	},

@@ -63,6 +63,9 @@ type Resource struct {
 	Plural string `json:"plural"`
 	// Builtin is true for kinds of k8s.io/api.
 	Builtin bool `json:"builtin,omitempty"`
+	// ClusterScoped is true for a new API kind whose objects have no
+	// namespace (create api --namespaced=false): its CRD has scope Cluster.
+	ClusterScoped bool `json:"clusterScoped,omitempty"`
 	// ImportPath is the Go package of the kind's type.
 	ImportPath string `json:"importPath"`
 }
@@ -97,6 +100,14 @@ func (r Resource) CRDName() string { return r.Plural + "." + r.Group }
 // SampleFile is the file of a new API's sample object, under config/samples.
 func (r Resource) SampleFile() string {
 	return strings.ReplaceAll(firstLabel(r.Group), "-", "_") + "_" + r.Version + "_" + r.Lower() + ".yaml"
+}
+
+// scopeName says how a kind was created, for messages.
+func scopeName(clusterScoped bool) string {
+	if clusterScoped {
+		return "cluster-scoped (--namespaced=false)"
+	}
+	return "namespaced"
 }
 
 // manifest is the stored form of .converge/scaffold.json.
@@ -197,6 +208,9 @@ func (p *Project) addResource(r Resource) (added bool, err error) {
 		}
 		if old.Plural != r.Plural {
 			return false, fmt.Errorf("kind %s was created with plural %s, not %s", r.Kind, old.Plural, r.Plural)
+		}
+		if old.ClusterScoped != r.ClusterScoped {
+			return false, fmt.Errorf("kind %s was created %s: every version of a kind shares its CRD, and so its scope; pass --namespaced=%t", r.Kind, scopeName(old.ClusterScoped), !old.ClusterScoped)
 		}
 		if old.Version == r.Version {
 			return false, nil

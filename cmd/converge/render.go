@@ -162,6 +162,37 @@ var funcs = template.FuncMap{
 	"join":      strings.Join,
 	"lowerKind": func(r Resource) string { return lowerCamel(r.Kind) },
 	"plural":    func(r Resource) string { return r.Plural },
+	// objectMeta is the ObjectMeta of an object a spec makes, in namespace
+	// ns; a cluster-scoped kind's has none, and its name starts with ns to
+	// be unique to the spec. field is Name or GenerateName.
+	"objectMeta": func(r Resource, field, name string) string {
+		if r.ClusterScoped {
+			return fmt.Sprintf("metav1.ObjectMeta{%s: ns + %q}", field, "-"+name)
+		}
+		return fmt.Sprintf("metav1.ObjectMeta{Namespace: ns, %s: %q}", field, name)
+	},
+	// objectName is the name objectMeta gives, as a Go expression.
+	"objectName": func(r Resource, name string) string {
+		if r.ClusterScoped {
+			return fmt.Sprintf("ns + %q", "-"+name)
+		}
+		return fmt.Sprintf("%q", name)
+	},
+	// childNamespace is, as a Go expression in the specs, the namespace of
+	// the example controller's ConfigMap for an object objectMeta made.
+	"childNamespace": func(r Resource) string {
+		if r.ClusterScoped {
+			return "controller." + r.Kind + "ChildNamespace"
+		}
+		return "ns"
+	},
+	// objectKey is the key of the object objectMeta names.
+	"objectKey": func(r Resource, name string) string {
+		if r.ClusterScoped {
+			return fmt.Sprintf("types.NamespacedName{Name: ns + %q}", "-"+name)
+		}
+		return fmt.Sprintf("types.NamespacedName{Namespace: ns, Name: %q}", name)
+	},
 	"rbacGroup": func(g string) string {
 		if g == "" {
 			return `""`
