@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -66,4 +68,81 @@ func TestClusterScopedAPIBuilds(t *testing.T) {
 	mustContain(t, "the CRD of Tenant lacks", readFile(t, dir, "config/crd/bases/tenancy.example.com_tenants.yaml"), "scope: Cluster\n")
 	out := goCmd(t, dir, "test", "-count=1", "-run", "TestTenantControllerOnFakeAPIServer", "-v", "./internal/controller/")
 	mustContain(t, "the unit test of a cluster-scoped kind's controller", out, "--- PASS: TestTenantControllerOnFakeAPIServer")
+}
+
+// create webhook for a built-in kind, as kubebuilder's create webhook --group
+// core --version v1 --kind Pod: no API is generated, the webhook uses the
+// k8s.io/api type, and its markers name the kind's own group ("" for core)
+// and the paths framework.NewWebhook serves.
+func TestCreateBuiltinWebhook(t *testing.T) {
+	dir := scaffoldFast(t) // a Deployment controller, an Order API
+	out := mustConverge(t, "create", "webhook", "--group", "core", "--version", "v1", "--kind", "Pod", "--defaulting", "--dir", dir, "--skip-generate")
+	mustContain(t, "create webhook for Pod output lacks", out,
+		"converge create: defaulting webhook for built-in kind core/v1 Pod",
+		"create     internal/webhook/v1/pod_webhook.go",
+		"create     internal/controller/pod_v1_webhook_test.go",
+		"update     main.go")
+	if strings.Contains(out, "api/") {
+		t.Errorf("a webhook of a built-in kind wrote an API:\n%s", out)
+	}
+	pod := readFile(t, dir, "internal/webhook/v1/pod_webhook.go")
+	mustContain(t, "pod_webhook.go lacks", pod,
+		`corev1 "k8s.io/api/core/v1"`,
+		"framework.NewWebhook(mgr, framework.WebhookOptions[*corev1.Pod]{",
+		"// +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups=\"\",resources=pods,verbs=create;update,versions=v1,name=mpod-v1.core.example.com,",
+		`"values":["op-system","kube-system"]`,
+		"func (PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {")
+	if strings.Contains(pod, "Validator") {
+		t.Errorf("pod_webhook.go has a validator:\n%s", pod)
+	}
+	mustContain(t, "the Pod webhook spec lacks", readFile(t, dir, "internal/controller/pod_v1_webhook_test.go"),
+		"func samplePodv1ForWebhook(ns, prefix string, annotations map[string]string) *corev1.Pod {",
+		"webhookv1.DefaultPodMessage")
+
+	out = mustConverge(t, "create", "webhook", "--group", "apps", "--version", "v1", "--kind", "Deployment", "--defaulting", "--validation", "--dir", dir, "--skip-generate")
+	mustContain(t, "create webhook for Deployment output lacks", out, "create     internal/webhook/v1/deployment_webhook.go")
+	mustContain(t, "deployment_webhook.go lacks", readFile(t, dir, "internal/webhook/v1/deployment_webhook.go"),
+		`appsv1 "k8s.io/api/apps/v1"`,
+		"path=/mutate-apps-v1-deployment,mutating=true,failurePolicy=fail,sideEffects=None,groups=apps,resources=deployments,verbs=create;update,versions=v1,name=mdeployment-v1.apps.example.com,",
+		"path=/validate-apps-v1-deployment,mutating=false,failurePolicy=fail,sideEffects=None,groups=apps,resources=deployments,verbs=create;update,versions=v1,name=vdeployment-v1.apps.example.com,",
+		`apierrors.NewInvalid(appsv1.SchemeGroupVersion.WithKind("Deployment").GroupKind(), deployment.Name, errs)`)
+	main := readFile(t, dir, "main.go")
+	mustContain(t, "main.go lacks", main, "webhookv1.SetupPodWebhook(mgr)", "webhookv1.SetupDeploymentWebhook(mgr)")
+	mustContain(t, "suite_test.go lacks", readFile(t, dir, "internal/controller/suite_test.go"), "webhookv1.SetupPodWebhook,", "webhookv1.SetupDeploymentWebhook,")
+	if m := readFile(t, dir, manifestPath); !strings.Contains(m, `"builtin": true`) {
+		t.Errorf("the manifest does not record the built-in webhooks:\n%s", m)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+		code int
+	}{
+		{"conversion", []string{"--group", "apps", "--version", "v1", "--kind", "StatefulSet", "--conversion", "--spoke", "v1beta1"}, "the API server converts the built-in kinds itself", 2},
+		{"unknown kind", []string{"--group", "core", "--version", "v1", "--kind", "Pdo", "--defaulting"}, `core/v1 has no kind "Pdo"`, 2},
+		{"part twice", []string{"--group", "core", "--version", "v1", "--kind", "Pod", "--defaulting"}, "Pod core/v1 already has a defaulting webhook", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			expectRefused(t, dir, t.TempDir(), append(append([]string{"create", "webhook"}, tc.args...), "--dir", dir), tc.want, tc.code)
+		})
+	}
+}
+
+// A project with webhooks of built-in kinds (core Pod, apps Deployment)
+// builds and vets, and controller-gen writes their configurations with the
+// kinds' groups and the paths the framework serves. go test -short skips it.
+func TestBuiltinWebhooksBuild(t *testing.T) {
+	dir := buildProject(t,
+		[]string{"webhook", "--group", "core", "--version", "v1", "--kind", "Pod", "--defaulting"},
+		[]string{"webhook", "--group", "apps", "--version", "v1", "--kind", "Deployment", "--defaulting", "--validation"},
+	)
+	manifests := readFile(t, dir, "config/webhook/manifests.yaml")
+	mustContain(t, "config/webhook/manifests.yaml lacks", manifests,
+		"path: /mutate--v1-pod", "name: mpod-v1.core.example.com", "  - \"\"\n",
+		"path: /mutate-apps-v1-deployment", "path: /validate-apps-v1-deployment", "  - apps\n",
+		"namespaceSelector:", "- op-system")
+	if _, err := os.Stat(filepath.Join(dir, "api")); !os.IsNotExist(err) {
+		t.Errorf("webhooks of built-in kinds made an api folder: %v", err)
+	}
 }

@@ -156,6 +156,16 @@ func (d templateData) ConvergeRequire() string {
 }
 
 var funcs = template.FuncMap{
+	// webhookName is the name of d's mutating ("m") or validating ("v")
+	// webhook: a domain of three labels at least, as the API server wants.
+	// A built-in kind's group is not the project's: the name is under the
+	// project's domain.
+	"webhookName": func(prefix string, d templateData) string {
+		if d.W.Builtin {
+			return prefix + d.R.Lower() + "-" + d.R.Version + "." + d.R.GroupOrCore() + "." + d.Domain
+		}
+		return prefix + d.R.Lower() + "-" + d.R.Version + "." + d.R.Group
+	},
 	"lower":     strings.ToLower,
 	"dashes":    func(s string) string { return strings.ReplaceAll(s, ".", "-") },
 	"varName":   varName,
@@ -315,6 +325,12 @@ var webhookFiles = []fileSpec{
 	{tmpl: "webhook/webhook_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_{{.R.Version}}_webhook_test.go"},
 }
 
+// builtinWebhookFiles are rendered per webhook of a built-in kind.
+var builtinWebhookFiles = []fileSpec{
+	{tmpl: "webhook/builtin_webhook.go.tmpl", out: "{{.W.Package}}/{{.R.Lower}}_webhook.go"},
+	{tmpl: "webhook/builtin_webhook_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_{{.R.Version}}_webhook_test.go"},
+}
+
 // hubFiles are rendered per conversion webhook, in the hub's API package.
 var hubFiles = []fileSpec{
 	{tmpl: "webhook/hub.go.tmpl", out: "{{.R.APIDir}}/{{.R.Lower}}_conversion.go"},
@@ -385,6 +401,17 @@ func render(p Project) ([]File, error) {
 	for _, w := range p.Webhooks {
 		d := base
 		d.W = w
+		if w.Builtin {
+			r, err := lookupBuiltin(w.Group, w.Version, w.Kind)
+			if err != nil {
+				return nil, err
+			}
+			d.R, d.Sample = r, sampleFor(r)
+			if err := add(builtinWebhookFiles, d); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		d.R, _ = p.resourceAt(w.Kind, w.Version)
 		for _, v := range w.Spokes {
 			spoke, _ := p.resourceAt(w.Kind, v)

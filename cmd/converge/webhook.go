@@ -24,6 +24,9 @@ type Webhook struct {
 	// converts through; Spokes are those other versions.
 	Conversion bool     `json:"conversion,omitempty"`
 	Spokes     []string `json:"spokes,omitempty"`
+	// Builtin is set for a kind of k8s.io/api (Group "" is core): its
+	// webhooks use the k8s.io/api type, and the project has no API for it.
+	Builtin bool `json:"builtin,omitempty"`
 }
 
 // Admission reports whether the webhook has a mutating or validating part.
@@ -84,13 +87,16 @@ func (p Project) resourceAt(kind, version string) (Resource, bool) {
 // there, and a second registration would fail when the manager starts.
 func (p *Project) addWebhook(w Webhook) error {
 	for _, other := range p.Webhooks {
+		if other.Kind == w.Kind && other.Version == w.Version && other.Group != w.Group {
+			return fmt.Errorf("kind %s at %s already has webhooks in group %s (%s/%s_webhook.go): one kind and version per webhook package", w.Kind, w.Version, displayGroup(other.Group), other.Package(), strings.ToLower(w.Kind))
+		}
 		if other.Kind == w.Kind && other.Conversion && w.Conversion {
 			return fmt.Errorf("kind %s already has a conversion webhook (hub %s, spokes %s): converge create webhook --conversion runs once per kind; convert a new version by hand in api/.../%s_conversion.go",
 				w.Kind, other.Version, strings.Join(other.Spokes, ", "), strings.ToLower(w.Kind))
 		}
 	}
 	for i, other := range p.Webhooks {
-		if other.Kind != w.Kind || other.Version != w.Version {
+		if other.Kind != w.Kind || other.Version != w.Version || other.Group != w.Group {
 			continue
 		}
 		var parts, flags []string
@@ -102,7 +108,7 @@ func (p *Project) addWebhook(w Webhook) error {
 		}
 		if len(parts) > 0 {
 			return fmt.Errorf("%s %s/%s already has %s webhook (%s/%s_webhook.go): drop %s",
-				w.Kind, w.Group, w.Version, strings.Join(parts, " and "), other.Package(), strings.ToLower(w.Kind), strings.Join(flags, " and "))
+				w.Kind, displayGroup(w.Group), w.Version, strings.Join(parts, " and "), other.Package(), strings.ToLower(w.Kind), strings.Join(flags, " and "))
 		}
 		merged := other
 		merged.Defaulting = merged.Defaulting || w.Defaulting
@@ -119,7 +125,7 @@ func (p *Project) addWebhook(w Webhook) error {
 
 var createWebhookCommand = command{
 	path:    "create webhook",
-	summary: "add defaulting, validation or conversion webhooks to an API kind, and their test",
+	summary: "add defaulting, validation or conversion webhooks to an API kind (or admission webhooks to a built-in kind), and their test",
 	usage: `Usage: converge create webhook --group GROUP --version VERSION --kind KIND [--defaulting] [--validation] [--conversion --spoke VERSIONS] [flags]
 
 Adds webhooks to an API kind the project created with converge create api,
@@ -135,6 +141,13 @@ as kubebuilder does:
                 ConvertTo and ConvertFrom (api/GROUP/SPOKE/KIND_conversion.go).
                 Create the spoke versions first with converge create api.
 
+For a built-in kind (GROUP core, apps, batch, ...; "core" is the core group
+of Pods and ConfigMaps) --defaulting and --validation add webhooks on the
+k8s.io/api type, as kubebuilder's create webhook --group core --version v1
+--kind Pod does: no API is generated, and the project needs no controller of
+the kind. Their example rules are on an annotation, and their markers leave
+out the manager's namespace and kube-system (a namespaceSelector).
+
 The file's Setup<KIND>Webhook is called from main.go. It also adds a Ginkgo
 spec (internal/controller/KIND_VERSION_webhook_test.go) that runs the webhooks
 on the specs' control plane, the +kubebuilder:webhook markers from which
@@ -147,13 +160,14 @@ Example:
   converge create webhook --group shop --version v1alpha1 --kind Order --defaulting --validation
   converge create api --group shop --version v1 --kind Order
   converge create webhook --group shop --version v1 --kind Order --conversion --spoke v1alpha1
+  converge create webhook --group core --version v1 --kind Pod --defaulting
 `,
 	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
 		var c commonFlags
 		c.register(fs)
-		group := fs.String("group", "", "the API `GROUP` of the kind, as given to converge create api (required)")
+		group := fs.String("group", "", "the API `GROUP` of the kind, as given to converge create api, or a built-in kind's (core, apps, ...) (required)")
 		version := fs.String("version", "", "the API `VERSION` the webhooks serve; the hub with --conversion (required)")
-		kind := fs.String("kind", "", "the `KIND`, created with converge create api (required)")
+		kind := fs.String("kind", "", "the `KIND`, created with converge create api, or a built-in kind such as Pod (required)")
 		defaulting := fs.Bool("defaulting", false, "add a defaulting (mutating) webhook")
 		validation := fs.Bool("validation", false, "add a validating webhook")
 		conversion := fs.Bool("conversion", false, "add conversion between the kind's versions, with VERSION as the hub (needs --spoke)")
@@ -213,6 +227,9 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 		return err
 	}
 	p := m.Project
+	if group == "core" || builtinGroups()[group] {
+		return runCreateBuiltinWebhook(ctx, u, c, dir, m, group, w)
+	}
 	if w.Group, err = ValidateAPIGroup(group, p.Domain); err != nil {
 		return usageError{err.Error()}
 	}
@@ -250,6 +267,44 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 	if w.Conversion {
 		u.printf("  edit api/%s/<spoke>/%s_conversion.go when a version's fields change\n", firstLabel(w.Group), strings.ToLower(w.Kind))
 	}
+	u.printf("  make test   # regenerates config/webhook/manifests.yaml, then runs the webhook specs on a real control plane\n")
+	u.printf("  make deploy needs cert-manager in the cluster: it issues the webhook server's certificate (config/certmanager)\n")
+	printKept(u, kept, "create")
+	return nil
+}
+
+// runCreateBuiltinWebhook adds w, for a built-in kind of group, to the
+// project m in dir and scaffolds it. As kubebuilder does for core types,
+// no API is generated: the webhook uses the k8s.io/api type.
+func runCreateBuiltinWebhook(ctx context.Context, u *ui, c commonFlags, dir string, m manifest, group string, w Webhook) error {
+	if w.Conversion {
+		return usagef("--conversion is for the kinds of the project's own API: the API server converts the built-in kinds itself")
+	}
+	r, err := lookupBuiltin(group, w.Version, w.Kind)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	p := m.Project
+	w.Group, w.Builtin = r.Group, true
+	for _, own := range p.Resources {
+		if own.Kind == w.Kind && own.Version == w.Version && !own.Builtin {
+			return fmt.Errorf("the project's API %s/%s has a kind %s too: their webhooks would share %s/%s_webhook.go", own.Group, own.Version, w.Kind, w.Package(), strings.ToLower(w.Kind))
+		}
+	}
+	if err := p.addWebhook(w); err != nil {
+		return err
+	}
+	u.printf("converge create: %s webhook for built-in kind %s/%s %s in %s\n", w.Types(), r.GroupOrCore(), w.Version, w.Kind, dir)
+	kept, err := scaffold(ctx, u, dir, &m, p, c, false)
+	if err != nil {
+		return err
+	}
+	printNextSteps(u, dir)
+	if slices.Contains(kept, "main.go") {
+		u.printf("  main.go is yours (kept): call %s.Setup%sWebhook(mgr) in it, importing %s/%s\n", w.Alias(), w.Kind, p.Module, w.Package())
+	}
+	u.printf("  edit %s/%s_webhook.go: replace the example rules on the %s annotation with yours\n", w.Package(), strings.ToLower(w.Kind), p.Domain+"/message")
+	u.printf("  the API server sends the webhooks every %s of the cluster: limit them with a namespaceSelector (config/webhook) before make deploy\n", w.Kind)
 	u.printf("  make test   # regenerates config/webhook/manifests.yaml, then runs the webhook specs on a real control plane\n")
 	u.printf("  make deploy needs cert-manager in the cluster: it issues the webhook server's certificate (config/certmanager)\n")
 	printKept(u, kept, "create")

@@ -162,7 +162,7 @@ func TestCreateWebhookErrors(t *testing.T) {
 		{"conversion without spoke", webhook("--group", "shop", "--version", "v1", "--kind", "Order", "--conversion"), "--conversion needs --spoke: the versions of Order other than the hub v1", 2},
 		{"spoke is the hub", webhook("--group", "shop", "--version", "v1", "--kind", "Order", "--conversion", "--spoke", "v1"), "--spoke v1 is the hub (--version)", 2},
 		{"bad spoke", webhook("--group", "shop", "--version", "v1", "--kind", "Order", "--conversion", "--spoke", "1"), `--spoke "1": version "1" is invalid`, 2},
-		{"built-in group", webhook("--group", "apps", "--version", "v1", "--kind", "Deployment", "--validation"), `group "apps" is a built-in Kubernetes API group`, 2},
+		{"built-in kind unknown", webhook("--group", "apps", "--version", "v1", "--kind", "Deploymnt", "--validation"), `apps/v1 has no kind "Deploymnt"; its kinds are: ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet`, 2},
 		{"no such API", webhook("--group", "shop", "--version", "v1", "--kind", "Cart", "--validation"), "the project has no API shop.example.com/v1 Cart: create it first with converge create api --group shop --version v1 --kind Cart", 1},
 		{"no such version", webhook("--group", "shop", "--version", "v2", "--kind", "Order", "--validation"), "the project has no API shop.example.com/v2 Order: create it first with converge create api --group shop --version v2 --kind Order (the project has Order at v1alpha1, v1)", 1},
 		{"other group", webhook("--group", "sales", "--version", "v1", "--kind", "Order", "--validation"), "kind Order is in group shop.example.com, not sales.example.com", 1},
