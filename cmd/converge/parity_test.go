@@ -146,3 +146,82 @@ func TestBuiltinWebhooksBuild(t *testing.T) {
 		t.Errorf("webhooks of built-in kinds made an api folder: %v", err)
 	}
 }
+
+// The same kind in two groups (ship's Frigate, then sea's): each has its
+// own API package, CRD, sample and import alias, and the second one's
+// controller, files, roles and Go identifiers take the group's name
+// (SeaFrigate), so both build in internal/controller. A third kind whose
+// name is that controller's is refused.
+func TestSameKindInTwoGroups(t *testing.T) {
+	dir := scaffoldFast(t) // a Deployment controller, an Order API
+	mustConverge(t, "create", "api", "--group", "ship", "--version", "v1", "--kind", "Frigate", "--dir", dir, "--skip-generate")
+	out := mustConverge(t, "create", "api", "--group", "sea", "--version", "v1", "--kind", "Frigate", "--dir", dir, "--skip-generate")
+	mustContain(t, "create api of sea's Frigate output lacks", out,
+		"create     api/sea/v1/frigate_types.go",
+		"create     config/samples/sea_v1_frigate.yaml",
+		"create     internal/controller/seafrigate_controller.go",
+		"create     internal/controller/seafrigate_controller_test.go",
+		"create     internal/controller/seafrigate_controller_unit_test.go",
+		"create     config/rbac/seafrigate_admin_role.yaml",
+		"internal/controller/seafrigate_controller.go (Desired)")
+	mustContain(t, "seafrigate_controller.go lacks", readFile(t, dir, "internal/controller/seafrigate_controller.go"),
+		`seav1 "example.com/team/op/api/sea/v1"`,
+		"func SetupSeaFrigateController(mgr *framework.Manager) error {",
+		`framework.NewController[*seav1.Frigate](mgr, "seafrigate", framework.ControllerOptions{})`,
+		"type SeaFrigateReconciler struct{}",
+		"+kubebuilder:rbac:groups=sea.example.com,resources=frigates,verbs=get;list;watch")
+	mustContain(t, "frigate_controller.go lacks", readFile(t, dir, "internal/controller/frigate_controller.go"),
+		`shipv1 "example.com/team/op/api/ship/v1"`, "func SetupFrigateController(", "type FrigateReconciler struct{}")
+	mustContain(t, "the unit test lacks", readFile(t, dir, "internal/controller/seafrigate_controller_unit_test.go"), "func TestSeaFrigateControllerOnFakeAPIServer(t *testing.T) {", "controller.SetupSeaFrigateController(mgr)")
+	mustContain(t, "controllers.go lacks", readFile(t, dir, "internal/controller/controllers.go"),
+		"SetupFrigateController,", "SetupSeaFrigateController,", "shipv1.AddToScheme,", "seav1.AddToScheme,")
+	mustContain(t, "the role lacks", readFile(t, dir, "config/rbac/seafrigate_admin_role.yaml"), "name: seafrigate-admin-role", "  - sea.example.com\n")
+	mustContain(t, "config/rbac/kustomization.yaml lacks", readFile(t, dir, "config/rbac/kustomization.yaml"), "- frigate_admin_role.yaml", "- seafrigate_admin_role.yaml")
+	mustContain(t, "config/crd/kustomization.yaml lacks", readFile(t, dir, "config/crd/kustomization.yaml"), "- bases/ship.example.com_frigates.yaml", "- bases/sea.example.com_frigates.yaml")
+	mustContain(t, "config/samples/kustomization.yaml lacks", readFile(t, dir, "config/samples/kustomization.yaml"), "- ship_v1_frigate.yaml", "- sea_v1_frigate.yaml")
+
+	// Re-running either changes nothing: each keeps its names.
+	before := snapshot(t, dir)
+	for _, group := range []string{"ship", "sea"} {
+		out := mustConverge(t, "create", "api", "--group", group, "--version", "v1", "--kind", "Frigate", "--dir", dir, "--skip-generate")
+		if !strings.Contains(out, " 0 created, 0 updated, 0 overwritten, ") {
+			t.Errorf("re-running create api of %s's Frigate changed files:\n%s", group, out)
+		}
+	}
+	if after := snapshot(t, dir); len(after) != len(before) {
+		t.Errorf("a re-run changed the number of files from %d to %d", len(before), len(after))
+	}
+	// A second version of sea's Frigate is types only, under its group.
+	out = mustConverge(t, "create", "api", "--group", "sea", "--version", "v2", "--kind", "Frigate", "--dir", dir, "--skip-generate")
+	if !strings.Contains(out, "create     api/sea/v2/frigate_types.go") || strings.Contains(out, "_controller") {
+		t.Errorf("create api of a second version of sea's Frigate:\n%s", out)
+	}
+	// A webhook names the group of its kind.
+	expectRefused(t, dir, t.TempDir(), []string{"create", "webhook", "--group", "navy", "--version", "v1", "--kind", "Frigate", "--defaulting", "--dir", dir},
+		"kind Frigate is in group ship.example.com and sea.example.com, not navy.example.com", 1)
+	expectRefused(t, dir, t.TempDir(), []string{"create", "api", "--group", "fleet", "--version", "v1", "--kind", "SeaFrigate", "--dir", dir},
+		"kind SeaFrigate of group fleet.example.com would name its controller SeaFrigate, as kind Frigate (sea.example.com/v1) does", 1)
+	// A built-in kind's name taken by an API: the API's controller takes its group's name.
+	out = mustConverge(t, "create", "api", "--group", "shop", "--version", "v1", "--kind", "Deployment", "--dir", dir, "--skip-generate")
+	mustContain(t, "create api of shop's Deployment output lacks", out, "create     internal/controller/shopdeployment_controller.go")
+}
+
+// A project with the same kind in two groups, and another group's kind
+// named as a built-in one, builds and vets, and controller-gen writes a CRD
+// for each Frigate. go test -short skips it.
+func TestSameKindInTwoGroupsBuilds(t *testing.T) {
+	dir := buildProject(t,
+		[]string{"api", "--group", "ship", "--version", "v1", "--kind", "Frigate"},
+		[]string{"api", "--group", "sea", "--version", "v1", "--kind", "Frigate"},
+		[]string{"controller", "--group", "apps", "--version", "v1", "--kind", "Deployment"},
+		[]string{"api", "--group", "shop", "--version", "v1alpha1", "--kind", "Deployment"},
+	)
+	for _, f := range []string{"config/crd/bases/ship.example.com_frigates.yaml", "config/crd/bases/sea.example.com_frigates.yaml", "config/crd/bases/shop.example.com_deployments.yaml"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("controller-gen did not write %s: %v", f, err)
+		}
+	}
+	mustContain(t, "config/rbac/role.yaml lacks", readFile(t, dir, "config/rbac/role.yaml"), "- sea.example.com\n", "- ship.example.com\n")
+	out := goCmd(t, dir, "test", "-count=1", "-run", "ControllerOnFakeAPIServer", "-v", "./internal/controller/")
+	mustContain(t, "the unit tests", out, "--- PASS: TestFrigateControllerOnFakeAPIServer", "--- PASS: TestSeaFrigateControllerOnFakeAPIServer", "--- PASS: TestShopDeploymentControllerOnFakeAPIServer", "--- PASS: TestDeploymentControllerOnFakeAPIServer")
+}

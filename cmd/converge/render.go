@@ -113,7 +113,7 @@ func (d templateData) Conversions() []Resource {
 	var out []Resource
 	for _, w := range d.Webhooks {
 		if w.Conversion {
-			r, _ := d.resourceAt(w.Kind, w.Version)
+			r, _ := d.resourceAt(w.Group, w.Kind, w.Version)
 			out = append(out, r)
 		}
 	}
@@ -192,7 +192,7 @@ var funcs = template.FuncMap{
 	// the example controller's ConfigMap for an object objectMeta made.
 	"childNamespace": func(r Resource) string {
 		if r.ClusterScoped {
-			return "controller." + r.Kind + "ChildNamespace"
+			return "controller." + r.Ident() + "ChildNamespace"
 		}
 		return "ns"
 	},
@@ -285,9 +285,9 @@ var projectFiles = []fileSpec{
 
 // builtinFiles are rendered per controller of a built-in kind.
 var builtinFiles = []fileSpec{
-	{tmpl: "builtin/controller.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller.go"},
-	{tmpl: "builtin/controller_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_test.go"},
-	{tmpl: "builtin/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_unit_test.go"},
+	{tmpl: "builtin/controller.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller.go"},
+	{tmpl: "builtin/controller_test.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller_test.go"},
+	{tmpl: "builtin/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller_unit_test.go"},
 }
 
 // apiFiles are rendered per new API kind and version.
@@ -298,12 +298,12 @@ var apiFiles = []fileSpec{
 
 // apiControllerFiles are rendered per new API kind, at its first version.
 var apiControllerFiles = []fileSpec{
-	{tmpl: "api/controller.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller.go"},
-	{tmpl: "api/controller_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_test.go"},
-	{tmpl: "api/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_unit_test.go"},
-	{tmpl: "api/rbac/admin_role.yaml.tmpl", out: "config/rbac/{{.R.Lower}}_admin_role.yaml"},
-	{tmpl: "api/rbac/editor_role.yaml.tmpl", out: "config/rbac/{{.R.Lower}}_editor_role.yaml"},
-	{tmpl: "api/rbac/viewer_role.yaml.tmpl", out: "config/rbac/{{.R.Lower}}_viewer_role.yaml"},
+	{tmpl: "api/controller.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller.go"},
+	{tmpl: "api/controller_test.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller_test.go"},
+	{tmpl: "api/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller_unit_test.go"},
+	{tmpl: "api/rbac/admin_role.yaml.tmpl", out: "config/rbac/{{.R.IdentLower}}_admin_role.yaml"},
+	{tmpl: "api/rbac/editor_role.yaml.tmpl", out: "config/rbac/{{.R.IdentLower}}_editor_role.yaml"},
+	{tmpl: "api/rbac/viewer_role.yaml.tmpl", out: "config/rbac/{{.R.IdentLower}}_viewer_role.yaml"},
 }
 
 // webhookProjectFiles are rendered once the project has a webhook: what
@@ -412,9 +412,9 @@ func render(p Project) ([]File, error) {
 			}
 			continue
 		}
-		d.R, _ = p.resourceAt(w.Kind, w.Version)
+		d.R, _ = p.resourceAt(w.Group, w.Kind, w.Version)
 		for _, v := range w.Spokes {
-			spoke, _ := p.resourceAt(w.Kind, v)
+			spoke, _ := p.resourceAt(w.Group, w.Kind, v)
 			d.Spokes = append(d.Spokes, spoke)
 		}
 		if err := add(webhookFiles, d); err != nil {

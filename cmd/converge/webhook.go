@@ -71,10 +71,10 @@ func (p Project) hasWebhooks(part func(Webhook) bool) bool {
 	return slices.ContainsFunc(p.Webhooks, part)
 }
 
-// resourceAt returns the project's own API resource kind at version.
-func (p Project) resourceAt(kind, version string) (Resource, bool) {
+// resourceAt returns the project's own API resource of group, kind at version.
+func (p Project) resourceAt(group, kind, version string) (Resource, bool) {
 	for _, r := range p.Resources {
-		if r.Kind == kind && r.Version == version && !r.Builtin {
+		if r.Kind == kind && r.Version == version && r.Group == group && !r.Builtin {
 			return r, true
 		}
 	}
@@ -233,17 +233,25 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 	if w.Group, err = ValidateAPIGroup(group, p.Domain); err != nil {
 		return usageError{err.Error()}
 	}
-	if _, ok := p.resourceAt(w.Kind, w.Version); !ok {
-		return fmt.Errorf("the project has no API %s/%s %s: create it first with converge create api --group %s --version %s --kind %s%s",
-			w.Group, w.Version, w.Kind, group, w.Version, w.Kind, versionsHint(p, w.Kind))
+	if p.findResource(w.Group, w.Kind) < 0 {
+		var groups []string
+		for _, r := range p.Resources {
+			if r.Kind == w.Kind && !r.Builtin && !slices.Contains(groups, r.Group) {
+				groups = append(groups, r.Group)
+			}
+		}
+		if len(groups) > 0 {
+			return fmt.Errorf("kind %s is in group %s, not %s", w.Kind, strings.Join(groups, " and "), w.Group)
+		}
 	}
-	if r := p.Resources[p.findResource(w.Kind)]; r.Group != w.Group {
-		return fmt.Errorf("kind %s is in group %s, not %s", w.Kind, r.Group, w.Group)
+	if _, ok := p.resourceAt(w.Group, w.Kind, w.Version); !ok {
+		return fmt.Errorf("the project has no API %s/%s %s: create it first with converge create api --group %s --version %s --kind %s%s",
+			w.Group, w.Version, w.Kind, group, w.Version, w.Kind, versionsHint(p, w.Group, w.Kind))
 	}
 	for _, s := range w.Spokes {
-		if _, ok := p.resourceAt(w.Kind, s); !ok {
+		if _, ok := p.resourceAt(w.Group, w.Kind, s); !ok {
 			return fmt.Errorf("--spoke %s: the project has no API %s/%s %s: create it first with converge create api --group %s --version %s --kind %s%s",
-				s, w.Group, s, w.Kind, group, s, w.Kind, versionsHint(p, w.Kind))
+				s, w.Group, s, w.Kind, group, s, w.Kind, versionsHint(p, w.Group, w.Kind))
 		}
 	}
 	if err := p.addWebhook(w); err != nil {
@@ -287,7 +295,7 @@ func runCreateBuiltinWebhook(ctx context.Context, u *ui, c commonFlags, dir stri
 	p := m.Project
 	w.Group, w.Builtin = r.Group, true
 	for _, own := range p.Resources {
-		if own.Kind == w.Kind && own.Version == w.Version && !own.Builtin {
+		if own.Kind == w.Kind && own.Version == w.Version && !own.Builtin && own.Controller == "" {
 			return fmt.Errorf("the project's API %s/%s has a kind %s too: their webhooks would share %s/%s_webhook.go", own.Group, own.Version, w.Kind, w.Package(), strings.ToLower(w.Kind))
 		}
 	}
@@ -311,9 +319,9 @@ func runCreateBuiltinWebhook(ctx context.Context, u *ui, c commonFlags, dir stri
 	return nil
 }
 
-// versionsHint lists the versions of kind, for an error message.
-func versionsHint(p Project, kind string) string {
-	v := p.Versions(kind)
+// versionsHint lists the versions of group's kind, for an error message.
+func versionsHint(p Project, group, kind string) string {
+	v := p.Versions(group, kind)
 	if len(v) == 0 {
 		return ""
 	}
