@@ -204,18 +204,41 @@ func TestSameKindInTwoGroups(t *testing.T) {
 	// A built-in kind's name taken by an API: the API's controller takes its group's name.
 	out = mustConverge(t, "create", "api", "--group", "shop", "--version", "v1", "--kind", "Deployment", "--dir", dir, "--skip-generate")
 	mustContain(t, "create api of shop's Deployment output lacks", out, "create     internal/controller/shopdeployment_controller.go")
+
+	// Webhooks of both Frigates at v1 share the package internal/webhook/v1,
+	// each with its own file and names.
+	for _, group := range []string{"ship", "sea"} {
+		mustConverge(t, "create", "webhook", "--group", group, "--version", "v1", "--kind", "Frigate", "--defaulting", "--validation", "--dir", dir, "--skip-generate")
+	}
+	mustContain(t, "frigate_webhook.go lacks", readFile(t, dir, "internal/webhook/v1/frigate_webhook.go"),
+		"func SetupFrigateWebhook(", "framework.WebhookOptions[*shipv1.Frigate]", "name=mfrigate-v1.ship.example.com")
+	mustContain(t, "seafrigate_webhook.go lacks", readFile(t, dir, "internal/webhook/v1/seafrigate_webhook.go"),
+		"func SetupSeaFrigateWebhook(", "type SeaFrigateDefaulter struct{}", "framework.WebhookOptions[*seav1.Frigate]", "path=/mutate-sea-example-com-v1-frigate", "name=vfrigate-v1.sea.example.com")
+	mustContain(t, "the sea Frigate's webhook spec lacks", readFile(t, dir, "internal/controller/seafrigate_v1_webhook_test.go"), "webhookv1.DefaultSeaFrigateMessage", `admission webhook "vfrigate-v1.sea.example.com" denied the request`)
+	mustContain(t, "main.go lacks", readFile(t, dir, "main.go"), "webhookv1.SetupFrigateWebhook(mgr)", "webhookv1.SetupSeaFrigateWebhook(mgr)")
+	// The built-in Deployment's webhook and shop's Deployment's, both at v1.
+	mustConverge(t, "create", "webhook", "--group", "apps", "--version", "v1", "--kind", "Deployment", "--defaulting", "--dir", dir, "--skip-generate")
+	mustConverge(t, "create", "webhook", "--group", "shop", "--version", "v1", "--kind", "Deployment", "--defaulting", "--dir", dir, "--skip-generate")
+	mustContain(t, "main.go lacks", readFile(t, dir, "main.go"), "webhookv1.SetupDeploymentWebhook(mgr)", "webhookv1.SetupShopDeploymentWebhook(mgr)")
 }
 
 // A project with the same kind in two groups, and another group's kind
-// named as a built-in one, builds and vets, and controller-gen writes a CRD
-// for each Frigate. go test -short skips it.
+// named as a built-in one, each with webhooks at the same version, builds
+// and vets, and controller-gen writes a CRD for each Frigate and every
+// webhook's configuration. go test -short skips it.
 func TestSameKindInTwoGroupsBuilds(t *testing.T) {
 	dir := buildProject(t,
 		[]string{"api", "--group", "ship", "--version", "v1", "--kind", "Frigate"},
 		[]string{"api", "--group", "sea", "--version", "v1", "--kind", "Frigate"},
 		[]string{"controller", "--group", "apps", "--version", "v1", "--kind", "Deployment"},
-		[]string{"api", "--group", "shop", "--version", "v1alpha1", "--kind", "Deployment"},
+		[]string{"api", "--group", "shop", "--version", "v1", "--kind", "Deployment"},
+		[]string{"webhook", "--group", "ship", "--version", "v1", "--kind", "Frigate", "--defaulting", "--validation"},
+		[]string{"webhook", "--group", "sea", "--version", "v1", "--kind", "Frigate", "--defaulting", "--validation"},
+		[]string{"webhook", "--group", "apps", "--version", "v1", "--kind", "Deployment", "--validation"},
+		[]string{"webhook", "--group", "shop", "--version", "v1", "--kind", "Deployment", "--validation"},
 	)
+	mustContain(t, "config/webhook/manifests.yaml lacks", readFile(t, dir, "config/webhook/manifests.yaml"),
+		"path: /mutate-ship-example-com-v1-frigate", "path: /mutate-sea-example-com-v1-frigate", "path: /validate-apps-v1-deployment", "path: /validate-shop-example-com-v1-deployment")
 	for _, f := range []string{"config/crd/bases/ship.example.com_frigates.yaml", "config/crd/bases/sea.example.com_frigates.yaml", "config/crd/bases/shop.example.com_deployments.yaml"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("controller-gen did not write %s: %v", f, err)

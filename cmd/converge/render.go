@@ -321,14 +321,14 @@ var webhookProjectFiles = []fileSpec{
 
 // webhookFiles are rendered per webhook (a kind at a version).
 var webhookFiles = []fileSpec{
-	{tmpl: "webhook/webhook.go.tmpl", out: "{{.W.Package}}/{{.R.Lower}}_webhook.go"},
-	{tmpl: "webhook/webhook_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_{{.R.Version}}_webhook_test.go"},
+	{tmpl: "webhook/webhook.go.tmpl", out: "{{.W.Package}}/{{.W.IdentLower}}_webhook.go"},
+	{tmpl: "webhook/webhook_test.go.tmpl", out: "internal/controller/{{.W.IdentLower}}_{{.R.Version}}_webhook_test.go"},
 }
 
 // builtinWebhookFiles are rendered per webhook of a built-in kind.
 var builtinWebhookFiles = []fileSpec{
-	{tmpl: "webhook/builtin_webhook.go.tmpl", out: "{{.W.Package}}/{{.R.Lower}}_webhook.go"},
-	{tmpl: "webhook/builtin_webhook_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_{{.R.Version}}_webhook_test.go"},
+	{tmpl: "webhook/builtin_webhook.go.tmpl", out: "{{.W.Package}}/{{.W.IdentLower}}_webhook.go"},
+	{tmpl: "webhook/builtin_webhook_test.go.tmpl", out: "internal/controller/{{.W.IdentLower}}_{{.R.Version}}_webhook_test.go"},
 }
 
 // hubFiles are rendered per conversion webhook, in the hub's API package.

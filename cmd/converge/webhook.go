@@ -27,7 +27,22 @@ type Webhook struct {
 	// Builtin is set for a kind of k8s.io/api (Group "" is core): its
 	// webhooks use the k8s.io/api type, and the project has no API for it.
 	Builtin bool `json:"builtin,omitempty"`
+	// Controller is the kind's Resource.Controller: the name of its Go
+	// identifiers and files when another group's kind has the kind's name.
+	Controller string `json:"controller,omitempty"`
 }
+
+// Ident starts the webhook's Go identifiers (SetupIdentWebhook,
+// IdentDefaulter): the kind, unless Controller says.
+func (w Webhook) Ident() string {
+	if w.Controller != "" {
+		return w.Controller
+	}
+	return w.Kind
+}
+
+// IdentLower is Ident in lower case: the prefix of the webhook's files.
+func (w Webhook) IdentLower() string { return strings.ToLower(w.Ident()) }
 
 // Admission reports whether the webhook has a mutating or validating part.
 func (w Webhook) Admission() bool { return w.Defaulting || w.Validation }
@@ -87,10 +102,10 @@ func (p Project) resourceAt(group, kind, version string) (Resource, bool) {
 // there, and a second registration would fail when the manager starts.
 func (p *Project) addWebhook(w Webhook) error {
 	for _, other := range p.Webhooks {
-		if other.Kind == w.Kind && other.Version == w.Version && other.Group != w.Group {
-			return fmt.Errorf("kind %s at %s already has webhooks in group %s (%s/%s_webhook.go): one kind and version per webhook package", w.Kind, w.Version, displayGroup(other.Group), other.Package(), strings.ToLower(w.Kind))
+		if other.IdentLower() == w.IdentLower() && other.Version == w.Version && other.Group != w.Group {
+			return fmt.Errorf("kind %s of group %s at %s already has webhooks in %s/%s_webhook.go: the webhooks of %s %s would go there too", other.Kind, displayGroup(other.Group), w.Version, other.Package(), other.IdentLower(), displayGroup(w.Group), w.Kind)
 		}
-		if other.Kind == w.Kind && other.Conversion && w.Conversion {
+		if other.Kind == w.Kind && other.Group == w.Group && other.Conversion && w.Conversion {
 			return fmt.Errorf("kind %s already has a conversion webhook (hub %s, spokes %s): converge create webhook --conversion runs once per kind; convert a new version by hand in api/.../%s_conversion.go",
 				w.Kind, other.Version, strings.Join(other.Spokes, ", "), strings.ToLower(w.Kind))
 		}
@@ -108,7 +123,7 @@ func (p *Project) addWebhook(w Webhook) error {
 		}
 		if len(parts) > 0 {
 			return fmt.Errorf("%s %s/%s already has %s webhook (%s/%s_webhook.go): drop %s",
-				w.Kind, displayGroup(w.Group), w.Version, strings.Join(parts, " and "), other.Package(), strings.ToLower(w.Kind), strings.Join(flags, " and "))
+				w.Kind, displayGroup(w.Group), w.Version, strings.Join(parts, " and "), other.Package(), other.IdentLower(), strings.Join(flags, " and "))
 		}
 		merged := other
 		merged.Defaulting = merged.Defaulting || w.Defaulting
@@ -244,7 +259,9 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 			return fmt.Errorf("kind %s is in group %s, not %s", w.Kind, strings.Join(groups, " and "), w.Group)
 		}
 	}
-	if _, ok := p.resourceAt(w.Group, w.Kind, w.Version); !ok {
+	if r, ok := p.resourceAt(w.Group, w.Kind, w.Version); ok {
+		w.Controller = r.Controller
+	} else {
 		return fmt.Errorf("the project has no API %s/%s %s: create it first with converge create api --group %s --version %s --kind %s%s",
 			w.Group, w.Version, w.Kind, group, w.Version, w.Kind, versionsHint(p, w.Group, w.Kind))
 	}
@@ -264,13 +281,13 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 	}
 	printNextSteps(u, dir)
 	if slices.Contains(kept, "main.go") {
-		u.printf("  main.go is yours (kept): call %s.Setup%sWebhook(mgr) in it, importing %s/%s\n", w.Alias(), w.Kind, p.Module, w.Package())
+		u.printf("  main.go is yours (kept): call %s.Setup%sWebhook(mgr) in it, importing %s/%s\n", w.Alias(), w.Ident(), p.Module, w.Package())
 	}
 	if slices.Contains(kept, "internal/controller/suite_test.go") {
 		u.printf("  internal/controller/suite_test.go is yours (kept): its BeforeSuite must install and serve the webhook, or the webhook specs fail (see below to get converge's version)\n")
 	}
 	if w.Admission() {
-		u.printf("  edit %s/%s_webhook.go: replace the example rules on spec.message with yours\n", w.Package(), strings.ToLower(w.Kind))
+		u.printf("  edit %s/%s_webhook.go: replace the example rules on spec.message with yours\n", w.Package(), w.IdentLower())
 	}
 	if w.Conversion {
 		u.printf("  edit api/%s/<spoke>/%s_conversion.go when a version's fields change\n", firstLabel(w.Group), strings.ToLower(w.Kind))
@@ -294,9 +311,15 @@ func runCreateBuiltinWebhook(ctx context.Context, u *ui, c commonFlags, dir stri
 	}
 	p := m.Project
 	w.Group, w.Builtin = r.Group, true
-	for _, own := range p.Resources {
-		if own.Kind == w.Kind && own.Version == w.Version && !own.Builtin && own.Controller == "" {
-			return fmt.Errorf("the project's API %s/%s has a kind %s too: their webhooks would share %s/%s_webhook.go", own.Group, own.Version, w.Kind, w.Package(), strings.ToLower(w.Kind))
+	// The webhook's names are those of the kind's controller, if the
+	// project has one; else the kind's, unless another group's kind has them.
+	if i := p.findResource(r.Group, r.Kind); i >= 0 {
+		w.Controller = p.Resources[i].Controller
+	} else {
+		for _, own := range p.Resources {
+			if own.Kind == w.Kind && own.Controller == "" {
+				w.Controller = groupIdent(r.Group) + r.Kind
+			}
 		}
 	}
 	if err := p.addWebhook(w); err != nil {
@@ -309,9 +332,9 @@ func runCreateBuiltinWebhook(ctx context.Context, u *ui, c commonFlags, dir stri
 	}
 	printNextSteps(u, dir)
 	if slices.Contains(kept, "main.go") {
-		u.printf("  main.go is yours (kept): call %s.Setup%sWebhook(mgr) in it, importing %s/%s\n", w.Alias(), w.Kind, p.Module, w.Package())
+		u.printf("  main.go is yours (kept): call %s.Setup%sWebhook(mgr) in it, importing %s/%s\n", w.Alias(), w.Ident(), p.Module, w.Package())
 	}
-	u.printf("  edit %s/%s_webhook.go: replace the example rules on the %s annotation with yours\n", w.Package(), strings.ToLower(w.Kind), p.Domain+"/message")
+	u.printf("  edit %s/%s_webhook.go: replace the example rules on the %s annotation with yours\n", w.Package(), w.IdentLower(), p.Domain+"/message")
 	u.printf("  the API server sends the webhooks every %s of the cluster: limit them with a namespaceSelector (config/webhook) before make deploy\n", w.Kind)
 	u.printf("  make test   # regenerates config/webhook/manifests.yaml, then runs the webhook specs on a real control plane\n")
 	u.printf("  make deploy needs cert-manager in the cluster: it issues the webhook server's certificate (config/certmanager)\n")
