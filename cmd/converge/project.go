@@ -19,8 +19,12 @@ const manifestPath = ".converge/scaffold.json"
 // manifestVersion is the format of the manifest; a newer one is refused.
 // Format 2 added webhooks and several versions of a kind, which a converge
 // that knows only format 1 would drop when it rewrites the manifest; it
-// reads format 1 as it is.
-const manifestVersion = 2
+// reads format 1 as it is. Format 3 added cluster-scoped kinds, webhooks
+// of built-in kinds and the controller names of a kind in two groups
+// (Resource.ClusterScoped, Webhook.Builtin, Resource.Controller), which a
+// converge that knows format 2 would drop, and so render a kind namespaced
+// or a webhook for an API the project does not have.
+const manifestVersion = 3
 
 // Project is what converge knows about a project: enough to render every
 // file it generates. It is stored in the manifest.
