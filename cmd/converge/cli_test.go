@@ -194,7 +194,7 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	_, out, _ = converge(t, "create", "api", "--help")
-	for _, flag := range []string{"--group", "--version", "--kind", "--plural", "--dir", "--force", "--skip-generate", "Example"} {
+	for _, flag := range []string{"--group", "--version", "--kind", "--plural", "--namespaced", "--dir", "--force", "--skip-generate", "Example"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("create api --help does not mention %s:\n%s", flag, out)
 		}
