@@ -51,6 +51,7 @@ func TestScaffoldBuildsAndPasses(t *testing.T) {
 	step("converge create api (Customer)", func() {
 		mustConverge(t, "create", "api", "--group", "shop", "--version", "v1alpha1", "--kind", "Customer", "--dir", dir, "--skip-generate")
 	})
+	// sales's Order comes first: shop's, created next, has the controller ShopOrder.
 	step("converge create api (Tenant, cluster-scoped; sales's Order)", func() {
 		mustConverge(t, "create", "api", "--group", "tenancy", "--version", "v1alpha1", "--kind", "Tenant", "--namespaced=false", "--dir", dir, "--skip-generate")
 		mustConverge(t, "create", "api", "--group", "sales", "--version", "v1alpha1", "--kind", "Order", "--dir", dir, "--skip-generate")
@@ -91,7 +92,7 @@ func TestScaffoldBuildsAndPasses(t *testing.T) {
 		// The unit tests on framework/fake: every controller's passed, but
 		// that of the kind without a sample, which is skipped.
 		want := []string{"--- PASS: TestCustomerControllerOnFakeAPIServer", "--- PASS: TestOrderControllerOnFakeAPIServer", "--- SKIP: TestStorageClassControllerOnFakeAPIServer",
-			"--- PASS: TestTenantControllerOnFakeAPIServer", "--- PASS: TestSalesOrderControllerOnFakeAPIServer"}
+			"--- PASS: TestTenantControllerOnFakeAPIServer", "--- PASS: TestShopOrderControllerOnFakeAPIServer"}
 		for k := range samples {
 			want = append(want, "--- PASS: Test"+k[strings.LastIndex(k, "/")+1:]+"ControllerOnFakeAPIServer")
 		}
