@@ -73,7 +73,7 @@ func TestClusterScopedAPIBuilds(t *testing.T) {
 // create webhook for a built-in kind, as kubebuilder's create webhook --group
 // core --version v1 --kind Pod: no API is generated, the webhook uses the
 // k8s.io/api type, and its markers name the kind's own group ("" for core)
-// and the paths framework.NewWebhook serves.
+// and the paths framework.AddWebhook serves.
 func TestCreateBuiltinWebhook(t *testing.T) {
 	dir := scaffoldFast(t) // a Deployment controller, an Order API
 	out := mustConverge(t, "create", "webhook", "--group", "core", "--version", "v1", "--kind", "Pod", "--defaulting", "--dir", dir, "--skip-generate")
@@ -88,7 +88,7 @@ func TestCreateBuiltinWebhook(t *testing.T) {
 	pod := readFile(t, dir, "internal/webhook/v1/pod_webhook.go")
 	mustContain(t, "pod_webhook.go lacks", pod,
 		`corev1 "k8s.io/api/core/v1"`,
-		"framework.NewWebhook(mgr, framework.WebhookOptions[*corev1.Pod]{",
+		"framework.AddWebhook(mgr, framework.WebhookOptions[*corev1.Pod]{",
 		"// +kubebuilder:webhook:path=/mutate--v1-pod,mutating=true,failurePolicy=fail,sideEffects=None,groups=\"\",resources=pods,verbs=create;update,versions=v1,name=mpod-v1.core.example.com,",
 		`"values":["op-system","kube-system"]`,
 		"func (PodDefaulter) Default(ctx context.Context, pod *corev1.Pod) error {")
@@ -167,7 +167,7 @@ func TestSameKindInTwoGroups(t *testing.T) {
 	mustContain(t, "seafrigate_controller.go lacks", readFile(t, dir, "internal/controller/seafrigate_controller.go"),
 		`seav1 "example.com/team/op/api/sea/v1"`,
 		"func SetupSeaFrigateController(mgr *framework.Manager) error {",
-		`framework.NewController[*seav1.Frigate](mgr, "seafrigate", framework.ControllerOptions{})`,
+		`framework.NewBuilder[*seav1.Frigate](mgr, "seafrigate", framework.ControllerOptions{})`,
 		"type SeaFrigateReconciler struct{}",
 		"+kubebuilder:rbac:groups=sea.example.com,resources=frigates,verbs=get;list;watch")
 	mustContain(t, "frigate_controller.go lacks", readFile(t, dir, "internal/controller/frigate_controller.go"),

@@ -39,7 +39,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, d *appsv1.Deployment) (recon
 
 func SetupWithManager(mgr *framework.Manager) error {
 	r := &Reconciler{client: mgr.Client(), scheme: mgr.Scheme()}
-	return framework.NewController[*appsv1.Deployment](mgr, "replicas", framework.ControllerOptions{}).
+	return framework.NewBuilder[*appsv1.Deployment](mgr, "replicas", framework.ControllerOptions{}).
 		Owns(&corev1.ConfigMap{}).
 		Complete(r)
 }
