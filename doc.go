@@ -80,5 +80,7 @@
 // Commands examples/podlogger, examples/podphases, examples/staticsite and
 // examples/webapp are complete controllers: a typed reconciler logging
 // pods, the README's controller, a declarative controller for a custom
-// resource, and one whose children are applied in order.
+// resource, and one whose children are applied in order. Package
+// examples/replicas is the README's controller-runtime controller,
+// converted.
 package converge

@@ -171,6 +171,16 @@ A GROUP without a dot gets the project's domain: --group shop becomes
 shop.<domain>. Built-in groups (apps, batch, ...) and groups ending in k8s.io
 or kubernetes.io are refused: use converge create controller for built-in kinds.
 
+A KIND another group of the project has already (a Frigate in groups ship
+and sea, or an API kind named as a built-in one) gets its own API package,
+CRD and sample; its controller, files, roles and Go identifiers start with
+its group's name (SeaFrigate: internal/controller/seafrigate_controller.go,
+SetupSeaFrigateController), so both live in internal/controller.
+
+--namespaced=false makes the kind cluster-scoped, as with kubebuilder: its
+CRD has scope Cluster, its sample and specs name no namespace, and the
+example controller writes its ConfigMap in namespace default.
+
 For a KIND the project has, another VERSION adds that version of the API:
 its types and sample only. The controller stays on the first version, which
 is also the one the CRD stores; converge create webhook --conversion converts
@@ -179,6 +189,7 @@ between them.
 Examples:
   converge create api --group shop --version v1alpha1 --kind Order
   converge create api --group shop --version v1 --kind Order   # a second version
+  converge create api --group tenancy --version v1alpha1 --kind Tenant --namespaced=false   # cluster-scoped
 `,
 	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
 		var c commonFlags
@@ -187,9 +198,12 @@ Examples:
 		version := fs.String("version", "", "the API `VERSION`: v1, v1alpha1, v2beta3 (required)")
 		kind := fs.String("kind", "", "the `KIND`, UpperCamelCase: Order (required)")
 		plural := fs.String("plural", "", "the resource name, `PLURAL` (default: the lower-case kind made plural, e.g. orders)")
+		namespaced := fs.Bool("namespaced", true, "whether the kind's objects live in a namespace; --namespaced=false makes a cluster-scoped kind (CRD scope Cluster)")
 		return func(ctx context.Context, u *ui) error {
 			return runCreate(ctx, u, c, func(p Project) (Resource, error) {
-				return newAPIResource(p, *group, *version, *kind, *plural)
+				r, err := newAPIResource(p, *group, *version, *kind, *plural)
+				r.ClusterScoped = !*namespaced
+				return r, err
 			})
 		}
 	},
@@ -295,6 +309,11 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 	if err != nil {
 		return err
 	}
+	for _, stored := range p.Resources {
+		if stored.Group == r.Group && stored.Kind == r.Kind {
+			r.Controller = stored.Controller // what addResource named its controller
+		}
+	}
 	what := "controller for built-in kind"
 	if !r.Builtin {
 		what = "API"
@@ -310,12 +329,12 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 	}
 	printNextSteps(u, dir)
 	if r.Builtin {
-		u.printf("  edit internal/controller/%s_controller.go: Reconcile, and an RBAC marker for each write\n", r.Lower())
+		u.printf("  edit internal/controller/%s_controller.go: Reconcile, and an RBAC marker for each write\n", r.IdentLower())
 		u.printf("  make test   # regenerates config/rbac/role.yaml, then runs the specs with exactly those permissions\n")
-	} else if first := p.Resources[p.findResource(r.Kind)]; first.Version != r.Version {
+	} else if first := p.Resources[p.findResource(r.Group, r.Kind)]; first.Version != r.Version {
 		u.printf("  edit %s/%s_types.go: version %s of %s (its controller stays on %s, the CRD's storage version)\n", r.APIDir(), r.Lower(), r.Version, r.Kind, first.Version)
 		var spokes []string
-		for _, v := range p.Versions(r.Kind) {
+		for _, v := range p.Versions(r.Group, r.Kind) {
 			if v != r.Version {
 				spokes = append(spokes, v)
 			}
@@ -323,7 +342,7 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 		u.printf("  converge create webhook --group %s --version %s --kind %s --conversion --spoke %s   # convert between the versions, through the newest (the hub)\n", r.Group, r.Version, r.Kind, strings.Join(spokes, ","))
 		u.printf("  make test   # regenerates deepcopy and the CRD (now with both versions), then runs the specs\n")
 	} else {
-		u.printf("  edit %s/%s_types.go (the spec and status) and internal/controller/%s_controller.go (Desired)\n", r.APIDir(), r.Lower(), r.Lower())
+		u.printf("  edit %s/%s_types.go (the spec and status) and internal/controller/%s_controller.go (Desired)\n", r.APIDir(), r.Lower(), r.IdentLower())
 		u.printf("  make test   # regenerates deepcopy, CRD and RBAC, then runs the specs on a real control plane\n")
 		u.printf("  make run   # the controllers on an embedded control plane (or your kubeconfig's cluster), the CRDs installed; Ctrl-C stops it\n")
 		u.printf("  kubectl --kubeconfig bin/kubeconfig apply -k config/samples   # in a second terminal while make run runs (on your cluster: without --kubeconfig)\n")

@@ -21,7 +21,9 @@ var update = flag.Bool("update", false, "rewrite testdata/golden from the templa
 // two kinds of one new API group version (Order, Customer), a second
 // version of Order (v1), and webhooks: Order v1 with defaulting, validation
 // and conversion (hub v1, spoke v1alpha1), Customer v1alpha1 with
-// validation, Order v1alpha1 with defaulting.
+// validation, Order v1alpha1 with defaulting; a cluster-scoped kind
+// (Tenant), the same kind in another group (sales's Order, whose controller
+// is SalesOrder), and webhooks of a built-in kind (core Pod).
 func goldenProject(t *testing.T) Project {
 	t.Helper()
 	p := Project{
@@ -44,7 +46,19 @@ func goldenProject(t *testing.T) Project {
 		}
 		mustAdd(t, &p, r)
 	}
+	tenant, err := newAPIResource(p, "tenancy", "v1alpha1", "Tenant", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant.ClusterScoped = true
+	mustAdd(t, &p, tenant)
+	salesOrder, err := newAPIResource(p, "sales", "v1alpha1", "Order", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAdd(t, &p, salesOrder)
 	for _, w := range []Webhook{
+		{Group: "", Version: "v1", Kind: "Pod", Defaulting: true, Validation: true, Builtin: true},
 		{Group: "shop.example.com", Version: "v1", Kind: "Order", Defaulting: true, Validation: true, Conversion: true, Spokes: []string{"v1alpha1"}},
 		{Group: "shop.example.com", Version: "v1alpha1", Kind: "Customer", Validation: true},
 		{Group: "shop.example.com", Version: "v1alpha1", Kind: "Order", Defaulting: true},

@@ -19,8 +19,12 @@ const manifestPath = ".converge/scaffold.json"
 // manifestVersion is the format of the manifest; a newer one is refused.
 // Format 2 added webhooks and several versions of a kind, which a converge
 // that knows only format 1 would drop when it rewrites the manifest; it
-// reads format 1 as it is.
-const manifestVersion = 2
+// reads format 1 as it is. Format 3 added cluster-scoped kinds, webhooks
+// of built-in kinds and the controller names of a kind in two groups
+// (Resource.ClusterScoped, Webhook.Builtin, Resource.Controller), which a
+// converge that knows format 2 would drop, and so render a kind namespaced
+// or a webhook for an API the project does not have.
+const manifestVersion = 3
 
 // Project is what converge knows about a project: enough to render every
 // file it generates. It is stored in the manifest.
@@ -63,9 +67,30 @@ type Resource struct {
 	Plural string `json:"plural"`
 	// Builtin is true for kinds of k8s.io/api.
 	Builtin bool `json:"builtin,omitempty"`
+	// ClusterScoped is true for a new API kind whose objects have no
+	// namespace (create api --namespaced=false): its CRD has scope Cluster.
+	ClusterScoped bool `json:"clusterScoped,omitempty"`
 	// ImportPath is the Go package of the kind's type.
 	ImportPath string `json:"importPath"`
+	// Controller names the kind's controller, its files and its Go
+	// identifiers when the kind's name is already another group's in the
+	// project: the group's first label and the kind (ship's Frigate, then
+	// sea's SeaFrigate). Empty, they are the kind's.
+	Controller string `json:"controller,omitempty"`
 }
+
+// Ident is the UpperCamelCase name of the kind's controller in Go code
+// (SetupIdentController, IdentReconciler): the kind, unless Controller says.
+func (r Resource) Ident() string {
+	if r.Controller != "" {
+		return r.Controller
+	}
+	return r.Kind
+}
+
+// IdentLower is Ident in lower case: the controller's name and the prefix
+// of its files.
+func (r Resource) IdentLower() string { return strings.ToLower(r.Ident()) }
 
 // Alias is the import name of the kind's package: appsv1, corev1, shopv1alpha1.
 func (r Resource) Alias() string {
@@ -97,6 +122,33 @@ func (r Resource) CRDName() string { return r.Plural + "." + r.Group }
 // SampleFile is the file of a new API's sample object, under config/samples.
 func (r Resource) SampleFile() string {
 	return strings.ReplaceAll(firstLabel(r.Group), "-", "_") + "_" + r.Version + "_" + r.Lower() + ".yaml"
+}
+
+// groupIdent is group's first label as the start of a Go identifier:
+// sea → Sea, "" (core) → Core, my-team.example.com → MyTeam.
+func groupIdent(group string) string {
+	var b strings.Builder
+	upper := true
+	for _, c := range displayGroup(firstLabel(group)) {
+		switch {
+		case c == '-' || c == '_':
+			upper = true
+		case upper:
+			b.WriteString(strings.ToUpper(string(c)))
+			upper = false
+		default:
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}
+
+// scopeName says how a kind was created, for messages.
+func scopeName(clusterScoped bool) string {
+	if clusterScoped {
+		return "cluster-scoped (--namespaced=false)"
+	}
+	return "namespaced"
 }
 
 // manifest is the stored form of .converge/scaffold.json.
@@ -139,11 +191,12 @@ func (m manifest) encode() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// findResource returns the index of the resource with kind's name, or -1.
-// When the kind has several versions, it is the first one created.
-func (p *Project) findResource(kind string) int {
+// findResource returns the index of the resource of group with kind's
+// name, or -1. When the kind has several versions, it is the first one
+// created.
+func (p *Project) findResource(group, kind string) int {
 	for i, r := range p.Resources {
-		if r.Kind == kind {
+		if r.Kind == kind && r.Group == group {
 			return i
 		}
 	}
@@ -153,15 +206,16 @@ func (p *Project) findResource(kind string) int {
 // IsFirstVersion reports whether r is the first version of its kind in the
 // project: the one with the controller, and the CRD's storage version.
 func (p Project) IsFirstVersion(r Resource) bool {
-	i := p.findResource(r.Kind)
+	i := p.findResource(r.Group, r.Kind)
 	return i >= 0 && p.Resources[i].Version == r.Version
 }
 
-// Versions returns the versions of kind, in the order they were created.
-func (p Project) Versions(kind string) []string {
+// Versions returns the versions of group's kind, in the order they were
+// created.
+func (p Project) Versions(group, kind string) []string {
 	var out []string
 	for _, r := range p.Resources {
-		if r.Kind == kind {
+		if r.Kind == kind && r.Group == group {
 			out = append(out, r.Version)
 		}
 	}
@@ -186,20 +240,39 @@ func (p Project) Controllers() []Resource {
 // of the project's own API (same group, same plural), which gets its types
 // but no second controller.
 func (p *Project) addResource(r Resource) (added bool, err error) {
+	otherGroup, sameGroup := false, false
 	for _, old := range p.Resources {
 		if old.Kind != r.Kind {
 			continue
 		}
-		same := old.Group == r.Group && old.Version == r.Version && old.Builtin == r.Builtin
-		otherVersion := !old.Builtin && !r.Builtin && old.Group == r.Group
+		if old.Group != r.Group {
+			otherGroup = true
+			continue
+		}
+		r.Controller, sameGroup = old.Controller, true
+		same := old.Version == r.Version && old.Builtin == r.Builtin
+		otherVersion := !old.Builtin && !r.Builtin
 		if !same && !otherVersion {
-			return false, fmt.Errorf("the project already has a controller for kind %s (%s/%s): kinds name controllers and their files, so they must be unique in a project", r.Kind, old.GroupOrCore(), old.Version)
+			return false, fmt.Errorf("the project already has a controller for kind %s (%s/%s): a kind has one controller", r.Kind, old.GroupOrCore(), old.Version)
 		}
 		if old.Plural != r.Plural {
 			return false, fmt.Errorf("kind %s was created with plural %s, not %s", r.Kind, old.Plural, r.Plural)
 		}
+		if old.ClusterScoped != r.ClusterScoped {
+			return false, fmt.Errorf("kind %s was created %s: every version of a kind shares its CRD, and so its scope; pass --namespaced=%t", r.Kind, scopeName(old.ClusterScoped), !old.ClusterScoped)
+		}
 		if old.Version == r.Version {
 			return false, nil
+		}
+	}
+	if otherGroup && !sameGroup {
+		// The kind's name is another group's: the controller, its files
+		// and its identifiers get the group's name too.
+		r.Controller = groupIdent(r.Group) + r.Kind
+	}
+	for _, other := range p.Resources {
+		if other.Kind != r.Kind && (other.Ident() == r.Ident() || other.IdentLower() == r.IdentLower()) {
+			return false, fmt.Errorf("kind %s of group %s would name its controller %s, as kind %s (%s/%s) does: controllers and their files must be unique in a project", r.Kind, r.GroupOrCore(), r.Ident(), other.Kind, other.GroupOrCore(), other.Version)
 		}
 	}
 	for _, other := range p.Resources {

@@ -113,7 +113,7 @@ func (d templateData) Conversions() []Resource {
 	var out []Resource
 	for _, w := range d.Webhooks {
 		if w.Conversion {
-			r, _ := d.resourceAt(w.Kind, w.Version)
+			r, _ := d.resourceAt(w.Group, w.Kind, w.Version)
 			out = append(out, r)
 		}
 	}
@@ -156,12 +156,53 @@ func (d templateData) ConvergeRequire() string {
 }
 
 var funcs = template.FuncMap{
+	// webhookName is the name of d's mutating ("m") or validating ("v")
+	// webhook: a domain of three labels at least, as the API server wants.
+	// A built-in kind's group is not the project's: the name is under the
+	// project's domain.
+	"webhookName": func(prefix string, d templateData) string {
+		if d.W.Builtin {
+			return prefix + d.R.Lower() + "-" + d.R.Version + "." + d.R.GroupOrCore() + "." + d.Domain
+		}
+		return prefix + d.R.Lower() + "-" + d.R.Version + "." + d.R.Group
+	},
 	"lower":     strings.ToLower,
 	"dashes":    func(s string) string { return strings.ReplaceAll(s, ".", "-") },
 	"varName":   varName,
 	"join":      strings.Join,
 	"lowerKind": func(r Resource) string { return lowerCamel(r.Kind) },
 	"plural":    func(r Resource) string { return r.Plural },
+	// objectMeta is the ObjectMeta of an object a spec makes, in namespace
+	// ns; a cluster-scoped kind's has none, and its name starts with ns to
+	// be unique to the spec. field is Name or GenerateName.
+	"objectMeta": func(r Resource, field, name string) string {
+		if r.ClusterScoped {
+			return fmt.Sprintf("metav1.ObjectMeta{%s: ns + %q}", field, "-"+name)
+		}
+		return fmt.Sprintf("metav1.ObjectMeta{Namespace: ns, %s: %q}", field, name)
+	},
+	// objectName is the name objectMeta gives, as a Go expression.
+	"objectName": func(r Resource, name string) string {
+		if r.ClusterScoped {
+			return fmt.Sprintf("ns + %q", "-"+name)
+		}
+		return fmt.Sprintf("%q", name)
+	},
+	// childNamespace is, as a Go expression in the specs, the namespace of
+	// the example controller's ConfigMap for an object objectMeta made.
+	"childNamespace": func(r Resource) string {
+		if r.ClusterScoped {
+			return "controller." + r.Ident() + "ChildNamespace"
+		}
+		return "ns"
+	},
+	// objectKey is the key of the object objectMeta names.
+	"objectKey": func(r Resource, name string) string {
+		if r.ClusterScoped {
+			return fmt.Sprintf("types.NamespacedName{Name: ns + %q}", "-"+name)
+		}
+		return fmt.Sprintf("types.NamespacedName{Namespace: ns, Name: %q}", name)
+	},
 	"rbacGroup": func(g string) string {
 		if g == "" {
 			return `""`
@@ -244,9 +285,9 @@ var projectFiles = []fileSpec{
 
 // builtinFiles are rendered per controller of a built-in kind.
 var builtinFiles = []fileSpec{
-	{tmpl: "builtin/controller.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller.go"},
-	{tmpl: "builtin/controller_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_test.go"},
-	{tmpl: "builtin/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_unit_test.go"},
+	{tmpl: "builtin/controller.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller.go"},
+	{tmpl: "builtin/controller_test.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller_test.go"},
+	{tmpl: "builtin/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller_unit_test.go"},
 }
 
 // apiFiles are rendered per new API kind and version.
@@ -257,12 +298,12 @@ var apiFiles = []fileSpec{
 
 // apiControllerFiles are rendered per new API kind, at its first version.
 var apiControllerFiles = []fileSpec{
-	{tmpl: "api/controller.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller.go"},
-	{tmpl: "api/controller_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_test.go"},
-	{tmpl: "api/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_controller_unit_test.go"},
-	{tmpl: "api/rbac/admin_role.yaml.tmpl", out: "config/rbac/{{.R.Lower}}_admin_role.yaml"},
-	{tmpl: "api/rbac/editor_role.yaml.tmpl", out: "config/rbac/{{.R.Lower}}_editor_role.yaml"},
-	{tmpl: "api/rbac/viewer_role.yaml.tmpl", out: "config/rbac/{{.R.Lower}}_viewer_role.yaml"},
+	{tmpl: "api/controller.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller.go"},
+	{tmpl: "api/controller_test.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller_test.go"},
+	{tmpl: "api/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller_unit_test.go"},
+	{tmpl: "api/rbac/admin_role.yaml.tmpl", out: "config/rbac/{{.R.IdentLower}}_admin_role.yaml"},
+	{tmpl: "api/rbac/editor_role.yaml.tmpl", out: "config/rbac/{{.R.IdentLower}}_editor_role.yaml"},
+	{tmpl: "api/rbac/viewer_role.yaml.tmpl", out: "config/rbac/{{.R.IdentLower}}_viewer_role.yaml"},
 }
 
 // webhookProjectFiles are rendered once the project has a webhook: what
@@ -280,8 +321,14 @@ var webhookProjectFiles = []fileSpec{
 
 // webhookFiles are rendered per webhook (a kind at a version).
 var webhookFiles = []fileSpec{
-	{tmpl: "webhook/webhook.go.tmpl", out: "{{.W.Package}}/{{.R.Lower}}_webhook.go"},
-	{tmpl: "webhook/webhook_test.go.tmpl", out: "internal/controller/{{.R.Lower}}_{{.R.Version}}_webhook_test.go"},
+	{tmpl: "webhook/webhook.go.tmpl", out: "{{.W.Package}}/{{.W.IdentLower}}_webhook.go"},
+	{tmpl: "webhook/webhook_test.go.tmpl", out: "internal/controller/{{.W.IdentLower}}_{{.R.Version}}_webhook_test.go"},
+}
+
+// builtinWebhookFiles are rendered per webhook of a built-in kind.
+var builtinWebhookFiles = []fileSpec{
+	{tmpl: "webhook/builtin_webhook.go.tmpl", out: "{{.W.Package}}/{{.W.IdentLower}}_webhook.go"},
+	{tmpl: "webhook/builtin_webhook_test.go.tmpl", out: "internal/controller/{{.W.IdentLower}}_{{.R.Version}}_webhook_test.go"},
 }
 
 // hubFiles are rendered per conversion webhook, in the hub's API package.
@@ -354,9 +401,20 @@ func render(p Project) ([]File, error) {
 	for _, w := range p.Webhooks {
 		d := base
 		d.W = w
-		d.R, _ = p.resourceAt(w.Kind, w.Version)
+		if w.Builtin {
+			r, err := lookupBuiltin(w.Group, w.Version, w.Kind)
+			if err != nil {
+				return nil, err
+			}
+			d.R, d.Sample = r, sampleFor(r)
+			if err := add(builtinWebhookFiles, d); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		d.R, _ = p.resourceAt(w.Group, w.Kind, w.Version)
 		for _, v := range w.Spokes {
-			spoke, _ := p.resourceAt(w.Kind, v)
+			spoke, _ := p.resourceAt(w.Group, w.Kind, v)
 			d.Spokes = append(d.Spokes, spoke)
 		}
 		if err := add(webhookFiles, d); err != nil {

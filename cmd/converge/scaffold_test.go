@@ -18,7 +18,8 @@ import (
 // passes its own specs on a real control plane (the binaries make assets
 // builds) and its unit tests on framework/fake. It adds a controller for
 // every built-in kind converge has a sample for, so each sample is checked
-// by the API server, a kind without a sample, and two kinds of a new API.
+// by the API server, a kind without a sample, two kinds of a new API, a
+// cluster-scoped kind and the same kind (Order) in a second group.
 //
 // It takes about a minute with a warm build cache (mostly linking and the
 // generated specs); go test -short skips it.
@@ -49,6 +50,11 @@ func TestScaffoldBuildsAndPasses(t *testing.T) {
 	})
 	step("converge create api (Customer)", func() {
 		mustConverge(t, "create", "api", "--group", "shop", "--version", "v1alpha1", "--kind", "Customer", "--dir", dir, "--skip-generate")
+	})
+	// sales's Order comes first: shop's, created next, has the controller ShopOrder.
+	step("converge create api (Tenant, cluster-scoped; sales's Order)", func() {
+		mustConverge(t, "create", "api", "--group", "tenancy", "--version", "v1alpha1", "--kind", "Tenant", "--namespaced=false", "--dir", dir, "--skip-generate")
+		mustConverge(t, "create", "api", "--group", "sales", "--version", "v1alpha1", "--kind", "Order", "--dir", dir, "--skip-generate")
 	})
 	step("converge create api (Order)", func() {
 		out := mustConverge(t, "create", "api", "--group", "shop", "--version", "v1alpha1", "--kind", "Order", "--dir", dir)
@@ -85,7 +91,8 @@ func TestScaffoldBuildsAndPasses(t *testing.T) {
 		}
 		// The unit tests on framework/fake: every controller's passed, but
 		// that of the kind without a sample, which is skipped.
-		want := []string{"--- PASS: TestCustomerControllerOnFakeAPIServer", "--- PASS: TestOrderControllerOnFakeAPIServer", "--- SKIP: TestStorageClassControllerOnFakeAPIServer"}
+		want := []string{"--- PASS: TestCustomerControllerOnFakeAPIServer", "--- PASS: TestOrderControllerOnFakeAPIServer", "--- SKIP: TestStorageClassControllerOnFakeAPIServer",
+			"--- PASS: TestTenantControllerOnFakeAPIServer", "--- PASS: TestShopOrderControllerOnFakeAPIServer"}
 		for k := range samples {
 			want = append(want, "--- PASS: Test"+k[strings.LastIndex(k, "/")+1:]+"ControllerOnFakeAPIServer")
 		}
@@ -204,7 +211,8 @@ func goCmd(t *testing.T, dir string, args ...string) string {
 // TestScaffoldWebhooksBuildAndPass is the promise of converge create
 // webhook: a project with two versions of a kind and every kind of webhook
 // builds, vets and passes its specs, which run the webhooks on a real
-// control plane (defaulting, validation, conversion between the versions).
+// control plane (defaulting, validation, conversion between the versions),
+// on a cluster-scoped kind and on a built-in one (Pod) too.
 // go test -short skips it.
 func TestScaffoldWebhooksBuildAndPass(t *testing.T) {
 	checkout, dir := projectToBuild(t)
@@ -217,6 +225,9 @@ func TestScaffoldWebhooksBuildAndPass(t *testing.T) {
 		{"webhook", "--version", "v1", "--kind", "Order", "--defaulting", "--validation", "--conversion", "--spoke", "v1alpha1"},
 		{"webhook", "--version", "v1alpha1", "--kind", "Customer", "--validation"},
 		{"webhook", "--version", "v1alpha1", "--kind", "Widget", "--defaulting"},
+		{"api", "--version", "v1alpha1", "--kind", "Tenant", "--namespaced=false"},
+		{"webhook", "--version", "v1alpha1", "--kind", "Tenant", "--defaulting", "--validation"},
+		{"webhook", "--group", "core", "--version", "v1", "--kind", "Pod", "--defaulting", "--validation"},
 	} {
 		mustConverge(t, append([]string{"create", args[0], "--group", "shop", "--dir", dir, "--skip-generate"}, args[1:]...)...)
 	}
@@ -228,7 +239,7 @@ func TestScaffoldWebhooksBuildAndPass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"path: /mutate-shop-example-com-v1-order", "path: /validate-shop-example-com-v1-order", "path: /validate-shop-example-com-v1alpha1-customer", "path: /mutate-shop-example-com-v1alpha1-widget"} {
+	for _, want := range []string{"path: /mutate--v1-pod", "path: /validate-shop-example-com-v1alpha1-tenant", "path: /mutate-shop-example-com-v1-order", "path: /validate-shop-example-com-v1-order", "path: /validate-shop-example-com-v1alpha1-customer", "path: /mutate-shop-example-com-v1alpha1-widget"} {
 		if !strings.Contains(string(manifests), want) {
 			t.Errorf("config/webhook/manifests.yaml lacks %q:\n%s", want, manifests)
 		}
@@ -238,8 +249,10 @@ func TestScaffoldWebhooksBuildAndPass(t *testing.T) {
 	out = goCmd(t, dir, "test", "-race", "-count=1", "-v", "./internal/controller/", "-ginkgo.v")
 	out = ansi.ReplaceAllString(out, "")
 	for want, n := range map[string]int{
-		"defaults an empty message, and keeps one that is set":                             2, // Order v1, Widget v1alpha1
-		"rejects a message that is too long, saying why":                                   2, // Order v1, Customer v1alpha1
+		"defaults an empty message, and keeps one that is set":                             3, // Order v1, Widget v1alpha1, Tenant v1alpha1 (cluster-scoped)
+		"rejects a message that is too long, saying why":                                   3, // Order v1, Customer v1alpha1, Tenant v1alpha1
+		"defaults the message annotation, and keeps one that is set":                       1, // core Pod
+		"rejects a message annotation that is too long, saying why":                        1, // core Pod
 		"rejects an empty message":                                                         1, // Customer: Order's is defaulted
 		"reads at v1 the Order written at v1alpha1, and at v1alpha1 the one written at v1": 1,
 		"converts through the CRD's conversion webhook":                                    1,

@@ -66,7 +66,6 @@ var kubebuilderFlags = map[string]string{
 	"project-version":         "nothing: .converge/scaffold.json records the format",
 	"owner":                   "nothing: the header of every Go file (hack/boilerplate.go.txt) names \"The NAME Authors\"; edit it there and in the files",
 	"license":                 "nothing: converge writes an Apache-2.0 header (hack/boilerplate.go.txt); edit it there and in the files",
-	"namespaced":              "nothing: converge create api makes namespaced kinds; for a cluster-scoped one set scope=Cluster in the +kubebuilder:resource marker of api/GROUP/VERSION/KIND_types.go",
 }
 
 // flagError matches the flag package's errors that name a flag.

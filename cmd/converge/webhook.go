@@ -24,7 +24,25 @@ type Webhook struct {
 	// converts through; Spokes are those other versions.
 	Conversion bool     `json:"conversion,omitempty"`
 	Spokes     []string `json:"spokes,omitempty"`
+	// Builtin is set for a kind of k8s.io/api (Group "" is core): its
+	// webhooks use the k8s.io/api type, and the project has no API for it.
+	Builtin bool `json:"builtin,omitempty"`
+	// Controller is the kind's Resource.Controller: the name of its Go
+	// identifiers and files when another group's kind has the kind's name.
+	Controller string `json:"controller,omitempty"`
 }
+
+// Ident starts the webhook's Go identifiers (SetupIdentWebhook,
+// IdentDefaulter): the kind, unless Controller says.
+func (w Webhook) Ident() string {
+	if w.Controller != "" {
+		return w.Controller
+	}
+	return w.Kind
+}
+
+// IdentLower is Ident in lower case: the prefix of the webhook's files.
+func (w Webhook) IdentLower() string { return strings.ToLower(w.Ident()) }
 
 // Admission reports whether the webhook has a mutating or validating part.
 func (w Webhook) Admission() bool { return w.Defaulting || w.Validation }
@@ -68,10 +86,10 @@ func (p Project) hasWebhooks(part func(Webhook) bool) bool {
 	return slices.ContainsFunc(p.Webhooks, part)
 }
 
-// resourceAt returns the project's own API resource kind at version.
-func (p Project) resourceAt(kind, version string) (Resource, bool) {
+// resourceAt returns the project's own API resource of group, kind at version.
+func (p Project) resourceAt(group, kind, version string) (Resource, bool) {
 	for _, r := range p.Resources {
-		if r.Kind == kind && r.Version == version && !r.Builtin {
+		if r.Kind == kind && r.Version == version && r.Group == group && !r.Builtin {
 			return r, true
 		}
 	}
@@ -84,13 +102,16 @@ func (p Project) resourceAt(kind, version string) (Resource, bool) {
 // there, and a second registration would fail when the manager starts.
 func (p *Project) addWebhook(w Webhook) error {
 	for _, other := range p.Webhooks {
-		if other.Kind == w.Kind && other.Conversion && w.Conversion {
+		if other.IdentLower() == w.IdentLower() && other.Version == w.Version && other.Group != w.Group {
+			return fmt.Errorf("kind %s of group %s at %s already has webhooks in %s/%s_webhook.go: the webhooks of %s %s would go there too", other.Kind, displayGroup(other.Group), w.Version, other.Package(), other.IdentLower(), displayGroup(w.Group), w.Kind)
+		}
+		if other.Kind == w.Kind && other.Group == w.Group && other.Conversion && w.Conversion {
 			return fmt.Errorf("kind %s already has a conversion webhook (hub %s, spokes %s): converge create webhook --conversion runs once per kind; convert a new version by hand in api/.../%s_conversion.go",
 				w.Kind, other.Version, strings.Join(other.Spokes, ", "), strings.ToLower(w.Kind))
 		}
 	}
 	for i, other := range p.Webhooks {
-		if other.Kind != w.Kind || other.Version != w.Version {
+		if other.Kind != w.Kind || other.Version != w.Version || other.Group != w.Group {
 			continue
 		}
 		var parts, flags []string
@@ -102,7 +123,7 @@ func (p *Project) addWebhook(w Webhook) error {
 		}
 		if len(parts) > 0 {
 			return fmt.Errorf("%s %s/%s already has %s webhook (%s/%s_webhook.go): drop %s",
-				w.Kind, w.Group, w.Version, strings.Join(parts, " and "), other.Package(), strings.ToLower(w.Kind), strings.Join(flags, " and "))
+				w.Kind, displayGroup(w.Group), w.Version, strings.Join(parts, " and "), other.Package(), other.IdentLower(), strings.Join(flags, " and "))
 		}
 		merged := other
 		merged.Defaulting = merged.Defaulting || w.Defaulting
@@ -119,7 +140,7 @@ func (p *Project) addWebhook(w Webhook) error {
 
 var createWebhookCommand = command{
 	path:    "create webhook",
-	summary: "add defaulting, validation or conversion webhooks to an API kind, and their test",
+	summary: "add defaulting, validation or conversion webhooks to an API kind (or admission webhooks to a built-in kind), and their test",
 	usage: `Usage: converge create webhook --group GROUP --version VERSION --kind KIND [--defaulting] [--validation] [--conversion --spoke VERSIONS] [flags]
 
 Adds webhooks to an API kind the project created with converge create api,
@@ -135,6 +156,13 @@ as kubebuilder does:
                 ConvertTo and ConvertFrom (api/GROUP/SPOKE/KIND_conversion.go).
                 Create the spoke versions first with converge create api.
 
+For a built-in kind (GROUP core, apps, batch, ...; "core" is the core group
+of Pods and ConfigMaps) --defaulting and --validation add webhooks on the
+k8s.io/api type, as kubebuilder's create webhook --group core --version v1
+--kind Pod does: no API is generated, and the project needs no controller of
+the kind. Their example rules are on an annotation, and their markers leave
+out the manager's namespace and kube-system (a namespaceSelector).
+
 The file's Setup<KIND>Webhook is called from main.go. It also adds a Ginkgo
 spec (internal/controller/KIND_VERSION_webhook_test.go) that runs the webhooks
 on the specs' control plane, the +kubebuilder:webhook markers from which
@@ -147,13 +175,14 @@ Example:
   converge create webhook --group shop --version v1alpha1 --kind Order --defaulting --validation
   converge create api --group shop --version v1 --kind Order
   converge create webhook --group shop --version v1 --kind Order --conversion --spoke v1alpha1
+  converge create webhook --group core --version v1 --kind Pod --defaulting
 `,
 	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
 		var c commonFlags
 		c.register(fs)
-		group := fs.String("group", "", "the API `GROUP` of the kind, as given to converge create api (required)")
+		group := fs.String("group", "", "the API `GROUP` of the kind, as given to converge create api, or a built-in kind's (core, apps, ...) (required)")
 		version := fs.String("version", "", "the API `VERSION` the webhooks serve; the hub with --conversion (required)")
-		kind := fs.String("kind", "", "the `KIND`, created with converge create api (required)")
+		kind := fs.String("kind", "", "the `KIND`, created with converge create api, or a built-in kind such as Pod (required)")
 		defaulting := fs.Bool("defaulting", false, "add a defaulting (mutating) webhook")
 		validation := fs.Bool("validation", false, "add a validating webhook")
 		conversion := fs.Bool("conversion", false, "add conversion between the kind's versions, with VERSION as the hub (needs --spoke)")
@@ -213,20 +242,33 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 		return err
 	}
 	p := m.Project
+	if group == "core" || builtinGroups()[group] {
+		return runCreateBuiltinWebhook(ctx, u, c, dir, m, group, w)
+	}
 	if w.Group, err = ValidateAPIGroup(group, p.Domain); err != nil {
 		return usageError{err.Error()}
 	}
-	if _, ok := p.resourceAt(w.Kind, w.Version); !ok {
-		return fmt.Errorf("the project has no API %s/%s %s: create it first with converge create api --group %s --version %s --kind %s%s",
-			w.Group, w.Version, w.Kind, group, w.Version, w.Kind, versionsHint(p, w.Kind))
+	if p.findResource(w.Group, w.Kind) < 0 {
+		var groups []string
+		for _, r := range p.Resources {
+			if r.Kind == w.Kind && !r.Builtin && !slices.Contains(groups, r.Group) {
+				groups = append(groups, r.Group)
+			}
+		}
+		if len(groups) > 0 {
+			return fmt.Errorf("kind %s is in group %s, not %s", w.Kind, strings.Join(groups, " and "), w.Group)
+		}
 	}
-	if r := p.Resources[p.findResource(w.Kind)]; r.Group != w.Group {
-		return fmt.Errorf("kind %s is in group %s, not %s", w.Kind, r.Group, w.Group)
+	if r, ok := p.resourceAt(w.Group, w.Kind, w.Version); ok {
+		w.Controller = r.Controller
+	} else {
+		return fmt.Errorf("the project has no API %s/%s %s: create it first with converge create api --group %s --version %s --kind %s%s",
+			w.Group, w.Version, w.Kind, group, w.Version, w.Kind, versionsHint(p, w.Group, w.Kind))
 	}
 	for _, s := range w.Spokes {
-		if _, ok := p.resourceAt(w.Kind, s); !ok {
+		if _, ok := p.resourceAt(w.Group, w.Kind, s); !ok {
 			return fmt.Errorf("--spoke %s: the project has no API %s/%s %s: create it first with converge create api --group %s --version %s --kind %s%s",
-				s, w.Group, s, w.Kind, group, s, w.Kind, versionsHint(p, w.Kind))
+				s, w.Group, s, w.Kind, group, s, w.Kind, versionsHint(p, w.Group, w.Kind))
 		}
 	}
 	if err := p.addWebhook(w); err != nil {
@@ -239,13 +281,13 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 	}
 	printNextSteps(u, dir)
 	if slices.Contains(kept, "main.go") {
-		u.printf("  main.go is yours (kept): call %s.Setup%sWebhook(mgr) in it, importing %s/%s\n", w.Alias(), w.Kind, p.Module, w.Package())
+		u.printf("  main.go is yours (kept): call %s.Setup%sWebhook(mgr) in it, importing %s/%s\n", w.Alias(), w.Ident(), p.Module, w.Package())
 	}
 	if slices.Contains(kept, "internal/controller/suite_test.go") {
 		u.printf("  internal/controller/suite_test.go is yours (kept): its BeforeSuite must install and serve the webhook, or the webhook specs fail (see below to get converge's version)\n")
 	}
 	if w.Admission() {
-		u.printf("  edit %s/%s_webhook.go: replace the example rules on spec.message with yours\n", w.Package(), strings.ToLower(w.Kind))
+		u.printf("  edit %s/%s_webhook.go: replace the example rules on spec.message with yours\n", w.Package(), w.IdentLower())
 	}
 	if w.Conversion {
 		u.printf("  edit api/%s/<spoke>/%s_conversion.go when a version's fields change\n", firstLabel(w.Group), strings.ToLower(w.Kind))
@@ -256,9 +298,53 @@ func runCreateWebhook(ctx context.Context, u *ui, c commonFlags, group string, w
 	return nil
 }
 
-// versionsHint lists the versions of kind, for an error message.
-func versionsHint(p Project, kind string) string {
-	v := p.Versions(kind)
+// runCreateBuiltinWebhook adds w, for a built-in kind of group, to the
+// project m in dir and scaffolds it. As kubebuilder does for core types,
+// no API is generated: the webhook uses the k8s.io/api type.
+func runCreateBuiltinWebhook(ctx context.Context, u *ui, c commonFlags, dir string, m manifest, group string, w Webhook) error {
+	if w.Conversion {
+		return usagef("--conversion is for the kinds of the project's own API: the API server converts the built-in kinds itself")
+	}
+	r, err := lookupBuiltin(group, w.Version, w.Kind)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	p := m.Project
+	w.Group, w.Builtin = r.Group, true
+	// The webhook's names are those of the kind's controller, if the
+	// project has one; else the kind's, unless another group's kind has them.
+	if i := p.findResource(r.Group, r.Kind); i >= 0 {
+		w.Controller = p.Resources[i].Controller
+	} else {
+		for _, own := range p.Resources {
+			if own.Kind == w.Kind && own.Controller == "" {
+				w.Controller = groupIdent(r.Group) + r.Kind
+			}
+		}
+	}
+	if err := p.addWebhook(w); err != nil {
+		return err
+	}
+	u.printf("converge create: %s webhook for built-in kind %s/%s %s in %s\n", w.Types(), r.GroupOrCore(), w.Version, w.Kind, dir)
+	kept, err := scaffold(ctx, u, dir, &m, p, c, false)
+	if err != nil {
+		return err
+	}
+	printNextSteps(u, dir)
+	if slices.Contains(kept, "main.go") {
+		u.printf("  main.go is yours (kept): call %s.Setup%sWebhook(mgr) in it, importing %s/%s\n", w.Alias(), w.Ident(), p.Module, w.Package())
+	}
+	u.printf("  edit %s/%s_webhook.go: replace the example rules on the %s annotation with yours\n", w.Package(), w.IdentLower(), p.Domain+"/message")
+	u.printf("  the API server sends the webhooks every %s of the cluster: limit them with a namespaceSelector (config/webhook) before make deploy\n", w.Kind)
+	u.printf("  make test   # regenerates config/webhook/manifests.yaml, then runs the webhook specs on a real control plane\n")
+	u.printf("  make deploy needs cert-manager in the cluster: it issues the webhook server's certificate (config/certmanager)\n")
+	printKept(u, kept, "create")
+	return nil
+}
+
+// versionsHint lists the versions of group's kind, for an error message.
+func versionsHint(p Project, group, kind string) string {
+	v := p.Versions(group, kind)
 	if len(v) == 0 {
 		return ""
 	}

@@ -162,7 +162,7 @@ func TestCreateWebhookErrors(t *testing.T) {
 		{"conversion without spoke", webhook("--group", "shop", "--version", "v1", "--kind", "Order", "--conversion"), "--conversion needs --spoke: the versions of Order other than the hub v1", 2},
 		{"spoke is the hub", webhook("--group", "shop", "--version", "v1", "--kind", "Order", "--conversion", "--spoke", "v1"), "--spoke v1 is the hub (--version)", 2},
 		{"bad spoke", webhook("--group", "shop", "--version", "v1", "--kind", "Order", "--conversion", "--spoke", "1"), `--spoke "1": version "1" is invalid`, 2},
-		{"built-in group", webhook("--group", "apps", "--version", "v1", "--kind", "Deployment", "--validation"), `group "apps" is a built-in Kubernetes API group`, 2},
+		{"built-in kind unknown", webhook("--group", "apps", "--version", "v1", "--kind", "Deploymnt", "--validation"), `apps/v1 has no kind "Deploymnt"; its kinds are: ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet`, 2},
 		{"no such API", webhook("--group", "shop", "--version", "v1", "--kind", "Cart", "--validation"), "the project has no API shop.example.com/v1 Cart: create it first with converge create api --group shop --version v1 --kind Cart", 1},
 		{"no such version", webhook("--group", "shop", "--version", "v2", "--kind", "Order", "--validation"), "the project has no API shop.example.com/v2 Order: create it first with converge create api --group shop --version v2 --kind Order (the project has Order at v1alpha1, v1)", 1},
 		{"other group", webhook("--group", "sales", "--version", "v1", "--kind", "Order", "--validation"), "kind Order is in group shop.example.com, not sales.example.com", 1},
@@ -178,7 +178,8 @@ func TestCreateWebhookErrors(t *testing.T) {
 }
 
 // A project written by a converge that knew manifest format 1 (no webhooks,
-// one version per kind) takes webhooks; a newer format is refused.
+// one version per kind) or 2 (no cluster-scoped kinds, built-in webhooks or
+// renamed controllers) takes webhooks; a newer format is refused.
 func TestManifestFormats(t *testing.T) {
 	dir := scaffoldFast(t)
 	path := filepath.Join(dir, filepath.FromSlash(manifestPath))
@@ -186,27 +187,27 @@ func TestManifestFormats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"1", "3"} {
+	for _, v := range []string{"1", "2", "4"} {
 		t.Run("format "+v, func(t *testing.T) {
-			old := strings.Replace(string(b), `"version": 2,`, `"version": `+v+`,`, 1)
+			old := strings.Replace(string(b), `"version": 3,`, `"version": `+v+`,`, 1)
 			if old == string(b) {
-				t.Fatalf("the manifest does not start with format 2:\n%s", b)
+				t.Fatalf("the manifest does not start with format 3:\n%s", b)
 			}
 			if err := os.WriteFile(path, []byte(old), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			code, _, errOut := converge(t, "create", "webhook", "--group", "shop", "--version", "v1alpha1", "--kind", "Order", "--validation", "--dir", dir, "--skip-generate")
-			if v == "3" {
-				if code != 1 || !strings.Contains(errOut, "has format 3, newer than this converge understands (2)") {
-					t.Errorf("format 3: exit %d\n%s", code, errOut)
+			if v == "4" {
+				if code != 1 || !strings.Contains(errOut, "has format 4, newer than this converge understands (3)") {
+					t.Errorf("format 4: exit %d\n%s", code, errOut)
 				}
 				return
 			}
 			if code != 0 {
-				t.Fatalf("format 1 refused: exit %d\n%s", code, errOut)
+				t.Fatalf("format %s refused: exit %d\n%s", v, code, errOut)
 			}
 			m, _, err := loadManifest(dir)
-			if err != nil || m.Version != 2 || len(m.Project.Webhooks) != 1 {
+			if err != nil || m.Version != 3 || len(m.Project.Webhooks) != 1 {
 				t.Errorf("the manifest after adding a webhook: format %d, webhooks %v, %v", m.Version, m.Project.Webhooks, err)
 			}
 		})
