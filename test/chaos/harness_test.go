@@ -117,8 +117,52 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// startController runs chaosctl with the kubeconfig and extra flags.
+// startController runs chaosctl with the kubeconfig and extra flags. The
+// ports it is given were free a moment before; when another process took
+// one meanwhile, chaosctl exits at once saying so, and it is started again
+// on new ports.
 func (s *suite) startController(t *testing.T, kubeconfig, namespace, trace string, extra ...string) *controllerProcess {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p := s.startControllerOnce(t, kubeconfig, namespace, trace, extra...)
+		if attempt == 5 || !p.lostAPort() {
+			return p
+		}
+		t.Logf("chaosctl lost a port to another process; starting it again on new ports")
+	}
+}
+
+// lostAPort waits until p serves on all its addresses (liveness, metrics
+// and its debug handler answer) or exits, for at most a minute, and reports
+// whether it exited because one of its addresses was taken.
+func (p *controllerProcess) lostAPort() bool {
+	serves := func(url string) bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.exited:
+			return strings.Contains(p.stderr.String(), "address already in use")
+		default:
+		}
+		if serves("http://"+p.probes+"/healthz") && serves("http://"+p.metrics+"/metrics") && serves("http://"+p.debug+"/injected") {
+			return false
+		}
+		select {
+		case <-p.exited:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+func (s *suite) startControllerOnce(t *testing.T, kubeconfig, namespace, trace string, extra ...string) *controllerProcess {
 	t.Helper()
 	p := &controllerProcess{stderr: &testenv.Buffer{}, debug: freePort(t), metrics: freePort(t), probes: freePort(t), exited: make(chan struct{})}
 	args := append([]string{
