@@ -211,9 +211,9 @@ func main() {
 					log.Fatal(err)
 				}
 				if k == workload.Parents {
-					logf("%s: run %d: %s: converged %.2fs (writes %.0f), cpu %.2fs, heap %.1f MiB, rss %.1f MiB, idle writes %.0f, rollout %.2fs (ConfigMaps %.2fs, writes %.0f), drift %.2fs (writes %.0f), shutdown %.2fs, missed %d; requests %v, conflicts %v",
-						k, r+1, name, res.SyncSeconds, res.SyncWrites, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.IdleWrites,
-						res.RolloutSeconds, res.RolloutCMSeconds, res.RolloutWrites, res.DriftSeconds, res.DriftWrites, res.ShutdownSeconds, res.Missed, res.Requests, res.Conflicts)
+					logf("%s: run %d: %s: converged %.2fs (writes %.0f, last %.2fs), cpu %.2fs, heap %.1f MiB, rss %.1f MiB, idle writes %.0f, rollout %.2fs (ConfigMaps %.2fs, writes %.0f), drift %.2fs (writes %.0f), shutdown %.2fs, missed %d; requests %v, conflicts %v",
+						k, r+1, name, res.SyncSeconds, res.SyncWrites, res.SyncQuietSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.IdleWrites,
+						res.RolloutSeconds, res.RolloutCMSeconds, res.RolloutWrites, res.DriftSeconds, res.DriftWrites, res.ShutdownSeconds, res.Missed, res.RequestsByResource, res.Conflicts)
 				} else {
 					logf("%s: run %d: %s: sync %.2fs, cpu %.2fs, heap %.1f MiB, rss %.1f MiB, storm p99 %.0fms (n=%d), p99 %.1fms, burst %.0f/s, backlog %.0f/s, shutdown %.2fs, missed %d",
 						k, r+1, name, res.SyncSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.StormP99Ms, res.StormCount,

@@ -91,6 +91,7 @@ func parentMetrics() []metric {
 	ms := []metric{
 		m("syncWrites", "writes to converge (n)", func(r *Result) float64 { return r.SyncWrites }, "%.0f"),
 		m("syncWritesPerParent", "writes per parent to converge", perParent(func(r *Result) float64 { return r.SyncWrites }), "%.2f"),
+		m("syncQuiet", "start to the last write (s)", func(r *Result) float64 { return r.SyncQuietSeconds }, "%.2f"),
 	}
 	ms = append(ms, verbs("sync", "requests to converge:")...)
 	ms = append(ms,
@@ -98,6 +99,7 @@ func parentMetrics() []metric {
 		m("idleWritesPerParent", "writes per parent while idle", perParent(func(r *Result) float64 { return r.IdleWrites }), "%.2f"),
 		m("rolloutCm", "rollout: every ConfigMap updated (s)", func(r *Result) float64 { return r.RolloutCMSeconds }, "%.2f"),
 		m("rollout", "rollout: every parent converged (s)", func(r *Result) float64 { return r.RolloutSeconds }, "%.2f"),
+		m("rolloutQuiet", "rollout: first patch to the last write (s)", func(r *Result) float64 { return r.RolloutQuietSeconds }, "%.2f"),
 		m("rolloutCpu", "rollout: CPU (s)", func(r *Result) float64 { return r.RolloutCPU }, "%.2f"),
 		m("rolloutWrites", "rollout: writes (n)", func(r *Result) float64 { return r.RolloutWrites }, "%.0f"),
 		m("rolloutWritesPerParent", "rollout: writes per parent", perParent(func(r *Result) float64 { return r.RolloutWrites }), "%.2f"),
@@ -106,6 +108,7 @@ func parentMetrics() []metric {
 	ms = append(ms,
 		m("drifted", "drift: ConfigMaps changed by hand (n)", func(r *Result) float64 { return float64(r.Drifted) }, "%.0f"),
 		m("drift", "drift: every one reverted (s)", func(r *Result) float64 { return r.DriftSeconds }, "%.2f"),
+		m("driftQuiet", "drift: first change to the last write (s)", func(r *Result) float64 { return r.DriftQuietSeconds }, "%.2f"),
 		m("driftWrites", "drift: writes (n)", func(r *Result) float64 { return r.DriftWrites }, "%.0f"),
 	)
 	return append(ms, verbs("drift", "drift requests:")...)

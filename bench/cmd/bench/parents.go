@@ -25,10 +25,43 @@ import (
 	"github.com/converge-dev/converge/bench/internal/workload"
 )
 
-// settle is how long the driver waits after a phase converged before it
-// reads the request counters, so that requests a contender makes after the
-// last change it needed (a reconcile its own write set off) are counted.
-const settle = 2 * time.Second
+// A phase ends once the contender has stopped writing: when kube-apiserver's
+// write counters (see requestResources) have not moved for quietFor, read
+// every quietPoll, at most quietMax after the phase converged. So the
+// requests a contender makes after the last change it needed (the passes its
+// own writes set off, a queue still draining behind a client-side rate
+// limit) count to the phase that caused them, and the idle window that
+// follows is idle.
+const (
+	quietFor  = 2 * time.Second
+	quietPoll = 250 * time.Millisecond
+	quietMax  = time.Minute
+)
+
+// waitQuiet reads the request counters until the writes stopped for
+// quietFor; it returns the last reading and when the writes were last seen
+// to move (since, if they never did).
+func (c *cluster) waitQuiet(ctx context.Context, since time.Time) (requestCounts, time.Time, error) {
+	rc, err := c.scrapeRequests(ctx)
+	if err != nil {
+		return rc, since, err
+	}
+	lastMove, deadline := since, time.Now().Add(quietMax)
+	for time.Since(lastMove) < quietFor && time.Now().Before(deadline) {
+		if err := sleepCtx(ctx, quietPoll); err != nil {
+			return rc, lastMove, err
+		}
+		next, err := c.scrapeRequests(ctx)
+		if err != nil {
+			return rc, lastMove, err
+		}
+		if writes(next.byVerb) != writes(rc.byVerb) {
+			lastMove = time.Now()
+		}
+		rc = next
+	}
+	return rc, lastMove, nil
+}
 
 // resetParents deletes the parents workload's Apps, ConfigMaps and
 // Deployments and creates the n Apps again, so that every contender run
@@ -270,18 +303,30 @@ func runParents(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 	}
 	defer w.stop()
 	res.Requests = map[string]map[string]float64{}
+	res.RequestsByResource = map[string]map[string]float64{}
 	res.Conflicts = map[string]float64{}
 	var scrapeErr error
-	scrape := func() requestCounts {
-		rc, err := c.scrapeRequests(ctx)
+	keep := func(err error) {
 		if err != nil && scrapeErr == nil {
 			scrapeErr = err
 		}
+	}
+	scrape := func() requestCounts {
+		rc, err := c.scrapeRequests(ctx)
+		keep(err)
 		return rc
 	}
+	// quiet waits for the writes to stop and returns the counters then, and
+	// the seconds from start to the last write seen.
+	quiet := func(start, converged time.Time) (requestCounts, float64) {
+		rc, last, err := c.waitQuiet(ctx, converged)
+		keep(err)
+		return rc, last.Sub(start).Seconds()
+	}
 	record := func(phase string, before, after requestCounts, own map[string]float64) float64 {
-		d, conflicts := after.sub(before, own)
+		d, byRes, conflicts := after.sub(before, own)
 		res.Requests[phase] = d
+		res.RequestsByResource[phase] = byRes
 		res.Conflicts[phase] = conflicts
 		return writes(d)
 	}
@@ -339,8 +384,8 @@ func runParents(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 	last, missed := w.wait(converged, 0)
 	res.Missed += missed
 	res.SyncSeconds = last.Sub(start).Seconds()
-	time.Sleep(settle)
-	after := scrape()
+	after, quietAt := quiet(start, last)
+	res.SyncQuietSeconds = quietAt
 	res.SyncWrites = record("sync", before, after, nil)
 
 	// Memory after sync.
@@ -399,14 +444,13 @@ func runParents(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 		res.WriteErrors += errs
 		lastCM, missedCM := w.wait(cmHas, o.deadline+time.Minute)
 		lastAll, missedAll := w.wait(done, o.deadline)
-		cpuAfter, _ := cpuSeconds(pid)
-		res.RolloutCPU = cpuAfter - cpuBefore
 		res.Missed += max(missedCM, missedAll)
 		res.RolloutCMSeconds = lastCM.Sub(start).Seconds()
 		res.RolloutSeconds = lastAll.Sub(start).Seconds()
-		time.Sleep(settle)
-		after = scrape()
-		res.RolloutWrites = record("rollout", before, after, map[string]float64{"PATCH": float64(o.n)})
+		after, res.RolloutQuietSeconds = quiet(start, lastAll)
+		cpuAfter, _ := cpuSeconds(pid)
+		res.RolloutCPU = cpuAfter - cpuBefore
+		res.RolloutWrites = record("rollout", before, after, map[string]float64{"apps PATCH": float64(o.n)})
 	}
 
 	// Drift: another field manager changes the data of 10% of the ConfigMaps.
@@ -451,9 +495,8 @@ func runParents(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 		res.Missed += missed
 		res.Drifted = len(drifted)
 		res.DriftSeconds = last.Sub(start).Seconds()
-		time.Sleep(settle)
-		after = scrape()
-		res.DriftWrites = record("drift", before, after, map[string]float64{"PATCH": float64(len(drifted))})
+		after, res.DriftQuietSeconds = quiet(start, last)
+		res.DriftWrites = record("drift", before, after, map[string]float64{"configmaps PATCH": float64(len(drifted))})
 	}
 	if scrapeErr != nil {
 		return fail("read kube-apiserver metrics: %v", scrapeErr)

@@ -23,8 +23,9 @@ var writeVerbs = []string{"POST", "PUT", "PATCH", "APPLY", "DELETE"}
 // requestCounts is a snapshot of kube-apiserver's apiserver_request_total for
 // requestResources: per verb, and the requests answered 409 Conflict.
 type requestCounts struct {
-	byVerb    map[string]float64
-	conflicts float64
+	byVerb     map[string]float64
+	byResource map[string]float64 // "resource[/subresource] VERB"
+	conflicts  float64
 }
 
 // scrapeRequests reads kube-apiserver's /metrics with the driver's (admin)
@@ -40,7 +41,7 @@ func (c *cluster) scrapeRequests(ctx context.Context) (requestCounts, error) {
 // parseRequests sums the apiserver_request_total series of requestResources
 // in a Prometheus text exposition.
 func parseRequests(body []byte) requestCounts {
-	rc := requestCounts{byVerb: map[string]float64{}}
+	rc := requestCounts{byVerb: map[string]float64{}, byResource: map[string]float64{}}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	const prefix = "apiserver_request_total{"
@@ -62,6 +63,11 @@ func parseRequests(body []byte) requestCounts {
 			continue
 		}
 		rc.byVerb[labels["verb"]] += v
+		res := labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			res += "/" + sub
+		}
+		rc.byResource[res+" "+labels["verb"]] += v
 		if labels["code"] == "409" {
 			rc.conflicts += v
 		}
@@ -90,16 +96,20 @@ func parseLabels(s string) map[string]string {
 	return m
 }
 
-// sub returns the requests made between before and c, less the driver's
-// own: own maps a verb to how many requests of it the driver sent.
-func (c requestCounts) sub(before requestCounts, own map[string]float64) (map[string]float64, float64) {
-	d := map[string]float64{}
-	for v, n := range c.byVerb {
-		if x := n - before.byVerb[v] - own[v]; x != 0 {
-			d[v] = x
+// sub returns the requests made between before and c, by verb and by
+// resource and verb, less the driver's own: own maps "resource VERB" to how
+// many requests the driver sent.
+func (c requestCounts) sub(before requestCounts, own map[string]float64) (byVerb, byResource map[string]float64, conflicts float64) {
+	byVerb, byResource = map[string]float64{}, map[string]float64{}
+	for k, n := range c.byResource {
+		x := n - before.byResource[k] - own[k]
+		if x == 0 {
+			continue
 		}
+		byResource[k] = x
+		byVerb[k[strings.LastIndexByte(k, ' ')+1:]] += x
 	}
-	return d, c.conflicts - before.conflicts
+	return byVerb, byResource, c.conflicts - before.conflicts
 }
 
 // writes sums the write verbs of d.

@@ -52,18 +52,25 @@ type Result struct {
 
 	// The parents workload (see runParents). Requests are the contender's,
 	// from kube-apiserver's apiserver_request_total: phase -> verb -> count.
-	Requests         map[string]map[string]float64 `json:"requests,omitempty"`
-	Conflicts        map[string]float64            `json:"conflicts,omitempty"` // phase -> requests answered 409
-	SyncWrites       float64                       `json:"syncWrites,omitempty"`
-	IdleSeconds      float64                       `json:"idleSeconds,omitempty"`
-	IdleWrites       float64                       `json:"idleWrites,omitempty"`
-	RolloutSeconds   float64                       `json:"rolloutSeconds,omitempty"`   // first patch to every parent converged again
-	RolloutCMSeconds float64                       `json:"rolloutCmSeconds,omitempty"` // first patch to every ConfigMap holding the new data
-	RolloutCPU       float64                       `json:"rolloutCpuSeconds,omitempty"`
-	RolloutWrites    float64                       `json:"rolloutWrites,omitempty"`
-	Drifted          int                           `json:"drifted,omitempty"`
-	DriftSeconds     float64                       `json:"driftSeconds,omitempty"` // first hand change to every one reverted
-	DriftWrites      float64                       `json:"driftWrites,omitempty"`
+	Requests map[string]map[string]float64 `json:"requests,omitempty"`
+	// RequestsByResource: phase -> "resource[/subresource] VERB" -> count.
+	RequestsByResource map[string]map[string]float64 `json:"requestsByResource,omitempty"`
+	Conflicts          map[string]float64            `json:"conflicts,omitempty"` // phase -> requests answered 409
+	SyncWrites         float64                       `json:"syncWrites,omitempty"`
+	// Sync-, Rollout- and DriftQuietSeconds: the phase's start to the last
+	// write seen (the contender then wrote nothing for quietFor).
+	SyncQuietSeconds    float64 `json:"syncQuietSeconds,omitempty"`
+	RolloutQuietSeconds float64 `json:"rolloutQuietSeconds,omitempty"`
+	DriftQuietSeconds   float64 `json:"driftQuietSeconds,omitempty"`
+	IdleSeconds         float64 `json:"idleSeconds,omitempty"`
+	IdleWrites          float64 `json:"idleWrites,omitempty"`
+	RolloutSeconds      float64 `json:"rolloutSeconds,omitempty"`   // first patch to every parent converged again
+	RolloutCMSeconds    float64 `json:"rolloutCmSeconds,omitempty"` // first patch to every ConfigMap holding the new data
+	RolloutCPU          float64 `json:"rolloutCpuSeconds,omitempty"`
+	RolloutWrites       float64 `json:"rolloutWrites,omitempty"`
+	Drifted             int     `json:"drifted,omitempty"`
+	DriftSeconds        float64 `json:"driftSeconds,omitempty"` // first hand change to every one reverted
+	DriftWrites         float64 `json:"driftWrites,omitempty"`
 
 	CPUSeconds      float64 `json:"cpuSeconds"`      // whole run, utime+stime
 	ShutdownSeconds float64 `json:"shutdownSeconds"` // SIGTERM to exit
