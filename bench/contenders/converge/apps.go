@@ -17,7 +17,7 @@ import (
 // section shows: Desired returns the two children and the status, and
 // converge applies, watches and prunes them and writes the status.
 func runApps(mgr *framework.Manager, opts framework.ControllerOptions) error {
-	return framework.NewController[*workload.App](mgr, "bench", opts).
+	return framework.NewBuilder[*workload.App](mgr, "bench", opts).
 		Complete(declarative.New(mgr, declarative.Func[*workload.App](desiredApp), declarative.Options{
 			Children: []object.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}},
 		}))
