@@ -58,6 +58,8 @@ func (c *cluster) setUp(ctx context.Context, k workload.Kind, n, conc int) error
 			_, err = c.cs.CoreV1().Pods(ns).Create(ctx, workload.NewPod(ns, i), metav1.CreateOptions{})
 		case workload.Widgets:
 			_, err = c.dyn.Resource(workload.WidgetGVR).Namespace(ns).Create(ctx, workload.NewWidget(ns, i), metav1.CreateOptions{})
+		case workload.Parents:
+			_, err = c.dyn.Resource(workload.AppGVR).Namespace(ns).Create(ctx, workload.NewApp(ns, i), metav1.CreateOptions{})
 		}
 		if apierrors.IsAlreadyExists(err) {
 			err = nil
@@ -80,6 +82,8 @@ func (c *cluster) tearDown(ctx context.Context, k workload.Kind) error {
 		err = c.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
 	case workload.Widgets:
 		err = c.dyn.Resource(workload.WidgetGVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	case workload.Parents:
+		err = c.resetParents(ctx, 0, 1)
 	}
 	return err
 }

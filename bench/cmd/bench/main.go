@@ -51,7 +51,7 @@ func main() {
 		scale    = flag.Float64("scale", 1, "multiply every object count by this")
 		repeats  = flag.Int("repeats", 1, "runs of each contender per workload; the order alternates and medians are reported")
 		workers  = flag.Int("workers", 4, "reconcile workers of every contender")
-		only     = flag.String("workloads", "configmaps,pods,widgets", "workloads to run, comma-separated")
+		only     = flag.String("workloads", "configmaps,pods,widgets,parents", "workloads to run, comma-separated")
 		who      = flag.String("contenders", strings.Join(contenders, ","), "contenders to run, comma-separated")
 		duration = flag.Duration("duration", 10*time.Second, "length of the fixed-rate update phase")
 		deadline = flag.Duration("deadline", 30*time.Second, "how long an update may stay unseen before it counts as missed")
@@ -61,17 +61,22 @@ func main() {
 		quiet    = flag.Bool("quiet", false, "print only the table")
 		attach   = flag.String("kubeconfig", "", "use this cluster (objects already created, e.g. by --hold) instead of starting a control plane")
 		prebuilt = flag.String("prebuilt", "", "folder of already built contender binaries, named after the contenders")
-		phases   = flag.String("phases", "storm,steady,burst,backlog", "phases to run after start-up, comma-separated")
+		phases   = flag.String("phases", "storm,steady,burst,backlog,rollout,drift", "phases to run after start-up, comma-separated")
 		hold     = flag.Bool("hold", false, "create the objects, print the kubeconfig path and wait for Ctrl-C instead of running contenders (for profiling by hand)")
 	)
 	wf := map[workload.Kind]*workloadFlags{
 		workload.ConfigMaps: {n: 10000, stormRate: 200, rate: 100, burst: 2000, backlogMax: 10000},
 		workload.Pods:       {n: 5000, stormRate: 60, rate: 40, burst: 1000, backlogMax: 5000},
 		workload.Widgets:    {n: 5000, stormRate: 200, rate: 100, burst: 2000, backlogMax: 5000},
+		workload.Parents:    {n: 1000},
 	}
+	idle := flag.Duration("idle", 10*time.Second, "parents: the window without changes in which writes are counted")
 	for _, k := range workload.Kinds {
 		f := wf[k]
 		flag.IntVar(&f.n, string(k), f.n, "number of "+string(k))
+		if k == workload.Parents {
+			continue
+		}
 		flag.Float64Var(&f.rate, string(k)+"-rate", f.rate, "fixed update rate for "+string(k)+" (updates/s)")
 		flag.Float64Var(&f.stormRate, string(k)+"-storm-rate", f.stormRate, "update rate for "+string(k)+" while the initial keys drain")
 	}
@@ -146,7 +151,7 @@ func main() {
 		}
 		env := envtest.New(envtest.Options{
 			APIServerFlags: apiFlags,
-			CRDs:           envtest.CRDOptions{Objects: []runtime.Object{workload.CRD()}},
+			CRDs:           envtest.CRDOptions{Objects: []runtime.Object{workload.CRD(), workload.AppCRD()}},
 			StartTimeout:   2 * time.Minute,
 		})
 		if cfg, err = env.Start(ctx); err != nil {
@@ -181,7 +186,7 @@ func main() {
 	for _, k := range kinds {
 		f := wf[k]
 		n := max(1, int(float64(f.n)**scale))
-		if *attach == "" {
+		if *attach == "" && k != workload.Parents { // the parents are made again for every run
 			logf("%s: creating %d", k, n)
 			t0 := time.Now()
 			if err := c.setUp(ctx, k, n, 32); err != nil {
@@ -190,7 +195,7 @@ func main() {
 			logf("%s: created %d in %.1fs", k, n, time.Since(t0).Seconds())
 		}
 		o := runOpts{
-			kind: k, n: n, workers: *workers, stormRate: f.stormRate, rate: f.rate, duration: *duration,
+			kind: k, n: n, workers: *workers, stormRate: f.stormRate, rate: f.rate, duration: *duration, idle: *idle,
 			burst: max(1, int(float64(f.burst)**scale)), backlog: max(1, int(float64(f.backlogMax)**scale)),
 			deadline: *deadline, kubeconfig: kubeconfig, phases: want, logDir: logDir, profileDir: profileDir,
 		}
@@ -205,9 +210,15 @@ func main() {
 				if err != nil {
 					log.Fatal(err)
 				}
-				logf("%s: run %d: %s: sync %.2fs, cpu %.2fs, heap %.1f MiB, rss %.1f MiB, storm p99 %.0fms (n=%d), p99 %.1fms, burst %.0f/s, backlog %.0f/s, shutdown %.2fs, missed %d",
-					k, r+1, name, res.SyncSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.StormP99Ms, res.StormCount,
-					res.UpdateP99Ms, res.BurstPerSec, res.BacklogPerSec, res.ShutdownSeconds, res.Missed)
+				if k == workload.Parents {
+					logf("%s: run %d: %s: converged %.2fs (writes %.0f, last %.2fs), cpu %.2fs, heap %.1f MiB, rss %.1f MiB, idle writes %.0f, rollout %.2fs (ConfigMaps %.2fs, writes %.0f), drift %.2fs (writes %.0f), shutdown %.2fs, missed %d; requests %v, conflicts %v",
+						k, r+1, name, res.SyncSeconds, res.SyncWrites, res.SyncQuietSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.IdleWrites,
+						res.RolloutSeconds, res.RolloutCMSeconds, res.RolloutWrites, res.DriftSeconds, res.DriftWrites, res.ShutdownSeconds, res.Missed, res.RequestsByResource, res.Conflicts)
+				} else {
+					logf("%s: run %d: %s: sync %.2fs, cpu %.2fs, heap %.1f MiB, rss %.1f MiB, storm p99 %.0fms (n=%d), p99 %.1fms, burst %.0f/s, backlog %.0f/s, shutdown %.2fs, missed %d",
+						k, r+1, name, res.SyncSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.StormP99Ms, res.StormCount,
+						res.UpdateP99Ms, res.BurstPerSec, res.BacklogPerSec, res.ShutdownSeconds, res.Missed)
+				}
 				results = append(results, res)
 				if ctx.Err() != nil {
 					log.Fatal(ctx.Err())

@@ -50,6 +50,28 @@ type Result struct {
 	BacklogPerSec  float64 `json:"backlogPerSec"`
 	BacklogCPU     float64 `json:"backlogCpuSeconds"` // CPU the contender used draining it
 
+	// The parents workload (see runParents). Requests are the contender's,
+	// from kube-apiserver's apiserver_request_total: phase -> verb -> count.
+	Requests map[string]map[string]float64 `json:"requests,omitempty"`
+	// RequestsByResource: phase -> "resource[/subresource] VERB" -> count.
+	RequestsByResource map[string]map[string]float64 `json:"requestsByResource,omitempty"`
+	Conflicts          map[string]float64            `json:"conflicts,omitempty"` // phase -> requests answered 409
+	SyncWrites         float64                       `json:"syncWrites,omitempty"`
+	// Sync-, Rollout- and DriftQuietSeconds: the phase's start to the last
+	// write seen (the contender then wrote nothing for quietFor).
+	SyncQuietSeconds    float64 `json:"syncQuietSeconds,omitempty"`
+	RolloutQuietSeconds float64 `json:"rolloutQuietSeconds,omitempty"`
+	DriftQuietSeconds   float64 `json:"driftQuietSeconds,omitempty"`
+	IdleSeconds         float64 `json:"idleSeconds,omitempty"`
+	IdleWrites          float64 `json:"idleWrites,omitempty"`
+	RolloutSeconds      float64 `json:"rolloutSeconds,omitempty"`   // first patch to every parent converged again
+	RolloutCMSeconds    float64 `json:"rolloutCmSeconds,omitempty"` // first patch to every ConfigMap holding the new data
+	RolloutCPU          float64 `json:"rolloutCpuSeconds,omitempty"`
+	RolloutWrites       float64 `json:"rolloutWrites,omitempty"`
+	Drifted             int     `json:"drifted,omitempty"`
+	DriftSeconds        float64 `json:"driftSeconds,omitempty"` // first hand change to every one reverted
+	DriftWrites         float64 `json:"driftWrites,omitempty"`
+
 	CPUSeconds      float64 `json:"cpuSeconds"`      // whole run, utime+stime
 	ShutdownSeconds float64 `json:"shutdownSeconds"` // SIGTERM to exit
 	Missed          int     `json:"missed"`          // updates (and objects) never seen within the deadline
@@ -64,6 +86,7 @@ type runOpts struct {
 	stormRate  float64
 	rate       float64
 	duration   time.Duration
+	idle       time.Duration // parents: the idle window
 	burst      int
 	backlog    int
 	deadline   time.Duration
@@ -79,6 +102,12 @@ type runOpts struct {
 // changes.
 func runContender(ctx context.Context, c *cluster, name, bin string, o runOpts, repeat int) (*Result, error) {
 	res := &Result{Contender: name, Workload: string(o.kind), Repeat: repeat, Objects: o.n}
+	if o.kind == workload.Parents {
+		if err := runParents(ctx, c, name, bin, o, repeat, res); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
 	if err := runProcess(ctx, c, name, bin, o, repeat, false, res); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,8 @@
 // SharedInformerFactory (for the custom resource, a typed REST client and
 // informer, as client-gen and informer-gen would generate), a typed
 // rate-limited workqueue of "namespace/name" keys, and workers that read the
-// object from the lister.
+// object from the lister. For the parents workload it applies children and
+// status with server-side apply (apps.go).
 package main
 
 import (
@@ -45,6 +46,13 @@ func main() {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		log.Fatal(err)
+	}
+	if workload.Kind(*kind) == workload.Parents {
+		if err := runApps(ctx, cfg, cs, *workers); err != nil {
+			log.Fatal(err)
+		}
+		report.Stop()
+		return
 	}
 	factory := informers.NewSharedInformerFactory(cs, 0)
 

@@ -3,7 +3,8 @@
 // logger, a manager with the default cache and client, metrics off (the
 // scaffold's default bind address is "0"), no leader election, and a
 // reconciler that Gets the object through the manager's (cache-backed)
-// client. Only the probe server is off, so no port is taken.
+// client. Only the probe server is off, so no port is taken. For the
+// parents workload the reconciler is the kubebuilder book's (apps.go).
 package main
 
 import (
@@ -61,6 +62,8 @@ func main() {
 		err = setup(mgr, copts, func() *corev1.Pod { return &corev1.Pod{} }, c, workload.PodGen)
 	case workload.Widgets:
 		err = setup(mgr, copts, func() *workload.Widget { return &workload.Widget{} }, c, workload.WidgetGen)
+	case workload.Parents:
+		err = (&AppReconciler{Client: c, Scheme: mgr.GetScheme()}).SetupWithManager(mgr, copts)
 	}
 	if err != nil {
 		setupLog.Error(err, "unable to create controller")

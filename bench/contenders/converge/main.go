@@ -1,6 +1,7 @@
 // Command converge is the benchmark's converge contender: one controller for
 // the workload's kind, built the way the README shows, with the manager's
-// defaults.
+// defaults. For the parents workload it is a declarative controller (see
+// apps.go).
 package main
 
 import (
@@ -45,6 +46,10 @@ func main() {
 	case workload.Widgets:
 		if err = workload.AddToScheme(mgr.Scheme()); err == nil {
 			err = run(mgr, opts, workload.WidgetGen)
+		}
+	case workload.Parents:
+		if err = workload.AddToScheme(mgr.Scheme()); err == nil {
+			err = runApps(mgr, opts)
 		}
 	default:
 		log.Fatalf("unknown kind %q", *kind)

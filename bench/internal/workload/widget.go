@@ -52,9 +52,9 @@ type WidgetList struct {
 	Items           []Widget `json:"items"`
 }
 
-// AddToScheme registers Widget and WidgetList.
+// AddToScheme registers Widget, App and their lists.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(WidgetGroupVersion, &Widget{}, &WidgetList{})
+	s.AddKnownTypes(WidgetGroupVersion, &Widget{}, &WidgetList{}, &App{}, &AppList{})
 	metav1.AddToGroupVersion(s, WidgetGroupVersion)
 	return nil
 }

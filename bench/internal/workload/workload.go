@@ -1,6 +1,7 @@
 // Package workload defines the objects the benchmark creates and changes: one
 // kind per workload, how each object is built, how the driver changes it, and
-// the field every contender reports back ("gen").
+// the field every contender reports back ("gen"); for the write workload
+// (Parents), the parent kind and what its children must hold.
 package workload
 
 import (
@@ -24,10 +25,13 @@ const (
 	ConfigMaps Kind = "configmaps"
 	Pods       Kind = "pods"
 	Widgets    Kind = "widgets"
+	// Parents is the write workload: Apps, each declaring a ConfigMap and a
+	// Deployment and writing its status (see App).
+	Parents Kind = "parents"
 )
 
 // Kinds lists the workloads in the order the benchmark runs them.
-var Kinds = []Kind{ConfigMaps, Pods, Widgets}
+var Kinds = []Kind{ConfigMaps, Pods, Widgets, Parents}
 
 // GenAnnotation holds a Pod's gen.
 const GenAnnotation = "bench.converge.dev/gen"
@@ -42,6 +46,8 @@ func Name(k Kind, i int) string {
 		return fmt.Sprintf("cm-%05d", i)
 	case Pods:
 		return fmt.Sprintf("web-%02d-%05d", i%deployments, i)
+	case Parents:
+		return fmt.Sprintf("app-%05d", i)
 	}
 	return fmt.Sprintf("widget-%05d", i)
 }
