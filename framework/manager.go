@@ -121,9 +121,12 @@ type Manager struct {
 // NewManager returns a Manager for the API server cfg points at. A nil cfg is
 // loaded with LoadConfig("") (kubeconfig, then in-cluster).
 //
-// When cfg sets no client-side rate limit (QPS 0), the manager uses 50 QPS
-// with bursts of 100 instead of client-go's 5 and 10, which throttle
-// controllers long before a modern API server's own flow control does.
+// When cfg sets no client-side rate limit (QPS 0 and no RateLimiter), the
+// manager's requests are not rate-limited by the client: the API server's
+// priority and fairness (on by default since Kubernetes 1.20) queues and
+// sheds load itself, and client-go's default of 5 QPS throttles a
+// controller long before it would. A positive cfg.QPS (and Burst), or a
+// cfg.RateLimiter, limits the requests of the whole manager.
 func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if cfg == nil {
 		var err error
@@ -137,7 +140,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 && cfg.RateLimiter == nil {
-		cfg.QPS, cfg.Burst = 50, 100
+		cfg.QPS = -1 // no client-side limit (see above)
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "converge"
