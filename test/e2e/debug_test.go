@@ -189,9 +189,11 @@ var _ = Describe("debug endpoint", func() {
 			g.Expect(bad.History[0].Error).To(Equal(fmt.Sprintf("rotate credentials of %s/bad: vault is sealed", f.ns)))
 			g.Expect(bad.NextAttempt != nil || bad.Queued || bad.InFlight != nil).To(BeTrue())
 		}).Should(Succeed())
-		web := f.object(ctx, "credentials", "web")
-		Expect(web.History).NotTo(BeEmpty())
-		Expect(web.History[0].Waiting).To(Equal("Deployment web waits for Job migrate (Complete)"))
+		Eventually(ctx, func(g Gomega) {
+			web := f.object(ctx, "credentials", "web")
+			g.Expect(web.History).NotTo(BeEmpty())
+			g.Expect(web.History[0].Waiting).To(Equal("Deployment web waits for Job migrate (Complete)"))
+		}).Should(Succeed(), "the waiting key's history has its note")
 
 		By("refusing bad input with a clear error")
 		res := f.get(ctx, "api/queue?controller=held&limit=501")
