@@ -52,7 +52,7 @@ func recordedUID(c child, uid types.UID) map[string]string {
 
 // id names c in its parent's ledger.
 func (c child) id() string {
-	return childID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())
+	return objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())
 }
 
 func key(namespace, name string) string {
@@ -378,12 +378,7 @@ func (d *Declarative[T]) applyOver(ctx context.Context, c child, live metav1.Obj
 	if live == nil {
 		obj.SetResourceVersion(noObjectVersion)
 		if claim != "" {
-			a := obj.GetAnnotations()
-			if a == nil {
-				a = map[string]string{}
-			}
-			a[ClaimAnnotation] = claim
-			obj.SetAnnotations(a)
+			setMap(obj, "annotations", map[string]string{ClaimAnnotation: claim})
 		}
 	} else {
 		obj.SetUID(live.GetUID())
@@ -632,7 +627,7 @@ func number(v any) (float64, bool) {
 func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desired []child) error {
 	keep := make(map[string]bool, len(desired))
 	for _, c := range desired {
-		keep[c.kind.gvk.GroupKind().String()+"/"+key(c.obj.GetNamespace(), c.obj.GetName())] = true
+		keep[c.id()] = true
 	}
 	var errs []error
 	deleted := map[string]string{}      // ledger entries to drop
@@ -644,7 +639,8 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 			continue
 		}
 		for _, obj := range found {
-			if keep[ck.gvk.GroupKind().String()+"/"+key(obj.GetNamespace(), obj.GetName())] || !d.owns(parent, obj) {
+			id := objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())
+			if keep[id] || !d.owns(parent, obj) {
 				continue
 			}
 			if h, err := held(ck, obj); h || err != nil {
@@ -657,7 +653,6 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 			}
 			d.appliedChildren.drop(parent.GetUID(), obj.GetUID())
 			if labelLinked(parent, obj.GetNamespace()) {
-				id := childID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())
 				deleted[id], deleted[claimKey(id)] = "", ""
 			}
 		}
@@ -710,11 +705,16 @@ func (d *Declarative[T]) parentOf(child object.Object) []reconcile.Request {
 	if ref == "" {
 		return nil
 	}
+	return []reconcile.Request{parentRequest(ref)}
+}
+
+// parentRequest is the parent a ParentAnnotation value names.
+func parentRequest(ref string) reconcile.Request {
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok {
-		return []reconcile.Request{{Name: ref}}
+		return reconcile.Request{Name: ref}
 	}
-	return []reconcile.Request{{Namespace: ns, Name: name}}
+	return reconcile.Request{Namespace: ns, Name: name}
 }
 
 // objectRef returns an unstructured stub naming parent, for writes.

@@ -140,7 +140,7 @@ func TestTypedNilChildIsAnError(t *testing.T) {
 
 func TestOwnsNeedsProof(t *testing.T) {
 	d := &Declarative[*unstructured.Unstructured]{opts: Options{FieldManager: "m"}}
-	cm := func(ns, name string) string { return childID(schema.GroupKind{Kind: "ConfigMap"}, ns, name) }
+	cm := func(ns, name string) string { return objectID(schema.GroupKind{Kind: "ConfigMap"}, ns, name) }
 	ledger := formatLedger("parent", map[string]string{
 		cm("other", "listed"): "listed", cm("", "listed"): "listed", cm("", "dropped"): "dropped", cm("", "claimed"): "?nonce",
 	})
@@ -208,7 +208,7 @@ func TestOwnsNeedsProof(t *testing.T) {
 // its entry, so the ledger does not grow with re-creations.
 func TestLedgerKeepsOneEntryPerName(t *testing.T) {
 	var l ledger
-	id := childID(schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}, "", "r")
+	id := objectID(schema.GroupKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}, "", "r")
 	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "p"}}
 	for i := range 100 {
 		l.note("p", map[string]string{id: fmt.Sprint("uid-", i)})

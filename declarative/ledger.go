@@ -12,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/client"
@@ -49,11 +48,6 @@ type ledger struct {
 	// the annotation may not show yet: child ID to value (a UID, a claim
 	// "?nonce", or "" for an entry removed). mu guards it.
 	pending map[types.UID]map[string]string
-}
-
-// childID names a child in the ledger: Kind.group/namespace/name.
-func childID(gk schema.GroupKind, ns, name string) string {
-	return gk.String() + "/" + ns + "/" + name
 }
 
 // parseLedger returns the entries of parent's annotation, child ID to
@@ -179,18 +173,8 @@ func (d *Declarative[T]) ledgerManager() string { return d.opts.FieldManager + "
 // gone (deleted, or replaced by another of its name) is not an error.
 func (d *Declarative[T]) record(ctx context.Context, parent object.Object, changes map[string]string) error {
 	d.ledger.note(parent.GetUID(), changes)
-	m, err := d.mgr.RESTMapper().RESTMapping(d.parentGVK.GroupKind(), d.parentGVK.Version)
-	if err != nil {
-		return fmt.Errorf("record the children of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
-	}
-	res := d.live.Resource(m.Resource)
 	for attempt := 0; ; attempt++ {
-		var fresh metav1.Object
-		if parent.GetNamespace() != "" {
-			fresh, err = res.Namespace(parent.GetNamespace()).Get(ctx, parent.GetName(), metav1.GetOptions{})
-		} else {
-			fresh, err = res.Get(ctx, parent.GetName(), metav1.GetOptions{})
-		}
+		fresh, err := d.readMeta(ctx, d.parentGVK, parent.GetNamespace(), parent.GetName())
 		if apierrors.IsNotFound(err) || (err == nil && fresh.GetUID() != parent.GetUID()) {
 			return nil
 		}

@@ -345,15 +345,7 @@ func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent
 
 // liveChild reads c's object from the API server; nil when there is none.
 func (d *Declarative[T]) liveChild(ctx context.Context, c child) (metav1.Object, error) {
-	m, err := d.mgr.RESTMapper().RESTMapping(c.kind.gvk.GroupKind(), c.kind.gvk.Version)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", c, err)
-	}
-	var res metadata.ResourceInterface = d.live.Resource(m.Resource)
-	if c.obj.GetNamespace() != "" {
-		res = d.live.Resource(m.Resource).Namespace(c.obj.GetNamespace())
-	}
-	obj, err := res.Get(ctx, c.obj.GetName(), metav1.GetOptions{})
+	obj, err := d.readMeta(ctx, c.kind.gvk, c.obj.GetNamespace(), c.obj.GetName())
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
@@ -361,6 +353,20 @@ func (d *Declarative[T]) liveChild(ctx context.Context, c child) (metav1.Object,
 		return nil, fmt.Errorf("read %s: %w", c, err)
 	}
 	return obj, nil
+}
+
+// readMeta reads the metadata of the object of kind gvk namespace/name
+// from the API server.
+func (d *Declarative[T]) readMeta(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (metav1.Object, error) {
+	m, err := d.mgr.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	var res metadata.ResourceInterface = d.live.Resource(m.Resource)
+	if namespace != "" {
+		res = d.live.Resource(m.Resource).Namespace(namespace)
+	}
+	return res.Get(ctx, name, metav1.GetOptions{})
 }
 
 // truncate shortens s to at most n bytes, ending with "..." when cut.
@@ -381,16 +387,8 @@ func (d *Declarative[T]) deadLink(ctx context.Context, live metav1.Object, other
 	if !ok || at == "" {
 		return false
 	}
-	m, err := d.mgr.RESTMapper().RESTMapping(d.parentGVK.GroupKind(), d.parentGVK.Version)
-	if err != nil {
-		return false
-	}
-	var p metav1.Object
-	if ns, name, namespaced := strings.Cut(at, "/"); namespaced {
-		p, err = d.live.Resource(m.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	} else {
-		p, err = d.live.Resource(m.Resource).Get(ctx, at, metav1.GetOptions{})
-	}
+	r := parentRequest(at)
+	p, err := d.readMeta(ctx, d.parentGVK, r.Namespace, r.Name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return true
