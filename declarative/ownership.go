@@ -380,12 +380,13 @@ func truncate(s string, n int) string {
 // deadLink reports whether the parent of UID other that live's labels link
 // it to is gone: no parent of live's ParentAnnotation exists, or one of
 // another UID (the children outlived their parent: orphaned on deletion,
-// restored from a backup). Without that annotation, or when the parent
-// cannot be read, the link counts as alive.
+// restored from a backup). A link another controller made (another
+// ManagerLabel), one without that annotation, or one whose parent cannot be
+// read counts as alive.
 func (d *Declarative[T]) deadLink(ctx context.Context, live metav1.Object, other string) bool {
 	at, ok := live.GetAnnotations()[ParentAnnotation]
-	if !ok || at == "" {
-		return false
+	if !ok || at == "" || live.GetLabels()[ManagerLabel] != labelValue(d.opts.FieldManager) {
+		return false // not a link this controller made: its parent may be of another kind
 	}
 	r := parentRequest(at)
 	p, err := d.readMeta(ctx, d.parentGVK, r.Namespace, r.Name)
