@@ -258,7 +258,7 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 	if sub != "" {
 		what += " " + sub
 	}
-	if err := c.allowWrite(); err != nil {
+	if err := c.fence(ctx); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -316,9 +316,46 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 }
 
 // requestContext returns the context a write is sent on: fenced by
-// allowWrite, logging to the adjusted logger.
+// allowWrite and by the fence WithFence put in ctx, if any, logging to the
+// adjusted logger.
 func (c *Client) requestContext(ctx context.Context) context.Context {
-	return restset.WithFence(quietly(ctx, c.logger), c.allowWrite)
+	fence := c.allowWrite
+	if own, _ := ctx.Value(fenceKey{}).(func() error); own != nil {
+		fence = func() error {
+			if err := c.allowWrite(); err != nil {
+				return err
+			}
+			return own()
+		}
+	}
+	return restset.WithFence(quietly(ctx, c.logger), fence)
+}
+
+// fence says whether a write on ctx may be sent now: the client's fence,
+// then ctx's (WithFence).
+func (c *Client) fence(ctx context.Context) error {
+	if err := c.allowWrite(); err != nil {
+		return err
+	}
+	if own, _ := ctx.Value(fenceKey{}).(func() error); own != nil {
+		return own()
+	}
+	return nil
+}
+
+// fenceKey is the context key of WithFence's fence.
+type fenceKey struct{}
+
+// WithFence returns a copy of ctx under which every Client refuses writes
+// while fence fails, as it does while its own fence (Options.Fence) fails:
+// fence is called before each write and again as each request leaves the
+// process, and a refused write's error wraps fence's. A fence already in
+// ctx is replaced. The framework puts one in the context of each reconcile
+// of a sharded controller, which fails once the process no longer holds the
+// key's bucket (framework.ErrBucketNotHeld). fence must be safe for
+// concurrent use.
+func WithFence(ctx context.Context, fence func() error) context.Context {
+	return context.WithValue(ctx, fenceKey{}, fence)
 }
 
 // observeDeletion tells the cache about a deletion: gone at once (the

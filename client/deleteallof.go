@@ -58,7 +58,7 @@ func (c *Client) DeleteAllOf(ctx context.Context, example object.Object, sel inf
 	if wo.precondition != nil {
 		return fmt.Errorf("%s: MatchingUID names one object and does not apply to a collection", what)
 	}
-	if err := c.allowWrite(); err != nil {
+	if err := c.fence(ctx); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)

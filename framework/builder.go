@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
@@ -173,14 +174,33 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	// scheme), and a failed build must leave nothing behind.
 	primary := &kindSource[T]{self: true, sel: opts.Selection, preds: b.preds, resync: opts.ResyncPeriod}
 	target := &watchTarget{mgr: mgr, name: b.name, log: c.log}
-	bound, err := primary.bindKind(target)
-	if err != nil {
-		return nil, b.fail(err)
+	var (
+		bound   *boundKind[T]
+		sharded *shardedPrimary[T]
+		reader  informers.Reader[T]
+	)
+	if opts.Sharded {
+		if mgr.ring == nil {
+			return nil, b.fail(errors.New("ControllerOptions.Sharded needs a sharding ring: set Options.Sharding.Ring on the manager"))
+		}
+		kind, err := primaryKind[T](mgr, opts.Selection)
+		if err != nil {
+			return nil, b.fail(err)
+		}
+		c.kind = kind
+		primary.sel.Kind = kind
+		sharded = newShardedPrimary(*primary, target, mgr.ring, b.name)
+		c.primary, c.shard, reader = sharded, sharded, sharded
+	} else {
+		var err error
+		if bound, err = primary.bindKind(target); err != nil {
+			return nil, b.fail(err)
+		}
+		c.kind = bound.inf.Kind()
+		c.primary, reader = bound.inf, bound.inf
+		c.sources = append(c.sources, bound)
 	}
-	c.kind = bound.inf.Kind()
-	c.primary = bound.inf
 	target.owner = c.kind
-	c.sources = append(c.sources, bound)
 	var errs []error
 	for _, src := range b.sources {
 		s, err := src.bind(target)
@@ -210,17 +230,28 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	c.queue, target.queue = q, q
 
 	if byObject != nil {
-		adapter := &objectAdapter[T]{reader: bound.inf, r: byObject}
+		adapter := &objectAdapter[T]{reader: reader, r: byObject}
 		if d, ok := byObject.(reconcile.DeletionReconciler[T]); ok {
 			adapter.deleted = d
 			adapter.tombstones = map[reconcile.Request]T{}
-			bound.keepTombstones(adapter.remember)
+			if sharded != nil {
+				sharded.onDelete = adapter.remember
+			} else {
+				bound.keepTombstones(adapter.remember)
+			}
 		}
 		byKey = adapter
 	}
 	c.reconciler = byKey
 	if err := mgr.Add(c); err != nil {
 		return nil, b.fail(err)
+	}
+	if sharded != nil {
+		mgr.ring.register(sharded)
+		if err := mgr.Cache().ShardReads(c.kind.GroupKind(), mgr.ring.buckets, sharded.heldBuckets); err != nil {
+			return nil, b.fail(err)
+		}
+		c.dropped = mgr.metrics.ring.dropped.WithLabelValues(mgr.ring.opts.Ring, b.name)
 	}
 	mgr.addInspected(c)
 	return c, nil
@@ -261,4 +292,25 @@ func nilPredicate[T object.Object](preds []Predicate[T]) error {
 		}
 	}
 	return nil
+}
+
+// primaryKind returns the kind of a sharded controller's primary type T,
+// without making an informer of the whole kind.
+func primaryKind[T object.Object](mgr *Manager, sel informers.Selection) (schema.GroupVersionKind, error) {
+	if !sel.Kind.Empty() {
+		return sel.Kind, nil
+	}
+	rt := reflect.TypeFor[T]()
+	if rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
+		return schema.GroupVersionKind{}, fmt.Errorf("type %v is not a pointer to a struct; give the kind with ControllerOptions.Selection.Kind", rt)
+	}
+	obj, ok := reflect.New(rt.Elem()).Interface().(T)
+	if !ok {
+		return schema.GroupVersionKind{}, fmt.Errorf("type %v is not an object", rt)
+	}
+	gvk, err := client.KindOf(mgr.Scheme(), obj)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("%v: %w (for unstructured and metadata objects, give the kind with ControllerOptions.Selection.Kind)", rt, err)
+	}
+	return gvk, nil
 }

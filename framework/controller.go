@@ -64,6 +64,18 @@ type ControllerOptions struct {
 	// runs only in the leader when leader election is on.
 	WithoutLeaderElection bool
 
+	// Sharded spreads the controller's objects over the members of the
+	// manager's sharding ring (Options.Sharding): this process caches and
+	// reconciles only the objects of the primary kind in the buckets it
+	// holds, and its reconciles' writes are refused once their bucket is
+	// given up (ErrBucketNotHeld). Keys that other sources (Owns, Watches)
+	// map to an object of a bucket held elsewhere are dropped here: that
+	// member reconciles them. A sharded controller runs in every member,
+	// leader or not. It needs Options.Sharding.Ring. Zero (false) means the
+	// controller reconciles every object (in the leader, with leader
+	// election).
+	Sharded bool
+
 	// HistoryKeys is how many keys the controller remembers the last five
 	// reconciles of (start, duration, reason, result, error text cut to 512
 	// bytes, requeue-after, NoteWaiting's note), for the manager's debug
@@ -132,6 +144,10 @@ type Controller struct {
 	history *history
 	// primary is the informer of the kind the controller reconciles.
 	primary primaryInformer
+	// shard gates the dispatch of a sharded controller's keys; nil when not
+	// sharded. dropped counts the keys it dropped.
+	shard   shardGate
+	dropped interface{ Inc() }
 
 	mu sync.Mutex
 	// inflight holds the reconciles running now, by ID; mu guards it.
@@ -146,6 +162,15 @@ type primaryInformer interface {
 	HasSynced() bool
 	Relists() int64
 	Health() error
+}
+
+// shardGate is what a sharded controller's workers ask of its primary
+// source (a *shardedPrimary[T]).
+type shardGate interface {
+	begin(ctx context.Context)
+	enter(req reconcile.Request) (int, dispatch)
+	exit(req reconcile.Request, b int)
+	reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc)
 }
 
 // inflightReconcile is a reconcile that has begun and not returned.
@@ -205,7 +230,9 @@ func (c *Controller) release() {
 }
 
 // NeedLeaderElection reports whether the controller runs only in the leader.
-func (c *Controller) NeedLeaderElection() bool { return !c.opts.WithoutLeaderElection }
+func (c *Controller) NeedLeaderElection() bool {
+	return !c.opts.WithoutLeaderElection && !c.opts.Sharded
+}
 
 // Name returns the controller's name.
 func (c *Controller) Name() string { return c.name }
@@ -240,6 +267,9 @@ func (c *Controller) Start(ctx context.Context) error {
 		}
 	}
 
+	if c.shard != nil {
+		c.shard.begin(ctx)
+	}
 	// Reconciles run on a context that outlives ctx by the drain timeout.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
@@ -318,9 +348,36 @@ func (c *Controller) worker(ctx context.Context, n int) {
 			c.queue.Done(req)
 			continue
 		}
-		c.reconcileOne(ctx, req, reason, n)
+		if c.shard != nil {
+			c.reconcileSharded(ctx, req, reason, n)
+		} else {
+			c.reconcileOne(ctx, req, reason, n)
+		}
 		c.queue.Done(req)
 	}
+}
+
+// shardRetry is how soon a key of a bucket held here but not served yet
+// (still syncing, or not renewed lately) is tried again.
+const shardRetry = 100 * time.Millisecond
+
+// reconcileSharded reconciles req when its bucket is served here, on a
+// context fenced by the bucket; it drops keys of buckets held elsewhere.
+func (c *Controller) reconcileSharded(ctx context.Context, req reconcile.Request, reason reconcile.Reason, worker int) {
+	b, d := c.shard.enter(req)
+	switch d {
+	case dispatchDrop:
+		c.queue.Forget(req)
+		c.dropped.Inc()
+		return
+	case dispatchWait:
+		c.queue.AddAfter(req, shardRetry)
+		return
+	}
+	defer c.shard.exit(req, b)
+	ctx, cancel := c.shard.reconcileContext(ctx, b)
+	defer cancel()
+	c.reconcileOne(ctx, req, reason, worker)
 }
 
 // reconcileOne runs the reconciler for req, queued for reason, on worker n,

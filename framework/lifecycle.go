@@ -209,6 +209,20 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	}
 	m.mu.Unlock()
 
+	leaveRing := func() {}
+	if m.ring != nil {
+		ringCtx, stopRing := context.WithCancel(base)
+		if err := m.ring.start(ringCtx); err != nil {
+			stopRing()
+			return errors.Join(err, stopRunnables())
+		}
+		leaveRing = func() {
+			stopRing()
+			leaveCtx, cancel := context.WithTimeout(base, m.opts.Sharding.RenewDeadline)
+			defer cancel()
+			m.ring.leave(leaveCtx)
+		}
+	}
 	stopElection := func() {}
 	if m.opts.LeaderElection.Enabled {
 		stopElection, err = m.runElection(base)
@@ -231,6 +245,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	}
 	stopErr := stopRunnables()        // controllers drain first...
 	m.refuseWrites(ErrManagerStopped) // ...then nothing left here writes...
+	leaveRing()                       // ...then the buckets are released...
 	stopElection()                    // ...then the lease is released...
 	return errors.Join(err, stopErr)  // ...then (deferred) the cache and servers stop.
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	eventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -116,6 +117,10 @@ type Manager struct {
 	// inspected are the controllers, in the order they were built, for the
 	// debug endpoint.
 	inspected []inspectable
+
+	// ring is this process's membership of the sharding ring; nil without
+	// Options.Sharding.Ring.
+	ring *ring
 }
 
 // NewManager returns a Manager for the API server cfg points at. A nil cfg is
@@ -212,7 +217,28 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("framework: events client for %s: %w", cfg.Host, err)
 	}
 	m.events = events.NewBroadcaster(newEventSink(ev, m.log))
+	if sh := opts.Sharding; sh.Ring != "" {
+		cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+		if err != nil {
+			return nil, fmt.Errorf("framework: sharding client for %s: %w", cfg.Host, err)
+		}
+		m.metrics.ring = newRingMetrics()
+		m.metrics.ring.ring = sh.Ring
+		m.metrics.ring.register(m.metrics.registry)
+		m.ring = newRing(cs, sh, m.log, m.metrics.ring)
+		m.readyChecks[ringReadyCheck] = func(*http.Request) error { return m.ring.ready() }
+	}
 	return m, nil
+}
+
+// RingStatus reports this member's view of its sharding ring: the buckets
+// it serves, syncs and drains, and the live members. ok is false without
+// Options.Sharding.Ring.
+func (m *Manager) RingStatus() (status RingStatus, ok bool) {
+	if m.ring == nil {
+		return RingStatus{}, false
+	}
+	return m.ring.status(), true
 }
 
 // Config returns a copy of the manager's API server configuration.

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/converge-dev/converge/informers"
@@ -52,6 +53,13 @@ type Options struct {
 	// that alone runs the controllers, while the others keep warm caches.
 	// Zero means off: every process runs every controller.
 	LeaderElection LeaderElectionOptions
+
+	// Sharding makes this process a member of a ring of processes that
+	// share the objects of sharded controllers (ControllerOptions.Sharded):
+	// each object is reconciled by exactly one live member, and each member
+	// caches only its part. Leader-elected and sharded controllers can run
+	// in one manager. Zero (no Ring) means no sharding.
+	Sharding ShardingOptions
 
 	// HealthProbeBindAddress is where /healthz and /readyz are served (plain
 	// HTTP, for kubelet probes), e.g. ":8081". /readyz waits for the caches
@@ -125,6 +133,76 @@ type LeaderElectionOptions struct {
 	// RetryPeriod is the interval between attempts to acquire or renew.
 	// Zero means 2 s.
 	RetryPeriod time.Duration
+}
+
+// ShardingOptions configures this process's membership of a sharding ring.
+//
+// The hash space of the shard key (KEP-5866's FNV-1a 64 of each object's UID
+// or namespace) is cut into Buckets equal ranges. Each member holds a member
+// Lease; each bucket has a Lease naming the member that holds it, claimed
+// with a compare-and-swap on its resourceVersion and renewed by its holder
+// every RetryPeriod. The buckets are assigned by rendezvous hashing over the
+// live members, at most ceil(Buckets/members) each, so every member computes
+// the same assignment. A member gives a bucket up when the assignment moves
+// it: it stops dispatching the bucket's keys, waits for their in-flight
+// reconciles (at most HandoverTimeout), then releases the Lease; the new
+// holder claims it, lists the bucket's objects and only then dispatches its
+// keys. A bucket whose Lease was not renewed for LeaseDuration (its holder
+// crashed or was cut off) is claimed by its new owner after that.
+//
+// Writes are fenced per bucket: the client refuses a sharded reconcile's
+// writes (ErrBucketNotHeld) once its bucket was given up, lost, or not
+// renewed within RenewDeadline of the start of its last successful renewal.
+// Another member can claim it only LeaseDuration after it last saw that
+// renewal, so a write that left the process before the fence closed and
+// reaches the API server within LeaseDuration − RenewDeadline is applied
+// before another member runs; a write delayed longer (a process frozen
+// between the fence check and the send) is the window that remains.
+type ShardingOptions struct {
+	// Ring names the ring; processes with the same Ring and Namespace share
+	// its buckets. It prefixes the Leases' names, so it must be a DNS label
+	// of at most 40 characters. Zero means no sharding.
+	Ring string
+
+	// Namespace holds the ring's Leases. Zero means the namespace of the
+	// pod's service account when running in a cluster, "default" otherwise.
+	Namespace string
+
+	// Identity names this member in the Leases. Zero means the hostname
+	// plus a random suffix.
+	Identity string
+
+	// Key is the field whose hash places an object in a bucket:
+	// informers.ShardByUID or informers.ShardByNamespace (then all the
+	// objects of a namespace, a parent and its children, go to one member).
+	// Zero means informers.ShardByUID. Every member of a ring must use the
+	// same Key and Buckets: Start refuses to join a ring whose live members
+	// say otherwise.
+	Key informers.ShardField
+
+	// Buckets is how many parts the hash space is cut into: the unit of
+	// handover, and the most members that get work. Zero means 32.
+	Buckets int
+
+	// LeaseDuration is how long a bucket's Lease stays valid after its
+	// holder's last renewal: how long a crashed member's buckets wait. Zero
+	// means 15 s.
+	LeaseDuration time.Duration
+
+	// RenewDeadline is how long after the start of its last successful
+	// renewal a member still writes for a bucket. It must be shorter than
+	// LeaseDuration. Zero means 10 s.
+	RenewDeadline time.Duration
+
+	// RetryPeriod is the interval between renewals, and between looks at
+	// the ring when no Lease changes. Zero means 2 s.
+	RetryPeriod time.Duration
+
+	// HandoverTimeout bounds how long a member giving a bucket up waits for
+	// the bucket's in-flight reconciles; those still running then have
+	// their contexts cancelled and are named in the log, and their writes
+	// are refused. Zero means 10 s.
+	HandoverTimeout time.Duration
 }
 
 // MetricsOptions configures the metrics endpoint.
@@ -222,6 +300,8 @@ const (
 	defaultLeaseDuration           = 15 * time.Second
 	defaultRenewDeadline           = 10 * time.Second
 	defaultRetryPeriod             = 2 * time.Second
+	defaultShardBuckets            = 32
+	defaultHandoverTimeout         = 10 * time.Second
 	inClusterNamespaceFile         = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
 
@@ -264,16 +344,53 @@ func (o Options) withDefaults() Options {
 		le.RetryPeriod = defaultRetryPeriod
 	}
 	if le.Enabled && le.Namespace == "" {
-		le.Namespace = "default"
-		if b, err := os.ReadFile(inClusterNamespaceFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			le.Namespace = strings.TrimSpace(string(b))
-		}
+		le.Namespace = podNamespace()
 	}
 	if le.Enabled && le.Identity == "" {
-		host, _ := os.Hostname()
-		le.Identity = host + "_" + randomSuffix()
+		le.Identity = defaultIdentity()
+	}
+	if sh := &o.Sharding; sh.Ring != "" {
+		if sh.Namespace == "" {
+			sh.Namespace = podNamespace()
+		}
+		if sh.Identity == "" {
+			sh.Identity = defaultIdentity()
+		}
+		if sh.Key == "" {
+			sh.Key = informers.ShardByUID
+		}
+		if sh.Buckets == 0 {
+			sh.Buckets = defaultShardBuckets
+		}
+		if sh.LeaseDuration == 0 {
+			sh.LeaseDuration = defaultLeaseDuration
+		}
+		if sh.RenewDeadline == 0 {
+			sh.RenewDeadline = defaultRenewDeadline
+		}
+		if sh.RetryPeriod == 0 {
+			sh.RetryPeriod = defaultRetryPeriod
+		}
+		if sh.HandoverTimeout == 0 {
+			sh.HandoverTimeout = defaultHandoverTimeout
+		}
 	}
 	return o
+}
+
+// podNamespace is the namespace of the pod's service account when running
+// in a cluster, "default" otherwise.
+func podNamespace() string {
+	if b, err := os.ReadFile(inClusterNamespaceFile); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	return "default"
+}
+
+// defaultIdentity is the hostname plus a random suffix.
+func defaultIdentity() string {
+	host, _ := os.Hostname()
+	return host + "_" + randomSuffix()
 }
 
 // validate checks o after withDefaults; each error names the field and rule.
@@ -293,6 +410,9 @@ func (o Options) validate() error {
 		if le.RetryPeriod <= 0 {
 			errs = append(errs, fmt.Errorf("Options.LeaderElection.RetryPeriod must be positive, got %v", le.RetryPeriod))
 		}
+	}
+	if sh := o.Sharding; sh.Ring != "" {
+		errs = append(errs, sh.validate()...)
 	}
 	if o.Metrics.BindAddress != "" && o.Metrics.BindAddress == o.HealthProbeBindAddress && !anyPort(o.HealthProbeBindAddress) {
 		errs = append(errs, fmt.Errorf("Options.Metrics.BindAddress and Options.HealthProbeBindAddress are both %q", o.HealthProbeBindAddress))
@@ -316,3 +436,27 @@ func anyPort(addr string) bool {
 	_, port, err := net.SplitHostPort(addr)
 	return err == nil && port == "0"
 }
+
+// validate checks o after withDefaults.
+func (o ShardingOptions) validate() []error {
+	var errs []error
+	if msgs := validation.IsDNS1123Label(o.Ring); len(msgs) > 0 || len(o.Ring) > maxRingName {
+		errs = append(errs, fmt.Errorf("Options.Sharding.Ring %q must be a DNS label of at most %d characters", o.Ring, maxRingName))
+	}
+	if err := (informers.Buckets{Field: o.Key, Count: o.Buckets}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Options.Sharding: %w", err))
+	}
+	if o.LeaseDuration <= o.RenewDeadline {
+		errs = append(errs, fmt.Errorf("Options.Sharding.LeaseDuration (%v) must be greater than RenewDeadline (%v)", o.LeaseDuration, o.RenewDeadline))
+	}
+	if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod {
+		errs = append(errs, fmt.Errorf("Options.Sharding.RetryPeriod (%v) must be positive and shorter than RenewDeadline (%v)", o.RetryPeriod, o.RenewDeadline))
+	}
+	if o.HandoverTimeout < 0 {
+		errs = append(errs, fmt.Errorf("Options.Sharding.HandoverTimeout must not be negative, got %v", o.HandoverTimeout))
+	}
+	return errs
+}
+
+// maxRingName bounds Options.Sharding.Ring, which prefixes Lease names.
+const maxRingName = 40

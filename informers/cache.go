@@ -55,6 +55,17 @@ type Cache struct {
 	// share makes equal values of cached objects one; nil with
 	// Options.DisableSharing.
 	share *sharer
+
+	// routes maps the kinds ShardReads routes to their route; nil until the
+	// first ShardReads. The map is never modified once stored: ShardReads
+	// stores a new one, with routesMu held.
+	routes   atomic.Pointer[map[schema.GroupKind]*shardRoute]
+	routesMu sync.Mutex
+
+	probeMu sync.Mutex
+	// probed remembers, per resource, whether the API server honours shard
+	// selectors (see serverShards); probeMu guards it.
+	probed map[schema.GroupResource]bool
 }
 
 // informerKey identifies one informer: kind, mode and selection.
@@ -64,6 +75,8 @@ type informerKey struct {
 	namespace string
 	labels    string
 	fields    string
+	// shard is the shard selector's String, "" for none.
+	shard string
 }
 
 // New returns a Cache that reads from the API server cfg points at. It makes no
@@ -110,6 +123,7 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		entries:   map[informerKey]*entry{},
 		startedCh: make(chan struct{}),
 		marks:     map[writeKey]*writeMark{},
+		probed:    map[schema.GroupResource]bool{},
 	}
 	if !opts.DisableSharing {
 		c.share = newSharer()
@@ -293,6 +307,10 @@ type InformerStats struct {
 	// Err is nil while it is healthy; otherwise a *SyncError saying why it
 	// has not synced or why its last list or watch failed.
 	Err error
+	// ServerSharded reports whether the API server applies the informer's
+	// shard selector (Selection.Shard); false when the informer filters
+	// objects itself, or has no shard selector, or has not asked yet.
+	ServerSharded bool
 }
 
 // Stats describes every informer of the cache, sorted by description.
@@ -306,6 +324,7 @@ func (c *Cache) Stats() []InformerStats {
 			Description: e.desc, Kind: e.key.gvk, Mode: e.key.mode,
 			Objects: len(e.informer.GetStore().ListKeys()), Relists: e.lists.Load(),
 			Synced: e.informer.HasSynced(), Err: e.health(started),
+			ServerSharded: e.serverSharded.Load(),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Description < out[j].Description })
@@ -316,26 +335,15 @@ func (c *Cache) Stats() []InformerStats {
 // starting it, when the cache runs) on first use. pin keeps it for good (see
 // dropUnpinned).
 func (c *Cache) lookup(obj runtime.Object, sel Selection, pin bool) (*entry, error) {
-	mode := modeOf(obj)
-	gvk, err := kindFor(c.opts.Scheme, obj, sel.Kind)
+	key, sel, err := c.keyFor(obj, sel)
 	if err != nil {
 		return nil, err
 	}
-	if sel.isZero() || (sel.Namespace == "" && sel.Labels == nil && sel.Fields == nil) {
-		if def, ok := c.opts.ByKind[gvk.GroupKind()]; ok {
-			def.Kind = gvk
-			sel = def
+	var filter *shardFilter
+	if key.shard != "" {
+		if filter, err = compileShard(sel.Shard); err != nil {
+			return nil, fmt.Errorf("informers: %s: Selection.Shard %q: %w", key.describe(), key.shard, err)
 		}
-	}
-	if sel.Namespace == "" {
-		sel.Namespace = c.opts.Namespace
-	}
-	key := informerKey{gvk: gvk, mode: mode, namespace: sel.Namespace}
-	if sel.Labels != nil && !sel.Labels.Empty() {
-		key.labels = sel.Labels.String()
-	}
-	if sel.Fields != nil && !sel.Fields.Empty() {
-		key.fields = sel.Fields.String()
 	}
 
 	c.mu.Lock()
@@ -352,11 +360,48 @@ func (c *Cache) lookup(obj runtime.Object, sel Selection, pin bool) (*entry, err
 	if sel.Labels != nil && !sel.Labels.Empty() {
 		e.selector = sel.Labels
 	}
+	if filter != nil {
+		e.shard, e.shardSel = filter, sel.Shard.DeepCopySelector()
+	}
 	c.entries[key] = e
 	if c.runCtx != nil {
 		c.runLocked(e)
 	}
 	return e, nil
+}
+
+// keyFor returns the key of the informer for obj's Go type and sel, and
+// sel with the defaults applied: a Selection that sets no more than Kind
+// and Shard takes the kind's Options.ByKind (keeping its own Shard, if
+// any), and an empty namespace is Options.Namespace.
+func (c *Cache) keyFor(obj runtime.Object, sel Selection) (informerKey, Selection, error) {
+	gvk, err := kindFor(c.opts.Scheme, obj, sel.Kind)
+	if err != nil {
+		return informerKey{}, sel, err
+	}
+	if sel.Namespace == "" && sel.Labels == nil && sel.Fields == nil {
+		if def, ok := c.opts.ByKind[gvk.GroupKind()]; ok {
+			def.Kind = gvk
+			if sel.Shard != nil {
+				def.Shard = sel.Shard
+			}
+			sel = def
+		}
+	}
+	if sel.Namespace == "" {
+		sel.Namespace = c.opts.Namespace
+	}
+	key := informerKey{gvk: gvk, mode: modeOf(obj), namespace: sel.Namespace}
+	if sel.Labels != nil && !sel.Labels.Empty() {
+		key.labels = sel.Labels.String()
+	}
+	if sel.Fields != nil && !sel.Fields.Empty() {
+		key.fields = sel.Fields.String()
+	}
+	if sel.Shard != nil && !sel.Shard.Empty() {
+		key.shard = sel.Shard.String()
+	}
+	return key, sel, nil
 }
 
 func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error) {
@@ -407,6 +452,9 @@ func (k informerKey) describe() string {
 	}
 	if k.fields != "" {
 		s += " with fields " + k.fields
+	}
+	if k.shard != "" {
+		s += " in shard " + k.shard
 	}
 	return s
 }

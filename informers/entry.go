@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -29,6 +30,13 @@ type entry struct {
 	goType reflect.Type
 	// selector is the informer's label selector, nil for all labels.
 	selector labels.Selector
+	// shard is the informer's shard selector compiled, and shardSel the
+	// selector itself; nil for all objects.
+	shard    *shardFilter
+	shardSel sharding.Selector
+	// serverSharded is set once the API server was found to apply shard;
+	// while false, the informer filters its lists and watches itself.
+	serverSharded atomic.Bool
 	// resync is the resync period of listeners that ask for none of their
 	// own (Options.ResyncByKind or ResyncPeriod); zero for none.
 	resync time.Duration
@@ -38,8 +46,10 @@ type entry struct {
 	// guards both.
 	pinned bool
 	stop   context.CancelFunc
-	// dropped is set when the cache forgot the entry (see dropUnpinned).
+	// dropped is set when the cache forgot the entry (see dropUnpinned and
+	// Informer.Stop), and stopped when Informer.Stop did.
 	dropped atomic.Bool
+	stopped atomic.Bool
 
 	// mapping is the REST mapping last resolved for the kind, nil before the
 	// first list or watch.

@@ -34,7 +34,7 @@ type writeKey struct {
 type writeMark struct {
 	rv     uint64            // resource version the server answered; 0 with gone
 	gone   bool              // the object was deleted outright
-	uid    string            // with gone: the deleted object's UID, if known
+	uid    string            // the object's UID, if known
 	labels map[string]string // without gone: the object's labels as written
 	at     time.Time
 }
@@ -55,7 +55,7 @@ func (c *Cache) ObserveWrite(gvk schema.GroupVersionKind, obj metav1.Object) {
 	if err != nil || c.opts.ReadYourWritesTimeout < 0 {
 		return
 	}
-	c.mark(writeKey{gvk.GroupKind(), obj.GetNamespace(), obj.GetName()}, &writeMark{rv: n, labels: obj.GetLabels(), at: time.Now()})
+	c.mark(writeKey{gvk.GroupKind(), obj.GetNamespace(), obj.GetName()}, &writeMark{rv: n, uid: string(obj.GetUID()), labels: obj.GetLabels(), at: time.Now()})
 }
 
 // ObserveDeletion records that this process deleted obj and the server
@@ -180,7 +180,7 @@ func (e *entry) shows(p pendingWrite, lo ListOptions) bool {
 		o, ok := obj.(object.Object)
 		return !ok || lo.Labels.Matches(labels.Set(o.GetLabels())) || !p.m.gone && lo.Labels.Matches(labels.Set(p.m.labels))
 	}
-	if p.m.gone || e.key.fields != "" {
+	if p.m.gone || e.key.fields != "" || e.outsideShard(p) {
 		return false
 	}
 	set := labels.Set(p.m.labels)
@@ -197,7 +197,7 @@ func (e *entry) excludes(p pendingWrite) bool {
 	if p.m.gone {
 		return false
 	}
-	out := e.selector != nil && !e.selector.Matches(labels.Set(p.m.labels))
+	out := e.selector != nil && !e.selector.Matches(labels.Set(p.m.labels)) || e.outsideShard(p)
 	if !out && e.key.fields != "" {
 		if sel, err := fields.ParseSelector(e.key.fields); err == nil {
 			known := fields.Set{"metadata.name": p.k.name, "metadata.namespace": p.k.namespace}
@@ -219,6 +219,15 @@ func (e *entry) excludes(p pendingWrite) bool {
 	}
 	_, held, _ := e.informer.GetIndexer().GetByKey(p.storeKey())
 	return !held
+}
+
+// outsideShard reports whether e's shard selector rules out the object of
+// p: by its namespace, or by its UID when the write's answer gave one.
+func (e *entry) outsideShard(p pendingWrite) bool {
+	if e.shard == nil || e.shard.field == ShardByUID && p.m.uid == "" {
+		return false
+	}
+	return !e.shard.matchesMeta(p.k.namespace, p.m.uid)
 }
 
 // pendingWrite is one mark a read waits for.

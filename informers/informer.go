@@ -24,7 +24,9 @@ var ErrNotStarted = errors.New("informers: the cache has not been started")
 
 // ErrStopped is wrapped by the error of a read that needs an informer that
 // has not synced after the cache stopped (its Start's context ended): that
-// informer will never run.
+// informer will never run. It is also wrapped by the error of every read
+// and AddListener through the handle of an informer stopped with
+// Informer.Stop.
 var ErrStopped = errors.New("informers: the cache has stopped")
 
 // ErrNotCached is wrapped by the error of a read outside what the cache
@@ -118,9 +120,13 @@ func (i *Informer[T]) Kind() schema.GroupVersionKind { return i.e.key.gvk }
 func (i *Informer[T]) Namespace() string { return i.e.key.namespace }
 
 // Selection returns what the informer holds: its kind, its namespace (as
-// Namespace does), and its label and field selectors, nil when it has none.
+// Namespace does), and its label, field and shard selectors, nil when it
+// has none.
 func (i *Informer[T]) Selection() Selection {
 	sel := Selection{Kind: i.e.key.gvk, Namespace: i.e.key.namespace}
+	if i.e.shardSel != nil {
+		sel.Shard = i.e.shardSel.DeepCopySelector()
+	}
 	if i.e.key.labels != "" {
 		sel.Labels, _ = labels.Parse(i.e.key.labels) // the String of a parsed selector
 	}
@@ -132,6 +138,33 @@ func (i *Informer[T]) Selection() Selection {
 
 // String describes the informer: its kind, and namespace and selectors if any.
 func (i *Informer[T]) String() string { return i.e.desc }
+
+// Stop stops the informer and removes it from the cache: its listeners get
+// no more events, reads through this handle (and every other handle on the
+// same informer) fail with an error wrapping ErrStopped, and For with the
+// same Selection makes a new informer. Stop before the cache's Start means
+// the informer never runs. Stopping twice is a no-op.
+func (i *Informer[T]) Stop() {
+	c := i.e.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[i.e.key] == i.e {
+		delete(c.entries, i.e.key)
+	}
+	i.e.stopped.Store(true)
+	i.e.dropped.Store(true)
+	if i.e.stop != nil {
+		i.e.stop()
+	}
+}
+
+// stoppedError is the error of a use of the handle after Stop, nil before.
+func (i *Informer[T]) stoppedError() error {
+	if !i.e.stopped.Load() {
+		return nil
+	}
+	return fmt.Errorf("informers: %s was stopped (Informer.Stop): %w", i.e.desc, ErrStopped)
+}
 
 // HasSynced reports whether the informer has listed its objects once.
 func (i *Informer[T]) HasSynced() bool { return i.e.informer.HasSynced() }
@@ -191,6 +224,9 @@ func (i *Informer[T]) LastSyncResourceVersion() string {
 func (i *Informer[T]) AddListener(h Listener[T], opts cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
 	if err := typednil.Check("h", h); err != nil {
 		return nil, fmt.Errorf("informers: add listener to %s: %w", i.e.desc, err)
+	}
+	if err := i.stoppedError(); err != nil {
+		return nil, fmt.Errorf("add listener: %w", err)
 	}
 	if opts.ResyncPeriod == nil {
 		d := i.e.resync
@@ -360,6 +396,9 @@ func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error)
 // the sync timeout; an informer that only reads asked for is then dropped,
 // so that it does not hold readiness down.
 func (i *Informer[T]) ready(ctx context.Context) error {
+	if i.e.stopped.Load() {
+		return i.stoppedError()
+	}
 	if i.e.informer.HasSynced() {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -86,6 +87,16 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 		}
 		opts.LabelSelector = e.key.labels
 		opts.FieldSelector = e.key.fields
+		if e.key.shard != "" {
+			opts.ShardSelector = e.key.shard
+			if !e.serverSharded.Load() {
+				honoured, err := c.serverShards(ctx, m, ns, e.key.shard)
+				if err != nil {
+					return nil, "", fmt.Errorf("ask whether the API server applies shard selectors to %s: %w", m.Resource.GroupResource(), err)
+				}
+				e.serverSharded.Store(honoured)
+			}
+		}
 		return m, ns, nil
 	}
 	return &cache.ListWatch{
@@ -95,6 +106,9 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 			if err == nil {
 				var out runtime.Object
 				if out, err = list(ctx, m, ns, opts); err == nil {
+					err = e.filterList(out)
+				}
+				if err == nil {
 					e.recordResult(nil)
 					return out, nil
 				}
@@ -112,6 +126,9 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 				var w watch.Interface
 				if w, err = watchFn(ctx, m, ns, opts); err == nil {
 					e.recordResult(nil)
+					if e.shard != nil && !e.serverSharded.Load() {
+						w = e.shard.filterWatch(w)
+					}
 					return w, nil
 				}
 			}
@@ -130,4 +147,60 @@ func supportsProtobuf(obj runtime.Object) bool {
 		Unmarshal([]byte) error
 	})
 	return ok
+}
+
+// serverShards reports whether the API server applies shard selectors to
+// m's resource: once per resource and Cache, it lists one object of
+// namespace ns (or of every namespace, for "") with selector, and the
+// server honoured it when the list says so (ListMeta.ShardInfo); a server
+// without the ShardedListAndWatch feature ignores the parameter. A failed
+// list is not remembered. The list is JSON through the dynamic client, not
+// through the metadata client: Kubernetes 1.37 drops shardInfo when it
+// answers as a PartialObjectMetadataList.
+func (c *Cache) serverShards(ctx context.Context, m *meta.RESTMapping, ns, selector string) (bool, error) {
+	gr := m.Resource.GroupResource()
+	c.probeMu.Lock()
+	honoured, ok := c.probed[gr]
+	c.probeMu.Unlock()
+	if ok {
+		return honoured, nil
+	}
+	list, err := c.dyn.Resource(m.Resource).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1, ShardSelector: selector})
+	if err != nil {
+		return false, err
+	}
+	_, honoured, _ = unstructured.NestedFieldNoCopy(list.Object, "metadata", "shardInfo")
+	c.probeMu.Lock()
+	c.probed[gr] = honoured
+	c.probeMu.Unlock()
+	return honoured, nil
+}
+
+// filterList drops the items of list outside e's shard, unless the server
+// applied it: when the list says so (ListMeta.ShardInfo), or, for a list
+// of a type that cannot say, when the probe said the server would. A
+// metadata list never says (see serverShards): its items are filtered
+// again, which keeps them all.
+func (e *entry) filterList(list runtime.Object) error {
+	if e.shard == nil {
+		return nil
+	}
+	switch l := list.(type) {
+	case metav1.ShardedListInterface:
+		if l.GetShardInfo() != nil {
+			return nil
+		}
+	case *unstructured.UnstructuredList:
+		if _, found, _ := unstructured.NestedFieldNoCopy(l.Object, "metadata", "shardInfo"); found {
+			return nil
+		}
+	default:
+		if e.serverSharded.Load() {
+			return nil
+		}
+	}
+	if err := e.shard.filterList(list); err != nil {
+		return fmt.Errorf("keep the objects of shard %s of the %T listed: %w", e.key.shard, list, err)
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/sharding"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
@@ -121,10 +122,24 @@ type Selection struct {
 	// metadata.name, metadata.namespace and a few fields per kind).
 	// Zero (nil) means all.
 	Fields fields.Selector
+
+	// Shard keeps only objects whose shard field hashes into the selector's
+	// ranges (KEP-5866); Buckets.Selector makes one per bucket. List and
+	// watch requests send it as the shardSelector parameter. Whether the
+	// API server honours it (the ShardedListAndWatch feature gate, alpha
+	// and off by default in Kubernetes 1.37) is asked once per resource by
+	// a list of one object, whose answer says whether the server applied
+	// the selector; when it did not, the informer drops the objects outside
+	// the ranges itself, from lists and from watch events. The informer
+	// holds the same objects either way; InformerStats.ServerSharded says
+	// which way it went. A Selection that sets only Shard (and Kind) keeps
+	// the kind's namespace, labels and fields from Options.ByKind. Zero
+	// (nil or Empty) means all.
+	Shard sharding.Selector
 }
 
 func (s Selection) isZero() bool {
-	return s.Kind.Empty() && s.Namespace == "" && s.Labels == nil && s.Fields == nil
+	return s.Kind.Empty() && s.Namespace == "" && s.Labels == nil && s.Fields == nil && s.Shard == nil
 }
 
 const defaultSyncTimeout = 2 * time.Minute

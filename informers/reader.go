@@ -33,11 +33,15 @@ import (
 // names the selection when the object exists but the cache does not hold
 // it. When the server cannot be asked, the error wraps both ErrNotCached
 // and the server's answer. Reads inside the selection, and every read of
-// a kind without a label or field selection, ask nobody.
+// a kind without a label or field selection, ask nobody. A kind routed
+// with ShardReads is read from its held buckets' informers instead.
 func (c *Cache) Get(ctx context.Context, key types.NamespacedName, into object.Object) error {
 	namespace, name := key.Namespace, key.Name
 	if err := typednil.Check("into", into); err != nil {
 		return fmt.Errorf("informers: get %s: %w", cache.NewObjectName(namespace, name), err)
+	}
+	if r, ok := c.routeFor(into); ok {
+		return c.routedGet(ctx, r, key, into)
 	}
 	inf, err := c.untyped(into)
 	if err != nil {
@@ -92,7 +96,8 @@ func (c *Cache) confirmMiss(ctx context.Context, e *entry, namespace, name strin
 // List copies the cached objects matching opts into list, a list type such as
 // *corev1.PodList, *unstructured.UnstructuredList or
 // *metav1.PartialObjectMetadataList (the last two with apiVersion and kind
-// set, as "FooList"). The items are deep copies the caller owns.
+// set, as "FooList"). The items are deep copies the caller owns. A kind
+// routed with ShardReads is listed from its held buckets' informers.
 func (c *Cache) List(ctx context.Context, list runtime.Object, opts ...ListOption) error {
 	if err := typednil.Check("list", list); err != nil {
 		return fmt.Errorf("informers: list: %w", err)
@@ -101,25 +106,38 @@ func (c *Cache) List(ctx context.Context, list runtime.Object, opts ...ListOptio
 	if err != nil {
 		return err
 	}
-	inf, err := c.untyped(item)
-	if err != nil {
-		return err
-	}
-	objs, err := inf.List(ctx, opts...)
-	if err != nil {
-		return err
+	var (
+		objs []object.Object
+		gvk  schema.GroupVersionKind
+		rv   string
+		what string
+	)
+	if r, ok := c.routeFor(item); ok {
+		if objs, gvk, rv, err = c.routedList(ctx, r, item, opts); err != nil {
+			return err
+		}
+		what = describe(gvk) + " from its held buckets"
+	} else {
+		inf, err := c.untyped(item)
+		if err != nil {
+			return err
+		}
+		if objs, err = inf.List(ctx, opts...); err != nil {
+			return err
+		}
+		gvk, rv, what = inf.Kind(), inf.LastSyncResourceVersion(), inf.String()
 	}
 	items := make([]runtime.Object, len(objs))
 	for i, o := range objs {
 		cp := o.DeepCopyObject()
-		cp.GetObjectKind().SetGroupVersionKind(inf.Kind())
+		cp.GetObjectKind().SetGroupVersionKind(gvk)
 		items[i] = cp
 	}
 	if err := meta.SetList(list, items); err != nil {
-		return fmt.Errorf("list %s: fill %T: %w", inf, list, err)
+		return fmt.Errorf("list %s: fill %T: %w", what, list, err)
 	}
 	if lm, err := meta.ListAccessor(list); err == nil {
-		lm.SetResourceVersion(inf.LastSyncResourceVersion())
+		lm.SetResourceVersion(rv)
 	}
 	return nil
 }

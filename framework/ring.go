@@ -1,0 +1,789 @@
+package framework
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/converge-dev/converge/informers"
+)
+
+// ErrBucketNotHeld is wrapped by the errors of writes a sharded
+// controller's reconcile makes after this process gave up, lost, or failed
+// to renew the key's bucket: another member may reconcile the key now.
+var ErrBucketNotHeld = errors.New("framework: this process no longer holds the object's bucket; its client no longer writes for it")
+
+// Labels and annotations of a ring's Leases.
+const (
+	ringLabel        = "converge.dev/ring"
+	roleLabel        = "converge.dev/ring-role"
+	bucketLabel      = "converge.dev/bucket"
+	bucketsAnno      = "converge.dev/buckets"
+	keyAnno          = "converge.dev/shard-key"
+	roleMember       = "member"
+	roleBucket       = "bucket"
+	ringReadyCheck   = "sharding"
+	ringKickInterval = 50 * time.Millisecond
+)
+
+// RingStatus is a member's view of its sharding ring.
+type RingStatus struct {
+	// Ring, Identity and Buckets are the ring's name, this member's
+	// identity and the ring's bucket count.
+	Ring, Identity string
+	Buckets        int
+	// Serving are the buckets whose keys this member dispatches: claimed,
+	// and listed by every sharded controller. Syncing are claimed and still
+	// listing; Draining are being given up, waiting for in-flight
+	// reconciles.
+	Serving, Syncing, Draining []int
+	// Members are the identities of the live, compatible members this
+	// member saw at its last look at the ring, itself included.
+	Members []string
+}
+
+// shardUser is a sharded controller, as the ring drives it.
+type shardUser interface {
+	// acquire starts reading bucket b and returns once the reads synced,
+	// or with ctx's error.
+	acquire(ctx context.Context, b int) error
+	// serve turns dispatching b's keys on or off.
+	serve(b int, on bool)
+	// drain waits, at most timeout, for b's in-flight reconciles; it
+	// returns the keys of those still running.
+	drain(b int, timeout time.Duration) []string
+	// drop stops reading b.
+	drop(b int)
+}
+
+// bucketState is where a claimed bucket is in its life.
+type bucketState int
+
+const (
+	bucketSyncing bucketState = iota
+	bucketServing
+	bucketDraining
+)
+
+// heldBucket is a bucket this member claimed.
+type heldBucket struct {
+	lease *coordinationv1.Lease // as last written
+	// renewed is when the last successful claim or renewal was sent.
+	renewed time.Time
+	state   bucketState
+	since   time.Time // claimed at
+	// ctx ends when the bucket is given up or lost; reconciles of its keys
+	// are cancelled with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// observation is when a Lease's resourceVersion was first seen.
+type observation struct {
+	rv    string
+	since time.Time
+}
+
+// ring is this process's membership of a sharding ring (see
+// ShardingOptions).
+type ring struct {
+	opts    ShardingOptions
+	buckets informers.Buckets
+	leases  coordclient.LeaseInterface
+	log     logr.Logger
+	metrics *ringMetrics
+	// memberName is the name of this member's Lease.
+	memberName string
+
+	informer cache.SharedIndexInformer
+	kick     chan struct{}
+
+	mu sync.RWMutex
+	// users are the sharded controllers; mu guards every field below.
+	users  []shardUser
+	member *coordinationv1.Lease
+	// memberRenewed is when the last successful renewal of the member
+	// Lease was sent; lastRenew when the last round of renewals began.
+	memberRenewed, lastRenew time.Time
+	held                     map[int]*heldBucket
+	seen                     map[string]observation
+	members                  []string
+	assessed                 bool
+	// refused names incompatible members already logged.
+	refused map[string]bool
+	stopped bool
+}
+
+func newRing(cs kubernetes.Interface, opts ShardingOptions, log logr.Logger, metrics *ringMetrics) *ring {
+	r := &ring{
+		opts:       opts,
+		buckets:    informers.Buckets{Field: opts.Key, Count: opts.Buckets},
+		leases:     cs.CoordinationV1().Leases(opts.Namespace),
+		log:        log.WithValues("ring", opts.Ring, "identity", opts.Identity),
+		metrics:    metrics,
+		memberName: memberLeaseName(opts.Ring, opts.Identity),
+		kick:       make(chan struct{}, 1),
+		held:       map[int]*heldBucket{},
+		seen:       map[string]observation{},
+		refused:    map[string]bool{},
+	}
+	sel := labels.SelectorFromSet(labels.Set{ringLabel: opts.Ring}).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel
+			return r.leases.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			return r.leases.Watch(ctx, o)
+		},
+	}
+	r.informer = cache.NewSharedIndexInformer(lw, &coordinationv1.Lease{}, 0, cache.Indexers{})
+	_, _ = r.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { r.poke() },
+		DeleteFunc: func(any) { r.poke() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, n := oldObj.(*coordinationv1.Lease), newObj.(*coordinationv1.Lease)
+			if holder(o) != holder(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) {
+				r.poke()
+			}
+		},
+	})
+	return r
+}
+
+func memberLeaseName(ring, identity string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(identity))
+	return fmt.Sprintf("%s-member-%08x", ring, h.Sum32())
+}
+
+func bucketLeaseName(ring string, b int) string { return fmt.Sprintf("%s-bucket-%d", ring, b) }
+
+func holder(l *coordinationv1.Lease) string {
+	if l == nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+func (r *ring) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// register adds a sharded controller; call before start.
+func (r *ring) register(u shardUser) {
+	r.mu.Lock()
+	r.users = append(r.users, u)
+	r.mu.Unlock()
+}
+
+// start checks that the ring's live members agree with this one, joins
+// the ring and runs it until ctx ends; then call leave.
+func (r *ring) start(ctx context.Context) error {
+	go r.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
+		return fmt.Errorf("framework: sharding ring %q: list its Leases in namespace %s: %w", r.opts.Ring, r.opts.Namespace, context.Cause(ctx))
+	}
+	// Refuse to join a ring whose live members cut it otherwise. Members
+	// are live when their Lease was renewed within LeaseDuration by the
+	// server's clock (this process has not watched them long enough to
+	// judge by its own).
+	for _, l := range r.ringLeases() {
+		if l.Labels[roleLabel] != roleMember || l.Name == r.memberName || l.DeletionTimestamp != nil {
+			continue
+		}
+		if l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > r.opts.LeaseDuration {
+			continue
+		}
+		if err := r.compatible(l); err != nil {
+			return fmt.Errorf("framework: cannot join sharding ring %q in namespace %s: %w", r.opts.Ring, r.opts.Namespace, err)
+		}
+	}
+	r.log.Info("joining sharding ring", "buckets", r.opts.Buckets, "key", string(r.opts.Key))
+	go r.run(ctx)
+	return nil
+}
+
+// compatible is nil when member Lease l cuts the ring as this member does.
+func (r *ring) compatible(l *coordinationv1.Lease) error {
+	buckets, key := l.Annotations[bucketsAnno], l.Annotations[keyAnno]
+	if buckets == strconv.Itoa(r.opts.Buckets) && key == string(r.opts.Key) {
+		return nil
+	}
+	return fmt.Errorf("member %q (Lease %s) has %s buckets keyed by %q, this member (%q) has %d keyed by %q: every member of a ring needs the same Options.Sharding.Buckets and Key",
+		holder(l), l.Name, buckets, key, r.opts.Identity, r.opts.Buckets, r.opts.Key)
+}
+
+func (r *ring) ringLeases() []*coordinationv1.Lease {
+	objs := r.informer.GetStore().List()
+	out := make([]*coordinationv1.Lease, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*coordinationv1.Lease))
+	}
+	return out
+}
+
+func (r *ring) run(ctx context.Context) {
+	tick := time.NewTicker(r.opts.RetryPeriod)
+	defer tick.Stop()
+	for {
+		r.mu.RLock()
+		due := time.Since(r.lastRenew) >= r.opts.RetryPeriod
+		r.mu.RUnlock()
+		if due {
+			r.renew(ctx)
+		}
+		r.assess(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-r.kick:
+			// Let a burst of Lease events settle into one look.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(ringKickInterval):
+			}
+		}
+	}
+}
+
+// renew renews the member Lease and every claimed bucket's Lease. A
+// bucket whose Lease another member now holds is lost. The requests are
+// sent without r.mu held: the write fence (check) reads under it.
+func (r *ring) renew(ctx context.Context) {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	r.lastRenew = time.Now()
+	member := r.member
+	held := maps.Clone(r.held)
+	leases := make(map[int]*coordinationv1.Lease, len(held))
+	for b, h := range held {
+		leases[b] = h.lease.DeepCopy()
+	}
+	r.mu.Unlock()
+
+	start := time.Now()
+	got, err := r.writeMember(ctx, member)
+	r.mu.Lock()
+	switch {
+	case err == nil:
+		r.member, r.memberRenewed = got, start
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		r.member = nil // read or create it again at the next renewal
+	}
+	r.mu.Unlock()
+	if err != nil {
+		r.log.V(1).Info("renewing the member Lease failed", "error", err.Error())
+	}
+
+	for b, l := range leases {
+		start := time.Now()
+		now := metav1.NewMicroTime(start)
+		l.Spec.RenewTime = &now
+		got, err := r.leases.Update(ctx, l, metav1.UpdateOptions{})
+		var lost string
+		switch {
+		case err == nil:
+		case apierrors.IsConflict(err):
+			cur, gerr := r.leases.Get(ctx, l.Name, metav1.GetOptions{})
+			switch {
+			case gerr == nil && holder(cur) == r.opts.Identity:
+				got = cur // renewed at the next round
+				start = time.Time{}
+			case gerr == nil:
+				lost = "its Lease is held by " + strconv.Quote(holder(cur))
+			case apierrors.IsNotFound(gerr):
+				lost = "its Lease was deleted"
+			}
+		case apierrors.IsNotFound(err):
+			lost = "its Lease was deleted"
+		default:
+			r.log.V(1).Info("renewing a bucket's Lease failed", "bucket", b, "error", err.Error())
+		}
+		r.mu.Lock()
+		if h := r.held[b]; h == held[b] && h != nil {
+			switch {
+			case lost != "":
+				r.loseLocked(b, lost)
+			case got != nil:
+				h.lease = got
+				if !start.IsZero() {
+					h.renewed = start
+				}
+			}
+		}
+		r.mu.Unlock()
+	}
+}
+
+// writeMember creates or renews the member Lease, last written as
+// member (nil when not known).
+func (r *ring) writeMember(ctx context.Context, member *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	now := metav1.NewMicroTime(time.Now())
+	secs := int32(r.opts.LeaseDuration.Round(time.Second) / time.Second)
+	if member == nil {
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: r.memberName, Namespace: r.opts.Namespace,
+				Labels:      map[string]string{ringLabel: r.opts.Ring, roleLabel: roleMember},
+				Annotations: map[string]string{bucketsAnno: strconv.Itoa(r.opts.Buckets), keyAnno: string(r.opts.Key)},
+			},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &r.opts.Identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
+		}
+		got, err := r.leases.Create(ctx, l, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			return got, err
+		}
+		// A Lease of this identity from an earlier run: take it over.
+		if member, err = r.leases.Get(ctx, r.memberName, metav1.GetOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	l := member.DeepCopy()
+	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &r.opts.Identity, &now, &secs
+	return r.leases.Update(ctx, l, metav1.UpdateOptions{})
+}
+
+// assess looks at the ring: which members are live, which buckets this
+// member should hold; it claims the buckets it should hold that are free,
+// and starts handing over those it should not.
+func (r *ring) assess(ctx context.Context) {
+	leases := r.ringLeases()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	now := time.Now()
+	byName := make(map[string]*coordinationv1.Lease, len(leases))
+	for _, l := range leases {
+		byName[l.Name] = l
+		if o, ok := r.seen[l.Name]; !ok || o.rv != l.ResourceVersion {
+			r.seen[l.Name] = observation{rv: l.ResourceVersion, since: now}
+		}
+	}
+	for name := range r.seen {
+		if byName[name] == nil {
+			delete(r.seen, name)
+		}
+	}
+	var members []string
+	if r.member != nil && now.Sub(r.memberRenewed) < r.opts.RenewDeadline {
+		members = append(members, r.opts.Identity)
+	}
+	for _, l := range leases {
+		id := holder(l)
+		if l.Labels[roleLabel] != roleMember || l.Name == r.memberName || id == "" || l.DeletionTimestamp != nil {
+			continue
+		}
+		if now.Sub(r.seen[l.Name].since) >= r.opts.LeaseDuration {
+			continue // not renewed for LeaseDuration: gone
+		}
+		if err := r.compatible(l); err != nil {
+			if !r.refused[l.Name] {
+				r.refused[l.Name] = true
+				r.log.Error(err, "ignoring an incompatible member of the ring")
+			}
+			continue
+		}
+		members = append(members, id)
+	}
+	slices.Sort(members)
+	if !slices.Equal(members, r.members) {
+		r.log.Info("ring members changed", "members", members, "before", r.members)
+		r.members = members
+	}
+	r.assessed = true
+	type claim struct {
+		b     int
+		lease *coordinationv1.Lease
+		why   string
+	}
+	var claims []claim
+	for b, owner := range assign(r.opts.Buckets, members) {
+		h := r.held[b]
+		switch {
+		case owner == r.opts.Identity && h == nil:
+			l := byName[bucketLeaseName(r.opts.Ring, b)]
+			if why := r.claimable(l, now); why != "" {
+				claims = append(claims, claim{b, l, why})
+			}
+		case owner != r.opts.Identity && h != nil && h.state == bucketServing:
+			h.state = bucketDraining
+			go r.handOver(ctx, b, h, owner)
+		}
+	}
+	r.metrics.set(r.countLocked())
+	r.mu.Unlock()
+	for _, c := range claims {
+		r.claim(ctx, c.b, c.lease, c.why)
+	}
+	r.mu.Lock() // for the deferred unlock
+}
+
+// claimable says why bucket Lease l (nil when the bucket has none) may be
+// claimed: "new", "released", or "expired" when this member saw it
+// unchanged for LeaseDuration; "" when a live member holds it. r.mu must be
+// held.
+func (r *ring) claimable(l *coordinationv1.Lease, now time.Time) string {
+	switch {
+	case l == nil:
+		return "new"
+	case holder(l) == "":
+		return "released"
+	case now.Sub(r.seen[l.Name].since) >= r.opts.LeaseDuration:
+		return "expired"
+	}
+	return ""
+}
+
+// assign gives each bucket an owner among members (sorted): the member
+// ranking highest for it by rendezvous hashing, then, while a member owns
+// more than ceil(buckets/members), the bucket of that member whose next
+// choice under the limit ranks highest moves there. "" when there are no
+// members. Every member computes the same assignment from the same
+// members, and a member joining or leaving moves few buckets besides its
+// own.
+func assign(buckets int, members []string) []string {
+	owners := make([]string, buckets)
+	if len(members) == 0 {
+		return owners
+	}
+	limit := (buckets + len(members) - 1) / len(members)
+	ranked := make([][]string, buckets)
+	load := make(map[string]int, len(members))
+	for b := range owners {
+		ranked[b] = slices.Clone(members)
+		sort.SliceStable(ranked[b], func(i, j int) bool { return score(ranked[b][i], b) > score(ranked[b][j], b) })
+		owners[b] = ranked[b][0]
+		load[owners[b]]++
+	}
+	for {
+		over := ""
+		for _, m := range members {
+			if load[m] > limit {
+				over = m
+				break
+			}
+		}
+		if over == "" {
+			return owners
+		}
+		best, to, bestScore := -1, "", uint64(0)
+		for b, o := range owners {
+			if o != over {
+				continue
+			}
+			for _, m := range ranked[b] {
+				if m != over && load[m] < limit {
+					if s := score(m, b); best < 0 || s > bestScore {
+						best, to, bestScore = b, m, s
+					}
+					break
+				}
+			}
+		}
+		owners[best] = to
+		load[over]--
+		load[to]++
+	}
+}
+
+func score(member string, bucket int) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(member))
+	_, _ = h.Write([]byte{0, byte(bucket >> 8), byte(bucket)})
+	// FNV of inputs that differ in a byte or two orders them alike for
+	// every bucket; splitmix64's finalizer spreads them.
+	x := h.Sum64()
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// claim claims bucket b, whose Lease was last seen as l (nil when it had
+// none), with a compare-and-swap on that resourceVersion: it fails when
+// the Lease changed since.
+func (r *ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why string) {
+	start := time.Now()
+	stamp := metav1.NewMicroTime(start)
+	secs := int32(r.opts.LeaseDuration.Round(time.Second) / time.Second)
+	var (
+		got *coordinationv1.Lease
+		err error
+	)
+	if l == nil {
+		got, err = r.leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: bucketLeaseName(r.opts.Ring, b), Namespace: r.opts.Namespace,
+				Labels: map[string]string{ringLabel: r.opts.Ring, roleLabel: roleBucket, bucketLabel: strconv.Itoa(b)},
+			},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &r.opts.Identity, LeaseDurationSeconds: &secs, AcquireTime: &stamp, RenewTime: &stamp},
+		}, metav1.CreateOptions{})
+	} else {
+		c := l.DeepCopy()
+		c.Spec.HolderIdentity, c.Spec.AcquireTime, c.Spec.RenewTime, c.Spec.LeaseDurationSeconds = &r.opts.Identity, &stamp, &stamp, &secs
+		n := int32(1)
+		if c.Spec.LeaseTransitions != nil {
+			n = *c.Spec.LeaseTransitions + 1
+		}
+		c.Spec.LeaseTransitions = &n
+		got, err = r.leases.Update(ctx, c, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			r.log.V(1).Info("claiming a bucket failed", "bucket", b, "error", err.Error())
+		}
+		return // another member was faster, or the cache lags: look again later
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || r.held[b] != nil {
+		r.mu.Unlock()
+		r.release(ctx, got)
+		r.mu.Lock()
+		return
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	h := &heldBucket{lease: got, renewed: start, since: start, ctx: bctx, cancel: cancel}
+	r.held[b] = h
+	r.log.Info("claimed bucket", "bucket", b, "previous", holder(l), "why", why)
+	go r.acquire(b, h, slices.Clone(r.users))
+}
+
+// acquire makes every sharded controller read bucket b, then serves it.
+func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
+	for _, u := range users {
+		if err := u.acquire(h.ctx, b); err != nil {
+			if h.ctx.Err() == nil {
+				r.log.Error(err, "reading a claimed bucket failed", "bucket", b)
+			}
+			return
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held[b] != h {
+		return // lost meanwhile
+	}
+	h.state = bucketServing
+	for _, u := range users {
+		u.serve(b, true)
+	}
+	took := time.Since(h.since)
+	r.metrics.handovers.WithLabelValues(r.opts.Ring, "in").Inc()
+	r.metrics.durations.WithLabelValues(r.opts.Ring, "sync").Observe(took.Seconds())
+	r.log.Info("serving bucket", "bucket", b, "synced", took.Round(time.Millisecond))
+	r.metrics.set(r.countLocked())
+}
+
+// handOver gives bucket b up to owner: stop dispatching, drain, stop
+// fencing writes in, release the Lease.
+func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string) {
+	start := time.Now()
+	r.mu.RLock()
+	users := slices.Clone(r.users)
+	r.mu.RUnlock()
+	for _, u := range users {
+		u.serve(b, false)
+	}
+	var stuck []string
+	for _, u := range users {
+		stuck = append(stuck, u.drain(b, r.opts.HandoverTimeout)...)
+	}
+	r.mu.Lock()
+	if r.held[b] != h {
+		r.mu.Unlock()
+		return // lost meanwhile
+	}
+	delete(r.held, b) // from here on, the fence refuses b's writes
+	h.cancel()
+	lease := h.lease
+	r.mu.Unlock()
+	for _, u := range users {
+		u.drop(b)
+	}
+	r.release(ctx, lease)
+	took := time.Since(start)
+	r.metrics.handovers.WithLabelValues(r.opts.Ring, "out").Inc()
+	r.metrics.durations.WithLabelValues(r.opts.Ring, "drain").Observe(took.Seconds())
+	if len(stuck) > 0 {
+		r.metrics.abandoned.WithLabelValues(r.opts.Ring).Add(float64(len(stuck)))
+		r.log.Info("handed a bucket over with reconciles still running; their writes are refused", "bucket", b, "to", owner, "drained", took.Round(time.Millisecond), "abandoned", stuck)
+	} else {
+		r.log.Info("handed a bucket over", "bucket", b, "to", owner, "drained", took.Round(time.Millisecond))
+	}
+	r.mu.Lock()
+	r.metrics.set(r.countLocked())
+	r.mu.Unlock()
+}
+
+// release clears the holder of bucket Lease l, if this member still holds
+// it.
+func (r *ring) release(ctx context.Context, l *coordinationv1.Lease) {
+	for range 3 {
+		c := l.DeepCopy()
+		empty := ""
+		c.Spec.HolderIdentity = &empty
+		_, err := r.leases.Update(ctx, c, metav1.UpdateOptions{})
+		if !apierrors.IsConflict(err) {
+			if err != nil && !apierrors.IsNotFound(err) {
+				r.log.Info("releasing a bucket's Lease failed; it expires after LeaseDuration", "lease", l.Name, "error", err.Error())
+			}
+			return
+		}
+		cur, err := r.leases.Get(ctx, l.Name, metav1.GetOptions{})
+		if err != nil || holder(cur) != r.opts.Identity {
+			return
+		}
+		l = cur
+	}
+}
+
+// loseLocked forgets bucket b at once: another member holds it. r.mu must
+// be held.
+func (r *ring) loseLocked(b int, why string) {
+	h := r.held[b]
+	if h == nil {
+		return
+	}
+	delete(r.held, b)
+	h.cancel()
+	users := slices.Clone(r.users)
+	r.metrics.handovers.WithLabelValues(r.opts.Ring, "lost").Inc()
+	r.log.Info("lost bucket: cancelling its reconciles", "bucket", b, "why", why)
+	go func() {
+		for _, u := range users {
+			u.serve(b, false)
+			u.drop(b)
+		}
+	}()
+}
+
+// leave releases every bucket and deletes the member Lease, so that the
+// other members take the buckets over at once. Call it once the sharded
+// controllers stopped.
+func (r *ring) leave(ctx context.Context) {
+	r.mu.Lock()
+	r.stopped = true
+	held := r.held
+	r.held = map[int]*heldBucket{}
+	r.mu.Unlock()
+	for _, h := range held {
+		h.cancel()
+		r.release(ctx, h.lease)
+	}
+	if err := r.leases.Delete(ctx, r.memberName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		r.log.Info("deleting the member Lease failed; it expires after LeaseDuration", "error", err.Error())
+	}
+	r.log.Info("left sharding ring", "released", len(held))
+}
+
+// check is nil while this member holds bucket b and renewed it within
+// RenewDeadline; otherwise an error wrapping ErrBucketNotHeld.
+func (r *ring) check(b int) error {
+	r.mu.RLock()
+	h := r.held[b]
+	var renewed time.Time
+	if h != nil {
+		renewed = h.renewed
+	}
+	r.mu.RUnlock()
+	if h == nil {
+		return fmt.Errorf("%w (bucket %d of ring %s/%s)", ErrBucketNotHeld, b, r.opts.Namespace, r.opts.Ring)
+	}
+	if ago := time.Since(renewed); ago >= r.opts.RenewDeadline {
+		return fmt.Errorf("%w (bucket %d of ring %s/%s: last renewed %v ago, RenewDeadline %v)", ErrBucketNotHeld, b, r.opts.Namespace, r.opts.Ring, ago.Round(time.Millisecond), r.opts.RenewDeadline)
+	}
+	return nil
+}
+
+// bucketContext returns the context of claimed bucket b, nil when not
+// claimed.
+func (r *ring) bucketContext(b int) context.Context {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if h := r.held[b]; h != nil {
+		return h.ctx
+	}
+	return nil
+}
+
+// ready is nil once the ring was assessed and no claimed bucket is still
+// syncing.
+func (r *ring) ready() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if !r.assessed {
+		return fmt.Errorf("sharding ring %q: not joined yet", r.opts.Ring)
+	}
+	var syncing []int
+	for b, h := range r.held {
+		if h.state == bucketSyncing {
+			syncing = append(syncing, b)
+		}
+	}
+	if len(syncing) > 0 {
+		slices.Sort(syncing)
+		return fmt.Errorf("sharding ring %q: buckets %v still syncing", r.opts.Ring, syncing)
+	}
+	return nil
+}
+
+// status reports the ring as this member sees it.
+func (r *ring) status() RingStatus {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s := RingStatus{Ring: r.opts.Ring, Identity: r.opts.Identity, Buckets: r.opts.Buckets, Members: slices.Clone(r.members)}
+	for b, h := range r.held {
+		switch h.state {
+		case bucketServing:
+			s.Serving = append(s.Serving, b)
+		case bucketSyncing:
+			s.Syncing = append(s.Syncing, b)
+		default:
+			s.Draining = append(s.Draining, b)
+		}
+	}
+	for _, l := range []*[]int{&s.Serving, &s.Syncing, &s.Draining} {
+		slices.SortFunc(*l, cmp.Compare[int])
+	}
+	return s
+}
+
+// countLocked counts claimed buckets by state. r.mu must be held.
+func (r *ring) countLocked() [3]int {
+	var n [3]int
+	for _, h := range r.held {
+		n[h.state]++
+	}
+	return n
+}

@@ -1,0 +1,338 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// shardedPrimary is the primary source of a sharded controller: one
+// informer per bucket this member holds, each with the bucket's shard
+// selection, feeding the controller's queue. It is also the controller's
+// reader of the primary kind and what its workers ask before dispatching a
+// key.
+type shardedPrimary[T object.Object] struct {
+	src     kindSource[T]
+	w       *watchTarget
+	ring    *ring
+	buckets informers.Buckets
+	ctl     string
+	// onDelete, when set, sees each deleted object before its key is queued.
+	onDelete func(T)
+
+	// started is closed once the controller started, and ctx is its
+	// context, on which listeners run.
+	started chan struct{}
+	ctx     context.Context
+
+	mu sync.Mutex
+	// reads are the informers of the held buckets; serving the buckets whose
+	// keys are dispatched; inflight counts the running reconciles of each
+	// bucket, and idle is signalled when one ends; gone remembers the bucket
+	// of deleted objects by key, for ShardByUID (the key alone does not say).
+	// mu guards them.
+	reads    map[int]*bucketRead[T]
+	serving  map[int]bool
+	inflight map[int]int
+	idle     *sync.Cond
+	gone     map[reconcile.Request]int
+}
+
+// bucketRead is one bucket's informer and the controller's listener on it.
+type bucketRead[T object.Object] struct {
+	inf *informers.Informer[T]
+	reg cache.ResourceEventHandlerRegistration
+}
+
+func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ring, ctl string) *shardedPrimary[T] {
+	p := &shardedPrimary[T]{
+		src: src, w: w, ring: r, buckets: r.buckets, ctl: ctl,
+		started:  make(chan struct{}),
+		reads:    map[int]*bucketRead[T]{},
+		serving:  map[int]bool{},
+		inflight: map[int]int{},
+		gone:     map[reconcile.Request]int{},
+	}
+	p.idle = sync.NewCond(&p.mu)
+	return p
+}
+
+// begin is called by the controller's Start.
+func (p *shardedPrimary[T]) begin(ctx context.Context) {
+	p.ctx = ctx
+	close(p.started)
+}
+
+func (p *shardedPrimary[T]) acquire(ctx context.Context, b int) error {
+	select {
+	case <-p.started:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	src := p.src
+	src.sel.Shard = p.buckets.Selector(b)
+	bound, err := src.bindKind(p.w)
+	if err != nil {
+		return fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
+	}
+	bound.onDelete = func(obj T) {
+		if p.buckets.Field == informers.ShardByUID {
+			p.mu.Lock()
+			p.gone[requestFor(obj)] = b
+			p.mu.Unlock()
+		}
+		if p.onDelete != nil {
+			p.onDelete(obj)
+		}
+	}
+	reg, err := bound.start(p.ctx)
+	if err != nil {
+		bound.inf.Stop()
+		return fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
+	}
+	p.mu.Lock()
+	p.reads[b] = &bucketRead[T]{inf: bound.inf, reg: reg}
+	p.mu.Unlock()
+	return bound.inf.WaitForSync(ctx)
+}
+
+func (p *shardedPrimary[T]) serve(b int, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		p.serving[b] = true
+	} else {
+		delete(p.serving, b)
+	}
+}
+
+func (p *shardedPrimary[T]) drain(b int, timeout time.Duration) []string {
+	deadline := time.Now().Add(timeout)
+	stop := time.AfterFunc(timeout, func() {
+		p.mu.Lock()
+		p.idle.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop.Stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.inflight[b] > 0 && time.Now().Before(deadline) {
+		p.idle.Wait()
+	}
+	if p.inflight[b] == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("controller %q: %d reconcile(s) of bucket %d", p.ctl, p.inflight[b], b)}
+}
+
+func (p *shardedPrimary[T]) drop(b int) {
+	p.mu.Lock()
+	rd := p.reads[b]
+	delete(p.reads, b)
+	for req, gb := range p.gone {
+		if gb == b {
+			delete(p.gone, req)
+		}
+	}
+	p.mu.Unlock()
+	if rd != nil {
+		_ = rd.inf.RemoveListener(rd.reg)
+		rd.inf.Stop()
+	}
+}
+
+// dispatch says what a worker does with req.
+type dispatch int
+
+const (
+	dispatchRun  dispatch = iota // reconcile it here
+	dispatchWait                 // its bucket is held here but not served yet: try again later
+	dispatchDrop                 // another member holds its bucket
+)
+
+// enter decides whether req runs here; when it does (dispatchRun), it counts
+// the reconcile in until exit and returns its bucket.
+func (p *shardedPrimary[T]) enter(req reconcile.Request) (int, dispatch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, known := p.bucketOfLocked(req)
+	if !known {
+		return 0, dispatchDrop
+	}
+	if !p.serving[b] {
+		if p.reads[b] != nil {
+			return b, dispatchWait
+		}
+		return b, dispatchDrop
+	}
+	if p.ring.check(b) != nil {
+		return b, dispatchWait // not renewed lately: it may come back
+	}
+	p.inflight[b]++
+	return b, dispatchRun
+}
+
+// exit counts a reconcile of bucket b out.
+func (p *shardedPrimary[T]) exit(req reconcile.Request, b int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inflight[b]--
+	if gb, ok := p.gone[req]; ok && gb == b {
+		if rd := p.reads[b]; rd == nil || !rd.inf.Contains(types.NamespacedName(req)) {
+			delete(p.gone, req)
+		}
+	}
+	p.idle.Broadcast()
+}
+
+// bucketOfLocked returns req's bucket, when this member can tell: by
+// namespace always; by UID when a held bucket holds the object, or saw it
+// deleted. p.mu must be held.
+func (p *shardedPrimary[T]) bucketOfLocked(req reconcile.Request) (int, bool) {
+	if p.buckets.Field == informers.ShardByNamespace {
+		return p.buckets.Of(req.Namespace), true
+	}
+	key := types.NamespacedName(req)
+	for b, rd := range p.reads {
+		if rd.inf.Contains(key) {
+			return b, true
+		}
+	}
+	b, ok := p.gone[req]
+	return b, ok
+}
+
+// reconcileContext returns the context of a reconcile of bucket b: fenced
+// by the bucket, and cancelled when the bucket is lost or given up.
+func (p *shardedPrimary[T]) reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc) {
+	ctx = client.WithFence(ctx, func() error { return p.ring.check(b) })
+	bctx := p.ring.bucketContext(b)
+	if bctx == nil {
+		ctx, cancel := context.WithCancel(ctx)
+		cancel()
+		return ctx, cancel
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(bctx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// bucketsLocked returns the buckets whose informers exist, sorted. p.mu
+// must be held.
+func (p *shardedPrimary[T]) bucketsLocked() []int {
+	bs := slices.Collect(maps.Keys(p.reads))
+	slices.Sort(bs)
+	return bs
+}
+
+// held returns the held buckets' informers, by bucket.
+func (p *shardedPrimary[T]) held() []*informers.Informer[T] {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*informers.Informer[T], 0, len(p.reads))
+	for _, b := range p.bucketsLocked() {
+		out = append(out, p.reads[b].inf)
+	}
+	return out
+}
+
+// heldBuckets returns the buckets whose informers exist, for the cache's
+// read routing.
+func (p *shardedPrimary[T]) heldBuckets() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.bucketsLocked()
+}
+
+// Get reads the object of key from the held bucket that holds it.
+func (p *shardedPrimary[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
+	var zero T
+	p.mu.Lock()
+	var rd *bucketRead[T]
+	if p.buckets.Field == informers.ShardByNamespace {
+		rd = p.reads[p.buckets.Of(key.Namespace)]
+	} else {
+		for _, r := range p.reads {
+			if r.inf.Contains(key) {
+				rd = r
+				break
+			}
+		}
+		if rd == nil {
+			for _, r := range p.reads {
+				rd = r // answers NotFound, after waiting for this process's own writes
+				break
+			}
+		}
+	}
+	p.mu.Unlock()
+	if rd == nil {
+		return zero, fmt.Errorf("get %s: %w (no bucket of ring %q is held by this member)", key, informers.ErrNotCached, p.ring.opts.Ring)
+	}
+	return rd.inf.Get(ctx, key)
+}
+
+// List lists the objects of every held bucket.
+func (p *shardedPrimary[T]) List(ctx context.Context, opts ...informers.ListOption) ([]T, error) {
+	var out []T
+	for _, inf := range p.held() {
+		objs, err := inf.List(ctx, opts...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// String, Contains, HasSynced, Relists and Health are what the debug pages
+// read of the primary informer.
+func (p *shardedPrimary[T]) String() string {
+	return fmt.Sprintf("%s in buckets %v of ring %s", p.src.String(), p.heldBuckets(), p.ring.opts.Ring)
+}
+
+func (p *shardedPrimary[T]) Contains(key types.NamespacedName) bool {
+	for _, inf := range p.held() {
+		if inf.Contains(key) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *shardedPrimary[T]) HasSynced() bool {
+	for _, inf := range p.held() {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *shardedPrimary[T]) Relists() int64 {
+	var n int64
+	for _, inf := range p.held() {
+		n += inf.Relists()
+	}
+	return n
+}
+
+func (p *shardedPrimary[T]) Health() error {
+	var errs []error
+	for _, inf := range p.held() {
+		errs = append(errs, inf.Health())
+	}
+	return errors.Join(errs...)
+}
