@@ -163,22 +163,25 @@ const (
 )
 
 // enter decides whether req runs here; when it does (dispatchRun), it counts
-// the reconcile in until exit and returns its bucket.
+// the reconcile in until exit and returns its bucket. The ring's lock is
+// never taken with p.mu held: the ring calls serve with its own held.
 func (p *shardedPrimary[T]) enter(req reconcile.Request) (int, dispatch) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	b, known := p.bucketOfLocked(req)
-	if !known {
-		return 0, dispatchDrop
-	}
-	if !p.serving[b] {
-		if p.reads[b] != nil {
-			return b, dispatchWait
-		}
+	serving, reading := p.serving[b], p.reads[b] != nil
+	p.mu.Unlock()
+	switch {
+	case !known || !serving && !reading:
 		return b, dispatchDrop
-	}
-	if p.ring.check(b) != nil {
+	case !serving:
+		return b, dispatchWait
+	case p.ring.check(b) != nil:
 		return b, dispatchWait // not renewed lately: it may come back
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.serving[b] {
+		return b, dispatchWait // given up meanwhile: the next try drops it
 	}
 	p.inflight[b]++
 	return b, dispatchRun
