@@ -64,6 +64,10 @@ type Flags struct {
 	// in-flight reconciles may run after SIGTERM. Zero means the manager's
 	// default (30 s). Keep the pod's terminationGracePeriodSeconds longer.
 	GracefulShutdownTimeout time.Duration
+	// ShardRing is --shard-ring: the sharding ring (Options.Sharding.Ring)
+	// whose replicas share the objects of the controllers that opt in
+	// (ControllerOptions.Sharded). Empty means no sharding.
+	ShardRing string
 
 	// sharedV is the -v flag another package registered first (klog's),
 	// read by Options; nil when Register registered its own.
@@ -98,6 +102,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	} else {
 		fs.IntVar(&f.Verbosity, "v", f.Verbosity, "log verbosity: 0 is info and errors, higher shows more detail")
 	}
+	fs.StringVar(&f.ShardRing, "shard-ring", f.ShardRing, "share the objects of sharded controllers among the replicas on this ring (Leases in the pod's namespace); empty means no sharding")
 	fs.DurationVar(&f.GracefulShutdownTimeout, "graceful-shutdown-timeout", f.GracefulShutdownTimeout, "how long in-flight reconciles may run after SIGTERM; 0 means 30s, negative cancels them at once")
 }
 
@@ -135,6 +140,7 @@ func (f *Flags) Options() (Options, error) {
 			EnableHTTP2: f.EnableHTTP2,
 		},
 		GracefulShutdownTimeout: f.GracefulShutdownTimeout,
+		Sharding:                ShardingOptions{Ring: f.ShardRing},
 	}, nil
 }
 
