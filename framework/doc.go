@@ -39,6 +39,12 @@
 //     manager's client (package client) refuses every write (ErrNotLeader,
 //     ErrManagerStopped), so an abandoned or late reconcile cannot undo a
 //     new leader's work.
+//   - Sharding: with Options.Sharding, the replicas form a ring on Leases
+//     and share the objects of controllers with ControllerOptions.Sharded:
+//     each object is reconciled by one live replica, which caches only its
+//     buckets; buckets move on join, leave and crash, drained before they
+//     are released, and a reconcile's writes are refused once its bucket is
+//     no longer held (ErrBucketNotHeld). See ShardingOptions.
 //   - Webhooks on every replica: AddWebhook and AddConversion serve a
 //     type's admission webhooks and its hub-and-spoke conversion over TLS
 //     (Options.Webhook), not gated by leader election; a rotated
