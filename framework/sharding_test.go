@@ -104,11 +104,13 @@ func (m *member) serving() []int {
 	return st.Serving
 }
 
-// cached returns the names of the ConfigMaps m's cache holds.
+// cached returns the names of the ConfigMaps m's cache holds, nil when
+// the cache cannot say now.
 func (m *member) cached(t *testing.T, ns string) []string {
 	var list corev1.ConfigMapList
 	if err := m.mgr.Cache().List(t.Context(), &list, informers.InNamespace(ns)); err != nil {
-		t.Fatal(err)
+		t.Log(err)
+		return nil
 	}
 	var names []string
 	for _, cm := range list.Items {
@@ -175,12 +177,12 @@ func TestShardingSplitsTheObjectsAndHandsThemOver(t *testing.T) {
 		sa, sb := a.serving(), b.serving()
 		return len(sa) == 16 && len(sb) == 16 && !slices.ContainsFunc(sa, func(x int) bool { return slices.Contains(sb, x) })
 	})
-	// Each member caches exactly the objects of its buckets.
-	if got, want := a.cached(t, ns), ownedBy(cms, a.serving()); !slices.Equal(got, want) {
-		t.Errorf("member a caches %d ConfigMaps, want the %d of its buckets:\n got %v\nwant %v", len(got), len(want), got, want)
-	}
-	if got, want := b.cached(t, ns), ownedBy(cms, b.serving()); !slices.Equal(got, want) {
-		t.Errorf("member b caches %d ConfigMaps, want the %d of its buckets", len(got), len(want))
+	// Each member caches exactly the objects of its buckets (a bucket just
+	// handed over leaves the cache a moment after it stops being served).
+	for _, m := range []*member{a, b} {
+		testenv.Eventually(t, "member "+m.id+" caches exactly the ConfigMaps of its buckets", func() bool {
+			return slices.Equal(m.cached(t, ns), ownedBy(cms, m.serving()))
+		})
 	}
 	setVersion(t, cs, ns, cms, 2)
 	testenv.Eventually(t, "every ConfigMap reconciled at v=2 by two members", func() bool { return converged(t, cs, ns, 2) })

@@ -167,7 +167,7 @@ func TestSameKindInTwoGroups(t *testing.T) {
 	mustContain(t, "seafrigate_controller.go lacks", readFile(t, dir, "internal/controller/seafrigate_controller.go"),
 		`seav1 "example.com/team/op/api/sea/v1"`,
 		"func SetupSeaFrigateController(mgr *framework.Manager) error {",
-		`framework.NewBuilder[*seav1.Frigate](mgr, "seafrigate", framework.ControllerOptions{})`,
+		`framework.NewBuilder[*seav1.Frigate](mgr, "seafrigate", framework.ControllerOptions{Sharded: sharded})`,
 		"type SeaFrigateReconciler struct{}",
 		"+kubebuilder:rbac:groups=sea.example.com,resources=frigates,verbs=get;list;watch")
 	mustContain(t, "frigate_controller.go lacks", readFile(t, dir, "internal/controller/frigate_controller.go"),
