@@ -1,7 +1,6 @@
 package framework
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -773,8 +772,8 @@ func (r *ring) status() RingStatus {
 			s.Draining = append(s.Draining, b)
 		}
 	}
-	for _, l := range []*[]int{&s.Serving, &s.Syncing, &s.Draining} {
-		slices.SortFunc(*l, cmp.Compare[int])
+	for _, l := range [][]int{s.Serving, s.Syncing, s.Draining} {
+		slices.Sort(l)
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"syscall"
@@ -81,6 +82,16 @@ func frozenDuring(out []byte, name string, at time.Time) bool {
 	return !begun.IsZero() && begun.Before(at)
 }
 
+// patchVersions sets data v of ConfigMaps cm-00 to cm-<n-1> of ns to v(i).
+func patchVersions(ctx context.Context, ns string, n int, v func(i int) string) {
+	GinkgoHelper()
+	for i := range n {
+		patch := fmt.Sprintf(`{"data":{"v":%q}}`, v(i))
+		_, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, fmt.Sprintf("cm-%02d", i), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}
+}
+
 var _ = Describe("a sharded controller in two processes", func() {
 	It("splits the buckets; when one process is killed, restarted, frozen past its lease and thawed, every bucket is served again and no key is reconciled by both at once", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
@@ -104,11 +115,7 @@ var _ = Describe("a sharded controller in two processes", func() {
 
 		// Every object changes once more, and a reconciles each.
 		since := time.Now()
-		for i := range 40 {
-			_, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, fmt.Sprintf("cm-%02d", i), types.MergePatchType,
-				[]byte(`{"data":{"v":"2"}}`), metav1.PatchOptions{})
-			Expect(err).NotTo(HaveOccurred())
-		}
+		patchVersions(ctx, ns, 40, func(int) string { return "2" })
 		Eventually(func() map[string]bool {
 			ended := map[string]bool{}
 			for _, ev := range slowctlEvents(a.Out.Contents(), "end") {
@@ -140,11 +147,7 @@ var _ = Describe("a sharded controller in two processes", func() {
 		GinkgoWriter.Printf("thaw to rebalanced: %v\n", time.Since(thawed).Round(time.Millisecond))
 
 		since = time.Now()
-		for i := range 40 {
-			_, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, fmt.Sprintf("cm-%02d", i), types.MergePatchType,
-				[]byte(fmt.Sprintf(`{"data":{"v":"3-%d"}}`, i)), metav1.PatchOptions{})
-			Expect(err).NotTo(HaveOccurred())
-		}
+		patchVersions(ctx, ns, 40, func(i int) string { return fmt.Sprintf("3-%d", i) })
 		Eventually(func() map[string]bool {
 			ended := map[string]bool{}
 			for _, s := range []*gexec.Session{a, b2} {
@@ -178,11 +181,7 @@ var _ = Describe("a sharded controller in two processes", func() {
 		b := startSlowctl(ctx, ns, "--workers=4", "--work=300ms")
 		Eventually(func() int { return len(slowctlEvents(a.Out.Contents(), "end")) }).WithTimeout(time.Minute).Should(BeNumerically(">=", 10))
 		Eventually(func() int { return len(slowctlEvents(b.Out.Contents(), "end")) }).WithTimeout(time.Minute).Should(BeNumerically(">=", 10))
-		for i := range 10 {
-			_, err := kube.CoreV1().ConfigMaps(ns).Patch(ctx, fmt.Sprintf("cm-%02d", i), types.MergePatchType,
-				[]byte(`{"data":{"v":"2"}}`), metav1.PatchOptions{})
-			Expect(err).NotTo(HaveOccurred())
-		}
+		patchVersions(ctx, ns, 10, func(int) string { return "2" })
 		Eventually(func() []string { return overlaps(a.Out.Contents(), b.Out.Contents(), time.Now()) }).
 			WithTimeout(time.Minute).ShouldNot(BeEmpty(), "two unsharded processes reconcile the same keys at once")
 	})
