@@ -189,7 +189,9 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		}
 		c.kind = kind
 		primary.sel.Kind = kind
-		sharded = newShardedPrimary(*primary, target, mgr.ring, b.name)
+		if sharded, err = newShardedPrimary(*primary, target, mgr.ring, b.name); err != nil {
+			return nil, b.fail(err)
+		}
 		c.primary, c.shard, reader = sharded, sharded, sharded
 	} else {
 		var err error

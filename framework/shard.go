@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -48,6 +49,12 @@ type shardedPrimary[T object.Object] struct {
 	inflight map[int]int
 	idle     *sync.Cond
 	gone     map[reconcile.Request]int
+
+	// informers is each bucket of reads with its informer, copied on
+	// change, for shards to read without mu.
+	informers atomic.Pointer[map[int]*informers.Informer[T]]
+	// shards reads the objects of the held buckets.
+	shards *informers.Shards[T]
 }
 
 // bucketRead is one bucket's informer and the controller's listener on it.
@@ -56,7 +63,7 @@ type bucketRead[T object.Object] struct {
 	reg cache.ResourceEventHandlerRegistration
 }
 
-func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ring, ctl string) *shardedPrimary[T] {
+func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ring, ctl string) (*shardedPrimary[T], error) {
 	p := &shardedPrimary[T]{
 		src: src, w: w, ring: r, buckets: r.buckets, ctl: ctl,
 		started:  make(chan struct{}),
@@ -66,7 +73,22 @@ func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ri
 		gone:     map[reconcile.Request]int{},
 	}
 	p.idle = sync.NewCond(&p.mu)
-	return p
+	p.informers.Store(&map[int]*informers.Informer[T]{})
+	shards, err := informers.NewShards(src.sel.Kind, r.buckets, func() map[int]*informers.Informer[T] { return *p.informers.Load() })
+	if err != nil {
+		return nil, err
+	}
+	p.shards = shards
+	return p, nil
+}
+
+// publishLocked copies reads into informers. p.mu must be held.
+func (p *shardedPrimary[T]) publishLocked() {
+	infs := make(map[int]*informers.Informer[T], len(p.reads))
+	for b, rd := range p.reads {
+		infs[b] = rd.inf
+	}
+	p.informers.Store(&infs)
 }
 
 // begin is called by the controller's Start.
@@ -104,6 +126,7 @@ func (p *shardedPrimary[T]) acquire(ctx context.Context, b int) error {
 	}
 	p.mu.Lock()
 	p.reads[b] = &bucketRead[T]{inf: bound.inf, reg: reg}
+	p.publishLocked()
 	p.mu.Unlock()
 	return bound.inf.WaitForSync(ctx)
 }
@@ -141,6 +164,7 @@ func (p *shardedPrimary[T]) drop(b int) {
 	p.mu.Lock()
 	rd := p.reads[b]
 	delete(p.reads, b)
+	p.publishLocked()
 	for req, gb := range p.gone {
 		if gb == b {
 			delete(p.gone, req)
@@ -166,8 +190,11 @@ const (
 // the reconcile in until exit and returns its bucket. The ring's lock is
 // never taken with p.mu held: the ring calls serve with its own held.
 func (p *shardedPrimary[T]) enter(req reconcile.Request) (int, dispatch) {
+	b, known := p.shards.BucketOf(types.NamespacedName(req))
 	p.mu.Lock()
-	b, known := p.bucketOfLocked(req)
+	if !known {
+		b, known = p.gone[req] // deleted: its delete event said where
+	}
 	serving, reading := p.serving[b], p.reads[b] != nil
 	p.mu.Unlock()
 	switch {
@@ -200,23 +227,6 @@ func (p *shardedPrimary[T]) exit(req reconcile.Request, b int) {
 	p.idle.Broadcast()
 }
 
-// bucketOfLocked returns req's bucket, when this member can tell: by
-// namespace always; by UID when a held bucket holds the object, or saw it
-// deleted. p.mu must be held.
-func (p *shardedPrimary[T]) bucketOfLocked(req reconcile.Request) (int, bool) {
-	if p.buckets.Field == informers.ShardByNamespace {
-		return p.buckets.Of(req.Namespace), true
-	}
-	key := types.NamespacedName(req)
-	for b, rd := range p.reads {
-		if rd.inf.Contains(key) {
-			return b, true
-		}
-	}
-	b, ok := p.gone[req]
-	return b, ok
-}
-
 // reconcileContext returns the context of a reconcile of bucket b: fenced
 // by the bucket, and cancelled when the bucket is lost or given up.
 func (p *shardedPrimary[T]) reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc) {
@@ -232,21 +242,12 @@ func (p *shardedPrimary[T]) reconcileContext(ctx context.Context, b int) (contex
 	return ctx, func() { stop(); cancel() }
 }
 
-// bucketsLocked returns the buckets whose informers exist, sorted. p.mu
-// must be held.
-func (p *shardedPrimary[T]) bucketsLocked() []int {
-	bs := slices.Collect(maps.Keys(p.reads))
-	slices.Sort(bs)
-	return bs
-}
-
 // held returns the held buckets' informers, by bucket.
 func (p *shardedPrimary[T]) held() []*informers.Informer[T] {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]*informers.Informer[T], 0, len(p.reads))
-	for _, b := range p.bucketsLocked() {
-		out = append(out, p.reads[b].inf)
+	infs := *p.informers.Load()
+	out := make([]*informers.Informer[T], 0, len(infs))
+	for _, b := range slices.Sorted(maps.Keys(infs)) {
+		out = append(out, infs[b])
 	}
 	return out
 }
@@ -254,50 +255,17 @@ func (p *shardedPrimary[T]) held() []*informers.Informer[T] {
 // heldBuckets returns the buckets whose informers exist, for the cache's
 // read routing.
 func (p *shardedPrimary[T]) heldBuckets() []int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.bucketsLocked()
+	return slices.Sorted(maps.Keys(*p.informers.Load()))
 }
 
 // Get reads the object of key from the held bucket that holds it.
 func (p *shardedPrimary[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
-	var zero T
-	p.mu.Lock()
-	var rd *bucketRead[T]
-	if p.buckets.Field == informers.ShardByNamespace {
-		rd = p.reads[p.buckets.Of(key.Namespace)]
-	} else {
-		for _, r := range p.reads {
-			if r.inf.Contains(key) {
-				rd = r
-				break
-			}
-		}
-		if rd == nil {
-			for _, r := range p.reads {
-				rd = r // answers NotFound, after waiting for this process's own writes
-				break
-			}
-		}
-	}
-	p.mu.Unlock()
-	if rd == nil {
-		return zero, fmt.Errorf("get %s: %w (no bucket of ring %q is held by this member)", key, informers.ErrNotCached, p.ring.opts.Ring)
-	}
-	return rd.inf.Get(ctx, key)
+	return p.shards.Get(ctx, key)
 }
 
 // List lists the objects of every held bucket.
 func (p *shardedPrimary[T]) List(ctx context.Context, opts ...informers.ListOption) ([]T, error) {
-	var out []T
-	for _, inf := range p.held() {
-		objs, err := inf.List(ctx, opts...)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, objs...)
-	}
-	return out, nil
+	return p.shards.List(ctx, opts...)
 }
 
 // String, Contains, HasSynced, Relists and Health are what the debug pages

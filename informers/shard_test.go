@@ -322,7 +322,7 @@ func TestShardReads(t *testing.T) {
 		}
 		var cm corev1.ConfigMap
 		err := c.Get(t.Context(), types.NamespacedName{Namespace: nsOf[1], Name: "a"}, &cm)
-		if !errors.Is(err, informers.ErrNotCached) || !strings.Contains(err.Error(), "does not exist") {
+		if !errors.Is(err, informers.ErrNotCached) || !strings.Contains(err.Error(), "no informer") {
 			t.Errorf("Get before the bucket's informer exists = %v, want ErrNotCached", err)
 		}
 		if _, err := informers.For[*corev1.ConfigMap](c, informers.Selection{Shard: b.Selector(1)}); err != nil {
@@ -359,6 +359,92 @@ func TestShardReads(t *testing.T) {
 			t.Error("ShardReads with a nil held succeeded")
 		}
 	})
+}
+
+func TestShards(t *testing.T) {
+	admin := plane.Config(t)
+	cs := kubernetes.NewForConfigOrDie(admin)
+	ns := testenv.Namespace(t, cs)
+	kind := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	b := informers.Buckets{Field: informers.ShardByUID, Count: 4}
+	byBucket := map[int][]string{}
+	for i := 0; i < 24 || len(byBucket[0]) == 0; i++ { // UIDs are random: bucket 0 must get one
+		cm := testenv.CreateConfigMap(t, cs, ns, fmt.Sprintf("cm-%02d", i), nil)
+		byBucket[b.OfObject(cm)] = append(byBucket[b.OfObject(cm)], cm.Name)
+	}
+	c := started(t, admin, informers.Options{Namespace: ns})
+	held := map[int]*informers.Informer[*corev1.ConfigMap]{}
+	for _, i := range []int{1, 3} {
+		inf, err := informers.For[*corev1.ConfigMap](c, informers.Selection{Shard: b.Selector(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[i] = inf
+	}
+	s, err := informers.NewShards(kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return held })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{1, 3} {
+		for _, name := range byBucket[i] {
+			key := types.NamespacedName{Namespace: ns, Name: name}
+			if cm, err := s.Get(t.Context(), key); err != nil || cm.Name != name {
+				t.Errorf("Get %s of held bucket %d = %v, %v", name, i, cm, err)
+			}
+			if got, ok := s.BucketOf(key); !ok || got != i {
+				t.Errorf("BucketOf %s = %d, %v; want %d", name, got, ok, i)
+			}
+		}
+	}
+	other := types.NamespacedName{Namespace: ns, Name: byBucket[0][0]}
+	if _, err := s.Get(t.Context(), other); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "[1 3]") {
+		t.Errorf("Get of an unheld bucket's object = %v, want a NotFound naming the held buckets", err)
+	}
+	if _, ok := s.BucketOf(other); ok {
+		t.Errorf("BucketOf an unheld bucket's object is known")
+	}
+	objs, err := s.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.Name)
+	}
+	want := append(slices.Clone(byBucket[1]), byBucket[3]...)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("List = %v, want the held buckets' %v", got, want)
+	}
+
+	held[2] = nil // held, without an informer yet: it holds nothing to list
+	if _, err := s.List(t.Context()); !errors.Is(err, informers.ErrNotCached) || !strings.Contains(err.Error(), "bucket 2") {
+		t.Errorf("List with a held bucket without informer = %v, want ErrNotCached naming bucket 2", err)
+	}
+	held[7] = nil
+	if _, err := s.Get(t.Context(), other); err == nil || !strings.Contains(err.Error(), "bucket 7") {
+		t.Errorf("Get with held bucket 7 of 4 = %v, want an error naming it", err)
+	}
+
+	for name, mk := range map[string]func() error{
+		"no kind": func() error {
+			_, err := informers.NewShards(schema.GroupVersionKind{}, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
+			return err
+		},
+		"no count": func() error {
+			_, err := informers.NewShards(kind, informers.Buckets{Field: informers.ShardByUID}, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
+			return err
+		},
+		"nil held": func() error {
+			_, err := informers.NewShards[*corev1.ConfigMap](kind, b, nil)
+			return err
+		},
+	} {
+		if err := mk(); err == nil {
+			t.Errorf("NewShards with %s succeeded", name)
+		}
+	}
 }
 
 func TestInformerStop(t *testing.T) {

@@ -2,16 +2,12 @@ package informers
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 
 	"github.com/converge-dev/converge/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 )
 
 // shardRoute is where Cache.Get and Cache.List send the reads of a kind
@@ -91,32 +87,29 @@ func kindOf(obj object.Object) schema.GroupVersionKind {
 	return obj.GetObjectKind().GroupVersionKind()
 }
 
-// heldBuckets returns the buckets r's held returns, sorted, without
-// duplicates, or an error naming one outside 0..Count-1.
-func (r *shardRoute) heldBuckets(gvk schema.GroupVersionKind) ([]int, error) {
-	held := slices.Clone(r.held())
-	slices.Sort(held)
-	held = slices.Compact(held)
-	for _, b := range held {
-		if b < 0 || b >= r.b.Count {
-			return nil, fmt.Errorf("informers: read %s: ShardReads' held returned bucket %d, not in 0..%d", describe(gvk), b, r.b.Count-1)
+// shards returns the Shards a read of base's kind goes to: the held
+// buckets, each with the informer a caller made of it, if any.
+func (c *Cache) shards(base informerKey, r *shardRoute) *Shards[object.Object] {
+	return &Shards[object.Object]{kind: base.gvk, buckets: r.b, held: func() map[int]*Informer[object.Object] {
+		held := map[int]*Informer[object.Object]{}
+		for _, b := range r.held() {
+			if b < 0 || b >= r.b.Count {
+				held[b] = nil // refused by the read, naming it
+				continue
+			}
+			key := base
+			key.shard = r.shards[b]
+			c.mu.Lock()
+			e := c.entries[key]
+			c.mu.Unlock()
+			if e == nil {
+				held[b] = nil
+			} else {
+				held[b] = &Informer[object.Object]{e: e}
+			}
 		}
-	}
-	return held, nil
-}
-
-// describeHeld names the held buckets for errors.
-func (r *shardRoute) describeHeld(held []int) string {
-	return fmt.Sprintf("the cache holds buckets %v of %d by %s only (Cache.ShardReads)", held, r.b.Count, r.b.Field)
-}
-
-// shardEntry returns the informer of bucket for base, the key of the kind's
-// default selection; nil when nobody has created it (or it was stopped).
-func (c *Cache) shardEntry(base informerKey, r *shardRoute, bucket int) *entry {
-	base.shard = r.shards[bucket]
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.entries[base]
+		return held
+	}}
 }
 
 // routedGet is Cache.Get of a kind routed to its buckets.
@@ -125,57 +118,14 @@ func (c *Cache) routedGet(ctx context.Context, r *shardRoute, key types.Namespac
 	if err != nil {
 		return err
 	}
-	held, err := r.heldBuckets(base.gvk)
+	obj, inf, err := c.shards(base, r).get(ctx, key)
+	if apierrors.IsNotFound(err) && inf != nil && (inf.e.key.labels != "" || inf.e.key.fields != "") {
+		return c.confirmMiss(ctx, inf.e, key.Namespace, key.Name, err)
+	}
 	if err != nil {
 		return err
 	}
-	what := "get " + describe(base.gvk) + " " + cache.NewObjectName(key.Namespace, key.Name).String()
-	if r.b.Field == ShardByNamespace {
-		bucket := r.b.Of(key.Namespace)
-		if !slices.Contains(held, bucket) {
-			return fmt.Errorf("%s: namespace %q is in bucket %d, and %s: read it without the cache (the framework's Manager.APIReader): %w",
-				what, key.Namespace, bucket, r.describeHeld(held), ErrNotCached)
-		}
-		e := c.shardEntry(base, r, bucket)
-		if e == nil {
-			return fmt.Errorf("%s: namespace %q is in bucket %d, which is held, but its informer (For with Selection{Shard: Buckets.Selector(%d)}) does not exist: %w",
-				what, key.Namespace, bucket, bucket, ErrNotCached)
-		}
-		inf := &Informer[object.Object]{e: e}
-		obj, err := inf.Get(ctx, key)
-		if apierrors.IsNotFound(err) && (e.key.labels != "" || e.key.fields != "") {
-			return c.confirmMiss(ctx, e, key.Namespace, key.Name, err)
-		}
-		if err != nil {
-			return err
-		}
-		return copyInto(obj.DeepCopyObject(), into, inf.Kind())
-	}
-	var missing []int
-	gr := schema.GroupResource{Group: base.gvk.Group, Resource: base.gvk.Kind}
-	for _, b := range held {
-		e := c.shardEntry(base, r, b)
-		if e == nil {
-			missing = append(missing, b)
-			continue
-		}
-		inf := &Informer[object.Object]{e: e}
-		gr = inf.groupResource()
-		obj, err := inf.Get(ctx, key)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		return copyInto(obj.DeepCopyObject(), into, inf.Kind())
-	}
-	note := ""
-	if len(missing) > 0 {
-		note = fmt.Sprintf(", and the informers of held buckets %v do not exist", missing)
-	}
-	return fmt.Errorf("%s: not in the informers of the held buckets; its bucket cannot be told by name, %s%s: %w",
-		what, r.describeHeld(held), note, apierrors.NewNotFound(gr, key.Name))
+	return copyInto(obj.DeepCopyObject(), into, inf.Kind())
 }
 
 // routedList is Cache.List of a kind routed to its buckets: the objects of
@@ -186,55 +136,6 @@ func (c *Cache) routedList(ctx context.Context, r *shardRoute, item object.Objec
 	if err != nil {
 		return nil, schema.GroupVersionKind{}, "", err
 	}
-	held, err := r.heldBuckets(base.gvk)
-	if err != nil {
-		return nil, base.gvk, "", err
-	}
-	what := "list " + describe(base.gvk)
-	buckets := held
-	if r.b.Field == ShardByNamespace {
-		lo := NewListOptions(opts...)
-		ns := lo.Namespace
-		if fns, ok := namespaceOf(lo.Fields); ok && ns == "" {
-			ns = fns
-		}
-		if ns != "" {
-			bucket := r.b.Of(ns)
-			if !slices.Contains(held, bucket) {
-				return nil, base.gvk, "", fmt.Errorf("%s in namespace %s: the namespace is in bucket %d, and %s: read it without the cache (the framework's Manager.APIReader): %w",
-					what, ns, bucket, r.describeHeld(held), ErrNotCached)
-			}
-			buckets = []int{bucket}
-		}
-	}
-	var (
-		out    []object.Object
-		newest uint64
-		rv     string
-		errs   []error
-	)
-	for _, b := range buckets {
-		e := c.shardEntry(base, r, b)
-		if e == nil {
-			errs = append(errs, fmt.Errorf("%s: bucket %d is held, but its informer (For with Selection{Shard: Buckets.Selector(%d)}) does not exist: %w",
-				what, b, b, ErrNotCached))
-			continue
-		}
-		inf := &Informer[object.Object]{e: e}
-		objs, err := inf.List(ctx, opts...)
-		if err != nil {
-			return nil, base.gvk, "", err
-		}
-		out = append(out, objs...)
-		v := inf.LastSyncResourceVersion()
-		if n, err := strconv.ParseUint(v, 10, 64); err == nil && n >= newest {
-			newest, rv = n, v
-		} else if rv == "" {
-			rv = v
-		}
-	}
-	if len(errs) > 0 {
-		return nil, base.gvk, "", errors.Join(errs...)
-	}
-	return out, base.gvk, rv, nil
+	objs, rv, err := c.shards(base, r).list(ctx, opts)
+	return objs, base.gvk, rv, err
 }
