@@ -62,6 +62,12 @@ type Cache struct {
 	routes   atomic.Pointer[map[schema.GroupKind]*shardRoute]
 	routesMu sync.Mutex
 
+	// hubs share the lists and watches of the informers of a kind's
+	// buckets, by their key without the shard selector (see shardHub);
+	// hubsMu guards it.
+	hubs   map[informerKey]*shardHub
+	hubsMu sync.Mutex
+
 	probeMu sync.Mutex
 	// probed remembers, per resource, whether the API server honours shard
 	// selectors (see serverShards); probeMu guards it.

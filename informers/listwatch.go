@@ -99,13 +99,20 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 		}
 		return m, ns, nil
 	}
+	// shared reports whether e's requests go through its kind's shardHub:
+	// when it has a shard selector the API server does not apply.
+	shared := func() bool { return e.shard != nil && !e.serverSharded.Load() }
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			e.lists.Add(1)
 			m, ns, err := prepare(ctx, &opts)
 			if err == nil {
 				var out runtime.Object
-				if out, err = list(ctx, m, ns, opts); err == nil {
+				if shared() {
+					out, err = c.hub(e.key).List(ctx, opts, e.shard, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+						return list(ctx, m, ns, opts)
+					})
+				} else if out, err = list(ctx, m, ns, opts); err == nil {
 					err = e.filterList(out)
 				}
 				if err == nil {
@@ -118,17 +125,26 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 			return nil, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
-				e.lists.Add(1) // a streaming list
-			}
+			streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 			m, ns, err := prepare(ctx, &opts)
-			if err == nil {
+			if err == nil && shared() {
+				if streaming {
+					return nil, errHubStreaming // not an error of the informer: the reflector lists instead
+				}
+				var w watch.Interface
+				if w, err = c.hub(e.key).Watch(ctx, opts, e.shard, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+					return watchFn(ctx, m, ns, opts)
+				}); err == nil {
+					e.recordResult(nil)
+					return w, nil
+				}
+			} else if err == nil {
+				if streaming {
+					e.lists.Add(1) // a streaming list
+				}
 				var w watch.Interface
 				if w, err = watchFn(ctx, m, ns, opts); err == nil {
 					e.recordResult(nil)
-					if e.shard != nil && !e.serverSharded.Load() {
-						w = e.shard.filterWatch(w)
-					}
 					return w, nil
 				}
 			}
@@ -137,6 +153,23 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 			return nil, err
 		},
 	}, nil
+}
+
+// hub returns the shardHub of the informers equal to key's but for their
+// shard selectors, making it on first use.
+func (c *Cache) hub(key informerKey) *shardHub {
+	key.shard = ""
+	c.hubsMu.Lock()
+	defer c.hubsMu.Unlock()
+	h, ok := c.hubs[key]
+	if !ok {
+		if c.hubs == nil {
+			c.hubs = map[informerKey]*shardHub{}
+		}
+		h = newShardHub()
+		c.hubs[key] = h
+	}
+	return h
 }
 
 // supportsProtobuf reports whether obj (a list type) can be decoded from

@@ -130,7 +130,10 @@ type Selection struct {
 	// and off by default in Kubernetes 1.37) is asked once per resource by
 	// a list of one object, whose answer says whether the server applied
 	// the selector; when it did not, the informer drops the objects outside
-	// the ranges itself, from lists and from watch events. The informer
+	// the ranges itself, from lists and from watch events, and the
+	// informers of one kind's shards (equal selections but for Shard) share
+	// one watch of the kind, and one request for the lists they make at
+	// once, each keeping its own shard's objects. The informer
 	// holds the same objects either way; InformerStats.ServerSharded says
 	// which way it went. A Selection that sets only Shard (and Kind) keeps
 	// the kind's namespace, labels and fields from Options.ByKind. Zero

@@ -6,13 +6,11 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/sharding"
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 // ShardField is the object field whose hash places an object in a bucket.
@@ -231,46 +229,4 @@ func (f *shardFilter) filterList(list runtime.Object) error {
 		return nil
 	}
 	return meta.SetList(list, kept)
-}
-
-// filterWatch passes on the events of w whose object is in f's ranges, and
-// every bookmark and error, which carry no object of the kind.
-func (f *shardFilter) filterWatch(w watch.Interface) watch.Interface {
-	fw := &filteredWatch{in: w, out: make(chan watch.Event), done: make(chan struct{}), f: f}
-	go fw.loop()
-	return fw
-}
-
-// filteredWatch is watch.Filter that also ends when stopped while its
-// reader has gone.
-type filteredWatch struct {
-	in   watch.Interface
-	out  chan watch.Event
-	done chan struct{}
-	once sync.Once
-	f    *shardFilter
-}
-
-func (w *filteredWatch) ResultChan() <-chan watch.Event { return w.out }
-
-func (w *filteredWatch) Stop() {
-	w.once.Do(func() { close(w.done) })
-	w.in.Stop()
-}
-
-func (w *filteredWatch) loop() {
-	defer close(w.out)
-	for ev := range w.in.ResultChan() {
-		switch ev.Type {
-		case watch.Added, watch.Modified, watch.Deleted:
-			if !w.f.matches(ev.Object) {
-				continue
-			}
-		}
-		select {
-		case w.out <- ev:
-		case <-w.done:
-			return
-		}
-	}
 }

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -184,7 +186,25 @@ func shardMembership(t *testing.T, cfg *rest.Config, wantServer bool) {
 	for i := range 60 {
 		testenv.CreateConfigMap(t, cs, ns, fmt.Sprintf("cm-%02d", i), nil)
 	}
-	c := started(t, cfg, informers.Options{Namespace: ns})
+	// Count the lists and watches of the ConfigMaps, but for the probe
+	// (limit=1): filtered by the server, each bucket's informer makes its
+	// own; filtered by the cache, they share one watch.
+	var lists, watches atomic.Int64
+	counted := rest.CopyConfig(cfg)
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			q := req.URL.Query()
+			if strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/configmaps") && q.Get("limit") != "1" {
+				if q.Get("watch") == "true" {
+					watches.Add(1)
+				} else {
+					lists.Add(1)
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	c := started(t, counted, informers.Options{Namespace: ns})
 	b := informers.Buckets{Field: informers.ShardByUID, Count: 4}
 	infs := shardInformers(t, c, b)
 	checkMembership(t, cs, ns, b, infs)
@@ -231,6 +251,14 @@ func shardMembership(t *testing.T, cfg *rest.Config, wantServer bool) {
 		}
 	}
 	checkMembership(t, cs, ns, b, infs)
+	want := int64(1)
+	if wantServer {
+		want = int64(len(infs))
+	}
+	if n := watches.Load(); n != want {
+		t.Errorf("%d informers of buckets made %d watches, want %d", len(infs), n, want)
+	}
+	t.Logf("%d informers of buckets made %d lists and %d watches", len(infs), lists.Load(), watches.Load())
 }
 
 func TestShardsFilteredByTheCacheWhenTheServerIgnoresThem(t *testing.T) {
