@@ -182,12 +182,21 @@ func (i *Informer[T]) Health() error {
 // Contains reports whether the informer holds the object of key now,
 // without waiting for a sync or for the manager's own writes.
 func (i *Informer[T]) Contains(key types.NamespacedName) bool {
-	k := key.Name
-	if key.Namespace != "" {
-		k = key.Namespace + "/" + key.Name
-	}
+	return i.containsKey(storeKey(key))
+}
+
+// containsKey is Contains of a store key ("namespace/name", or "name").
+func (i *Informer[T]) containsKey(k string) bool {
 	_, ok, err := i.e.informer.GetIndexer().GetByKey(k)
 	return ok && err == nil
+}
+
+// storeKey returns the key the informers' stores hold key's object under.
+func storeKey(key types.NamespacedName) string {
+	if key.Namespace == "" {
+		return key.Name
+	}
+	return key.Namespace + "/" + key.Name
 }
 
 // WaitForSync waits for the initial list, bounded by the cache's SyncTimeout
@@ -285,11 +294,7 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
 // Get returns the cached object key. See Reader.
 func (i *Informer[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
 	var zero T
-	namespace, name := key.Namespace, key.Name
-	k := name
-	if namespace != "" {
-		k = namespace + "/" + name
-	}
+	namespace, name, k := key.Namespace, key.Name, storeKey(key)
 	if err := i.ready(ctx); err != nil {
 		return zero, fmt.Errorf("get %s %s: %w", describe(i.e.key.gvk), k, err)
 	}

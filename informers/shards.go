@@ -83,6 +83,14 @@ func (s *Shards[T]) get(ctx context.Context, key types.NamespacedName) (T, *Info
 		obj, err := inf.Get(ctx, key)
 		return obj, inf, err
 	}
+	k := storeKey(key)
+	for _, inf := range held {
+		if inf != nil && inf.containsKey(k) {
+			obj, err := inf.Get(ctx, key)
+			return obj, inf, err
+		}
+	}
+	// In none yet: ask each, which waits for this process's own writes.
 	var missing []int
 	gr := schema.GroupResource{Group: s.kind.Group, Resource: s.kind.Kind}
 	for _, b := range sortedBuckets(held) {
@@ -171,8 +179,9 @@ func (s *Shards[T]) BucketOf(key types.NamespacedName) (int, bool) {
 	if s.buckets.Field == ShardByNamespace {
 		return s.buckets.Of(key.Namespace), true
 	}
+	k := storeKey(key)
 	for b, inf := range s.held() {
-		if inf != nil && inf.Contains(key) {
+		if inf != nil && inf.containsKey(k) {
 			return b, true
 		}
 	}
