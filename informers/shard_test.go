@@ -310,8 +310,12 @@ func TestShardReads(t *testing.T) {
 			t.Errorf("Get in a held bucket: %v", err)
 		}
 		err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: byBucket[1][0]}, &cm)
-		if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "[0 2]") || !strings.Contains(err.Error(), byBucket[1][0]) {
-			t.Errorf("Get in an unheld bucket = %v, want a NotFound naming the object and the held buckets", err)
+		if !errors.Is(err, informers.ErrNotCached) || apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "[0 2]") ||
+			!strings.Contains(err.Error(), byBucket[1][0]) || !strings.Contains(err.Error(), "bucket 1") {
+			t.Errorf("Get in an unheld bucket = %v, want ErrNotCached naming the object, its bucket and the held buckets", err)
+		}
+		if err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "no-such"}, &cm); !apierrors.IsNotFound(err) {
+			t.Errorf("Get of an object nobody has = %v, want NotFound", err)
 		}
 		var list corev1.ConfigMapList
 		if err := c.List(t.Context(), &list); err != nil {

@@ -3,11 +3,16 @@ package informers
 import (
 	"context"
 	"fmt"
+	"slices"
 
-	"github.com/converge-dev/converge/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/converge-dev/converge/object"
 )
 
 // shardRoute is where Cache.Get and Cache.List send the reads of a kind
@@ -30,9 +35,12 @@ type shardRoute struct {
 // of that namespace; with ShardByUID, Get looks in every held bucket's
 // informer. A read of an object whose bucket is not held (or whose held
 // bucket's informer does not exist yet) answers with an error wrapping
-// ErrNotCached (for Get by namespace) or NotFound (Get by UID, where the
-// bucket cannot be known), naming the kind, the object and the held
-// buckets. List merges the held buckets' informers, and fails with an
+// ErrNotCached, naming the kind, the object and the held buckets. By UID,
+// where the bucket cannot be told from the name, a miss in every held
+// bucket is confirmed with the API server (one GET of the object's
+// metadata): NotFound when the server has no such object, or when its
+// bucket is held (the cache has not seen it yet), else ErrNotCached naming
+// its bucket. List merges the held buckets' informers, and fails with an
 // error wrapping ErrNotCached when one of them does not exist yet.
 // ShardReads replaces an earlier route for gk; held must be safe for
 // concurrent use and fast (called on every read).
@@ -119,13 +127,51 @@ func (c *Cache) routedGet(ctx context.Context, r *shardRoute, key types.Namespac
 		return err
 	}
 	obj, inf, err := c.shards(base, r).get(ctx, key)
-	if apierrors.IsNotFound(err) && inf != nil && (inf.e.key.labels != "" || inf.e.key.fields != "") {
+	switch {
+	case !apierrors.IsNotFound(err):
+	case inf == nil: // by UID: in none of the held buckets
+		return c.confirmShardMiss(ctx, base.gvk, r, key, err)
+	case inf.e.key.labels != "" || inf.e.key.fields != "":
 		return c.confirmMiss(ctx, inf.e, key.Namespace, key.Name, err)
 	}
 	if err != nil {
 		return err
 	}
 	return copyInto(obj.DeepCopyObject(), into, inf.Kind())
+}
+
+// confirmShardMiss answers a Get of a kind sharded by UID that no held
+// bucket's informer holds, by asking the API server for the object's
+// metadata: notFound when the server has no such object, or when its
+// bucket is held (the bucket's informer lags), else an error wrapping
+// ErrNotCached naming its bucket.
+func (c *Cache) confirmShardMiss(ctx context.Context, gvk schema.GroupVersionKind, r *shardRoute, key types.NamespacedName, notFound error) error {
+	what := "get " + describe(gvk) + " " + cache.NewObjectName(key.Namespace, key.Name).String()
+	m, err := c.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return fmt.Errorf("%s: no held bucket's informer holds it, and asking the API server failed: map the kind to a resource: %w: %w", what, err, ErrNotCached)
+	}
+	res := c.meta.Resource(m.Resource)
+	var live *metav1.PartialObjectMetadata
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		live, err = res.Namespace(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+	} else {
+		live, err = res.Get(ctx, key.Name, metav1.GetOptions{})
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return notFound
+	case err != nil:
+		return fmt.Errorf("%s: no held bucket's informer holds it, and asking the API server whether it exists failed: %w: %w", what, ErrNotCached, err)
+	}
+	held := slices.Clone(r.held())
+	b := r.b.OfObject(live)
+	if slices.Contains(held, b) {
+		return notFound
+	}
+	slices.Sort(held)
+	return fmt.Errorf("%s: it exists, in bucket %d, and the cache holds buckets %v of %d by %s only (Cache.ShardReads): read it without the cache (the framework's Manager.APIReader): %w",
+		what, b, held, r.b.Count, r.b.Field, ErrNotCached)
 }
 
 // routedList is Cache.List of a kind routed to its buckets: the objects of
