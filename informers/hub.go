@@ -5,74 +5,80 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
-	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// shardHub serves the informers of one kind's buckets (one per shard
-// selector, equal but for it) when the API server does not apply shard
-// selectors: instead of each listing and watching the whole kind and
-// keeping its own part, they share one list at a time and one watch,
-// whose objects the hub hands to the bucket they belong to. A member
-// holding 16 of 32 buckets then makes one list and one watch of the kind,
-// not 16.
+// shardHub serves the informers of one kind's shards (equal selections but
+// for disjoint shard selectors of one field) when the API server does not
+// apply shard selectors: instead of each listing and watching the whole
+// kind and keeping its own part, they share one watch and the lists they
+// make at once, and the hub hands each object to the shard it belongs to.
+// A member holding 16 of 32 buckets then makes one watch of the kind, not
+// 16.
 //
-// Lists with equal options that overlap in time are one request; each
-// caller gets a list of its own holding its bucket's items. The watch is
-// one upstream watch from the oldest resource version a subscriber asked
-// for: a subscriber gets the events newer than its own version that match
-// its shard, and every bookmark. A subscriber asking for a version older
-// than the watch's position is served from the last hubReplay events when
-// they cover it, else the watch restarts from that version (subscribers
-// skip what they already had). An error event ends every subscriber's
-// watch, as it ends a watch of the API server, and an upstream watch that
-// closes is opened again from its position. Streaming lists are not
-// shared: the hub refuses them, and reflectors then list.
+// Lists with equal options that overlap in time are one request, cancelled
+// when its last waiter leaves; each caller gets a list of its own holding
+// its shard's items. The watch is one upstream watch, opened from the
+// version the first subscriber asked for, opened again from its position
+// when it ends without an error, and stopped with its last subscriber; no
+// lock is held while it is opened. A subscriber gets the events newer than
+// its own version that match its shard, and every bookmark; one that asks
+// for a version the watch has passed is served from the last hubReplay
+// events when they cover it. An error event ends every subscriber's watch,
+// as it ends a watch of the API server.
+//
+// Whatever cannot be shared is served as before sharing, by a request of
+// its own whose objects outside the shard are dropped: a selector that
+// overlaps a current subscriber's or waiter's (each object must reach one
+// informer only, as informers change the objects they store), a watch from
+// a version that is not a number or is older than the events kept, and a
+// subscriber that falls hubPending events behind is ended with "expired",
+// so that it lists again. Streaming lists are not shared: the hub refuses
+// them, and reflectors then list.
 type shardHub struct {
+	desc string
+
 	mu sync.Mutex
-	// watch opens the upstream watch: the last subscriber's.
-	// lists are the lists in flight by their options; subs the watch's
-	// subscribers; up the upstream watch (nil when none runs), opened from
-	// from; pos the newest version it delivered (from, before any);
-	// replay the last events delivered, oldest first, and replayFrom the
-	// version before the first of them. mu guards them.
-	watch      watchFunc
+	// lists are the lists in flight by their options. subs are the watch's
+	// subscribers; running is set while the goroutine that runs the
+	// upstream watch lives, and stop cancels the upstream watch it has
+	// open; watch and opts open it (the last subscriber's). pos is the
+	// newest version delivered, or the one the watch was opened from;
+	// replay holds the last events delivered (replayed of them, oldest at
+	// replayAt), and replayFrom is the version before the first. mu guards
+	// them.
 	lists      map[metav1.ListOptions]*hubList
 	subs       map[*hubWatch]struct{}
-	up         watch.Interface
-	upStop     context.CancelFunc
-	from, pos  uint64
-	replay     []hubEvent
+	running    bool
+	stop       context.CancelFunc
+	watch      watchFunc
+	opts       metav1.ListOptions
+	pos        uint64
+	replay     [hubReplay]hubEvent
+	replayAt   int
+	replayed   int
 	replayFrom uint64
 }
 
-// hubReplay is how many of the latest events a hub keeps for subscribers
-// that ask for a version the watch has passed.
-const hubReplay = 512
+const (
+	// hubReplay is how many of the latest events a hub keeps for
+	// subscribers that ask for a version the watch has passed.
+	hubReplay = 512
+	// hubPending is how many events a subscriber may fall behind before
+	// its watch is ended as expired.
+	hubPending = 1 << 16
+)
 
 // errHubStreaming refuses a streaming list; the reflector lists instead.
 var errHubStreaming = errors.New("informers: streaming lists of shards filtered in the client are not shared; list instead")
-
-// hubList is one list in flight: done is closed when out and err are set;
-// joined counts the callers that wait for it besides the one making it,
-// and the hub's mu guards it.
-type hubList struct {
-	done   chan struct{}
-	out    runtime.Object
-	err    error
-	joined int
-}
-
-type hubEvent struct {
-	ev watch.Event
-	rv uint64
-}
 
 // listFunc and watchFunc list and watch the whole kind.
 type (
@@ -80,49 +86,103 @@ type (
 	watchFunc func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 )
 
-func newShardHub() *shardHub {
-	return &shardHub{lists: map[metav1.ListOptions]*hubList{}, subs: map[*hubWatch]struct{}{}}
+// hubList is one list in flight: done is closed once out and err are set.
+// waiters are the shards of the callers waiting for it, and cancel cancels
+// the request, which the last waiter to leave does; the hub's mu guards
+// waiters.
+type hubList struct {
+	done    chan struct{}
+	out     runtime.Object
+	err     error
+	waiters []*shardFilter
+	cancel  context.CancelFunc
+}
+
+// hubEvent is an event delivered, with its version (ok when it has one).
+type hubEvent struct {
+	ev watch.Event
+	rv uint64
+	ok bool
+}
+
+func newShardHub(desc string) *shardHub {
+	return &shardHub{desc: desc, lists: map[metav1.ListOptions]*hubList{}, subs: map[*hubWatch]struct{}{}}
 }
 
 // List lists the kind with list once for every caller with equal opts at
 // the time, and returns f's part of it in a list of the caller's own.
 func (h *shardHub) List(ctx context.Context, opts metav1.ListOptions, f *shardFilter, list listFunc) (runtime.Object, error) {
-	opts.ShardSelector = ""
+	key := opts
+	key.ShardSelector = ""
 	h.mu.Lock()
-	l, joined := h.lists[opts]
-	if joined {
-		l.joined++
-	} else {
-		l = &hubList{done: make(chan struct{})}
-		h.lists[opts] = l
-	}
-	h.mu.Unlock()
-	if !joined {
-		l.out, l.err = list(context.WithoutCancel(ctx), opts)
-		h.mu.Lock()
-		delete(h.lists, opts)
+	l := h.lists[key]
+	if l != nil && slices.ContainsFunc(l.waiters, f.overlaps) {
 		h.mu.Unlock()
-		close(l.done)
+		return h.listAlone(ctx, opts, f, list)
 	}
+	if l == nil {
+		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		l = &hubList{done: make(chan struct{}), cancel: cancel}
+		h.lists[key] = l
+		go func() {
+			out, err := list(lctx, key)
+			h.mu.Lock()
+			l.out, l.err = out, err
+			if h.lists[key] == l {
+				delete(h.lists, key)
+			}
+			h.mu.Unlock()
+			cancel()
+			close(l.done)
+		}()
+	}
+	l.waiters = append(l.waiters, f)
+	h.mu.Unlock()
 	select {
 	case <-l.done:
 	case <-ctx.Done():
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		l.waiters = slices.DeleteFunc(l.waiters, func(g *shardFilter) bool { return g == f })
+		if len(l.waiters) == 0 {
+			l.cancel()
+			if h.lists[key] == l {
+				delete(h.lists, key)
+			}
+		}
 		return nil, ctx.Err()
 	}
 	if l.err != nil {
 		return nil, l.err
 	}
-	return partOf(l.out, f)
+	out, err := partOf(l.out, f)
+	if err != nil {
+		return nil, fmt.Errorf("informers: keep the objects of a shard of the %s listed: %w", h.desc, err)
+	}
+	return out, nil
+}
+
+// listAlone is a list of f's own, with the objects outside f dropped.
+func (h *shardHub) listAlone(ctx context.Context, opts metav1.ListOptions, f *shardFilter, list listFunc) (runtime.Object, error) {
+	out, err := list(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.filterList(out); err != nil {
+		return nil, fmt.Errorf("informers: keep the objects of a shard of the %s listed: %w", h.desc, err)
+	}
+	return out, nil
 }
 
 // partOf returns a copy of list holding the items f matches. The items are
-// copied shallowly: each is in one part only.
+// copied shallowly: each is in one part only (callers' shards are
+// disjoint).
 func partOf(list runtime.Object, f *shardFilter) (runtime.Object, error) {
 	items, err := meta.ExtractList(list)
 	if err != nil {
 		return nil, err
 	}
-	kept := make([]runtime.Object, 0, len(items)/2)
+	var kept []runtime.Object
 	for _, it := range items {
 		if f.matches(it) {
 			kept = append(kept, it)
@@ -152,126 +212,140 @@ func (h *shardHub) Watch(ctx context.Context, opts metav1.ListOptions, f *shardF
 	}
 	rv, err := strconv.ParseUint(opts.ResourceVersion, 10, 64)
 	if err != nil || rv == 0 {
-		return nil, fmt.Errorf("informers: watch from resource version %q: a shared watch starts at a list's version", opts.ResourceVersion)
+		return watchAlone(ctx, opts, f, watchFn) // from "now", or a version the hub cannot order
 	}
-	opts.ShardSelector, opts.TimeoutSeconds = "", nil // the upstream watch is reopened when it ends
+	if w := h.subscribe(ctx, opts, f, watchFn, rv); w != nil {
+		return w, nil
+	}
+	return watchAlone(ctx, opts, f, watchFn)
+}
+
+// subscribe adds a subscriber of f from rv, or returns nil when f cannot
+// share the watch: it overlaps a subscriber, or rv is older than the
+// events kept.
+func (h *shardHub) subscribe(ctx context.Context, opts metav1.ListOptions, f *shardFilter, watchFn watchFunc, rv uint64) *hubWatch {
 	w := &hubWatch{hub: h, f: f, rv: rv, out: make(chan watch.Event), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.watch = watchFn
-	switch {
-	case h.up == nil:
-		if err := h.openLocked(opts, rv); err != nil {
-			return nil, err
-		}
-	case rv < h.pos && rv >= h.replayFrom && len(h.replay) > 0:
-		for _, e := range h.replay {
-			w.offerLocked(e)
-		}
-	case rv < h.pos:
-		h.upStop() // its loop sees it was replaced and ends quietly
-		if err := h.openLocked(opts, rv); err != nil {
-			h.failLocked(err)
-			return nil, err
+	for s := range h.subs {
+		if f.overlaps(s.f) {
+			return nil
 		}
 	}
+	switch {
+	case !h.running:
+		h.pos, h.replayFrom, h.replayAt, h.replayed = rv, rv, 0, 0
+		h.running = true
+		go h.run()
+	case rv >= h.pos:
+	case rv >= h.replayFrom:
+		for i := range h.replayed {
+			w.offerLocked(h.replay[(h.replayAt+i)%hubReplay], true)
+		}
+	default:
+		return nil
+	}
+	opts.ShardSelector = ""
+	h.watch, h.opts = watchFn, opts
 	h.subs[w] = struct{}{}
 	go w.pump(ctx)
-	return w, nil
+	return w
 }
 
-// hubOpenTimeout bounds how long opening the upstream watch may take (the
-// request, not the watch), since the hub's mu is held meanwhile.
-const hubOpenTimeout = 30 * time.Second
+// run runs the upstream watch while the hub has subscribers, opening it
+// again from its position when it ends without an error.
+func (h *shardHub) run() {
+	for {
+		h.mu.Lock()
+		if len(h.subs) == 0 {
+			h.running = false
+			h.mu.Unlock()
+			return
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		h.stop = stop
+		opts, watchFn := h.opts, h.watch
+		opts.ResourceVersion = strconv.FormatUint(h.pos, 10)
+		h.mu.Unlock()
 
-// openLocked opens the upstream watch from rv. h.mu must be held.
-func (h *shardHub) openLocked(opts metav1.ListOptions, rv uint64) error {
-	ctx, stop := context.WithCancel(context.Background())
-	opts.ResourceVersion = strconv.FormatUint(rv, 10)
-	slow := time.AfterFunc(hubOpenTimeout, stop)
-	up, err := h.watch(ctx, opts)
-	if !slow.Stop() && err == nil {
-		up.Stop()
-		err = fmt.Errorf("informers: opening the shared watch took more than %v", hubOpenTimeout)
-	}
-	if err != nil {
+		up, err := watchFn(ctx, opts)
+		if err != nil && ctx.Err() != nil {
+			stop()
+			continue // stopped by the last subscriber leaving: see whether one came since
+		}
+		if err != nil {
+			stop()
+			h.mu.Lock()
+			h.failLocked(fmt.Errorf("informers: watch the %s for its shards: %w", h.desc, err))
+			h.running = false
+			h.mu.Unlock()
+			return
+		}
+		context.AfterFunc(ctx, up.Stop) // the last subscriber left, or an error ended the hub
+		ended := h.deliver(up)
 		stop()
-		return err
+		if ended {
+			return
+		}
 	}
-	h.up, h.upStop, h.from, h.pos = up, stop, rv, rv
-	h.replay, h.replayFrom = h.replay[:0], rv
-	go h.loop(up, opts)
-	return nil
 }
 
-// loop hands the events of up to the subscribers, and opens the watch
-// again when up closes without an error.
-func (h *shardHub) loop(up watch.Interface, opts metav1.ListOptions) {
+// deliver hands the events of up to the subscribers until up closes; it
+// reports whether an error event ended the hub's watch.
+func (h *shardHub) deliver(up watch.Interface) bool {
 	for ev := range up.ResultChan() {
 		h.mu.Lock()
-		if h.up != up {
-			h.mu.Unlock()
-			up.Stop()
-			return
-		}
 		if ev.Type == watch.Error {
-			h.endLocked(&ev)
+			h.endLocked(ev)
+			h.running = false
 			h.mu.Unlock()
-			return
+			return true
 		}
-		rv := h.pos
+		e := hubEvent{ev: ev}
 		if m, err := meta.Accessor(ev.Object); err == nil {
-			if n, err := strconv.ParseUint(m.GetResourceVersion(), 10, 64); err == nil {
-				rv = n
+			e.rv, err = strconv.ParseUint(m.GetResourceVersion(), 10, 64)
+			e.ok = err == nil
+		}
+		if e.ok {
+			h.pos = max(h.pos, e.rv)
+		}
+		if h.replayed == hubReplay {
+			if old := h.replay[h.replayAt]; old.ok {
+				h.replayFrom = old.rv
+			} else {
+				h.replayFrom = h.pos // what it covered cannot be told
 			}
+			h.replay[h.replayAt] = e
+			h.replayAt = (h.replayAt + 1) % hubReplay
+		} else {
+			h.replay[(h.replayAt+h.replayed)%hubReplay] = e
+			h.replayed++
 		}
-		e := hubEvent{ev: ev, rv: rv}
-		h.pos = max(h.pos, rv)
-		if len(h.replay) == hubReplay {
-			h.replayFrom = h.replay[0].rv
-			h.replay = append(h.replay[:0], h.replay[1:]...)
-		}
-		h.replay = append(h.replay, e)
+		given := false
 		for w := range h.subs {
-			w.offerLocked(e)
+			if w.offerLocked(e, given && ev.Type != watch.Bookmark) {
+				given = true
+			}
 		}
 		h.mu.Unlock()
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.up != up {
-		return
-	}
-	h.upStop()
-	h.up = nil
-	if len(h.subs) == 0 {
-		return
-	}
-	if err := h.openLocked(opts, h.pos); err != nil {
-		h.failLocked(err)
-	}
+	return false
 }
 
 // failLocked ends every subscriber's watch with err. h.mu must be held.
 func (h *shardHub) failLocked(err error) {
-	status := metav1.Status{Status: metav1.StatusFailure, Message: err.Error(), Reason: metav1.StatusReasonInternalError, Code: 500}
-	h.endLocked(&watch.Event{Type: watch.Error, Object: &status})
+	status := apierrors.NewInternalError(err).ErrStatus
+	h.endLocked(watch.Event{Type: watch.Error, Object: &status})
 }
 
-// endLocked stops the upstream watch and ends every subscriber's, after
-// last when not nil. h.mu must be held.
-func (h *shardHub) endLocked(last *watch.Event) {
-	if h.up != nil {
-		h.upStop()
-		h.up = nil
+// endLocked stops the upstream watch and ends every subscriber's after
+// last, an error event. h.mu must be held.
+func (h *shardHub) endLocked(last watch.Event) {
+	if h.stop != nil {
+		h.stop()
 	}
 	for w := range h.subs {
-		if last != nil {
-			w.pending = append(w.pending, *last)
-		}
-		w.closed = true
-		w.signal()
-		delete(h.subs, w)
+		w.endLocked(last)
 	}
 }
 
@@ -280,9 +354,8 @@ func (h *shardHub) leave(w *hubWatch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.subs, w)
-	if len(h.subs) == 0 && h.up != nil {
-		h.upStop()
-		h.up = nil
+	if len(h.subs) == 0 && h.stop != nil {
+		h.stop()
 	}
 }
 
@@ -296,25 +369,47 @@ type hubWatch struct {
 	once sync.Once
 
 	// rv is the newest version handed to the subscriber (or asked for);
-	// pending the events not yet taken; closed is set when the hub ended
+	// pending the events not yet taken; ended is set when the hub ended
 	// the watch. The hub's mu guards them.
 	rv      uint64
 	pending []watch.Event
-	closed  bool
+	ended   bool
 }
 
 // offerLocked queues e when it is newer than what w has and in w's shard
-// (bookmarks always are). The hub's mu must be held.
-func (w *hubWatch) offerLocked(e hubEvent) {
-	if e.rv <= w.rv {
-		return
+// (bookmarks always are), a deep copy of its object when copied is set
+// (another subscriber has it), and reports whether it did. The hub's mu
+// must be held.
+func (w *hubWatch) offerLocked(e hubEvent, copied bool) bool {
+	switch {
+	case w.ended || e.ok && e.rv <= w.rv:
+		return false
+	case e.ev.Type != watch.Bookmark && !w.f.matches(e.ev.Object):
+		return false
+	case len(w.pending) >= hubPending:
+		w.endLocked(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired(fmt.Sprintf(
+			"the %s's shard fell %d events behind the shared watch", w.hub.desc, hubPending)).ErrStatus})
+		return false
 	}
-	if e.ev.Type != watch.Bookmark && !w.f.matches(e.ev.Object) {
-		return
+	ev := e.ev
+	if copied {
+		ev.Object = ev.Object.DeepCopyObject()
 	}
-	w.rv = e.rv
-	w.pending = append(w.pending, e.ev)
+	if e.ok {
+		w.rv = e.rv
+	}
+	w.pending = append(w.pending, ev)
 	w.signal()
+	return true
+}
+
+// endLocked ends w after last and removes it from the hub. The hub's mu
+// must be held.
+func (w *hubWatch) endLocked(last watch.Event) {
+	w.pending = append(w.pending, last)
+	w.ended = true
+	w.signal()
+	delete(w.hub.subs, w)
 }
 
 func (w *hubWatch) signal() {
@@ -339,7 +434,7 @@ func (w *hubWatch) pump(ctx context.Context) {
 	defer close(w.out)
 	for {
 		w.hub.mu.Lock()
-		batch, closed := w.pending, w.closed
+		batch, ended := w.pending, w.ended
 		w.pending = nil
 		w.hub.mu.Unlock()
 		for _, ev := range batch {
@@ -352,7 +447,7 @@ func (w *hubWatch) pump(ctx context.Context) {
 				return
 			}
 		}
-		if closed {
+		if ended {
 			return
 		}
 		select {
@@ -361,6 +456,52 @@ func (w *hubWatch) pump(ctx context.Context) {
 			return
 		case <-ctx.Done():
 			w.Stop()
+			return
+		}
+	}
+}
+
+// watchAlone is a watch of f's own, passing on the events of the whole
+// kind's whose object is in f, and every bookmark and error.
+func watchAlone(ctx context.Context, opts metav1.ListOptions, f *shardFilter, watchFn watchFunc) (watch.Interface, error) {
+	w, err := watchFn(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	fw := &filteredWatch{in: w, out: make(chan watch.Event), done: make(chan struct{}), f: f}
+	go fw.loop()
+	return fw, nil
+}
+
+// filteredWatch is watch.Filter that also ends when stopped while its
+// reader has gone.
+type filteredWatch struct {
+	in   watch.Interface
+	out  chan watch.Event
+	done chan struct{}
+	once sync.Once
+	f    *shardFilter
+}
+
+func (w *filteredWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *filteredWatch) Stop() {
+	w.once.Do(func() { close(w.done) })
+	w.in.Stop()
+}
+
+func (w *filteredWatch) loop() {
+	defer close(w.out)
+	for ev := range w.in.ResultChan() {
+		switch ev.Type {
+		case watch.Added, watch.Modified, watch.Deleted:
+			if !w.f.matches(ev.Object) {
+				continue
+			}
+		}
+		select {
+		case w.out <- ev:
+		case <-w.done:
 			return
 		}
 	}

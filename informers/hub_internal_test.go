@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strconv"
 	"sync"
@@ -32,6 +33,19 @@ func (u *upstream) watch(_ context.Context, opts metav1.ListOptions) (watch.Inte
 	u.watches = append(u.watches, w)
 	u.from = append(u.from, opts.ResourceVersion)
 	return w, nil
+}
+
+// opened waits for the nth upstream watch and returns it.
+func (u *upstream) opened(t *testing.T, n int) *watch.FakeWatcher {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("upstream watch %d opens", n), func() bool {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		return len(u.watches) >= n
+	})
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.watches[n-1]
 }
 
 func (u *upstream) last() (*watch.FakeWatcher, []string) {
@@ -101,7 +115,7 @@ func TestShardHubWatch(t *testing.T) {
 	}
 	a0, a1 := uidIn(t, b, 0), uidIn(t, b, 1)
 	u := &upstream{}
-	h := newShardHub()
+	h := newShardHub("v1 ConfigMap")
 	opts := func(rv int) metav1.ListOptions {
 		return metav1.ListOptions{ResourceVersion: strconv.Itoa(rv), AllowWatchBookmarks: true}
 	}
@@ -110,7 +124,7 @@ func TestShardHubWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, from := u.last()
+	up := u.opened(t, 1)
 	up.Add(hubObject(a1, 11)) // bucket 1's: w0 does not see it
 	up.Add(hubObject(a0, 12))
 	if ev, _ := next(t, w0); version(t, ev) != "12" {
@@ -126,7 +140,7 @@ func TestShardHubWatch(t *testing.T) {
 	if ev, _ := next(t, w1); version(t, ev) != "11" {
 		t.Errorf("bucket 1 got version %s, want the kept 11", version(t, ev))
 	}
-	if _, from = u.last(); len(from) != 1 {
+	if _, from := u.last(); len(from) != 1 {
 		t.Errorf("upstream watches opened from %v, want one", from)
 	}
 
@@ -140,10 +154,9 @@ func TestShardHubWatch(t *testing.T) {
 
 	// An upstream watch that closes is opened again from its position, and
 	// the subscribers go on.
-	old := up
 	up.Stop()
-	waitFor(t, "the upstream watch reopens", func() bool { up, from = u.last(); return up != old })
-	if from[len(from)-1] != "13" {
+	up = u.opened(t, 2)
+	if _, from := u.last(); from[1] != "13" {
 		t.Errorf("upstream watch reopened from %s, want 13", from[len(from)-1])
 	}
 	up.Modify(hubObject(a0, 14))
@@ -151,58 +164,107 @@ func TestShardHubWatch(t *testing.T) {
 		t.Errorf("bucket 0 after the reopen got %s %s, want modified 14", ev.Type, version(t, ev))
 	}
 
-	// A subscriber older than the kept events restarts the watch from its
-	// version; the others skip what they already had.
-	for rv := 15; rv < 15+hubReplay; rv++ {
+	// A subscriber whose shard overlaps one subscribed watches alone; the
+	// shared watch's objects do not reach it.
+	dup, err := h.Watch(t.Context(), opts(14), filters[0], u.watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := u.opened(t, 3)
+	up.Modify(hubObject(a0, 15))
+	alone.Modify(hubObject(a0, 15))
+	if ev, _ := next(t, w0); version(t, ev) != "15" {
+		t.Errorf("bucket 0 got %s, want 15", version(t, ev))
+	}
+	ev, _ := next(t, dup)
+	if version(t, ev) != "15" {
+		t.Errorf("the overlapping subscriber got %s, want 15 of its own watch", version(t, ev))
+	}
+	dup.Stop()
+	if !alone.IsStopped() {
+		t.Error("the overlapping subscriber's own watch goes on after Stop")
+	}
+
+	// One older than the events kept watches alone too.
+	for rv := 16; rv < 16+hubReplay; rv++ {
 		up.Add(hubObject(uidIn(t, b, 1), rv))
 	}
-	for rv := 15; rv < 15+hubReplay; rv++ {
+	for rv := 16; rv < 16+hubReplay; rv++ {
 		if ev, _ := next(t, w1); version(t, ev) != strconv.Itoa(rv) {
 			t.Fatalf("bucket 1 got %s, want %d", version(t, ev), rv)
 		}
 	}
-	w0b, err := h.Watch(t.Context(), opts(12), filters[0], u.watch)
+	w0.Stop()
+	old, err := h.Watch(t.Context(), opts(12), filters[0], u.watch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, from = u.last()
-	if from[len(from)-1] != "12" {
-		t.Errorf("upstream watch opened from %v, want the last from 12", from)
+	alone = u.opened(t, 4)
+	if _, from := u.last(); from[3] != "12" {
+		t.Errorf("the old subscriber's watch opened from %s, want 12", from[3])
 	}
-	up.Modify(hubObject(a1, 14)) // replayed by the server: bucket 1 had it
-	up.Modify(hubObject(a0, 14))
-	up.Modify(hubObject(a1, 15+hubReplay))
-	if ev, _ := next(t, w0b); version(t, ev) != "14" {
-		t.Errorf("the new subscriber got %s, want 14", version(t, ev))
-	}
-	if ev, _ := next(t, w1); version(t, ev) != strconv.Itoa(15+hubReplay) {
-		t.Errorf("bucket 1 got %s after the restart, want only the new %d", version(t, ev), 15+hubReplay)
-	}
+	old.Stop()
 
 	// An error ends every subscriber's watch after it.
 	up.Error(&apierrors.NewResourceExpired("too old").ErrStatus)
-	for i, w := range []watch.Interface{w0, w1, w0b} {
-		for {
-			ev, ok := next(t, w)
-			if !ok {
-				t.Errorf("subscriber %d ended without the error", i)
-				break
+	for {
+		ev, ok := next(t, w1)
+		if !ok {
+			t.Fatal("bucket 1's watch ended without the error")
+		}
+		if ev.Type == watch.Error {
+			if _, ok := next(t, w1); ok {
+				t.Error("bucket 1's watch goes on after the error")
 			}
-			if ev.Type == watch.Error {
-				if _, ok := next(t, w); ok {
-					t.Errorf("subscriber %d goes on after the error", i)
-				}
-				break
-			}
+			break
 		}
 	}
-	for _, w := range []watch.Interface{w0, w1, w0b} {
-		w.Stop()
+	w1.Stop()
+
+	// A new subscriber after it opens a new shared watch, which stops with
+	// its last subscriber.
+	again, err := h.Watch(t.Context(), opts(20+hubReplay), filters[1], u.watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up = u.opened(t, 5)
+	again.Stop()
+	waitFor(t, "the shared watch stops with its last subscriber", up.IsStopped)
+}
+
+func TestShardFilterOverlaps(t *testing.T) {
+	compile := func(b Buckets, i int) *shardFilter {
+		f, err := compileShard(b.Selector(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	two, four := Buckets{Field: ShardByUID, Count: 2}, Buckets{Field: ShardByUID, Count: 4}
+	byNS := Buckets{Field: ShardByNamespace, Count: 2}
+	for _, c := range []struct {
+		name string
+		f, g *shardFilter
+		want bool
+	}{
+		{"buckets of one cut", compile(two, 0), compile(two, 1), false},
+		{"one bucket", compile(two, 1), compile(two, 1), true},
+		{"a quarter in a half", compile(two, 0), compile(four, 1), true},
+		{"a quarter beside a half", compile(two, 0), compile(four, 2), false},
+		{"the last quarter in the last half", compile(four, 3), compile(two, 1), true},
+		{"different fields", compile(two, 0), compile(byNS, 1), true},
+	} {
+		if got := c.f.overlaps(c.g); got != c.want {
+			t.Errorf("%s: overlaps = %v, want %v", c.name, got, c.want)
+		}
+		if got := c.g.overlaps(c.f); got != c.want {
+			t.Errorf("%s, swapped: overlaps = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 
 func TestShardHubRefuses(t *testing.T) {
-	h := newShardHub()
+	h := newShardHub("v1 ConfigMap")
 	f, err := compileShard(Buckets{Field: ShardByUID, Count: 2}.Selector(0))
 	if err != nil {
 		t.Fatal(err)
@@ -212,19 +274,29 @@ func TestShardHubRefuses(t *testing.T) {
 	if _, err := h.Watch(t.Context(), metav1.ListOptions{SendInitialEvents: &yes, ResourceVersion: "5"}, f, u.watch); err != errHubStreaming {
 		t.Errorf("streaming list = %v, want errHubStreaming", err)
 	}
-	for _, rv := range []string{"", "0", "abc"} {
-		if _, err := h.Watch(t.Context(), metav1.ListOptions{ResourceVersion: rv}, f, u.watch); err == nil {
-			t.Errorf("watch from %q succeeded, want an error", rv)
-		}
-	}
 	if len(u.watches) != 0 {
-		t.Errorf("refused watches opened %d upstream", len(u.watches))
+		t.Errorf("a refused streaming list opened %d upstream watches", len(u.watches))
+	}
+	// A watch from "now" or a version the hub cannot order is a watch of
+	// its own.
+	for i, rv := range []string{"", "0", "abc"} {
+		w, err := h.Watch(t.Context(), metav1.ListOptions{ResourceVersion: rv}, f, u.watch)
+		if err != nil {
+			t.Fatalf("watch from %q: %v", rv, err)
+		}
+		if _, from := u.last(); len(from) != i+1 || from[i] != rv {
+			t.Errorf("watch from %q opened upstream watches from %q", rv, from)
+		}
+		w.Stop()
+		if h.running {
+			t.Errorf("watch from %q runs the shared watch", rv)
+		}
 	}
 }
 
 func TestShardHubListsOncePerOptions(t *testing.T) {
 	b := Buckets{Field: ShardByUID, Count: 2}
-	h := newShardHub()
+	h := newShardHub("v1 ConfigMap")
 	release := make(chan struct{})
 	var calls sync.WaitGroup
 	var mu sync.Mutex
@@ -264,7 +336,7 @@ func TestShardHubListsOncePerOptions(t *testing.T) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		for _, l := range h.lists {
-			return l.joined == 1
+			return len(l.waiters) == 2
 		}
 		return false
 	})
@@ -290,5 +362,67 @@ func TestShardHubListsOncePerOptions(t *testing.T) {
 	}
 	if total != 20 {
 		t.Errorf("the buckets' lists hold %d items, want all 20", total)
+	}
+}
+
+func TestShardHubListLeaves(t *testing.T) {
+	b := Buckets{Field: ShardByUID, Count: 2}
+	f0, err := compileShard(b.Selector(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newShardHub("v1 ConfigMap")
+	cancelled := make(chan struct{})
+	started := make(chan struct{}, 2)
+	list := func(ctx context.Context, _ metav1.ListOptions) (kruntime.Object, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		close(cancelled)
+		return nil, ctx.Err()
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.List(ctx, metav1.ListOptions{ResourceVersion: "0"}, f0, list)
+		errc <- err
+	}()
+	<-started
+	cancel()
+	if err := <-errc; err != context.Canceled {
+		t.Errorf("List after its caller left = %v, want context.Canceled", err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(time.Minute):
+		t.Fatal("the shared list goes on after its last waiter left")
+	}
+
+	// A caller whose shard overlaps a waiter's lists alone.
+	release := make(chan struct{})
+	n := 0
+	var mu sync.Mutex
+	slow := func(context.Context, metav1.ListOptions) (kruntime.Object, error) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		<-release
+		return &corev1.ConfigMapList{Items: []corev1.ConfigMap{*hubObject(uidIn(t, b, 0), 3), *hubObject(uidIn(t, b, 1), 3)}}, nil
+	}
+	got := make(chan int, 2)
+	for range 2 {
+		go func() {
+			out, err := h.List(t.Context(), metav1.ListOptions{ResourceVersion: "0"}, f0, slow)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- len(out.(*corev1.ConfigMapList).Items)
+		}()
+	}
+	waitFor(t, "both callers list", func() bool { mu.Lock(); defer mu.Unlock(); return n == 2 })
+	close(release)
+	for range 2 {
+		if k := <-got; k != 1 {
+			t.Errorf("a caller of bucket 0 got %d items, want its 1", k)
+		}
 	}
 }

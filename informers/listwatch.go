@@ -166,7 +166,7 @@ func (c *Cache) hub(key informerKey) *shardHub {
 		if c.hubs == nil {
 			c.hubs = map[informerKey]*shardHub{}
 		}
-		h = newShardHub()
+		h = newShardHub(key.describe())
 		c.hubs[key] = h
 	}
 	return h

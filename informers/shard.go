@@ -213,6 +213,22 @@ func (f *shardFilter) matchesMeta(namespace, uid string) bool {
 	return f.matchesValue(uid)
 }
 
+// overlaps reports whether an object can be in both f and g: they hash
+// different fields, or two of their ranges meet.
+func (f *shardFilter) overlaps(g *shardFilter) bool {
+	if f.field != g.field {
+		return true
+	}
+	for _, a := range f.ranges {
+		for _, b := range g.ranges {
+			if (b.end || a.lo < b.hi) && (a.end || b.lo < a.hi) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // filterList removes the items of list outside f's ranges.
 func (f *shardFilter) filterList(list runtime.Object) error {
 	items, err := meta.ExtractList(list)

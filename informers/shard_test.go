@@ -459,6 +459,14 @@ func TestShards(t *testing.T) {
 		t.Errorf("Get with held bucket 7 of 4 = %v, want an error naming it", err)
 	}
 
+	none, err := informers.NewShards(kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := none.Get(t.Context(), other); !errors.Is(err, informers.ErrNotCached) || apierrors.IsNotFound(err) {
+		t.Errorf("Get while no bucket is held = %v, want ErrNotCached, not NotFound", err)
+	}
+
 	for name, mk := range map[string]func() error{
 		"no kind": func() error {
 			_, err := informers.NewShards(schema.GroupVersionKind{}, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })

@@ -54,7 +54,8 @@ func NewShards[T object.Object](kind schema.GroupVersionKind, b Buckets, held fu
 // its bucket is not held the error wraps ErrNotCached (ShardByNamespace,
 // where the bucket is known) or is a NotFound (ShardByUID, where it is
 // not), and names the held buckets; a bucket held without an informer yet
-// answers an error wrapping ErrNotCached.
+// answers an error wrapping ErrNotCached, as does a Get by UID while no
+// bucket is held.
 func (s *Shards[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
 	obj, _, err := s.get(ctx, key)
 	return obj, err
@@ -82,6 +83,9 @@ func (s *Shards[T]) get(ctx context.Context, key types.NamespacedName) (T, *Info
 		}
 		obj, err := inf.Get(ctx, key)
 		return obj, inf, err
+	}
+	if len(held) == 0 {
+		return zero, nil, fmt.Errorf("%s: no bucket of %d by %s is held: %w", what, s.buckets.Count, s.buckets.Field, ErrNotCached)
 	}
 	k := storeKey(key)
 	for _, inf := range held {
