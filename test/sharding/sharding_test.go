@@ -35,6 +35,7 @@ import (
 
 	"github.com/converge-dev/converge/framework/envtest"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/test/sharding/report"
 )
 
 // memberBin is testdata/member, built by TestMain.
@@ -171,11 +172,19 @@ func testRing(t *testing.T, env *envtest.Environment, cs kubernetes.Interface, s
 		s := step{change: change, target: target, members: len(live), took: time.Since(since)}
 		fair := float64(sc.objects) / float64(len(live))
 		var shares []string
+		// Stable: every object is cached by exactly one live member (a
+		// bucket handed over leaves the old holder's cache shortly after).
 		eventually(t, time.Minute, 20*time.Millisecond, func() (bool, string) {
 			shares = shares[:0]
-			ok := true
-			for _, id := range live {
-				st, _ := ref.latest(id)
+			sts := make([]report.Status, len(live))
+			total := 0
+			for i, id := range live {
+				sts[i], _ = ref.latest(id)
+				total += sts[i].Cached
+			}
+			ok := total == sc.objects
+			for i, id := range live {
+				st := sts[i]
 				shares = append(shares, fmt.Sprintf("%s %d (%.2f×)", id, st.Cached, float64(st.Cached)/fair))
 				if r := float64(st.Cached) / fair; r < 0.8 || r > 1.25 {
 					ok = false
@@ -184,7 +193,7 @@ func testRing(t *testing.T, env *envtest.Environment, cs kubernetes.Interface, s
 					return false, fmt.Sprintf("member %s reports ServerSharded %v on plane %s", id, st.ServerSharded, p.about)
 				}
 			}
-			return ok, fmt.Sprintf("%s: caches %s, fair share %.0f, want 0.8×–1.25×", change, strings.Join(shares, ", "), fair)
+			return ok, fmt.Sprintf("%s: caches %s (%d objects), fair share %.0f; want %d objects in all, each 0.8×–1.25×", change, strings.Join(shares, ", "), total, fair, sc.objects)
 		})
 		s.share = strings.Join(shares, ", ")
 		steps = append(steps, s)
@@ -232,7 +241,7 @@ func testRing(t *testing.T, env *envtest.Environment, cs kubernetes.Interface, s
 
 	u.stop()
 	stopped := time.Now()
-	eventually(t, 3*time.Minute, 200*time.Millisecond, func() (bool, string) {
+	eventually(t, 5*time.Minute, 200*time.Millisecond, func() (bool, string) {
 		left, err := u.unreconciled(ctx, cs, ns)
 		if err != nil {
 			return false, err.Error()
