@@ -11,7 +11,7 @@ ASSETS := $(shell hack/control-plane.sh --print-dir)
 # Unit and integration packages; e2e suites run separately with Ginkgo's flags.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: help assets browser run test test-unit test-e2e test-scaffold fuzz chaos bench generate lint fmt
+.PHONY: help assets browser run test test-unit test-e2e test-scaffold fuzz chaos sharding bench generate lint fmt
 
 help: ## Show the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -26,7 +26,7 @@ run: assets ## Run the podlogger example (an embedded control plane when no kube
 	$(GO) build -o bin/podlogger ./examples/podlogger
 	exec bin/podlogger $(ARGS)
 
-test: ## Everything: lint, unit, integration and chaos tests with -race (fuzz seed corpora included), e2e suites; prints each stage's time.
+test: ## Everything: lint, unit, integration, chaos and sharding tests with -race (fuzz seed corpora included), e2e suites; prints each stage's time.
 	@hack/stages.sh lint assets test-unit test-e2e
 
 test-unit: ## Unit and integration tests, with the race detector.
@@ -43,6 +43,9 @@ fuzz: ## Fuzz every target for FUZZTIME each (default 3s). Not part of `make tes
 
 chaos: assets ## Fault-injection suite at full size (apiserver kills, expired watches, half-open connections, panics, SIGTERM, late CRD/RBAC); prints a table.
 	CHAOS_FULL=1 $(GO) test -count=1 -timeout 40m -v ./test/chaos/ 2>&1 | grep -E '^(--- |    [a-z_]+\.go:|[|]|ok|FAIL|PASS)'
+
+sharding: assets ## Sharded controller in several processes at full size (3000 objects, with and without the ShardedListAndWatch gate): join, SIGTERM, SIGKILL, restart, SIGSTOP/SIGCONT under updates; prints a table per plane.
+	SHARDING_FULL=1 $(GO) test -race -count=1 -timeout 30m -v ./test/sharding/
 
 bench: assets ## converge vs controller-runtime vs client-go on one control plane (bench/README.md); BENCH_ARGS=... passes flags.
 	cd bench && $(GO) run ./cmd/bench $(BENCH_ARGS)

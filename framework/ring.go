@@ -271,9 +271,10 @@ func (r *ring) run(ctx context.Context) {
 	}
 }
 
-// renew renews the member Lease and every claimed bucket's Lease. A
-// bucket whose Lease another member now holds is lost. The requests are
-// sent without r.mu held: the write fence (check) reads under it.
+// renew renews the member Lease, then every claimed bucket's Lease at
+// once. A bucket whose Lease another member now holds is lost. The
+// requests are sent without r.mu held: the write fence (check) reads under
+// it.
 func (r *ring) renew(ctx context.Context) {
 	r.mu.Lock()
 	if r.stopped {
@@ -303,43 +304,56 @@ func (r *ring) renew(ctx context.Context) {
 		r.log.V(1).Info("renewing the member Lease failed", "error", err.Error())
 	}
 
+	// The bucket Leases are renewed at once: one after another, a round
+	// would grow with the buckets held, and the member Lease, renewed
+	// once a round, could then go unrenewed for longer than RenewDeadline.
+	var wg sync.WaitGroup
 	for b, l := range leases {
-		start := time.Now()
-		now := metav1.NewMicroTime(start)
-		l.Spec.RenewTime = &now
-		got, err := r.leases.Update(ctx, l, metav1.UpdateOptions{})
-		var lost string
+		wg.Go(func() { r.renewBucket(ctx, b, l, held[b]) })
+	}
+	wg.Wait()
+}
+
+// renewBucket renews bucket b's Lease, last written as l, while h holds
+// it; a bucket whose Lease another member now holds, or that was deleted,
+// is lost.
+func (r *ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, h *heldBucket) {
+	start := time.Now()
+	now := metav1.NewMicroTime(start)
+	l.Spec.RenewTime = &now
+	got, err := r.leases.Update(ctx, l, metav1.UpdateOptions{})
+	var lost string
+	switch {
+	case err == nil:
+	case apierrors.IsConflict(err):
+		cur, gerr := r.leases.Get(ctx, l.Name, metav1.GetOptions{})
 		switch {
-		case err == nil:
-		case apierrors.IsConflict(err):
-			cur, gerr := r.leases.Get(ctx, l.Name, metav1.GetOptions{})
-			switch {
-			case gerr == nil && holder(cur) == r.opts.Identity:
-				got = cur // renewed at the next round
-				start = time.Time{}
-			case gerr == nil:
-				lost = "its Lease is held by " + strconv.Quote(holder(cur))
-			case apierrors.IsNotFound(gerr):
-				lost = "its Lease was deleted"
-			}
-		case apierrors.IsNotFound(err):
+		case gerr == nil && holder(cur) == r.opts.Identity:
+			got = cur // renewed at the next round
+			start = time.Time{}
+		case gerr == nil:
+			lost = "its Lease is held by " + strconv.Quote(holder(cur))
+		case apierrors.IsNotFound(gerr):
 			lost = "its Lease was deleted"
-		default:
-			r.log.V(1).Info("renewing a bucket's Lease failed", "bucket", b, "error", err.Error())
 		}
-		r.mu.Lock()
-		if h := r.held[b]; h == held[b] && h != nil {
-			switch {
-			case lost != "":
-				r.loseLocked(b, lost)
-			case got != nil:
-				h.lease = got
-				if !start.IsZero() {
-					h.renewed = start
-				}
-			}
+	case apierrors.IsNotFound(err):
+		lost = "its Lease was deleted"
+	default:
+		r.log.V(1).Info("renewing a bucket's Lease failed", "bucket", b, "error", err.Error())
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h == nil || r.held[b] != h {
+		return // given up or lost meanwhile
+	}
+	switch {
+	case lost != "":
+		r.loseLocked(b, lost)
+	case got != nil:
+		h.lease = got
+		if !start.IsZero() {
+			h.renewed = start
 		}
-		r.mu.Unlock()
 	}
 }
 

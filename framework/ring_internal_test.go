@@ -1,11 +1,19 @@
 package framework
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
 func TestAssignIsBalancedAndDeterministic(t *testing.T) {
@@ -69,5 +77,70 @@ func TestFenceRefusesBucketsNotHeldOrNotRenewed(t *testing.T) {
 	r.held[3].renewed = time.Now().Add(-2 * time.Second)
 	if err := r.check(3); !errors.Is(err, ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
 		t.Errorf("check of a bucket renewed 2 s ago with a 1 s RenewDeadline = %v, want ErrBucketNotHeld", err)
+	}
+}
+
+// barrierLeases holds each bucket Lease update until n of them are in
+// flight at once, or ctx ends.
+type barrierLeases struct {
+	coordclient.LeaseInterface
+	n        int32
+	inflight atomic.Int32
+	all      chan struct{}
+}
+
+func (l *barrierLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if lease.Labels[roleLabel] == roleBucket {
+		if l.inflight.Add(1) == l.n {
+			close(l.all)
+		}
+		select {
+		case <-l.all:
+		case <-ctx.Done():
+		}
+		defer l.inflight.Add(-1)
+	}
+	return l.LeaseInterface.Update(ctx, lease, opts)
+}
+
+func TestRenewSendsTheBucketLeasesAtOnce(t *testing.T) {
+	// One after another, a member holding many buckets renews its member
+	// Lease only once the whole round is done: with 32 buckets and a slow
+	// API server, later than RenewDeadline, and it counts itself out.
+	const n = 8
+	cs := fake.NewClientset()
+	opts := ShardingOptions{Ring: "r", Namespace: "ns", Identity: "me", Buckets: 32,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	r := newRing(cs, opts, logr.Discard(), newRingMetrics())
+	leases := &barrierLeases{LeaseInterface: r.leases, n: n, all: make(chan struct{})}
+	r.leases = leases
+	before := time.Now()
+	for b := range n {
+		l, err := cs.CoordinationV1().Leases("ns").Create(t.Context(), &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: bucketLeaseName("r", b), Namespace: "ns", Labels: map[string]string{ringLabel: "r", roleLabel: roleBucket}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &opts.Identity},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.held[b] = &heldBucket{lease: l, state: bucketServing}
+	}
+	// Renewed one after another, the first update would wait for the
+	// others until ctx ends.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	r.renew(ctx)
+	select {
+	case <-leases.all:
+	default:
+		t.Fatalf("renew sent the %d bucket Lease updates one after another, not at once", n)
+	}
+	for b, h := range r.held {
+		if h.renewed.Before(before) || h.lease.Spec.RenewTime == nil {
+			t.Errorf("bucket %d: renewed %v, Lease renew time %v; want both set by the round", b, h.renewed, h.lease.Spec.RenewTime)
+		}
+	}
+	if r.member == nil || r.memberRenewed.Before(before) {
+		t.Errorf("the member Lease was not written by the round (member %v, renewed %v)", r.member, r.memberRenewed)
 	}
 }

@@ -8,11 +8,6 @@
 //	cancelled <unix nanoseconds> <name>
 //	signal <unix nanoseconds>
 //	stopped <unix nanoseconds> <error or "ok">
-//	buckets <unix nanoseconds> <number served>
-//
-// With --ring, the controller is sharded on that ring (its Leases in the
-// namespace), and each change of the number of buckets it serves is
-// reported.
 //
 // "end" is a reconcile that did its work; "cancelled" one whose context ended
 // first. It stops on SIGTERM or SIGINT through framework.SignalContext, and
@@ -51,22 +46,15 @@ func main() {
 		workers    = flag.Int("workers", 10, "workers")
 		work       = flag.Duration("work", 3*time.Second, "how long each reconcile works")
 		grace      = flag.Duration("grace", 10*time.Second, "Options.GracefulShutdownTimeout")
-		ring       = flag.String("ring", "", "shard the controller on this ring")
-		identity   = flag.String("identity", "", "the member's identity on the ring")
-		lease      = flag.Duration("lease", 4*time.Second, "the ring's LeaseDuration (RenewDeadline 3/4 of it, RetryPeriod 1/8)")
 	)
 	flag.Parse()
-	sharding := framework.ShardingOptions{Ring: *ring, Namespace: *namespace, Identity: *identity}
-	if *ring != "" {
-		sharding.LeaseDuration, sharding.RenewDeadline, sharding.RetryPeriod = *lease, *lease*3/4, *lease/8
-	}
-	if err := run(*kubeconfig, *namespace, *workers, *work, *grace, sharding); err != nil {
+	if err := run(*kubeconfig, *namespace, *workers, *work, *grace); err != nil {
 		fmt.Fprintln(os.Stderr, "slowctl:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, namespace string, workers int, work, grace time.Duration, sharding framework.ShardingOptions) error {
+func run(kubeconfig, namespace string, workers int, work, grace time.Duration) error {
 	ctx := framework.SignalContext(context.Background())
 	go func() {
 		<-ctx.Done()
@@ -84,12 +72,11 @@ func run(kubeconfig, namespace string, workers int, work, grace time.Duration, s
 		Logger:                  log,
 		Cache:                   informers.Options{Namespace: namespace},
 		GracefulShutdownTimeout: grace,
-		Sharding:                sharding,
 	})
 	if err != nil {
 		return err
 	}
-	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "slowctl", framework.ControllerOptions{Workers: workers, Sharded: sharding.Ring != ""}).
+	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "slowctl", framework.ControllerOptions{Workers: workers}).
 		CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 			report("begin %d %s", time.Now().UnixNano(), req.Name)
 			t := time.NewTimer(work)
@@ -106,9 +93,6 @@ func run(kubeconfig, namespace string, workers int, work, grace time.Duration, s
 	if err != nil {
 		return err
 	}
-	if sharding.Ring != "" {
-		go reportBuckets(ctx, mgr)
-	}
 	err = mgr.Start(ctx)
 	outcome := "ok"
 	if err != nil {
@@ -116,23 +100,4 @@ func run(kubeconfig, namespace string, workers int, work, grace time.Duration, s
 	}
 	report("stopped %d %s", time.Now().UnixNano(), outcome)
 	return err
-}
-
-// reportBuckets reports each change of the number of buckets mgr serves.
-func reportBuckets(ctx context.Context, mgr *framework.Manager) {
-	last := -1
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		st, _ := mgr.RingStatus()
-		if n := len(st.Serving); n != last {
-			last = n
-			report("buckets %d %d", time.Now().UnixNano(), n)
-		}
-	}
 }

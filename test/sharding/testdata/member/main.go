@@ -1,0 +1,207 @@
+// Command member is one member process of the sharding suite: a manager
+// whose controller reconciles the ConfigMaps of one namespace named with
+// --prefix, and reports each reconcile to the suite's referee over HTTP.
+//
+// A reconcile reports enter; unless the annotation report.ObservedAnnotation
+// already holds the value of data.v it saw, it works for --work, then
+// writes that value into the annotation through the manager's client (so a
+// sharded controller's fence applies); it reports exit with the outcome
+// (package report lists them), the resourceVersion it read and the one its
+// write produced.
+//
+// With --ring the controller is sharded on that ring, and every 50 ms the
+// member reports its ring status and how many of the objects its cache
+// holds (read through the manager's client, which reads the held buckets).
+// Without --ring it is neither sharded nor leader-elected: every replica
+// reconciles every object.
+//
+// It stops on SIGTERM through framework.SignalContext and exits 0 when
+// Manager.Start returns nil.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/test/sharding/report"
+)
+
+type member struct {
+	mgr      *framework.Manager
+	identity string
+	referee  string
+	prefix   string
+	work     time.Duration
+	ids      atomic.Int64
+	http     *http.Client
+}
+
+func main() {
+	var (
+		kubeconfig = flag.String("kubeconfig", "", "kubeconfig of the cluster")
+		namespace  = flag.String("namespace", "", "namespace whose ConfigMaps are reconciled")
+		prefix     = flag.String("prefix", "obj-", "only ConfigMaps whose names start with this are reconciled")
+		referee    = flag.String("referee", "", "base URL of the referee")
+		identity   = flag.String("identity", "", "the member's identity (on the ring, and to the referee)")
+		ring       = flag.String("ring", "", "shard the controller on this ring; empty: neither sharded nor leader-elected")
+		lease      = flag.Duration("lease", 4*time.Second, "the ring's LeaseDuration (RenewDeadline 3/4 of it, RetryPeriod 1/8)")
+		workers    = flag.Int("workers", 4, "workers")
+		work       = flag.Duration("work", 20*time.Millisecond, "how long a reconcile that writes works before it writes")
+	)
+	flag.Parse()
+	if err := run(*kubeconfig, *namespace, *prefix, *referee, *identity, *ring, *lease, *workers, *work); err != nil {
+		fmt.Fprintln(os.Stderr, "member:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, namespace, prefix, referee, identity, ring string, lease time.Duration, workers int, work time.Duration) error {
+	if referee == "" || identity == "" {
+		return errors.New("--referee and --identity are required")
+	}
+	ctx := framework.SignalContext(context.Background())
+	log, err := framework.NewLogger(framework.LogOptions{})
+	if err != nil {
+		return err
+	}
+	cfg, err := framework.LoadConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	sharding := framework.ShardingOptions{Ring: ring, Namespace: namespace, Identity: identity}
+	if ring != "" {
+		sharding.LeaseDuration, sharding.RenewDeadline, sharding.RetryPeriod = lease, lease*3/4, lease/8
+	}
+	mgr, err := framework.NewManager(cfg, framework.Options{
+		Logger:   log,
+		Cache:    informers.Options{Namespace: namespace},
+		Sharding: sharding,
+		// Reconciles are short; a member told to stop leaves at once.
+		GracefulShutdownTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	m := &member{mgr: mgr, identity: identity, referee: strings.TrimSuffix(referee, "/"), prefix: prefix, work: work,
+		http: &http.Client{Timeout: 30 * time.Second}}
+	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "member", framework.ControllerOptions{Workers: workers, Sharded: ring != ""}).
+		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](m.reconcile))
+	if err != nil {
+		return err
+	}
+	if ring != "" {
+		go m.reportStatus(ctx, namespace)
+	}
+	return mgr.Start(ctx)
+}
+
+func (m *member) reconcile(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
+	if !strings.HasPrefix(cm.Name, m.prefix) {
+		return reconcile.Result{}, nil
+	}
+	id := m.ids.Add(1)
+	// The referee hears of every reconcile, even one whose context ends.
+	rctx := context.WithoutCancel(ctx)
+	m.post(rctx, "/enter", report.Enter{Member: m.identity, Process: os.Getpid(), ID: id, Key: cm.Name, At: time.Now().UnixNano()})
+	exit := report.Exit{Member: m.identity, Process: os.Getpid(), ID: id, ReadRV: cm.ResourceVersion, Value: cm.Data["v"]}
+	defer func() { m.post(rctx, "/exit", exit) }()
+
+	if cm.Annotations[report.ObservedAnnotation] == exit.Value {
+		exit.Outcome, exit.End = report.Unchanged, time.Now().UnixNano()
+		return reconcile.Result{}, nil
+	}
+	t := time.NewTimer(m.work)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		exit.Outcome, exit.End = report.Cancelled, time.Now().UnixNano()
+		return reconcile.Result{}, ctx.Err()
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{report.ObservedAnnotation: exit.Value}}})
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	target := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}
+	err = m.mgr.Client().Patch(ctx, target, types.MergePatchType, patch)
+	exit.End = time.Now().UnixNano()
+	switch {
+	case err == nil:
+		exit.Outcome, exit.WriteRV = report.Written, target.ResourceVersion
+	case errors.Is(err, framework.ErrBucketNotHeld):
+		exit.Outcome, exit.Err = report.Fenced, err.Error()
+	case ctx.Err() != nil:
+		exit.Outcome, exit.Err = report.Cancelled, err.Error()
+	default:
+		exit.Outcome, exit.Err = report.Error, err.Error()
+	}
+	return reconcile.Result{}, err
+}
+
+// reportStatus reports the ring status and the number of cached objects
+// every 50 ms until ctx ends.
+func (m *member) reportStatus(ctx context.Context, namespace string) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		st, ok := m.mgr.RingStatus()
+		if !ok {
+			continue
+		}
+		s := report.Status{Member: m.identity, At: time.Now().UnixNano(), Serving: st.Serving, Syncing: st.Syncing, Draining: st.Draining}
+		var list corev1.ConfigMapList
+		if err := m.mgr.Client().List(ctx, &list, informers.InNamespace(namespace)); err == nil {
+			for _, cm := range list.Items {
+				if strings.HasPrefix(cm.Name, m.prefix) {
+					s.Cached++
+				}
+			}
+		}
+		for _, is := range m.mgr.Cache().Stats() {
+			if is.Kind.Kind == "ConfigMap" && is.ServerSharded {
+				s.ServerSharded = true
+			}
+		}
+		m.post(ctx, "/status", s)
+	}
+}
+
+// post sends body to the referee; a referee that is gone (the suite ended)
+// is ignored.
+func (m *member) post(ctx context.Context, path string, body any) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		panic("member: a referee call does not encode: " + err.Error())
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.referee+path, bytes.NewReader(b))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := m.http.Do(req)
+	if err != nil {
+		return
+	}
+	_ = resp.Body.Close()
+}
