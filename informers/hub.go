@@ -32,14 +32,16 @@ import (
 // lock is held while it is opened. A subscriber gets the events newer than
 // its own version that match its shard, and every bookmark; one that asks
 // for a version the watch has passed is served from the last hubReplay
-// events when they cover it. An error event ends every subscriber's watch,
+// events when they cover it and no other subscriber had the objects it
+// needs of them (each object reaches one informer only). An error event ends every subscriber's watch,
 // as it ends a watch of the API server.
 //
 // Whatever cannot be shared is served as before sharing, by a request of
 // its own whose objects outside the shard are dropped: a selector that
 // overlaps a current subscriber's or waiter's (each object must reach one
 // informer only, as informers change the objects they store), a watch from
-// a version that is not a number or is older than the events kept, and a
+// a version that is not a number or older than the events kept (or than
+// their objects no subscriber had), and a
 // subscriber that falls hubPending events behind is ended with "expired",
 // so that it lists again. Streaming lists are not shared: the hub refuses
 // them, and reflectors then list.
@@ -98,11 +100,14 @@ type hubList struct {
 	cancel  context.CancelFunc
 }
 
-// hubEvent is an event delivered, with its version (ok when it has one).
+// hubEvent is an event delivered, with its version (ok when it has one);
+// taken is set once a subscriber has its object, which that subscriber's
+// informer may change (Options.Transform), so that no other may read it.
 type hubEvent struct {
-	ev watch.Event
-	rv uint64
-	ok bool
+	ev    watch.Event
+	rv    uint64
+	ok    bool
+	taken bool
 }
 
 func newShardHub(desc string) *shardHub {
@@ -240,7 +245,15 @@ func (h *shardHub) subscribe(ctx context.Context, opts metav1.ListOptions, f *sh
 	case rv >= h.pos:
 	case rv >= h.replayFrom:
 		for i := range h.replayed {
-			w.offerLocked(h.replay[(h.replayAt+i)%hubReplay], true)
+			if e := h.replay[(h.replayAt+i)%hubReplay]; e.taken && w.wantsLocked(e) {
+				return nil // another subscriber had its object: w cannot have it too
+			}
+		}
+		for i := range h.replayed {
+			e := &h.replay[(h.replayAt+i)%hubReplay]
+			if w.offerLocked(*e, false) && e.ev.Type != watch.Bookmark {
+				e.taken = true
+			}
 		}
 	default:
 		return nil
@@ -327,6 +340,7 @@ func (h *shardHub) deliver(up watch.Interface) bool {
 				given = true
 			}
 		}
+		h.replay[(h.replayAt+h.replayed-1)%hubReplay].taken = given && ev.Type != watch.Bookmark
 		h.mu.Unlock()
 	}
 	return false
@@ -382,9 +396,7 @@ type hubWatch struct {
 // must be held.
 func (w *hubWatch) offerLocked(e hubEvent, copied bool) bool {
 	switch {
-	case w.ended || e.ok && e.rv <= w.rv:
-		return false
-	case e.ev.Type != watch.Bookmark && !w.f.matches(e.ev.Object):
+	case !w.wantsLocked(e):
 		return false
 	case len(w.pending) >= hubPending:
 		w.endLocked(watch.Event{Type: watch.Error, Object: &apierrors.NewResourceExpired(fmt.Sprintf(
@@ -400,6 +412,18 @@ func (w *hubWatch) offerLocked(e hubEvent, copied bool) bool {
 	}
 	w.pending = append(w.pending, ev)
 	w.signal()
+	return true
+}
+
+// wantsLocked reports whether e is newer than what w has and in w's shard
+// (bookmarks always are). The hub's mu must be held.
+func (w *hubWatch) wantsLocked(e hubEvent) bool {
+	switch {
+	case w.ended || e.ok && e.rv <= w.rv:
+		return false
+	case e.ev.Type != watch.Bookmark && !w.f.matches(e.ev.Object):
+		return false
+	}
 	return true
 }
 

@@ -426,3 +426,48 @@ func TestShardHubListLeaves(t *testing.T) {
 		}
 	}
 }
+
+func TestShardHubReplaysNoObjectTwice(t *testing.T) {
+	b := Buckets{Field: ShardByUID, Count: 2}
+	f0, err := compileShard(b.Selector(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f1, err := compileShard(b.Selector(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{}
+	h := newShardHub("v1 ConfigMap")
+	opts := metav1.ListOptions{ResourceVersion: "10"}
+	w1, err := h.Watch(t.Context(), opts, f1, u.watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w1.Stop()
+	w0, err := h.Watch(t.Context(), opts, f0, u.watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := u.opened(t, 1)
+	up.Add(hubObject(uidIn(t, b, 0), 11))
+	if ev, _ := next(t, w0); version(t, ev) != "11" {
+		t.Fatalf("bucket 0 got %s, want 11", version(t, ev))
+	}
+	w0.Stop()
+	// Bucket 0's informer made again from version 10 needs the object w0
+	// had, which w0's informer may have changed: it watches alone.
+	again, err := h.Watch(t.Context(), opts, f0, u.watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Stop()
+	alone := u.opened(t, 2)
+	if _, from := u.last(); from[1] != "10" {
+		t.Errorf("the second watch opened from %s, want 10", from[1])
+	}
+	alone.Add(hubObject(uidIn(t, b, 0), 11))
+	if ev, _ := next(t, again); version(t, ev) != "11" {
+		t.Errorf("bucket 0 made again got %s, want 11 from its own watch", version(t, ev))
+	}
+}
