@@ -11,7 +11,7 @@ ASSETS := $(shell hack/control-plane.sh --print-dir)
 # Unit and integration packages; e2e suites run separately with Ginkgo's flags.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: help assets browser run test test-unit test-e2e test-scaffold fuzz chaos sharding bench generate lint fmt
+.PHONY: help assets browser run test test-unit test-e2e test-scaffold fuzz chaos sharding bench bench-quick generate lint fmt
 
 help: ## Show the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -49,6 +49,9 @@ sharding: assets ## Sharded controller in several processes at full size (3000 o
 
 bench: assets ## converge vs controller-runtime vs client-go on one control plane (bench/README.md); BENCH_ARGS=... passes flags.
 	cd bench && $(GO) run ./cmd/bench $(BENCH_ARGS)
+
+bench-quick: assets ## The bench as a smoke test (--quick): every workload and contender at a hundredth of the size, about a minute. Not part of `make test`.
+	cd bench && $(GO) run ./cmd/bench --quick $(BENCH_ARGS)
 
 generate: ## Regenerate deepcopy code and CRD YAML of the examples (controller-gen).
 	$(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 object paths=./examples/staticsite/api/... crd:crdVersions=v1 output:crd:dir=./examples/staticsite/config/crd

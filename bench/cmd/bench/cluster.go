@@ -23,6 +23,9 @@ import (
 type cluster struct {
 	cs  kubernetes.Interface
 	dyn dynamic.Interface
+	// quietFor is how long the write counters must stand still for a
+	// phase of the parents workload to end (see waitQuiet).
+	quietFor time.Duration
 }
 
 func newCluster(cfg *rest.Config) (*cluster, error) {
@@ -37,7 +40,7 @@ func newCluster(cfg *rest.Config) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cluster{cs: cs, dyn: dyn}, nil
+	return &cluster{cs: cs, dyn: dyn, quietFor: defaultQuietFor}, nil
 }
 
 func namespaceFor(k workload.Kind) string { return "bench-" + string(k) }

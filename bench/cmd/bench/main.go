@@ -5,7 +5,10 @@
 // Each contender is a separate process, started in turn for each workload
 // (ConfigMaps, Pods, a custom resource), doing the same work per key: read
 // the object from its cache and report the resource version and the "gen"
-// field it saw. See bench/README.md.
+// field it saw; in the parents workload each is an App controller that
+// writes. The sharded workload runs converge alone, as the members of a
+// sharding ring; the floor is the driver's own list of the ConfigMaps. See
+// bench/README.md.
 package main
 
 import (
@@ -13,12 +16,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"log"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,7 +56,7 @@ func main() {
 		scale    = flag.Float64("scale", 1, "multiply every object count by this")
 		repeats  = flag.Int("repeats", 1, "runs of each contender per workload; the order alternates and medians are reported")
 		workers  = flag.Int("workers", 4, "reconcile workers of every contender")
-		only     = flag.String("workloads", "configmaps,pods,widgets,parents", "workloads to run, comma-separated")
+		only     = flag.String("workloads", "configmaps,pods,widgets,parents,sharded", "workloads to run, comma-separated")
 		who      = flag.String("contenders", strings.Join(contenders, ","), "contenders to run, comma-separated")
 		duration = flag.Duration("duration", 10*time.Second, "length of the fixed-rate update phase")
 		deadline = flag.Duration("deadline", 30*time.Second, "how long an update may stay unseen before it counts as missed")
@@ -63,6 +68,9 @@ func main() {
 		prebuilt = flag.String("prebuilt", "", "folder of already built contender binaries, named after the contenders")
 		phases   = flag.String("phases", "storm,steady,burst,backlog,rollout,drift", "phases to run after start-up, comma-separated")
 		hold     = flag.Bool("hold", false, "create the objects, print the kubeconfig path and wait for Ctrl-C instead of running contenders (for profiling by hand)")
+		quick    = flag.Bool("quick", false, "smoke test: every workload at a hundredth of its size, one repeat, short phases, results in a temporary folder (flags given still count)")
+		rings    = flag.String("ring-sizes", "1,3", "sharded: members of each ring, comma-separated; converge without a ring runs too")
+		srvShard = flag.Bool("sharded-list-watch", false, "start kube-apiserver with the ShardedListAndWatch feature gate (alpha), so that it filters each bucket's list and watch; off, each member filters on its side")
 	)
 	wf := map[workload.Kind]*workloadFlags{
 		workload.ConfigMaps: {n: 10000, stormRate: 200, rate: 100, burst: 2000, backlogMax: 10000},
@@ -81,7 +89,32 @@ func main() {
 		flag.Float64Var(&f.stormRate, string(k)+"-storm-rate", f.stormRate, "update rate for "+string(k)+" while the initial keys drain")
 	}
 	flag.Parse()
-	start := time.Now()
+	start, loadStart := time.Now(), loadAverage()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	memAfter, quietFor := time.Second, defaultQuietFor
+	if *quick {
+		// Each default only where the flag was not given.
+		for name, v := range map[string]string{"scale": "0.01", "repeats": "1", "duration": "1s", "idle": "500ms", "deadline": "20s"} {
+			if !set[name] {
+				must(flag.Set(name, v))
+			}
+		}
+		if !set["out"] {
+			dir, err := os.MkdirTemp("", "converge-bench-quick-")
+			must(err)
+			must(flag.Set("out", dir))
+		}
+		memAfter, quietFor = 200*time.Millisecond, 500*time.Millisecond
+	}
+	var ringSizes []int
+	for _, f := range strings.Split(*rings, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			log.Fatalf("--ring-sizes: %q is not a member count", f)
+		}
+		ringSizes = append(ringSizes, n)
+	}
 	logf := func(format string, args ...any) {
 		if !*quiet {
 			fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
@@ -97,12 +130,28 @@ func main() {
 			log.Fatalf("unknown contender %q (have %v)", n, contenders)
 		}
 	}
-	var kinds []workload.Kind
+	// kinds are the workloads of the contenders' table; withSharded, the
+	// sharded workload runs too, on the ConfigMaps. lastUse is the index in
+	// runs of the last workload that uses a kind's objects.
+	var (
+		kinds       []workload.Kind
+		withSharded bool
+		runs        []workload.Kind
+		lastUse     = map[workload.Kind]int{}
+	)
 	for _, k := range strings.Split(*only, ",") {
-		if !slices.Contains(workload.Kinds, workload.Kind(k)) {
-			log.Fatalf("unknown workload %q (have %v)", k, workload.Kinds)
+		switch {
+		case k == sharded:
+			withSharded = true
+			lastUse[workload.ConfigMaps] = len(runs)
+			runs = append(runs, sharded)
+		case slices.Contains(workload.Kinds, workload.Kind(k)):
+			kinds = append(kinds, workload.Kind(k))
+			lastUse[workload.Kind(k)] = len(runs)
+			runs = append(runs, workload.Kind(k))
+		default:
+			log.Fatalf("unknown workload %q (have %v and %s)", k, workload.Kinds, sharded)
 		}
-		kinds = append(kinds, workload.Kind(k))
 	}
 
 	tmp, err := os.MkdirTemp("", "converge-bench-")
@@ -120,18 +169,20 @@ func main() {
 		_ = os.MkdirAll(profileDir, 0o755)
 	}
 
-	logf("building contenders")
-	bins := map[string]string{}
-	for _, n := range names {
-		if *prebuilt != "" {
+	build := names
+	if withSharded && !slices.Contains(names, "converge") {
+		build = append(slices.Clone(names), "converge") // for the sharded workload
+	}
+	var bins map[string]string
+	if *prebuilt != "" {
+		bins = map[string]string{}
+		for _, n := range build {
 			bins[n] = filepath.Join(*prebuilt, n)
-			continue
 		}
-		bins[n] = filepath.Join(tmp, n)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bins[n], contenderPkg[n])
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			log.Fatalf("build %s: %v", n, err)
+	} else {
+		logf("building contenders")
+		if bins, err = buildContenders(ctx, build); err != nil {
+			log.Fatal(err)
 		}
 	}
 
@@ -146,8 +197,15 @@ func main() {
 	} else {
 		logf("starting the control plane")
 		apiFlags := []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}
+		var gates []string
 		if *cbor {
-			apiFlags = append(apiFlags, "--feature-gates=CBORServingAndStorage=true")
+			gates = append(gates, "CBORServingAndStorage=true")
+		}
+		if *srvShard {
+			gates = append(gates, "ShardedListAndWatch=true")
+		}
+		if len(gates) > 0 {
+			apiFlags = append(apiFlags, "--feature-gates="+strings.Join(gates, ","))
 		}
 		env := envtest.New(envtest.Options{
 			APIServerFlags: apiFlags,
@@ -164,12 +222,16 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	c.quietFor = quietFor
 	want := map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
 		want[p] = true
 	}
 
 	if *hold {
+		if withSharded && !slices.Contains(kinds, workload.ConfigMaps) {
+			kinds = append(kinds, workload.ConfigMaps) // the sharded workload's objects
+		}
 		for _, k := range kinds {
 			n := max(1, int(float64(wf[k].n)**scale))
 			if err := c.setUp(ctx, k, n, 32); err != nil {
@@ -182,52 +244,79 @@ func main() {
 		return
 	}
 
-	var results []*Result
-	for _, k := range kinds {
-		f := wf[k]
+	var (
+		results   []*Result
+		floorRuns []FloorRun
+		shardRuns []*ShardedRun
+		created   = map[workload.Kind]bool{}
+	)
+	for at, k := range runs {
+		objs := k // the kind of objects the workload runs on
+		if k == sharded {
+			objs = workload.ConfigMaps
+		}
+		f := wf[objs]
 		n := max(1, int(float64(f.n)**scale))
-		if *attach == "" && k != workload.Parents { // the parents are made again for every run
-			logf("%s: creating %d", k, n)
+		if *attach == "" && objs != workload.Parents && !created[objs] { // the parents are made again for every run
+			logf("%s: creating %d", objs, n)
 			t0 := time.Now()
-			if err := c.setUp(ctx, k, n, 32); err != nil {
+			if err := c.setUp(ctx, objs, n, 32); err != nil {
 				log.Fatal(err)
 			}
-			logf("%s: created %d in %.1fs", k, n, time.Since(t0).Seconds())
+			created[objs] = true
+			logf("%s: created %d in %.1fs", objs, n, time.Since(t0).Seconds())
 		}
 		o := runOpts{
-			kind: k, n: n, workers: *workers, stormRate: f.stormRate, rate: f.rate, duration: *duration, idle: *idle,
+			kind: objs, n: n, workers: *workers, stormRate: f.stormRate, rate: f.rate, duration: *duration, idle: *idle,
 			burst: max(1, int(float64(f.burst)**scale)), backlog: max(1, int(float64(f.backlogMax)**scale)),
 			deadline: *deadline, kubeconfig: kubeconfig, phases: want, logDir: logDir, profileDir: profileDir,
+			memAfter: memAfter, serverFilter: *srvShard,
 		}
-		for r := range *repeats {
-			order := slices.Clone(names)
-			if r%2 == 1 {
-				slices.Reverse(order)
+		if k == sharded {
+			rs, err := runShardedWorkload(ctx, c, bins["converge"], o, *repeats, ringSizes, logf)
+			if err != nil {
+				log.Fatal(err)
 			}
-			for _, name := range order {
-				logf("%s: run %d: %s", k, r+1, name)
-				res, err := runContender(ctx, c, name, bins[name], o, r)
-				if err != nil {
-					log.Fatal(err)
+			shardRuns = append(shardRuns, rs...)
+		} else {
+			for r := range *repeats {
+				if k == workload.ConfigMaps {
+					fr, err := floor(ctx, cfg, n, r)
+					if err != nil {
+						log.Fatal(err)
+					}
+					logf("%s: run %d: floor: list %.2fs, cpu %.2fs", k, r+1, fr.Seconds, fr.CPUSeconds)
+					floorRuns = append(floorRuns, fr)
 				}
-				if k == workload.Parents {
-					logf("%s: run %d: %s: converged %.2fs (writes %.0f, last %.2fs), cpu %.2fs, heap %.1f MiB, rss %.1f MiB, idle writes %.0f, rollout %.2fs (ConfigMaps %.2fs, writes %.0f), drift %.2fs (writes %.0f), shutdown %.2fs, missed %d; requests %v, conflicts %v",
-						k, r+1, name, res.SyncSeconds, res.SyncWrites, res.SyncQuietSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.IdleWrites,
-						res.RolloutSeconds, res.RolloutCMSeconds, res.RolloutWrites, res.DriftSeconds, res.DriftWrites, res.ShutdownSeconds, res.Missed, res.RequestsByResource, res.Conflicts)
-				} else {
-					logf("%s: run %d: %s: sync %.2fs, cpu %.2fs, heap %.1f MiB, rss %.1f MiB, storm p99 %.0fms (n=%d), p99 %.1fms, burst %.0f/s, backlog %.0f/s, shutdown %.2fs, missed %d",
-						k, r+1, name, res.SyncSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.StormP99Ms, res.StormCount,
-						res.UpdateP99Ms, res.BurstPerSec, res.BacklogPerSec, res.ShutdownSeconds, res.Missed)
+				order := slices.Clone(names)
+				if r%2 == 1 {
+					slices.Reverse(order)
 				}
-				results = append(results, res)
-				if ctx.Err() != nil {
-					log.Fatal(ctx.Err())
+				for _, name := range order {
+					logf("%s: run %d: %s", k, r+1, name)
+					res, err := runContender(ctx, c, name, bins[name], o, r)
+					if err != nil {
+						log.Fatal(err)
+					}
+					if k == workload.Parents {
+						logf("%s: run %d: %s: converged %.2fs (writes %.0f, last %.2fs), cpu %.2fs, heap %.1f MiB, rss %.1f MiB, idle writes %.0f, rollout %.2fs (ConfigMaps %.2fs, writes %.0f), drift %.2fs (writes %.0f), shutdown %.2fs, missed %d; requests %v, conflicts %v",
+							k, r+1, name, res.SyncSeconds, res.SyncWrites, res.SyncQuietSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.IdleWrites,
+							res.RolloutSeconds, res.RolloutCMSeconds, res.RolloutWrites, res.DriftSeconds, res.DriftWrites, res.ShutdownSeconds, res.Missed, res.RequestsByResource, res.Conflicts)
+					} else {
+						logf("%s: run %d: %s: sync %.2fs, cpu %.2fs, heap %.1f MiB, rss %.1f MiB, storm p99 %.0fms (n=%d), p99 %.1fms, burst %.0f/s, backlog %.0f/s, shutdown %.2fs, missed %d",
+							k, r+1, name, res.SyncSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.StormP99Ms, res.StormCount,
+							res.UpdateP99Ms, res.BurstPerSec, res.BacklogPerSec, res.ShutdownSeconds, res.Missed)
+					}
+					results = append(results, res)
+					if ctx.Err() != nil {
+						log.Fatal(ctx.Err())
+					}
 				}
 			}
 		}
-		if *attach == "" {
-			if err := c.tearDown(ctx, k); err != nil {
-				logf("%s: delete: %v", k, err)
+		if *attach == "" && lastUse[objs] == at {
+			if err := c.tearDown(ctx, objs); err != nil {
+				logf("%s: delete: %v", objs, err)
 			}
 		}
 	}
@@ -239,6 +328,9 @@ func main() {
 	sum.Workers = *workers
 	sum.Repeats = *repeats
 	sum.CBOR = *cbor
+	sum.Machine = machine(loadStart)
+	sum.Floor = summarizeFloor(floorRuns)
+	sum.Sharded = summarizeSharded(shardRuns, ringSizes, *srvShard)
 	table := renderTable(sum)
 	fmt.Print(table)
 	js, _ := json.MarshalIndent(struct {
@@ -247,8 +339,49 @@ func main() {
 	}{sum, results}, "", "  ")
 	must(os.WriteFile(filepath.Join(*out, "results.json"), append(js, '\n'), 0o644))
 	must(os.WriteFile(filepath.Join(*out, "results.md"), []byte(table), 0o644))
-	must(os.WriteFile(filepath.Join(*out, "chart.svg"), []byte(renderChart(sum)), 0o644))
-	logf("wrote %s/{results.json,results.md,chart.svg}; contender logs in %s", *out, logDir)
+	wrote := "results.json,results.md"
+	if len(kinds) > 0 { // the chart has a panel per workload of the contenders' table
+		must(os.WriteFile(filepath.Join(*out, "chart.svg"), []byte(renderChart(sum)), 0o644))
+		wrote += ",chart.svg"
+	}
+	logf("wrote %s/{%s}; contender logs in %s", *out, wrote, logDir)
+}
+
+// buildContenders builds the contenders names in one go build, into a
+// folder of the user's cache for this checkout of the bench: a contender
+// whose binary there is up to date is not linked again. It returns the
+// binaries by contender.
+func buildContenders(ctx context.Context, names []string) (map[string]string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cache, "converge-bench", fmt.Sprintf("%016x", fnv64(wd)))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	bins := map[string]string{}
+	for _, n := range names {
+		args = append(args, contenderPkg[n])
+		bins[n] = filepath.Join(dir, filepath.Base(contenderPkg[n]))
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("build the contenders: %w", err)
+	}
+	return bins, nil
+}
+
+func fnv64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
 }
 
 // argsSuffix renders the flags given, for the "made by" line.

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"math"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -168,6 +170,25 @@ type Summary struct {
 	Objects   map[string]int                           `json:"objects"`
 	Medians   map[string]map[string]map[string]float64 `json:"medians"` // workload -> contender -> metric
 	Targets   []target                                 `json:"targets"`
+	Machine   string                                   `json:"machine"`
+	Floor     *floorSummary                            `json:"floor,omitempty"`
+	Sharded   *shardedSummary                          `json:"sharded,omitempty"`
+}
+
+// loadAverage is the 1-minute load average, from /proc/loadavg.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
+
+// machine describes what the run shared: the cores and the load average
+// before and after it.
+func machine(loadStart string) string {
+	return fmt.Sprintf("%d cores, shared with the control plane and with whatever else ran: 1-minute load average %s at the start, %s at the end",
+		runtime.NumCPU(), loadStart, loadAverage())
 }
 
 func summarize(results []*Result, names []string, kinds []workload.Kind) *Summary {
@@ -274,6 +295,7 @@ func renderTable(s *Summary) string {
 	fmt.Fprintf(&b, "## converge vs controller-runtime vs client-go\n\n")
 	fmt.Fprintf(&b, "`%s` — %s, %d workers per contender, median of %d run(s) each, CBOR serving %v, took %s.\n",
 		s.Command, s.Date, s.Workers, s.Repeats, s.CBOR, s.Elapsed)
+	fmt.Fprintf(&b, "Machine: %s. Wall-clock figures are noisy (see bench/README.md).\n", s.Machine)
 	hasCR := slices.Contains(s.Order, "controller-runtime")
 	for _, w := range s.Workloads {
 		fmt.Fprintf(&b, "\n### %s (N=%d)\n\n| metric |", w, s.Objects[w])
@@ -324,6 +346,12 @@ func renderTable(s *Summary) string {
 			}
 			fmt.Fprintf(&b, " %s |\n", strings.Join(goals, ", "))
 		}
+		if w == string(workload.ConfigMaps) && s.Floor != nil {
+			b.WriteString(renderFloor(s))
+		}
+	}
+	if s.Sharded != nil {
+		b.WriteString(renderSharded(s.Sharded))
 	}
 	if len(s.Targets) > 0 {
 		met := 0

@@ -26,20 +26,21 @@ import (
 )
 
 // A phase ends once the contender has stopped writing: when kube-apiserver's
-// write counters (see requestResources) have not moved for quietFor, read
+// write counters (see requestResources) have not moved for cluster.quietFor
+// (defaultQuietFor, shorter with --quick), read
 // every quietPoll, at most quietMax after the phase converged. So the
 // requests a contender makes after the last change it needed (the passes its
 // own writes set off, a queue still draining behind a client-side rate
 // limit) count to the phase that caused them, and the idle window that
 // follows is idle.
 const (
-	quietFor  = 2 * time.Second
-	quietPoll = 250 * time.Millisecond
-	quietMax  = time.Minute
+	defaultQuietFor = 2 * time.Second
+	quietPoll       = 250 * time.Millisecond
+	quietMax        = time.Minute
 )
 
 // waitQuiet reads the request counters until the writes stopped for
-// quietFor; it returns the last reading and when the writes were last seen
+// c.quietFor; it returns the last reading and when the writes were last seen
 // to move (since, if they never did).
 func (c *cluster) waitQuiet(ctx context.Context, since time.Time) (requestCounts, time.Time, error) {
 	rc, err := c.scrapeRequests(ctx)
@@ -47,7 +48,7 @@ func (c *cluster) waitQuiet(ctx context.Context, since time.Time) (requestCounts
 		return rc, since, err
 	}
 	lastMove, deadline := since, time.Now().Add(quietMax)
-	for time.Since(lastMove) < quietFor && time.Now().Before(deadline) {
+	for time.Since(lastMove) < c.quietFor && time.Now().Before(deadline) {
 		if err := sleepCtx(ctx, quietPoll); err != nil {
 			return rc, lastMove, err
 		}

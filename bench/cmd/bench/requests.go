@@ -26,6 +26,16 @@ type requestCounts struct {
 	byVerb     map[string]float64
 	byResource map[string]float64 // "resource[/subresource] VERB"
 	conflicts  float64
+	// watchLists are the streaming lists (watches with sendInitialEvents)
+	// whose initial events were all sent, by resource: what
+	// apiserver_watch_list_duration_seconds counts. Such a list shows in
+	// apiserver_request_total only as a WATCH, once the watch ends.
+	watchLists map[string]float64
+	// sentBytes are the bytes of LIST responses and of watch events
+	// (the initial events of streaming lists included) kube-apiserver
+	// sent, by resource: apiserver_response_sizes_sum of verb LIST and
+	// apiserver_watch_events_sizes_sum.
+	sentBytes map[string]float64
 }
 
 // scrapeRequests reads kube-apiserver's /metrics with the driver's (admin)
@@ -38,15 +48,34 @@ func (c *cluster) scrapeRequests(ctx context.Context) (requestCounts, error) {
 	return parseRequests(body), nil
 }
 
-// parseRequests sums the apiserver_request_total series of requestResources
-// in a Prometheus text exposition.
+// parseRequests sums the apiserver_request_total series of requestResources,
+// and the streaming lists and bytes sent of every resource, in a Prometheus
+// text exposition.
 func parseRequests(body []byte) requestCounts {
-	rc := requestCounts{byVerb: map[string]float64{}, byResource: map[string]float64{}}
+	rc := requestCounts{byVerb: map[string]float64{}, byResource: map[string]float64{}, watchLists: map[string]float64{}, sentBytes: map[string]float64{}}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	const prefix = "apiserver_request_total{"
+	// others are the other series read: where each goes, by its labels.
+	others := map[string]func(labels map[string]string, v float64){
+		"apiserver_watch_list_duration_seconds_count{": func(l map[string]string, v float64) { rc.watchLists[l["resource"]] += v },
+		"apiserver_response_sizes_sum{": func(l map[string]string, v float64) {
+			if l["verb"] == "LIST" {
+				rc.sentBytes[l["resource"]] += v
+			}
+		},
+		"apiserver_watch_events_sizes_sum{": func(l map[string]string, v float64) { rc.sentBytes[l["resource"]] += v },
+	}
 	for sc.Scan() {
 		line := sc.Text()
+		if open := strings.IndexByte(line, '{'); open > 0 && others[line[:open+1]] != nil {
+			if end := strings.LastIndexByte(line, '}'); end > open {
+				if v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64); err == nil {
+					others[line[:open+1]](parseLabels(line[open+1:end]), v)
+				}
+			}
+			continue
+		}
 		if !strings.HasPrefix(line, prefix) {
 			continue
 		}

@@ -94,6 +94,21 @@ type runOpts struct {
 	logDir     string
 	profileDir string // non-empty: CPU and heap profiles go here
 	phases     map[string]bool
+	memAfter   time.Duration // how long after sync memory is read
+	// serverFilter: kube-apiserver filters sharded lists and watches
+	// (the ShardedListAndWatch feature gate).
+	serverFilter bool
+}
+
+// objectIndex maps "namespace/name" of the n objects of kind k to their
+// index.
+func objectIndex(k workload.Kind, n int) map[string]int {
+	ns := namespaceFor(k)
+	index := make(map[string]int, n)
+	for i := range n {
+		index[ns+"/"+workload.Name(k, i)] = i
+	}
+	return index
 }
 
 // runContender runs the contender binary bin through every phase: one
@@ -122,12 +137,7 @@ func runContender(ctx context.Context, c *cluster, name, bin string, o runOpts, 
 // runProcess runs one contender process: with storm, only its start-up
 // while changes are written, then its shutdown; otherwise every other phase.
 func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, repeat int, storm bool, res *Result) error {
-	ns := namespaceFor(o.kind)
-	index := make(map[string]int, o.n)
-	for i := range o.n {
-		index[ns+"/"+workload.Name(o.kind, i)] = i
-	}
-	t := newTracker(index)
+	t := newTracker(objectIndex(o.kind, o.n))
 	w := &writer{c: c, kind: o.kind}
 	w.gen.Store(time.Now().UnixNano() / 1000) // above every gen already written
 	tag := fmt.Sprintf("%s-%s-%d", o.kind, name, repeat)
@@ -217,7 +227,7 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 	var lat []time.Duration
 
 	// Memory after sync.
-	time.Sleep(time.Second)
+	time.Sleep(o.memAfter)
 	if rss, err := procStatus(pid, "VmRSS"); err == nil {
 		res.RSSBytes = float64(rss)
 	}

@@ -31,9 +31,23 @@ type memStats struct {
 	heapAlloc, heapInuse, heapSys, sys, numGC uint64
 }
 
-// tracker follows what one contender process reports.
+// replies are one contender process's answers to the driver's requests on
+// its standard input (see internal/report).
+type replies struct {
+	mem    chan memStats
+	acks   chan string // "heap": the profile's path
+	status chan string // "status": key=value fields
+}
+
+func newReplies() replies {
+	return replies{mem: make(chan memStats, 1), acks: make(chan string, 1), status: make(chan string, 1)}
+}
+
+// tracker follows what one contender process reports, or several: the
+// members of a ring report into one tracker, each through its own replies.
 type tracker struct {
-	index map[string]int // "namespace/name" -> object index
+	index   map[string]int // "namespace/name" -> object index
+	replies                // those of the process read by read
 
 	mu sync.Mutex
 	// firstSeen is when each object was first reported (unix nanos), 0 if never.
@@ -49,8 +63,6 @@ type tracker struct {
 
 	firstReport chan struct{} // closed at the first report
 	allSeen     chan struct{} // closed once every object was reported
-	mem         chan memStats
-	acks        chan string
 }
 
 func newTracker(index map[string]int) *tracker {
@@ -60,8 +72,7 @@ func newTracker(index map[string]int) *tracker {
 		pend:        map[int][]pending{},
 		firstReport: make(chan struct{}),
 		allSeen:     make(chan struct{}),
-		mem:         make(chan memStats, 1),
-		acks:        make(chan string, 1),
+		replies:     newReplies(),
 	}
 }
 
@@ -107,10 +118,14 @@ func (t *tracker) seen() (n int, last int64) {
 }
 
 // read consumes the contender's standard output until it closes.
-func (t *tracker) read(r io.Reader) {
+func (t *tracker) read(r io.Reader) { t.readWith(r, t.replies) }
+
+// readWith consumes one contender process's standard output until it
+// closes, its reports going to t and its replies to rp. Several may run at
+// once on one tracker.
+func (t *tracker) readWith(r io.Reader, rp replies) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	first := true
 	for sc.Scan() {
 		line := sc.Text()
 		if len(line) < 2 {
@@ -129,10 +144,6 @@ func (t *tracker) read(r io.Reader) {
 			at, _ := strconv.ParseInt(f[1], 10, 64)
 			gen, _ := strconv.ParseInt(f[4], 10, 64)
 			t.report(i, at, gen)
-			if first {
-				first = false
-				close(t.firstReport)
-			}
 		case 'M':
 			f := strings.Fields(line)
 			var m memStats
@@ -143,9 +154,11 @@ func (t *tracker) read(r io.Reader) {
 				m.sys, _ = strconv.ParseUint(f[4], 10, 64)
 				m.numGC, _ = strconv.ParseUint(f[5], 10, 64)
 			}
-			t.mem <- m
+			rp.mem <- m
 		case 'H':
-			t.acks <- strings.TrimSpace(line[1:])
+			rp.acks <- strings.TrimSpace(line[1:])
+		case 'S':
+			rp.status <- strings.TrimSpace(line[1:])
 		}
 	}
 }
@@ -153,6 +166,9 @@ func (t *tracker) read(r io.Reader) {
 func (t *tracker) report(i int, at, gen int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.reports == 0 {
+		close(t.firstReport)
+	}
 	t.reports++
 	if t.firstSeen[i] == 0 {
 		t.firstSeen[i] = at

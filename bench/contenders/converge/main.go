@@ -1,12 +1,15 @@
 // Command converge is the benchmark's converge contender: one controller for
 // the workload's kind, built the way the README shows, with the manager's
 // defaults. For the parents workload it is a declarative controller (see
-// apps.go).
+// apps.go). With --ring it is a member of that sharding ring and its
+// controller is sharded; it then answers the driver's "status" with its
+// identity and the buckets it serves.
 package main
 
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log"
 	"os"
 	"os/signal"
@@ -23,8 +26,10 @@ func main() {
 	kind := flag.String("kind", "configmaps", "workload: configmaps, pods or widgets")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file")
 	workers := flag.Int("workers", 4, "concurrent reconciles")
+	ring := flag.String("ring", "", "join this sharding ring and shard the controller (Options.Sharding.Ring); empty: no ring")
+	ringNamespace := flag.String("ring-namespace", "", "namespace of the ring's Leases (Options.Sharding.Namespace)")
+	identity := flag.String("identity", "", "this member's identity in the ring (Options.Sharding.Identity)")
 	flag.Parse()
-	report.Start()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -32,12 +37,18 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// All defaults, but for one documented experiment (bench/README.md).
-	mgr, err := framework.NewManager(cfg, framework.Options{DisableCompression: os.Getenv("BENCH_DISABLE_COMPRESSION") != ""})
+	// All defaults, but for one documented experiment (bench/README.md)
+	// and the ring of the sharded workload.
+	mgr, err := framework.NewManager(cfg, framework.Options{
+		DisableCompression: os.Getenv("BENCH_DISABLE_COMPRESSION") != "",
+		Sharding:           framework.ShardingOptions{Ring: *ring, Namespace: *ringNamespace, Identity: *identity},
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	opts := framework.ControllerOptions{Workers: *workers}
+	report.SetStatus(func() string { return ringStatus(mgr) })
+	report.Start()
+	opts := framework.ControllerOptions{Workers: *workers, Sharded: *ring != ""}
 	switch workload.Kind(*kind) {
 	case workload.ConfigMaps:
 		err = run(mgr, opts, workload.ConfigMapGen)
@@ -61,6 +72,18 @@ func main() {
 		log.Fatal(err)
 	}
 	report.Stop()
+}
+
+// ringStatus is the answer to the driver's "status": this member's identity
+// and how many buckets it serves, syncs and drains, and how many members it
+// sees; "ring=none" without a ring.
+func ringStatus(mgr *framework.Manager) string {
+	st, ok := mgr.RingStatus()
+	if !ok {
+		return "ring=none"
+	}
+	return fmt.Sprintf("ring=%s identity=%s buckets=%d serving=%d syncing=%d draining=%d members=%d",
+		st.Ring, st.Identity, st.Buckets, len(st.Serving), len(st.Syncing), len(st.Draining), len(st.Members))
 }
 
 // run registers the controller: each reconcile is handed the object from the

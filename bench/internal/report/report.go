@@ -6,9 +6,11 @@
 //	R <unix-nanos> <namespace>/<name> <resourceVersion> <gen>   a key was reconciled
 //	M <HeapAlloc> <HeapInuse> <HeapSys> <Sys> <NumGC>          reply to "mem"
 //	H <path>                                                   reply to "heap <path>"
+//	S <text>                                                   reply to "status"
 //
 // Driver to contender, on standard input: "mem" (collect garbage, then
-// report runtime.MemStats) and "heap <path>" (write a heap profile).
+// report runtime.MemStats), "heap <path>" (write a heap profile) and
+// "status" (the text of the function given to SetStatus, "-" without one).
 //
 // Seen only sends a small struct on a buffered channel; one goroutine formats
 // and writes the lines, flushing whenever the channel runs empty, so reports
@@ -36,7 +38,13 @@ var (
 	ch      = make(chan record, 4096)
 	done    = make(chan struct{})
 	cpuProf *os.File
+	// status answers "status"; set before Start.
+	status func() string
 )
+
+// SetStatus makes f the answer to the driver's "status" request: one line
+// of space-separated key=value fields. Call it before Start.
+func SetStatus(f func() string) { status = f }
 
 // Start begins reporting. With $BENCH_CPUPROFILE set it also records a CPU
 // profile into that file until Stop.
@@ -130,6 +138,12 @@ func commands() {
 				}
 				ch <- record{ctl: "H " + f[1] + "\n"}
 			}
+		case "status":
+			text := "-"
+			if status != nil {
+				text = status()
+			}
+			ch <- record{ctl: "S " + text + "\n"}
 		}
 	}
 }
