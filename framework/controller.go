@@ -384,25 +384,12 @@ func (c *Controller) reconcileSharded(ctx context.Context, req reconcile.Request
 // acts on the outcome, as the reconcile package documentation's table says,
 // and records it in the history.
 func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, reason reconcile.Reason, worker int) {
-	c.metrics.active.Inc()
-	defer c.metrics.active.Dec()
-
 	id := c.ids.Add(1)
-	c.mu.Lock()
-	if c.inflight == nil {
-		c.inflight = map[uint64]inflightReconcile{}
-	}
-	c.inflight[id] = inflightReconcile{req: req, begun: time.Now(), worker: worker}
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		delete(c.inflight, id)
-		c.mu.Unlock()
-	}()
-	sink := &reconcileSink{base: c.log.GetSink(), deeper: c.deeper, controller: c.name, req: req, id: id, reason: reason}
+	rc := &reconcileContext{sink: reconcileSink{base: c.log.GetSink(), deeper: c.deeper, controller: c.name, req: req, id: id, reason: reason}}
+	sink := &rc.sink
 	log := logr.New(sink)
-	ctx = logr.NewContext(ctx, log)
-	ctx = context.WithValue(ctx, reasonKey{}, sink) // a pointer: no allocation beyond the context's own
+	rc.Context = logr.NewContext(ctx, log)
+	ctx = rc
 	if c.opts.ReconcileTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.ReconcileTimeout)
@@ -420,6 +407,22 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 		defer span.End()
 	}
 	start := time.Now()
+	c.mu.Lock()
+	if c.inflight == nil {
+		c.inflight = map[uint64]inflightReconcile{}
+	}
+	c.inflight[id] = inflightReconcile{req: req, begun: start, worker: worker}
+	// The active gauge is set under mu, which the reconcile takes anyway:
+	// a store, not the compare-and-swap loop of Inc and Dec that workers
+	// would contend on.
+	c.metrics.active.Set(float64(len(c.inflight)))
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.inflight, id)
+		c.metrics.active.Set(float64(len(c.inflight)))
+		c.mu.Unlock()
+	}()
 	res, err, panicked := c.call(ctx, req)
 	took := time.Since(start)
 	timedOut := c.opts.ReconcileTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded)
@@ -510,6 +513,21 @@ func (c *Controller) QueueLen() int { return c.queue.Len() }
 // reasonKey is the context key under which a reconcile's context holds its
 // *reconcileSink, which carries the reason.
 type reasonKey struct{}
+
+// reconcileContext is the context of one reconcile: Context (which holds
+// the reconcile's logger) with its sink under reasonKey. The sink lives in
+// the context itself, so the two take one allocation, not two.
+type reconcileContext struct {
+	context.Context
+	sink reconcileSink
+}
+
+func (c *reconcileContext) Value(key any) any {
+	if _, ok := key.(reasonKey); ok {
+		return &c.sink
+	}
+	return c.Context.Value(key)
+}
 
 // ReasonFrom returns why the reconcile whose context is ctx runs: change (a
 // watched object changed), replay (the cache's initial list or a periodic

@@ -1,8 +1,11 @@
 // Package workqueue provides Queue, the rate-limited queue of keys that
-// controller workers drain. It is built on k8s.io/client-go/util/workqueue
-// (same metrics, same rate limiters, same Get/Done contract) and adds two
-// priority classes, so that keys from an informer's initial list or periodic
-// resync do not delay keys that carry real changes.
+// controller workers drain. It is built on k8s.io/client-go/util/workqueue's
+// delaying and rate-limiting layers (same metrics, same rate limiters, same
+// Get/Done contract) over a queue of its own, which adds two priority
+// classes, so that keys from an informer's initial list or periodic resync
+// do not delay keys that carry real changes, and keeps each key's state in
+// one place, so that an add, a Get and a Done each take one lock and do at
+// most one map operation.
 //
 // A Queue has the following properties:
 //   - Stingy: a key added any number of times before a worker gets it is

@@ -13,14 +13,21 @@ func NewWithClock[K comparable](opts Options[K], c clock.WithTicker) *Queue[K] {
 func PendingPriorities[K comparable](q *Queue[K]) int {
 	q.core.mu.Lock()
 	defer q.core.mu.Unlock()
-	return len(q.core.hand.pending)
+	n := 0
+	for _, st := range q.core.keys {
+		if st.dirty && st.processing {
+			n++
+		}
+	}
+	return n
 }
 
-// TrackedCauses returns how many keys have a cause recorded: queued keys,
-// and keys handed to the delaying queue and not yet added. It must be zero
+// TrackedCauses returns how many keys have a state or a cause recorded:
+// queued keys, keys held by workers, and keys handed to the delaying queue
+// and not yet added. It must be zero
 // once the queue is drained and nothing is delayed: anything else is a leak.
 func TrackedCauses[K comparable](q *Queue[K]) int {
 	q.core.mu.Lock()
 	defer q.core.mu.Unlock()
-	return len(q.core.hand.causes) + len(q.core.hand.delayed)
+	return len(q.core.keys) + len(q.core.delayed)
 }

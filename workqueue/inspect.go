@@ -65,18 +65,17 @@ type QueuedKey[K comparable] struct {
 }
 
 // Stats returns the depth and the oldest key's age of each priority class,
-// and the number of delayed keys. It takes the queue's locks briefly and
+// and the number of delayed keys. It takes the queue's lock briefly and
 // does not allocate; workers are not held up beyond that.
 func (q *Queue[K]) Stats() Stats {
 	q.core.mu.Lock()
-	delayed := len(q.core.hand.delayed)
-	q.core.mu.Unlock()
-	o := q.core.order
-	o.view.Lock()
+	defer q.core.mu.Unlock()
+	o := &q.core.order
 	s := Stats{
-		Normal:  ClassStats{Depth: o.normal.len()},
-		Replay:  ClassStats{Depth: len(o.bgIndex)},
-		Delayed: delayed,
+		Normal:       ClassStats{Depth: o.normal.len()},
+		Replay:       ClassStats{Depth: o.bgLive},
+		Delayed:      len(q.core.delayed),
+		ShuttingDown: q.core.shuttingDown,
 	}
 	if o.normal.len() > 0 {
 		s.Normal.Oldest = o.time(o.normal.front().queued)
@@ -84,8 +83,6 @@ func (q *Queue[K]) Stats() Stats {
 	if o.bg.len() > 0 {
 		s.Replay.Oldest = o.time(o.bg.front().queued)
 	}
-	o.view.Unlock()
-	s.ShuttingDown = q.ShuttingDown()
 	return s
 }
 
@@ -96,28 +93,27 @@ func (q *Queue[K]) Stats() Stats {
 func (q *Queue[K]) Inspect(k K) KeyState {
 	var s KeyState
 	q.core.mu.Lock()
-	c, queued := q.core.hand.causes[k]
-	_, s.Pending = q.core.hand.pending[k]
-	if d, ok := q.core.hand.delayed[k]; ok {
+	if d, ok := q.core.delayed[k]; ok {
 		s.Delayed, s.DelayReason, s.Due = true, d.cause.reason(), d.due
 	}
-	if queued {
-		o := q.core.order
-		o.view.Lock()
-		if seq, ok := o.bgIndex[k]; ok {
-			e := o.bg.at(int(seq - o.bgHead))
+	if st := q.core.keys[k]; st != nil && st.dirty {
+		s.Pending = st.processing
+		o := &q.core.order
+		switch {
+		case st.processing:
+		case st.inBg:
+			e := o.bg.at(int(st.bgSeq - o.bgHead))
 			s.Queued, s.Replay, s.Since = true, true, o.time(e.queued)
-		} else {
+		default:
 			for i := range o.normal.len() {
-				if e := o.normal.at(i); e.key == k {
+				if e := o.normal.at(i); e.st == st {
 					s.Queued, s.Since = true, o.time(e.queued)
 					break
 				}
 			}
 		}
-		o.view.Unlock()
 		if s.Queued {
-			s.Reason = c.reason()
+			s.Reason = st.hint.cause.reason()
 		}
 	}
 	q.core.mu.Unlock()
@@ -132,11 +128,11 @@ func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
 	if limit <= 0 || offset < 0 {
 		return nil
 	}
-	o := q.core.order
-	o.view.Lock()
-	defer o.view.Unlock()
-	out := make([]QueuedKey[K], 0, min(limit, o.normal.len()+len(o.bgIndex)))
-	// Merge the rings as Pop does, without popping.
+	q.core.mu.Lock()
+	defer q.core.mu.Unlock()
+	o := &q.core.order
+	out := make([]QueuedKey[K], 0, min(limit, o.len()))
+	// Merge the rings as pop does, without popping.
 	n, b := 0, 0
 	for len(out) < limit {
 		for b < o.bg.len() && o.bg.at(b).dead {

@@ -2,10 +2,7 @@ package workqueue
 
 import (
 	"math"
-	"sync"
 	"time"
-
-	"k8s.io/utils/clock"
 )
 
 // priority is the class a key is queued in. When requests for one key merge,
@@ -18,12 +15,14 @@ const (
 )
 
 // first is the ordering time of a normal key pushed while no replay key
-// was queued: it comes before every replay key pushed later (see Push).
+// was queued: it comes before every replay key pushed later (see push).
 const first = math.MinInt64
 
 // entry is a queued key and its ordering time.
 type entry[K comparable] struct {
 	key K
+	// st is the key's state in the core; nil in a dead entry.
+	st *keyState
 	// at is the ordering time, in nanoseconds since order.base: the push
 	// time plus the background delay for a replay entry; the push time
 	// for a normal entry, or first if no replay key was queued then.
@@ -37,82 +36,47 @@ type entry[K comparable] struct {
 	dead bool
 }
 
-// order is the workqueue.Queue (the storage that client-go's Typed queue
-// consults under its lock) that decides which dirty key Get returns next.
+// order holds the queued keys of a core and decides which one Get returns
+// next.
 //
-// Model: every queued key has an ordering time, and Pop returns the key with
+// Model: every queued key has an ordering time, and pop returns the key with
 // the smallest one, normal before background on a tie, then first pushed. A
 // normal push at time t is ordered at t, a background push at t+delay. Time
 // only moves forward, so each class, kept in its own ring in push order, is
-// already in order, and Pop only compares the two fronts: every operation is
-// amortized O(1).
+// already in order, and pop only compares the two fronts: every operation is
+// amortized O(1), and none touches a map (a replay key's place in bg is kept
+// in its keyState).
 //
-// Locking: client-go calls Touch, Push, Len and Pop only with the Typed
-// queue's lock held, so that lock guards every field of order. Push, Touch
-// and Pop also hold view, which readers outside client-go (Queue.Stats,
-// Queue.Inspect, Queue.Keys) take instead, since Typed's lock is not
-// reachable; nothing else contends for view, so it costs the busy path one
-// uncontended lock per call. The hint
-// (priority and cause) of a Push or Touch is not an argument of
-// workqueue.Queue; order takes it from hand, which hintedQueue fills under
-// its own mutex, held by the same goroutine around every call into Typed
-// that can Push or Touch. Push and Touch also record the key's cause in
-// hand.causes, under that mutex; Pop leaves it there for Queue.Get.
+// Locking: the core's mu guards every field; every method requires it held.
 //
 // Invariants:
 //   - Each queued key has exactly one live entry: in normal, or in bg with
-//     bgIndex[key] giving its sequence number. (Typed never pushes a key
-//     that is queued.)
+//     its keyState's inBg set and bgSeq giving its sequence number. (The
+//     core never pushes a key that is queued.)
 //   - The bg entry with sequence number s is bg.at(int(s - bgHead)): entries
 //     are numbered in push order and removed only from the front.
 //   - bg's front entry, if any, is live: dead entries are dropped as soon as
-//     they reach the front. So Len counts live entries exactly.
+//     they reach the front. bgLive counts the live bg entries, so Len counts
+//     live entries exactly.
 type order[K comparable] struct {
-	clock clock.PassiveClock
-	base  time.Time // ordering times count from here
+	base time.Time // ordering times count from here
 	// delay is the background delay, > 0. (When Options.ReplayDelay is
-	// negative, Queue never requests replay priority: bg stays empty
-	// and the clock is never read.)
+	// negative, Queue never requests replay priority: bg stays empty.)
 	delay int64
-	hand  *handoff[K]
 
-	// view guards the rings, bgIndex and bgHead for readers that do not
-	// hold Typed's lock (see Locking).
-	view sync.Mutex
-
-	normal  ring[entry[K]]
-	bg      ring[entry[K]]
-	bgIndex map[K]uint64 // key -> sequence number of its live bg entry
-	bgHead  uint64       // sequence number of bg.front()
+	normal ring[entry[K]]
+	bg     ring[entry[K]]
+	bgHead uint64 // sequence number of bg.front()
+	bgLive int    // live entries in bg
 }
 
-func newOrder[K comparable](c clock.PassiveClock, delay time.Duration, h *handoff[K]) *order[K] {
-	return &order[K]{
-		clock:   c,
-		base:    c.Now(),
-		delay:   int64(delay),
-		hand:    h,
-		bgIndex: make(map[K]uint64),
-	}
-}
+// len returns the number of queued keys.
+func (o *order[K]) len() int { return o.normal.len() + o.bgLive }
 
-// Len returns the number of queued keys.
-func (o *order[K]) Len() int { return o.normal.len() + len(o.bgIndex) }
-
-// Push queues k, which is not queued, with the hint handed over for it, and
-// records its cause.
-func (o *order[K]) Push(k K) {
-	h, ok := o.hand.take(k)
-	if !ok {
-		// Only a Push from Done of a key re-added while the queue was
-		// shutting down. Never guess downwards.
-		h = hintChange
-	}
-	o.hand.causes[k] = h.cause
-	now := o.now()
-	o.view.Lock()
-	defer o.view.Unlock()
-	if h.prio == normal {
+// push queues k, which is not queued, at priority p; now is the current
+// ordering time.
+func (o *order[K]) push(k K, st *keyState, p priority, now int64) {
+	if p == normal {
 		// While no replay key is queued, a normal key comes before
 		// every replay key pushed later (ordered at least delay after
 		// now), whatever its time.
@@ -120,7 +84,7 @@ func (o *order[K]) Push(k K) {
 		if o.bg.len() > 0 {
 			at = now
 		}
-		o.normal.push(entry[K]{key: k, at: at, queued: now})
+		o.normal.push(entry[K]{key: k, st: st, at: at, queued: now})
 		return
 	}
 	at := now
@@ -129,56 +93,40 @@ func (o *order[K]) Push(k K) {
 	} else {
 		at += o.delay
 	}
-	o.bgIndex[k] = o.bgHead + uint64(o.bg.len())
-	o.bg.push(entry[K]{key: k, at: at, queued: now})
+	st.inBg, st.bgSeq = true, o.bgHead+uint64(o.bg.len())
+	o.bgLive++
+	o.bg.push(entry[K]{key: k, st: st, at: at, queued: now})
 }
 
-// Touch is called when k, already queued, is added again. The add's cause
-// raises k's if higher. A normal add promotes a replay key; nothing else
-// changes the order (a key keeps its place, as in client-go's FIFO).
-func (o *order[K]) Touch(k K) {
-	h, ok := o.hand.take(k)
-	if !ok {
-		return
-	}
-	if h.cause > o.hand.causes[k] {
-		o.hand.causes[k] = h.cause
-	}
-	if h.prio != normal {
-		return
-	}
-	o.view.Lock()
-	defer o.view.Unlock()
-	seq, ok := o.bgIndex[k]
-	if !ok {
-		return // queued as normal already
-	}
-	e := o.bg.at(int(seq - o.bgHead))
-	now := o.now()
+// promote moves st's key, queued at replay priority, to the normal ring,
+// unless it has aged past now: its place then already comes before any
+// normal key pushed now, and promotion must never move a key later.
+func (o *order[K]) promote(st *keyState, now int64) {
+	e := o.bg.at(int(st.bgSeq - o.bgHead))
 	if now >= e.at {
-		// Aged: its place already comes before any normal key pushed now,
-		// and promotion must never move a key later.
 		return
 	}
-	e.dead = true
-	delete(o.bgIndex, k)
-	o.normal.push(entry[K]{key: k, at: now, queued: e.queued})
+	k, queued := e.key, e.queued
+	var zero K
+	e.key, e.st, e.dead = zero, nil, true
+	st.inBg = false
+	o.bgLive--
+	o.normal.push(entry[K]{key: k, st: st, at: now, queued: queued})
 	o.dropDead()
 }
 
-// Pop removes and returns the key with the smallest ordering time. Typed
-// calls it only when Len() > 0.
-func (o *order[K]) Pop() K {
-	o.view.Lock()
-	defer o.view.Unlock()
+// pop removes and returns the entry with the smallest ordering time. It
+// requires len() > 0.
+func (o *order[K]) pop() entry[K] {
 	if o.bg.len() > 0 && (o.normal.len() == 0 || o.bg.front().at < o.normal.front().at) {
 		e := o.bg.pop()
 		o.bgHead++
-		delete(o.bgIndex, e.key)
+		o.bgLive--
+		e.st.inBg = false
 		o.dropDead()
-		return e.key
+		return e
 	}
-	return o.normal.pop().key
+	return o.normal.pop()
 }
 
 // dropDead restores the invariant that bg's front entry is live.
@@ -188,10 +136,6 @@ func (o *order[K]) dropDead() {
 		o.bgHead++
 	}
 }
-
-// now returns the clock's time as an ordering time. It is monotonic with the
-// real clock (Since uses the monotonic reading).
-func (o *order[K]) now() int64 { return int64(o.clock.Since(o.base)) }
 
 // time returns the ordering time t as a wall-clock time.
 func (o *order[K]) time(t int64) time.Time { return o.base.Add(time.Duration(t)) }

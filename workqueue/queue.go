@@ -46,9 +46,9 @@ type Options[K comparable] struct {
 	RateLimiter workqueue.TypedRateLimiter[K]
 
 	// MetricsProvider creates the metrics of a named queue.
-	// Zero means client-go's global provider, as set by
-	// workqueue.SetProvider (a provider that drops everything unless
-	// something set one).
+	// Zero means none: the queue records no metrics. (client-go's global
+	// provider, set by workqueue.SetProvider, is not consulted: pass it
+	// here.)
 	MetricsProvider workqueue.MetricsProvider
 
 	// ReplayDelay is how far behind normal keys replay keys wait: a
@@ -66,7 +66,9 @@ func (o Options[K]) withDefaults() Options[K] {
 	if o.ReplayDelay == 0 {
 		o.ReplayDelay = DefaultReplayDelay
 	}
-	// A nil MetricsProvider is resolved by client-go, when the queue is built.
+	if o.MetricsProvider == nil {
+		o.Name = "" // no provider, no metrics: client-go must not pick its global one
+	}
 	return o
 }
 
@@ -93,10 +95,10 @@ func DefaultRateLimiter[K comparable]() workqueue.TypedRateLimiter[K] {
 // Create a Queue with New; the zero Queue is not usable.
 type Queue[K comparable] struct {
 	// rl is client-go's rate-limiting queue, over its delaying queue, over
-	// core. Add, AddReplay, Done and shutdown go to core directly; the
-	// rest goes through rl.
+	// core. Add, AddReplay, Get, Done, Len and shutdown go to core
+	// directly; the rest goes through rl.
 	rl   workqueue.TypedRateLimitingInterface[K]
-	core *hintedQueue[K]
+	core *core[K]
 	// limiter is rl's rate limiter: AddRateLimited asks it for the delay
 	// itself, to record when the retry is due.
 	limiter workqueue.TypedRateLimiter[K]
@@ -114,7 +116,7 @@ func New[K comparable](opts Options[K]) *Queue[K] {
 // newQueue is New with a clock, which tests replace with a fake one.
 func newQueue[K comparable](opts Options[K], c clock.WithTicker) *Queue[K] {
 	opts = opts.withDefaults()
-	core := newHintedQueue[K](opts, c)
+	core := newCore[K](opts, c)
 	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[K]{
 		Name:            opts.Name,
 		MetricsProvider: opts.MetricsProvider,
@@ -195,22 +197,22 @@ func (q *Queue[K]) Get() (k K, shutdown bool) {
 // replay, AddRateLimited retry and AddAfter requeue. The reason is empty when
 // shutdown is true.
 func (q *Queue[K]) GetWithReason() (k K, r reconcile.Reason, shutdown bool) {
-	k, shutdown = q.rl.Get()
+	k, c, shutdown := q.core.get()
 	if shutdown {
 		return k, "", true
 	}
-	return k, q.core.takeCause(k).reason(), false
+	return k, c.reason(), false
 }
 
 // Done marks k, returned by Get, as processed. If k was added again since
 // Get, it is queued again now, once, with the highest priority requested
 // since Get.
-func (q *Queue[K]) Done(k K) { q.core.Done(k) }
+func (q *Queue[K]) Done(k K) { q.core.done(k) }
 
 // Len returns the number of queued keys, not counting keys held by workers
 // or waiting for AddAfter or AddRateLimited. It is for information only:
 // another goroutine may change it at any time.
-func (q *Queue[K]) Len() int { return q.rl.Len() }
+func (q *Queue[K]) Len() int { return q.core.Len() }
 
 // ShutDown makes the queue ignore adds from now on. Keys already queued are
 // still handed out by Get, which reports shutdown once the queue is empty;
@@ -218,7 +220,7 @@ func (q *Queue[K]) Len() int { return q.rl.Len() }
 // wait for workers; it may be called more than once, and may be called to
 // make a ShutDownWithDrain in progress return at once.
 func (q *Queue[K]) ShutDown() {
-	q.core.Typed.ShutDown()
+	q.core.shutDown(false)
 	q.rl.ShutDown() // stops the delaying queue's goroutine
 }
 
@@ -229,9 +231,9 @@ func (q *Queue[K]) ShutDown() {
 // keep calling Done, or ShutDownWithDrain blocks for ever; ShutDown makes it
 // return at once.
 func (q *Queue[K]) ShutDownWithDrain() {
-	q.core.Typed.ShutDownWithDrain()
+	q.core.shutDown(true)
 	q.rl.ShutDown() // stops the delaying queue's goroutine
 }
 
 // ShuttingDown reports whether ShutDown or ShutDownWithDrain has been called.
-func (q *Queue[K]) ShuttingDown() bool { return q.rl.ShuttingDown() }
+func (q *Queue[K]) ShuttingDown() bool { return q.core.ShuttingDown() }

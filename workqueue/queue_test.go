@@ -41,6 +41,19 @@ func TestDedup(t *testing.T) {
 	}
 }
 
+func TestDoneOfKeyNotHeld(t *testing.T) {
+	q, _ := newFakeQueue(t, workqueue.Options[string]{})
+	q.Done("never-got") // ignored: nothing is queued, nothing is tracked
+	q.Add("k")
+	q.Done("k") // k is queued, not held: it must not be queued twice
+	if got := drain(t, q); len(got) != 1 || got[0] != "k" {
+		t.Fatalf("got %q, want one k", got)
+	}
+	if n := workqueue.TrackedCauses(q); n != 0 {
+		t.Fatalf("%d keys still tracked after the drain", n)
+	}
+}
+
 func TestEnqueuerAddAfter(t *testing.T) {
 	q, clk := newFakeQueue(t, workqueue.Options[string]{})
 	var e workqueue.Enqueuer[string] = q
