@@ -51,8 +51,10 @@ type core[K comparable] struct {
 	// free holds up to maxFree keyStates to reuse, so that keys coming and
 	// going do not allocate.
 	free []*keyState
-	// processing is the number of keys held by workers.
+	// processing is the number of keys held by workers, and held their
+	// states (each at its heldAt), for the unfinished-work gauges.
 	processing int
+	held       []*keyState
 	// delayed holds the merged cause and earliest due time of keys handed to
 	// the delaying queue (AddAfter, AddRateLimited) and not yet added by it.
 	delayed map[K]delayed
@@ -76,6 +78,8 @@ type keyState struct {
 	// sequence number bgSeq.
 	inBg  bool
 	bgSeq uint64
+	// heldAt is the key's index in core.held while processing.
+	heldAt int
 	// added is the ordering time of the first add since it was last handed
 	// out, and started that of the Get that handed it out: the queue and
 	// work durations of the metrics.
@@ -187,6 +191,8 @@ func (q *core[K]) get() (k K, c cause, shutdown bool) {
 	st := e.st
 	st.dirty, st.processing = false, true
 	q.processing++
+	st.heldAt = len(q.held)
+	q.held = append(q.held, st)
 	if m := q.metrics; m != nil {
 		st.started = q.now()
 		m.depth.Dec()
@@ -207,6 +213,10 @@ func (q *core[K]) done(k K) {
 	}
 	st.processing = false
 	q.processing--
+	last := q.held[len(q.held)-1]
+	q.held[st.heldAt], last.heldAt = last, st.heldAt
+	q.held[len(q.held)-1] = nil
+	q.held = q.held[:len(q.held)-1]
 	var now int64
 	if m := q.metrics; m != nil {
 		now = q.now()
@@ -237,6 +247,9 @@ func (q *core[K]) delay(k K, c cause, d time.Duration) {
 	due := q.clock.Now().Add(d)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.shuttingDown {
+		return // the delaying queue drops it
+	}
 	old, ok := q.delayed[k]
 	if !ok {
 		q.delayed[k] = delayed{cause: c, due: due}
@@ -258,6 +271,7 @@ func (q *core[K]) shutDown(drain bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.shuttingDown, q.drain = true, drain
+	clear(q.delayed) // the delaying queue drops the keys it waits on
 	q.ready.Broadcast()
 	if !drain {
 		q.drained.Broadcast()
@@ -291,12 +305,10 @@ func (q *core[K]) updateUnfinishedWork() {
 	}
 	now := q.now()
 	var total, oldest time.Duration
-	for _, st := range q.keys {
-		if st.processing {
-			age := time.Duration(now - st.started)
-			total += age
-			oldest = max(oldest, age)
-		}
+	for _, st := range q.held {
+		age := time.Duration(now - st.started)
+		total += age
+		oldest = max(oldest, age)
 	}
 	q.metrics.unfinished.Set(total.Seconds())
 	q.metrics.longestWork.Set(oldest.Seconds())

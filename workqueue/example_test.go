@@ -12,7 +12,7 @@ import (
 // drains them with one worker. Keys from the resync come after the real
 // changes; a key added three times is processed once.
 func Example() {
-	q := workqueue.New(workqueue.Options[string]{Name: "example"}) // Name labels the workqueue_* metrics
+	q := workqueue.New(workqueue.Options[string]{Name: "example"}) // with a MetricsProvider, Name labels its workqueue_* metrics
 
 	// Event handlers see only the Enqueuer.
 	var handlers workqueue.Enqueuer[string] = q

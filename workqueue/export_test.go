@@ -7,21 +7,6 @@ func NewWithClock[K comparable](opts Options[K], c clock.WithTicker) *Queue[K] {
 	return newQueue(opts, c)
 }
 
-// PendingPriorities returns how many keys have a priority waiting for Done
-// (re-added while held by a worker). It must be zero when no worker holds a
-// key: anything else is a leak.
-func PendingPriorities[K comparable](q *Queue[K]) int {
-	q.core.mu.Lock()
-	defer q.core.mu.Unlock()
-	n := 0
-	for _, st := range q.core.keys {
-		if st.dirty && st.processing {
-			n++
-		}
-	}
-	return n
-}
-
 // TrackedCauses returns how many keys have a state or a cause recorded:
 // queued keys, keys held by workers, and keys handed to the delaying queue
 // and not yet added. It must be zero

@@ -68,8 +68,8 @@ func TestPriorityTraces(t *testing.T) {
 			if got := strings.Join(drain(t, q), " "); got != tt.want {
 				t.Errorf("trace %q: drained %q, want %q", tt.trace, got, tt.want)
 			}
-			if n := workqueue.PendingPriorities(q); n != 0 {
-				t.Errorf("%d priorities left pending with no key in flight", n)
+			if n := workqueue.TrackedCauses(q); n != 0 {
+				t.Errorf("%d keys still tracked with none queued or in flight", n)
 			}
 		})
 	}
@@ -209,8 +209,8 @@ func TestPriorityMatchesModel(t *testing.T) {
 					}
 					held = held[:0]
 				}
-				if n := workqueue.PendingPriorities(q); n != 0 {
-					t.Errorf("%d priorities left pending with no key in flight", n)
+				if n := workqueue.TrackedCauses(q); n != 0 {
+					t.Errorf("%d keys still tracked with none queued or in flight", n)
 				}
 				t.Logf("peak Len %d", peak)
 			})

@@ -37,7 +37,8 @@ type Options[K comparable] struct {
 	// Name names the queue's workqueue_* metrics (depth, adds, queue
 	// latency, work duration, unfinished work, longest running processor,
 	// retries), which are created through MetricsProvider.
-	// Zero means unnamed: the queue records no metrics.
+	// Zero means unnamed: the queue records no metrics, nor does it
+	// without a MetricsProvider.
 	Name string
 
 	// RateLimiter chooses the delay of AddRateLimited, and is what Forget

@@ -136,8 +136,8 @@ func TestNoConcurrentProcessing(t *testing.T) {
 			t.Errorf("key %d: last processed version %d, last added %d", k, s, v)
 		}
 	}
-	if n := workqueue.PendingPriorities(q); n != 0 {
-		t.Errorf("%d priorities left pending after all keys were done", n)
+	if n := workqueue.TrackedCauses(q); n != 0 {
+		t.Errorf("%d keys still tracked after all keys were done", n)
 	}
 	t.Logf("%d adds, %d gets", producers*addsEach, gets.Load())
 }
@@ -221,8 +221,8 @@ func TestShutDown(t *testing.T) {
 			if k, shutdown := q.Get(); !shutdown {
 				t.Fatalf("Get returned %q, want shutdown", k)
 			}
-			if n := workqueue.PendingPriorities(q); n != 0 {
-				t.Fatalf("%d priorities pending", n)
+			if n := workqueue.TrackedCauses(q); n != 0 {
+				t.Fatalf("%d keys still tracked after shutdown", n)
 			}
 			tt.shutdown(q) // a second call is harmless
 		})
