@@ -152,7 +152,7 @@ func (s *shardedSummary) columns() []shardedColumn {
 // renderSharded renders the sharded workload's table.
 func renderSharded(s *shardedSummary) string {
 	var b strings.Builder
-	filter := "each member filters every list and watch on its side (kube-apiserver without the ShardedListAndWatch gate): it lists all the ConfigMaps once per bucket it takes"
+	filter := "each member filters every list and watch on its side (kube-apiserver without the ShardedListAndWatch gate): its bucket informers share one watch of all the ConfigMaps, and each bucket it takes costs a list of them all (lists made at once are one request)"
 	if s.ServerFilter {
 		filter = "kube-apiserver filters each bucket's list and watch (ShardedListAndWatch feature gate on)"
 	}
