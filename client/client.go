@@ -321,12 +321,7 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 func (c *Client) requestContext(ctx context.Context) context.Context {
 	fence := c.allowWrite
 	if own, _ := ctx.Value(fenceKey{}).(func() error); own != nil {
-		fence = func() error {
-			if err := c.allowWrite(); err != nil {
-				return err
-			}
-			return own()
-		}
+		fence = func() error { return c.fence(ctx) }
 	}
 	return restset.WithFence(quietly(ctx, c.logger), fence)
 }
