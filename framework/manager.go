@@ -222,8 +222,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		if err != nil {
 			return nil, fmt.Errorf("framework: sharding client for %s: %w", cfg.Host, err)
 		}
-		m.metrics.ring = newRingMetrics()
-		m.metrics.ring.ring = sh.Ring
+		m.metrics.ring = newRingMetrics(sh.Ring)
 		m.metrics.ring.register(m.metrics.registry)
 		m.ring = newRing(cs, sh, m.log, m.metrics.ring)
 		m.readyChecks[ringReadyCheck] = func(*http.Request) error { return m.ring.ready() }

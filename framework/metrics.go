@@ -76,8 +76,10 @@ type ringMetrics struct {
 	dropped   *prometheus.CounterVec
 }
 
-func newRingMetrics() *ringMetrics {
+// newRingMetrics returns the series of the ring named ring, unregistered.
+func newRingMetrics(ring string) *ringMetrics {
 	return &ringMetrics{
+		ring: ring,
 		buckets: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "converge_shard_buckets",
 			Help: "Buckets of the sharding ring this member holds, by state (serving, syncing, draining).",
