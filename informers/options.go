@@ -141,10 +141,6 @@ type Selection struct {
 	Shard sharding.Selector
 }
 
-func (s Selection) isZero() bool {
-	return s.Kind.Empty() && s.Namespace == "" && s.Labels == nil && s.Fields == nil && s.Shard == nil
-}
-
 const defaultSyncTimeout = 2 * time.Minute
 
 // MinResyncPeriod is the shortest resync period a listener can have
