@@ -46,15 +46,14 @@ type core[K comparable] struct {
 	order order[K]
 	// keys holds the state of every key that is dirty (added since it was
 	// last handed out) or held by a worker; mu guards keys, free,
-	// processing, delayed, shuttingDown and drain.
+	// held, delayed, shuttingDown and drain.
 	keys map[K]*keyState
 	// free holds up to maxFree keyStates to reuse, so that keys coming and
 	// going do not allocate.
 	free []*keyState
-	// processing is the number of keys held by workers, and held their
-	// states (each at its heldAt), for the unfinished-work gauges.
-	processing int
-	held       []*keyState
+	// held holds the states of the keys held by workers, each at its
+	// heldAt.
+	held []*keyState
 	// delayed holds the merged cause and earliest due time of keys handed to
 	// the delaying queue (AddAfter, AddRateLimited) and not yet added by it.
 	delayed map[K]delayed
@@ -190,7 +189,6 @@ func (q *core[K]) get() (k K, c cause, shutdown bool) {
 	e := q.order.pop()
 	st := e.st
 	st.dirty, st.processing = false, true
-	q.processing++
 	st.heldAt = len(q.held)
 	q.held = append(q.held, st)
 	if m := q.metrics; m != nil {
@@ -212,7 +210,6 @@ func (q *core[K]) done(k K) {
 		return
 	}
 	st.processing = false
-	q.processing--
 	last := q.held[len(q.held)-1]
 	q.held[st.heldAt], last.heldAt = last, st.heldAt
 	q.held[len(q.held)-1] = nil
@@ -235,7 +232,7 @@ func (q *core[K]) done(k K) {
 			q.free = append(q.free, st)
 		}
 	}
-	if q.processing == 0 && q.drain {
+	if len(q.held) == 0 && q.drain {
 		q.drained.Broadcast()
 	}
 }
@@ -277,7 +274,7 @@ func (q *core[K]) shutDown(drain bool) {
 		q.drained.Broadcast()
 		return
 	}
-	for q.processing > 0 && q.drain {
+	for len(q.held) > 0 && q.drain {
 		q.drained.Wait()
 	}
 }
