@@ -320,22 +320,31 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 // adjusted logger.
 func (c *Client) requestContext(ctx context.Context) context.Context {
 	fence := c.allowWrite
-	if own, _ := ctx.Value(fenceKey{}).(func() error); own != nil {
-		fence = func() error { return c.fence(ctx) }
+	if own := ctxFence(ctx); own != nil {
+		fence = func() error { return c.fenced(own) }
 	}
 	return restset.WithFence(quietly(ctx, c.logger), fence)
 }
 
 // fence says whether a write on ctx may be sent now: the client's fence,
 // then ctx's (WithFence).
-func (c *Client) fence(ctx context.Context) error {
+func (c *Client) fence(ctx context.Context) error { return c.fenced(ctxFence(ctx)) }
+
+// fenced is the client's fence, then own when not nil.
+func (c *Client) fenced(own func() error) error {
 	if err := c.allowWrite(); err != nil {
 		return err
 	}
-	if own, _ := ctx.Value(fenceKey{}).(func() error); own != nil {
+	if own != nil {
 		return own()
 	}
 	return nil
+}
+
+// ctxFence returns the fence WithFence put in ctx, nil for none.
+func ctxFence(ctx context.Context) func() error {
+	own, _ := ctx.Value(fenceKey{}).(func() error)
+	return own
 }
 
 // fenceKey is the context key of WithFence's fence.
