@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -283,10 +282,13 @@ func (r *ring) renew(ctx context.Context) {
 	}
 	r.lastRenew = time.Now()
 	member := r.member
-	held := maps.Clone(r.held)
-	leases := make(map[int]*coordinationv1.Lease, len(held))
-	for b, h := range held {
-		leases[b] = h.lease.DeepCopy()
+	type renewal struct {
+		h *heldBucket
+		l *coordinationv1.Lease // a copy of h.lease, to write
+	}
+	renewals := make(map[int]renewal, len(r.held))
+	for b, h := range r.held {
+		renewals[b] = renewal{h, h.lease.DeepCopy()}
 	}
 	r.mu.Unlock()
 
@@ -308,8 +310,8 @@ func (r *ring) renew(ctx context.Context) {
 	// would grow with the buckets held, and the member Lease, renewed
 	// once a round, could then go unrenewed for longer than RenewDeadline.
 	var wg sync.WaitGroup
-	for b, l := range leases {
-		wg.Go(func() { r.renewBucket(ctx, b, l, held[b]) })
+	for b, x := range renewals {
+		wg.Go(func() { r.renewBucket(ctx, b, x.l, x.h) })
 	}
 	wg.Wait()
 }
@@ -343,7 +345,7 @@ func (r *ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if h == nil || r.held[b] != h {
+	if r.held[b] != h {
 		return // given up or lost meanwhile
 	}
 	switch {
