@@ -99,21 +99,21 @@ func kindOf(obj object.Object) schema.GroupVersionKind {
 // buckets, each with the informer a caller made of it, if any.
 func (c *Cache) shards(base informerKey, r *shardRoute) *Shards[object.Object] {
 	return &Shards[object.Object]{kind: base.gvk, buckets: r.b, held: func() map[int]*Informer[object.Object] {
-		held := map[int]*Informer[object.Object]{}
-		for _, b := range r.held() {
+		bs := r.held()
+		held := make(map[int]*Informer[object.Object], len(bs))
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, b := range bs {
 			if b < 0 || b >= r.b.Count {
 				held[b] = nil // refused by the read, naming it
 				continue
 			}
 			key := base
 			key.shard = r.shards[b]
-			c.mu.Lock()
-			e := c.entries[key]
-			c.mu.Unlock()
-			if e == nil {
-				held[b] = nil
-			} else {
+			if e := c.entries[key]; e != nil {
 				held[b] = &Informer[object.Object]{e: e}
+			} else {
+				held[b] = nil
 			}
 		}
 		return held
