@@ -108,6 +108,10 @@ type hubEvent struct {
 	rv    uint64
 	ok    bool
 	taken bool
+	// hasMeta is set when the object has metadata, and namespace and uid
+	// are its, read once for every subscriber's shard to match.
+	hasMeta        bool
+	namespace, uid string
 }
 
 func newShardHub(desc string) *shardHub {
@@ -187,12 +191,7 @@ func partOf(list runtime.Object, f *shardFilter) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	var kept []runtime.Object
-	for _, it := range items {
-		if f.matches(it) {
-			kept = append(kept, it)
-		}
-	}
+	kept := f.keep(items, nil)
 	v := reflect.ValueOf(list)
 	if v.Kind() != reflect.Pointer {
 		return nil, fmt.Errorf("list %T is not a pointer", list)
@@ -316,6 +315,7 @@ func (h *shardHub) deliver(up watch.Interface) bool {
 		}
 		e := hubEvent{ev: ev}
 		if m, err := meta.Accessor(ev.Object); err == nil {
+			e.hasMeta, e.namespace, e.uid = true, m.GetNamespace(), string(m.GetUID())
 			e.rv, err = strconv.ParseUint(m.GetResourceVersion(), 10, 64)
 			e.ok = err == nil
 		}
@@ -421,7 +421,7 @@ func (w *hubWatch) wantsLocked(e hubEvent) bool {
 	switch {
 	case w.ended || e.ok && e.rv <= w.rv:
 		return false
-	case e.ev.Type != watch.Bookmark && !w.f.matches(e.ev.Object):
+	case e.ev.Type != watch.Bookmark && !(e.hasMeta && w.f.matchesMeta(e.namespace, e.uid)):
 		return false
 	}
 	return true

@@ -230,18 +230,23 @@ func (f *shardFilter) overlaps(g *shardFilter) bool {
 	return false
 }
 
+// keep appends the items f matches to into and returns it.
+func (f *shardFilter) keep(items, into []runtime.Object) []runtime.Object {
+	for _, it := range items {
+		if f.matches(it) {
+			into = append(into, it)
+		}
+	}
+	return into
+}
+
 // filterList removes the items of list outside f's ranges.
 func (f *shardFilter) filterList(list runtime.Object) error {
 	items, err := meta.ExtractList(list)
 	if err != nil {
 		return err
 	}
-	kept := items[:0]
-	for _, it := range items {
-		if f.matches(it) {
-			kept = append(kept, it)
-		}
-	}
+	kept := f.keep(items, items[:0])
 	if len(kept) == len(items) {
 		return nil
 	}
