@@ -385,6 +385,12 @@ func (c *Cache) keyFor(obj runtime.Object, sel Selection) (informerKey, Selectio
 	if err != nil {
 		return informerKey{}, sel, err
 	}
+	key, sel := c.keyOfKind(gvk, modeOf(obj), sel)
+	return key, sel, nil
+}
+
+// keyOfKind is keyFor of an object of kind gvk in mode.
+func (c *Cache) keyOfKind(gvk schema.GroupVersionKind, mode Mode, sel Selection) (informerKey, Selection) {
 	if sel.Namespace == "" && sel.Labels == nil && sel.Fields == nil {
 		if def, ok := c.opts.ByKind[gvk.GroupKind()]; ok {
 			def.Kind = gvk
@@ -397,7 +403,7 @@ func (c *Cache) keyFor(obj runtime.Object, sel Selection) (informerKey, Selectio
 	if sel.Namespace == "" {
 		sel.Namespace = c.opts.Namespace
 	}
-	key := informerKey{gvk: gvk, mode: modeOf(obj), namespace: sel.Namespace}
+	key := informerKey{gvk: gvk, mode: mode, namespace: sel.Namespace}
 	if sel.Labels != nil && !sel.Labels.Empty() {
 		key.labels = sel.Labels.String()
 	}
@@ -407,7 +413,7 @@ func (c *Cache) keyFor(obj runtime.Object, sel Selection) (informerKey, Selectio
 	if sel.Shard != nil && !sel.Shard.Empty() {
 		key.shard = sel.Shard.String()
 	}
-	return key, sel, nil
+	return key, sel
 }
 
 func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error) {

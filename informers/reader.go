@@ -40,8 +40,8 @@ func (c *Cache) Get(ctx context.Context, key types.NamespacedName, into object.O
 	if err := typednil.Check("into", into); err != nil {
 		return fmt.Errorf("informers: get %s: %w", cache.NewObjectName(namespace, name), err)
 	}
-	if r, ok := c.routeFor(into); ok {
-		return c.routedGet(ctx, r, key, into)
+	if r, base, ok := c.routeFor(into); ok {
+		return c.routedGet(ctx, r, base, key, into)
 	}
 	inf, err := c.untyped(into)
 	if err != nil {
@@ -112,8 +112,8 @@ func (c *Cache) List(ctx context.Context, list runtime.Object, opts ...ListOptio
 		rv   string
 		what string
 	)
-	if r, ok := c.routeFor(item); ok {
-		if objs, gvk, rv, err = c.routedList(ctx, r, item, opts); err != nil {
+	if r, base, ok := c.routeFor(item); ok {
+		if objs, gvk, rv, err = c.routedList(ctx, r, base, opts); err != nil {
 			return err
 		}
 		what = describe(gvk) + " from its held buckets"

@@ -71,19 +71,24 @@ func (c *Cache) ShardReads(gk schema.GroupKind, b Buckets, held func() []int) er
 	return nil
 }
 
-// routeFor returns the route of obj's kind, if ShardReads set one. Without
-// any route it costs one atomic load.
-func (c *Cache) routeFor(obj object.Object) (*shardRoute, bool) {
+// routeFor returns the route of obj's kind, if ShardReads set one, and
+// the key of the kind's default selection. Without any route it costs one
+// atomic load.
+func (c *Cache) routeFor(obj object.Object) (*shardRoute, informerKey, bool) {
 	routes := c.routes.Load()
 	if routes == nil {
-		return nil, false
+		return nil, informerKey{}, false
 	}
 	gvk, err := kindFor(c.opts.Scheme, obj, kindOf(obj))
 	if err != nil {
-		return nil, false // the read without a route reports it
+		return nil, informerKey{}, false // the read without a route reports it
 	}
 	r, ok := (*routes)[gvk.GroupKind()]
-	return r, ok
+	if !ok {
+		return nil, informerKey{}, false
+	}
+	base, _ := c.keyOfKind(gvk, modeOf(obj), Selection{Kind: gvk})
+	return r, base, true
 }
 
 // kindOf is the Selection.Kind a read of obj asks for: obj's own for
@@ -121,11 +126,7 @@ func (c *Cache) shards(base informerKey, r *shardRoute) *Shards[object.Object] {
 }
 
 // routedGet is Cache.Get of a kind routed to its buckets.
-func (c *Cache) routedGet(ctx context.Context, r *shardRoute, key types.NamespacedName, into object.Object) error {
-	base, _, err := c.keyFor(into, Selection{Kind: kindOf(into)})
-	if err != nil {
-		return err
-	}
+func (c *Cache) routedGet(ctx context.Context, r *shardRoute, base informerKey, key types.NamespacedName, into object.Object) error {
 	obj, inf, err := c.shards(base, r).get(ctx, key)
 	switch {
 	case !apierrors.IsNotFound(err):
@@ -177,11 +178,7 @@ func (c *Cache) confirmShardMiss(ctx context.Context, gvk schema.GroupVersionKin
 // routedList is Cache.List of a kind routed to its buckets: the objects of
 // the buckets the list can show, its kind, and the newest resource version
 // of their informers.
-func (c *Cache) routedList(ctx context.Context, r *shardRoute, item object.Object, opts []ListOption) ([]object.Object, schema.GroupVersionKind, string, error) {
-	base, _, err := c.keyFor(item, Selection{Kind: kindOf(item)})
-	if err != nil {
-		return nil, schema.GroupVersionKind{}, "", err
-	}
+func (c *Cache) routedList(ctx context.Context, r *shardRoute, base informerKey, opts []ListOption) ([]object.Object, schema.GroupVersionKind, string, error) {
 	objs, rv, err := c.shards(base, r).list(ctx, opts)
 	return objs, base.gvk, rv, err
 }
