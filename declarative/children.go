@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -363,6 +364,64 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 	return nil
 }
 
+// maxApplies is how many children one reconcile applies at once.
+const maxApplies = 8
+
+// applyAll applies children[i] for each i in todo, children that depend on
+// none of the others, at once (at most maxApplies at a time), and returns
+// their errors in todo's order. Children no owner reference can reach are
+// applied one after another, in order, since each records itself in
+// parent's ledger. A panic in an apply is raised again on the caller's
+// goroutine, once every apply ended, so the framework recovers it as it
+// does any panic of a reconcile.
+func (d *Declarative[T]) applyAll(ctx context.Context, parent T, children []child, todo []int) []error {
+	errs := make([]error, len(todo))
+	if len(todo) == 1 {
+		errs[0] = d.applyChild(ctx, parent, children[todo[0]])
+		return errs
+	}
+	var (
+		wg       sync.WaitGroup
+		slots    = make(chan struct{}, maxApplies)
+		mu       sync.Mutex
+		panicked error
+		linked   []int // positions in todo
+	)
+	apply := func(j int) {
+		slots <- struct{}{}
+		defer func() {
+			<-slots
+			if p := recover(); p != nil {
+				mu.Lock()
+				if panicked == nil {
+					panicked = fmt.Errorf("declarative: apply of %s panicked: %v\n%s", children[todo[j]], p, debug.Stack())
+				}
+				mu.Unlock()
+			}
+		}()
+		errs[j] = d.applyChild(ctx, parent, children[todo[j]])
+	}
+	for j, i := range todo {
+		if labelLinked(parent, children[i].obj.GetNamespace()) {
+			linked = append(linked, j)
+			continue
+		}
+		wg.Go(func() { apply(j) })
+	}
+	if len(linked) > 0 {
+		wg.Go(func() {
+			for _, j := range linked {
+				apply(j)
+			}
+		})
+	}
+	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
+	return errs
+}
+
 // noObjectVersion is a resourceVersion no stored object has (etcd revisions
 // count up from 1 and never reach it). An apply carrying it creates a
 // missing object and fails with a conflict when the object exists.
@@ -664,9 +723,11 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 }
 
 // labelled returns the cached children of kind ck that carry parent's labels.
+// It reads the kind's index by ParentUIDLabel (see indexByParent), so its cost
+// is that of parent's children, not of every cached object of the kind.
 func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent object.Object) ([]object.Object, error) {
-	sel := labels.SelectorFromSet(labels.Set{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
-	objs, err := ck.inf.List(ctx, informers.MatchingLabels(sel))
+	sel := labels.SelectorFromSet(labels.Set{ManagerLabel: labelValue(d.opts.FieldManager)})
+	objs, err := ck.inf.List(ctx, informers.MatchingIndex(ParentUIDLabel, string(parent.GetUID())), informers.MatchingLabels(sel))
 	if err != nil {
 		return nil, fmt.Errorf("list %s children: %w", ck.gvk.Kind, err)
 	}

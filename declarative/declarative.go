@@ -371,9 +371,29 @@ func childKinds(cache *informers.Cache, scheme *runtime.Scheme, examples []objec
 			errs = append(errs, fmt.Errorf("declarative: child kind %v: %w", gvk, err))
 			continue
 		}
+		if err := indexByParent(inf); err != nil {
+			errs = append(errs, fmt.Errorf("declarative: child kind %v: %w", gvk, err))
+			continue
+		}
 		out[gvk.GroupKind()] = &childKind{gvk: gvk, example: ex, inf: inf}
 	}
 	return out, errors.Join(errs...)
+}
+
+// indexByParent indexes the objects of inf by their ParentUIDLabel, once for
+// every declarative controller whose children are of that kind: the index
+// is the same for all of them, as parent UIDs are unique.
+func indexByParent(inf *informers.Informer[object.Object]) error {
+	err := inf.AddIndex(ParentUIDLabel, func(obj object.Object) []string {
+		if uid, ok := obj.GetLabels()[ParentUIDLabel]; ok {
+			return []string{uid}
+		}
+		return nil
+	})
+	if errors.Is(err, informers.ErrIndexExists) {
+		return nil
+	}
+	return err
 }
 
 // Sources watches every child kind: a change to a child (found by its
@@ -433,15 +453,16 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 		}
 	}
 	var errs []error
-	for i, c := range children { // in apply order (see graph.bind)
-		if !g.allowed(i) {
-			continue // left as it is until what it is After is ready
+	for _, wave := range g.waves(len(children)) {
+		todo := slices.DeleteFunc(wave, func(i int) bool {
+			return !g.allowed(i) // left as it is until what it is After is ready
+		})
+		for j, err := range d.applyAll(ctx, parent, children, todo) {
+			if err != nil {
+				errs = append(errs, err)
+			}
+			g.observe(ctx, todo[j], children[todo[j]], err)
 		}
-		err := d.applyChild(ctx, parent, c)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		g.observe(ctx, i, c, err)
 	}
 	d.conflicts.set(reconcile.Request{Namespace: parent.GetNamespace(), Name: parent.GetName()}, conflictIDs(errs))
 	if len(errs) == 0 {

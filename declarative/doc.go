@@ -27,7 +27,11 @@
 //     associative lists merged), would change nothing. A child is only applied over an object the
 //     parent owns (see below); the first apply of a child the cache does not
 //     show fails if the object exists after all, and is decided again on the
-//     live object.
+//     live object. Children are applied at once, up to 8 at a time, but for
+//     the order below; children no owner reference can reach are applied
+//     one after another, as each is recorded in the parent's ledger. The
+//     reconcile waits for every apply, and a panic in one (in a
+//     Conflict.Note) is the reconcile's, raised once the others ended.
 //  5. Delete the children the parent owns that are no longer desired
 //     (prune). They are found through the cache, which is rebuilt from the
 //     cluster, so pruning survives restarts.
@@ -41,8 +45,9 @@
 //
 // A child wrapped with NewChild may be After other children, have its own
 // ReadyWhen, or be included only when a condition holds (IncludeWhen).
-// Children are then applied in dependency order, each only once every
-// child it is After exists and is ready; a child not allowed yet is left as
+// Children are then applied in dependency order, in waves: a child goes in
+// the wave after the last one holding a child it is After, and each waits
+// until every child it is After exists and is ready; a child not allowed yet is left as
 // it is (not created, not changed, not pruned). Pruning and deletion of a
 // deleted parent go in reverse: an object is deleted only once no child
 // After it (as its AfterAnnotation records) is on the API server, and the

@@ -270,6 +270,35 @@ func (c *child) setAfter(deps []string) {
 	setMap(c.obj, "annotations", map[string]string{AfterAnnotation: after, AppliedAnnotation: c.hash})
 }
 
+// waves returns the indexes of n children in apply order, grouped into waves
+// that are applied one after another: a child goes in the wave after the
+// last one holding a child it is After, and the children of one wave depend
+// on none of each other. A nil graph is one wave.
+func (g *graph) waves(n int) [][]int {
+	if g == nil {
+		if n == 0 {
+			return nil
+		}
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
+	}
+	level := make([]int, len(g.vertices))
+	var out [][]int
+	for i, v := range g.vertices {
+		for _, d := range v.after { // d < i: vertices are in apply order
+			level[i] = max(level[i], level[d]+1)
+		}
+		if level[i] == len(out) {
+			out = append(out, nil)
+		}
+		out[level[i]] = append(out[level[i]], i)
+	}
+	return out
+}
+
 // allowed reports whether the i-th child (in apply order) may be applied:
 // every child it is After is ready. Otherwise it records what it waits for.
 func (g *graph) allowed(i int) bool {

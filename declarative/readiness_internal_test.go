@@ -1,6 +1,7 @@
 package declarative
 
 import (
+	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -82,5 +83,21 @@ func TestBuiltinReadiness(t *testing.T) {
 			}
 			check("unstructured", &unstructured.Unstructured{Object: m})
 		}
+	}
+}
+
+func TestWavesGroupChildrenByDependencyDepth(t *testing.T) {
+	// Apply order A, B (After A), C, D (After B and C), E: A, C and E
+	// depend on nothing and go first, together.
+	g := &graph{vertices: []vertex{{}, {after: []int{0}}, {}, {after: []int{1, 2}}, {}}}
+	if got, want := g.waves(5), [][]int{{0, 2, 4}, {1}, {3}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("waves = %v, want %v", got, want)
+	}
+	var none *graph
+	if got, want := none.waves(3), [][]int{{0, 1, 2}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("waves without a graph = %v, want %v", got, want)
+	}
+	if got := none.waves(0); got != nil {
+		t.Errorf("waves of no children = %v, want none", got)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/object"
 )
 
 // started returns a running cache for cfg, stopped when t ends.
@@ -170,6 +171,14 @@ func TestReaderQueries(t *testing.T) {
 	}
 	if err := inf.AddIndex("data.k", func(cm *corev1.ConfigMap) []string { return []string{cm.Data["k"]} }); err != nil {
 		t.Fatal(err)
+	}
+	var example object.Object = &corev1.ConfigMap{} // as packages that hold kinds unknown at compile time do
+	other, err := informers.ForObject(c, example, informers.Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.AddIndex("data.k", func(object.Object) []string { return nil }); !errors.Is(err, informers.ErrIndexExists) {
+		t.Errorf("AddIndex of a name another handle added: %v, want ErrIndexExists", err)
 	}
 	names := func(opts ...informers.ListOption) []string {
 		t.Helper()

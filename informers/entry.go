@@ -40,6 +40,9 @@ type entry struct {
 	// resync is the resync period of listeners that ask for none of their
 	// own (Options.ResyncByKind or ResyncPeriod); zero for none.
 	resync time.Duration
+	// indexMu serializes Informer.AddIndex, so that it may read the
+	// indexer's index names (which client-go reads without its lock).
+	indexMu sync.Mutex
 
 	// pinned is set when a handle from For or ForObject holds the entry, and
 	// stop cancels its informer's context once it runs; the cache's mu

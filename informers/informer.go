@@ -36,6 +36,12 @@ var ErrStopped = errors.New("informers: the cache has stopped")
 // Options.ByKind narrows its kind to.
 var ErrNotCached = errors.New("informers: outside what the cache holds")
 
+// ErrIndexExists is wrapped by the error of Informer.AddIndex when the
+// informer already has an index of that name. Packages that add an index of
+// their own under a name only they use (such as declarative's index of
+// children by parent) may treat it as success.
+var ErrIndexExists = errors.New("informers: an index of that name exists")
+
 // Reader reads objects of one type from the shared cache.
 //
 // Objects returned are the cached objects themselves, shared with every other
@@ -264,10 +270,15 @@ const allNamespaces = "*"
 // AddIndex adds a field index: fn returns the values obj is indexed under, and
 // List(MatchingIndex(name, value)) returns the objects with that value. Index
 // names are shared by every user of the informer; adding an existing name is
-// an error.
+// an error wrapping ErrIndexExists.
 func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
 	if err := typednil.Check("fn", fn); err != nil {
 		return fmt.Errorf("informers: add index %q to %s: %w", name, i.e.desc, err)
+	}
+	i.e.indexMu.Lock()
+	defer i.e.indexMu.Unlock()
+	if _, ok := i.e.informer.GetIndexer().GetIndexers()[name]; ok {
+		return fmt.Errorf("informers: add index %q to %s: %w", name, i.e.desc, ErrIndexExists)
 	}
 	err := i.e.informer.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
 		t, ok := obj.(T)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -262,5 +263,37 @@ var _ = Describe("declarative conflict reports", func() {
 			HaveField("Reason", "ErrResourceExists"),
 			HaveField("Message", note),
 		)))
+	}, SpecTimeout(2*time.Minute))
+})
+
+var _ = Describe("declarative children applied at once", func() {
+	It("raises a panic of one child's apply on the reconcile, after its siblings were applied, and keeps running", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		createConfigMap(ctx, ns, "taken", map[string]string{"content": "by hand"})
+		var notes atomic.Int32
+		mgr := newManager(ns, framework.Options{})
+		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
+		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
+			Complete(declarative.New(mgr, newPageMaps(), declarative.Options{
+				Children: []object.Object{&corev1.ConfigMap{}},
+				Conflict: declarative.ConflictOptions{Note: func(declarative.Conflict) string {
+					notes.Add(1)
+					panic("a Note that panics")
+				}},
+			}))).To(Succeed())
+		startManager(ctx, mgr)
+		pages := map[string]string{"taken": "converge"}
+		for i := range 6 {
+			pages[fmt.Sprintf("free-%d", i)] = "converge"
+		}
+		createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: pages})
+
+		for i := range 6 {
+			Eventually(ctx, configMap(ctx, ns, fmt.Sprintf("free-%d", i))).WithTimeout(30*time.Second).
+				Should(HaveField("Data", HaveKeyWithValue("content", "converge")), "a sibling of the child whose apply panicked was not applied")
+		}
+		Eventually(ctx, notes.Load).WithTimeout(30*time.Second).Should(BeNumerically(">=", 2),
+			"the reconcile was not retried after the panic: it was not treated as the reconcile's")
+		Expect(configMap(ctx, ns, "taken")()).To(HaveField("Data", HaveKeyWithValue("content", "by hand")), "the foreign object was changed")
 	}, SpecTimeout(2*time.Minute))
 })
