@@ -8,10 +8,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
@@ -284,7 +286,7 @@ func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], op
 		children:  children,
 		recorder:  mgr.EventRecorder(reportingController(opts.FieldManager)),
 		live:      live,
-		schemas:   &schemas{root: openapi3.NewRoot(disc.OpenAPIV3()), builtin: applyconfigurations.NewTypeConverter(mgr.Scheme())},
+		schemas:   &schemas{root: openapi3.NewRoot(disc.OpenAPIV3()), builtin: sync.OnceValue(func() managedfields.TypeConverter { return applyconfigurations.NewTypeConverter(mgr.Scheme()) })},
 	}
 	if f, ok := r.(Finalizer[T]); ok {
 		d.finalize = f

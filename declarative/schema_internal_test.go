@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/kube-openapi/pkg/spec3"
@@ -15,7 +16,7 @@ import (
 // TestSameAfterApply decides from client-go's schemas of the built-in kinds
 // (what a server publishing no OpenAPI gets), which are the API server's.
 func TestSameAfterApply(t *testing.T) {
-	s := &schemas{builtin: applyconfigurations.NewTypeConverter(scheme.Scheme)}
+	s := &schemas{builtin: func() managedfields.TypeConverter { return applyconfigurations.NewTypeConverter(scheme.Scheme) }}
 	const service = `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s"},"spec":%s}`
 	const pod = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":%s}`
 	for _, tc := range []struct {
