@@ -91,6 +91,66 @@ func (c *cluster) tearDown(ctx context.Context, k workload.Kind) error {
 	return err
 }
 
+// waitGone waits until the objects tearDown deleted are gone: for the
+// parents, their children too.
+func (c *cluster) waitGone(ctx context.Context, k workload.Kind) error {
+	ns := namespaceFor(k)
+	one := metav1.ListOptions{Limit: 1}
+	lists := []func() (int, error){}
+	switch k {
+	case workload.ConfigMaps:
+		lists = append(lists, func() (int, error) {
+			l, err := c.cs.CoreV1().ConfigMaps(ns).List(ctx, one)
+			if err != nil {
+				return 0, err
+			}
+			return len(l.Items), nil
+		})
+	case workload.Parents:
+		lists = append(lists,
+			func() (int, error) {
+				l, err := c.dyn.Resource(workload.AppGVR).Namespace(ns).List(ctx, one)
+				if err != nil {
+					return 0, err
+				}
+				return len(l.Items), nil
+			},
+			func() (int, error) {
+				l, err := c.cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{Limit: 1, LabelSelector: "app.kubernetes.io/name=bench-app"})
+				if err != nil {
+					return 0, err
+				}
+				return len(l.Items), nil
+			},
+			func() (int, error) {
+				l, err := c.cs.AppsV1().Deployments(ns).List(ctx, one)
+				if err != nil {
+					return 0, err
+				}
+				return len(l.Items), nil
+			})
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for _, list := range lists {
+		for {
+			n, err := list()
+			if err != nil {
+				return fmt.Errorf("%s: wait for the deleted objects to go: %w", k, err)
+			}
+			if n == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: objects still there 5 minutes after they were deleted", k)
+			}
+			if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // patch sets the gen of object i.
 func (c *cluster) patch(ctx context.Context, k workload.Kind, i int, gen int64) error {
 	ns, name, body := namespaceFor(k), workload.Name(k, i), workload.Patch(k, gen)

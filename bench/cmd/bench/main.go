@@ -78,6 +78,11 @@ func main() {
 		workload.Widgets:    {n: 5000, stormRate: 200, rate: 100, burst: 2000, backlogMax: 5000},
 		workload.Parents:    {n: 1000},
 	}
+	var (
+		sizesArg    = flag.String("sizes", "", "the scale curve: run configmaps and parents at each of these object counts, comma-separated (e.g. 1000,10000,50000), instead of the usual tables")
+		cmSizes     = flag.String("configmaps-sizes", "", "the scale curve: the sizes of configmaps, instead of --sizes")
+		parentSizes = flag.String("parents-sizes", "", "the scale curve: the sizes of parents, instead of --sizes")
+	)
 	idle := flag.Duration("idle", 10*time.Second, "parents: the window without changes in which writes are counted")
 	for _, k := range workload.Kinds {
 		f := wf[k]
@@ -106,6 +111,17 @@ func main() {
 			must(flag.Set("out", dir))
 		}
 		memAfter, quietFor = 200*time.Millisecond, 500*time.Millisecond
+	}
+	var given []string // --workloads, when given
+	if set["workloads"] {
+		given = strings.Split(*only, ",")
+	}
+	plan, err := scalePlan(*sizesArg, map[workload.Kind]string{workload.ConfigMaps: *cmSizes, workload.Parents: *parentSizes}, given)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if plan != nil && (*attach != "" || *hold) {
+		log.Fatal("--sizes creates and deletes the objects of every size itself: it does not go with --kubeconfig or --hold")
 	}
 	var ringSizes []int
 	for _, f := range strings.Split(*rings, ",") {
@@ -151,6 +167,12 @@ func main() {
 			runs = append(runs, workload.Kind(k))
 		default:
 			log.Fatalf("unknown workload %q (have %v and %s)", k, workload.Kinds, sharded)
+		}
+	}
+	if plan != nil { // the scale curve: only its workloads
+		kinds, withSharded, runs = nil, false, nil
+		for _, sw := range plan {
+			kinds = append(kinds, sw.kind)
 		}
 	}
 
@@ -225,7 +247,9 @@ func main() {
 	c.quietFor = quietFor
 	want := map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
-		want[p] = true
+		if p = strings.TrimSpace(p); p != "" {
+			want[p] = true
+		}
 	}
 
 	if *hold {
@@ -249,7 +273,97 @@ func main() {
 		floorRuns []FloorRun
 		shardRuns []*ShardedRun
 		created   = map[workload.Kind]bool{}
+		done      []workload.Kind // the workloads of the contenders' table run so far
 	)
+	// write writes results.json, results.md and the charts from what was
+	// measured so far: after every workload (every size with --sizes), so
+	// that an interrupted run keeps them, and at the end (final), when the
+	// table is also printed. partial says what the figures are so far.
+	write := func(final bool, partial string) {
+		sum := summarize(results, names, done)
+		sum.Command = "make bench" + argsSuffix()
+		sum.Elapsed = time.Since(start).Round(time.Second).String()
+		sum.Date = time.Now().UTC().Format(time.RFC3339)
+		sum.Workers = *workers
+		sum.Repeats = *repeats
+		sum.CBOR = *cbor
+		sum.Machine = machine(loadStart)
+		sum.Sharded = summarizeSharded(shardRuns, ringSizes, *srvShard)
+		if plan != nil {
+			sum.Scale = summarizeScale(results, floorRuns, names, plan)
+		} else {
+			sum.Floor = summarizeFloor(floorRuns)
+		}
+		if !final {
+			sum.Partial = partial
+		}
+		table := renderTable(sum)
+		if final {
+			fmt.Print(table)
+		}
+		js, err := json.MarshalIndent(struct {
+			*Summary
+			Runs []*Result `json:"runs"`
+		}{sum, results}, "", "  ")
+		if err != nil {
+			logf("results.json: %v", err)
+		}
+		must(os.WriteFile(filepath.Join(*out, "results.json"), append(js, '\n'), 0o644))
+		must(os.WriteFile(filepath.Join(*out, "results.md"), []byte(table), 0o644))
+		wrote := "results.json,results.md"
+		if len(sum.Workloads) > 0 { // the chart has a panel per workload of the contenders' table
+			must(os.WriteFile(filepath.Join(*out, "chart.svg"), []byte(renderChart(sum)), 0o644))
+			wrote += ",chart.svg"
+		}
+		if sum.Scale != nil {
+			must(os.WriteFile(filepath.Join(*out, "scale.svg"), []byte(renderScaleChart(sum)), 0o644))
+			wrote += ",scale.svg"
+		}
+		if final {
+			logf("wrote %s/{%s}; contender logs in %s", *out, wrote, logDir)
+		} else {
+			logf("wrote %s/{%s} so far (%s)", *out, wrote, partial)
+		}
+	}
+
+	if plan != nil {
+		// The scale curve: each workload at each size, smallest first; the
+		// objects of one size are deleted before the next size's are made.
+		for _, sw := range plan {
+			k, f := sw.kind, wf[sw.kind]
+			for _, n := range sw.sizes {
+				if k != workload.Parents { // the parents are made again for every run
+					logf("%s: creating %d", k, n)
+					t0 := time.Now()
+					if err := c.setUp(ctx, k, n, 32); err != nil {
+						log.Fatal(err)
+					}
+					logf("%s: created %d in %.1fs", k, n, time.Since(t0).Seconds())
+				}
+				o := runOpts{
+					kind: k, n: n, workers: *workers, stormRate: f.stormRate, rate: f.rate, duration: *duration, idle: *idle,
+					burst: max(1, int(float64(f.burst)**scale)), backlog: max(1, int(float64(f.backlogMax)**scale)),
+					deadline: *deadline, kubeconfig: kubeconfig, phases: want, logDir: logDir, profileDir: profileDir,
+					memAfter: memAfter,
+				}
+				rs, fs, err := runWorkload(ctx, c, cfg, names, bins, o, *repeats, logf)
+				results, floorRuns = append(results, rs...), append(floorRuns, fs...)
+				if err != nil {
+					log.Fatal(err)
+				}
+				if err := c.tearDown(ctx, k); err != nil {
+					log.Fatalf("%s: delete the %d objects: %v", k, n, err)
+				}
+				if err := c.waitGone(ctx, k); err != nil {
+					log.Fatal(err)
+				}
+				write(false, fmt.Sprintf("written after %s at N=%d", k, n))
+			}
+		}
+		write(true, "")
+		return
+	}
+
 	for at, k := range runs {
 		objs := k // the kind of objects the workload runs on
 		if k == sharded {
@@ -279,72 +393,71 @@ func main() {
 			}
 			shardRuns = append(shardRuns, rs...)
 		} else {
-			for r := range *repeats {
-				if k == workload.ConfigMaps {
-					fr, err := floor(ctx, cfg, n, r)
-					if err != nil {
-						log.Fatal(err)
-					}
-					logf("%s: run %d: floor: list %.2fs, cpu %.2fs", k, r+1, fr.Seconds, fr.CPUSeconds)
-					floorRuns = append(floorRuns, fr)
-				}
-				order := slices.Clone(names)
-				if r%2 == 1 {
-					slices.Reverse(order)
-				}
-				for _, name := range order {
-					logf("%s: run %d: %s", k, r+1, name)
-					res, err := runContender(ctx, c, name, bins[name], o, r)
-					if err != nil {
-						log.Fatal(err)
-					}
-					if k == workload.Parents {
-						logf("%s: run %d: %s: converged %.2fs (writes %.0f, last %.2fs), cpu %.2fs, heap %.1f MiB, rss %.1f MiB, idle writes %.0f, rollout %.2fs (ConfigMaps %.2fs, writes %.0f), drift %.2fs (writes %.0f), shutdown %.2fs, missed %d; requests %v, conflicts %v",
-							k, r+1, name, res.SyncSeconds, res.SyncWrites, res.SyncQuietSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.IdleWrites,
-							res.RolloutSeconds, res.RolloutCMSeconds, res.RolloutWrites, res.DriftSeconds, res.DriftWrites, res.ShutdownSeconds, res.Missed, res.RequestsByResource, res.Conflicts)
-					} else {
-						logf("%s: run %d: %s: sync %.2fs, cpu %.2fs, heap %.1f MiB, rss %.1f MiB, storm p99 %.0fms (n=%d), p99 %.1fms, burst %.0f/s, backlog %.0f/s, shutdown %.2fs, missed %d",
-							k, r+1, name, res.SyncSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.StormP99Ms, res.StormCount,
-							res.UpdateP99Ms, res.BurstPerSec, res.BacklogPerSec, res.ShutdownSeconds, res.Missed)
-					}
-					results = append(results, res)
-					if ctx.Err() != nil {
-						log.Fatal(ctx.Err())
-					}
-				}
+			rs, fs, err := runWorkload(ctx, c, cfg, names, bins, o, *repeats, logf)
+			results, floorRuns = append(results, rs...), append(floorRuns, fs...)
+			if err != nil {
+				log.Fatal(err)
 			}
+			done = append(done, k)
 		}
 		if *attach == "" && lastUse[objs] == at {
 			if err := c.tearDown(ctx, objs); err != nil {
 				logf("%s: delete: %v", objs, err)
 			}
 		}
+		if at < len(runs)-1 {
+			write(false, "written after "+string(k))
+		}
 	}
+	write(true, "")
+}
 
-	sum := summarize(results, names, kinds)
-	sum.Command = "make bench" + argsSuffix()
-	sum.Elapsed = time.Since(start).Round(time.Second).String()
-	sum.Date = time.Now().UTC().Format(time.RFC3339)
-	sum.Workers = *workers
-	sum.Repeats = *repeats
-	sum.CBOR = *cbor
-	sum.Machine = machine(loadStart)
-	sum.Floor = summarizeFloor(floorRuns)
-	sum.Sharded = summarizeSharded(shardRuns, ringSizes, *srvShard)
-	table := renderTable(sum)
-	fmt.Print(table)
-	js, _ := json.MarshalIndent(struct {
-		*Summary
-		Runs []*Result `json:"runs"`
-	}{sum, results}, "", "  ")
-	must(os.WriteFile(filepath.Join(*out, "results.json"), append(js, '\n'), 0o644))
-	must(os.WriteFile(filepath.Join(*out, "results.md"), []byte(table), 0o644))
-	wrote := "results.json,results.md"
-	if len(kinds) > 0 { // the chart has a panel per workload of the contenders' table
-		must(os.WriteFile(filepath.Join(*out, "chart.svg"), []byte(renderChart(sum)), 0o644))
-		wrote += ",chart.svg"
+// runWorkload runs every contender of names on the workload of o, repeats
+// times, the order reversed on odd repeats; for the configmaps workload
+// each repeat starts with the floor. The objects must exist (the parents
+// are made again by every run). On an error it returns what was measured
+// before it.
+func runWorkload(ctx context.Context, c *cluster, cfg *rest.Config, names []string, bins map[string]string, o runOpts, repeats int, logf func(string, ...any)) ([]*Result, []FloorRun, error) {
+	var (
+		results   []*Result
+		floorRuns []FloorRun
+		k         = o.kind
+	)
+	for r := range repeats {
+		if k == workload.ConfigMaps {
+			fr, err := floor(ctx, cfg, o.n, r)
+			if err != nil {
+				return results, floorRuns, err
+			}
+			logf("%s: run %d: floor: list %.2fs, cpu %.2fs", k, r+1, fr.Seconds, fr.CPUSeconds)
+			floorRuns = append(floorRuns, fr)
+		}
+		order := slices.Clone(names)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, name := range order {
+			logf("%s: run %d: %s", k, r+1, name)
+			res, err := runContender(ctx, c, name, bins[name], o, r)
+			if err != nil {
+				return results, floorRuns, err
+			}
+			if k == workload.Parents {
+				logf("%s: run %d: %s: converged %.2fs (writes %.0f, last %.2fs), cpu %.2fs, heap %.1f MiB, rss %.1f MiB, idle writes %.0f, rollout %.2fs (ConfigMaps %.2fs, writes %.0f), drift %.2fs (writes %.0f), shutdown %.2fs, missed %d; requests %v, conflicts %v",
+					k, r+1, name, res.SyncSeconds, res.SyncWrites, res.SyncQuietSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.IdleWrites,
+					res.RolloutSeconds, res.RolloutCMSeconds, res.RolloutWrites, res.DriftSeconds, res.DriftWrites, res.ShutdownSeconds, res.Missed, res.RequestsByResource, res.Conflicts)
+			} else {
+				logf("%s: run %d: %s: sync %.2fs, cpu %.2fs, heap %.1f MiB, rss %.1f MiB, storm p99 %.0fms (n=%d), p99 %.1fms, burst %.0f/s, backlog %.0f/s, shutdown %.2fs, missed %d",
+					k, r+1, name, res.SyncSeconds, res.CPUSeconds, res.HeapBytes/(1<<20), res.RSSBytes/(1<<20), res.StormP99Ms, res.StormCount,
+					res.UpdateP99Ms, res.BurstPerSec, res.BacklogPerSec, res.ShutdownSeconds, res.Missed)
+			}
+			results = append(results, res)
+			if ctx.Err() != nil {
+				return results, floorRuns, ctx.Err()
+			}
+		}
 	}
-	logf("wrote %s/{%s}; contender logs in %s", *out, wrote, logDir)
+	return results, floorRuns, nil
 }
 
 // buildContenders builds the contenders names in one go build, into a

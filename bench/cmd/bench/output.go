@@ -125,6 +125,7 @@ type target struct {
 	Value    float64 `json:"value"`
 	Ratio    float64 `json:"ratio"`
 	Met      bool    `json:"met"`
+	Objects  int     `json:"objects,omitempty"` // the scale curve: the N it is checked at
 }
 
 func targetsFor(k workload.Kind) []target {
@@ -173,6 +174,10 @@ type Summary struct {
 	Machine   string                                   `json:"machine"`
 	Floor     *floorSummary                            `json:"floor,omitempty"`
 	Sharded   *shardedSummary                          `json:"sharded,omitempty"`
+	Scale     *scaleSummary                            `json:"scale,omitempty"`
+	// Partial is set while the run is still going: the files then hold
+	// what was measured so far.
+	Partial string `json:"partial,omitempty"`
 }
 
 // loadAverage is the 1-minute load average, from /proc/loadavg.
@@ -296,6 +301,9 @@ func renderTable(s *Summary) string {
 	fmt.Fprintf(&b, "`%s` — %s, %d workers per contender, median of %d run(s) each, CBOR serving %v, took %s.\n",
 		s.Command, s.Date, s.Workers, s.Repeats, s.CBOR, s.Elapsed)
 	fmt.Fprintf(&b, "Machine: %s. Wall-clock figures are noisy (see bench/README.md).\n", s.Machine)
+	if s.Partial != "" {
+		fmt.Fprintf(&b, "\n**Partial:** the run had not finished; %s.\n", s.Partial)
+	}
 	hasCR := slices.Contains(s.Order, "controller-runtime")
 	for _, w := range s.Workloads {
 		fmt.Fprintf(&b, "\n### %s (N=%d)\n\n| metric |", w, s.Objects[w])
@@ -352,6 +360,9 @@ func renderTable(s *Summary) string {
 	}
 	if s.Sharded != nil {
 		b.WriteString(renderSharded(s.Sharded))
+	}
+	if s.Scale != nil {
+		b.WriteString(renderScale(s))
 	}
 	if len(s.Targets) > 0 {
 		met := 0
