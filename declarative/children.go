@@ -502,32 +502,61 @@ type childMemory struct {
 	mu sync.Mutex
 	// byParent maps a parent's UID to its children's UIDs and what was
 	// applied to them; mu guards it. ReconcileDeleted drops a parent gone.
-	byParent map[types.UID]map[types.UID]appliedStatus
+	// A parent has a handful of children, so a slice searched in order
+	// costs less memory than a map per parent and is as quick.
+	byParent map[types.UID][]appliedChild
+}
+
+// appliedChild is one entry of childMemory.
+type appliedChild struct {
+	uid types.UID
+	appliedStatus
 }
 
 func (m *childMemory) is(parent, child types.UID, a appliedStatus) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	last, ok := m.byParent[parent][child]
-	return ok && last == a
+	for _, c := range m.byParent[parent] {
+		if c.uid == child {
+			return c.appliedStatus == a
+		}
+	}
+	return false
 }
 
 func (m *childMemory) set(parent, child types.UID, a appliedStatus) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.byParent == nil {
-		m.byParent = map[types.UID]map[types.UID]appliedStatus{}
+		m.byParent = map[types.UID][]appliedChild{}
 	}
-	if m.byParent[parent] == nil {
-		m.byParent[parent] = map[types.UID]appliedStatus{}
+	cs := m.byParent[parent]
+	for i := range cs {
+		if cs[i].uid == child {
+			cs[i].appliedStatus = a
+			return
+		}
 	}
-	m.byParent[parent][child] = a
+	m.byParent[parent] = append(cs, appliedChild{uid: child, appliedStatus: a})
 }
 
 func (m *childMemory) drop(parent, child types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.byParent[parent], child)
+	cs := m.byParent[parent]
+	for i := range cs {
+		if cs[i].uid == child {
+			last := len(cs) - 1
+			cs[i], cs[last] = cs[last], appliedChild{}
+			cs = cs[:last]
+			break
+		}
+	}
+	if len(cs) == 0 {
+		delete(m.byParent, parent)
+		return
+	}
+	m.byParent[parent] = cs
 }
 
 func (m *childMemory) forget(parent types.UID) {

@@ -120,3 +120,40 @@ func TestReportingController(t *testing.T) {
 		}
 	}
 }
+
+func TestChildMemory(t *testing.T) {
+	var m childMemory
+	a1 := appliedStatus{hash: "h1", resourceVersion: "1"}
+	a2 := appliedStatus{hash: "h2", resourceVersion: "2"}
+	if m.is("p", "c1", a1) {
+		t.Fatal("an empty memory knows a child")
+	}
+	m.set("p", "c1", a1)
+	m.set("p", "c2", a2)
+	m.set("q", "c1", a2) // another parent, the same child UID
+	if !m.is("p", "c1", a1) || !m.is("p", "c2", a2) || !m.is("q", "c1", a2) {
+		t.Fatal("a child set is not known")
+	}
+	if m.is("p", "c1", a2) {
+		t.Fatal("a child matches a status it was not applied with")
+	}
+	m.set("p", "c1", a2)
+	if !m.is("p", "c1", a2) || m.is("p", "c1", a1) {
+		t.Fatal("setting a child again did not replace its status")
+	}
+	if n := len(m.byParent["p"]); n != 2 {
+		t.Fatalf("parent p holds %d entries after a child set twice, want 2", n)
+	}
+	m.drop("p", "c1")
+	if m.is("p", "c1", a2) || !m.is("p", "c2", a2) {
+		t.Fatal("drop removed the wrong child")
+	}
+	m.drop("p", "c2")
+	if _, ok := m.byParent["p"]; ok {
+		t.Fatal("a parent whose last child was dropped is still held")
+	}
+	m.forget("q")
+	if m.is("q", "c1", a2) {
+		t.Fatal("forget left a child of the parent")
+	}
+}

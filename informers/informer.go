@@ -263,14 +263,12 @@ func (i *Informer[T]) RemoveListener(reg cache.ResourceEventHandlerRegistration)
 	return i.e.informer.RemoveEventHandler(reg)
 }
 
-// allNamespaces is the namespace part of index keys that match across namespaces;
-// "*" is not a valid namespace name.
-const allNamespaces = "*"
-
 // AddIndex adds a field index: fn returns the values obj is indexed under, and
-// List(MatchingIndex(name, value)) returns the objects with that value. Index
-// names are shared by every user of the informer; adding an existing name is
-// an error wrapping ErrIndexExists.
+// List(MatchingIndex(name, value)) returns the objects with that value. An
+// object is indexed once per value, across namespaces: a List of one
+// namespace's objects with a value reads every object with that value and
+// keeps the namespace's. Index names are shared by every user of the
+// informer; adding an existing name is an error wrapping ErrIndexExists.
 func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
 	if err := typednil.Check("fn", fn); err != nil {
 		return fmt.Errorf("informers: add index %q to %s: %w", name, i.e.desc, err)
@@ -285,16 +283,11 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
 		if !ok {
 			return nil, nil
 		}
-		values := fn(t)
-		keys := make([]string, 0, 2*len(values))
-		ns := t.GetNamespace()
-		for _, v := range values {
-			keys = append(keys, allNamespaces+"/"+v)
-			if ns != "" {
-				keys = append(keys, ns+"/"+v)
-			}
-		}
-		return keys, nil
+		// One key per value, the value itself: a query in one namespace
+		// keeps the objects of that namespace among those of the value,
+		// rather than every object being indexed twice (once per
+		// namespace), which would double the index's memory.
+		return fn(t), nil
 	}})
 	if err != nil {
 		return fmt.Errorf("informers: add index %q to %s: %w", name, i.e.desc, err)
@@ -377,11 +370,7 @@ func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error)
 	var objs []any
 	switch {
 	case lo.Index != "":
-		ns := lo.Namespace
-		if ns == "" {
-			ns = allNamespaces
-		}
-		objs, err = indexer.ByIndex(lo.Index, ns+"/"+lo.Value)
+		objs, err = indexer.ByIndex(lo.Index, lo.Value)
 	case lo.Namespace != "":
 		objs, err = indexer.ByIndex(cache.NamespaceIndex, lo.Namespace)
 	default:
@@ -395,6 +384,9 @@ func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error)
 		t, err := i.typed(o)
 		if err != nil {
 			return nil, err
+		}
+		if lo.Index != "" && lo.Namespace != "" && t.GetNamespace() != lo.Namespace {
+			continue
 		}
 		if lo.Labels != nil && !lo.Labels.Matches(labels.Set(t.GetLabels())) {
 			continue
