@@ -71,13 +71,17 @@ func (c *cluster) waitQuiet(ctx context.Context, since time.Time) (requestCounts
 func (c *cluster) resetParents(ctx context.Context, n, conc int) error {
 	ns := namespaceFor(workload.Parents)
 	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=bench-app"}
-	if err := c.dyn.Resource(workload.AppGVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+	if err := again(ctx, func() error {
+		return c.dyn.Resource(workload.AppGVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	}); err != nil {
 		return fmt.Errorf("delete apps: %w", err)
 	}
-	if err := c.cs.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+	if err := again(ctx, func() error { return c.cs.CoreV1().ConfigMaps(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, sel) }); err != nil {
 		return fmt.Errorf("delete configmaps: %w", err)
 	}
-	if err := c.cs.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+	if err := again(ctx, func() error {
+		return c.cs.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	}); err != nil {
 		return fmt.Errorf("delete deployments: %w", err)
 	}
 	for {
@@ -93,6 +97,22 @@ func (c *cluster) resetParents(ctx context.Context, n, conc int) error {
 		}
 	}
 	return c.setUp(ctx, workload.Parents, n, conc)
+}
+
+// again calls f up to five times, a second apart, until it succeeds: a
+// deletion of tens of thousands of objects may outlast one request (the
+// server goes on deleting) or lose its stream, and is safe to repeat.
+func again(ctx context.Context, f func() error) error {
+	var err error
+	for range 5 {
+		if err = f(); err == nil {
+			return nil
+		}
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+	return err
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
