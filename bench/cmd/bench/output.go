@@ -379,12 +379,16 @@ func renderTable(s *Summary) string {
 			}
 		}
 		if len(missed) > 0 {
-			fmt.Fprintf(&b, " Not met: %s.", strings.Join(missed, "; "))
+			fmt.Fprintf(&b, " Not met: %s. %s", strings.Join(missed, "; "), whyMissed)
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
 }
+
+// whyMissed points from a missed target to the hand-written explanation,
+// with profiles, in the repository.
+const whyMissed = "Why, with profiles: bench/results/analysis.md."
 
 // renderChart draws, per workload, how many times better than
 // controller-runtime converge and client-go are on the charted metrics

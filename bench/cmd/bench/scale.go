@@ -342,7 +342,8 @@ func renderScale(sum *Summary) string {
 		}
 		fmt.Fprintf(&b, "\nHeap per object %s at every N (%d of %d sizes): %s, converge ÷ CR %.2f× to %.2f×", ts[0].describe(), len(ts), len(s.WorkloadSizes[w]), mark(met), lo, hi)
 		if len(missed) > 0 {
-			fmt.Fprintf(&b, "; not met: %s", strings.Join(missed, ", "))
+			fmt.Fprintf(&b, "; not met: %s. %s\n", strings.Join(missed, ", "), whyMissed)
+			continue
 		}
 		b.WriteString(".\n")
 	}

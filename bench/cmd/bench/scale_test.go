@@ -154,7 +154,7 @@ func TestRenderScale(t *testing.T) {
 		"| 10,000 | client-go | 1.05 | 0.105 | 0.50 | 1500 | 1500 | 4500 | 0.75× | 0 | |",
 		// 160 MB at 100,000, 10 MB at 10,000.
 		"| 100,000 | converge | 10.50 | 0.105 | 5.00 | 1600 | 1667 | 4800 | 0.80× | 0 | ≤ 0.6× CR ✗ |",
-		"Heap per object ≤ 0.6× CR at every N (3 of 3 sizes): ✗, converge ÷ CR 0.50× to 0.80×; not met: 0.80× at N=100,000.",
+		"Heap per object ≤ 0.6× CR at every N (3 of 3 sizes): ✗, converge ÷ CR 0.50× to 0.80×; not met: 0.80× at N=100,000. Why, with profiles: bench/results/analysis.md.",
 		"#### parents",
 		"| 10,000 | client-go | 1.05 | 0.105 | 0.50 | 1500 | 1500 | 4500 | 0.75× | 500 | |",
 		"Heap per object ≤ 0.6× CR at every N (2 of 2 sizes): ✓, converge ÷ CR 0.50× to 0.50×.",
