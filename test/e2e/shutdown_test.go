@@ -14,11 +14,13 @@ import (
 	"github.com/converge-dev/converge/reconcile"
 )
 
-// ending is how one reconcile ended: when it returned, and its context's
-// error at that moment (nil: it finished on its own).
+// ending is how one reconcile ended: when it returned, its context's error at
+// that moment (nil: it finished on its own) and its context's deadline (zero:
+// none).
 type ending struct {
-	at     time.Time
-	ctxErr error
+	at       time.Time
+	ctxErr   error
+	deadline time.Time
 }
 
 // endings records how the reconciles of each key ended. Safe for concurrent use.
@@ -33,7 +35,8 @@ func newEndings() *endings { return &endings{byKey: map[reconcile.Request][]endi
 func (e *endings) record(ctx context.Context, req reconcile.Request) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.byKey[req] = append(e.byKey[req], ending{at: time.Now(), ctxErr: ctx.Err()})
+	deadline, _ := ctx.Deadline()
+	e.byKey[req] = append(e.byKey[req], ending{at: time.Now(), ctxErr: ctx.Err(), deadline: deadline})
 }
 
 // of returns a function reporting the endings of req, for Eventually.
@@ -139,7 +142,11 @@ var _ = Describe("shutdown and timeouts", func() {
 		Eventually(ctx, ends.of(k)).Should(HaveLen(2), "the timed-out reconcile was not retried")
 		first, second := ends.of(k)()[0], ends.of(k)()[1]
 		Expect(errors.Is(first.ctxErr, context.DeadlineExceeded)).To(BeTrue(), "the first reconcile ended with context error %v", first.ctxErr)
-		Expect(first.at.Sub(calls.times(k)[0])).To(BeNumerically(">=", timeout))
+		// The deadline is set just before the reconcile is called, so it lies
+		// at most timeout after the reconcile's first line; and the context
+		// was not cancelled before it.
+		Expect(first.deadline.Sub(calls.times(k)[0])).To(BeNumerically("<=", timeout))
+		Expect(first.at.Before(first.deadline)).To(BeFalse(), "the reconcile was cancelled before its deadline")
 		Expect(second.ctxErr).NotTo(HaveOccurred())
 
 		labels := map[string]string{"controller": "bounded"}
