@@ -245,6 +245,11 @@ var _ = Describe("declarative typed children", func() {
 			_, err := kube.AppsV1().Deployments(ns).Get(ctx, site.Name, metav1.GetOptions{})
 			return err
 		}).Should(Succeed())
+		// Children of one wave are applied at once, in no set order.
+		Eventually(ctx, func() error {
+			_, err := kube.CoreV1().Services(ns).Get(ctx, site.Name, metav1.GetOptions{})
+			return err
+		}).Should(Succeed())
 
 		By("another manager adding a key to the Service's selector (mapType atomic)")
 		patchAs(ctx, serviceGVR, ns, site.Name, types.MergePatchType, `{"spec":{"selector":{"extra":"x"}}}`)
