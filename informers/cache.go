@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -72,6 +73,9 @@ type Cache struct {
 	// probed remembers, per resource, whether the API server honours shard
 	// selectors (see serverShards); probeMu guards it.
 	probed map[schema.GroupResource]bool
+	// probes shares the probe of a resource between the informers that ask
+	// at once.
+	probes singleflight.Group
 }
 
 // informerKey identifies one informer: kind, mode and selection.

@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -186,27 +187,46 @@ func supportsProtobuf(obj runtime.Object) bool {
 // m's resource: once per resource and Cache, it lists one object of
 // namespace ns (or of every namespace, for "") with selector, and the
 // server honoured it when the list says so (ListMeta.ShardInfo); a server
-// without the ShardedListAndWatch feature ignores the parameter. A failed
-// list is not remembered. The list is JSON through the dynamic client, not
-// through the metadata client: Kubernetes 1.37 drops shardInfo when it
-// answers as a PartialObjectMetadataList.
+// without the ShardedListAndWatch feature ignores the parameter. Callers
+// that ask at once (the informers of a kind's buckets, started together)
+// share one list; one whose own context is live retries when the shared
+// list ended with the context of the caller that sent it. A failed list is
+// not remembered. The list is JSON through the dynamic client, not through
+// the metadata client: Kubernetes 1.37 drops shardInfo when it answers as a
+// PartialObjectMetadataList.
 func (c *Cache) serverShards(ctx context.Context, m *meta.RESTMapping, ns, selector string) (bool, error) {
 	gr := m.Resource.GroupResource()
-	c.probeMu.Lock()
-	honoured, ok := c.probed[gr]
-	c.probeMu.Unlock()
-	if ok {
-		return honoured, nil
+	for {
+		c.probeMu.Lock()
+		honoured, ok := c.probed[gr]
+		c.probeMu.Unlock()
+		if ok {
+			return honoured, nil
+		}
+		ch := c.probes.DoChan(gr.String(), func() (any, error) {
+			list, err := c.dyn.Resource(m.Resource).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1, ShardSelector: selector})
+			if err != nil {
+				return false, err
+			}
+			_, honoured, _ := unstructured.NestedFieldNoCopy(list.Object, "metadata", "shardInfo")
+			c.probeMu.Lock()
+			c.probed[gr] = honoured
+			c.probeMu.Unlock()
+			return honoured, nil
+		})
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case res := <-ch:
+			if res.Err == nil {
+				return res.Val.(bool), nil
+			}
+			if ctx.Err() == nil && (errors.Is(res.Err, context.Canceled) || errors.Is(res.Err, context.DeadlineExceeded)) {
+				continue // the sender's context ended, not ours: ask again
+			}
+			return false, res.Err
+		}
 	}
-	list, err := c.dyn.Resource(m.Resource).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1, ShardSelector: selector})
-	if err != nil {
-		return false, err
-	}
-	_, honoured, _ = unstructured.NestedFieldNoCopy(list.Object, "metadata", "shardInfo")
-	c.probeMu.Lock()
-	c.probed[gr] = honoured
-	c.probeMu.Unlock()
-	return honoured, nil
 }
 
 // filterList drops the items of list outside e's shard, unless the server

@@ -117,15 +117,17 @@ func (e *events) has(added bool, name string) bool {
 func shardInformers(t *testing.T, c *informers.Cache, b informers.Buckets) []*informers.Informer[*corev1.ConfigMap] {
 	t.Helper()
 	infs := make([]*informers.Informer[*corev1.ConfigMap], b.Count)
-	for i := range infs {
+	for i := range infs { // all started before any syncs, as a ring's buckets are
 		inf, err := informers.For[*corev1.ConfigMap](c, informers.Selection{Shard: b.Selector(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
+		infs[i] = inf
+	}
+	for _, inf := range infs {
 		if err := inf.WaitForSync(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		infs[i] = inf
 	}
 	return infs
 }
@@ -189,11 +191,14 @@ func shardMembership(t *testing.T, cfg *rest.Config, wantServer bool) {
 	// Count the lists and watches of the ConfigMaps, but for the probe
 	// (limit=1): filtered by the server, each bucket's informer makes its
 	// own; filtered by the cache, they share one watch.
-	var lists, watches atomic.Int64
+	var lists, watches, probes atomic.Int64
 	counted := rest.CopyConfig(cfg)
 	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			q := req.URL.Query()
+			if strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/configmaps") && q.Get("limit") == "1" && q.Has("shardSelector") {
+				probes.Add(1)
+			}
 			if strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/configmaps") && q.Get("limit") != "1" {
 				if q.Get("watch") == "true" {
 					watches.Add(1)
@@ -208,6 +213,9 @@ func shardMembership(t *testing.T, cfg *rest.Config, wantServer bool) {
 	b := informers.Buckets{Field: informers.ShardByUID, Count: 4}
 	infs := shardInformers(t, c, b)
 	checkMembership(t, cs, ns, b, infs)
+	if n := probes.Load(); n != 1 {
+		t.Errorf("%d informers of buckets started at once asked %d times whether the server applies shard selectors, want once", len(infs), n)
+	}
 	if sharded, plain := serverSharded(t, c); wantServer && sharded != 4 || !wantServer && plain != 4 {
 		t.Errorf("%d informers filtered by the server and %d by the cache, want all 4 by the server = %v", sharded, plain, wantServer)
 	}
