@@ -230,6 +230,9 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		MetricsProvider: mgr.metrics.queue,
 	})
 	c.queue, target.queue = q, q
+	if sharded != nil {
+		sharded.pending = q.Pending
+	}
 
 	if byObject != nil {
 		adapter := &objectAdapter[T]{reader: reader, r: byObject}

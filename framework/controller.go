@@ -171,6 +171,9 @@ type shardGate interface {
 	enter(req reconcile.Request) (int, dispatch)
 	exit(req reconcile.Request, b int)
 	reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc)
+	// freeze is called when the controller begins to stop, before its
+	// workers stop taking keys.
+	freeze()
 }
 
 // inflightReconcile is a reconcile that has begun and not returned.
@@ -207,6 +210,7 @@ func (p controllerPhase) String() string {
 type queue interface {
 	workqueue.Enqueuer[reconcile.Request]
 	AddRateLimited(reconcile.Request)
+	Postpone(reconcile.Request, time.Duration)
 	Forget(reconcile.Request)
 	NumRequeues(reconcile.Request) int
 	GetWithReason() (reconcile.Request, reconcile.Reason, bool)
@@ -281,6 +285,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.log.Info("controller started", "workers", c.opts.Workers) // caches synced: the one line a healthy controller logs
 	<-ctx.Done()
 
+	if c.shard != nil {
+		c.shard.freeze() // what the queue owes, for the buckets' next holders
+	}
 	c.stopping.Store(true)
 	c.queue.ShutDown()
 	drained := make(chan struct{})
@@ -371,7 +378,7 @@ func (c *Controller) reconcileSharded(ctx context.Context, req reconcile.Request
 		c.dropped.Inc()
 		return
 	case dispatchWait:
-		c.queue.AddAfter(req, shardRetry)
+		c.queue.Postpone(req, shardRetry) // a replay stays a replay
 		return
 	}
 	defer c.shard.exit(req, b)

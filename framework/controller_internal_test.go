@@ -38,6 +38,10 @@ func (q *recordingQueue) AddAfter(_ reconcile.Request, d time.Duration) {
 	q.record("add-after")
 	q.afterDelays = append(q.afterDelays, d)
 }
+func (q *recordingQueue) Postpone(_ reconcile.Request, d time.Duration) {
+	q.record("postpone")
+	q.afterDelays = append(q.afterDelays, d)
+}
 func (q *recordingQueue) AddRateLimited(r reconcile.Request) {
 	q.record("add-rate-limited")
 	q.requeues[r]++

@@ -129,6 +129,7 @@ func (nopQueue) Add(reconcile.Request)                                  {}
 func (nopQueue) AddReplay(reconcile.Request)                            {}
 func (nopQueue) AddAfter(reconcile.Request, time.Duration)              {}
 func (nopQueue) AddRateLimited(reconcile.Request)                       {}
+func (nopQueue) Postpone(reconcile.Request, time.Duration)              {}
 func (nopQueue) Forget(reconcile.Request)                               {}
 func (nopQueue) NumRequeues(reconcile.Request) int                      { return 0 }
 func (nopQueue) Done(reconcile.Request)                                 {}

@@ -150,6 +150,18 @@ type LeaderElectionOptions struct {
 // keys. A bucket whose Lease was not renewed for LeaseDuration (its holder
 // crashed or was cut off) is claimed by its new owner after that.
 //
+// Changes cross a handover at change priority. A member giving a bucket up
+// (on a rebalance, or when it stops) writes on the bucket's Lease, for
+// each sharded controller, a mark: the lowest resourceVersion an object of
+// the bucket may have and still carry a change it did not reconcile (its
+// queue still held the key, or the event had not reached it). The next
+// holder queues the objects of its initial list at or above the mark as
+// changes and the others as replays, behind real changes. A crashed member
+// leaves no mark of its own: the next holder uses the one the Lease still
+// carries, which is older and so queues more objects as changes, or, with
+// none, queues every object as a replay. Marks need resourceVersions that
+// are decimal integers, as etcd's are; otherwise every object is a replay.
+//
 // Writes are fenced per bucket: the client refuses a sharded reconcile's
 // writes (ErrBucketNotHeld) once its bucket was given up, lost, or not
 // renewed within RenewDeadline of the start of its last successful renewal.

@@ -2,9 +2,11 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -32,11 +34,20 @@ var ErrBucketNotHeld = errors.New("framework: this process no longer holds the o
 
 // Labels and annotations of a ring's Leases.
 const (
-	ringLabel        = "converge.dev/ring"
-	roleLabel        = "converge.dev/ring-role"
-	bucketLabel      = "converge.dev/bucket"
-	bucketsAnno      = "converge.dev/buckets"
-	keyAnno          = "converge.dev/shard-key"
+	ringLabel   = "converge.dev/ring"
+	roleLabel   = "converge.dev/ring-role"
+	bucketLabel = "converge.dev/bucket"
+	bucketsAnno = "converge.dev/buckets"
+	keyAnno     = "converge.dev/shard-key"
+	// marksAnno, on a bucket Lease, holds the marks its holders left when
+	// they gave it up: a JSON object from controller name to a
+	// resourceVersion below which every change of the bucket's objects was
+	// reconciled (see shardedPrimary.mark). The next holder queues the
+	// objects of its initial list at or above its controller's mark as
+	// changes, the rest as replays. A mark stays true once written (what
+	// was reconciled stays reconciled), so a holder that leaves none (it
+	// crashed, or its controller could not say) leaves the one it found.
+	marksAnno        = "converge.dev/handover-marks"
 	roleMember       = "member"
 	roleBucket       = "bucket"
 	ringReadyCheck   = "sharding"
@@ -62,8 +73,9 @@ type RingStatus struct {
 // shardUser is a sharded controller, as the ring drives it.
 type shardUser interface {
 	// acquire starts reading bucket b and returns once the reads synced,
-	// or with ctx's error.
-	acquire(ctx context.Context, b int) error
+	// or with ctx's error. marks are those the bucket's last holders left,
+	// by controller.
+	acquire(ctx context.Context, b int, marks map[string]string) error
 	// serve turns dispatching b's keys on or off.
 	serve(b int, on bool)
 	// drain waits, at most timeout, for b's in-flight reconciles; it
@@ -71,6 +83,9 @@ type shardUser interface {
 	drain(b int, timeout time.Duration) []string
 	// drop stops reading b.
 	drop(b int)
+	// mark returns the controller's name and its mark of b, "" when it
+	// cannot say; call it after drain.
+	mark(b int) (controller, rv string)
 }
 
 // bucketState is where a claimed bucket is in its life.
@@ -596,8 +611,9 @@ func (r *ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why st
 
 // acquire makes every sharded controller read bucket b, then serves it.
 func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
+	marks := leaseMarks(h.lease)
 	for _, u := range users {
-		if err := u.acquire(h.ctx, b); err != nil {
+		if err := u.acquire(h.ctx, b, marks); err != nil {
 			if h.ctx.Err() == nil {
 				r.log.Error(err, "reading a claimed bucket failed", "bucket", b)
 			}
@@ -643,10 +659,11 @@ func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string)
 	h.cancel()
 	lease := h.lease
 	r.mu.Unlock()
+	marks := userMarks(b, users)
 	for _, u := range users {
 		u.drop(b)
 	}
-	r.release(ctx, lease)
+	r.release(ctx, withMarks(lease, marks))
 	took := time.Since(start)
 	r.metrics.handovers.WithLabelValues(r.opts.Ring, "out").Inc()
 	r.metrics.durations.WithLabelValues(r.opts.Ring, "drain").Observe(took.Seconds())
@@ -661,9 +678,55 @@ func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string)
 	r.mu.Unlock()
 }
 
+// userMarks returns the marks of bucket b by controller, for the users
+// that can say.
+func userMarks(b int, users []shardUser) map[string]string {
+	marks := map[string]string{}
+	for _, u := range users {
+		if ctl, rv := u.mark(b); rv != "" {
+			marks[ctl] = rv
+		}
+	}
+	return marks
+}
+
+// leaseMarks returns the marks bucket Lease l carries, by controller; none
+// when it carries none or they do not parse.
+func leaseMarks(l *coordinationv1.Lease) map[string]string {
+	var marks map[string]string
+	if v := l.Annotations[marksAnno]; v != "" {
+		_ = json.Unmarshal([]byte(v), &marks)
+	}
+	return marks
+}
+
+// withMarks returns a copy of bucket Lease l whose marks are marks, and,
+// for controllers that left none, the ones l had.
+func withMarks(l *coordinationv1.Lease, marks map[string]string) *coordinationv1.Lease {
+	if len(marks) == 0 {
+		return l
+	}
+	all := leaseMarks(l)
+	if all == nil {
+		all = map[string]string{}
+	}
+	maps.Copy(all, marks)
+	v, err := json.Marshal(all)
+	if err != nil {
+		return l
+	}
+	c := l.DeepCopy()
+	if c.Annotations == nil {
+		c.Annotations = map[string]string{}
+	}
+	c.Annotations[marksAnno] = string(v)
+	return c
+}
+
 // release clears the holder of bucket Lease l, if this member still holds
-// it.
+// it, and writes l's annotations with it (the marks withMarks set).
 func (r *ring) release(ctx context.Context, l *coordinationv1.Lease) {
+	marks, hasMarks := l.Annotations[marksAnno]
 	for range 3 {
 		c := l.DeepCopy()
 		empty := ""
@@ -678,6 +741,9 @@ func (r *ring) release(ctx context.Context, l *coordinationv1.Lease) {
 		cur, err := r.leases.Get(ctx, l.Name, metav1.GetOptions{})
 		if err != nil || holder(cur) != r.opts.Identity {
 			return
+		}
+		if hasMarks {
+			metav1.SetMetaDataAnnotation(&cur.ObjectMeta, marksAnno, marks)
 		}
 		l = cur
 	}
@@ -711,10 +777,15 @@ func (r *ring) leave(ctx context.Context) {
 	r.stopped = true
 	held := r.held
 	r.held = map[int]*heldBucket{}
+	users := slices.Clone(r.users)
 	r.mu.Unlock()
-	for _, h := range held {
+	for b, h := range held {
 		h.cancel()
-		r.release(ctx, h.lease)
+		lease := h.lease
+		if h.state != bucketSyncing {
+			lease = withMarks(lease, userMarks(b, users))
+		}
+		r.release(ctx, lease)
 	}
 	if err := r.leases.Delete(ctx, r.memberName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		r.log.Info("deleting the member Lease failed; it expires after LeaseDuration", "error", err.Error())

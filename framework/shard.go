@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,9 @@ type shardedPrimary[T object.Object] struct {
 	ctl     string
 	// onDelete, when set, sees each deleted object before its key is queued.
 	onDelete func(T)
+	// pending visits the keys the controller's queue still owes a worker;
+	// set before start.
+	pending func(func(reconcile.Request, reconcile.Reason))
 
 	// started is closed once the controller started, and ctx is its
 	// context, on which listeners run.
@@ -49,6 +53,9 @@ type shardedPrimary[T object.Object] struct {
 	inflight map[int]int
 	idle     *sync.Cond
 	gone     map[reconcile.Request]int
+	// frozen holds the marks of the buckets held when the controller began
+	// to stop, taken before its workers stopped; nil until then.
+	frozen map[int]string
 
 	// informers is each bucket of reads with its informer, copied on
 	// change, for shards to read without mu.
@@ -61,6 +68,24 @@ type shardedPrimary[T object.Object] struct {
 type bucketRead[T object.Object] struct {
 	inf *informers.Informer[T]
 	reg cache.ResourceEventHandlerRegistration
+	// delivered is the highest resourceVersion among the objects whose
+	// events the listener queued, 0 before the first; unordered is set once
+	// an object's resourceVersion was not a decimal integer (then the
+	// bucket gets no mark).
+	delivered atomic.Uint64
+	unordered atomic.Bool
+}
+
+// see records that the listener queued obj's event.
+func (rd *bucketRead[T]) see(obj T) {
+	rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	if err != nil {
+		rd.unordered.Store(true)
+		return
+	}
+	if rv > rd.delivered.Load() { // only the listener's goroutine stores
+		rd.delivered.Store(rv)
+	}
 }
 
 func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ring, ctl string) (*shardedPrimary[T], error) {
@@ -97,7 +122,7 @@ func (p *shardedPrimary[T]) begin(ctx context.Context) {
 	close(p.started)
 }
 
-func (p *shardedPrimary[T]) acquire(ctx context.Context, b int) error {
+func (p *shardedPrimary[T]) acquire(ctx context.Context, b int, marks map[string]string) error {
 	select {
 	case <-p.started:
 	case <-ctx.Done():
@@ -108,6 +133,16 @@ func (p *shardedPrimary[T]) acquire(ctx context.Context, b int) error {
 	bound, err := src.bindKind(p.w)
 	if err != nil {
 		return fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
+	}
+	rd := &bucketRead[T]{inf: bound.inf}
+	bound.delivered = rd.see
+	if mark, err := strconv.ParseUint(marks[p.ctl], 10, 64); err == nil {
+		// The member that handed b over had reconciled every change below
+		// mark: objects at or above it may carry one it had not.
+		bound.changed = func(obj T) bool {
+			rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+			return err != nil || rv >= mark
+		}
 	}
 	bound.onDelete = func(obj T) {
 		if p.buckets.Field == informers.ShardByUID {
@@ -124,8 +159,9 @@ func (p *shardedPrimary[T]) acquire(ctx context.Context, b int) error {
 		bound.inf.Stop()
 		return fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
 	}
+	rd.reg = reg
 	p.mu.Lock()
-	p.reads[b] = &bucketRead[T]{inf: bound.inf, reg: reg}
+	p.reads[b] = rd
 	p.publishLocked()
 	p.mu.Unlock()
 	return bound.inf.WaitForSync(ctx)
@@ -158,6 +194,74 @@ func (p *shardedPrimary[T]) drain(b int, timeout time.Duration) []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("controller %q: %d reconcile(s) of bucket %d", p.ctl, p.inflight[b], b)}
+}
+
+// mark returns the controller's name and its mark of bucket b: the lowest
+// resourceVersion an object of b may have and still carry a change this
+// controller did not reconcile. It is the lowest resourceVersion of the
+// objects of b its queue still owes for a change, a retry or a requeue (as
+// cached), or, when lower, one above the highest its listener queued
+// (every later event is above that). "" means it cannot say: b is not read
+// here, nothing of it was delivered yet, or resourceVersions are not
+// decimal integers. The marks of the buckets held when the controller
+// began to stop are the ones taken then.
+func (p *shardedPrimary[T]) mark(b int) (controller, rv string) {
+	p.mu.Lock()
+	frozen, ok := p.frozen[b]
+	rd := p.reads[b]
+	p.mu.Unlock()
+	switch {
+	case ok:
+		return p.ctl, frozen
+	case rd == nil || p.pending == nil:
+		return p.ctl, ""
+	}
+	return p.ctl, p.markOf(rd)
+}
+
+func (p *shardedPrimary[T]) markOf(rd *bucketRead[T]) string {
+	// Read delivered first: whatever the listener queues after this is
+	// above it, whether or not the queue below still has it; what it
+	// queued up to there, the queue still has or a worker reconciled.
+	delivered := rd.delivered.Load()
+	if delivered == 0 || rd.unordered.Load() {
+		return ""
+	}
+	mark := delivered + 1
+	var owed []reconcile.Request
+	p.pending(func(req reconcile.Request, r reconcile.Reason) {
+		if r != reconcile.ReasonReplay {
+			owed = append(owed, req)
+		}
+	})
+	for _, req := range owed {
+		obj, ok := rd.inf.Peek(types.NamespacedName(req))
+		if !ok {
+			continue // of another bucket, or deleted: not listed by the next holder
+		}
+		rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+		if err != nil {
+			return ""
+		}
+		mark = min(mark, rv)
+	}
+	return strconv.FormatUint(mark, 10)
+}
+
+// freeze takes the marks of every held bucket, for the controller's stop:
+// its workers then stop taking keys, so the queue no longer says what is
+// owed.
+func (p *shardedPrimary[T]) freeze() {
+	p.mu.Lock()
+	reads := maps.Clone(p.reads)
+	p.mu.Unlock()
+	frozen := make(map[int]string, len(reads))
+	for b, rd := range reads {
+		frozen[b] = p.markOf(rd)
+	}
+	p.mu.Lock()
+	p.frozen = frozen
+	p.mu.Unlock()
 }
 
 func (p *shardedPrimary[T]) drop(b int) {

@@ -21,12 +21,35 @@ import (
 	"github.com/converge-dev/converge/reconcile"
 )
 
-// referee counts reconciles of one key that run in two members at once.
+// referee counts reconciles of one key that run in two members at once,
+// and logs every reconcile.
 type referee struct {
 	mu       sync.Mutex
 	active   map[string]string // key -> member reconciling it now
 	overlaps []string
 	last     map[string]string // key -> member that reconciled it last
+	log      []reconciled
+}
+
+// reconciled is one reconcile: by which member, of which ConfigMap (by
+// name), why, and at which data version and resourceVersion.
+type reconciled struct {
+	member, name string
+	reason       reconcile.Reason
+	v, rv        string
+}
+
+func (r *referee) record(e reconciled) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.log = append(r.log, e)
+}
+
+// since returns the reconciles logged from index i on, and the log's length.
+func (r *referee) since(i int) ([]reconciled, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.log[i:]), len(r.log)
 }
 
 func newReferee() *referee {
@@ -71,6 +94,13 @@ type member struct {
 
 func startMember(t *testing.T, ns, ring, id string, ref *referee) *member {
 	t.Helper()
+	return startPacedMember(t, ns, ring, id, ref, 4, func(*corev1.ConfigMap) time.Duration { return 30 * time.Millisecond })
+}
+
+// startPacedMember is startMember with workers workers, each reconcile
+// waiting pause(its object) before it writes.
+func startPacedMember(t *testing.T, ns, ring, id string, ref *referee, workers int, pause func(*corev1.ConfigMap) time.Duration) *member {
+	t.Helper()
 	opts := framework.Options{Cache: informers.Options{Namespace: ns}, GracefulShutdownTimeout: 10 * time.Second}
 	if ring != "" {
 		opts.Sharding = framework.ShardingOptions{
@@ -80,12 +110,13 @@ func startMember(t *testing.T, ns, ring, id string, ref *referee) *member {
 	}
 	mgr := testenv.NewManager(t, plane.Config(t), opts)
 	m := &member{id: id, mgr: mgr}
-	err := framework.NewBuilder[*corev1.ConfigMap](mgr, "sharded", framework.ControllerOptions{Workers: 4, Sharded: ring != ""}).
+	err := framework.NewBuilder[*corev1.ConfigMap](mgr, "sharded", framework.ControllerOptions{Workers: workers, Sharded: ring != ""}).
 		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
 			key := cm.Namespace + "/" + cm.Name
 			ref.enter(id, key)
 			defer ref.exit(id, key)
-			time.Sleep(30 * time.Millisecond)
+			ref.record(reconciled{member: id, name: cm.Name, reason: framework.ReasonFrom(ctx), v: cm.Data["v"], rv: cm.ResourceVersion})
+			time.Sleep(pause(cm))
 			if cm.Annotations[seenAnnotation] == cm.Data["v"] {
 				return reconcile.Result{}, nil
 			}
@@ -120,6 +151,17 @@ func (m *member) cached(t *testing.T, ns string) []string {
 	return names
 }
 
+// at reports whether every ConfigMap of names was reconciled at v.
+func at(t *testing.T, cs kubernetes.Interface, ns string, names []string, v int) bool {
+	for _, name := range names {
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil || cm.Annotations[seenAnnotation] != strconv.Itoa(v) {
+			return false
+		}
+	}
+	return true
+}
+
 // setVersion sets data v of every ConfigMap to v.
 func setVersion(t *testing.T, cs kubernetes.Interface, ns string, cms []*corev1.ConfigMap, v int) {
 	t.Helper()
@@ -145,6 +187,29 @@ func converged(t *testing.T, cs kubernetes.Interface, ns string, v int) bool {
 	return true
 }
 
+// configMaps creates n ConfigMaps in a new namespace.
+func configMaps(t *testing.T, n int) (kubernetes.Interface, string, []*corev1.ConfigMap) {
+	cs := kubernetes.NewForConfigOrDie(plane.Config(t))
+	ns := testenv.Namespace(t, cs)
+	var cms []*corev1.ConfigMap
+	for i := range n {
+		cms = append(cms, testenv.CreateConfigMap(t, cs, ns, fmt.Sprintf("cm-%03d", i), nil))
+	}
+	return cs, ns, cms
+}
+
+// leave stops member m gracefully and waits until other serves every
+// bucket.
+func leave(t *testing.T, m, other *member) {
+	t.Helper()
+	m.run.Cancel()
+	<-m.run.Done
+	if m.run.Err != nil {
+		t.Fatalf("member %s stopped with %v", m.id, m.run.Err)
+	}
+	testenv.Eventually(t, "member "+other.id+" serves all 32 buckets after "+m.id+" left", func() bool { return len(other.serving()) == 32 })
+}
+
 // ownedBy returns the names of the ConfigMaps whose buckets are in held.
 func ownedBy(cms []*corev1.ConfigMap, held []int) []string {
 	b := informers.Buckets{Field: informers.ShardByUID, Count: 32}
@@ -159,12 +224,7 @@ func ownedBy(cms []*corev1.ConfigMap, held []int) []string {
 }
 
 func TestShardingSplitsTheObjectsAndHandsThemOver(t *testing.T) {
-	cs := kubernetes.NewForConfigOrDie(plane.Config(t))
-	ns := testenv.Namespace(t, cs)
-	var cms []*corev1.ConfigMap
-	for i := range 80 {
-		cms = append(cms, testenv.CreateConfigMap(t, cs, ns, fmt.Sprintf("cm-%03d", i), nil))
-	}
+	cs, ns, cms := configMaps(t, 80)
 	ref := newReferee()
 
 	a := startMember(t, ns, "ring", "a", ref)
@@ -189,13 +249,134 @@ func TestShardingSplitsTheObjectsAndHandsThemOver(t *testing.T) {
 
 	// a leaves gracefully while the objects change: b takes everything over.
 	setVersion(t, cs, ns, cms, 3)
-	a.run.Cancel()
-	<-a.run.Done
-	if a.run.Err != nil {
-		t.Fatalf("member a stopped with %v", a.run.Err)
-	}
-	testenv.Eventually(t, "b serves all 32 buckets after a left", func() bool { return len(b.serving()) == 32 })
+	leave(t, a, b)
 	testenv.Eventually(t, "every ConfigMap reconciled at v=3", func() bool { return converged(t, cs, ns, 3) })
+
+	if o := ref.seen(); len(o) > 0 {
+		t.Errorf("%d reconciles ran in two members at once: %v", len(o), o)
+	}
+}
+
+// A member that gives buckets up with changes still queued leaves a mark on
+// each bucket's Lease, and the next holder queues the objects changed
+// since as changes: the changes the old holder did not reconcile come
+// first, and the objects nobody changed stay replays behind them. Both
+// ways of giving up are covered: a rebalance (b joins) and a graceful
+// leave (a stops). With replays only, as before marks, the changed objects
+// would reach b as replays and the test fails.
+func TestShardingHandsQueuedChangesOverAsChanges(t *testing.T) {
+	cs, ns, cms := configMaps(t, 80)
+	ref := newReferee()
+	// a reconciles v=1 at once and later versions slowly, one at a time, so
+	// that its queue still owes most of a change when it gives buckets up.
+	slow := func(cm *corev1.ConfigMap) time.Duration {
+		if cm.Data["v"] == "1" {
+			return 0
+		}
+		return 300 * time.Millisecond
+	}
+	a := startPacedMember(t, ns, "ring", "a", ref, 1, slow)
+	testenv.Eventually(t, "member a serves all 32 buckets", func() bool { return len(a.serving()) == 32 })
+	setVersion(t, cs, ns, cms, 1)
+	testenv.Eventually(t, "every ConfigMap reconciled at v=1", func() bool { return converged(t, cs, ns, 1) })
+	names := func(cms []*corev1.ConfigMap) []string {
+		var out []string
+		for _, cm := range cms {
+			out = append(out, cm.Name)
+		}
+		return out
+	}
+	// caughtUp reports whether a reconciled each object of names at its
+	// current resourceVersion: then a's queue owes nothing for them, not
+	// even the echo of its own write.
+	caughtUp := func(names []string) bool {
+		log, _ := ref.since(0)
+		for _, name := range names {
+			cm, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil || !slices.ContainsFunc(log, func(e reconciled) bool {
+				return e.member == "a" && e.name == name && e.rv == cm.ResourceVersion
+			}) {
+				return false
+			}
+		}
+		return true
+	}
+
+	// checkHandedOver checks b's first reconcile, in the log from index
+	// from on, of each object in names: a change when a never reconciled
+	// it at version v, a replay when it was not changed.
+	checkHandedOver := func(from int, names, changed []string, v string) {
+		t.Helper()
+		log, _ := ref.since(from)
+		byA, firstB := map[string]bool{}, map[string]reconcile.Reason{}
+		for _, e := range log {
+			switch {
+			case e.member == "a" && e.v == v:
+				byA[e.name] = true
+			case e.member == "b" && firstB[e.name] == "":
+				firstB[e.name] = e.reason
+			}
+		}
+		owed := 0
+		for _, name := range names {
+			switch r := firstB[name]; {
+			case r == "":
+				t.Errorf("b never reconciled %s", name)
+			case !slices.Contains(changed, name):
+				if r != reconcile.ReasonReplay {
+					t.Errorf("b reconciled %s, which nobody changed, as a %s, want a replay", name, r)
+				}
+			case !byA[name]:
+				owed++
+				if r != reconcile.ReasonChange {
+					t.Errorf("b reconciled %s, whose change to v=%s a had not reconciled, as a %s, want a change", name, v, r)
+				}
+			}
+		}
+		if owed == 0 {
+			t.Fatalf("a had reconciled every change to v=%s before giving its buckets up: the test cannot tell a mark from none", v)
+		}
+		t.Logf("v=%s: %d of %d changed objects handed over unreconciled, all reconciled by b as changes", v, owed, len(changed))
+	}
+
+	// A rebalance: half the objects change, and b joins while a works
+	// through them.
+	var even []*corev1.ConfigMap
+	for i, cm := range cms {
+		if i%2 == 0 {
+			even = append(even, cm)
+		}
+	}
+	testenv.Eventually(t, "a reconciled every ConfigMap at its current version", func() bool { return caughtUp(names(cms)) })
+	_, from := ref.since(0)
+	setVersion(t, cs, ns, even, 2)
+	b := startPacedMember(t, ns, "ring", "b", ref, 4, func(*corev1.ConfigMap) time.Duration { return 0 })
+	testenv.Eventually(t, "a and b serve 16 buckets each", func() bool { return len(a.serving()) == 16 && len(b.serving()) == 16 })
+	testenv.Eventually(t, "every changed ConfigMap reconciled at v=2", func() bool { return at(t, cs, ns, names(even), 2) })
+	checkHandedOver(from, ownedBy(cms, b.serving()), names(even), "2")
+
+	// A graceful leave: half of a's objects change, and a stops at once.
+	var ofA, changed []*corev1.ConfigMap
+	for _, cm := range cms {
+		if slices.Contains(ownedBy(cms, a.serving()), cm.Name) {
+			ofA = append(ofA, cm)
+		}
+	}
+	for i, cm := range ofA {
+		if i%2 == 0 {
+			changed = append(changed, cm)
+		}
+	}
+	testenv.Eventually(t, "a reconciled each of its ConfigMaps at its current version", func() bool { return caughtUp(names(ofA)) })
+	_, from = ref.since(0)
+	setVersion(t, cs, ns, changed, 3)
+	testenv.Eventually(t, "a started on v=3", func() bool {
+		log, _ := ref.since(from)
+		return slices.ContainsFunc(log, func(e reconciled) bool { return e.member == "a" && e.v == "3" })
+	})
+	leave(t, a, b)
+	testenv.Eventually(t, "every changed ConfigMap reconciled at v=3", func() bool { return at(t, cs, ns, names(changed), 3) })
+	checkHandedOver(from, names(ofA), names(changed), "3")
 
 	if o := ref.seen(); len(o) > 0 {
 		t.Errorf("%d reconciles ran in two members at once: %v", len(o), o)

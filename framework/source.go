@@ -92,6 +92,13 @@ type boundKind[C object.Object] struct {
 	// onDelete, when set, sees each deleted object that passes the
 	// predicates before its key is queued; set before start.
 	onDelete func(C)
+	// changed, when set, says whether an object of the initial list
+	// carries a change no earlier reconcile saw (a bucket handed over with
+	// a mark): it is queued as a change, not a replay. delivered, when
+	// set, sees each added or updated object after its key was queued.
+	// Both are set before start.
+	changed   func(C) bool
+	delivered func(C)
 }
 
 // Owned watches objects like example and enqueues their controller owner
@@ -235,12 +242,21 @@ func (b *boundKind[C]) listener(ctx context.Context) informers.ListenerFuncs[C] 
 	}
 	return informers.ListenerFuncs[C]{
 		AddFunc: func(obj C, initial bool) {
+			if initial && b.changed != nil && b.changed(obj) {
+				initial = false
+			}
 			emit(Change[C]{Type: Added, Object: obj, Replay: initial}, initial)
+			if b.delivered != nil {
+				b.delivered(obj)
+			}
 		},
 		UpdateFunc: func(oldObj, newObj C) {
 			resync := oldObj.GetResourceVersion() == newObj.GetResourceVersion()
 			e := Change[C]{Type: Updated, Object: newObj, Old: oldObj, Replay: resync}
 			emit(e, resync)
+			if b.delivered != nil {
+				b.delivered(newObj)
+			}
 			// An owned object moved to another owner: the old owner must
 			// notice it lost a child.
 			if !s.self && s.mapFn == nil && !resync && passes(s.preds, e) {

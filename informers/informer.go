@@ -197,6 +197,20 @@ func (i *Informer[T]) containsKey(k string) bool {
 	return ok && err == nil
 }
 
+// Peek returns the object the informer holds for key now, and whether it
+// holds one, without waiting for a sync or for the manager's own writes
+// (Get waits for both, and says why an object is missing): for bookkeeping
+// that must not block. Like Get's, the object is shared: do not modify it.
+func (i *Informer[T]) Peek(key types.NamespacedName) (T, bool) {
+	var zero T
+	obj, ok, err := i.e.informer.GetIndexer().GetByKey(storeKey(key))
+	if !ok || err != nil {
+		return zero, false
+	}
+	t, err := i.typed(obj)
+	return t, err == nil
+}
+
 // storeKey returns the key the informers' stores hold key's object under.
 func storeKey(key types.NamespacedName) string {
 	if key.Namespace == "" {

@@ -54,7 +54,7 @@ type core[K comparable] struct {
 	// held holds the states of the keys held by workers, each at its
 	// heldAt.
 	held []*keyState
-	// delayed holds the merged cause and earliest due time of keys handed to
+	// delayed holds the merged hint and earliest due time of keys handed to
 	// the delaying queue (AddAfter, AddRateLimited) and not yet added by it.
 	delayed map[K]delayed
 	// shuttingDown never goes back to false; drain is true while a
@@ -79,16 +79,19 @@ type keyState struct {
 	bgSeq uint64
 	// heldAt is the key's index in core.held while processing.
 	heldAt int
+	// out is the hint the key was last handed out with, for Postpone.
+	out hint
 	// added is the ordering time of the first add since it was last handed
 	// out, and started that of the Get that handed it out: the queue and
 	// work durations of the metrics.
 	added, started int64
 }
 
-// delayed is what a core keeps of a key waiting in the delaying queue.
+// delayed is what a core keeps of a key waiting in the delaying queue: the
+// merged hint it is added with once due, and when that is.
 type delayed struct {
-	cause cause
-	due   time.Time
+	hint hint
+	due  time.Time
 }
 
 // coreMetrics are the series client-go's Typed queue records.
@@ -188,7 +191,7 @@ func (q *core[K]) get() (k K, c cause, shutdown bool) {
 	}
 	e := q.order.pop()
 	st := e.st
-	st.dirty, st.processing = false, true
+	st.dirty, st.processing, st.out = false, true, st.hint
 	st.heldAt = len(q.held)
 	q.held = append(q.held, st)
 	if m := q.metrics; m != nil {
@@ -238,9 +241,9 @@ func (q *core[K]) done(k K) {
 }
 
 // delay records that k is about to be handed to the delaying queue with
-// cause c, to be added after d, for Add to find when the delay has passed
+// hint h, to be added after d, for Add to find when the delay has passed
 // and Inspect to report meanwhile.
-func (q *core[K]) delay(k K, c cause, d time.Duration) {
+func (q *core[K]) delay(k K, h hint, d time.Duration) {
 	due := q.clock.Now().Add(d)
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -249,15 +252,53 @@ func (q *core[K]) delay(k K, c cause, d time.Duration) {
 	}
 	old, ok := q.delayed[k]
 	if !ok {
-		q.delayed[k] = delayed{cause: c, due: due}
+		q.delayed[k] = delayed{hint: h, due: due}
 		return
 	}
 	// The delaying queue keeps the earlier time of two delays of one key.
 	if due.Before(old.due) {
 		old.due = due
 	}
-	old.cause = max(old.cause, c)
+	old.hint = old.hint.merge(h)
 	q.delayed[k] = old
+}
+
+// postpone is delay with the hint k was handed out with, when a worker
+// holds k, and a requeue's otherwise.
+func (q *core[K]) postpone(k K, d time.Duration) {
+	h := hint{prio: normal, cause: causeRequeue}
+	q.mu.Lock()
+	if st := q.keys[k]; st != nil && st.processing {
+		h = st.out
+	}
+	q.mu.Unlock()
+	q.delay(k, h, d)
+}
+
+// eachPending calls fn for each key queued, held or delayed, with the
+// most significant cause among its pending adds (for a held key, also the
+// one it was handed out with), with mu held.
+func (q *core[K]) eachPending(fn func(K, cause)) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for k, st := range q.keys {
+		c := st.hint.cause
+		if st.processing {
+			c = st.out.cause
+			if st.dirty {
+				c = max(c, st.hint.cause)
+			}
+		}
+		if d, ok := q.delayed[k]; ok {
+			c = max(c, d.hint.cause)
+		}
+		fn(k, c)
+	}
+	for k, d := range q.delayed {
+		if q.keys[k] == nil {
+			fn(k, d.hint.cause)
+		}
+	}
 }
 
 // shutDown makes the core ignore adds and wakes every Get; with drain, it
@@ -322,12 +363,12 @@ func (q *core[K]) updateUnfinishedWork() {
 func (q *core[K]) Add(k K) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	c := causeRequeue
+	h := hint{prio: normal, cause: causeRequeue}
 	if d, ok := q.delayed[k]; ok {
 		delete(q.delayed, k)
-		c = d.cause
+		h = d.hint
 	}
-	q.addLocked(k, hint{prio: normal, cause: c})
+	q.addLocked(k, h)
 }
 
 // Len returns the number of queued keys.

@@ -94,7 +94,7 @@ func (q *Queue[K]) Inspect(k K) KeyState {
 	var s KeyState
 	q.core.mu.Lock()
 	if d, ok := q.core.delayed[k]; ok {
-		s.Delayed, s.DelayReason, s.Due = true, d.cause.reason(), d.due
+		s.Delayed, s.DelayReason, s.Due = true, d.hint.cause.reason(), d.due
 	}
 	if st := q.core.keys[k]; st != nil && st.dirty {
 		s.Pending = st.processing
@@ -157,4 +157,17 @@ func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
 		out = append(out, QueuedKey[K]{Key: e.key, Replay: inBg, Since: o.time(e.queued)})
 	}
 	return out
+}
+
+// Pending calls fn for every key the queue still owes a worker: queued,
+// held by a worker, or waiting out a delay (AddAfter, AddRateLimited,
+// Postpone). r is the most significant reason among the adds it waits for,
+// and for a held key also the one it was handed out with: a key reported
+// with ReasonReplay was asked for only by replays. fn runs with the queue's
+// lock held, so it must be quick and must not call the queue; the order of
+// the keys is unspecified. It takes time linear in the number of keys the
+// queue tracks: it is for rare bookkeeping (a sharded controller handing
+// a bucket over), not for the reconcile path.
+func (q *Queue[K]) Pending(fn func(k K, r reconcile.Reason)) {
+	q.core.eachPending(func(k K, c cause) { fn(k, c.reason()) })
 }

@@ -160,7 +160,17 @@ func (q *Queue[K]) AddReplay(k K) { q.core.add(k, q.bg) }
 // passed (at once if d <= 0). If AddAfter is called again for k before then,
 // the earlier time wins.
 func (q *Queue[K]) AddAfter(k K, d time.Duration) {
-	q.core.delay(k, causeRequeue, d)
+	q.core.delay(k, hint{prio: normal, cause: causeRequeue}, d)
+	q.rl.AddAfter(k, d)
+}
+
+// Postpone queues k again once d has passed, with the priority and reason
+// it was last handed out with (AddAfter's, normal and requeue, when no worker
+// holds k): for a worker that took k and cannot process it yet, so that a
+// replay stays a replay and a change a change. Call it before Done(k). If
+// k is added meanwhile, the adds merge as for AddAfter.
+func (q *Queue[K]) Postpone(k K, d time.Duration) {
+	q.core.postpone(k, d)
 	q.rl.AddAfter(k, d)
 }
 
@@ -170,7 +180,7 @@ func (q *Queue[K]) AddAfter(k K, d time.Duration) {
 func (q *Queue[K]) AddRateLimited(k K) {
 	// What client-go's AddRateLimited does, with the delay kept for Inspect.
 	d := q.limiter.When(k)
-	q.core.delay(k, causeRetry, d)
+	q.core.delay(k, hint{prio: normal, cause: causeRetry}, d)
 	q.rl.AddAfter(k, d)
 }
 
