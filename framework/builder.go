@@ -231,7 +231,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	})
 	c.queue, target.queue = q, q
 	if sharded != nil {
-		sharded.pending = q.Pending
+		sharded.owed = q.Owed
 	}
 
 	if byObject != nil {

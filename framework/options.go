@@ -153,14 +153,18 @@ type LeaderElectionOptions struct {
 // Changes cross a handover at change priority. A member giving a bucket up
 // (on a rebalance, or when it stops) writes on the bucket's Lease, for
 // each sharded controller, a mark: the lowest resourceVersion an object of
-// the bucket may have and still carry a change it did not reconcile (its
-// queue still held the key, or the event had not reached it). The next
-// holder queues the objects of its initial list at or above the mark as
-// changes and the others as replays, behind real changes. A crashed member
-// leaves no mark of its own: the next holder uses the one the Lease still
-// carries, which is older and so queues more objects as changes, or, with
-// none, queues every object as a replay. Marks need resourceVersions that
-// are decimal integers, as etcd's are; otherwise every object is a replay.
+// the bucket may have and still carry a change of the primary kind it did
+// not reconcile (its queue still owed the key a change or a retry, or the
+// event had not reached it). The next holder queues the objects of its
+// initial list at or above the mark as changes and the others as replays,
+// behind real changes. One owed key whose object is old (a retry, or a
+// parent queued for a child's change) lowers the mark, and more objects
+// then count as changes. A member that cannot say (it crashed; its
+// informer listed again since it synced; resourceVersions are not decimal
+// integers, as etcd's are) leaves the mark the Lease carries, which is
+// older and so counts more objects as changes, or none: then every object
+// is a replay. Changes of owned or watched kinds in flight at the handover
+// are not marked: the keys they map to are replayed.
 //
 // Writes are fenced per bucket: the client refuses a sharded reconcile's
 // writes (ErrBucketNotHeld) once its bucket was given up, lost, or not

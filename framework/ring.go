@@ -40,13 +40,15 @@ const (
 	bucketsAnno = "converge.dev/buckets"
 	keyAnno     = "converge.dev/shard-key"
 	// marksAnno, on a bucket Lease, holds the marks its holders left when
-	// they gave it up: a JSON object from controller name to a
-	// resourceVersion below which every change of the bucket's objects was
-	// reconciled (see shardedPrimary.mark). The next holder queues the
-	// objects of its initial list at or above its controller's mark as
-	// changes, the rest as replays. A mark stays true once written (what
-	// was reconciled stays reconciled), so a holder that leaves none (it
-	// crashed, or its controller could not say) leaves the one it found.
+	// they gave it up (handoverMarks): by controller name, a
+	// resourceVersion below which every change of the bucket's primary
+	// objects was reconciled (see shardedPrimary.mark). The next holder
+	// queues the objects of its initial list at or above its controller's
+	// mark as changes, the rest as replays. A mark stays true once written
+	// (what was reconciled stays reconciled; only restoring etcd from a
+	// backup, which sets resourceVersions back, breaks that), so a holder
+	// that leaves none (it crashed, or its controller could not say) leaves
+	// the one it found.
 	marksAnno        = "converge.dev/handover-marks"
 	roleMember       = "member"
 	roleBucket       = "bucket"
@@ -611,7 +613,7 @@ func (r *ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why st
 
 // acquire makes every sharded controller read bucket b, then serves it.
 func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
-	marks := leaseMarks(h.lease)
+	marks := r.leaseMarks(h.lease)
 	for _, u := range users {
 		if err := u.acquire(h.ctx, b, marks); err != nil {
 			if h.ctx.Err() == nil {
@@ -663,7 +665,7 @@ func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string)
 	for _, u := range users {
 		u.drop(b)
 	}
-	r.release(ctx, withMarks(lease, marks))
+	r.release(ctx, r.withMarks(lease, marks))
 	took := time.Since(start)
 	r.metrics.handovers.WithLabelValues(r.opts.Ring, "out").Inc()
 	r.metrics.durations.WithLabelValues(r.opts.Ring, "drain").Observe(took.Seconds())
@@ -690,36 +692,44 @@ func userMarks(b int, users []shardUser) map[string]string {
 	return marks
 }
 
+// handoverMarks is the value of marksAnno. Layout says how the ring cut
+// the hash space when the marks were taken ("32/uid"): a bucket of another
+// layout holds other objects, so its marks say nothing of them.
+type handoverMarks struct {
+	Layout string            `json:"layout"`
+	Marks  map[string]string `json:"marks"`
+}
+
+// layout is the ring's cut of the hash space, as handoverMarks records it.
+func (r *ring) layout() string { return fmt.Sprintf("%d/%s", r.opts.Buckets, r.opts.Key) }
+
 // leaseMarks returns the marks bucket Lease l carries, by controller; none
-// when it carries none or they do not parse.
-func leaseMarks(l *coordinationv1.Lease) map[string]string {
-	var marks map[string]string
-	if v := l.Annotations[marksAnno]; v != "" {
-		_ = json.Unmarshal([]byte(v), &marks)
+// when it carries none, of another layout, or they do not parse.
+func (r *ring) leaseMarks(l *coordinationv1.Lease) map[string]string {
+	var m handoverMarks
+	if v := l.Annotations[marksAnno]; v == "" || json.Unmarshal([]byte(v), &m) != nil || m.Layout != r.layout() {
+		return nil
 	}
-	return marks
+	return m.Marks
 }
 
 // withMarks returns a copy of bucket Lease l whose marks are marks, and,
 // for controllers that left none, the ones l had.
-func withMarks(l *coordinationv1.Lease, marks map[string]string) *coordinationv1.Lease {
+func (r *ring) withMarks(l *coordinationv1.Lease, marks map[string]string) *coordinationv1.Lease {
 	if len(marks) == 0 {
 		return l
 	}
-	all := leaseMarks(l)
+	all := r.leaseMarks(l)
 	if all == nil {
 		all = map[string]string{}
 	}
 	maps.Copy(all, marks)
-	v, err := json.Marshal(all)
+	v, err := json.Marshal(handoverMarks{Layout: r.layout(), Marks: all})
 	if err != nil {
 		return l
 	}
 	c := l.DeepCopy()
-	if c.Annotations == nil {
-		c.Annotations = map[string]string{}
-	}
-	c.Annotations[marksAnno] = string(v)
+	metav1.SetMetaDataAnnotation(&c.ObjectMeta, marksAnno, string(v))
 	return c
 }
 
@@ -783,7 +793,7 @@ func (r *ring) leave(ctx context.Context) {
 		h.cancel()
 		lease := h.lease
 		if h.state != bucketSyncing {
-			lease = withMarks(lease, userMarks(b, users))
+			lease = r.withMarks(lease, userMarks(b, users))
 		}
 		r.release(ctx, lease)
 	}

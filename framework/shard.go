@@ -33,9 +33,9 @@ type shardedPrimary[T object.Object] struct {
 	ctl     string
 	// onDelete, when set, sees each deleted object before its key is queued.
 	onDelete func(T)
-	// pending visits the keys the controller's queue still owes a worker;
+	// owed visits the keys the controller's queue still owes a worker;
 	// set before start.
-	pending func(func(reconcile.Request, reconcile.Reason))
+	owed func(func(reconcile.Request, reconcile.Reason))
 
 	// started is closed once the controller started, and ctx is its
 	// context, on which listeners run.
@@ -197,43 +197,57 @@ func (p *shardedPrimary[T]) drain(b int, timeout time.Duration) []string {
 }
 
 // mark returns the controller's name and its mark of bucket b: the lowest
-// resourceVersion an object of b may have and still carry a change this
-// controller did not reconcile. It is the lowest resourceVersion of the
-// objects of b its queue still owes for a change, a retry or a requeue (as
-// cached), or, when lower, one above the highest its listener queued
-// (every later event is above that). "" means it cannot say: b is not read
-// here, nothing of it was delivered yet, or resourceVersions are not
-// decimal integers. The marks of the buckets held when the controller
+// resourceVersion an object of b may have and still carry a change of the
+// primary kind this controller did not reconcile. It is the lowest
+// resourceVersion of the objects of b its queue still owes a change or a
+// retry (as cached), or, when lower, one above the highest its listener
+// queued (every later watch event is above that). "" means it cannot say:
+// b is not read here; its listener has not yet seen the whole initial list
+// or the informer listed again (a list's objects come in no order of
+// resourceVersion); resourceVersions are not decimal integers; or the
+// controller is stopping and b was not held when it began to (its queue no
+// longer takes keys). The marks of the buckets held when the controller
 // began to stop are the ones taken then.
 func (p *shardedPrimary[T]) mark(b int) (controller, rv string) {
 	p.mu.Lock()
-	frozen, ok := p.frozen[b]
+	frozen, stopping := p.frozen[b], p.frozen != nil
 	rd := p.reads[b]
 	p.mu.Unlock()
 	switch {
-	case ok:
+	case stopping:
 		return p.ctl, frozen
-	case rd == nil || p.pending == nil:
+	case rd == nil || p.owed == nil:
 		return p.ctl, ""
 	}
-	return p.ctl, p.markOf(rd)
+	delivered := rd.delivered.Load() // before the queue is read
+	return p.ctl, markOf(rd, delivered, p.owedKeys())
 }
 
-func (p *shardedPrimary[T]) markOf(rd *bucketRead[T]) string {
-	// Read delivered first: whatever the listener queues after this is
-	// above it, whether or not the queue below still has it; what it
-	// queued up to there, the queue still has or a worker reconciled.
-	delivered := rd.delivered.Load()
+// owedKeys returns the keys the queue owes a change or a retry: not those
+// asked for only by replays or by a reconcile's RequeueAfter.
+func (p *shardedPrimary[T]) owedKeys() []reconcile.Request {
+	var owed []reconcile.Request
+	p.owed(func(req reconcile.Request, r reconcile.Reason) {
+		if r == reconcile.ReasonChange || r == reconcile.ReasonRetry {
+			owed = append(owed, req)
+		}
+	})
+	return owed
+}
+
+// markOf computes the mark of the bucket rd reads (see mark) from
+// delivered, read from rd before the queue was, and the keys the queue
+// owes: whatever the listener queued after that read is above delivered,
+// and what it queued up to there, the queue still owes or a worker
+// reconciled.
+func markOf[T object.Object](rd *bucketRead[T], delivered uint64, owed []reconcile.Request) string {
+	if rd.reg == nil || !rd.reg.HasSynced() || rd.inf.Relists() > 1 {
+		return ""
+	}
 	if delivered == 0 || rd.unordered.Load() {
 		return ""
 	}
 	mark := delivered + 1
-	var owed []reconcile.Request
-	p.pending(func(req reconcile.Request, r reconcile.Reason) {
-		if r != reconcile.ReasonReplay {
-			owed = append(owed, req)
-		}
-	})
 	for _, req := range owed {
 		obj, ok := rd.inf.Peek(types.NamespacedName(req))
 		if !ok {
@@ -256,8 +270,15 @@ func (p *shardedPrimary[T]) freeze() {
 	reads := maps.Clone(p.reads)
 	p.mu.Unlock()
 	frozen := make(map[int]string, len(reads))
-	for b, rd := range reads {
-		frozen[b] = p.markOf(rd)
+	if p.owed != nil {
+		delivered := make(map[int]uint64, len(reads))
+		for b, rd := range reads {
+			delivered[b] = rd.delivered.Load() // before the queue is read
+		}
+		owed := p.owedKeys()
+		for b, rd := range reads {
+			frozen[b] = markOf(rd, delivered[b], owed)
+		}
 	}
 	p.mu.Lock()
 	p.frozen = frozen

@@ -200,7 +200,8 @@ func (i *Informer[T]) containsKey(k string) bool {
 // Peek returns the object the informer holds for key now, and whether it
 // holds one, without waiting for a sync or for the manager's own writes
 // (Get waits for both, and says why an object is missing): for bookkeeping
-// that must not block. Like Get's, the object is shared: do not modify it.
+// that must not block. After Stop, it reports what the informer held last,
+// as Contains does. Like Get's, the object is shared: do not modify it.
 func (i *Informer[T]) Peek(key types.NamespacedName) (T, bool) {
 	var zero T
 	obj, ok, err := i.e.informer.GetIndexer().GetByKey(storeKey(key))

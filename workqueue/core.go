@@ -23,9 +23,9 @@ const unfinishedWorkPeriod = 500 * time.Millisecond
 // client-go's Typed queue (the same dirty/processing rules, the same
 // metrics) with each key's whole state in one keyState, and with the hint
 // of each add (its priority and cause) passed along with the key. The
-// delaying queue calls its exported methods (Add for keys whose AddAfter or
-// AddRateLimited delay has passed: normal priority); Queue calls the
-// unexported ones directly.
+// delaying queue calls its exported methods (Add for keys whose AddAfter,
+// AddRateLimited or Postpone delay has passed, with the hint delay
+// recorded); Queue calls the unexported ones directly.
 //
 // Per key, an add, a get and a done each take mu once and do at most one
 // map operation, and the only allocation is the key's keyState, when none
@@ -55,7 +55,8 @@ type core[K comparable] struct {
 	// heldAt.
 	held []*keyState
 	// delayed holds the merged hint and earliest due time of keys handed to
-	// the delaying queue (AddAfter, AddRateLimited) and not yet added by it.
+	// the delaying queue (AddAfter, AddRateLimited, Postpone) and not yet
+	// added by it.
 	delayed map[K]delayed
 	// shuttingDown never goes back to false; drain is true while a
 	// ShutDownWithDrain waits.
@@ -275,10 +276,10 @@ func (q *core[K]) postpone(k K, d time.Duration) {
 	q.delay(k, h, d)
 }
 
-// eachPending calls fn for each key queued, held or delayed, with the
-// most significant cause among its pending adds (for a held key, also the
-// one it was handed out with), with mu held.
-func (q *core[K]) eachPending(fn func(K, cause)) {
+// eachOwed calls fn for each key queued, held or delayed, with the most
+// significant cause among its adds (for a held key, also the one it was
+// handed out with), with mu held.
+func (q *core[K]) eachOwed(fn func(K, cause)) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for k, st := range q.keys {
@@ -355,11 +356,12 @@ func (q *core[K]) updateUnfinishedWork() {
 // The methods below make core the workqueue.TypedInterface the delaying
 // queue wraps.
 
-// Add queues k with normal priority. The delaying queue calls it for keys
-// whose AddAfter or AddRateLimited delay has passed; the cause recorded by
-// delay for k is consumed here. (Delays of one key that the delaying queue
-// merges share one record; a fire that finds none, which only a race of
-// delayed adds of k can cause, is a requeue.)
+// Add queues k with the hint delay recorded for it (normal priority, except
+// for a replay that Postpone delayed). The delaying queue calls it for keys
+// whose AddAfter, AddRateLimited or Postpone delay has passed; the hint is
+// consumed here. (Delays of one key that the delaying queue merges share
+// one record; a fire that finds none, which only a race of delayed adds of
+// k can cause, is a requeue.)
 func (q *core[K]) Add(k K) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -35,6 +35,10 @@
 //     RateLimiter chooses (by default per-key exponential backoff from 5 ms to
 //     1000 s, and 10 qps with a burst of 100 overall); Forget resets a key's
 //     backoff. Keys queued by AddAfter or AddRateLimited have normal priority.
+//   - Postponed: a worker that took a key it cannot process yet hands it
+//     back with Postpone, which queues it after a delay with the priority
+//     and reason it was handed out with: a replay stays a replay (its age
+//     counts again from when it comes back), a change a change.
 //   - Shutdown: after ShutDown, adds are ignored, keys already queued are
 //     still handed out, and Get reports shutdown once the queue is empty.
 //     ShutDownWithDrain also waits until workers have called Done for every

@@ -11,8 +11,8 @@ import (
 type Stats struct {
 	// Normal and Replay are the keys queued in each priority class.
 	Normal, Replay ClassStats
-	// Delayed is the number of keys waiting for the delay of AddAfter or
-	// AddRateLimited to pass.
+	// Delayed is the number of keys waiting for the delay of AddAfter,
+	// AddRateLimited or Postpone to pass.
 	Delayed int
 	// ShuttingDown reports whether ShutDown has been called.
 	ShuttingDown bool
@@ -46,8 +46,9 @@ type KeyState struct {
 	Pending bool
 
 	// Delayed is true when the key waits for the delay of AddAfter
-	// (DelayReason requeue) or AddRateLimited (DelayReason retry) to pass,
-	// due at Due (the earliest delay requested).
+	// (DelayReason requeue), AddRateLimited (retry) or Postpone (the reason
+	// it was handed out with) to pass, due at Due (the earliest delay
+	// requested).
 	Delayed     bool
 	DelayReason reconcile.Reason
 	Due         time.Time
@@ -159,15 +160,16 @@ func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
 	return out
 }
 
-// Pending calls fn for every key the queue still owes a worker: queued,
-// held by a worker, or waiting out a delay (AddAfter, AddRateLimited,
-// Postpone). r is the most significant reason among the adds it waits for,
-// and for a held key also the one it was handed out with: a key reported
-// with ReasonReplay was asked for only by replays. fn runs with the queue's
-// lock held, so it must be quick and must not call the queue; the order of
-// the keys is unspecified. It takes time linear in the number of keys the
-// queue tracks: it is for rare bookkeeping (a sharded controller handing
-// a bucket over), not for the reconcile path.
-func (q *Queue[K]) Pending(fn func(k K, r reconcile.Reason)) {
-	q.core.eachPending(func(k K, c cause) { fn(k, c.reason()) })
+// Owed calls fn for every key the queue still owes a worker: queued, held
+// by a worker, or waiting out a delay (AddAfter, AddRateLimited,
+// Postpone). r is the reason it is owed for: the most significant among
+// the adds it waits for and, for a key a worker holds, the reason it was
+// handed out with; a key owed with ReasonReplay was asked for only by
+// replays. fn runs with the queue's lock held, so it must be quick and must
+// not call the queue; the order of the keys is unspecified. It takes time
+// linear in the number of keys the queue tracks: it is for rare
+// bookkeeping (a sharded controller handing a bucket over), not for the
+// reconcile path.
+func (q *Queue[K]) Owed(fn func(k K, r reconcile.Reason)) {
+	q.core.eachOwed(func(k K, c cause) { fn(k, c.reason()) })
 }

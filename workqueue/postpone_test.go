@@ -50,9 +50,9 @@ func TestPostponeKeepsPriorityAndReason(t *testing.T) {
 	}
 }
 
-// Pending reports every key the queue still owes, queued, held or
+// Owed reports every key the queue still owes, queued, held or
 // delayed, each once, with the reason a worker would be given.
-func TestPendingReportsEveryOwedKey(t *testing.T) {
+func TestOwedReportsEveryOwedKey(t *testing.T) {
 	q, _ := newFakeQueue(t, workqueue.Options[string]{})
 	q.Add("held")
 	q.AddReplay("held-replay")
@@ -70,7 +70,7 @@ func TestPendingReportsEveryOwedKey(t *testing.T) {
 	q.AddAfter("queued", time.Hour) // queued and delayed: reported once
 
 	got := map[string]reconcilepkg.Reason{}
-	q.Pending(func(k string, r reconcilepkg.Reason) {
+	q.Owed(func(k string, r reconcilepkg.Reason) {
 		if _, twice := got[k]; twice {
 			t.Errorf("%q reported twice", k)
 		}
@@ -85,7 +85,7 @@ func TestPendingReportsEveryOwedKey(t *testing.T) {
 		"retried":       reconcilepkg.ReasonRetry,
 	}
 	if !maps.Equal(got, want) {
-		t.Fatalf("Pending reported %v, want %v", got, want)
+		t.Fatalf("Owed reported %v, want %v", got, want)
 	}
 
 	q.Done("held")
@@ -93,8 +93,8 @@ func TestPendingReportsEveryOwedKey(t *testing.T) {
 	delete(want, "held-replay")
 	want["held"] = reconcilepkg.ReasonReplay // its change was processed; a replay is left
 	got = map[string]reconcilepkg.Reason{}
-	q.Pending(func(k string, r reconcilepkg.Reason) { got[k] = r })
+	q.Owed(func(k string, r reconcilepkg.Reason) { got[k] = r })
 	if !maps.Equal(got, want) {
-		t.Fatalf("after Done, Pending reported %v, want %v", got, want)
+		t.Fatalf("after Done, Owed reported %v, want %v", got, want)
 	}
 }

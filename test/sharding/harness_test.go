@@ -157,6 +157,16 @@ type updater struct {
 	lastAt   []time.Time
 	changes  int
 	failures int
+	// log is every change that succeeded.
+	log []change
+}
+
+// change is one update: the object, the value it set, and when the API
+// server answered.
+type change struct {
+	name  string
+	value int
+	at    time.Time
 }
 
 func startUpdater(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, n int, rate float64) *updater {
@@ -185,6 +195,7 @@ func startUpdater(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns
 				u.last[i] = v
 				u.lastAt[i] = time.Now()
 				u.changes++
+				u.log = append(u.log, change{name: objectName(i), value: v, at: u.lastAt[i]})
 			} else {
 				u.failures++
 			}

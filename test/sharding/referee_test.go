@@ -31,6 +31,9 @@ type span struct {
 	from, to        time.Time
 	outcome         string
 	readRV, writeRV int64
+	// value is the data value the reconcile read, -1 when it did not
+	// exit.
+	value int
 }
 
 // accepted reports whether the reconcile's write reached the server (or
@@ -102,7 +105,7 @@ func (r *referee) enter(c report.Enter) {
 	if r.spans[c.Process] == nil {
 		r.spans[c.Process] = map[int64]*span{}
 	}
-	s := &span{member: fmt.Sprintf("%s (pid %d)", c.Member, c.Process), key: c.Key, from: time.Unix(0, c.At), outcome: outcomeOpen}
+	s := &span{member: fmt.Sprintf("%s (pid %d)", c.Member, c.Process), key: c.Key, from: time.Unix(0, c.At), outcome: outcomeOpen, value: -1}
 	if at, ok := r.killedAt[c.Process]; ok {
 		s.to, s.outcome = at, outcomeKilled // sent before the kill, read after
 	}
@@ -119,6 +122,53 @@ func (r *referee) exit(c report.Exit) {
 	s.to, s.outcome = time.Unix(0, c.End), c.Outcome
 	s.readRV, _ = strconv.ParseInt(c.ReadRV, 10, 64)
 	s.writeRV, _ = strconv.ParseInt(c.WriteRV, 10, 64)
+	if v, err := strconv.Atoi(c.Value); err == nil {
+		s.value = v
+	}
+}
+
+// reconciledAt returns, for each object name, the ends of its reconciles
+// that wrote or confirmed a value, with the value, in order of their ends.
+func (r *referee) reconciledAt() map[string][]seen {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string][]seen{}
+	for _, byID := range r.spans {
+		for _, s := range byID {
+			if s.outcome == report.Written || s.outcome == report.Unchanged {
+				out[s.key] = append(out[s.key], seen{at: s.to, value: s.value})
+			}
+		}
+	}
+	for _, l := range out {
+		slices.SortFunc(l, func(a, b seen) int { return a.at.Compare(b.at) })
+	}
+	return out
+}
+
+// seen is a reconcile that wrote or confirmed value, ending at at.
+type seen struct {
+	at    time.Time
+	value int
+}
+
+// slowest returns the longest time from one of changes, made in [from,
+// to), to the end of the first reconcile that wrote or confirmed its value
+// or a later one; with none, 0.
+func slowest(changes []change, done map[string][]seen, from, to time.Time) time.Duration {
+	var worst time.Duration
+	for _, c := range changes {
+		if c.at.Before(from) || !c.at.Before(to) {
+			continue
+		}
+		for _, s := range done[c.name] {
+			if s.value >= c.value && s.at.After(c.at) {
+				worst = max(worst, s.at.Sub(c.at))
+				break
+			}
+		}
+	}
+	return worst
 }
 
 // killed closes the open reconciles of process pid, SIGKILLed at at: they
@@ -300,5 +350,25 @@ func TestRefereeSortsConcurrentReconciles(t *testing.T) {
 				t.Errorf("overlaps, ordered, fenced, other, open = %v, want %v (outcomes %v)", got, tc.want, v.outcomes)
 			}
 		})
+	}
+}
+
+func TestSlowestChange(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	changes := []change{
+		{name: "a", value: 1, at: at(0)},   // confirmed at 100 ms
+		{name: "b", value: 1, at: at(10)},  // its first reconcile read an older value; written at 510 ms
+		{name: "c", value: 1, at: at(20)},  // superseded by value 2, written at 220 ms
+		{name: "c", value: 2, at: at(30)},  //
+		{name: "d", value: 1, at: at(900)}, // outside the window
+	}
+	done := map[string][]seen{
+		"a": {{at: at(100), value: 1}},
+		"b": {{at: at(50), value: 0}, {at: at(510), value: 1}},
+		"c": {{at: at(220), value: 2}},
+		"d": {{at: at(5000), value: 1}},
+	}
+	if got, want := slowest(changes, done, at(0), at(900)), 500*time.Millisecond; got != want {
+		t.Fatalf("slowest = %v, want %v", got, want)
 	}
 }

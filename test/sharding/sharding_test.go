@@ -138,8 +138,12 @@ func TestSharding(t *testing.T) {
 type step struct {
 	change, target string
 	members        int
-	took           time.Duration
-	share          string
+	// at is when the change was made; took how long until every bucket was
+	// served; slowest the longest a change made meanwhile (while buckets
+	// moved) waited for its reconcile.
+	at            time.Time
+	took, slowest time.Duration
+	share         string
 }
 
 func testRing(t *testing.T, env *envtest.Environment, cs kubernetes.Interface, sc scale, p plane) {
@@ -169,7 +173,7 @@ func testRing(t *testing.T, env *envtest.Environment, cs kubernetes.Interface, s
 		})
 		// Members report every 50 ms and the poll is every 20 ms: the
 		// figure is late by at most about 70 ms.
-		s := step{change: change, target: target, members: len(live), took: time.Since(since)}
+		s := step{change: change, target: target, members: len(live), at: since, took: time.Since(since)}
 		fair := float64(sc.objects) / float64(len(live))
 		var shares []string
 		// Stable: every object is cached by exactly one live member (a
@@ -265,6 +269,10 @@ func testRing(t *testing.T, env *envtest.Environment, cs kubernetes.Interface, s
 	v := ref.judge()
 	u.mu.Lock()
 	changes, failures := u.changes, u.failures
+	done := ref.reconciledAt()
+	for i, s := range steps {
+		steps[i].slowest = slowest(u.log, done, s.at, s.at.Add(s.took))
+	}
 	u.mu.Unlock()
 	t.Log(table(p, sc, steps, v, changes, failures, converged))
 	if failures > 0 {
@@ -281,10 +289,10 @@ func testRing(t *testing.T, env *envtest.Environment, cs kubernetes.Interface, s
 func table(p plane, sc scale, steps []step, v verdict, changes, failures int, converged time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nplane %s: %d objects, %d changes at %.0f/s (%d failed), %d reconciles %v\n", p.about, sc.objects, changes, sc.rate, failures, v.reconciles, v.outcomes)
-	b.WriteString("| membership change | members | all 32 served once after | target | objects cached (share of objects/members) |\n")
-	b.WriteString("|---|---:|---:|---|---|\n")
+	b.WriteString("| membership change | members | all 32 served once after | target | slowest reconcile of a change made meanwhile | objects cached (share of objects/members) |\n")
+	b.WriteString("|---|---:|---:|---|---:|---|\n")
 	for _, s := range steps {
-		fmt.Fprintf(&b, "| %s | %d | %v | %s | %s |\n", s.change, s.members, s.took.Round(10*time.Millisecond), s.target, s.share)
+		fmt.Fprintf(&b, "| %s | %d | %v | %s | %v | %s |\n", s.change, s.members, s.took.Round(10*time.Millisecond), s.target, s.slowest.Round(10*time.Millisecond), s.share)
 	}
 	fmt.Fprintf(&b, "overlaps (both writes accepted): %d; at once but ordered by the server (a write answered after a freeze): %d; at once with one write fenced: %d; at once with at most one write: %d\n",
 		v.overlaps, v.ordered, v.fenced, v.other)
