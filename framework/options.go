@@ -150,16 +150,19 @@ type LeaderElectionOptions struct {
 // keys. A bucket whose Lease was not renewed for LeaseDuration (its holder
 // crashed or was cut off) is claimed by its new owner after that.
 //
-// Changes cross a handover at change priority. A member giving a bucket up
-// (on a rebalance, or when it stops) writes on the bucket's Lease, for
-// each sharded controller, a mark: the lowest resourceVersion an object of
-// the bucket may have and still carry a change of the primary kind it did
-// not reconcile (its queue still owed the key a change or a retry, or the
-// event had not reached it). The next holder queues the objects of its
-// initial list at or above the mark as changes and the others as replays,
-// behind real changes. One owed key whose object is old (a retry, or a
-// parent queued for a child's change) lowers the mark, and more objects
-// then count as changes. A member that cannot say (it crashed; its
+// Changes cross a handover at change priority. The holder of a bucket
+// writes on the bucket's Lease, for each sharded controller, a mark: the
+// lowest resourceVersion an object of the bucket may have and still carry
+// a change of the primary kind it did not reconcile (its queue still owed
+// the key a change or a retry, or the event had not reached it). It writes
+// the mark with every renewal of the Lease, and a last one when it gives
+// the bucket up (on a rebalance, or when it stops). The next holder queues
+// the objects of its initial list at or above the mark as changes and the
+// others as replays, behind real changes. After a crash, the mark is the
+// one of the last renewal, at most RetryPeriod older than the crash, so the
+// changes since count as changes too. One owed key whose object is old (a
+// retry, or a parent queued for a child's change) lowers the mark, and
+// more objects then count as changes. A holder that cannot say (its
 // informer listed again since it synced; resourceVersions are not decimal
 // integers, as etcd's are) leaves the mark the Lease carries, which is
 // older and so counts more objects as changes, or none: then every object

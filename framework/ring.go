@@ -39,16 +39,16 @@ const (
 	bucketLabel = "converge.dev/bucket"
 	bucketsAnno = "converge.dev/buckets"
 	keyAnno     = "converge.dev/shard-key"
-	// marksAnno, on a bucket Lease, holds the marks its holders left when
-	// they gave it up (handoverMarks): by controller name, a
-	// resourceVersion below which every change of the bucket's primary
-	// objects was reconciled (see shardedPrimary.mark). The next holder
-	// queues the objects of its initial list at or above its controller's
-	// mark as changes, the rest as replays. A mark stays true once written
-	// (what was reconciled stays reconciled; only restoring etcd from a
-	// backup, which sets resourceVersions back, breaks that), so a holder
-	// that leaves none (it crashed, or its controller could not say) leaves
-	// the one it found.
+	// marksAnno, on a bucket Lease, holds the marks its holder writes with
+	// each renewal and when it gives the bucket up (handoverMarks): by
+	// controller name, a resourceVersion below which every change of the
+	// bucket's primary objects was reconciled (see shardedPrimary.marks).
+	// The next holder queues the objects of its initial list at or above
+	// its controller's mark as changes, the rest as replays. A mark stays
+	// true once written (what was reconciled stays reconciled; only
+	// restoring etcd from a backup, which sets resourceVersions back,
+	// breaks that), so a holder that writes none (its controller could not
+	// say) leaves the one it found.
 	marksAnno        = "converge.dev/handover-marks"
 	roleMember       = "member"
 	roleBucket       = "bucket"
@@ -85,9 +85,9 @@ type shardUser interface {
 	drain(b int, timeout time.Duration) []string
 	// drop stops reading b.
 	drop(b int)
-	// mark returns the controller's name and its mark of b, "" when it
-	// cannot say; call it after drain.
-	mark(b int) (controller, rv string)
+	// marks returns the controller's name and its marks of the buckets of
+	// bs it can say for, by bucket (see shardedPrimary.marks).
+	marks(bs []int) (controller string, rvs map[int]string)
 }
 
 // bucketState is where a claimed bucket is in its life.
@@ -304,9 +304,14 @@ func (r *ring) renew(ctx context.Context) {
 		l *coordinationv1.Lease // a copy of h.lease, to write
 	}
 	renewals := make(map[int]renewal, len(r.held))
+	var serving []int
 	for b, h := range r.held {
 		renewals[b] = renewal{h, h.lease.DeepCopy()}
+		if h.state == bucketServing {
+			serving = append(serving, b)
+		}
 	}
+	users := slices.Clone(r.users)
 	r.mu.Unlock()
 
 	start := time.Now()
@@ -323,12 +328,17 @@ func (r *ring) renew(ctx context.Context) {
 		r.log.V(1).Info("renewing the member Lease failed", "error", err.Error())
 	}
 
+	// Each renewal of a served bucket carries the marks taken now: should
+	// this member crash, the next holder queues as changes only what
+	// changed since, and what was still owed.
+	marks := userMarks(serving, users)
 	// The bucket Leases are renewed at once: one after another, a round
 	// would grow with the buckets held, and the member Lease, renewed
 	// once a round, could then go unrenewed for longer than RenewDeadline.
 	var wg sync.WaitGroup
 	for b, x := range renewals {
-		wg.Go(func() { r.renewBucket(ctx, b, x.l, x.h) })
+		l := r.withMarks(x.l, marks[b])
+		wg.Go(func() { r.renewBucket(ctx, b, l, x.h) })
 	}
 	wg.Wait()
 }
@@ -661,7 +671,7 @@ func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string)
 	h.cancel()
 	lease := h.lease
 	r.mu.Unlock()
-	marks := userMarks(b, users)
+	marks := userMarks([]int{b}, users)[b]
 	for _, u := range users {
 		u.drop(b)
 	}
@@ -680,13 +690,17 @@ func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string)
 	r.mu.Unlock()
 }
 
-// userMarks returns the marks of bucket b by controller, for the users
-// that can say.
-func userMarks(b int, users []shardUser) map[string]string {
-	marks := map[string]string{}
+// userMarks returns the marks of the buckets of bs, by bucket and then by
+// controller, for the users that can say.
+func userMarks(bs []int, users []shardUser) map[int]map[string]string {
+	marks := map[int]map[string]string{}
 	for _, u := range users {
-		if ctl, rv := u.mark(b); rv != "" {
-			marks[ctl] = rv
+		ctl, rvs := u.marks(bs)
+		for b, rv := range rvs {
+			if marks[b] == nil {
+				marks[b] = map[string]string{}
+			}
+			marks[b][ctl] = rv
 		}
 	}
 	return marks
@@ -789,13 +803,16 @@ func (r *ring) leave(ctx context.Context) {
 	r.held = map[int]*heldBucket{}
 	users := slices.Clone(r.users)
 	r.mu.Unlock()
+	var bs []int
+	for b, h := range held {
+		if h.state != bucketSyncing {
+			bs = append(bs, b)
+		}
+	}
+	marks := userMarks(bs, users)
 	for b, h := range held {
 		h.cancel()
-		lease := h.lease
-		if h.state != bucketSyncing {
-			lease = r.withMarks(lease, userMarks(b, users))
-		}
-		r.release(ctx, lease)
+		r.release(ctx, r.withMarks(h.lease, marks[b]))
 	}
 	if err := r.leases.Delete(ctx, r.memberName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		r.log.Info("deleting the member Lease failed; it expires after LeaseDuration", "error", err.Error())

@@ -196,70 +196,92 @@ func (p *shardedPrimary[T]) drain(b int, timeout time.Duration) []string {
 	return []string{fmt.Sprintf("controller %q: %d reconcile(s) of bucket %d", p.ctl, p.inflight[b], b)}
 }
 
-// mark returns the controller's name and its mark of bucket b: the lowest
-// resourceVersion an object of b may have and still carry a change of the
-// primary kind this controller did not reconcile. It is the lowest
-// resourceVersion of the objects of b its queue still owes a change or a
-// retry (as cached), or, when lower, one above the highest its listener
-// queued (every later watch event is above that). "" means it cannot say:
-// b is not read here; its listener has not yet seen the whole initial list
-// or the informer listed again (a list's objects come in no order of
-// resourceVersion); resourceVersions are not decimal integers; or the
-// controller is stopping and b was not held when it began to (its queue no
-// longer takes keys). The marks of the buckets held when the controller
-// began to stop are the ones taken then.
-func (p *shardedPrimary[T]) mark(b int) (controller, rv string) {
+// marks returns the controller's name and its marks of the buckets of bs
+// it can say for. The mark of a bucket is the lowest resourceVersion an
+// object of the bucket may have and still carry a change of the primary
+// kind this controller did not reconcile: the lowest resourceVersion of
+// the bucket's objects its queue still owes a change or a retry (as
+// cached), or, when lower, one above the highest its listener queued
+// (every later watch event is above that). A mark stays true once taken:
+// what was reconciled stays reconciled. A bucket gets none when it is not
+// read here; when its listener has not yet seen the whole initial list or
+// the informer listed again (a list's objects come in no order of
+// resourceVersion); when resourceVersions are not decimal integers; or
+// when the controller is stopping and the bucket was not held when it
+// began to (its queue no longer takes keys). The marks of the buckets held
+// when the controller began to stop are the ones taken then.
+func (p *shardedPrimary[T]) marks(bs []int) (controller string, rvs map[int]string) {
 	p.mu.Lock()
-	frozen, stopping := p.frozen[b], p.frozen != nil
-	rd := p.reads[b]
-	p.mu.Unlock()
-	switch {
-	case stopping:
-		return p.ctl, frozen
-	case rd == nil || p.owed == nil:
-		return p.ctl, ""
+	frozen := p.frozen
+	reads := make(map[int]*bucketRead[T], len(bs))
+	for _, b := range bs {
+		if rd := p.reads[b]; rd != nil {
+			reads[b] = rd
+		}
 	}
-	delivered := rd.delivered.Load() // before the queue is read
-	return p.ctl, markOf(rd, delivered, p.owedKeys())
+	p.mu.Unlock()
+	if frozen == nil {
+		return p.ctl, p.marksOf(reads)
+	}
+	rvs = map[int]string{}
+	for _, b := range bs {
+		if rv := frozen[b]; rv != "" {
+			rvs[b] = rv
+		}
+	}
+	return p.ctl, rvs
 }
 
-// owedKeys returns the keys the queue owes a change or a retry: not those
-// asked for only by replays or by a reconcile's RequeueAfter.
-func (p *shardedPrimary[T]) owedKeys() []reconcile.Request {
+// marksOf takes the marks of the buckets reads reads (see marks). Each
+// bucket's delivered is read before the queue is: whatever the listener
+// queued after that read is above it, and what it queued up to there, the
+// queue still owes or a worker reconciled. An owed key is looked up once,
+// in the bucket that holds it.
+func (p *shardedPrimary[T]) marksOf(reads map[int]*bucketRead[T]) map[int]string {
+	rvs := map[int]string{}
+	if p.owed == nil || len(reads) == 0 {
+		return rvs
+	}
+	marks := make(map[int]uint64, len(reads))
+	for b, rd := range reads {
+		marks[b] = rd.delivered.Load() + 1
+	}
 	var owed []reconcile.Request
 	p.owed(func(req reconcile.Request, r reconcile.Reason) {
+		// Not keys asked for only by replays or by RequeueAfter.
 		if r == reconcile.ReasonChange || r == reconcile.ReasonRetry {
 			owed = append(owed, req)
 		}
 	})
-	return owed
-}
-
-// markOf computes the mark of the bucket rd reads (see mark) from
-// delivered, read from rd before the queue was, and the keys the queue
-// owes: whatever the listener queued after that read is above delivered,
-// and what it queued up to there, the queue still owes or a worker
-// reconciled.
-func markOf[T object.Object](rd *bucketRead[T], delivered uint64, owed []reconcile.Request) string {
-	if rd.reg == nil || !rd.reg.HasSynced() || rd.inf.Relists() > 1 {
-		return ""
+	for b, rd := range reads {
+		// Checked after the queue was read: a list begun before then
+		// shows here.
+		if marks[b] == 1 || rd.unordered.Load() || rd.reg == nil || !rd.reg.HasSynced() || rd.inf.Relists() > 1 {
+			delete(marks, b)
+		}
 	}
-	if delivered == 0 || rd.unordered.Load() {
-		return ""
-	}
-	mark := delivered + 1
 	for _, req := range owed {
-		obj, ok := rd.inf.Peek(types.NamespacedName(req))
+		key := types.NamespacedName(req)
+		b, ok := p.shards.BucketOf(key)
+		mark, marked := marks[b]
+		if !ok || !marked {
+			continue // of a bucket not asked for, or deleted: not listed by the next holder
+		}
+		obj, ok := reads[b].inf.Peek(key)
 		if !ok {
-			continue // of another bucket, or deleted: not listed by the next holder
+			continue
 		}
 		rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
 		if err != nil {
-			return ""
+			delete(marks, b)
+			continue
 		}
-		mark = min(mark, rv)
+		marks[b] = min(mark, rv)
 	}
-	return strconv.FormatUint(mark, 10)
+	for b, mark := range marks {
+		rvs[b] = strconv.FormatUint(mark, 10)
+	}
+	return rvs
 }
 
 // freeze takes the marks of every held bucket, for the controller's stop:
@@ -269,17 +291,7 @@ func (p *shardedPrimary[T]) freeze() {
 	p.mu.Lock()
 	reads := maps.Clone(p.reads)
 	p.mu.Unlock()
-	frozen := make(map[int]string, len(reads))
-	if p.owed != nil {
-		delivered := make(map[int]uint64, len(reads))
-		for b, rd := range reads {
-			delivered[b] = rd.delivered.Load() // before the queue is read
-		}
-		owed := p.owedKeys()
-		for b, rd := range reads {
-			frozen[b] = markOf(rd, delivered[b], owed)
-		}
-	}
+	frozen := p.marksOf(reads)
 	p.mu.Lock()
 	p.frozen = frozen
 	p.mu.Unlock()

@@ -2,7 +2,9 @@ package framework_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,11 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/test/chaos/proxy"
 )
 
 // referee counts reconciles of one key that run in two members at once,
@@ -94,12 +98,13 @@ type member struct {
 
 func startMember(t *testing.T, ns, ring, id string, ref *referee) *member {
 	t.Helper()
-	return startPacedMember(t, ns, ring, id, ref, 4, func(*corev1.ConfigMap) time.Duration { return 30 * time.Millisecond })
+	return startPacedMember(t, plane.Config(t), ns, ring, id, ref, 4, func(*corev1.ConfigMap) time.Duration { return 30 * time.Millisecond })
 }
 
-// startPacedMember is startMember with workers workers, each reconcile
-// waiting pause(its object) before it writes.
-func startPacedMember(t *testing.T, ns, ring, id string, ref *referee, workers int, pause func(*corev1.ConfigMap) time.Duration) *member {
+// startPacedMember is startMember reaching the API server with cfg, with
+// workers workers, each reconcile waiting pause(its object) before it
+// writes.
+func startPacedMember(t *testing.T, cfg *rest.Config, ns, ring, id string, ref *referee, workers int, pause func(*corev1.ConfigMap) time.Duration) *member {
 	t.Helper()
 	opts := framework.Options{Cache: informers.Options{Namespace: ns}, GracefulShutdownTimeout: 10 * time.Second}
 	if ring != "" {
@@ -108,7 +113,7 @@ func startPacedMember(t *testing.T, ns, ring, id string, ref *referee, workers i
 			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		}
 	}
-	mgr := testenv.NewManager(t, plane.Config(t), opts)
+	mgr := testenv.NewManager(t, cfg, opts)
 	m := &member{id: id, mgr: mgr}
 	err := framework.NewBuilder[*corev1.ConfigMap](mgr, "sharded", framework.ControllerOptions{Workers: workers, Sharded: ring != ""}).
 		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
@@ -223,6 +228,78 @@ func ownedBy(cms []*corev1.ConfigMap, held []int) []string {
 	return names
 }
 
+// names returns the names of cms.
+func names(cms []*corev1.ConfigMap) []string {
+	var out []string
+	for _, cm := range cms {
+		out = append(out, cm.Name)
+	}
+	return out
+}
+
+// caughtUp reports whether member a reconciled each object of names at
+// its current resourceVersion: then a's queue owes nothing for them, not
+// even the echo of its own write.
+func caughtUp(t *testing.T, cs kubernetes.Interface, ns string, ref *referee, names []string) bool {
+	log, _ := ref.since(0)
+	for _, name := range names {
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil || !slices.ContainsFunc(log, func(e reconciled) bool {
+			return e.member == "a" && e.name == name && e.rv == cm.ResourceVersion
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkHandedOver checks b's first reconcile, in the log from index from
+// on, of each object in names: a change when a never reconciled it at
+// version v, a replay when it was not changed.
+func checkHandedOver(t *testing.T, ref *referee, from int, names, changed []string, v string) {
+	t.Helper()
+	log, _ := ref.since(from)
+	byA, firstB := map[string]bool{}, map[string]reconcile.Reason{}
+	for _, e := range log {
+		switch {
+		case e.member == "a" && e.v == v:
+			byA[e.name] = true
+		case e.member == "b" && firstB[e.name] == "":
+			firstB[e.name] = e.reason
+		}
+	}
+	owed := 0
+	for _, name := range names {
+		switch r := firstB[name]; {
+		case r == "":
+			t.Errorf("b never reconciled %s", name)
+		case !slices.Contains(changed, name):
+			if r != reconcile.ReasonReplay {
+				t.Errorf("b reconciled %s, which nobody changed, as a %s, want a replay", name, r)
+			}
+		case !byA[name]:
+			owed++
+			if r != reconcile.ReasonChange {
+				t.Errorf("b reconciled %s, whose change to v=%s a had not reconciled, as a %s, want a change", name, v, r)
+			}
+		}
+	}
+	if owed == 0 {
+		t.Fatalf("a had reconciled every change to v=%s before giving its buckets up: the test cannot tell a mark from none", v)
+	}
+	t.Logf("v=%s: %d of %d changed objects handed over unreconciled, all reconciled by b as changes", v, owed, len(changed))
+}
+
+// slowAfterV1 paces a member that reconciles v=1 at once and later
+// versions slowly, so that with one worker its queue still owes most of a
+// change when it gives buckets up.
+func slowAfterV1(cm *corev1.ConfigMap) time.Duration {
+	if cm.Data["v"] == "1" {
+		return 0
+	}
+	return 300 * time.Millisecond
+}
+
 func TestShardingSplitsTheObjectsAndHandsThemOver(t *testing.T) {
 	cs, ns, cms := configMaps(t, 80)
 	ref := newReferee()
@@ -267,78 +344,10 @@ func TestShardingSplitsTheObjectsAndHandsThemOver(t *testing.T) {
 func TestShardingHandsQueuedChangesOverAsChanges(t *testing.T) {
 	cs, ns, cms := configMaps(t, 80)
 	ref := newReferee()
-	// a reconciles v=1 at once and later versions slowly, one at a time, so
-	// that its queue still owes most of a change when it gives buckets up.
-	slow := func(cm *corev1.ConfigMap) time.Duration {
-		if cm.Data["v"] == "1" {
-			return 0
-		}
-		return 300 * time.Millisecond
-	}
-	a := startPacedMember(t, ns, "ring", "a", ref, 1, slow)
+	a := startPacedMember(t, plane.Config(t), ns, "ring", "a", ref, 1, slowAfterV1)
 	testenv.Eventually(t, "member a serves all 32 buckets", func() bool { return len(a.serving()) == 32 })
 	setVersion(t, cs, ns, cms, 1)
 	testenv.Eventually(t, "every ConfigMap reconciled at v=1", func() bool { return converged(t, cs, ns, 1) })
-	names := func(cms []*corev1.ConfigMap) []string {
-		var out []string
-		for _, cm := range cms {
-			out = append(out, cm.Name)
-		}
-		return out
-	}
-	// caughtUp reports whether a reconciled each object of names at its
-	// current resourceVersion: then a's queue owes nothing for them, not
-	// even the echo of its own write.
-	caughtUp := func(names []string) bool {
-		log, _ := ref.since(0)
-		for _, name := range names {
-			cm, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), name, metav1.GetOptions{})
-			if err != nil || !slices.ContainsFunc(log, func(e reconciled) bool {
-				return e.member == "a" && e.name == name && e.rv == cm.ResourceVersion
-			}) {
-				return false
-			}
-		}
-		return true
-	}
-
-	// checkHandedOver checks b's first reconcile, in the log from index
-	// from on, of each object in names: a change when a never reconciled
-	// it at version v, a replay when it was not changed.
-	checkHandedOver := func(from int, names, changed []string, v string) {
-		t.Helper()
-		log, _ := ref.since(from)
-		byA, firstB := map[string]bool{}, map[string]reconcile.Reason{}
-		for _, e := range log {
-			switch {
-			case e.member == "a" && e.v == v:
-				byA[e.name] = true
-			case e.member == "b" && firstB[e.name] == "":
-				firstB[e.name] = e.reason
-			}
-		}
-		owed := 0
-		for _, name := range names {
-			switch r := firstB[name]; {
-			case r == "":
-				t.Errorf("b never reconciled %s", name)
-			case !slices.Contains(changed, name):
-				if r != reconcile.ReasonReplay {
-					t.Errorf("b reconciled %s, which nobody changed, as a %s, want a replay", name, r)
-				}
-			case !byA[name]:
-				owed++
-				if r != reconcile.ReasonChange {
-					t.Errorf("b reconciled %s, whose change to v=%s a had not reconciled, as a %s, want a change", name, v, r)
-				}
-			}
-		}
-		if owed == 0 {
-			t.Fatalf("a had reconciled every change to v=%s before giving its buckets up: the test cannot tell a mark from none", v)
-		}
-		t.Logf("v=%s: %d of %d changed objects handed over unreconciled, all reconciled by b as changes", v, owed, len(changed))
-	}
-
 	// A rebalance: half the objects change, and b joins while a works
 	// through them.
 	var even []*corev1.ConfigMap
@@ -347,13 +356,13 @@ func TestShardingHandsQueuedChangesOverAsChanges(t *testing.T) {
 			even = append(even, cm)
 		}
 	}
-	testenv.Eventually(t, "a reconciled every ConfigMap at its current version", func() bool { return caughtUp(names(cms)) })
+	testenv.Eventually(t, "a reconciled every ConfigMap at its current version", func() bool { return caughtUp(t, cs, ns, ref, names(cms)) })
 	_, from := ref.since(0)
 	setVersion(t, cs, ns, even, 2)
-	b := startPacedMember(t, ns, "ring", "b", ref, 4, func(*corev1.ConfigMap) time.Duration { return 0 })
+	b := startPacedMember(t, plane.Config(t), ns, "ring", "b", ref, 4, func(*corev1.ConfigMap) time.Duration { return 0 })
 	testenv.Eventually(t, "a and b serve 16 buckets each", func() bool { return len(a.serving()) == 16 && len(b.serving()) == 16 })
 	testenv.Eventually(t, "every changed ConfigMap reconciled at v=2", func() bool { return at(t, cs, ns, names(even), 2) })
-	checkHandedOver(from, ownedBy(cms, b.serving()), names(even), "2")
+	checkHandedOver(t, ref, from, ownedBy(cms, b.serving()), names(even), "2")
 
 	// A graceful leave: half of a's objects change, and a stops at once.
 	var ofA, changed []*corev1.ConfigMap
@@ -367,7 +376,7 @@ func TestShardingHandsQueuedChangesOverAsChanges(t *testing.T) {
 			changed = append(changed, cm)
 		}
 	}
-	testenv.Eventually(t, "a reconciled each of its ConfigMaps at its current version", func() bool { return caughtUp(names(ofA)) })
+	testenv.Eventually(t, "a reconciled each of its ConfigMaps at its current version", func() bool { return caughtUp(t, cs, ns, ref, names(ofA)) })
 	_, from = ref.since(0)
 	setVersion(t, cs, ns, changed, 3)
 	testenv.Eventually(t, "a started on v=3", func() bool {
@@ -376,8 +385,107 @@ func TestShardingHandsQueuedChangesOverAsChanges(t *testing.T) {
 	})
 	leave(t, a, b)
 	testenv.Eventually(t, "every changed ConfigMap reconciled at v=3", func() bool { return at(t, cs, ns, names(changed), 3) })
-	checkHandedOver(from, names(ofA), names(changed), "3")
+	checkHandedOver(t, ref, from, names(ofA), names(changed), "3")
 
+	if o := ref.seen(); len(o) > 0 {
+		t.Errorf("%d reconciles ran in two members at once: %v", len(o), o)
+	}
+}
+
+// A member that crashes writes nothing as it goes, but every renewal of
+// its bucket Leases carried its marks: the next holder, once the Leases
+// expire, queues the changes the crashed member still owed as changes and
+// the objects nobody changed as replays. The crash is a connection reset
+// by a proxy between member a and the API server: a can no longer write
+// anything, and stops dispatching once its Leases go unrenewed for
+// RenewDeadline. Without renewal marks the changed objects reach b as
+// replays and the test fails.
+func TestShardingMarksSurviveACrash(t *testing.T) {
+	cs, ns, cms := configMaps(t, 80)
+	ref := newReferee()
+	u, err := url.Parse(plane.Config(t).Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proxy.New(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	viaProxy := rest.CopyConfig(plane.Config(t))
+	viaProxy.Host = "https://" + p.Addr()
+
+	a := startPacedMember(t, viaProxy, ns, "ring", "a", ref, 1, slowAfterV1)
+	testenv.Eventually(t, "member a serves all 32 buckets", func() bool { return len(a.serving()) == 32 })
+	setVersion(t, cs, ns, cms, 1)
+	testenv.Eventually(t, "every ConfigMap reconciled at v=1", func() bool { return converged(t, cs, ns, 1) })
+	b := startPacedMember(t, plane.Config(t), ns, "ring", "b", ref, 4, func(*corev1.ConfigMap) time.Duration { return 0 })
+	testenv.Eventually(t, "a and b serve 16 buckets each", func() bool { return len(a.serving()) == 16 && len(b.serving()) == 16 })
+
+	// Half of a's objects change while a works through them one at a time.
+	held := a.serving()
+	var ofA, changed, unchanged []*corev1.ConfigMap
+	for _, cm := range cms {
+		if slices.Contains(ownedBy(cms, held), cm.Name) {
+			ofA = append(ofA, cm)
+		}
+	}
+	for i, cm := range ofA {
+		if i%2 == 0 {
+			changed = append(changed, cm)
+		} else {
+			unchanged = append(unchanged, cm)
+		}
+	}
+	testenv.Eventually(t, "a reconciled each of its ConfigMaps at its current version", func() bool { return caughtUp(t, cs, ns, ref, names(ofA)) })
+	// The highest resourceVersion of each of a's buckets' unchanged
+	// objects: a mark above it was taken after a caught up.
+	top := map[int]uint64{}
+	buckets := informers.Buckets{Field: informers.ShardByUID, Count: 32}
+	for _, cm := range unchanged {
+		cur, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), cm.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv, err := strconv.ParseUint(cur.ResourceVersion, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bk := buckets.OfObject(cm)
+		top[bk] = max(top[bk], rv)
+	}
+	_, from := ref.since(0)
+	setVersion(t, cs, ns, changed, 2)
+	// (A bucket a never read an object of carries no mark: the next
+	// holder's list of it holds nothing to tell apart.)
+	testenv.Eventually(t, "each of a's bucket Leases carries a mark taken after a caught up", func() bool {
+		for bk := range top {
+			l, err := cs.CoordinationV1().Leases(ns).Get(t.Context(), fmt.Sprintf("ring-bucket-%d", bk), metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			var m struct {
+				Marks map[string]string `json:"marks"`
+			}
+			if json.Unmarshal([]byte(l.Annotations["converge.dev/handover-marks"]), &m) != nil {
+				return false
+			}
+			mark, err := strconv.ParseUint(m.Marks["sharded"], 10, 64)
+			if err != nil || mark <= top[bk] {
+				return false
+			}
+		}
+		return true
+	})
+
+	// The crash: nothing a sends reaches the API server any more.
+	p.SetMode(proxy.Reset, 0)
+	testenv.Eventually(t, "member b serves all 32 buckets after a crashed", func() bool { return len(b.serving()) == 32 })
+	testenv.Eventually(t, "every changed ConfigMap reconciled at v=2", func() bool { return at(t, cs, ns, names(changed), 2) })
+	checkHandedOver(t, ref, from, names(ofA), names(changed), "2")
+
+	a.run.Cancel()
+	<-a.run.Done
 	if o := ref.seen(); len(o) > 0 {
 		t.Errorf("%d reconciles ran in two members at once: %v", len(o), o)
 	}
