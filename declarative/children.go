@@ -101,11 +101,22 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 		case !namespaced:
 			u.SetNamespace("")
 		}
-		if cached := ck.inf.Namespace(); namespaced && cached != "" && u.GetNamespace() != cached {
+		if cached := ck.cached.Selection().Namespace; namespaced && cached != "" && u.GetNamespace() != cached {
 			// The cache would never show it: drift would go unseen and
 			// the child would be neither pruned nor finalized.
 			errs = append(errs, fmt.Errorf("child %s %s: namespace %q is outside the manager's cache, which holds namespace %q only (framework.Options.Cache.Namespace); declare it in %q or cache its namespace",
 				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), cached, cached))
+			continue
+		}
+		if b, ok := ck.cached.Sharded(); ok && b.Field == informers.ShardByNamespace && namespaced && u.GetNamespace() != parent.GetNamespace() {
+			// Only the member holding the parent's bucket reconciles it,
+			// and it reads the kind of its buckets' namespaces only. (The
+			// cache says whether some sharded controller of this process
+			// reads the kind per bucket, not whether this one does: an
+			// unsharded controller sharing a child kind with a sharded one
+			// is held to the same rule.)
+			errs = append(errs, fmt.Errorf("child %s %s: namespace %q is not its parent's, and this process reads %s objects per bucket of a ring sharded by namespace (framework.ShardingOptions.Key): the member reconciling the parent sees only the namespaces of its buckets, so it might not see the child to revert drift or prune it; declare it in %q",
+				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), gvk.Kind, parent.GetNamespace()))
 			continue
 		}
 		id := gvk.GroupKind().String() + "/" + key(u.GetNamespace(), u.GetName())
@@ -215,7 +226,7 @@ func dropNulls(m map[string]any) {
 // metadata.namespace only; a child of a kind selected on other fields is
 // rejected, as whether the cache holds it cannot be told before it exists.
 func inSelection(ck *childKind, u *unstructured.Unstructured) error {
-	sel := ck.inf.Selection()
+	sel := ck.cached.Selection()
 	child := fmt.Sprintf("%s %s", u.GetKind(), key(u.GetNamespace(), u.GetName()))
 	if sel.Labels != nil && !sel.Labels.Matches(labels.Set(u.GetLabels())) {
 		return fmt.Errorf("child %s: its labels do not match the selector %q the manager's cache selects %s objects with (framework.Options.Cache.ByKind), so converge could not see it to revert drift or prune it; give the child labels the selector matches, or widen the selection",
@@ -295,7 +306,7 @@ func (d *Declarative[T]) namespaced(ck *childKind) (bool, error) {
 // such a failure the object is read from the API server and the decision
 // taken again, once.
 func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) error {
-	cached, err := c.kind.inf.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
+	cached, err := c.kind.cached.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
 	var live metav1.Object
 	switch {
 	case err == nil:
@@ -754,9 +765,17 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 // labelled returns the cached children of kind ck that carry parent's labels.
 // It reads the kind's index by ParentUIDLabel (see indexByParent), so its cost
 // is that of parent's children, not of every cached object of the kind.
+//
+// A kind read per bucket by namespace is listed in the parent's namespace
+// only, where its children are (see prepare): should the parent's bucket
+// no longer be held here, the list fails rather than finding no children.
 func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent object.Object) ([]object.Object, error) {
 	sel := labels.SelectorFromSet(labels.Set{ManagerLabel: labelValue(d.opts.FieldManager)})
-	objs, err := ck.inf.List(ctx, informers.MatchingIndex(ParentUIDLabel, string(parent.GetUID())), informers.MatchingLabels(sel))
+	opts := []informers.ListOption{informers.MatchingIndex(ParentUIDLabel, string(parent.GetUID())), informers.MatchingLabels(sel)}
+	if b, ok := ck.cached.Sharded(); ok && b.Field == informers.ShardByNamespace && parent.GetNamespace() != "" {
+		opts = append(opts, informers.InNamespace(parent.GetNamespace()))
+	}
+	objs, err := ck.cached.List(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("list %s children: %w", ck.gvk.Kind, err)
 	}

@@ -220,7 +220,10 @@ type Declarative[T object.Object] struct {
 type childKind struct {
 	gvk     schema.GroupVersionKind
 	example object.Object
-	inf     *informers.Informer[object.Object]
+	// cached reads the kind from the manager's cache: its informer, or the
+	// informers of the held buckets when the controller is sharded by
+	// namespace.
+	cached *informers.KindReader[object.Object]
 }
 
 var (
@@ -357,8 +360,11 @@ func childGVK(scheme *runtime.Scheme, ex object.Object) (schema.GroupVersionKind
 	return gvks[0], nil
 }
 
-// childKinds gets the informer of every child kind from cache; examples
-// are Options.Children, checked by validate.
+// childKinds gets the reader of every child kind from cache, and indexes
+// the kind's objects by parent UID; examples are Options.Children, checked
+// by validate. It makes no informer: the controller's sources do, either of
+// the whole kind or, in a controller sharded by namespace, of each held
+// bucket.
 func childKinds(cache *informers.Cache, scheme *runtime.Scheme, examples []object.Object) (map[schema.GroupKind]*childKind, error) {
 	out := make(map[schema.GroupKind]*childKind, len(examples))
 	var errs []error
@@ -368,25 +374,33 @@ func childKinds(cache *informers.Cache, scheme *runtime.Scheme, examples []objec
 			errs = append(errs, err)
 			continue
 		}
-		inf, err := informers.ForObject(cache, ex, informers.Selection{Kind: gvk})
+		// Read as the child source's informer is made (typed when the
+		// scheme knows the kind, whatever ex is), so that both are one.
+		read, err := client.NewForKind(scheme, gvk)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("declarative: child kind %v: %w", gvk, err))
 			continue
 		}
-		if err := indexByParent(inf); err != nil {
+		cached, err := informers.NewKindReader(cache, read, gvk)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("declarative: child kind %v: %w", gvk, err))
 			continue
 		}
-		out[gvk.GroupKind()] = &childKind{gvk: gvk, example: ex, inf: inf}
+		if err := indexByParent(cache, gvk.GroupKind()); err != nil {
+			errs = append(errs, fmt.Errorf("declarative: child kind %v: %w", gvk, err))
+			continue
+		}
+		out[gvk.GroupKind()] = &childKind{gvk: gvk, example: ex, cached: cached}
 	}
 	return out, errors.Join(errs...)
 }
 
-// indexByParent indexes the objects of inf by their ParentUIDLabel, once for
-// every declarative controller whose children are of that kind: the index
-// is the same for all of them, as parent UIDs are unique.
-func indexByParent(inf *informers.Informer[object.Object]) error {
-	err := inf.AddIndex(ParentUIDLabel, func(obj object.Object) []string {
+// indexByParent indexes the objects of kind gk by their ParentUIDLabel, in
+// every informer of the kind, once for every declarative controller whose
+// children are of that kind: the index is the same for all of them, as
+// parent UIDs are unique.
+func indexByParent(cache *informers.Cache, gk schema.GroupKind) error {
+	err := cache.AddIndex(gk, ParentUIDLabel, func(obj object.Object) []string {
 		if uid, ok := obj.GetLabels()[ParentUIDLabel]; ok {
 			return []string{uid}
 		}
@@ -410,7 +424,10 @@ func (d *Declarative[T]) Sources() ([]framework.Source, error) {
 		src := framework.Map(func(_ context.Context, child object.Object) []reconcile.Request {
 			return append(d.parentOf(child), d.conflicts.parentsOf(objectID(gk, child.GetNamespace(), child.GetName()))...)
 		})
-		srcs = append(srcs, framework.WithSelection(src, informers.Selection{Kind: ck.gvk}))
+		// A child is in its parent's namespace whenever the controller is
+		// sharded by namespace (see prepare): the member that holds the
+		// parent's bucket reads the child's.
+		srcs = append(srcs, framework.SameNamespace(framework.WithSelection(src, informers.Selection{Kind: ck.gvk})))
 	}
 	return srcs, nil
 }

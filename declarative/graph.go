@@ -327,7 +327,7 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 		v.state = readiness{failed: true, what: expectedReadiness(gk, v.ready != nil), why: "it could not be applied"}
 		return
 	}
-	live, err := c.kind.inf.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
+	live, err := c.kind.cached.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
 	if err != nil {
 		why := ""
 		if !apierrors.IsNotFound(err) {

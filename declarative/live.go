@@ -70,7 +70,7 @@ func LiveChild[C object.Object](ctx context.Context, example C, name string) (C,
 	if namespaced {
 		ns = v.parent.GetNamespace()
 	}
-	obj, err := ck.inf.Get(ctx, types.NamespacedName{Namespace: ns, Name: name})
+	obj, err := ck.cached.Get(ctx, types.NamespacedName{Namespace: ns, Name: name})
 	switch {
 	case apierrors.IsNotFound(err):
 		return zero, err

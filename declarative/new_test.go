@@ -2,6 +2,7 @@ package declarative_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -117,7 +118,18 @@ func TestNewWatchesEveryChildKind(t *testing.T) {
 	if len(srcs) != 2 {
 		t.Errorf("Sources returned %d sources, want one per child kind (2)", len(srcs))
 	}
-	if stats := mgr.Cache().Stats(); len(stats) != 2 {
-		t.Errorf("the cache holds %d informers, want one per child kind (2): %+v", len(stats), stats)
+	if stats := mgr.Cache().Stats(); len(stats) != 0 {
+		t.Errorf("New made %d informers, want none (the controller's sources make them): %+v", len(stats), stats)
+	}
+	if err := framework.NewBuilder[*corev1.ConfigMap](mgr, "parents", framework.ControllerOptions{}).Complete(d); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, st := range mgr.Cache().Stats() {
+		kinds = append(kinds, st.Kind.Kind)
+	}
+	slices.Sort(kinds)
+	if want := []string{"ConfigMap", "Secret", "Service"}; !slices.Equal(kinds, want) {
+		t.Errorf("the controller's informers are of %v, want the parent's and one per child kind: %v", kinds, want)
 	}
 }

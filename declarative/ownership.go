@@ -321,7 +321,7 @@ func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent
 		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
 	}
 	var res metadata.ResourceInterface = d.live.Resource(m.Resource)
-	if ns := ck.inf.Namespace(); ns != "" && namespaced {
+	if ns := ck.cached.Selection().Namespace; ns != "" && namespaced {
 		// The cache holds this namespace only, and children are only
 		// applied there (see prepare); RBAC may allow no wider list.
 		res = d.live.Resource(m.Resource).Namespace(ns)

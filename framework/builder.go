@@ -6,7 +6,6 @@ import (
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
@@ -183,7 +182,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		if mgr.ring == nil {
 			return nil, b.fail(errors.New("ControllerOptions.Sharded needs a sharding ring: set Options.Sharding.Ring on the manager"))
 		}
-		kind, err := primaryKind[T](mgr, opts.Selection)
+		kind, err := primary.kind(mgr)
 		if err != nil {
 			return nil, b.fail(err)
 		}
@@ -205,6 +204,9 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	target.owner = c.kind
 	var errs []error
 	for _, src := range b.sources {
+		if sharded != nil && sharded.addSecondary(mgr, src, c.log) {
+			continue
+		}
 		s, err := src.bind(target)
 		if err != nil {
 			errs = append(errs, err)
@@ -253,7 +255,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	}
 	if sharded != nil {
 		mgr.ring.register(sharded)
-		if err := mgr.Cache().ShardReads(c.kind.GroupKind(), mgr.ring.buckets, sharded.heldBuckets); err != nil {
+		if err := sharded.routeReads(mgr); err != nil {
 			return nil, b.fail(err)
 		}
 		c.dropped = mgr.metrics.ring.dropped.WithLabelValues(mgr.ring.opts.Ring, b.name)
@@ -297,25 +299,4 @@ func nilPredicate[T object.Object](preds []Predicate[T]) error {
 		}
 	}
 	return nil
-}
-
-// primaryKind returns the kind of a sharded controller's primary type T,
-// without making an informer of the whole kind.
-func primaryKind[T object.Object](mgr *Manager, sel informers.Selection) (schema.GroupVersionKind, error) {
-	if !sel.Kind.Empty() {
-		return sel.Kind, nil
-	}
-	rt := reflect.TypeFor[T]()
-	if rt.Kind() != reflect.Pointer || rt.Elem().Kind() != reflect.Struct {
-		return schema.GroupVersionKind{}, fmt.Errorf("type %v is not a pointer to a struct; give the kind with ControllerOptions.Selection.Kind", rt)
-	}
-	obj, ok := reflect.New(rt.Elem()).Interface().(T)
-	if !ok {
-		return schema.GroupVersionKind{}, fmt.Errorf("type %v is not an object", rt)
-	}
-	gvk, err := client.KindOf(mgr.Scheme(), obj)
-	if err != nil {
-		return schema.GroupVersionKind{}, fmt.Errorf("%v: %w (for unstructured and metadata objects, give the kind with ControllerOptions.Selection.Kind)", rt, err)
-	}
-	return gvk, nil
 }

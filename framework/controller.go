@@ -68,12 +68,15 @@ type ControllerOptions struct {
 	// manager's sharding ring (Options.Sharding): this process caches and
 	// reconciles only the objects of the primary kind in the buckets it
 	// holds, and its reconciles' writes are refused once their bucket is
-	// given up (ErrBucketNotHeld). Keys that other sources (Owns, Watches)
-	// map to an object of a bucket held elsewhere are dropped here: that
-	// member reconciles them. A sharded controller runs in every member,
-	// leader or not. It needs Options.Sharding.Ring. Zero (false) means the
-	// controller reconciles every object (in the leader, with leader
-	// election).
+	// given up (ErrBucketNotHeld). When the ring shards by namespace, the
+	// namespaced kinds of its Owned and OwnedByAny sources (Owns) and of
+	// Map sources marked SameNamespace are read per held bucket too, so a
+	// member caches the children of its parents only; other sources are
+	// cached whole. Keys that sources map to an object of a bucket held
+	// elsewhere are dropped here: that member reconciles them. A sharded
+	// controller runs in every member, leader or not. It needs
+	// Options.Sharding.Ring. Zero (false) means the controller reconciles
+	// every object (in the leader, with leader election).
 	Sharded bool
 
 	// HistoryKeys is how many keys the controller remembers the last five

@@ -192,8 +192,12 @@ type ShardingOptions struct {
 	Identity string
 
 	// Key is the field whose hash places an object in a bucket:
-	// informers.ShardByUID or informers.ShardByNamespace (then all the
-	// objects of a namespace, a parent and its children, go to one member).
+	// informers.ShardByUID or informers.ShardByNamespace. By namespace, all
+	// the objects of a namespace go to one member, a parent and its
+	// children alike: a sharded controller then reads the namespaced kinds
+	// it owns per held bucket as well (ControllerOptions.Sharded). By UID,
+	// only the primary kind is read per bucket, and the kinds a sharded
+	// controller owns or watches are cached whole in every member.
 	// Zero means informers.ShardByUID. Every member of a ring must use the
 	// same Key and Buckets: Start refuses to join a ring whose live members
 	// say otherwise.

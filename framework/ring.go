@@ -131,6 +131,8 @@ type ring struct {
 
 	informer cache.SharedIndexInformer
 	kick     chan struct{}
+	// holds counts the sharded controllers reading each bucket informer.
+	holds bucketHolds
 
 	mu sync.RWMutex
 	// users are the sharded controllers; mu guards every field below.
@@ -624,12 +626,27 @@ func (r *ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why st
 // acquire makes every sharded controller read bucket b, then serves it.
 func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
 	marks := r.leaseMarks(h.lease)
+	backoff := time.Second
 	for _, u := range users {
-		if err := u.acquire(h.ctx, b, marks); err != nil {
-			if h.ctx.Err() == nil {
-				r.log.Error(err, "reading a claimed bucket failed", "bucket", b)
+		// A controller that cannot read the bucket yet (a kind it may not
+		// list, a sync that timed out) tries again: its informers recover
+		// by themselves once they can, and the bucket stays unserved (and
+		// the member unready) until then.
+		for {
+			err := u.acquire(h.ctx, b, marks)
+			if err == nil {
+				break
 			}
-			return
+			if h.ctx.Err() != nil {
+				return
+			}
+			r.log.Error(err, "reading a claimed bucket failed; trying again", "bucket", b, "in", backoff)
+			select {
+			case <-h.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
 		}
 	}
 	r.mu.Lock()

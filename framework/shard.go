@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
@@ -36,6 +38,9 @@ type shardedPrimary[T object.Object] struct {
 	// owed visits the keys the controller's queue still owes a worker;
 	// set before start.
 	owed func(func(reconcile.Request, reconcile.Reason))
+	// secondaries are the controller's sources read per bucket, as the
+	// primary kind is (see addSecondary); set before start.
+	secondaries []bucketSource
 
 	// started is closed once the controller started, and ctx is its
 	// context, on which listeners run.
@@ -64,16 +69,59 @@ type shardedPrimary[T object.Object] struct {
 	shards *informers.Shards[T]
 }
 
-// bucketRead is one bucket's informer and the controller's listener on it.
+// bucketRead is one bucket's informer and the controller's listener on it,
+// and the bucket's informers and listeners of the secondary sources.
 type bucketRead[T object.Object] struct {
-	inf *informers.Informer[T]
-	reg cache.ResourceEventHandlerRegistration
+	inf       *informers.Informer[T]
+	reg       cache.ResourceEventHandlerRegistration
+	secondary []listening
 	// delivered is the highest resourceVersion among the objects whose
 	// events the listener queued, 0 before the first; unordered is set once
 	// an object's resourceVersion was not a decimal integer (then the
 	// bucket gets no mark).
 	delivered atomic.Uint64
 	unordered atomic.Bool
+}
+
+// bucketHolds counts the controllers of a ring that read each bucket
+// informer, by its description (one per informer key): one controller's
+// own kind may be another's owned kind, and both then read the same
+// informer of a bucket, which is stopped when the last of them lets go.
+type bucketHolds struct {
+	mu sync.Mutex
+	// n counts the holders of each informer; mu guards it.
+	n map[string]int
+}
+
+// hold counts one more holder of inf.
+func (h *bucketHolds) hold(inf sourceInformer) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == nil {
+		h.n = map[string]int{}
+	}
+	h.n[inf.String()]++
+}
+
+// letGo counts one holder of inf less, and stops inf when it was the last.
+func (h *bucketHolds) letGo(inf sourceInformer) {
+	h.mu.Lock()
+	k := inf.String()
+	h.n[k]--
+	last := h.n[k] <= 0
+	if last {
+		delete(h.n, k)
+	}
+	h.mu.Unlock()
+	if last {
+		inf.Stop()
+	}
+}
+
+// listening is a source bound to a bucket, and its listener.
+type listening struct {
+	src boundSource
+	reg cache.ResourceEventHandlerRegistration
 }
 
 // see records that the listener queued obj's event.
@@ -128,13 +176,59 @@ func (p *shardedPrimary[T]) acquire(ctx context.Context, b int, marks map[string
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	p.mu.Lock()
+	rd := p.reads[b] // read by an earlier try that did not sync
+	p.mu.Unlock()
+	if rd == nil {
+		var err error
+		if rd, err = p.read(ctx, b, marks); err != nil {
+			return err
+		}
+	}
+	for _, l := range rd.secondary {
+		if err := l.src.informer().WaitForSync(ctx); err != nil {
+			return fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
+		}
+	}
+	if err := rd.inf.WaitForSync(ctx); err != nil {
+		return fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
+	}
+	return nil
+}
+
+// read makes the informers of bucket b, of the primary kind and of the
+// secondary sources, starts the controller's listeners on them and
+// publishes them in reads, unless ctx ended meanwhile (the bucket was
+// lost): then it undoes what it did, as drop would.
+func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]string) (*bucketRead[T], error) {
+	rd := &bucketRead[T]{}
+	fail := func(err error) (*bucketRead[T], error) {
+		rd.release(p.ring)
+		return nil, fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
+	}
+	// The secondary sources first: their informers exist before the
+	// cache's reads of their kinds come to the bucket.
+	for _, s := range p.secondaries {
+		sb, err := s.bindShard(p.w, p.buckets.Selector(b))
+		if err != nil {
+			return fail(err)
+		}
+		p.ring.holds.hold(sb.informer())
+		l := listening{src: sb}
+		l.reg, err = sb.start(p.ctx)
+		rd.secondary = append(rd.secondary, l)
+		if err != nil {
+			return fail(err)
+		}
+	}
 	src := p.src
 	src.sel.Shard = p.buckets.Selector(b)
 	bound, err := src.bindKind(p.w)
 	if err != nil {
-		return fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
+		return fail(err)
 	}
-	rd := &bucketRead[T]{inf: bound.inf}
+	p.ring.holds.hold(bound.inf)
+	rd.inf = bound.inf
 	bound.delivered = rd.see
 	if mark, err := strconv.ParseUint(marks[p.ctl], 10, 64); err == nil {
 		// The member that handed b over had reconciled every change below
@@ -154,17 +248,84 @@ func (p *shardedPrimary[T]) acquire(ctx context.Context, b int, marks map[string
 			p.onDelete(obj)
 		}
 	}
-	reg, err := bound.start(p.ctx)
-	if err != nil {
-		bound.inf.Stop()
-		return fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
+	if rd.reg, err = bound.start(p.ctx); err != nil {
+		return fail(err)
 	}
-	rd.reg = reg
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Checked with mu held: a bucket lost from here on is dropped after
+	// its context ended, and drop then finds it in reads.
+	if err := ctx.Err(); err != nil {
+		rd.release(p.ring)
+		return nil, err
+	}
 	p.reads[b] = rd
 	p.publishLocked()
-	p.mu.Unlock()
-	return bound.inf.WaitForSync(ctx)
+	return rd, nil
+}
+
+// release removes the controller's listeners from rd's informers and lets
+// go of them: the ring stops each once no controller holds it.
+func (rd *bucketRead[T]) release(r *ring) {
+	if rd.inf != nil {
+		if rd.reg != nil {
+			_ = rd.inf.RemoveListener(rd.reg)
+		}
+		r.holds.letGo(rd.inf)
+	}
+	for _, l := range rd.secondary {
+		if l.reg != nil {
+			_ = l.src.informer().RemoveListener(l.reg)
+		}
+		r.holds.letGo(l.src.informer())
+	}
+}
+
+// addSecondary reads src per held bucket, as the primary kind is read, and
+// reports whether it does: when the ring shards by namespace, the primary
+// kind and src's kind are namespaced, and src's requests stay in each
+// object's namespace (Owned, OwnedByAny, SameNamespace). The member that
+// holds a namespace's bucket then caches the namespace's objects of that
+// kind, and no other member does. A kind whose scope the REST mapper
+// cannot tell yet (a custom resource not yet served) is cached whole, as
+// the log says. Call it before start.
+func (p *shardedPrimary[T]) addSecondary(mgr *Manager, src Source, log logr.Logger) bool {
+	bs, ok := src.(bucketSource)
+	if !ok || p.buckets.Field != informers.ShardByNamespace || !bs.local() || bs.check() != nil {
+		return false // bind reports what check found
+	}
+	for _, s := range []bucketSource{&p.src, bs} {
+		gvk, err := s.kind(mgr)
+		if err != nil {
+			return false // bind reports it
+		}
+		m, err := mgr.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		switch {
+		case err != nil:
+			log.Info("a watched kind is cached whole, not per bucket: the API server does not say whether it (or the controller's own kind) is namespaced", "source", src.String(), "kind", gvk.String(), "error", err.Error())
+			return false
+		case m.Scope.Name() != meta.RESTScopeNameNamespace:
+			return false // a cluster-scoped owner's children are in every namespace
+		}
+	}
+	p.secondaries = append(p.secondaries, bs)
+	return true
+}
+
+// routeReads routes the cache's reads of the primary kind and of the
+// secondary sources' kinds, as their informers make them, to the held
+// buckets' informers (Cache.ShardReads).
+func (p *shardedPrimary[T]) routeReads(mgr *Manager) error {
+	for _, s := range append([]bucketSource{&p.src}, p.secondaries...) {
+		example, sel, err := s.readsAs(mgr)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Cache().ShardReads(example, sel, p.buckets, p.heldBuckets); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (p *shardedPrimary[T]) serve(b int, on bool) {
@@ -309,8 +470,7 @@ func (p *shardedPrimary[T]) drop(b int) {
 	}
 	p.mu.Unlock()
 	if rd != nil {
-		_ = rd.inf.RemoveListener(rd.reg)
-		rd.inf.Stop()
+		rd.release(p.ring)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/client"
@@ -47,8 +48,10 @@ type boundSource interface {
 // sourceInformer is what a controller needs of a source's informer,
 // whatever the type of its objects.
 type sourceInformer interface {
+	fmt.Stringer
 	WaitForSync(ctx context.Context) error
 	RemoveListener(reg cache.ResourceEventHandlerRegistration) error
+	Stop()
 }
 
 var _ sourceInformer = (*informers.Informer[object.Object])(nil)
@@ -77,6 +80,9 @@ type kindSource[C object.Object] struct {
 	self bool
 	// mapper is set for sources built by Map, whose mapFn must not be nil.
 	mapper bool
+	// sameNamespace is set by SameNamespace: mapFn returns requests in
+	// the namespace of the object it maps only.
+	sameNamespace bool
 	// resync is the listener's own resync period (ControllerOptions.
 	// ResyncPeriod): zero for the cache's period for the kind, negative for
 	// none.
@@ -99,6 +105,11 @@ type boundKind[C object.Object] struct {
 	// Both are set before start.
 	changed   func(C) bool
 	delivered func(C)
+	// bucket is set on a source bound to one bucket of a sharded
+	// controller (bindShard); strayed once it mapped an object to a
+	// request in another namespace, which it then logged.
+	bucket  bool
+	strayed atomic.Bool
 }
 
 // Owned watches objects like example and enqueues their controller owner
@@ -121,6 +132,32 @@ func OwnedByAny[C object.Object](example C, preds ...Predicate[C]) Source {
 // event goroutine: keep it fast and read only from the cache.
 func Map[C object.Object](fn func(ctx context.Context, obj C) []reconcile.Request, preds ...Predicate[C]) Source {
 	return &kindSource[C]{preds: preds, mapFn: fn, mapper: true}
+}
+
+// SameNamespace marks src, a source built by Map, as one whose function
+// maps each object only to requests in the object's own namespace, as
+// Owned and OwnedByAny do by nature (owner references do not cross
+// namespaces). A sharded controller whose ring shards by namespace
+// (ShardingOptions.Key = informers.ShardByNamespace) reads such a source of
+// a namespaced kind per held bucket, as it reads its own kind, instead of
+// caching the kind whole in every member: the events of a namespace then
+// reach only the member that holds its bucket. A request the function
+// returns for another namespace is still queued, and logged once per
+// bucket: the member holding that namespace does not see the event behind
+// it. Other sources, and every source of a controller that is not sharded
+// by namespace, are read as they are.
+func SameNamespace(src Source) Source {
+	s, ok := src.(interface{ withSameNamespace() Source })
+	if !ok {
+		return src
+	}
+	return s.withSameNamespace()
+}
+
+func (s *kindSource[C]) withSameNamespace() Source {
+	cp := *s
+	cp.sameNamespace = true
+	return &cp
 }
 
 // WithSelection returns src narrowed to the objects sel selects (namespace,
@@ -171,43 +208,117 @@ func (s *kindSource[C]) bind(w *watchTarget) (boundSource, error) {
 	return s.bindKind(w)
 }
 
-// bindKind binds s to the controller of w, with an informer of C.
-func (s *kindSource[C]) bindKind(w *watchTarget) (*boundKind[C], error) {
+// bucketSource is a source a sharded controller whose ring shards by
+// namespace may read per held bucket: one whose requests are in the
+// namespace of the object they come from.
+type bucketSource interface {
+	Source
+	// check reports what makes the source unusable, as bind would.
+	check() error
+	// local reports whether every request the source queues for an
+	// object is in the object's namespace.
+	local() bool
+	// kind returns the kind the source watches, without an informer.
+	kind(mgr *Manager) (schema.GroupVersionKind, error)
+	// readsAs returns the example and selection of the source's informers
+	// (see kindSource.readAs).
+	readsAs(mgr *Manager) (object.Object, informers.Selection, error)
+	// bindShard binds the source to the controller of w, reading only the
+	// objects shard selects.
+	bindShard(w *watchTarget, shard sharding.Selector) (boundSource, error)
+}
+
+var _ bucketSource = (*kindSource[object.Object])(nil)
+
+// check reports what makes s unusable: a nil predicate, function or
+// example.
+func (s *kindSource[C]) check() error {
 	if err := nilPredicate(s.preds); err != nil {
-		return nil, fmt.Errorf("watch %v: %w", s, err)
+		return fmt.Errorf("watch %v: %w", s, err)
 	}
 	switch {
 	case s.mapFn == nil && !s.self && s.mapper:
-		return nil, fmt.Errorf("watch %v: Map called with a nil function", s)
+		return fmt.Errorf("watch %v: Map called with a nil function", s)
 	case s.mapFn == nil && !s.self && typednil.Is(s.example):
-		return nil, fmt.Errorf("watch %v: %w", s, nilObject("Owned", s.example))
+		return fmt.Errorf("watch %v: %w", s, nilObject("Owned", s.example))
 	}
+	return nil
+}
+
+func (s *kindSource[C]) local() bool {
+	return !s.self && (s.mapFn == nil || s.sameNamespace)
+}
+
+func (s *kindSource[C]) kind(mgr *Manager) (schema.GroupVersionKind, error) {
+	example, sel, err := s.readAs(mgr)
+	switch {
+	case err != nil:
+		return schema.GroupVersionKind{}, fmt.Errorf("%v: %w", s, err)
+	case !sel.Kind.Empty():
+		return sel.Kind, nil
+	}
+	gvk, err := client.KindOf(mgr.Scheme(), example)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("%v: %w (for unstructured and metadata objects, give the kind with a Selection: ControllerOptions.Selection for the controller's own kind, WithSelection for a watch)", s, err)
+	}
+	return gvk, nil
+}
+
+func (s *kindSource[C]) readsAs(mgr *Manager) (object.Object, informers.Selection, error) {
+	return s.readAs(mgr)
+}
+
+func (s *kindSource[C]) bindShard(w *watchTarget, shard sharding.Selector) (boundSource, error) {
+	cp := *s
+	cp.sel.Shard = shard
+	b, err := cp.bindKind(w)
+	if err != nil {
+		return nil, err
+	}
+	b.bucket = true
+	return b, nil
+}
+
+// bindKind binds s to the controller of w, with an informer of C.
+func (s *kindSource[C]) bindKind(w *watchTarget) (*boundKind[C], error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	example, sel, err := s.readAs(w.mgr)
+	if err != nil {
+		return nil, fmt.Errorf("watch %v: %w", describeType(example), err)
+	}
+	inf, err := informers.ForObject(w.mgr.cache, example, sel)
+	if err != nil {
+		return nil, fmt.Errorf("watch %v: %w", describeType(example), err)
+	}
+	return &boundKind[C]{kindSource: *s, w: w, inf: inf}, nil
+}
+
+// readAs returns the example and the selection the source's informer is
+// made with: what bind asks the cache for, and what a read must ask for to
+// read the same informer (Cache.ShardReads).
+func (s *kindSource[C]) readAs(mgr *Manager) (C, informers.Selection, error) {
 	example, sel := s.example, s.sel
 	rt := reflect.TypeFor[C]()
-	var (
-		inf *informers.Informer[C]
-		err error
-	)
 	switch {
 	case !reflect.ValueOf(&example).Elem().IsZero():
 		if sel.Kind.Empty() {
 			sel.Kind = example.GetObjectKind().GroupVersionKind()
 		}
-		inf, err = informers.ForObject(w.mgr.cache, example, sel)
+		return example, sel, nil
 	case rt.Kind() == reflect.Pointer && rt.Elem().Kind() == reflect.Struct:
-		inf, err = informers.For[C](w.mgr.cache, sel)
+		obj, ok := reflect.New(rt.Elem()).Interface().(C)
+		if !ok {
+			return example, sel, fmt.Errorf("type %v is not an object", rt)
+		}
+		return obj, sel, nil
 	case !sel.Kind.Empty():
 		// An interface type (object.Object): the kind says what to watch.
-		if example, err = newExample[C](w.mgr, sel.Kind); err == nil {
-			inf, err = informers.ForObject(w.mgr.cache, example, sel)
-		}
-	default:
-		return nil, fmt.Errorf("watch %v: type %v is not a pointer to a struct; give the kind with WithSelection", s, rt)
+		example, err := newExample[C](mgr, sel.Kind)
+		return example, sel, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("watch %v: %w", describeType(example), err)
-	}
-	return &boundKind[C]{kindSource: *s, w: w, inf: inf}, nil
+	return example, sel, fmt.Errorf("type %v is not a pointer to a struct; give the kind with WithSelection", rt)
 }
 
 func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerRegistration, error) {
@@ -226,6 +337,10 @@ func (b *boundKind[C]) listener(ctx context.Context) informers.ListenerFuncs[C] 
 			w.add(requestFor(e.Object), background)
 		case s.mapFn != nil:
 			for _, req := range s.mapFn(ctx, e.Object) {
+				if b.bucket && req.Namespace != e.Object.GetNamespace() && b.strayed.CompareAndSwap(false, true) {
+					w.log.Info("a source read per bucket (SameNamespace) mapped an object to a request in another namespace: this member sees only the events of its buckets' namespaces, so it may miss changes behind such requests",
+						"source", b.String(), "object", cache.NewObjectName(e.Object.GetNamespace(), e.Object.GetName()).String(), "request", req.String())
+				}
 				w.add(req, background)
 			}
 		case s.anyOwner:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"sort"
 	"sync"
@@ -37,6 +38,9 @@ type Cache struct {
 	mu sync.Mutex
 	// entries is the informer registry, one informer per key; mu guards it.
 	entries map[informerKey]*entry
+	// indexes holds the indexes AddIndex gave a kind, which every informer
+	// of the kind gets, those made later too; mu guards it.
+	indexes map[schema.GroupKind]cache.Indexers
 	// runCtx is the context informers run on; nil until Start. mu guards it.
 	runCtx context.Context
 	// startedCh is closed by Start.
@@ -57,10 +61,11 @@ type Cache struct {
 	// Options.DisableSharing.
 	share *sharer
 
-	// routes maps the kinds ShardReads routes to their route; nil until the
-	// first ShardReads. The map is never modified once stored: ShardReads
-	// stores a new one, with routesMu held.
-	routes   atomic.Pointer[map[schema.GroupKind]*shardRoute]
+	// routes maps the keys (selections without a shard) ShardReads routes
+	// to their route; nil until the first ShardReads. The map is never
+	// modified once stored: ShardReads stores a new one, with routesMu and
+	// mu held.
+	routes   atomic.Pointer[map[informerKey]*shardRoute]
 	routesMu sync.Mutex
 
 	// hubs share the lists and watches of the informers of a kind's
@@ -200,6 +205,7 @@ func (c *Cache) dropUnpinned(e *entry) {
 		return
 	}
 	delete(c.entries, e.key)
+	c.wholeLocked(e, true)
 	e.dropped.Store(true)
 	if e.stop != nil {
 		e.stop()
@@ -374,6 +380,7 @@ func (c *Cache) lookup(obj runtime.Object, sel Selection, pin bool) (*entry, err
 		e.shard, e.shardSel = filter, sel.Shard.DeepCopySelector()
 	}
 	c.entries[key] = e
+	c.wholeLocked(e, false)
 	if c.runCtx != nil {
 		c.runLocked(e)
 	}
@@ -440,9 +447,11 @@ func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error
 	// listener is added before the informer starts, and never when that
 	// period is zero. The check is a timer tick and a look at the listeners;
 	// nothing is replayed unless a listener is due.
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	maps.Copy(indexers, c.indexes[key.gvk.GroupKind()])
 	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
 		ResyncPeriod:      MinResyncPeriod,
-		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		Indexers:          indexers,
 		ObjectDescription: e.desc,
 	})
 	if err := inf.SetTransform(c.transform()); err != nil {

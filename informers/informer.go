@@ -156,6 +156,7 @@ func (i *Informer[T]) Stop() {
 	defer c.mu.Unlock()
 	if c.entries[i.e.key] == i.e {
 		delete(c.entries, i.e.key)
+		c.wholeLocked(i.e, true)
 	}
 	i.e.stopped.Store(true)
 	i.e.dropped.Store(true)

@@ -293,7 +293,6 @@ func TestShardsFilteredByTheServerWithTheFeatureGate(t *testing.T) {
 func TestShardReads(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	gk := schema.GroupKind{Kind: "ConfigMap"}
 
 	t.Run("by uid", func(t *testing.T) {
 		ns := testenv.Namespace(t, cs)
@@ -305,7 +304,7 @@ func TestShardReads(t *testing.T) {
 		}
 		c := started(t, admin, informers.Options{Namespace: ns})
 		held := []int{0, 2}
-		if err := c.ShardReads(gk, b, func() []int { return held }); err != nil {
+		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return held }); err != nil {
 			t.Fatal(err)
 		}
 		for _, i := range held {
@@ -357,7 +356,7 @@ func TestShardReads(t *testing.T) {
 			}
 		}
 		c := started(t, admin, informers.Options{})
-		if err := c.ShardReads(gk, b, func() []int { return []int{1} }); err != nil {
+		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return []int{1} }); err != nil {
 			t.Fatal(err)
 		}
 		var cm corev1.ConfigMap
@@ -392,10 +391,10 @@ func TestShardReads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.ShardReads(gk, informers.Buckets{Field: informers.ShardByUID}, func() []int { return nil }); err == nil {
+		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, informers.Buckets{Field: informers.ShardByUID}, func() []int { return nil }); err == nil {
 			t.Error("ShardReads with Count 0 succeeded")
 		}
-		if err := c.ShardReads(gk, informers.Buckets{Field: informers.ShardByUID, Count: 2}, nil); err == nil {
+		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, informers.Buckets{Field: informers.ShardByUID, Count: 2}, nil); err == nil {
 			t.Error("ShardReads with a nil held succeeded")
 		}
 	})

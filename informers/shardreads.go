@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,10 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
 
-// shardRoute is where Cache.Get and Cache.List send the reads of a kind
+// shardRoute is where Cache.Get, Cache.List and KindReader send the reads
 // ShardReads routes: to the informers of the held buckets.
 type shardRoute struct {
 	b    Buckets
@@ -23,13 +25,21 @@ type shardRoute struct {
 	// shards is the shard selector String of each bucket, as informer keys
 	// hold it.
 	shards []string
+	// whole is the informer of the route's own key (its selection without
+	// a shard), while the cache holds one: reads go to it instead, as it
+	// holds every bucket's objects. It is written with the cache's mu held.
+	whole atomic.Pointer[entry]
 }
 
-// ShardReads routes Cache.Get and Cache.List of kind gk (and so the reads of
-// clients built on the cache) to the informers of the buckets held()
-// returns, which the caller created with For/ForObject and
-// Selection{Shard: b.Selector(i)} (otherwise the kind's default selection):
-// no informer of the whole kind is made for them.
+// ShardReads routes the reads of objects like example (its kind and mode:
+// typed, unstructured or metadata) in selection sel through the cache
+// (Cache.Get, Cache.List, KindReader, and so the reads of clients built on
+// the cache) to the informers of the buckets held() returns, which the
+// caller made with For or ForObject and sel with Shard: b.Selector(i). A
+// read that names no selection reads the kind's default one
+// (Options.ByKind, else Options.Namespace), so sel is usually
+// Selection{Kind: kind}: reads of another mode or selection are not
+// routed. No informer of the whole kind is made for routed reads.
 //
 // With ShardByNamespace, Get and List in one namespace read the one bucket
 // of that namespace; with ShardByUID, Get looks in every held bucket's
@@ -42,16 +52,29 @@ type shardRoute struct {
 // bucket is held (the cache has not seen it yet), else ErrNotCached naming
 // its bucket. List merges the held buckets' informers, and fails with an
 // error wrapping ErrNotCached when one of them does not exist yet.
-// ShardReads replaces an earlier route for gk; held must be safe for
-// concurrent use and fast (called on every read).
-func (c *Cache) ShardReads(gk schema.GroupKind, b Buckets, held func() []int) error {
+//
+// While the cache holds an informer of sel itself (one made to read the
+// whole kind, such as the source of a controller that is not sharded),
+// reads go to it instead: it holds every bucket's objects. ShardReads
+// replaces an earlier route of the same kind, mode and selection; held must
+// be safe for concurrent use and fast (called on every read).
+func (c *Cache) ShardReads(example object.Object, sel Selection, b Buckets, held func() []int) error {
+	if err := typednil.Check("example", example); err != nil {
+		return fmt.Errorf("informers: ShardReads: %w", err)
+	}
+	if sel.Kind.Empty() && modeOf(example) != Typed {
+		sel.Kind = example.GetObjectKind().GroupVersionKind()
+	}
+	key, _, err := c.keyFor(example, sel)
+	if err != nil {
+		return fmt.Errorf("informers: ShardReads: %w", err)
+	}
+	key.shard = ""
 	switch err := b.validate(); {
 	case err != nil:
-		return fmt.Errorf("informers: ShardReads of %v: %w", gk, err)
+		return fmt.Errorf("informers: ShardReads of %s: %w", key.describe(), err)
 	case held == nil:
-		return fmt.Errorf("informers: ShardReads of %v: held is nil", gk)
-	case gk.Kind == "":
-		return fmt.Errorf("informers: ShardReads of %v: the kind is empty", gk)
+		return fmt.Errorf("informers: ShardReads of %s: held is nil", key.describe())
 	}
 	r := &shardRoute{b: b, held: held, shards: make([]string, b.Count)}
 	for i := range r.shards {
@@ -59,36 +82,82 @@ func (c *Cache) ShardReads(gk schema.GroupKind, b Buckets, held func() []int) er
 	}
 	c.routesMu.Lock()
 	defer c.routesMu.Unlock()
-	next := map[schema.GroupKind]*shardRoute{gk: r}
+	next := map[informerKey]*shardRoute{key: r}
 	if old := c.routes.Load(); old != nil {
 		for k, v := range *old {
-			if k != gk {
+			if k != key {
 				next[k] = v
 			}
 		}
+	}
+	// With mu held, so that an informer of key made meanwhile is seen
+	// (lookup sets whole with mu held).
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[key]; e != nil {
+		r.whole.Store(e)
 	}
 	c.routes.Store(&next)
 	return nil
 }
 
-// routeFor returns the route of obj's kind, if ShardReads set one, and
-// the key of the kind's default selection. Without any route it costs one
-// atomic load.
-func (c *Cache) routeFor(obj object.Object) (*shardRoute, informerKey, bool) {
+// wholeLocked records e, just made or just forgotten (gone), as the
+// informer a route of its key reads instead of its buckets. c.mu must be
+// held.
+func (c *Cache) wholeLocked(e *entry, gone bool) {
 	routes := c.routes.Load()
-	if routes == nil {
+	if routes == nil || e.key.shard != "" {
+		return
+	}
+	r := (*routes)[e.key]
+	switch {
+	case r == nil:
+	case gone:
+		r.whole.CompareAndSwap(e, nil)
+	default:
+		r.whole.Store(e)
+	}
+}
+
+// routeFor returns the route of obj's kind while its reads go to the held
+// buckets (see route), and the key of the kind's default selection.
+// Without any route it costs one atomic load.
+func (c *Cache) routeFor(obj object.Object) (*shardRoute, informerKey, bool) {
+	if c.routes.Load() == nil {
 		return nil, informerKey{}, false
 	}
 	gvk, err := kindFor(c.opts.Scheme, obj, kindOf(obj))
 	if err != nil {
 		return nil, informerKey{}, false // the read without a route reports it
 	}
-	r, ok := (*routes)[gvk.GroupKind()]
-	if !ok {
-		return nil, informerKey{}, false
-	}
 	base, _ := c.keyOfKind(gvk, modeOf(obj), Selection{Kind: gvk})
-	return r, base, true
+	r := c.route(base)
+	return r, base, r != nil
+}
+
+// route returns the route of base, the key of a read's selection, while
+// reads of it go to the held buckets: ShardReads routes it, and the cache
+// holds no informer of base itself. Without any route it costs one atomic
+// load.
+func (c *Cache) route(base informerKey) *shardRoute {
+	routes := c.routes.Load()
+	if routes == nil {
+		return nil
+	}
+	r := (*routes)[base]
+	if r == nil || r.whole.Load() != nil {
+		return nil
+	}
+	return r
+}
+
+// routed returns the route of base, whether or not reads go to it now.
+func (c *Cache) routed(base informerKey) *shardRoute {
+	routes := c.routes.Load()
+	if routes == nil {
+		return nil
+	}
+	return (*routes)[base]
 }
 
 // kindOf is the Selection.Kind a read of obj asks for: obj's own for
@@ -127,14 +196,7 @@ func (c *Cache) shards(base informerKey, r *shardRoute) *Shards[object.Object] {
 
 // routedGet is Cache.Get of a kind routed to its buckets.
 func (c *Cache) routedGet(ctx context.Context, r *shardRoute, base informerKey, key types.NamespacedName, into object.Object) error {
-	obj, inf, err := c.shards(base, r).get(ctx, key)
-	switch {
-	case !apierrors.IsNotFound(err):
-	case inf == nil: // by UID: in none of the held buckets
-		return c.confirmShardMiss(ctx, base.gvk, r, key, err)
-	case inf.e.key.labels != "" || inf.e.key.fields != "":
-		return c.confirmMiss(ctx, inf.e, key.Namespace, key.Name, err)
-	}
+	obj, inf, err := c.routedRead(ctx, r, base, key)
 	if err != nil {
 		return err
 	}

@@ -133,6 +133,7 @@ func targetsFor(k workload.Kind) []target {
 	cr := "controller-runtime"
 	if k == workload.Parents {
 		return []target{
+			{Workload: w, Metric: "sync", Against: cr, AtMost: true, Value: 0.7},
 			{Workload: w, Metric: "idleWrites", AtMost: true, Value: 0},
 			{Workload: w, Metric: "missed", AtMost: true, Value: 0},
 		}
@@ -143,6 +144,7 @@ func targetsFor(k workload.Kind) []target {
 		{Workload: w, Metric: "cpu", Against: cr, AtMost: true, Value: 0.6},
 		{Workload: w, Metric: "rss", Against: cr, AtMost: true, Value: 0.7},
 		{Workload: w, Metric: "backlog", Against: cr, AtMost: false, Value: 2},
+		{Workload: w, Metric: "backlog", Against: "client-go", AtMost: false, Value: 1},
 		{Workload: w, Metric: "updateP99", Against: cr, AtMost: true, Value: 1.0},
 		{Workload: w, Metric: "stormP99", Against: cr, AtMost: true, Value: 0.5},
 		{Workload: w, Metric: "missed", AtMost: true, Value: 0},
