@@ -15,6 +15,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+
+	"github.com/converge-dev/converge/informers"
 )
 
 // Flags are the command-line flags most controller mains need, named as
@@ -68,6 +70,11 @@ type Flags struct {
 	// whose replicas share the objects of the controllers that opt in
 	// (ControllerOptions.Sharded). Empty means no sharding.
 	ShardRing string
+	// ShardKey is --shard-key: what places an object in a bucket of the
+	// ring, "uid" or "namespace" (ShardingOptions.Key; by namespace, the
+	// objects a sharded controller owns go with their parents). Empty
+	// means "uid".
+	ShardKey string
 
 	// sharedV is the -v flag another package registered first (klog's),
 	// read by Options; nil when Register registered its own.
@@ -103,6 +110,7 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 		fs.IntVar(&f.Verbosity, "v", f.Verbosity, "log verbosity: 0 is info and errors, higher shows more detail")
 	}
 	fs.StringVar(&f.ShardRing, "shard-ring", f.ShardRing, "share the objects of sharded controllers among the replicas on this ring (Leases in the pod's namespace); empty means no sharding")
+	fs.StringVar(&f.ShardKey, "shard-key", f.ShardKey, `with --shard-ring: "uid" spreads objects evenly, "namespace" keeps a namespace's objects (a parent and its children) on one replica; empty means "uid"`)
 	fs.DurationVar(&f.GracefulShutdownTimeout, "graceful-shutdown-timeout", f.GracefulShutdownTimeout, "how long in-flight reconciles may run after SIGTERM; 0 means 30s, negative cancels them at once")
 }
 
@@ -115,6 +123,15 @@ func (f *Flags) Options() (Options, error) {
 			return Options{}, fmt.Errorf("framework: flag -v=%q: want a whole number: %w", f.sharedV.Value.String(), err)
 		}
 		f.Verbosity = n
+	}
+	var key informers.ShardField
+	switch f.ShardKey {
+	case "", "uid":
+		key = informers.ShardByUID
+	case "namespace":
+		key = informers.ShardByNamespace
+	default:
+		return Options{}, fmt.Errorf(`framework: flag --shard-key=%q: want "uid" or "namespace"`, f.ShardKey)
 	}
 	log, err := NewLogger(LogOptions{Format: f.LogFormat, Verbosity: f.Verbosity})
 	if err != nil {
@@ -140,7 +157,7 @@ func (f *Flags) Options() (Options, error) {
 			EnableHTTP2: f.EnableHTTP2,
 		},
 		GracefulShutdownTimeout: f.GracefulShutdownTimeout,
-		Sharding:                ShardingOptions{Ring: f.ShardRing},
+		Sharding:                ShardingOptions{Ring: f.ShardRing, Key: key},
 	}, nil
 }
 

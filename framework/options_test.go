@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
 	"github.com/go-logr/logr"
 )
 
@@ -104,7 +105,8 @@ func TestFlagsOptions(t *testing.T) {
 	fs := newFlagSet()
 	f.Register(fs)
 	if err := fs.Parse([]string{"--leader-elect", "--metrics-bind-address=0", "--health-probe-bind-address=:9000", "--log-format=json", "-v=2", "--graceful-shutdown-timeout=45s",
-		"--webhook-cert-path=/certs", "--webhook-cert-name=cert.pem", "--webhook-cert-key=key.pem", "--enable-http2"}); err != nil {
+		"--webhook-cert-path=/certs", "--webhook-cert-name=cert.pem", "--webhook-cert-key=key.pem", "--enable-http2",
+		"--shard-ring=r", "--shard-key=namespace"}); err != nil {
 		t.Fatal(err)
 	}
 	opts, err := f.Options()
@@ -128,6 +130,13 @@ func TestFlagsOptions(t *testing.T) {
 	}
 	if !opts.Logger.V(2).Enabled() || opts.Logger.V(3).Enabled() {
 		t.Error("-v=2 should enable V(2) and not V(3)")
+	}
+	if sh := opts.Sharding; sh.Ring != "r" || sh.Key != informers.ShardByNamespace {
+		t.Errorf("sharding = %+v, want ring r by namespace", sh)
+	}
+	bad := framework.Flags{ShardKey: "name"}
+	if _, err := bad.Options(); err == nil || !strings.Contains(err.Error(), `--shard-key="name"`) {
+		t.Errorf("--shard-key=name: %v, want an error naming the flag and value", err)
 	}
 }
 

@@ -149,6 +149,9 @@ type updater struct {
 	stopOnce sync.Once
 	stopCh   chan struct{}
 	done     chan struct{}
+	// sending is read-locked around each change sent, and write-locked
+	// while the updater is paused (see pause).
+	sending sync.RWMutex
 
 	mu sync.Mutex
 	// last is the value each object was last set to; changes and failures
@@ -189,7 +192,9 @@ func startUpdater(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns
 			v := u.last[i] + 1
 			u.mu.Unlock()
 			patch := fmt.Sprintf(`{"data":{"v":%q}}`, strconv.Itoa(v))
+			u.sending.RLock()
 			_, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, objectName(i), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			u.sending.RUnlock()
 			u.mu.Lock()
 			if err == nil {
 				u.last[i] = v
@@ -204,6 +209,14 @@ func startUpdater(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns
 	}()
 	t.Cleanup(u.stop)
 	return u
+}
+
+// pause waits for the change being sent, if any, and holds the next ones
+// until the function it returns is called: no change is in flight while
+// the API server is away, where its outcome could not be told.
+func (u *updater) pause() (resume func()) {
+	u.sending.Lock()
+	return u.sending.Unlock
 }
 
 func (u *updater) stop() {

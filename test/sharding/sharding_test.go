@@ -2,7 +2,8 @@
 // member processes of one ring on a real control plane, while an updater
 // keeps changing the objects, through every membership change: one member,
 // a second and a third joining, one leaving on SIGTERM, one SIGKILLed and
-// restarted, one frozen past its lease (SIGSTOP) and thawed (SIGCONT).
+// restarted, one frozen past its lease (SIGSTOP) and thawed (SIGCONT); and
+// then through a restart of kube-apiserver.
 //
 // Every reconcile reports enter and exit to a referee, an HTTP server in
 // the test process. Afterwards no key may have been reconciled by two
@@ -242,6 +243,18 @@ func testRing(t *testing.T, env *envtest.Environment, cs kubernetes.Interface, s
 	since = time.Now()
 	members["m2"].signal(t, syscall.SIGCONT)
 	settle("SIGCONT m2: 2 members", "rebalanced < 5s", since, "m1", "m2")
+
+	// The API server restarts under both members: their renewals fail
+	// meanwhile, and each stops writing to its buckets once they go
+	// unrenewed for RenewDeadline, then takes them back.
+	since = time.Now()
+	resume := u.pause()
+	if err := env.RestartAPIServer(ctx); err != nil {
+		resume()
+		t.Fatalf("restart kube-apiserver: %v", err)
+	}
+	resume()
+	settle("kube-apiserver restarted: 2 members", "served again after the restart", since, "m1", "m2")
 
 	u.stop()
 	stopped := time.Now()

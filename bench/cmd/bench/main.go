@@ -293,7 +293,7 @@ func main() {
 		if plan != nil {
 			sum.Scale = summarizeScale(results, floorRuns, names, plan)
 		} else {
-			sum.Floor = summarizeFloor(floorRuns)
+			sum.Floor = summarizeFloor(floorRuns, results)
 		}
 		if !final {
 			sum.Partial = partial
