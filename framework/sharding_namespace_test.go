@@ -7,8 +7,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,6 +39,8 @@ type nsRing struct {
 	leases     string // namespace of the ring's Leases
 	namespaces []string
 	ref        *referee
+	// log, when set, is the members' logger.
+	log logr.Logger
 }
 
 const runLabel = "test.converge.dev/run"
@@ -102,6 +108,7 @@ func (r *nsRing) start(t *testing.T, id string, key informers.ShardField, own fu
 	t.Helper()
 	sel := informers.Selection{Labels: labels.SelectorFromSet(labels.Set{runLabel: r.run})}
 	mgr := testenv.NewManager(t, plane.Config(t), framework.Options{
+		Logger: r.log,
 		Cache: informers.Options{ByKind: map[schema.GroupKind]informers.Selection{
 			{Kind: "ConfigMap"}: sel, {Kind: "Secret"}: sel,
 		}},
@@ -454,5 +461,52 @@ func TestShardingByNamespaceCachesAClusterScopedKindsChildrenWhole(t *testing.T)
 	}
 	if len(cms) != 1 || strings.Contains(cms[0], "in shard") {
 		t.Errorf("informers of ConfigMaps %v, want one of the whole kind", cms)
+	}
+}
+
+// A SameNamespace source whose function maps an object into another
+// namespace breaks its promise: the member still queues the request, and
+// logs it once per bucket, naming the source, the object and the request.
+func TestShardingSameNamespaceLogsAStrayRequest(t *testing.T) {
+	r := newNSRing(t)
+	var (
+		mu    sync.Mutex
+		lines []string
+	)
+	r.log = funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{})
+	stray := func(_ context.Context, s *corev1.Secret) []reconcile.Request {
+		return []reconcile.Request{{Namespace: r.leases, Name: "parent"}}
+	}
+	a := r.start(t, "a", informers.ShardByNamespace, func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
+		return b.Watches(framework.SameNamespace(framework.Map(stray)))
+	})
+	testenv.Eventually(t, "a serves all 32 buckets", func() bool { return len(a.serving()) == 32 })
+	r.addParents(t, 3, a)
+	r.setParents(t, r.namespaces, "1")
+	testenv.Eventually(t, "every child at v=1", func() bool { return r.childAt(t, r.namespaces, "1") })
+	r.drift(t, r.namespaces)
+	buckets := informers.Buckets{Field: informers.ShardByNamespace, Count: 32}
+	held := map[int]bool{}
+	for _, ns := range r.namespaces {
+		held[buckets.Of(ns)] = true
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, l := range lines {
+			if strings.Contains(l, "mapped an object to a request in another namespace") && strings.Contains(l, r.leases+"/parent") {
+				n++
+			}
+		}
+		return n
+	}
+	testenv.Eventually(t, "the stray requests logged", func() bool { return count() > 0 })
+	if n := count(); n > len(held) {
+		t.Errorf("%d lines about stray requests, want at most one per bucket of the children (%d)", n, len(held))
 	}
 }
