@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
@@ -108,16 +109,15 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), cached, cached))
 			continue
 		}
-		if b, ok := ck.cached.Sharded(); ok && b.Field == informers.ShardByNamespace && namespaced && u.GetNamespace() != parent.GetNamespace() {
-			// Only the member holding the parent's bucket reconciles it,
-			// and it reads the kind of its buckets' namespaces only. (The
-			// cache says whether some sharded controller of this process
-			// reads the kind per bucket, not whether this one does: an
-			// unsharded controller sharing a child kind with a sharded one
-			// is held to the same rule.)
-			errs = append(errs, fmt.Errorf("child %s %s: namespace %q is not its parent's, and this process reads %s objects per bucket of a ring sharded by namespace (framework.ShardingOptions.Key): the member reconciling the parent sees only the namespaces of its buckets, so it might not see the child to revert drift or prune it; declare it in %q",
-				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), gvk.Kind, parent.GetNamespace()))
-			continue
+		if _, of, sharded := framework.BucketFrom(ctx); sharded && of.Field == informers.ShardByNamespace && parent.GetNamespace() != "" && namespaced && u.GetNamespace() != parent.GetNamespace() {
+			if _, perBucket := ck.cached.Sharded(); perBucket {
+				// Only the member holding the parent's bucket reconciles
+				// it, and its controller reads the kind of its buckets'
+				// namespaces only, whatever informer reads go to.
+				errs = append(errs, fmt.Errorf("child %s %s: namespace %q is not its parent's, and the controller is sharded by namespace (framework.ShardingOptions.Key): the member reconciling the parent sees only the namespaces of its buckets, so it might not see the child to revert drift or prune it; declare it in %q",
+					gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), parent.GetNamespace()))
+				continue
+			}
 		}
 		id := gvk.GroupKind().String() + "/" + key(u.GetNamespace(), u.GetName())
 		if seen[id] {

@@ -250,14 +250,16 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		byKey = adapter
 	}
 	c.reconciler = byKey
+	if sharded != nil {
+		if err := sharded.routeReads(mgr); err != nil {
+			return nil, b.fail(err)
+		}
+	}
 	if err := mgr.Add(c); err != nil {
 		return nil, b.fail(err)
 	}
 	if sharded != nil {
 		mgr.ring.register(sharded)
-		if err := sharded.routeReads(mgr); err != nil {
-			return nil, b.fail(err)
-		}
 		c.dropped = mgr.metrics.ring.dropped.WithLabelValues(mgr.ring.opts.Ring, b.name)
 	}
 	mgr.addInspected(c)

@@ -72,7 +72,10 @@ type ControllerOptions struct {
 	// namespaced kinds of its Owned and OwnedByAny sources (Owns) and of
 	// Map sources marked SameNamespace are read per held bucket too, so a
 	// member caches the children of its parents only; other sources are
-	// cached whole. Keys that sources map to an object of a bucket held
+	// cached whole. Reads of a kind read per bucket through the manager's
+	// cache, by any reader in the process, then go to the held buckets
+	// (an object of another bucket is ErrNotCached), unless something made
+	// an informer of the whole kind, which they read instead. Keys that sources map to an object of a bucket held
 	// elsewhere are dropped here: that member reconciles them. A sharded
 	// controller runs in every member, leader or not. It needs
 	// Options.Sharding.Ring. Zero (false) means the controller reconciles

@@ -133,6 +133,9 @@ func (f *Flags) Options() (Options, error) {
 	default:
 		return Options{}, fmt.Errorf(`framework: flag --shard-key=%q: want "uid" or "namespace"`, f.ShardKey)
 	}
+	if f.ShardKey != "" && f.ShardRing == "" {
+		return Options{}, fmt.Errorf("framework: flag --shard-key=%s needs --shard-ring: without a ring nothing is sharded", f.ShardKey)
+	}
 	log, err := NewLogger(LogOptions{Format: f.LogFormat, Verbosity: f.Verbosity})
 	if err != nil {
 		return Options{}, err

@@ -134,9 +134,13 @@ func TestFlagsOptions(t *testing.T) {
 	if sh := opts.Sharding; sh.Ring != "r" || sh.Key != informers.ShardByNamespace {
 		t.Errorf("sharding = %+v, want ring r by namespace", sh)
 	}
-	bad := framework.Flags{ShardKey: "name"}
+	bad := framework.Flags{ShardRing: "r", ShardKey: "name"}
 	if _, err := bad.Options(); err == nil || !strings.Contains(err.Error(), `--shard-key="name"`) {
 		t.Errorf("--shard-key=name: %v, want an error naming the flag and value", err)
+	}
+	alone := framework.Flags{ShardKey: "namespace"}
+	if _, err := alone.Options(); err == nil || !strings.Contains(err.Error(), "needs --shard-ring") {
+		t.Errorf("--shard-key without --shard-ring: %v, want an error saying it needs a ring", err)
 	}
 }
 

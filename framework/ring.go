@@ -78,13 +78,15 @@ type shardUser interface {
 	// or with ctx's error. marks are those the bucket's last holders left,
 	// by controller.
 	acquire(ctx context.Context, b int, marks map[string]string) error
-	// serve turns dispatching b's keys on or off.
-	serve(b int, on bool)
+	// serve turns dispatching b's keys on or off. ctx is the context of
+	// the holding of b it is for (the one acquire was given): a call for a
+	// holding that ended, made once b was claimed again, does nothing.
+	serve(ctx context.Context, b int, on bool)
 	// drain waits, at most timeout, for b's in-flight reconciles; it
 	// returns the keys of those still running.
 	drain(b int, timeout time.Duration) []string
-	// drop stops reading b.
-	drop(b int)
+	// drop stops reading b for the holding of context ctx, as serve.
+	drop(ctx context.Context, b int)
 	// marks returns the controller's name and its marks of the buckets of
 	// bs it can say for, by bucket (see shardedPrimary.marks).
 	marks(bs []int) (controller string, rvs map[int]string)
@@ -480,7 +482,10 @@ func (r *ring) assess(ctx context.Context) {
 			if why := r.claimable(l, now); why != "" {
 				claims = append(claims, claim{b, l, why})
 			}
-		case owner != r.opts.Identity && h != nil && h.state == bucketServing:
+		case owner != r.opts.Identity && h != nil && h.state != bucketDraining:
+			// A bucket still syncing goes too: its reads end with its
+			// context, and one that cannot be read here (its acquire
+			// retrying) is not kept from a member that may read it.
 			h.state = bucketDraining
 			go r.handOver(ctx, b, h, owner)
 		}
@@ -651,12 +656,12 @@ func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.held[b] != h {
-		return // lost meanwhile
+	if r.held[b] != h || h.state == bucketDraining {
+		return // lost or being handed over meanwhile
 	}
 	h.state = bucketServing
 	for _, u := range users {
-		u.serve(b, true)
+		u.serve(h.ctx, b, true)
 	}
 	took := time.Since(h.since)
 	r.metrics.handovers.WithLabelValues(r.opts.Ring, "in").Inc()
@@ -673,7 +678,7 @@ func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string)
 	users := slices.Clone(r.users)
 	r.mu.RUnlock()
 	for _, u := range users {
-		u.serve(b, false)
+		u.serve(h.ctx, b, false)
 	}
 	var stuck []string
 	for _, u := range users {
@@ -690,7 +695,7 @@ func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string)
 	r.mu.Unlock()
 	marks := userMarks([]int{b}, users)[b]
 	for _, u := range users {
-		u.drop(b)
+		u.drop(h.ctx, b)
 	}
 	r.release(ctx, r.withMarks(lease, marks))
 	took := time.Since(start)
@@ -804,8 +809,8 @@ func (r *ring) loseLocked(b int, why string) {
 	r.log.Info("lost bucket: cancelling its reconciles", "bucket", b, "why", why)
 	go func() {
 		for _, u := range users {
-			u.serve(b, false)
-			u.drop(b)
+			u.serve(h.ctx, b, false)
+			u.drop(h.ctx, b)
 		}
 	}()
 }

@@ -72,6 +72,8 @@ type shardedPrimary[T object.Object] struct {
 // bucketRead is one bucket's informer and the controller's listener on it,
 // and the bucket's informers and listeners of the secondary sources.
 type bucketRead[T object.Object] struct {
+	// ctx is the context of the holding of the bucket it was read for.
+	ctx       context.Context
 	inf       *informers.Informer[T]
 	reg       cache.ResourceEventHandlerRegistration
 	secondary []listening
@@ -178,7 +180,19 @@ func (p *shardedPrimary[T]) acquire(ctx context.Context, b int, marks map[string
 	}
 	p.mu.Lock()
 	rd := p.reads[b] // read by an earlier try that did not sync
+	if rd != nil && rd.ctx != ctx {
+		// Read for an earlier holding of b whose drop has not run yet:
+		// it finds nothing of its own then.
+		p.unreadLocked(b)
+		p.mu.Unlock()
+		rd.release(p.ring)
+		p.mu.Lock()
+		rd = nil
+	}
 	p.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err // lost already: make no informer
+	}
 	if rd == nil {
 		var err error
 		if rd, err = p.read(ctx, b, marks); err != nil {
@@ -201,7 +215,7 @@ func (p *shardedPrimary[T]) acquire(ctx context.Context, b int, marks map[string
 // publishes them in reads, unless ctx ended meanwhile (the bucket was
 // lost): then it undoes what it did, as drop would.
 func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]string) (*bucketRead[T], error) {
-	rd := &bucketRead[T]{}
+	rd := &bucketRead[T]{ctx: ctx}
 	fail := func(err error) (*bucketRead[T], error) {
 		rd.release(p.ring)
 		return nil, fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
@@ -328,9 +342,12 @@ func (p *shardedPrimary[T]) routeReads(mgr *Manager) error {
 	return nil
 }
 
-func (p *shardedPrimary[T]) serve(b int, on bool) {
+func (p *shardedPrimary[T]) serve(ctx context.Context, b int, on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if rd := p.reads[b]; rd != nil && rd.ctx != ctx {
+		return // for a holding that ended: b was claimed again since
+	}
 	if on {
 		p.serving[b] = true
 	} else {
@@ -458,19 +475,29 @@ func (p *shardedPrimary[T]) freeze() {
 	p.mu.Unlock()
 }
 
-func (p *shardedPrimary[T]) drop(b int) {
+func (p *shardedPrimary[T]) drop(ctx context.Context, b int) {
 	p.mu.Lock()
 	rd := p.reads[b]
+	if rd != nil && rd.ctx != ctx {
+		p.mu.Unlock()
+		return // read for a later holding of b
+	}
+	p.unreadLocked(b)
+	p.mu.Unlock()
+	if rd != nil {
+		rd.release(p.ring)
+	}
+}
+
+// unreadLocked forgets b's reads and the deleted objects of b. p.mu must
+// be held.
+func (p *shardedPrimary[T]) unreadLocked(b int) {
 	delete(p.reads, b)
 	p.publishLocked()
 	for req, gb := range p.gone {
 		if gb == b {
 			delete(p.gone, req)
 		}
-	}
-	p.mu.Unlock()
-	if rd != nil {
-		rd.release(p.ring)
 	}
 }
 
@@ -528,6 +555,7 @@ func (p *shardedPrimary[T]) exit(req reconcile.Request, b int) {
 // by the bucket, and cancelled when the bucket is lost or given up.
 func (p *shardedPrimary[T]) reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc) {
 	ctx = client.WithFence(ctx, func() error { return p.ring.check(b) })
+	ctx = context.WithValue(ctx, bucketKey{}, reconciledBucket{b, p.buckets})
 	bctx := p.ring.bucketContext(b)
 	if bctx == nil {
 		ctx, cancel := context.WithCancel(ctx)
@@ -603,4 +631,24 @@ func (p *shardedPrimary[T]) Health() error {
 		errs = append(errs, inf.Health())
 	}
 	return errors.Join(errs...)
+}
+
+// bucketKey is the context key of a sharded reconcile's bucket.
+type bucketKey struct{}
+
+// reconciledBucket is what BucketFrom returns.
+type reconciledBucket struct {
+	b  int
+	of informers.Buckets
+}
+
+// BucketFrom returns the bucket of the sharding ring that holds the object
+// being reconciled, and how the ring cuts objects into buckets, when ctx
+// is the context of a reconcile of a sharded controller
+// (ControllerOptions.Sharded); ok is false otherwise. Only the member that
+// holds that bucket runs the reconcile, and its writes are fenced by it
+// (ErrBucketNotHeld).
+func BucketFrom(ctx context.Context) (bucket int, of informers.Buckets, ok bool) {
+	rb, ok := ctx.Value(bucketKey{}).(reconciledBucket)
+	return rb.b, rb.of, ok
 }

@@ -41,6 +41,11 @@ type nsRing struct {
 	ref        *referee
 	// log, when set, is the members' logger.
 	log logr.Logger
+
+	mu sync.Mutex
+	// misplaced holds the reconciles whose context did not name their
+	// object's bucket (framework.BucketFrom); mu guards it.
+	misplaced []string
 }
 
 const runLabel = "test.converge.dev/run"
@@ -125,6 +130,11 @@ func (r *nsRing) start(t *testing.T, id string, key informers.ShardField, own fu
 		r.ref.enter(id, k)
 		defer r.ref.exit(id, k)
 		r.ref.record(reconciled{member: id, name: k, reason: framework.ReasonFrom(ctx), v: cm.Data["v"], rv: cm.ResourceVersion})
+		if b, of, ok := framework.BucketFrom(ctx); !ok || of.Field != key || b != of.OfObject(cm) {
+			r.mu.Lock()
+			r.misplaced = append(r.misplaced, fmt.Sprintf("%s in bucket %d of %v (%v)", k, b, of, ok))
+			r.mu.Unlock()
+		}
 		child := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "child", Namespace: cm.Namespace}}
 		_, err := controllerutil.CreateOrUpdate(ctx, mgr.Client(), child, func() error {
 			child.Labels = map[string]string{runLabel: r.run}
@@ -327,6 +337,11 @@ func TestShardingByNamespaceReadsOwnedKindsPerBucket(t *testing.T) {
 
 	if o := r.ref.seen(); len(o) > 0 {
 		t.Errorf("%d reconciles ran in two members at once: %v", len(o), o)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.misplaced) > 0 {
+		t.Errorf("reconciles whose context does not name their object's bucket (BucketFrom): %v", r.misplaced)
 	}
 }
 

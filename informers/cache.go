@@ -368,6 +368,11 @@ func (c *Cache) lookup(obj runtime.Object, sel Selection, pin bool) (*entry, err
 		e.pinned = e.pinned || pin
 		return e, nil
 	}
+	if !pin && key.shard == "" && c.routed(key) != nil {
+		// A read of a routed selection, whose informer of the whole
+		// selection went away since the read chose it: read the buckets.
+		return nil, errRouted
+	}
 	e, err := c.newEntry(key, obj)
 	if err != nil {
 		return nil, err
@@ -447,8 +452,11 @@ func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error
 	// listener is added before the informer starts, and never when that
 	// period is zero. The check is a timer tick and a look at the listeners;
 	// nothing is replayed unless a listener is due.
-	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	maps.Copy(indexers, c.indexes[key.gvk.GroupKind()])
+	indexers := maps.Clone(c.indexes[key.gvk.GroupKind()])
+	if indexers == nil {
+		indexers = cache.Indexers{}
+	}
+	indexers[cache.NamespaceIndex] = cache.MetaNamespaceIndexFunc
 	inf := cache.NewSharedIndexInformerWithOptions(lw, example, cache.SharedIndexInformerOptions{
 		ResyncPeriod:      MinResyncPeriod,
 		Indexers:          indexers,

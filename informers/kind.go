@@ -47,7 +47,7 @@ func (c *Cache) AddIndex(kind schema.GroupKind, name string, fn func(obj object.
 		e.indexMu.Lock()
 		err := e.informer.AddIndexers(index)
 		e.indexMu.Unlock()
-		if err != nil {
+		if err != nil && !e.dropped.Load() { // a stopped informer is read no more
 			errs = append(errs, fmt.Errorf("%s: %s: %w", what, e.desc, err))
 		}
 	}
@@ -56,25 +56,18 @@ func (c *Cache) AddIndex(kind schema.GroupKind, name string, fn func(obj object.
 
 // recordIndex records index, named name, as kind's, for the informers made
 // from now on, and returns the informers of kind there are now; an error
-// wrapping ErrIndexExists when kind or one of them has the name.
+// wrapping ErrIndexExists when kind or one of them has the name (then
+// nothing is recorded). The informers' names are read without c.mu held:
+// an Informer.AddIndex indexing every object holds the informer's indexMu
+// meanwhile.
 func (c *Cache) recordIndex(kind schema.GroupKind, name string, index cache.Indexers) ([]*entry, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.indexes[kind][name]; ok {
-		return nil, ErrIndexExists
+	if name == cache.NamespaceIndex {
+		return nil, fmt.Errorf("the name %q is the cache's own index of namespaces", name)
 	}
-	var entries []*entry
-	for key, e := range c.entries {
-		if key.gvk.GroupKind() != kind {
-			continue
-		}
-		e.indexMu.Lock()
-		_, ok := e.informer.GetIndexer().GetIndexers()[name]
-		e.indexMu.Unlock()
-		if ok {
-			return nil, fmt.Errorf("%s has it: %w", e.desc, ErrIndexExists)
-		}
-		entries = append(entries, e)
+	c.mu.Lock()
+	if _, ok := c.indexes[kind][name]; ok {
+		c.mu.Unlock()
+		return nil, ErrIndexExists
 	}
 	if c.indexes == nil {
 		c.indexes = map[schema.GroupKind]cache.Indexers{}
@@ -83,6 +76,24 @@ func (c *Cache) recordIndex(kind schema.GroupKind, name string, index cache.Inde
 		c.indexes[kind] = cache.Indexers{}
 	}
 	c.indexes[kind][name] = index[name]
+	var entries []*entry
+	for key, e := range c.entries {
+		if key.gvk.GroupKind() == kind {
+			entries = append(entries, e)
+		}
+	}
+	c.mu.Unlock()
+	for _, e := range entries {
+		e.indexMu.Lock()
+		_, ok := e.informer.GetIndexer().GetIndexers()[name]
+		e.indexMu.Unlock()
+		if ok {
+			c.mu.Lock()
+			delete(c.indexes[kind], name)
+			c.mu.Unlock()
+			return nil, fmt.Errorf("%s has it: %w", e.desc, ErrIndexExists)
+		}
+	}
 	return entries, nil
 }
 
@@ -146,6 +157,9 @@ func (k *KindReader[T]) Get(ctx context.Context, key types.NamespacedName) (T, e
 		return as[T](inf.e, obj)
 	}
 	inf, err := k.informer()
+	if errors.Is(err, errRouted) {
+		return k.Get(ctx, key) // the route's whole informer went away
+	}
 	if err != nil {
 		return zero, err
 	}
@@ -170,6 +184,9 @@ func (k *KindReader[T]) List(ctx context.Context, opts ...ListOption) ([]T, erro
 		return out, nil
 	}
 	inf, err := k.informer()
+	if errors.Is(err, errRouted) {
+		return k.List(ctx, opts...) // the route's whole informer went away
+	}
 	if err != nil {
 		return nil, err
 	}

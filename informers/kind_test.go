@@ -97,6 +97,11 @@ func TestCacheAddIndex(t *testing.T) {
 	if err := c.AddIndex(gk, "nil", nil); err == nil {
 		t.Error("AddIndex with a nil function succeeded")
 	}
+	// The cache's own index of namespaces, which lists in one namespace
+	// read, is not replaced, even for a kind with no informer yet.
+	if err := c.AddIndex(schema.GroupKind{Kind: "Secret"}, "namespace", byLabel); err == nil {
+		t.Error("AddIndex of the name of the cache's namespace index succeeded")
+	}
 }
 
 // A KindReader reads the kind's held buckets while ShardReads routes the

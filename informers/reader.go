@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -44,6 +45,9 @@ func (c *Cache) Get(ctx context.Context, key types.NamespacedName, into object.O
 		return c.routedGet(ctx, r, base, key, into)
 	}
 	inf, err := c.untyped(into)
+	if errors.Is(err, errRouted) {
+		return c.Get(ctx, key, into) // the route's whole informer went away
+	}
 	if err != nil {
 		return err
 	}
@@ -119,6 +123,9 @@ func (c *Cache) List(ctx context.Context, list runtime.Object, opts ...ListOptio
 		what = describe(gvk) + " from its held buckets"
 	} else {
 		inf, err := c.untyped(item)
+		if errors.Is(err, errRouted) {
+			return c.List(ctx, list, opts...) // the route's whole informer went away
+		}
 		if err != nil {
 			return err
 		}

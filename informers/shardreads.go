@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -100,6 +101,10 @@ func (c *Cache) ShardReads(example object.Object, sel Selection, b Buckets, held
 	c.routes.Store(&next)
 	return nil
 }
+
+// errRouted is the answer of a lookup that would make an informer of a
+// selection ShardReads routes for a read: the read goes to the buckets.
+var errRouted = errors.New("informers: reads of this selection go to its buckets")
 
 // wholeLocked records e, just made or just forgotten (gone), as the
 // informer a route of its key reads instead of its buckets. c.mu must be
