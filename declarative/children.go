@@ -109,8 +109,8 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), cached, cached))
 			continue
 		}
-		if _, of, sharded := framework.BucketFrom(ctx); sharded && of.Field == informers.ShardByNamespace && parent.GetNamespace() != "" && namespaced && u.GetNamespace() != parent.GetNamespace() {
-			if _, perBucket := ck.cached.Sharded(); perBucket {
+		if _, of, sharded := framework.BucketFrom(ctx); sharded && of.Key == informers.ShardByNamespace && parent.GetNamespace() != "" && namespaced && u.GetNamespace() != parent.GetNamespace() {
+			if _, perBucket := ck.cached.Routed(); perBucket {
 				// Only the member holding the parent's bucket reconciles
 				// it, and its controller reads the kind of its buckets'
 				// namespaces only, whatever informer reads go to.
@@ -772,7 +772,7 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent object.Object) ([]object.Object, error) {
 	sel := labels.SelectorFromSet(labels.Set{ManagerLabel: labelValue(d.opts.FieldManager)})
 	opts := []informers.ListOption{informers.MatchingIndex(ParentUIDLabel, string(parent.GetUID())), informers.MatchingLabels(sel)}
-	if b, ok := ck.cached.Sharded(); ok && b.Field == informers.ShardByNamespace && parent.GetNamespace() != "" {
+	if b, ok := ck.cached.Routed(); ok && b.Key == informers.ShardByNamespace && parent.GetNamespace() != "" {
 		opts = append(opts, informers.InNamespace(parent.GetNamespace()))
 	}
 	objs, err := ck.cached.List(ctx, opts...)

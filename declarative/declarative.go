@@ -39,7 +39,9 @@ type State struct {
 	// *unstructured.Unstructured, or client-go apply configurations. Each
 	// needs a name; namespaced children without a namespace get the
 	// parent's, and must be in the namespace the manager's cache holds, if
-	// it holds one. Every child's kind must be listed in Options.Children.
+	// it holds one, and in a controller sharded by namespace, in a
+	// namespaced parent's namespace. Every child's kind must be listed in
+	// Options.Children.
 	// Children left out are deleted.
 	//
 	// converge applies, and so owns, exactly the fields a child sets, never

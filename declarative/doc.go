@@ -102,7 +102,12 @@
 //
 // With the manager's cache limited to one namespace
 // (framework.Options.Cache.Namespace), namespaced children must be declared
-// in it: converge could not watch them elsewhere, so it rejects them.
+// in it: converge could not watch them elsewhere, so it rejects them. In a
+// controller sharded by namespace (framework.ControllerOptions.Sharded,
+// with framework.ShardingOptions.Key informers.ShardByNamespace), a
+// namespaced parent's namespaced children must be in the parent's
+// namespace, for the same reason: each member watches the namespaces of
+// its buckets only.
 //
 // Every child kind is watched (Options.Children), so a child deleted or
 // changed by hand is re-applied: drift is reverted. Reads after converge's

@@ -182,6 +182,14 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		if mgr.ring == nil {
 			return nil, b.fail(errors.New("ControllerOptions.Sharded needs a sharding ring: set Options.Sharding.Ring on the manager"))
 		}
+		mgr.mu.Lock()
+		started := mgr.started
+		mgr.mu.Unlock()
+		if started {
+			// The ring has the buckets it holds read by the sharded
+			// controllers it knew when it claimed them.
+			return nil, b.fail(errors.New("ControllerOptions.Sharded: the manager has started; build sharded controllers before Manager.Start"))
+		}
 		kind, err := primary.kind(mgr)
 		if err != nil {
 			return nil, b.fail(err)

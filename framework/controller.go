@@ -72,14 +72,22 @@ type ControllerOptions struct {
 	// namespaced kinds of its Owned and OwnedByAny sources (Owns) and of
 	// Map sources marked SameNamespace are read per held bucket too, so a
 	// member caches the children of its parents only; other sources are
-	// cached whole. Reads of a kind read per bucket through the manager's
-	// cache, by any reader in the process, then go to the held buckets
-	// (an object of another bucket is ErrNotCached), unless something made
-	// an informer of the whole kind, which they read instead. Keys that sources map to an object of a bucket held
-	// elsewhere are dropped here: that member reconciles them. A sharded
-	// controller runs in every member, leader or not. It needs
-	// Options.Sharding.Ring. Zero (false) means the controller reconciles
-	// every object (in the leader, with leader election).
+	// cached whole.
+	//
+	// Reads through the manager's cache of a kind read per bucket, in the
+	// selection and mode the controller reads it with (Selection, a
+	// source's WithSelection), by any reader in the process, go to the
+	// held buckets (an object of another bucket is ErrNotCached), unless
+	// something made an informer of the whole kind, which they read
+	// instead. Reads in another selection or mode make an informer of
+	// their own, as they would unsharded.
+	//
+	// Keys that sources map to an object of a bucket held elsewhere are
+	// dropped here: that member reconciles them. A sharded controller runs
+	// in every member, leader or not. It needs Options.Sharding.Ring and
+	// must be built before Manager.Start. Zero (false) means the
+	// controller reconciles every object (in the leader, with leader
+	// election).
 	Sharded bool
 
 	// HistoryKeys is how many keys the controller remembers the last five
@@ -88,9 +96,9 @@ type ControllerOptions struct {
 	// endpoint and converge explain. The keys are slots of a fixed array
 	// recycled least recently reconciled first, so the memory is fixed
 	// however many objects the controller sees: about 0.85 KB per key
-	// (0.9 MB for the default), 3.4 KB when every record holds a long error. Zero means 1024 keys; negative
-	// means none (the debug endpoint still shows queues, in-flight keys and
-	// rates).
+	// (0.9 MB for the default), 3.4 KB when every record holds a long
+	// error. Zero means 1024 keys; negative means none (the debug endpoint
+	// still shows queues, in-flight keys and rates).
 	HistoryKeys int
 }
 

@@ -121,6 +121,9 @@ func (m *Manager) debugState(now time.Time) DebugState {
 	}
 	m.mu.Unlock()
 	slices.Sort(s.Webhooks)
+	if st, ok := m.RingStatus(); ok {
+		s.Ring = &st
+	}
 	if le.Enabled {
 		s.Leader.Lease, s.Leader.Identity = le.Namespace+"/"+le.ID, le.Identity
 		if leading := m.isLeader.Load(); leading != nil {

@@ -183,3 +183,37 @@ func ExampleAddWebhook() {
 	}
 	_ = mgr.Start(context.Background())
 }
+
+// Replicas of one manager share a sharding ring: each reconciles the
+// Deployments of the buckets it holds. Sharded by namespace, the
+// ReplicaSets a Deployment owns, and the Secrets a SameNamespace map
+// watches, are cached per held bucket too: each replica caches its own
+// namespaces only. Run every replica with the same Ring.
+func ExampleShardingOptions() {
+	ctx := context.Background()
+	mgr, err := framework.NewManager(nil, framework.Options{
+		Sharding: framework.ShardingOptions{Ring: "deployments", Key: informers.ShardByNamespace},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	secretUsers := func(ctx context.Context, s *corev1.Secret) []reconcile.Request {
+		return []reconcile.Request{{Namespace: s.Namespace, Name: s.Labels["app"]}}
+	}
+	err = framework.NewBuilder[*appsv1.Deployment](mgr, "deployments", framework.ControllerOptions{Sharded: true}).
+		Owns(&appsv1.ReplicaSet{}).
+		Watches(framework.SameNamespace(framework.Map(secretUsers))).
+		Complete(reconcile.ObjectFunc[*appsv1.Deployment](func(ctx context.Context, d *appsv1.Deployment) (reconcile.Result, error) {
+			b, of, _ := framework.BucketFrom(ctx)
+			logr.FromContextOrDiscard(ctx).Info("reconciling", "bucket", b, "of", of.Count)
+			return reconcile.Result{}, nil
+		}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := mgr.Start(ctx); err != nil {
+		fmt.Println(err)
+	}
+}

@@ -72,8 +72,8 @@ type Flags struct {
 	ShardRing string
 	// ShardKey is --shard-key: what places an object in a bucket of the
 	// ring, "uid" or "namespace" (ShardingOptions.Key; by namespace, the
-	// objects a sharded controller owns go with their parents). Empty
-	// means "uid".
+	// objects a sharded controller owns go with their parents). It needs
+	// --shard-ring. Empty means "uid".
 	ShardKey string
 
 	// sharedV is the -v flag another package registered first (klog's),
@@ -124,7 +124,7 @@ func (f *Flags) Options() (Options, error) {
 		}
 		f.Verbosity = n
 	}
-	var key informers.ShardField
+	var key informers.ShardKey
 	switch f.ShardKey {
 	case "", "uid":
 		key = informers.ShardByUID

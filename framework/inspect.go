@@ -20,8 +20,10 @@ import (
 // DebugState is the answer of /debug/converge/api/state: the whole manager
 // at a glance.
 type DebugState struct {
-	Time        time.Time          `json:"time"`
-	Leader      LeaderStatus       `json:"leader"`
+	Time   time.Time    `json:"time"`
+	Leader LeaderStatus `json:"leader"`
+	// Ring is this member's view of its sharding ring; nil without one.
+	Ring        *RingStatus        `json:"ring,omitempty"`
 	Controllers []ControllerStatus `json:"controllers"`
 	Informers   []InformerStatus   `json:"informers"`
 	// Webhooks are the paths of the admission and conversion webhooks served.

@@ -197,15 +197,18 @@ type ShardingOptions struct {
 	// children alike: a sharded controller then reads the namespaced kinds
 	// it owns per held bucket as well (ControllerOptions.Sharded). By UID,
 	// only the primary kind is read per bucket, and the kinds a sharded
-	// controller owns or watches are cached whole in every member.
-	// Zero means informers.ShardByUID. Every member of a ring must use the
-	// same Key and Buckets: Start refuses to join a ring whose live members
-	// say otherwise.
-	Key informers.ShardField
+	// controller owns or watches are cached whole in every member. By
+	// namespace, the objects of a cluster-scoped primary kind all fall into
+	// one bucket, so one member reconciles them all. Zero means
+	// informers.ShardByUID. Every member of a ring must use the same Key
+	// and BucketCount: Start refuses to join a ring whose live members say
+	// otherwise.
+	Key informers.ShardKey
 
-	// Buckets is how many parts the hash space is cut into: the unit of
-	// handover, and the most members that get work. Zero means 32.
-	Buckets int
+	// BucketCount is how many buckets the hash space is cut into: the
+	// unit of handover, and the most members that get work; at most 4096.
+	// Zero means 32.
+	BucketCount int
 
 	// LeaseDuration is how long a bucket's Lease stays valid after its
 	// holder's last renewal: how long a crashed member's buckets wait. Zero
@@ -218,13 +221,25 @@ type ShardingOptions struct {
 	RenewDeadline time.Duration
 
 	// RetryPeriod is the interval between renewals, and between looks at
-	// the ring when no Lease changes. Zero means 2 s.
+	// the ring when no Lease changes. It must be shorter than
+	// RenewDeadline. Zero means 2 s.
 	RetryPeriod time.Duration
+
+	// FormationDelay is how long a member waits, after it joined, before
+	// it claims buckets while the ring is forming: while no live member
+	// holds a bucket (the ring's first start, or every member restarted).
+	// Members started together then each claim their own share once, as
+	// the assignment over all of them gives it, instead of the first one
+	// claiming and listing every bucket and handing most of them over as
+	// the others appear. A member joining a ring in which a live member
+	// holds a bucket claims at once. Zero means RetryPeriod; a negative
+	// value means no wait.
+	FormationDelay time.Duration
 
 	// HandoverTimeout bounds how long a member giving a bucket up waits for
 	// the bucket's in-flight reconciles; those still running then have
 	// their contexts cancelled and are named in the log, and their writes
-	// are refused. Zero means 10 s.
+	// are refused. It must not be negative. Zero means 10 s.
 	HandoverTimeout time.Duration
 }
 
@@ -382,8 +397,8 @@ func (o Options) withDefaults() Options {
 		if sh.Key == "" {
 			sh.Key = informers.ShardByUID
 		}
-		if sh.Buckets == 0 {
-			sh.Buckets = defaultShardBuckets
+		if sh.BucketCount == 0 {
+			sh.BucketCount = defaultShardBuckets
 		}
 		if sh.LeaseDuration == 0 {
 			sh.LeaseDuration = defaultLeaseDuration
@@ -396,6 +411,9 @@ func (o Options) withDefaults() Options {
 		}
 		if sh.HandoverTimeout == 0 {
 			sh.HandoverTimeout = defaultHandoverTimeout
+		}
+		if sh.FormationDelay == 0 {
+			sh.FormationDelay = sh.RetryPeriod
 		}
 	}
 	return o
@@ -466,7 +484,7 @@ func (o ShardingOptions) validate() []error {
 	if msgs := validation.IsDNS1123Label(o.Ring); len(msgs) > 0 || len(o.Ring) > maxRingName {
 		errs = append(errs, fmt.Errorf("Options.Sharding.Ring %q must be a DNS label of at most %d characters", o.Ring, maxRingName))
 	}
-	if err := (informers.Buckets{Field: o.Key, Count: o.Buckets}).Validate(); err != nil {
+	if err := (informers.Buckets{Key: o.Key, Count: o.BucketCount}).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("Options.Sharding: %w", err))
 	}
 	if o.LeaseDuration <= o.RenewDeadline {

@@ -21,6 +21,7 @@ const (
 	Deleted
 )
 
+// String returns "added", "updated" or "deleted".
 func (t ChangeType) String() string {
 	switch t {
 	case Added:

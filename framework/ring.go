@@ -56,20 +56,29 @@ const (
 	ringKickInterval = 50 * time.Millisecond
 )
 
-// RingStatus is a member's view of its sharding ring.
+// RingStatus is a member's view of its sharding ring. The debug endpoint
+// serves it as JSON too (DebugState.Ring).
 type RingStatus struct {
-	// Ring, Identity and Buckets are the ring's name, this member's
-	// identity and the ring's bucket count.
-	Ring, Identity string
-	Buckets        int
+	// Ring and Identity are the ring's name and this member's identity.
+	Ring     string `json:"ring"`
+	Identity string `json:"identity"`
+	// Buckets is how the ring cuts objects into buckets: its shard key and
+	// bucket count, as BucketFrom reports them.
+	Buckets informers.Buckets `json:"buckets"`
+	// Forming is set while no live member holds a bucket and this member
+	// waits (ShardingOptions.FormationDelay) before claiming.
+	Forming bool `json:"forming"`
 	// Serving are the buckets whose keys this member dispatches: claimed,
 	// and listed by every sharded controller. Syncing are claimed and still
 	// listing; Draining are being given up, waiting for in-flight
 	// reconciles.
-	Serving, Syncing, Draining []int
+	Serving  []int `json:"serving"`
+	Syncing  []int `json:"syncing"`
+	Draining []int `json:"draining"`
 	// Members are the identities of the live, compatible members this
-	// member saw at its last look at the ring, itself included.
-	Members []string
+	// member saw at its last look at the ring; itself included while its
+	// member Lease was renewed within RenewDeadline.
+	Members []string `json:"members"`
 }
 
 // shardUser is a sharded controller, as the ring drives it.
@@ -147,6 +156,11 @@ type ring struct {
 	seen                     map[string]observation
 	members                  []string
 	assessed                 bool
+	// joined is when this member began to look at the ring; formed is set
+	// once it saw a live member hold a bucket, or waited FormationDelay
+	// after joined.
+	joined time.Time
+	formed bool
 	// refused names incompatible members already logged.
 	refused map[string]bool
 	stopped bool
@@ -155,7 +169,7 @@ type ring struct {
 func newRing(cs kubernetes.Interface, opts ShardingOptions, log logr.Logger, metrics *ringMetrics) *ring {
 	r := &ring{
 		opts:       opts,
-		buckets:    informers.Buckets{Field: opts.Key, Count: opts.Buckets},
+		buckets:    informers.Buckets{Key: opts.Key, Count: opts.BucketCount},
 		leases:     cs.CoordinationV1().Leases(opts.Namespace),
 		log:        log.WithValues("ring", opts.Ring, "identity", opts.Identity),
 		metrics:    metrics,
@@ -227,9 +241,10 @@ func (r *ring) start(ctx context.Context) error {
 		return fmt.Errorf("framework: sharding ring %q: list its Leases in namespace %s: %w", r.opts.Ring, r.opts.Namespace, context.Cause(ctx))
 	}
 	// Refuse to join a ring whose live members cut it otherwise. Members
-	// are live when their Lease was renewed within LeaseDuration by the
-	// server's clock (this process has not watched them long enough to
-	// judge by its own).
+	// are live when the renewal time their Lease carries (written by the
+	// member, with its own clock) is within LeaseDuration of this
+	// process's clock: it has not watched them long enough to judge by
+	// what it saw change.
 	for _, l := range r.ringLeases() {
 		if l.Labels[roleLabel] != roleMember || l.Name == r.memberName || l.DeletionTimestamp != nil {
 			continue
@@ -241,7 +256,7 @@ func (r *ring) start(ctx context.Context) error {
 			return fmt.Errorf("framework: cannot join sharding ring %q in namespace %s: %w", r.opts.Ring, r.opts.Namespace, err)
 		}
 	}
-	r.log.Info("joining sharding ring", "buckets", r.opts.Buckets, "key", string(r.opts.Key))
+	r.log.Info("joining sharding ring", "buckets", r.opts.BucketCount, "key", string(r.opts.Key))
 	go r.run(ctx)
 	return nil
 }
@@ -249,11 +264,11 @@ func (r *ring) start(ctx context.Context) error {
 // compatible is nil when member Lease l cuts the ring as this member does.
 func (r *ring) compatible(l *coordinationv1.Lease) error {
 	buckets, key := l.Annotations[bucketsAnno], l.Annotations[keyAnno]
-	if buckets == strconv.Itoa(r.opts.Buckets) && key == string(r.opts.Key) {
+	if buckets == strconv.Itoa(r.opts.BucketCount) && key == string(r.opts.Key) {
 		return nil
 	}
-	return fmt.Errorf("member %q (Lease %s) has %s buckets keyed by %q, this member (%q) has %d keyed by %q: every member of a ring needs the same Options.Sharding.Buckets and Key",
-		holder(l), l.Name, buckets, key, r.opts.Identity, r.opts.Buckets, r.opts.Key)
+	return fmt.Errorf("member %q (Lease %s) has %s buckets keyed by %q, this member (%q) has %d keyed by %q: every member of a ring needs the same Options.Sharding.BucketCount and Key",
+		holder(l), l.Name, buckets, key, r.opts.Identity, r.opts.BucketCount, r.opts.Key)
 }
 
 func (r *ring) ringLeases() []*coordinationv1.Lease {
@@ -268,6 +283,14 @@ func (r *ring) ringLeases() []*coordinationv1.Lease {
 func (r *ring) run(ctx context.Context) {
 	tick := time.NewTicker(r.opts.RetryPeriod)
 	defer tick.Stop()
+	r.mu.Lock()
+	r.joined = time.Now()
+	r.mu.Unlock()
+	if r.opts.FormationDelay > 0 {
+		// Look again when the wait for a forming ring ends.
+		formed := time.AfterFunc(r.opts.FormationDelay, r.poke)
+		defer formed.Stop()
+	}
 	for {
 		r.mu.RLock()
 		due := time.Since(r.lastRenew) >= r.opts.RetryPeriod
@@ -400,7 +423,7 @@ func (r *ring) writeMember(ctx context.Context, member *coordinationv1.Lease) (*
 			ObjectMeta: metav1.ObjectMeta{
 				Name: r.memberName, Namespace: r.opts.Namespace,
 				Labels:      map[string]string{ringLabel: r.opts.Ring, roleLabel: roleMember},
-				Annotations: map[string]string{bucketsAnno: strconv.Itoa(r.opts.Buckets), keyAnno: string(r.opts.Key)},
+				Annotations: map[string]string{bucketsAnno: strconv.Itoa(r.opts.BucketCount), keyAnno: string(r.opts.Key)},
 			},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &r.opts.Identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
 		}
@@ -473,11 +496,14 @@ func (r *ring) assess(ctx context.Context) {
 		lease *coordinationv1.Lease
 		why   string
 	}
+	if !r.formed {
+		r.formed = r.formingOverLocked(leases, members, now)
+	}
 	var claims []claim
-	for b, owner := range assign(r.opts.Buckets, members) {
+	for b, owner := range assign(r.opts.BucketCount, members) {
 		h := r.held[b]
 		switch {
-		case owner == r.opts.Identity && h == nil:
+		case owner == r.opts.Identity && h == nil && r.formed:
 			l := byName[bucketLeaseName(r.opts.Ring, b)]
 			if why := r.claimable(l, now); why != "" {
 				claims = append(claims, claim{b, l, why})
@@ -496,6 +522,27 @@ func (r *ring) assess(ctx context.Context) {
 		r.claim(ctx, c.b, c.lease, c.why)
 	}
 	r.mu.Lock() // for the deferred unlock
+}
+
+// formingOverLocked reports whether this member may claim buckets: it has
+// waited FormationDelay since it joined, or a live member (members) holds
+// a bucket Lease that is not expired. Until then the ring is forming, and
+// the members that join meanwhile are counted in the first claims. r.mu
+// must be held.
+func (r *ring) formingOverLocked(leases []*coordinationv1.Lease, members []string, now time.Time) bool {
+	if now.Sub(r.joined) >= r.opts.FormationDelay {
+		return true
+	}
+	for _, l := range leases {
+		if l.Labels[roleLabel] == roleBucket && slices.Contains(members, holder(l)) && r.claimable(l, now) == "" {
+			return true
+		}
+	}
+	if len(r.held) > 0 {
+		return true
+	}
+	r.log.V(1).Info("the ring is forming: waiting before claiming buckets", "members", members, "for", (r.opts.FormationDelay - now.Sub(r.joined)).Round(time.Millisecond))
+	return false
 }
 
 // claimable says why bucket Lease l (nil when the bucket has none) may be
@@ -737,7 +784,7 @@ type handoverMarks struct {
 }
 
 // layout is the ring's cut of the hash space, as handoverMarks records it.
-func (r *ring) layout() string { return fmt.Sprintf("%d/%s", r.opts.Buckets, r.opts.Key) }
+func (r *ring) layout() string { return fmt.Sprintf("%d/%s", r.opts.BucketCount, r.opts.Key) }
 
 // leaseMarks returns the marks bucket Lease l carries, by controller; none
 // when it carries none, of another layout, or they do not parse.
@@ -872,13 +919,16 @@ func (r *ring) bucketContext(b int) context.Context {
 	return nil
 }
 
-// ready is nil once the ring was assessed and no claimed bucket is still
-// syncing.
+// ready is nil once the ring was assessed, has formed, and no claimed
+// bucket is still syncing.
 func (r *ring) ready() error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if !r.assessed {
 		return fmt.Errorf("sharding ring %q: not joined yet", r.opts.Ring)
+	}
+	if !r.formed {
+		return fmt.Errorf("sharding ring %q: forming, waiting %v before claiming buckets", r.opts.Ring, r.opts.FormationDelay)
 	}
 	var syncing []int
 	for b, h := range r.held {
@@ -897,7 +947,7 @@ func (r *ring) ready() error {
 func (r *ring) status() RingStatus {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	s := RingStatus{Ring: r.opts.Ring, Identity: r.opts.Identity, Buckets: r.opts.Buckets, Members: slices.Clone(r.members)}
+	s := RingStatus{Ring: r.opts.Ring, Identity: r.opts.Identity, Buckets: r.buckets, Forming: r.assessed && !r.formed, Members: slices.Clone(r.members)}
 	for b, h := range r.held {
 		switch h.state {
 		case bucketServing:

@@ -109,7 +109,7 @@ func TestRenewSendsTheBucketLeasesAtOnce(t *testing.T) {
 	// API server, later than RenewDeadline, and it counts itself out.
 	const n = 8
 	cs := fake.NewClientset()
-	opts := ShardingOptions{Ring: "r", Namespace: "ns", Identity: "me", Buckets: 32,
+	opts := ShardingOptions{Ring: "r", Namespace: "ns", Identity: "me", BucketCount: 32,
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	r := newRing(cs, opts, logr.Discard(), newRingMetrics(opts.Ring))
 	leases := &barrierLeases{LeaseInterface: r.leases, n: n, all: make(chan struct{})}

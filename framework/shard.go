@@ -253,7 +253,7 @@ func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]st
 		}
 	}
 	bound.onDelete = func(obj T) {
-		if p.buckets.Field == informers.ShardByUID {
+		if p.buckets.Key == informers.ShardByUID {
 			p.mu.Lock()
 			p.gone[requestFor(obj)] = b
 			p.mu.Unlock()
@@ -305,7 +305,7 @@ func (rd *bucketRead[T]) release(r *ring) {
 // the log says. Call it before start.
 func (p *shardedPrimary[T]) addSecondary(mgr *Manager, src Source, log logr.Logger) bool {
 	bs, ok := src.(bucketSource)
-	if !ok || p.buckets.Field != informers.ShardByNamespace || !bs.local() || bs.check() != nil {
+	if !ok || p.buckets.Key != informers.ShardByNamespace || !bs.local() || bs.check() != nil {
 		return false // bind reports what check found
 	}
 	for _, s := range []bucketSource{&p.src, bs} {

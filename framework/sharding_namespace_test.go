@@ -76,7 +76,7 @@ func (r *nsRing) namespace(t *testing.T, name string) string {
 // once it serves them.
 func (r *nsRing) addParents(t *testing.T, n int, ms ...*nsMember) {
 	t.Helper()
-	b := informers.Buckets{Field: informers.ShardByNamespace, Count: 32}
+	b := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
 	need := make([]int, len(ms))
 	for i := range need {
 		need[i] = n
@@ -109,7 +109,7 @@ type nsMember struct {
 // start starts member id: a controller of the parents, sharded with key,
 // that owns their Secrets through own (a Builder call adding the source),
 // and writes each parent's data v into its child.
-func (r *nsRing) start(t *testing.T, id string, key informers.ShardField, own func(*framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap]) *nsMember {
+func (r *nsRing) start(t *testing.T, id string, key informers.ShardKey, own func(*framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap]) *nsMember {
 	t.Helper()
 	sel := informers.Selection{Labels: labels.SelectorFromSet(labels.Set{runLabel: r.run})}
 	mgr := testenv.NewManager(t, plane.Config(t), framework.Options{
@@ -130,7 +130,7 @@ func (r *nsRing) start(t *testing.T, id string, key informers.ShardField, own fu
 		r.ref.enter(id, k)
 		defer r.ref.exit(id, k)
 		r.ref.record(reconciled{member: id, name: k, reason: framework.ReasonFrom(ctx), v: cm.Data["v"], rv: cm.ResourceVersion})
-		if b, of, ok := framework.BucketFrom(ctx); !ok || of.Field != key || b != of.OfObject(cm) {
+		if b, of, ok := framework.BucketFrom(ctx); !ok || of.Key != key || b != of.OfObject(cm) {
 			r.mu.Lock()
 			r.misplaced = append(r.misplaced, fmt.Sprintf("%s in bucket %d of %v (%v)", k, b, of, ok))
 			r.mu.Unlock()
@@ -169,7 +169,7 @@ func (r *nsRing) startPair(t *testing.T, n int) (a, b *nsMember) {
 
 // bucketsOf returns the namespaces of r whose buckets are in held.
 func (r *nsRing) bucketsOf(held []int) []string {
-	b := informers.Buckets{Field: informers.ShardByNamespace, Count: 32}
+	b := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
 	var out []string
 	for _, ns := range r.namespaces {
 		if slices.Contains(held, b.Of(ns)) {
@@ -359,7 +359,7 @@ func TestShardingReadsPerBucketOnlyWhatStaysInItsNamespace(t *testing.T) {
 	type own = func(*framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap]
 	cases := []struct {
 		name string
-		key  informers.ShardField
+		key  informers.ShardKey
 		own  own
 		// perBucket and whole are the informers of Secrets expected: of
 		// each bucket, and of the whole kind.
@@ -504,7 +504,7 @@ func TestShardingSameNamespaceLogsAStrayRequest(t *testing.T) {
 	r.setParents(t, r.namespaces, "1")
 	testenv.Eventually(t, "every child at v=1", func() bool { return r.childAt(t, r.namespaces, "1") })
 	r.drift(t, r.namespaces)
-	buckets := informers.Buckets{Field: informers.ShardByNamespace, Count: 32}
+	buckets := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
 	held := map[int]bool{}
 	for _, ns := range r.namespaces {
 		held[buckets.Of(ns)] = true

@@ -106,11 +106,21 @@ func startMember(t *testing.T, ns, ring, id string, ref *referee) *member {
 // writes.
 func startPacedMember(t *testing.T, cfg *rest.Config, ns, ring, id string, ref *referee, workers int, pause func(*corev1.ConfigMap) time.Duration) *member {
 	t.Helper()
+	return startTunedMember(t, cfg, ns, ring, id, ref, workers, pause, nil)
+}
+
+// startTunedMember is startPacedMember with the ring's options changed by
+// tune (when not nil).
+func startTunedMember(t *testing.T, cfg *rest.Config, ns, ring, id string, ref *referee, workers int, pause func(*corev1.ConfigMap) time.Duration, tune func(*framework.ShardingOptions)) *member {
+	t.Helper()
 	opts := framework.Options{Cache: informers.Options{Namespace: ns}, GracefulShutdownTimeout: 10 * time.Second}
 	if ring != "" {
 		opts.Sharding = framework.ShardingOptions{
 			Ring: ring, Namespace: ns, Identity: id,
 			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		}
+		if tune != nil {
+			tune(&opts.Sharding)
 		}
 	}
 	mgr := testenv.NewManager(t, cfg, opts)
@@ -217,7 +227,7 @@ func leave(t *testing.T, m, other *member) {
 
 // ownedBy returns the names of the ConfigMaps whose buckets are in held.
 func ownedBy(cms []*corev1.ConfigMap, held []int) []string {
-	b := informers.Buckets{Field: informers.ShardByUID, Count: 32}
+	b := informers.Buckets{Key: informers.ShardByUID, Count: 32}
 	var names []string
 	for _, cm := range cms {
 		if slices.Contains(held, b.OfObject(cm)) {
@@ -446,7 +456,7 @@ func TestShardingMarksSurviveACrash(t *testing.T) {
 	// The highest resourceVersion of each of a's buckets' unchanged
 	// objects: a mark above it was taken after a caught up.
 	top := map[int]uint64{}
-	buckets := informers.Buckets{Field: informers.ShardByUID, Count: 32}
+	buckets := informers.Buckets{Key: informers.ShardByUID, Count: 32}
 	for _, cm := range unchanged {
 		cur, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), cm.Name, metav1.GetOptions{})
 		if err != nil {
@@ -496,6 +506,71 @@ func TestShardingMarksSurviveACrash(t *testing.T) {
 	}
 }
 
+// Members started together claim their own shares once: while the ring
+// forms (no live member holds a bucket), a member waits FormationDelay
+// before it claims, so the first one does not claim and list every bucket
+// only to hand half of them over when the second appears. Each bucket
+// Lease then has had one holder. The negative control, without the wait,
+// shows that Lease transitions see a handover.
+func TestShardingMembersStartedTogetherClaimOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		delay      time.Duration
+		handedOver bool
+	}{
+		{"waits while the ring forms", 10 * time.Second, false},
+		{"claims at once (negative control)", -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, ns, cms := configMaps(t, 40)
+			ref := newReferee()
+			start := func(id string) *member {
+				return startTunedMember(t, plane.Config(t), ns, "ring", id, ref, 4,
+					func(*corev1.ConfigMap) time.Duration { return 0 },
+					func(o *framework.ShardingOptions) { o.FormationDelay = tc.delay })
+			}
+			a := start("a")
+			testenv.Eventually(t, "a joined the ring", func() bool {
+				st, _ := a.mgr.RingStatus()
+				if tc.handedOver {
+					return len(st.Serving)+len(st.Syncing) > 0
+				}
+				return slices.Contains(st.Members, "a") && st.Forming
+			})
+			b := start("b")
+			testenv.Eventually(t, "a and b serve 16 buckets each", func() bool { return len(a.serving()) == 16 && len(b.serving()) == 16 })
+			if st, _ := a.mgr.RingStatus(); st.Forming {
+				t.Error("RingStatus.Forming once the ring formed")
+			}
+			// A sharded controller built once the manager started is refused:
+			// the ring hands buckets to the controllers it knew.
+			_, err := framework.NewBuilder[*corev1.ConfigMap](a.mgr, "late", framework.ControllerOptions{Sharded: true}).
+				Build(reconcile.ObjectFunc[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) (reconcile.Result, error) { return reconcile.Result{}, nil }))
+			if err == nil || !strings.Contains(err.Error(), "before Manager.Start") {
+				t.Errorf("a sharded controller built after Start: %v, want it refused", err)
+			}
+			var moved []string
+			for i := range 32 {
+				l, err := cs.CoordinationV1().Leases(ns).Get(t.Context(), fmt.Sprintf("ring-bucket-%d", i), metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if l.Spec.LeaseTransitions != nil && *l.Spec.LeaseTransitions > 0 {
+					moved = append(moved, l.Name)
+				}
+			}
+			if got := len(moved) > 0; got != tc.handedOver {
+				t.Errorf("bucket Leases that changed holder: %v; want some: %v", moved, tc.handedOver)
+			}
+			setVersion(t, cs, ns, cms, 1)
+			testenv.Eventually(t, "every ConfigMap reconciled at v=1", func() bool { return converged(t, cs, ns, 1) })
+			if o := ref.seen(); len(o) > 0 {
+				t.Errorf("%d reconciles ran in two members at once: %v", len(o), o)
+			}
+		})
+	}
+}
+
 // TestShardingRefereeSeesOverlaps is the negative control of the test
 // above: two replicas that do not shard reconcile the same keys at once,
 // and the referee counts it.
@@ -528,7 +603,7 @@ func TestShardingRefusesAnIncompatibleMember(t *testing.T) {
 
 	mgr := testenv.NewManager(t, plane.Config(t), framework.Options{
 		Cache:    informers.Options{Namespace: ns},
-		Sharding: framework.ShardingOptions{Ring: "ring", Namespace: ns, Identity: "b", Buckets: 16},
+		Sharding: framework.ShardingOptions{Ring: "ring", Namespace: ns, Identity: "b", BucketCount: 16},
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

@@ -237,17 +237,25 @@ func TestReaderQueries(t *testing.T) {
 	}
 }
 
-func TestSelectionFiltersOnTheServer(t *testing.T) {
+// webOnly makes ConfigMaps web and db (labelled tier=web and tier=db) in
+// a new namespace, and returns it with a started cache whose ConfigMaps
+// are those of tier=web in it (Options.ByKind).
+func webOnly(t *testing.T) (string, *informers.Cache) {
+	t.Helper()
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
 	testenv.CreateConfigMap(t, cs, ns, "web", map[string]string{"tier": "web"})
 	testenv.CreateConfigMap(t, cs, ns, "db", map[string]string{"tier": "db"})
-	c := started(t, admin, informers.Options{
+	return ns, started(t, admin, informers.Options{
 		ByKind: map[schema.GroupKind]informers.Selection{
 			{Kind: "ConfigMap"}: {Namespace: ns, Labels: labels.SelectorFromSet(labels.Set{"tier": "web"})},
 		},
 	})
+}
+
+func TestSelectionFiltersOnTheServer(t *testing.T) {
+	_, c := webOnly(t)
 	inf, err := informers.For[*corev1.ConfigMap](c, informers.Selection{})
 	if err != nil {
 		t.Fatal(err)

@@ -148,6 +148,7 @@ type SyncError struct {
 	Cause error
 }
 
+// Error names the informer, how long it waited, and the cause.
 func (e *SyncError) Error() string {
 	msg := "cache for " + e.Description
 	if e.Waited > 0 {

@@ -33,18 +33,18 @@ import (
 // its own version that match its shard, and every bookmark; one that asks
 // for a version the watch has passed is served from the last hubReplay
 // events when they cover it and no other subscriber had the objects it
-// needs of them (each object reaches one informer only). An error event ends every subscriber's watch,
-// as it ends a watch of the API server.
+// needs of them (each object reaches one informer only). An error event
+// ends every subscriber's watch, as it ends a watch of the API server.
 //
 // Whatever cannot be shared is served as before sharing, by a request of
 // its own whose objects outside the shard are dropped: a selector that
 // overlaps a current subscriber's or waiter's (each object must reach one
-// informer only, as informers change the objects they store), a watch from
-// a version that is not a number or older than the events kept (or than
-// their objects no subscriber had), and a
-// subscriber that falls hubPending events behind is ended with "expired",
-// so that it lists again. Streaming lists are not shared: the hub refuses
-// them, and reflectors then list.
+// informer only, as informers change the objects they store), and a watch
+// from a version that is not a number or older than the events kept (or
+// than their objects no subscriber had). A subscriber that falls
+// hubPending events behind is ended with "expired", so that it lists
+// again. Streaming lists are not shared: the hub refuses them, and
+// reflectors then list.
 type shardHub struct {
 	desc string
 

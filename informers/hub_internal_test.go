@@ -104,7 +104,7 @@ func uidIn(t *testing.T, b Buckets, bucket int) string {
 }
 
 func TestShardHubWatch(t *testing.T) {
-	b := Buckets{Field: ShardByUID, Count: 2}
+	b := Buckets{Key: ShardByUID, Count: 2}
 	filters := make([]*shardFilter, 2)
 	for i := range filters {
 		f, err := compileShard(b.Selector(i))
@@ -240,8 +240,8 @@ func TestShardFilterOverlaps(t *testing.T) {
 		}
 		return f
 	}
-	two, four := Buckets{Field: ShardByUID, Count: 2}, Buckets{Field: ShardByUID, Count: 4}
-	byNS := Buckets{Field: ShardByNamespace, Count: 2}
+	two, four := Buckets{Key: ShardByUID, Count: 2}, Buckets{Key: ShardByUID, Count: 4}
+	byNS := Buckets{Key: ShardByNamespace, Count: 2}
 	for _, c := range []struct {
 		name string
 		f, g *shardFilter
@@ -265,7 +265,7 @@ func TestShardFilterOverlaps(t *testing.T) {
 
 func TestShardHubRefuses(t *testing.T) {
 	h := newShardHub("v1 ConfigMap")
-	f, err := compileShard(Buckets{Field: ShardByUID, Count: 2}.Selector(0))
+	f, err := compileShard(Buckets{Key: ShardByUID, Count: 2}.Selector(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestShardHubRefuses(t *testing.T) {
 }
 
 func TestShardHubListsOncePerOptions(t *testing.T) {
-	b := Buckets{Field: ShardByUID, Count: 2}
+	b := Buckets{Key: ShardByUID, Count: 2}
 	h := newShardHub("v1 ConfigMap")
 	release := make(chan struct{})
 	var calls sync.WaitGroup
@@ -366,7 +366,7 @@ func TestShardHubListsOncePerOptions(t *testing.T) {
 }
 
 func TestShardHubListLeaves(t *testing.T) {
-	b := Buckets{Field: ShardByUID, Count: 2}
+	b := Buckets{Key: ShardByUID, Count: 2}
 	f0, err := compileShard(b.Selector(0))
 	if err != nil {
 		t.Fatal(err)
@@ -428,7 +428,7 @@ func TestShardHubListLeaves(t *testing.T) {
 }
 
 func TestShardHubReplaysNoObjectTwice(t *testing.T) {
-	b := Buckets{Field: ShardByUID, Count: 2}
+	b := Buckets{Key: ShardByUID, Count: 2}
 	f0, err := compileShard(b.Selector(0))
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,8 @@ import (
 // the informers of a sharded kind's buckets: fn returns the values obj is
 // indexed under, and List(MatchingIndex(name, value)) on any of them
 // returns the objects with that value, as with Informer.AddIndex. A name
-// the kind already has, or one of its informers has, is an error wrapping
+// the kind already has, or one of its informers has (every informer has
+// the cache's own index of namespaces, "namespace"), is an error wrapping
 // ErrIndexExists.
 func (c *Cache) AddIndex(kind schema.GroupKind, name string, fn func(obj object.Object) []string) error {
 	what := fmt.Sprintf("informers: add index %q to kind %v", name, kind)
@@ -62,7 +63,7 @@ func (c *Cache) AddIndex(kind schema.GroupKind, name string, fn func(obj object.
 // meanwhile.
 func (c *Cache) recordIndex(kind schema.GroupKind, name string, index cache.Indexers) ([]*entry, error) {
 	if name == cache.NamespaceIndex {
-		return nil, fmt.Errorf("the name %q is the cache's own index of namespaces", name)
+		return nil, fmt.Errorf("%w: the name %q is the cache's own index of namespaces", ErrIndexExists, name)
 	}
 	c.mu.Lock()
 	if _, ok := c.indexes[kind][name]; ok {
@@ -100,7 +101,7 @@ func (c *Cache) recordIndex(kind schema.GroupKind, name string, index cache.Inde
 // KindReader reads one kind from a Cache as Cache.Get and Cache.List do:
 // from the informer of the kind's default selection (Options.ByKind, else
 // Options.Namespace), made on first read, or from the informers of the held
-// buckets while the kind's reads are routed to them (see Sharded). Unlike
+// buckets while the kind's reads are routed to them (see Routed). Unlike
 // Cache.Get and Cache.List it hands out the cached objects themselves, as
 // Informer.Get does: shared and read-only. A KindReader is safe for
 // concurrent use.
@@ -134,12 +135,13 @@ func NewKindReader[T object.Object](c *Cache, example T, kind schema.GroupVersio
 // the reader reads while the kind's reads are not routed to buckets.
 func (k *KindReader[T]) Selection() Selection { return k.sel }
 
-// Sharded reports whether the kind is read per bucket in this process:
-// Cache.ShardReads routes it (a sharded controller reads it per held
-// bucket), and how it is cut into buckets. It does not change once true.
-// Reads still go to the informer of the whole kind while the cache holds
-// one (someone reads the whole kind), which holds every bucket's objects.
-func (k *KindReader[T]) Sharded() (Buckets, bool) {
+// Routed reports whether Cache.ShardReads routes the kind's reads to the
+// informers of held buckets (a sharded controller reads it per held
+// bucket), and how the kind is cut into buckets. It does not change once
+// true. Reads still go to the informer of the whole kind while the cache
+// holds one (someone reads the whole kind), which holds every bucket's
+// objects.
+func (k *KindReader[T]) Routed() (Buckets, bool) {
 	if r := k.c.routed(k.base); r != nil {
 		return r.b, true
 	}
@@ -163,7 +165,11 @@ func (k *KindReader[T]) Get(ctx context.Context, key types.NamespacedName) (T, e
 	if err != nil {
 		return zero, err
 	}
-	return inf.Get(ctx, key)
+	obj, err := inf.Get(ctx, key)
+	if apierrors.IsNotFound(err) && (inf.e.key.labels != "" || inf.e.key.fields != "") {
+		return zero, k.c.confirmMiss(ctx, inf.e, key.Namespace, key.Name, err)
+	}
+	return obj, err
 }
 
 // List returns the cached objects matching opts. See Reader.

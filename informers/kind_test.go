@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,7 +56,7 @@ func TestCacheAddIndex(t *testing.T) {
 	if err := c.AddIndex(gk, "label.k", byLabel); err != nil {
 		t.Fatal(err)
 	}
-	b := informers.Buckets{Field: informers.ShardByUID, Count: 2}
+	b := informers.Buckets{Key: informers.ShardByUID, Count: 2}
 	after, err := informers.For[*corev1.ConfigMap](c, informers.Selection{Shard: b.Selector(0)})
 	if err != nil {
 		t.Fatal(err)
@@ -99,8 +100,8 @@ func TestCacheAddIndex(t *testing.T) {
 	}
 	// The cache's own index of namespaces, which lists in one namespace
 	// read, is not replaced, even for a kind with no informer yet.
-	if err := c.AddIndex(schema.GroupKind{Kind: "Secret"}, "namespace", byLabel); err == nil {
-		t.Error("AddIndex of the name of the cache's namespace index succeeded")
+	if err := c.AddIndex(schema.GroupKind{Kind: "Secret"}, "namespace", byLabel); !errors.Is(err, informers.ErrIndexExists) {
+		t.Errorf("AddIndex of the name of the cache's namespace index = %v, want ErrIndexExists", err)
 	}
 }
 
@@ -110,7 +111,7 @@ func TestCacheAddIndex(t *testing.T) {
 func TestKindReaderFollowsTheRoute(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	b := informers.Buckets{Field: informers.ShardByNamespace, Count: 3}
+	b := informers.Buckets{Key: informers.ShardByNamespace, Count: 3}
 	nsOf := map[int]string{}
 	for n := 0; len(nsOf) < 3; n++ {
 		ns := testenv.Namespace(t, cs, fmt.Sprint(n))
@@ -128,8 +129,8 @@ func TestKindReaderFollowsTheRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, sharded := r.Sharded(); sharded {
-		t.Error("Sharded before ShardReads")
+	if _, sharded := r.Routed(); sharded {
+		t.Error("Routed before ShardReads")
 	}
 	if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return []int{1} }); err != nil {
 		t.Fatal(err)
@@ -137,8 +138,8 @@ func TestKindReaderFollowsTheRoute(t *testing.T) {
 	if _, err := informers.For[*corev1.ConfigMap](c, informers.Selection{Shard: b.Selector(1)}); err != nil {
 		t.Fatal(err)
 	}
-	if got, sharded := r.Sharded(); !sharded || got != b {
-		t.Errorf("Sharded = %v, %v after ShardReads, want %v, true", got, sharded, b)
+	if got, sharded := r.Routed(); !sharded || got != b {
+		t.Errorf("Routed = %v, %v after ShardReads, want %v, true", got, sharded, b)
 	}
 	obj, err := r.Get(t.Context(), types.NamespacedName{Namespace: nsOf[1], Name: "a"})
 	if err != nil || obj.GetNamespace() != nsOf[1] {
@@ -164,7 +165,7 @@ func TestKindReaderFollowsTheRoute(t *testing.T) {
 	if err := c.List(t.Context(), &metaList, informers.InNamespace(nsOf[0])); err != nil || len(metaList.Items) != 1 {
 		t.Errorf("List of metadata in an unheld bucket's namespace = %d items, %v; want 1 (not routed)", len(metaList.Items), err)
 	}
-	if _, sharded := r.Sharded(); !sharded {
+	if _, sharded := r.Routed(); !sharded {
 		t.Error("a metadata informer of the kind turned the typed route off")
 	}
 	if _, err := r.Get(t.Context(), types.NamespacedName{Namespace: nsOf[0], Name: "a"}); !errors.Is(err, informers.ErrNotCached) {
@@ -179,8 +180,8 @@ func TestKindReaderFollowsTheRoute(t *testing.T) {
 	if err := whole.WaitForSync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, sharded := r.Sharded(); !sharded {
-		t.Error("not Sharded once an informer of the whole kind exists: the kind is still read per bucket")
+	if _, sharded := r.Routed(); !sharded {
+		t.Error("not Routed once an informer of the whole kind exists: the kind is still read per bucket")
 	}
 	if _, err := r.Get(t.Context(), types.NamespacedName{Namespace: nsOf[0], Name: "a"}); err != nil {
 		t.Errorf("Get of another bucket's object with the whole kind cached: %v", err)
@@ -205,5 +206,25 @@ func TestKindReaderFollowsTheRoute(t *testing.T) {
 	}
 	if sel := r.Selection(); sel.Kind.Kind != "ConfigMap" || sel.Namespace != "" {
 		t.Errorf("Selection = %+v, want the kind's default", sel)
+	}
+}
+
+// A KindReader of a kind narrowed by labels (Options.ByKind) answers a miss
+// as Cache.Get does: NotFound when the object does not exist, and
+// ErrNotCached when it exists outside the selection.
+func TestKindReaderConfirmsAMissOutsideTheSelection(t *testing.T) {
+	ns, c := webOnly(t)
+	r, err := informers.NewKindReader[*corev1.ConfigMap](c, &corev1.ConfigMap{}, schema.GroupVersionKind{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm, err := r.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "web"}); err != nil || cm.Name != "web" {
+		t.Errorf("Get of a selected object = %v, %v", cm, err)
+	}
+	if _, err := r.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "db"}); !errors.Is(err, informers.ErrNotCached) || apierrors.IsNotFound(err) {
+		t.Errorf("Get of an object outside the selection = %v, want ErrNotCached", err)
+	}
+	if _, err := r.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "none"}); !apierrors.IsNotFound(err) {
+		t.Errorf("Get of an object that does not exist = %v, want NotFound", err)
 	}
 }

@@ -23,6 +23,7 @@ const (
 	Metadata
 )
 
+// String returns "typed", "unstructured" or "metadata".
 func (m Mode) String() string {
 	switch m {
 	case Typed:

@@ -13,37 +13,39 @@ import (
 	"k8s.io/apimachinery/pkg/sharding"
 )
 
-// ShardField is the object field whose hash places an object in a bucket.
+// ShardKey is the object field whose hash places an object in a bucket.
 // The hash is FNV-1a 64 of the field's value (sharding.HashField), the one
 // API servers evaluate shard selectors with (KEP-5866).
-type ShardField string
+type ShardKey string
 
 const (
 	// ShardByUID spreads objects evenly, but a read by name cannot tell
 	// the bucket of an object it has not seen.
-	ShardByUID ShardField = "object.metadata.uid"
+	ShardByUID ShardKey = "object.metadata.uid"
 	// ShardByNamespace keeps a namespace's objects in one bucket, so that a
 	// read in a namespace knows its bucket; buckets are as even as the
 	// namespaces are, and FNV-1a puts names that differ only at the end
-	// close together: team-0 … team-99 fall into 2 of 32 buckets.
-	ShardByNamespace ShardField = "object.metadata.namespace"
+	// close together: team-0 … team-99 fall into 2 of 32 buckets. Objects
+	// of a cluster-scoped kind have no namespace: they all fall into the
+	// bucket of "".
+	ShardByNamespace ShardKey = "object.metadata.namespace"
 )
 
 // maxBuckets bounds Buckets.Count.
 const maxBuckets = 4096
 
-// Buckets cuts the 64-bit hash space of Field into Count equal, contiguous
+// Buckets cuts the 64-bit hash space of Key into Count equal, contiguous
 // ranges (buckets 0..Count-1): bucket i holds the hashes h with
 // floor(h*Count/2^64) == i. An object's UID and namespace never change, so
 // an object never moves from one bucket to another.
 type Buckets struct {
-	// Field is the field hashed: ShardByUID or ShardByNamespace.
-	Field ShardField
+	// Key is the field hashed: ShardByUID or ShardByNamespace.
+	Key ShardKey `json:"key"`
 	// Count is the number of buckets, 1 to 4096.
-	Count int
+	Count int `json:"count"`
 }
 
-// Validate reports a Field other than ShardByUID and ShardByNamespace, and
+// Validate reports a Key other than ShardByUID and ShardByNamespace, and
 // a Count outside 1..4096.
 func (b Buckets) Validate() error {
 	if err := b.validate(); err != nil {
@@ -54,8 +56,8 @@ func (b Buckets) Validate() error {
 
 func (b Buckets) validate() error {
 	switch {
-	case b.Field != ShardByUID && b.Field != ShardByNamespace:
-		return fmt.Errorf("Buckets.Field %q is not %q or %q", b.Field, ShardByUID, ShardByNamespace)
+	case b.Key != ShardByUID && b.Key != ShardByNamespace:
+		return fmt.Errorf("Buckets.Key %q is not %q or %q", b.Key, ShardByUID, ShardByNamespace)
 	case b.Count < 1 || b.Count > maxBuckets:
 		return fmt.Errorf("Buckets.Count %d is not in 1..%d", b.Count, maxBuckets)
 	}
@@ -70,14 +72,14 @@ func (b Buckets) Of(value string) int {
 
 // OfObject returns the bucket of obj: Of its UID or its namespace.
 func (b Buckets) OfObject(obj metav1.Object) int {
-	if b.Field == ShardByNamespace {
+	if b.Key == ShardByNamespace {
 		return b.Of(obj.GetNamespace())
 	}
 	return b.Of(string(obj.GetUID()))
 }
 
 // Selector returns the shard selector of bucket, the range
-// [ceil(bucket*2^64/Count), ceil((bucket+1)*2^64/Count)) of Field's hash:
+// [ceil(bucket*2^64/Count), ceil((bucket+1)*2^64/Count)) of Key's hash:
 // Selector(i) matches an object exactly when OfObject puts it in bucket i.
 // It panics when b is not valid or bucket is not in 0..Count-1.
 func (b Buckets) Selector(bucket int) sharding.Selector {
@@ -88,7 +90,7 @@ func (b Buckets) Selector(bucket int) sharding.Selector {
 		panic(fmt.Sprintf("informers: Buckets.Selector(%d): bucket is not in 0..%d", bucket, b.Count-1))
 	}
 	return sharding.NewSelector(sharding.ShardRangeRequirement{
-		Key:   string(b.Field),
+		Key:   string(b.Key),
 		Start: b.bound(bucket),
 		End:   b.bound(bucket + 1),
 	})
@@ -126,7 +128,7 @@ func fnv64a(s string) uint64 {
 // shardFilter is a shard selector compiled for matching objects without
 // allocating: the field it hashes and its ranges.
 type shardFilter struct {
-	field  ShardField
+	field  ShardKey
 	ranges []hashRange
 }
 
@@ -144,12 +146,12 @@ func compileShard(sel sharding.Selector) (*shardFilter, error) {
 		return nil, nil
 	}
 	reqs := sel.Requirements()
-	f := &shardFilter{field: ShardField(reqs[0].Key), ranges: make([]hashRange, 0, len(reqs))}
+	f := &shardFilter{field: ShardKey(reqs[0].Key), ranges: make([]hashRange, 0, len(reqs))}
 	if f.field != ShardByUID && f.field != ShardByNamespace {
 		return nil, fmt.Errorf("shard key %q is not %q or %q", f.field, ShardByUID, ShardByNamespace)
 	}
 	for _, r := range reqs {
-		if ShardField(r.Key) != f.field {
+		if ShardKey(r.Key) != f.field {
 			return nil, fmt.Errorf("shard keys %q and %q differ: a selector hashes one field", f.field, r.Key)
 		}
 		lo, loEnd, err := parseBound(r.Start)

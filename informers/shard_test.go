@@ -28,9 +28,9 @@ import (
 
 func TestBucketsOfAgreesWithSelector(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, field := range []informers.ShardField{informers.ShardByUID, informers.ShardByNamespace} {
+	for _, field := range []informers.ShardKey{informers.ShardByUID, informers.ShardByNamespace} {
 		for _, count := range []int{1, 3, 32, 7} {
-			b := informers.Buckets{Field: field, Count: count}
+			b := informers.Buckets{Key: field, Count: count}
 			if err := b.Validate(); err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +56,7 @@ func TestBucketsOfAgreesWithSelector(t *testing.T) {
 			}
 		}
 	}
-	last := informers.Buckets{Field: informers.ShardByUID, Count: 3}.Selector(2).Requirements()[0]
+	last := informers.Buckets{Key: informers.ShardByUID, Count: 3}.Selector(2).Requirements()[0]
 	if last.End != "0x10000000000000000" {
 		t.Errorf("last bucket ends at %q, want 0x10000000000000000", last.End)
 	}
@@ -67,9 +67,9 @@ func TestBucketsValidate(t *testing.T) {
 		b    informers.Buckets
 		want string
 	}{
-		{informers.Buckets{Field: informers.ShardByUID, Count: 0}, "Buckets.Count 0"},
-		{informers.Buckets{Field: informers.ShardByUID, Count: 5000}, "Buckets.Count 5000"},
-		{informers.Buckets{Field: "object.metadata.name", Count: 4}, `Buckets.Field "object.metadata.name"`},
+		{informers.Buckets{Key: informers.ShardByUID, Count: 0}, "Buckets.Count 0"},
+		{informers.Buckets{Key: informers.ShardByUID, Count: 5000}, "Buckets.Count 5000"},
+		{informers.Buckets{Key: "object.metadata.name", Count: 4}, `Buckets.Key "object.metadata.name"`},
 	} {
 		err := tc.b.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -210,7 +210,7 @@ func shardMembership(t *testing.T, cfg *rest.Config, wantServer bool) {
 		})
 	})
 	c := started(t, counted, informers.Options{Namespace: ns})
-	b := informers.Buckets{Field: informers.ShardByUID, Count: 4}
+	b := informers.Buckets{Key: informers.ShardByUID, Count: 4}
 	infs := shardInformers(t, c, b)
 	checkMembership(t, cs, ns, b, infs)
 	if n := probes.Load(); n != 1 {
@@ -296,7 +296,7 @@ func TestShardReads(t *testing.T) {
 
 	t.Run("by uid", func(t *testing.T) {
 		ns := testenv.Namespace(t, cs)
-		b := informers.Buckets{Field: informers.ShardByUID, Count: 4}
+		b := informers.Buckets{Key: informers.ShardByUID, Count: 4}
 		byBucket := map[int][]string{}
 		for i := range 40 {
 			cm := testenv.CreateConfigMap(t, cs, ns, fmt.Sprintf("cm-%02d", i), nil)
@@ -346,7 +346,7 @@ func TestShardReads(t *testing.T) {
 	})
 
 	t.Run("by namespace", func(t *testing.T) {
-		b := informers.Buckets{Field: informers.ShardByNamespace, Count: 3}
+		b := informers.Buckets{Key: informers.ShardByNamespace, Count: 3}
 		nsOf := map[int]string{}
 		for n := 0; len(nsOf) < 3; n++ {
 			ns := testenv.Namespace(t, cs, fmt.Sprint(n))
@@ -391,10 +391,10 @@ func TestShardReads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, informers.Buckets{Field: informers.ShardByUID}, func() []int { return nil }); err == nil {
+		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, informers.Buckets{Key: informers.ShardByUID}, func() []int { return nil }); err == nil {
 			t.Error("ShardReads with Count 0 succeeded")
 		}
-		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, informers.Buckets{Field: informers.ShardByUID, Count: 2}, nil); err == nil {
+		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, informers.Buckets{Key: informers.ShardByUID, Count: 2}, nil); err == nil {
 			t.Error("ShardReads with a nil held succeeded")
 		}
 	})
@@ -405,7 +405,7 @@ func TestShards(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
 	kind := corev1.SchemeGroupVersion.WithKind("ConfigMap")
-	b := informers.Buckets{Field: informers.ShardByUID, Count: 4}
+	b := informers.Buckets{Key: informers.ShardByUID, Count: 4}
 	byBucket := map[int][]string{}
 	for i := 0; i < 24 || len(byBucket[0]) == 0; i++ { // UIDs are random: bucket 0 must get one
 		cm := testenv.CreateConfigMap(t, cs, ns, fmt.Sprintf("cm-%02d", i), nil)
@@ -480,7 +480,7 @@ func TestShards(t *testing.T) {
 			return err
 		},
 		"no count": func() error {
-			_, err := informers.NewShards(kind, informers.Buckets{Field: informers.ShardByUID}, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
+			_, err := informers.NewShards(kind, informers.Buckets{Key: informers.ShardByUID}, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
 			return err
 		},
 		"nil held": func() error {

@@ -239,7 +239,7 @@ func (c *Cache) confirmShardMiss(ctx context.Context, gvk schema.GroupVersionKin
 	}
 	slices.Sort(held)
 	return fmt.Errorf("%s: it exists, in bucket %d, and the cache holds buckets %v of %d by %s only (Cache.ShardReads): read it without the cache (the framework's Manager.APIReader): %w",
-		what, b, held, r.b.Count, r.b.Field, ErrNotCached)
+		what, b, held, r.b.Count, r.b.Key, ErrNotCached)
 }
 
 // routedList is Cache.List of a kind routed to its buckets: the objects of

@@ -70,7 +70,7 @@ func (s *Shards[T]) get(ctx context.Context, key types.NamespacedName) (T, *Info
 		return zero, nil, err
 	}
 	what := "get " + describe(s.kind) + " " + cache.NewObjectName(key.Namespace, key.Name).String()
-	if s.buckets.Field == ShardByNamespace {
+	if s.buckets.Key == ShardByNamespace {
 		b := s.buckets.Of(key.Namespace)
 		inf, ok := held[b]
 		switch {
@@ -85,7 +85,7 @@ func (s *Shards[T]) get(ctx context.Context, key types.NamespacedName) (T, *Info
 		return obj, inf, err
 	}
 	if len(held) == 0 {
-		return zero, nil, fmt.Errorf("%s: no bucket of %d by %s is held: %w", what, s.buckets.Count, s.buckets.Field, ErrNotCached)
+		return zero, nil, fmt.Errorf("%s: no bucket of %d by %s is held: %w", what, s.buckets.Count, s.buckets.Key, ErrNotCached)
 	}
 	k := storeKey(key)
 	for _, inf := range held {
@@ -135,7 +135,7 @@ func (s *Shards[T]) list(ctx context.Context, opts []ListOption) ([]T, string, e
 	}
 	what := "list " + describe(s.kind)
 	buckets := sortedBuckets(held)
-	if s.buckets.Field == ShardByNamespace {
+	if s.buckets.Key == ShardByNamespace {
 		lo := NewListOptions(opts...)
 		ns := lo.Namespace
 		if fns, ok := namespaceOf(lo.Fields); ok && ns == "" {
@@ -180,7 +180,7 @@ func (s *Shards[T]) list(ctx context.Context, opts []ListOption) ([]T, string, e
 // from the namespace with ShardByNamespace; with ShardByUID, the held
 // bucket whose informer holds the object.
 func (s *Shards[T]) BucketOf(key types.NamespacedName) (int, bool) {
-	if s.buckets.Field == ShardByNamespace {
+	if s.buckets.Key == ShardByNamespace {
 		return s.buckets.Of(key.Namespace), true
 	}
 	k := storeKey(key)
@@ -206,7 +206,7 @@ func (s *Shards[T]) heldBuckets(verb string) (map[int]*Informer[T], error) {
 
 // describeHeld names the held buckets for errors.
 func (s *Shards[T]) describeHeld(held map[int]*Informer[T]) string {
-	return fmt.Sprintf("only buckets %v of %d by %s are held", sortedBuckets(held), s.buckets.Count, s.buckets.Field)
+	return fmt.Sprintf("only buckets %v of %d by %s are held", sortedBuckets(held), s.buckets.Count, s.buckets.Key)
 }
 
 func sortedBuckets[V any](held map[int]V) []int {

@@ -82,7 +82,7 @@ const ringLabel = "e2e.converge.dev/ring"
 // serves them. It returns the namespaces by member, and all of them sorted.
 func siteNamespaces(ctx context.Context, ring string, n int, ms ...*siteMember) ([][]string, []string) {
 	GinkgoHelper()
-	buckets := informers.Buckets{Field: informers.ShardByNamespace, Count: 32}
+	buckets := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
 	byMember := make([][]string, len(ms))
 	var all []string
 	for i := 0; slices.ContainsFunc(byMember, func(nss []string) bool { return len(nss) < n }); i++ {

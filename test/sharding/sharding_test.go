@@ -43,7 +43,7 @@ import (
 var memberBin string
 
 const (
-	buckets = 32 // ShardingOptions.Buckets' default, which the members keep
+	buckets = 32 // ShardingOptions.BucketCount's default, which the members keep
 	lease   = 4 * time.Second
 )
 

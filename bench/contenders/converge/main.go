@@ -83,7 +83,7 @@ func ringStatus(mgr *framework.Manager) string {
 		return "ring=none"
 	}
 	return fmt.Sprintf("ring=%s identity=%s buckets=%d serving=%d syncing=%d draining=%d members=%d",
-		st.Ring, st.Identity, st.Buckets, len(st.Serving), len(st.Syncing), len(st.Draining), len(st.Members))
+		st.Ring, st.Identity, st.Buckets.Count, len(st.Serving), len(st.Syncing), len(st.Draining), len(st.Members))
 }
 
 // run registers the controller: each reconcile is handed the object from the
