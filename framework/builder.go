@@ -185,10 +185,8 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		mgr.mu.Lock()
 		started := mgr.started
 		mgr.mu.Unlock()
-		if started {
-			// The ring has the buckets it holds read by the sharded
-			// controllers it knew when it claimed them.
-			return nil, b.fail(errors.New("ControllerOptions.Sharded: the manager has started; build sharded controllers before Manager.Start"))
+		if started { // ring.register checks again, for a Start meanwhile
+			return nil, b.fail(errShardedAfterStart)
 		}
 		kind, err := primary.kind(mgr)
 		if err != nil {
@@ -259,16 +257,20 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	}
 	c.reconciler = byKey
 	if sharded != nil {
-		if err := sharded.routeReads(mgr); err != nil {
+		if err := mgr.ring.register(sharded); err != nil {
 			return nil, b.fail(err)
 		}
+		if err := sharded.routeReads(mgr); err != nil {
+			mgr.ring.unregister(sharded)
+			return nil, b.fail(err)
+		}
+		c.dropped = mgr.metrics.ring.dropped.WithLabelValues(mgr.ring.opts.Ring, b.name)
 	}
 	if err := mgr.Add(c); err != nil {
+		if sharded != nil {
+			mgr.ring.unregister(sharded)
+		}
 		return nil, b.fail(err)
-	}
-	if sharded != nil {
-		mgr.ring.register(sharded)
-		c.dropped = mgr.metrics.ring.dropped.WithLabelValues(mgr.ring.opts.Ring, b.name)
 	}
 	mgr.addInspected(c)
 	return c, nil

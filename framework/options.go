@@ -225,15 +225,20 @@ type ShardingOptions struct {
 	// RenewDeadline. Zero means 2 s.
 	RetryPeriod time.Duration
 
-	// FormationDelay is how long a member waits, after it joined, before
-	// it claims buckets while the ring is forming: while no live member
-	// holds a bucket (the ring's first start, or every member restarted).
-	// Members started together then each claim their own share once, as
-	// the assignment over all of them gives it, instead of the first one
-	// claiming and listing every bucket and handing most of them over as
-	// the others appear. A member joining a ring in which a live member
-	// holds a bucket claims at once. Zero means RetryPeriod; a negative
-	// value means no wait.
+	// FormationDelay is how long a member waits, from joining the ring
+	// (once its caches of the ring's Leases synced), before it claims
+	// buckets while the ring is forming: while no other live member holds
+	// a bucket Lease renewed within LeaseDuration (the ring's first start,
+	// or a start after every member left). The members that join within
+	// FormationDelay of the first then each claim their own share once,
+	// as the assignment over all of them gives it, instead of the first
+	// one claiming and listing every bucket and handing most of them over
+	// as the others appear; replicas that start further apart (slow image
+	// pulls) want a longer delay. A member joining a ring in which another
+	// live member holds a bucket claims at once. A ring of one replica
+	// replaced by a new one (a Recreate rollout) waits the delay each
+	// time, unserved: set it negative there. Zero means RetryPeriod; a
+	// negative value means no wait.
 	FormationDelay time.Duration
 
 	// HandoverTimeout bounds how long a member giving a bucket up waits for

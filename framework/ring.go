@@ -227,10 +227,27 @@ func (r *ring) poke() {
 }
 
 // register adds a sharded controller; call before start.
-func (r *ring) register(u shardUser) {
+func (r *ring) register(u shardUser) error {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.joined.IsZero() {
+		return errShardedAfterStart
+	}
 	r.users = append(r.users, u)
-	r.mu.Unlock()
+	return nil
+}
+
+// errShardedAfterStart refuses a sharded controller built once the manager
+// started: the ring has the buckets it claims read by the controllers it
+// knows at the claim.
+var errShardedAfterStart = errors.New("ControllerOptions.Sharded: the manager has started; build sharded controllers before Manager.Start")
+
+// unregister removes a sharded controller whose build failed after
+// register.
+func (r *ring) unregister(u shardUser) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.users = slices.DeleteFunc(r.users, func(v shardUser) bool { return v == u })
 }
 
 // start checks that the ring's live members agree with this one, joins
@@ -525,21 +542,24 @@ func (r *ring) assess(ctx context.Context) {
 }
 
 // formingOverLocked reports whether this member may claim buckets: it has
-// waited FormationDelay since it joined, or a live member (members) holds
-// a bucket Lease that is not expired. Until then the ring is forming, and
-// the members that join meanwhile are counted in the first claims. r.mu
-// must be held.
+// waited FormationDelay since it joined, or another live member (members)
+// holds a bucket Lease it renewed within LeaseDuration (by the renewal
+// time the Lease carries: a crashed member's Lease looks live to a member
+// that just joined until it has watched it for LeaseDuration). Until then
+// the ring is forming, and the members that join meanwhile are counted in
+// the first claims. r.mu must be held.
 func (r *ring) formingOverLocked(leases []*coordinationv1.Lease, members []string, now time.Time) bool {
 	if now.Sub(r.joined) >= r.opts.FormationDelay {
 		return true
 	}
 	for _, l := range leases {
-		if l.Labels[roleLabel] == roleBucket && slices.Contains(members, holder(l)) && r.claimable(l, now) == "" {
+		h := holder(l)
+		if l.Labels[roleLabel] != roleBucket || h == r.opts.Identity || !slices.Contains(members, h) || r.claimable(l, now) != "" {
+			continue
+		}
+		if l.Spec.RenewTime != nil && now.Sub(l.Spec.RenewTime.Time) < r.opts.LeaseDuration {
 			return true
 		}
-	}
-	if len(r.held) > 0 {
-		return true
 	}
 	r.log.V(1).Info("the ring is forming: waiting before claiming buckets", "members", members, "for", (r.opts.FormationDelay - now.Sub(r.joined)).Round(time.Millisecond))
 	return false
@@ -928,7 +948,7 @@ func (r *ring) ready() error {
 		return fmt.Errorf("sharding ring %q: not joined yet", r.opts.Ring)
 	}
 	if !r.formed {
-		return fmt.Errorf("sharding ring %q: forming, waiting %v before claiming buckets", r.opts.Ring, r.opts.FormationDelay)
+		return fmt.Errorf("sharding ring %q: forming, waiting %v more before claiming buckets (FormationDelay)", r.opts.Ring, (r.opts.FormationDelay - time.Since(r.joined)).Round(time.Millisecond))
 	}
 	var syncing []int
 	for b, h := range r.held {
