@@ -88,15 +88,20 @@ type (
 	watchFunc func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 )
 
-// hubList is one list in flight: done is closed once out and err are set.
-// waiters are the shards of the callers waiting for it, and cancel cancels
-// the request, which the last waiter to leave does; the hub's mu guards
-// waiters.
+// hubList is one list in flight: done is closed once err is set and the
+// pages are split. waiters are the shards of the callers waiting for it,
+// and parts holds each one's objects so far; split is set once the first
+// page was split among them, after which no caller joins (it would miss
+// that page). list is an empty list of the kind at the version listed.
+// cancel cancels the request, which the last waiter to leave does. The
+// hub's mu guards all but done and cancel.
 type hubList struct {
 	done    chan struct{}
-	out     runtime.Object
 	err     error
+	split   bool
+	list    runtime.Object
 	waiters []*shardFilter
+	parts   map[*shardFilter][]runtime.Object
 	cancel  context.CancelFunc
 }
 
@@ -120,30 +125,20 @@ func newShardHub(desc string) *shardHub {
 
 // List lists the kind with list once for every caller with equal opts at
 // the time, and returns f's part of it in a list of the caller's own.
+// The list is made in pages when it can be (see listInPages), and each
+// page is split among the callers as it comes, so that of the objects
+// outside their shards no more than a page is held at once.
 func (h *shardHub) List(ctx context.Context, opts metav1.ListOptions, f *shardFilter, list listFunc) (runtime.Object, error) {
 	key := opts
 	key.ShardSelector = ""
 	h.mu.Lock()
 	l := h.lists[key]
-	if l != nil && slices.ContainsFunc(l.waiters, f.overlaps) {
+	if l != nil && !l.split && slices.ContainsFunc(l.waiters, f.overlaps) {
 		h.mu.Unlock()
 		return h.listAlone(ctx, opts, f, list)
 	}
-	if l == nil {
-		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		l = &hubList{done: make(chan struct{}), cancel: cancel}
-		h.lists[key] = l
-		go func() {
-			out, err := list(lctx, key)
-			h.mu.Lock()
-			l.out, l.err = out, err
-			if h.lists[key] == l {
-				delete(h.lists, key)
-			}
-			h.mu.Unlock()
-			cancel()
-			close(l.done)
-		}()
+	if l == nil || l.split {
+		l = h.startListLocked(ctx, key, list)
 	}
 	l.waiters = append(l.waiters, f)
 	h.mu.Unlock()
@@ -153,6 +148,7 @@ func (h *shardHub) List(ctx context.Context, opts metav1.ListOptions, f *shardFi
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		l.waiters = slices.DeleteFunc(l.waiters, func(g *shardFilter) bool { return g == f })
+		delete(l.parts, f)
 		if len(l.waiters) == 0 {
 			l.cancel()
 			if h.lists[key] == l {
@@ -161,48 +157,153 @@ func (h *shardHub) List(ctx context.Context, opts metav1.ListOptions, f *shardFi
 		}
 		return nil, ctx.Err()
 	}
+	h.mu.Lock()
+	part := l.parts[f]
+	delete(l.parts, f)
+	h.mu.Unlock()
 	if l.err != nil {
 		return nil, l.err
 	}
-	out, err := partOf(l.out, f)
+	out, err := listOf(l.list, part)
 	if err != nil {
 		return nil, fmt.Errorf("informers: keep the objects of a shard of the %s listed: %w", h.desc, err)
 	}
 	return out, nil
 }
 
-// listAlone is a list of f's own, with the objects outside f dropped.
+// startListLocked starts the list of key that callers then join, in place
+// of any list of key already split. h.mu must be held.
+func (h *shardHub) startListLocked(ctx context.Context, key metav1.ListOptions, list listFunc) *hubList {
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	l := &hubList{done: make(chan struct{}), cancel: cancel, parts: map[*shardFilter][]runtime.Object{}}
+	h.lists[key] = l
+	go func() {
+		empty, err := listInPages(lctx, key, list, func(restart bool, items []runtime.Object) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			l.split = true
+			if restart {
+				clear(l.parts)
+			}
+			for _, it := range items {
+				m, err := meta.Accessor(it)
+				if err != nil {
+					continue // no metadata: in no shard
+				}
+				ns, uid := m.GetNamespace(), string(m.GetUID())
+				for _, w := range l.waiters {
+					if w.matchesMeta(ns, uid) {
+						l.parts[w] = append(l.parts[w], it)
+						break // the waiters' shards are disjoint
+					}
+				}
+			}
+		})
+		h.mu.Lock()
+		l.list, l.err = empty, err
+		if h.lists[key] == l {
+			delete(h.lists, key)
+		}
+		h.mu.Unlock()
+		cancel()
+		close(l.done)
+	}()
+	return l
+}
+
+// listAlone is a list of f's own, with the objects outside f dropped as
+// each page comes.
 func (h *shardHub) listAlone(ctx context.Context, opts metav1.ListOptions, f *shardFilter, list listFunc) (runtime.Object, error) {
-	out, err := list(ctx, opts)
+	var kept []runtime.Object
+	empty, err := listInPages(ctx, opts, list, func(restart bool, items []runtime.Object) {
+		if restart {
+			kept = kept[:0]
+		}
+		kept = f.keep(items, kept)
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := f.filterList(out); err != nil {
+	out, err := listOf(empty, kept)
+	if err != nil {
 		return nil, fmt.Errorf("informers: keep the objects of a shard of the %s listed: %w", h.desc, err)
 	}
 	return out, nil
 }
 
-// partOf returns a copy of list holding the items f matches. The items are
-// copied shallowly: each is in one part only (callers' shards are
-// disjoint).
-func partOf(list runtime.Object, f *shardFilter) (runtime.Object, error) {
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return nil, err
+// hubPage is how many objects a list of the whole kind asks for at once.
+const hubPage = 500
+
+// listInPages lists with list and hands take the items of each page as it
+// comes; restart is set on the first page of each attempt, and take then
+// drops what it kept of earlier ones. It returns an empty list of the
+// kind at the version listed.
+//
+// A list at any version or the latest (ResourceVersion "0" or "", no
+// ResourceVersionMatch) is made at the latest, in pages of hubPage
+// objects, which the API server serves from its watch cache at the version
+// of the first page (it would ignore the limit of a list at "0"; a newer
+// version than "0" asks for is one it may answer with). Other lists are
+// made as asked, following the pages the caller's limit makes. When a page
+// after the first has expired, the list is made again, at once.
+func listInPages(ctx context.Context, opts metav1.ListOptions, list listFunc, take func(restart bool, items []runtime.Object)) (runtime.Object, error) {
+	if opts.ResourceVersionMatch == "" && (opts.ResourceVersion == "0" || opts.ResourceVersion == "") {
+		opts.ResourceVersion, opts.Limit = "", hubPage
 	}
-	kept := f.keep(items, nil)
-	v := reflect.ValueOf(list)
+	asked := opts
+	asked.Continue = ""
+	opts = asked
+	var first runtime.Object
+	for {
+		page, err := list(ctx, opts)
+		if err != nil && opts.Continue != "" && apierrors.IsResourceExpired(err) {
+			opts, first = asked, nil
+			opts.Limit = 0
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		lm, err := meta.ListAccessor(page)
+		if err != nil {
+			return nil, err
+		}
+		items, err := meta.ExtractList(page)
+		if err != nil {
+			return nil, err
+		}
+		take(first == nil, items)
+		next := lm.GetContinue()
+		if first == nil {
+			if err := meta.SetList(page, nil); err != nil {
+				return nil, err
+			}
+			lm.SetContinue("")
+			lm.SetRemainingItemCount(nil)
+			first = page
+		}
+		if next == "" {
+			return first, nil
+		}
+		opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = next, "", ""
+	}
+}
+
+// listOf returns a list of its own like empty (a list without items)
+// holding items. The items are copied shallowly: each is in one list only
+// (callers' shards are disjoint).
+func listOf(empty runtime.Object, items []runtime.Object) (runtime.Object, error) {
+	v := reflect.ValueOf(empty)
 	if v.Kind() != reflect.Pointer {
-		return nil, fmt.Errorf("list %T is not a pointer", list)
+		return nil, fmt.Errorf("list %T is not a pointer", empty)
 	}
 	own := reflect.New(v.Elem().Type())
 	own.Elem().Set(v.Elem())
 	out, ok := own.Interface().(runtime.Object)
 	if !ok {
-		return nil, fmt.Errorf("list %T is not an object", list)
+		return nil, fmt.Errorf("list %T is not an object", empty)
 	}
-	if err := meta.SetList(out, kept); err != nil {
+	if err := meta.SetList(out, items); err != nil {
 		return nil, err
 	}
 	return out, nil

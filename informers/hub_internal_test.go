@@ -471,3 +471,203 @@ func TestShardHubReplaysNoObjectTwice(t *testing.T) {
 		t.Errorf("bucket 0 made again got %s, want 11 from its own watch", version(t, ev))
 	}
 }
+
+// pagedServer serves a list of n ConfigMaps at version 7 as the API server
+// does: in pages of the request's limit, with a continue token, and the
+// pages after the first expired once expire is set. It records each
+// request.
+type pagedServer struct {
+	items  []corev1.ConfigMap
+	expire bool
+
+	mu   sync.Mutex
+	asks []metav1.ListOptions
+}
+
+func newPagedServer(n int) *pagedServer {
+	s := &pagedServer{}
+	for range n {
+		s.items = append(s.items, *hubObject(string(uuid.NewUUID()), 7))
+	}
+	return s
+}
+
+func (s *pagedServer) list(_ context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
+	s.mu.Lock()
+	s.asks = append(s.asks, opts)
+	expire := s.expire
+	s.mu.Unlock()
+	from := 0
+	if opts.Continue != "" {
+		if expire {
+			return nil, apierrors.NewResourceExpired("the continue token expired")
+		}
+		var err error
+		if from, err = strconv.Atoi(opts.Continue); err != nil || opts.ResourceVersion != "" {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("continue %q at version %q", opts.Continue, opts.ResourceVersion))
+		}
+	}
+	to := len(s.items)
+	if opts.Limit > 0 {
+		to = min(to, from+int(opts.Limit))
+	}
+	l := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}
+	l.Items = append(l.Items, s.items[from:to]...)
+	if to < len(s.items) {
+		l.Continue = strconv.Itoa(to)
+		rest := int64(len(s.items) - to)
+		l.RemainingItemCount = &rest
+	}
+	return l, nil
+}
+
+func (s *pagedServer) requests() []metav1.ListOptions {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]metav1.ListOptions(nil), s.asks...)
+}
+
+// checkPart checks that l holds exactly the items of s in bucket of b, in
+// order, at version 7 and without a continue token.
+func checkPart(t *testing.T, s *pagedServer, b Buckets, bucket int, l kruntime.Object) {
+	t.Helper()
+	cms, ok := l.(*corev1.ConfigMapList)
+	if !ok {
+		t.Fatalf("bucket %d got a %T, want a ConfigMapList", bucket, l)
+	}
+	var want, got []types.UID
+	for _, cm := range s.items {
+		if b.Of(string(cm.UID)) == bucket {
+			want = append(want, cm.UID)
+		}
+	}
+	for _, cm := range cms.Items {
+		got = append(got, cm.UID)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("bucket %d's list holds %d items, want the %d of its bucket in order", bucket, len(got), len(want))
+	}
+	if cms.ResourceVersion != "7" || cms.Continue != "" || cms.RemainingItemCount != nil {
+		t.Errorf("bucket %d's list at %q, continue %q, remaining %v; want 7 and a whole list", bucket, cms.ResourceVersion, cms.Continue, cms.RemainingItemCount)
+	}
+}
+
+func TestShardHubListsInPages(t *testing.T) {
+	b := Buckets{Key: ShardByUID, Count: 2}
+	f0, err := compileShard(b.Selector(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f1, err := compileShard(b.Selector(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A shared list at any version: the latest, in pages, each split
+	// between the two callers as it comes.
+	s := newPagedServer(2*hubPage + 100)
+	h := newShardHub("v1 ConfigMap")
+	hold := make(chan struct{})
+	var once sync.Once
+	gated := func(ctx context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
+		once.Do(func() { <-hold })
+		return s.list(ctx, opts)
+	}
+	got := make([]kruntime.Object, 2)
+	var wg sync.WaitGroup
+	for i, f := range []*shardFilter{f0, f1} {
+		wg.Go(func() {
+			out, err := h.List(t.Context(), metav1.ListOptions{ResourceVersion: "0", Limit: 500}, f, gated)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = out
+		})
+	}
+	waitFor(t, "both callers wait for one list", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, l := range h.lists {
+			return len(l.waiters) == 2
+		}
+		return false
+	})
+	close(hold)
+	wg.Wait()
+	for i, l := range got {
+		checkPart(t, s, b, i, l)
+	}
+	asks := s.requests()
+	if len(asks) != 3 {
+		t.Fatalf("listed %d pages, want 3: %+v", len(asks), asks)
+	}
+	if asks[0].ResourceVersion != "" || asks[0].Limit != hubPage || asks[0].Continue != "" {
+		t.Errorf("first page asked at %q with limit %d, continue %q; want the latest in pages of %d", asks[0].ResourceVersion, asks[0].Limit, asks[0].Continue, hubPage)
+	}
+
+	// A caller that comes once the first page is split lists anew: it
+	// would have missed that page.
+	s = newPagedServer(hubPage + 1)
+	h = newShardHub("v1 ConfigMap")
+	second := make(chan struct{})
+	paused := func(ctx context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
+		if opts.Continue != "" {
+			<-second
+		}
+		return s.list(ctx, opts)
+	}
+	done := make(chan kruntime.Object)
+	go func() {
+		out, err := h.List(t.Context(), metav1.ListOptions{ResourceVersion: "0"}, f0, paused)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- out
+	}()
+	waitFor(t, "the first page is split", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, l := range h.lists {
+			return l.split
+		}
+		return false
+	})
+	go func() {
+		out, err := h.List(t.Context(), metav1.ListOptions{ResourceVersion: "0"}, f1, s.list)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- out
+	}()
+	late := <-done
+	close(second)
+	checkPart(t, s, b, 1, late)
+	checkPart(t, s, b, 0, <-done)
+
+	// A later page expired: the list is made again, at once, and holds
+	// every object once.
+	s = newPagedServer(hubPage + 1)
+	s.expire = true
+	h = newShardHub("v1 ConfigMap")
+	out, err := h.List(t.Context(), metav1.ListOptions{ResourceVersion: "0"}, f0, s.list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPart(t, s, b, 0, out)
+	if asks := s.requests(); len(asks) != 3 || asks[2].Limit != 0 || asks[2].Continue != "" || asks[2].ResourceVersion != "" {
+		t.Errorf("after an expired page the requests were %+v, want a whole list of the latest third", asks)
+	}
+
+	// A list at a given version is made as asked, following the pages
+	// of the caller's limit; so is a list of a shard alone.
+	s = newPagedServer(30)
+	h = newShardHub("v1 ConfigMap")
+	out, err = h.listAlone(t.Context(), metav1.ListOptions{ResourceVersion: "5", Limit: 20}, f1, s.list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPart(t, s, b, 1, out)
+	if asks := s.requests(); len(asks) != 2 || asks[0].ResourceVersion != "5" || asks[0].Limit != 20 || asks[1].Continue != "20" {
+		t.Errorf("a list at version 5 with limit 20 made requests %+v, want it as asked and its second page", asks)
+	}
+}
