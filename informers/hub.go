@@ -24,9 +24,10 @@ import (
 // A member holding 16 of 32 buckets then makes one watch of the kind, not
 // 16.
 //
-// Lists with equal options that overlap in time are one request, cancelled
-// when its last waiter leaves; each caller gets a list of its own holding
-// its shard's items. The watch is one upstream watch, opened from the
+// Lists with equal options made before the first page of one of them came
+// are that one list (made in pages, see listInPages), cancelled when its
+// last waiter leaves; each caller gets a list of its own holding its
+// shard's items. The watch is one upstream watch, opened from the
 // version the first subscriber asked for, opened again from its position
 // when it ends without an error, and stopped with its last subscriber; no
 // lock is held while it is opened. A subscriber gets the events newer than

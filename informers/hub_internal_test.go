@@ -332,14 +332,7 @@ func TestShardHubListsOncePerOptions(t *testing.T) {
 	call(0)
 	waitFor(t, "the first caller lists", func() bool { mu.Lock(); defer mu.Unlock(); return n == 1 })
 	call(1)
-	waitFor(t, "the second caller joins", func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		for _, l := range h.lists {
-			return len(l.waiters) == 2
-		}
-		return false
-	})
+	waitFor(t, "the second caller joins", func() bool { return inFlight(h, func(l *hubList) bool { return len(l.waiters) == 2 }) })
 	close(release)
 	calls.Wait()
 	if n != 1 {
@@ -472,6 +465,16 @@ func TestShardHubReplaysNoObjectTwice(t *testing.T) {
 	}
 }
 
+// inFlight reports whether h has a list in flight and cond holds for it.
+func inFlight(h *shardHub, cond func(*hubList) bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, l := range h.lists {
+		return cond(l)
+	}
+	return false
+}
+
 // pagedServer serves a list of n ConfigMaps at version 7 as the API server
 // does: in pages of the request's limit, with a continue token, and the
 // pages after the first expired once expire is set. It records each
@@ -584,14 +587,7 @@ func TestShardHubListsInPages(t *testing.T) {
 			got[i] = out
 		})
 	}
-	waitFor(t, "both callers wait for one list", func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		for _, l := range h.lists {
-			return len(l.waiters) == 2
-		}
-		return false
-	})
+	waitFor(t, "both callers wait for one list", func() bool { return inFlight(h, func(l *hubList) bool { return len(l.waiters) == 2 }) })
 	close(hold)
 	wg.Wait()
 	for i, l := range got {
@@ -624,14 +620,7 @@ func TestShardHubListsInPages(t *testing.T) {
 		}
 		done <- out
 	}()
-	waitFor(t, "the first page is split", func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		for _, l := range h.lists {
-			return l.split
-		}
-		return false
-	})
+	waitFor(t, "the first page is split", func() bool { return inFlight(h, func(l *hubList) bool { return l.split }) })
 	go func() {
 		out, err := h.List(t.Context(), metav1.ListOptions{ResourceVersion: "0"}, f1, s.list)
 		if err != nil {
