@@ -242,9 +242,11 @@ const hubPage = 500
 //
 // A list at any version or the latest (ResourceVersion "0" or "", no
 // ResourceVersionMatch) is made at the latest, in pages of hubPage
-// objects, which the API server serves from its watch cache at the version
-// of the first page (it would ignore the limit of a list at "0"; a newer
-// version than "0" asks for is one it may answer with). Other lists are
+// objects, all at the version of the first page; API servers that serve
+// consistent reads from their watch cache (the default since Kubernetes
+// 1.31) serve them from it. A list at "0" would be served whole: the watch
+// cache ignores its limit. A newer version than "0" asks for is one the
+// server may answer with. Other lists are
 // made as asked, following the pages the caller's limit makes. When a page
 // after the first has expired, the list is made again, at once.
 func listInPages(ctx context.Context, opts metav1.ListOptions, list listFunc, take func(restart bool, items []runtime.Object)) (runtime.Object, error) {
