@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -126,10 +127,13 @@ func newShardHub(desc string) *shardHub {
 
 // List lists the kind with list once for every caller with equal opts at
 // the time, and returns f's part of it in a list of the caller's own.
-// The list is made in pages when it can be (see listInPages), and each
-// page is split among the callers as it comes, so that of the objects
-// outside their shards no more than a page is held at once.
+// The list is made in pages when it can be (see pageable), and each page
+// is split among the callers as it comes, so that of the objects outside
+// their shards no more than a page is held at once. A caller shares a list
+// only until its first page came: buckets claimed at once share one list,
+// and a bucket claimed later makes a list of its own.
 func (h *shardHub) List(ctx context.Context, opts metav1.ListOptions, f *shardFilter, list listFunc) (runtime.Object, error) {
+	opts = pageable(opts)
 	key := opts
 	key.ShardSelector = ""
 	h.mu.Lock()
@@ -194,7 +198,7 @@ func (h *shardHub) startListLocked(ctx context.Context, key metav1.ListOptions, 
 				ns, uid := m.GetNamespace(), string(m.GetUID())
 				for _, w := range l.waiters {
 					if w.matchesMeta(ns, uid) {
-						l.parts[w] = append(l.parts[w], it)
+						l.parts[w] = append(l.parts[w], own(it))
 						break // the waiters' shards are disjoint
 					}
 				}
@@ -216,11 +220,15 @@ func (h *shardHub) startListLocked(ctx context.Context, key metav1.ListOptions, 
 // each page comes.
 func (h *shardHub) listAlone(ctx context.Context, opts metav1.ListOptions, f *shardFilter, list listFunc) (runtime.Object, error) {
 	var kept []runtime.Object
-	empty, err := listInPages(ctx, opts, list, func(restart bool, items []runtime.Object) {
+	empty, err := listInPages(ctx, pageable(opts), list, func(restart bool, items []runtime.Object) {
 		if restart {
-			kept = kept[:0]
+			kept = nil
 		}
-		kept = f.keep(items, kept)
+		for _, it := range items {
+			if f.matches(it) {
+				kept = append(kept, own(it))
+			}
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -232,36 +240,76 @@ func (h *shardHub) listAlone(ctx context.Context, opts metav1.ListOptions, f *sh
 	return out, nil
 }
 
+// own returns a shallow copy of it, a pointer to an item of a page's
+// array: it keeps the fields' values, not the page's array.
+func own(it runtime.Object) runtime.Object {
+	v := reflect.ValueOf(it)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return it
+	}
+	cp := reflect.New(v.Elem().Type())
+	cp.Elem().Set(v.Elem())
+	if o, ok := cp.Interface().(runtime.Object); ok {
+		return o
+	}
+	return it
+}
+
 // hubPage is how many objects a list of the whole kind asks for at once.
 const hubPage = 500
 
-// listInPages lists with list and hands take the items of each page as it
-// comes; restart is set on the first page of each attempt, and take then
-// drops what it kept of earlier ones. It returns an empty list of the
-// kind at the version listed.
+// pageable returns opts as a list of the whole kind in pages of hubPage
+// at the latest version, when opts allow a version that new: any version
+// ("0"), the latest (""), or one not older than a given one (a version
+// with no limit, as a reflector relists, or with ResourceVersionMatch
+// NotOlderThan). Other options (an exact version, a limit of the
+// caller's) are returned as they are. Equal options then ask for equal
+// lists, which the hub shares.
 //
-// A list at any version or the latest (ResourceVersion "0" or "", no
-// ResourceVersionMatch) is made at the latest, in pages of hubPage
-// objects, all at the version of the first page; API servers that serve
-// consistent reads from their watch cache (the default since Kubernetes
-// 1.31) serve them from it. A list at "0" would be served whole: the watch
-// cache ignores its limit. A newer version than "0" asks for is one the
-// server may answer with. Other lists are
-// made as asked, following the pages the caller's limit makes. When a page
-// after the first has expired, the list is made again, at once.
-func listInPages(ctx context.Context, opts metav1.ListOptions, list listFunc, take func(restart bool, items []runtime.Object)) (runtime.Object, error) {
-	if opts.ResourceVersionMatch == "" && (opts.ResourceVersion == "0" || opts.ResourceVersion == "") {
-		opts.ResourceVersion, opts.Limit = "", hubPage
+// All the pages are at the version of the first. An API server serves the
+// first page from its watch cache when it serves consistent reads from it
+// (the default since Kubernetes 1.31), and the later pages when it keeps
+// snapshots of it (ListFromCacheSnapshot, since 1.34); from etcd
+// otherwise. It would serve a list at "0" from its watch cache, whole,
+// ignoring the limit.
+func pageable(opts metav1.ListOptions) metav1.ListOptions {
+	latest := false
+	switch opts.ResourceVersionMatch {
+	case "":
+		_, err := strconv.ParseUint(opts.ResourceVersion, 10, 64)
+		latest = opts.ResourceVersion == "" || opts.ResourceVersion == "0" || (err == nil && opts.Limit == 0)
+	case metav1.ResourceVersionMatchNotOlderThan:
+		latest = true
 	}
+	if latest && opts.Continue == "" {
+		opts.ResourceVersion, opts.ResourceVersionMatch, opts.Limit = "", "", hubPage
+	}
+	return opts
+}
+
+// listInPages lists with list, following the pages a limit makes, and
+// hands take the items of each page as it comes; restart is set on the
+// first page of each attempt, and take then drops what it kept of earlier
+// ones. It returns an empty list of the kind at the version listed. When a
+// later page has expired, the list is made again from its first page
+// (later pages at the new version), and after a second expiry at once.
+func listInPages(ctx context.Context, opts metav1.ListOptions, list listFunc, take func(restart bool, items []runtime.Object)) (runtime.Object, error) {
 	asked := opts
 	asked.Continue = ""
 	opts = asked
 	var first runtime.Object
+	expired := 0
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		page, err := list(ctx, opts)
 		if err != nil && opts.Continue != "" && apierrors.IsResourceExpired(err) {
+			expired++
 			opts, first = asked, nil
-			opts.Limit = 0
+			if expired > 1 {
+				opts.Limit = 0
+			}
 			continue
 		}
 		if err != nil {
@@ -296,15 +344,20 @@ func listInPages(ctx context.Context, opts metav1.ListOptions, list listFunc, ta
 // holding items. The items are copied shallowly: each is in one list only
 // (callers' shards are disjoint).
 func listOf(empty runtime.Object, items []runtime.Object) (runtime.Object, error) {
-	v := reflect.ValueOf(empty)
-	if v.Kind() != reflect.Pointer {
-		return nil, fmt.Errorf("list %T is not a pointer", empty)
-	}
-	own := reflect.New(v.Elem().Type())
-	own.Elem().Set(v.Elem())
-	out, ok := own.Interface().(runtime.Object)
-	if !ok {
-		return nil, fmt.Errorf("list %T is not an object", empty)
+	var out runtime.Object
+	if u, ok := empty.(*unstructured.UnstructuredList); ok {
+		out = &unstructured.UnstructuredList{Object: runtime.DeepCopyJSON(u.Object)}
+	} else {
+		v := reflect.ValueOf(empty)
+		if v.Kind() != reflect.Pointer {
+			return nil, fmt.Errorf("list %T is not a pointer", empty)
+		}
+		own := reflect.New(v.Elem().Type())
+		own.Elem().Set(v.Elem())
+		var ok bool
+		if out, ok = own.Interface().(runtime.Object); !ok {
+			return nil, fmt.Errorf("list %T is not an object", empty)
+		}
 	}
 	if err := meta.SetList(out, items); err != nil {
 		return nil, err

@@ -475,20 +475,22 @@ func inFlight(h *shardHub, cond func(*hubList) bool) bool {
 	return false
 }
 
-// pagedServer serves a list of n ConfigMaps at version 7 as the API server
-// does: in pages of the request's limit, with a continue token, and the
-// pages after the first expired once expire is set. It records each
-// request.
+// pagedServer serves a list of n ConfigMaps as the API server does: in
+// pages of the request's limit, with a continue token. Its version is 7,
+// and grows by one with each expired continue token: the pages after the
+// first expire expire times. It records each request.
 type pagedServer struct {
-	items  []corev1.ConfigMap
-	expire bool
+	items   []corev1.ConfigMap
+	expire  int
+	version int
 
-	mu   sync.Mutex
-	asks []metav1.ListOptions
+	mu    sync.Mutex
+	asks  []metav1.ListOptions
+	pages [][]corev1.ConfigMap // each page's items, as served
 }
 
 func newPagedServer(n int) *pagedServer {
-	s := &pagedServer{}
+	s := &pagedServer{version: 7}
 	for range n {
 		s.items = append(s.items, *hubObject(string(uuid.NewUUID()), 7))
 	}
@@ -498,7 +500,12 @@ func newPagedServer(n int) *pagedServer {
 func (s *pagedServer) list(_ context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
 	s.mu.Lock()
 	s.asks = append(s.asks, opts)
-	expire := s.expire
+	expire := opts.Continue != "" && s.expire > 0
+	if expire {
+		s.expire--
+		s.version++
+	}
+	version := strconv.Itoa(s.version)
 	s.mu.Unlock()
 	from := 0
 	if opts.Continue != "" {
@@ -514,13 +521,16 @@ func (s *pagedServer) list(_ context.Context, opts metav1.ListOptions) (kruntime
 	if opts.Limit > 0 {
 		to = min(to, from+int(opts.Limit))
 	}
-	l := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}}
+	l := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: version}}
 	l.Items = append(l.Items, s.items[from:to]...)
 	if to < len(s.items) {
 		l.Continue = strconv.Itoa(to)
 		rest := int64(len(s.items) - to)
 		l.RemainingItemCount = &rest
 	}
+	s.mu.Lock()
+	s.pages = append(s.pages, l.Items)
+	s.mu.Unlock()
 	return l, nil
 }
 
@@ -531,7 +541,7 @@ func (s *pagedServer) requests() []metav1.ListOptions {
 }
 
 // checkPart checks that l holds exactly the items of s in bucket of b, in
-// order, at version 7 and without a continue token.
+// order, at s's version and without a continue token.
 func checkPart(t *testing.T, s *pagedServer, b Buckets, bucket int, l kruntime.Object) {
 	t.Helper()
 	cms, ok := l.(*corev1.ConfigMapList)
@@ -550,9 +560,13 @@ func checkPart(t *testing.T, s *pagedServer, b Buckets, bucket int, l kruntime.O
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("bucket %d's list holds %d items, want the %d of its bucket in order", bucket, len(got), len(want))
 	}
-	if cms.ResourceVersion != "7" || cms.Continue != "" || cms.RemainingItemCount != nil {
-		t.Errorf("bucket %d's list at %q, continue %q, remaining %v; want 7 and a whole list", bucket, cms.ResourceVersion, cms.Continue, cms.RemainingItemCount)
+	s.mu.Lock()
+	version := strconv.Itoa(s.version)
+	s.mu.Unlock()
+	if cms.ResourceVersion != version || cms.Continue != "" || cms.RemainingItemCount != nil {
+		t.Errorf("bucket %d's list at %q, continue %q, remaining %v; want %s and a whole list", bucket, cms.ResourceVersion, cms.Continue, cms.RemainingItemCount, version)
 	}
+
 }
 
 func TestShardHubListsInPages(t *testing.T) {
@@ -621,6 +635,22 @@ func TestShardHubListsInPages(t *testing.T) {
 		done <- out
 	}()
 	waitFor(t, "the first page is split", func() bool { return inFlight(h, func(l *hubList) bool { return l.split }) })
+	// What the first page's split kept are objects of their own: the
+	// page's array, other buckets' objects and all, is not kept alive.
+	s.mu.Lock()
+	page := s.pages[0]
+	s.mu.Unlock()
+	h.mu.Lock()
+	for _, part := range h.lists[pageable(metav1.ListOptions{ResourceVersion: "0"})].parts {
+		for _, obj := range part {
+			for i := range page {
+				if obj == kruntime.Object(&page[i]) {
+					t.Errorf("a part kept %s in the page's array", page[i].UID)
+				}
+			}
+		}
+	}
+	h.mu.Unlock()
 	go func() {
 		out, err := h.List(t.Context(), metav1.ListOptions{ResourceVersion: "0"}, f1, s.list)
 		if err != nil {
@@ -628,30 +658,67 @@ func TestShardHubListsInPages(t *testing.T) {
 		}
 		done <- out
 	}()
-	late := <-done
+	var late kruntime.Object
+	select {
+	case late = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("a caller that came once the first page was split waits for that list")
+	}
 	close(second)
 	checkPart(t, s, b, 1, late)
 	checkPart(t, s, b, 0, <-done)
 
-	// A later page expired: the list is made again, at once, and holds
-	// every object once.
+	// A later page expired: the list is made again in pages from a new
+	// first page, then, when that expires too, at once; it holds every
+	// object once, at the version of the list that came whole.
 	s = newPagedServer(hubPage + 1)
-	s.expire = true
+	s.expire = 2
 	h = newShardHub("v1 ConfigMap")
 	out, err := h.List(t.Context(), metav1.ListOptions{ResourceVersion: "0"}, f0, s.list)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkPart(t, s, b, 0, out)
-	if asks := s.requests(); len(asks) != 3 || asks[2].Limit != 0 || asks[2].Continue != "" || asks[2].ResourceVersion != "" {
-		t.Errorf("after an expired page the requests were %+v, want a whole list of the latest third", asks)
+	asks = s.requests()
+	if len(asks) != 5 || asks[2].Limit != hubPage || asks[2].Continue != "" || asks[4].Limit != 0 || asks[4].Continue != "" || asks[4].ResourceVersion != "" {
+		t.Errorf("after expired pages the requests were %+v, want a new first page, then a whole list of the latest", asks)
 	}
 
-	// A list at a given version is made as asked, following the pages
-	// of the caller's limit; so is a list of a shard alone.
+	// A reflector's relist at the version it had (no limit: not older
+	// than it) is a list of the latest in pages, shared with a list at any
+	// version.
+	s = newPagedServer(hubPage + 1)
+	h = newShardHub("v1 ConfigMap")
+	release := make(chan struct{})
+	var relists sync.WaitGroup
+	got = make([]kruntime.Object, 2)
+	for i, opts := range []metav1.ListOptions{{ResourceVersion: "5"}, {ResourceVersion: "0", Limit: 500}} {
+		relists.Go(func() {
+			out, err := h.List(t.Context(), opts, []*shardFilter{f0, f1}[i], func(ctx context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
+				<-release
+				return s.list(ctx, opts)
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = out
+		})
+	}
+	waitFor(t, "a relist and a list at any version wait for one list", func() bool { return inFlight(h, func(l *hubList) bool { return len(l.waiters) == 2 }) })
+	close(release)
+	relists.Wait()
+	for i, l := range got {
+		checkPart(t, s, b, i, l)
+	}
+	if asks := s.requests(); len(asks) != 2 || asks[0].ResourceVersion != "" || asks[0].Limit != hubPage {
+		t.Errorf("a relist at version 5 made requests %+v, want pages of the latest", asks)
+	}
+
+	// A list at an exact version (a version with a limit) is made as
+	// asked, following the pages of the caller's limit.
 	s = newPagedServer(30)
 	h = newShardHub("v1 ConfigMap")
-	out, err = h.listAlone(t.Context(), metav1.ListOptions{ResourceVersion: "5", Limit: 20}, f1, s.list)
+	out, err = h.List(t.Context(), metav1.ListOptions{ResourceVersion: "5", Limit: 20}, f1, s.list)
 	if err != nil {
 		t.Fatal(err)
 	}
