@@ -138,11 +138,11 @@ type LeaderElectionOptions struct {
 // ShardingOptions configures this process's membership of a sharding ring.
 //
 // The hash space of the shard key (KEP-5866's FNV-1a 64 of each object's UID
-// or namespace) is cut into Buckets equal ranges. Each member holds a member
+// or namespace) is cut into BucketCount equal ranges. Each member holds a member
 // Lease; each bucket has a Lease naming the member that holds it, claimed
 // with a compare-and-swap on its resourceVersion and renewed by its holder
 // every RetryPeriod. The buckets are assigned by rendezvous hashing over the
-// live members, at most ceil(Buckets/members) each, so every member computes
+// live members, at most ceil(BucketCount/members) each, so every member computes
 // the same assignment. A member gives a bucket up when the assignment moves
 // it: it stops dispatching the bucket's keys, waits for their in-flight
 // reconciles (at most HandoverTimeout), then releases the Lease; the new
