@@ -188,6 +188,8 @@ type shardGate interface {
 	// freeze is called when the controller begins to stop, before its
 	// workers stop taking keys.
 	freeze()
+	// status says where req's object falls in the ring.
+	status(req reconcile.Request) *ShardStatus
 }
 
 // inflightReconcile is a reconcile that has begun and not returned.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -277,5 +278,35 @@ func TestDebugDisabled(t *testing.T) {
 	}
 	if code, _ := debugGet(t, mgr, "/metrics"); code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
+	}
+}
+
+// A sharded controller's key is explained by where its object falls in the
+// ring first: a bucket this member does not serve says who does, and one
+// it is still syncing or handing over says why its key waits.
+func TestExplainSaysWhereAShardedObjectIs(t *testing.T) {
+	byUID := informers.Buckets{Key: informers.ShardByUID, Count: 32}
+	byNS := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
+	for _, tc := range []struct {
+		shard *framework.ShardStatus
+		want  string
+		alone bool // the shard's line is the only one
+	}{
+		{&framework.ShardStatus{Bucket: 7, Buckets: byNS, Holder: "replica-2"}, "sharded: bucket 7 of 32 (by object.metadata.namespace) is held by member replica-2, which reconciles it", true},
+		{&framework.ShardStatus{Bucket: 7, Buckets: byNS}, "is held by no live member yet", true},
+		{&framework.ShardStatus{Bucket: -1, Buckets: byUID, Serving: []int{1, 2}}, "not cached here, so its bucket cannot be told; this member serves buckets [1 2] of 32", true},
+		{&framework.ShardStatus{Bucket: 7, Buckets: byNS, State: "syncing"}, "is claimed here and still listing", false},
+		{&framework.ShardStatus{Bucket: 7, Buckets: byNS, State: "draining"}, "is being handed over", false},
+	} {
+		ks := framework.KeyStatus{Controller: "c", Namespace: "ns", Name: "a", ControllerState: "running", Shard: tc.shard}
+		lines, converged := ks.Explain(time.Now())
+		if converged || !strings.Contains(lines[0], tc.want) || tc.alone != (len(lines) == 1) {
+			t.Errorf("%+v explained as converged=%v: %q; want first %q (alone: %v)", tc.shard, converged, lines, tc.want, tc.alone)
+		}
+	}
+	served := framework.KeyStatus{Controller: "c", Namespace: "ns", Name: "a", ControllerState: "running",
+		Shard: &framework.ShardStatus{Bucket: 7, Buckets: byNS, State: "serving"}}
+	if lines, _ := served.Explain(time.Now()); strings.Contains(strings.Join(lines, "\n"), "sharded") {
+		t.Errorf("an object of a bucket served here explained with its shard: %q", lines)
 	}
 }

@@ -27,6 +27,11 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 	if s.Failures > 0 {
 		failures = fmt.Sprintf(" after %d failure%s", s.Failures, plural(s.Failures))
 	}
+	if line, here := s.Shard.explain(); !here {
+		return []string{line}, false
+	} else if line != "" {
+		lines = append(lines, line)
+	}
 	switch {
 	case s.InFlight != nil:
 		line := fmt.Sprintf("in flight for %s on worker %d", age(time.Duration(s.InFlight.RunningSeconds*float64(time.Second))), s.InFlight.Worker)
@@ -88,6 +93,32 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 		lines[len(lines)-1] = "converged: " + lines[len(lines)-1]
 	}
 	return lines, converged
+}
+
+// explain says where the object falls in the ring, when it matters, and
+// whether this member reconciles it (here): false when another member
+// holds its bucket, or none does.
+func (sh *ShardStatus) explain() (line string, here bool) {
+	if sh == nil {
+		return "", true
+	}
+	if sh.Bucket < 0 {
+		return fmt.Sprintf("sharded by %s: not cached here, so its bucket cannot be told; this member serves buckets %v of %d: another member holds it, or there is no such object",
+			sh.Buckets.Key, sh.Serving, sh.Buckets.Count), false
+	}
+	bucket := fmt.Sprintf("sharded: bucket %d of %d (by %s)", sh.Bucket, sh.Buckets.Count, sh.Buckets.Key)
+	switch sh.State {
+	case "serving":
+		return "", true
+	case "syncing":
+		return bucket + " is claimed here and still listing: its keys wait until it has synced", true
+	case "draining":
+		return bucket + " is being handed over: its keys are no longer dispatched here", true
+	}
+	if sh.Holder != "" {
+		return bucket + " is held by member " + sh.Holder + ", which reconciles it", false
+	}
+	return bucket + " is held by no live member yet: it is served once a member claims and lists it", false
 }
 
 func (s KeyStatus) key() string {

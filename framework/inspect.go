@@ -161,6 +161,28 @@ type KeyStatus struct {
 	InFlight *InFlightKey `json:"inFlight,omitempty"`
 	// History is the key's last reconciles, newest first.
 	History []ReconcileRecord `json:"history"`
+	// Shard is where the object falls in the sharding ring, for a sharded
+	// controller (ControllerOptions.Sharded); nil otherwise.
+	Shard *ShardStatus `json:"shard,omitempty"`
+}
+
+// ShardStatus is where a key's object falls in a sharded controller's
+// ring, as this member sees it.
+type ShardStatus struct {
+	// Bucket is the object's bucket, of Buckets; -1 when it cannot be told:
+	// by UID, for an object this member has not cached.
+	Bucket  int               `json:"bucket"`
+	Buckets informers.Buckets `json:"buckets"`
+	// State is this member's hold of Bucket: "serving" (its keys are
+	// reconciled here), "syncing" (claimed, still listing: its keys wait),
+	// "draining" (being handed over: its keys are not dispatched here), or
+	// empty when this member does not hold it.
+	State string `json:"state,omitempty"`
+	// Holder is the member whose Lease holds Bucket, when another live
+	// member does.
+	Holder string `json:"holder,omitempty"`
+	// Serving are the buckets this member serves, when Bucket is -1.
+	Serving []int `json:"serving,omitempty"`
 }
 
 // ReconcileRecord is one finished reconcile.
@@ -304,6 +326,9 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) KeyStatus {
 		if err := c.primary.Health(); err != nil {
 			s.Informer.Error = err.Error()
 		}
+	}
+	if c.shard != nil {
+		s.Shard = c.shard.status(req)
 	}
 	ks := c.queue.Inspect(req)
 	if ks.Queued {

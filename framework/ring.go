@@ -963,6 +963,25 @@ func (r *ring) ready() error {
 	return nil
 }
 
+// bucketStatus returns this member's hold of bucket b ("serving",
+// "syncing", "draining" or "" when it holds none), and the holder of b's
+// Lease when another live member holds it.
+func (r *ring) bucketStatus(b int) (state, holderID string) {
+	var l *coordinationv1.Lease
+	if obj, ok, _ := r.informer.GetStore().GetByKey(r.opts.Namespace + "/" + bucketLeaseName(r.opts.Ring, b)); ok {
+		l, _ = obj.(*coordinationv1.Lease)
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if h := r.held[b]; h != nil {
+		return [...]string{bucketSyncing: "syncing", bucketServing: "serving", bucketDraining: "draining"}[h.state], ""
+	}
+	if l != nil && holder(l) != r.opts.Identity && r.claimable(l, time.Now()) == "" {
+		return "", holder(l)
+	}
+	return "", ""
+}
+
 // status reports the ring as this member sees it.
 func (r *ring) status() RingStatus {
 	r.mu.RLock()

@@ -538,6 +538,23 @@ func (p *shardedPrimary[T]) enter(req reconcile.Request) (int, dispatch) {
 	return b, dispatchRun
 }
 
+// status says where req's object falls in the ring. The ring's lock is
+// taken without p.mu held, as in enter.
+func (p *shardedPrimary[T]) status(req reconcile.Request) *ShardStatus {
+	b, known := p.shards.BucketOf(types.NamespacedName(req))
+	if !known {
+		p.mu.Lock()
+		b, known = p.gone[req]
+		p.mu.Unlock()
+	}
+	if !known {
+		st := p.ring.status()
+		return &ShardStatus{Bucket: -1, Buckets: p.buckets, Serving: st.Serving}
+	}
+	state, holder := p.ring.bucketStatus(b)
+	return &ShardStatus{Bucket: b, Buckets: p.buckets, State: state, Holder: holder}
+}
+
 // exit counts a reconcile of bucket b out.
 func (p *shardedPrimary[T]) exit(req reconcile.Request, b int) {
 	p.mu.Lock()

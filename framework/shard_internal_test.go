@@ -3,14 +3,17 @@ package framework
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -20,13 +23,14 @@ import (
 // nothing, and lets go of the informers it made, which stop with their
 // last holder. The member here holds no bucket (its ring is still
 // forming), so the informers read made are its only holds.
-func TestShardReadOfABucketLostMidwayIsUndone(t *testing.T) {
-	srv := fake.Start(t, fake.Options{Objects: []object.Object{
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"}},
-	}})
-	mgr, err := NewManager(srv.Config(), Options{
-		Sharding: ShardingOptions{Ring: "r", Namespace: "default", Identity: "me", FormationDelay: time.Hour},
-	})
+// startFakeMember starts a manager on srv, in ring "r" of namespace
+// default as member "me" with opts' other options, with a sharded
+// controller of ConfigMaps that does nothing, and returns it with the
+// controller's shardedPrimary once the controller started.
+func startFakeMember(t *testing.T, srv *fake.Server, opts ShardingOptions) (*Manager, *shardedPrimary[*corev1.ConfigMap]) {
+	t.Helper()
+	opts.Ring, opts.Namespace, opts.Identity = "r", "default", "me"
+	mgr, err := NewManager(srv.Config(), Options{Sharding: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,18 +54,36 @@ func TestShardReadOfABucketLostMidwayIsUndone(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the sharded controller did not start within a minute")
 	}
+	return mgr, p
+}
+
+// ringUntil polls mgr's RingStatus until cond holds, failing after a
+// minute.
+func ringUntil(t *testing.T, mgr *Manager, what string, cond func(RingStatus) bool) {
+	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		st, _ := mgr.RingStatus()
+		if cond(st) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ring %+v: %s: not within a minute", st, what)
+		}
+	}
+}
+
+func TestShardReadOfABucketLostMidwayIsUndone(t *testing.T) {
+	srv := fake.Start(t, fake.Options{Objects: []object.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"}},
+	}})
+	mgr, p := startFakeMember(t, srv, ShardingOptions{FormationDelay: time.Hour})
+	ringUntil(t, mgr, "forming, holding nothing", func(st RingStatus) bool {
 		if len(st.Serving)+len(st.Syncing) > 0 {
 			t.Fatalf("ring %+v: want it forming, holding nothing", st)
 		}
-		if st.Forming {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ring %+v: not forming within a minute", st)
-		}
-	}
+		return st.Forming
+	})
+	ctx := t.Context()
 
 	lost, lose := context.WithCancel(ctx)
 	lose()
@@ -85,5 +107,62 @@ func TestShardReadOfABucketLostMidwayIsUndone(t *testing.T) {
 		if strings.Contains(inf.Description, "shardRange") {
 			t.Errorf("informer %s of a bucket lost meanwhile is still in the cache", inf.Description)
 		}
+	}
+}
+
+// A sharded controller's object status says where the object falls in the
+// ring: served here, or held by another member, which Explain names
+// instead of calling the object never seen.
+func TestShardStatusNamesTheBucketsHolder(t *testing.T) {
+	buckets := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
+	owners := assign(32, []string{"me", "other"})
+	nsOf := map[string]string{} // owner -> a namespace of one of its buckets
+	for i := 0; len(nsOf) < 2; i++ {
+		ns := fmt.Sprint("ns-", i)
+		if _, ok := nsOf[owners[buckets.Of(ns)]]; !ok {
+			nsOf[owners[buckets.Of(ns)]] = ns
+		}
+	}
+	// Member other is live and holds its buckets, as a member that runs
+	// elsewhere does, for longer than the test.
+	now := metav1.NewMicroTime(time.Now())
+	long := int32(3600)
+	other := "other"
+	objs := []object.Object{
+		&coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: memberLeaseName("r", other),
+				Labels:      map[string]string{ringLabel: "r", roleLabel: roleMember},
+				Annotations: map[string]string{bucketsAnno: "32", keyAnno: string(informers.ShardByNamespace)}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &other, LeaseDurationSeconds: &long, RenewTime: &now},
+		},
+	}
+	for b, owner := range owners {
+		if owner == other {
+			objs = append(objs, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: bucketLeaseName("r", b),
+					Labels: map[string]string{ringLabel: "r", roleLabel: roleBucket, bucketLabel: fmt.Sprint(b)}},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &other, LeaseDurationSeconds: &long, AcquireTime: &now, RenewTime: &now},
+			})
+		}
+	}
+	for _, ns := range nsOf {
+		objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}})
+	}
+	srv := fake.Start(t, fake.Options{Objects: objs})
+	mgr, _ := startFakeMember(t, srv, ShardingOptions{Key: informers.ShardByNamespace, LeaseDuration: time.Hour, RenewDeadline: 50 * time.Minute})
+	ringUntil(t, mgr, "serving its 16 buckets", func(st RingStatus) bool { return len(st.Serving) == 16 })
+	c := mgr.inspectedControllers()[0]
+
+	mine := c.keyStatus(reconcile.Request{Namespace: nsOf["me"], Name: "a"}, time.Now())
+	if sh := mine.Shard; sh == nil || sh.State != "serving" || sh.Bucket != buckets.Of(nsOf["me"]) || sh.Holder != "" {
+		t.Errorf("status of an object served here: %+v", sh)
+	}
+	theirs := c.keyStatus(reconcile.Request{Namespace: nsOf[other], Name: "a"}, time.Now())
+	if sh := theirs.Shard; sh == nil || sh.State != "" || sh.Holder != other || sh.Bucket != buckets.Of(nsOf[other]) {
+		t.Errorf("status of an object of another member's bucket: %+v", sh)
+	}
+	lines, converged := theirs.Explain(time.Now())
+	if converged || len(lines) != 1 || !strings.Contains(lines[0], "is held by member other, which reconciles it") {
+		t.Errorf("another member's object explained as converged=%v: %q", converged, lines)
 	}
 }
