@@ -166,10 +166,10 @@ func (k *KindReader[T]) Get(ctx context.Context, key types.NamespacedName) (T, e
 		return zero, err
 	}
 	obj, err := inf.Get(ctx, key)
-	if apierrors.IsNotFound(err) && (inf.e.key.labels != "" || inf.e.key.fields != "") {
+	if err != nil {
 		return zero, k.c.confirmMiss(ctx, inf.e, key.Namespace, key.Name, err)
 	}
-	return obj, err
+	return obj, nil
 }
 
 // List returns the cached objects matching opts. See Reader.
@@ -222,7 +222,7 @@ func (c *Cache) routedRead(ctx context.Context, r *shardRoute, base informerKey,
 	case !apierrors.IsNotFound(err):
 	case inf == nil: // by UID: in none of the held buckets
 		return nil, nil, c.confirmShardMiss(ctx, base.gvk, r, key, err)
-	case inf.e.key.labels != "" || inf.e.key.fields != "":
+	default:
 		return nil, nil, c.confirmMiss(ctx, inf.e, key.Namespace, key.Name, err)
 	}
 	return obj, inf, err

@@ -52,22 +52,23 @@ func (c *Cache) Get(ctx context.Context, key types.NamespacedName, into object.O
 		return err
 	}
 	obj, err := inf.Get(ctx, key)
-	if apierrors.IsNotFound(err) && (inf.e.key.labels != "" || inf.e.key.fields != "") {
-		return c.confirmMiss(ctx, inf.e, namespace, name, err)
-	}
 	if err != nil {
-		return err
+		return c.confirmMiss(ctx, inf.e, namespace, name, err)
 	}
 	return copyInto(obj.DeepCopyObject(), into, inf.Kind())
 }
 
-// confirmMiss answers a read that found nothing in e, an informer narrowed
-// by labels or fields, by asking the API server for the object's metadata:
-// notFound (e's answer) when the server has no such object either, or when
-// the object is one e's label selector holds (the cache has not seen it
-// yet, as any cache may lag), else an error wrapping ErrNotCached naming
-// e's selection.
+// confirmMiss answers a read of e that ended in err. A NotFound from an
+// informer narrowed by labels or fields is confirmed by asking the API
+// server for the object's metadata: notFound (e's answer) when the server
+// has no such object either, or when the object is one e's label selector
+// holds (the cache has not seen it yet, as any cache may lag), else an
+// error wrapping ErrNotCached naming e's selection. Any other err, and a
+// NotFound of an informer of the whole kind, is answered as it is.
 func (c *Cache) confirmMiss(ctx context.Context, e *entry, namespace, name string, notFound error) error {
+	if !apierrors.IsNotFound(notFound) || e.key.labels == "" && e.key.fields == "" {
+		return notFound
+	}
 	what := "get " + describe(e.key.gvk) + " " + cache.NewObjectName(namespace, name).String()
 	m := e.mapping.Load() // set by the list that synced e
 	if m == nil {

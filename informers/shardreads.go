@@ -145,15 +145,10 @@ func (c *Cache) routeFor(obj object.Object) (*shardRoute, informerKey, bool) {
 // holds no informer of base itself. Without any route it costs one atomic
 // load.
 func (c *Cache) route(base informerKey) *shardRoute {
-	routes := c.routes.Load()
-	if routes == nil {
-		return nil
+	if r := c.routed(base); r != nil && r.whole.Load() == nil {
+		return r
 	}
-	r := (*routes)[base]
-	if r == nil || r.whole.Load() != nil {
-		return nil
-	}
-	return r
+	return nil
 }
 
 // routed returns the route of base, whether or not reads go to it now.
