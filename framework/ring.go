@@ -110,6 +110,11 @@ const (
 	bucketDraining
 )
 
+// String is the state as ShardStatus.State names it.
+func (s bucketState) String() string {
+	return [...]string{bucketSyncing: "syncing", bucketServing: "serving", bucketDraining: "draining"}[s]
+}
+
 // heldBucket is a bucket this member claimed.
 type heldBucket struct {
 	lease *coordinationv1.Lease // as last written
@@ -974,7 +979,7 @@ func (r *ring) bucketStatus(b int) (state, holderID string) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if h := r.held[b]; h != nil {
-		return [...]string{bucketSyncing: "syncing", bucketServing: "serving", bucketDraining: "draining"}[h.state], ""
+		return h.state.String(), ""
 	}
 	if l != nil && holder(l) != r.opts.Identity && r.claimable(l, time.Now()) == "" {
 		return "", holder(l)

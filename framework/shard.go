@@ -514,11 +514,8 @@ const (
 // the reconcile in until exit and returns its bucket. The ring's lock is
 // never taken with p.mu held: the ring calls serve with its own held.
 func (p *shardedPrimary[T]) enter(req reconcile.Request) (int, dispatch) {
-	b, known := p.shards.BucketOf(types.NamespacedName(req))
+	b, known := p.bucketOf(req)
 	p.mu.Lock()
-	if !known {
-		b, known = p.gone[req] // deleted: its delete event said where
-	}
 	serving, reading := p.serving[b], p.reads[b] != nil
 	p.mu.Unlock()
 	switch {
@@ -538,15 +535,23 @@ func (p *shardedPrimary[T]) enter(req reconcile.Request) (int, dispatch) {
 	return b, dispatchRun
 }
 
+// bucketOf returns the bucket of req's object, when it can be told: from
+// the object (see Shards.BucketOf), or for one deleted by UID from its
+// delete event.
+func (p *shardedPrimary[T]) bucketOf(req reconcile.Request) (int, bool) {
+	if b, ok := p.shards.BucketOf(types.NamespacedName(req)); ok {
+		return b, true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.gone[req]
+	return b, ok
+}
+
 // status says where req's object falls in the ring. The ring's lock is
 // taken without p.mu held, as in enter.
 func (p *shardedPrimary[T]) status(req reconcile.Request) *ShardStatus {
-	b, known := p.shards.BucketOf(types.NamespacedName(req))
-	if !known {
-		p.mu.Lock()
-		b, known = p.gone[req]
-		p.mu.Unlock()
-	}
+	b, known := p.bucketOf(req)
 	if !known {
 		st := p.ring.status()
 		return &ShardStatus{Bucket: -1, Buckets: p.buckets, Serving: st.Serving}
