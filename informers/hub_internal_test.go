@@ -569,6 +569,41 @@ func checkPart(t *testing.T, s *pagedServer, b Buckets, bucket int, l kruntime.O
 
 }
 
+// listTogether lists s through one hub for each of b's buckets at once,
+// bucket i with opts[i], holding the first page back until every caller
+// waits for the same list; then it checks each bucket's list.
+func listTogether(t *testing.T, s *pagedServer, b Buckets, opts []metav1.ListOptions) {
+	t.Helper()
+	h := newShardHub("v1 ConfigMap")
+	hold := make(chan struct{})
+	var once sync.Once
+	gated := func(ctx context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
+		once.Do(func() { <-hold })
+		return s.list(ctx, opts)
+	}
+	got := make([]kruntime.Object, len(opts))
+	var wg sync.WaitGroup
+	for i, o := range opts {
+		f, err := compileShard(b.Selector(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			out, err := h.List(t.Context(), o, f, gated)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = out
+		})
+	}
+	waitFor(t, "every caller waits for one list", func() bool { return inFlight(h, func(l *hubList) bool { return len(l.waiters) == len(opts) }) })
+	close(hold)
+	wg.Wait()
+	for i, l := range got {
+		checkPart(t, s, b, i, l)
+	}
+}
+
 func TestShardHubListsInPages(t *testing.T) {
 	b := Buckets{Key: ShardByUID, Count: 2}
 	f0, err := compileShard(b.Selector(0))
@@ -583,30 +618,7 @@ func TestShardHubListsInPages(t *testing.T) {
 	// A shared list at any version: the latest, in pages, each split
 	// between the two callers as it comes.
 	s := newPagedServer(2*hubPage + 100)
-	h := newShardHub("v1 ConfigMap")
-	hold := make(chan struct{})
-	var once sync.Once
-	gated := func(ctx context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
-		once.Do(func() { <-hold })
-		return s.list(ctx, opts)
-	}
-	got := make([]kruntime.Object, 2)
-	var wg sync.WaitGroup
-	for i, f := range []*shardFilter{f0, f1} {
-		wg.Go(func() {
-			out, err := h.List(t.Context(), metav1.ListOptions{ResourceVersion: "0", Limit: 500}, f, gated)
-			if err != nil {
-				t.Error(err)
-			}
-			got[i] = out
-		})
-	}
-	waitFor(t, "both callers wait for one list", func() bool { return inFlight(h, func(l *hubList) bool { return len(l.waiters) == 2 }) })
-	close(hold)
-	wg.Wait()
-	for i, l := range got {
-		checkPart(t, s, b, i, l)
-	}
+	listTogether(t, s, b, []metav1.ListOptions{{ResourceVersion: "0", Limit: 500}, {ResourceVersion: "0", Limit: 500}})
 	asks := s.requests()
 	if len(asks) != 3 {
 		t.Fatalf("listed %d pages, want 3: %+v", len(asks), asks)
@@ -618,7 +630,7 @@ func TestShardHubListsInPages(t *testing.T) {
 	// A caller that comes once the first page is split lists anew: it
 	// would have missed that page.
 	s = newPagedServer(hubPage + 1)
-	h = newShardHub("v1 ConfigMap")
+	h := newShardHub("v1 ConfigMap")
 	second := make(chan struct{})
 	paused := func(ctx context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
 		if opts.Continue != "" {
@@ -688,28 +700,7 @@ func TestShardHubListsInPages(t *testing.T) {
 	// than it) is a list of the latest in pages, shared with a list at any
 	// version.
 	s = newPagedServer(hubPage + 1)
-	h = newShardHub("v1 ConfigMap")
-	release := make(chan struct{})
-	var relists sync.WaitGroup
-	got = make([]kruntime.Object, 2)
-	for i, opts := range []metav1.ListOptions{{ResourceVersion: "5"}, {ResourceVersion: "0", Limit: 500}} {
-		relists.Go(func() {
-			out, err := h.List(t.Context(), opts, []*shardFilter{f0, f1}[i], func(ctx context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
-				<-release
-				return s.list(ctx, opts)
-			})
-			if err != nil {
-				t.Error(err)
-			}
-			got[i] = out
-		})
-	}
-	waitFor(t, "a relist and a list at any version wait for one list", func() bool { return inFlight(h, func(l *hubList) bool { return len(l.waiters) == 2 }) })
-	close(release)
-	relists.Wait()
-	for i, l := range got {
-		checkPart(t, s, b, i, l)
-	}
+	listTogether(t, s, b, []metav1.ListOptions{{ResourceVersion: "5"}, {ResourceVersion: "0", Limit: 500}})
 	if asks := s.requests(); len(asks) != 2 || asks[0].ResourceVersion != "" || asks[0].Limit != hubPage {
 		t.Errorf("a relist at version 5 made requests %+v, want pages of the latest", asks)
 	}
