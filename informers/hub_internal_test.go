@@ -422,14 +422,8 @@ func TestShardHubListLeaves(t *testing.T) {
 
 func TestShardHubReplaysNoObjectTwice(t *testing.T) {
 	b := Buckets{Key: ShardByUID, Count: 2}
-	f0, err := compileShard(b.Selector(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f1, err := compileShard(b.Selector(1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs := filters(t, b)
+	f0, f1 := fs[0], fs[1]
 	u := &upstream{}
 	h := newShardHub("v1 ConfigMap")
 	opts := metav1.ListOptions{ResourceVersion: "10"}
@@ -569,6 +563,20 @@ func checkPart(t *testing.T, s *pagedServer, b Buckets, bucket int, l kruntime.O
 
 }
 
+// filters returns the shard filter of each of b's buckets.
+func filters(t *testing.T, b Buckets) []*shardFilter {
+	t.Helper()
+	var out []*shardFilter
+	for i := range b.Count {
+		f, err := compileShard(b.Selector(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 // listTogether lists s through one hub for each of b's buckets at once,
 // bucket i with opts[i], holding the first page back until every caller
 // waits for the same list; then it checks each bucket's list.
@@ -582,12 +590,10 @@ func listTogether(t *testing.T, s *pagedServer, b Buckets, opts []metav1.ListOpt
 		return s.list(ctx, opts)
 	}
 	got := make([]kruntime.Object, len(opts))
+	fs := filters(t, b)
 	var wg sync.WaitGroup
 	for i, o := range opts {
-		f, err := compileShard(b.Selector(i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := fs[i]
 		wg.Go(func() {
 			out, err := h.List(t.Context(), o, f, gated)
 			if err != nil {
@@ -606,14 +612,8 @@ func listTogether(t *testing.T, s *pagedServer, b Buckets, opts []metav1.ListOpt
 
 func TestShardHubListsInPages(t *testing.T) {
 	b := Buckets{Key: ShardByUID, Count: 2}
-	f0, err := compileShard(b.Selector(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f1, err := compileShard(b.Selector(1))
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs := filters(t, b)
+	f0, f1 := fs[0], fs[1]
 
 	// A shared list at any version: the latest, in pages, each split
 	// between the two callers as it comes.
