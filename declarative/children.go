@@ -109,15 +109,13 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), cached, cached))
 			continue
 		}
-		if _, of, sharded := framework.BucketFrom(ctx); sharded && of.Key == informers.ShardByNamespace && parent.GetNamespace() != "" && namespaced && u.GetNamespace() != parent.GetNamespace() {
-			if _, perBucket := ck.cached.Routed(); perBucket {
-				// Only the member holding the parent's bucket reconciles
-				// it, and its controller reads the kind of its buckets'
-				// namespaces only, whatever informer reads go to.
-				errs = append(errs, fmt.Errorf("child %s %s: namespace %q is not its parent's, and the controller is sharded by namespace (framework.ShardingOptions.Key): the member reconciling the parent sees only the namespaces of its buckets, so it might not see the child to revert drift or prune it; declare it in %q",
-					gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), parent.GetNamespace()))
-				continue
-			}
+		if _, of, sharded := framework.BucketFrom(ctx); sharded && of.Key == informers.ShardByNamespace && namespaced && u.GetNamespace() != parent.GetNamespace() && ck.perNamespace(parent) {
+			// Only the member holding the parent's bucket reconciles it,
+			// and its controller reads the kind of its buckets'
+			// namespaces only, whatever informer reads go to.
+			errs = append(errs, fmt.Errorf("child %s %s: namespace %q is not its parent's, and the controller is sharded by namespace (framework.ShardingOptions.Key): the member reconciling the parent sees only the namespaces of its buckets, so it might not see the child to revert drift or prune it; declare it in %q",
+				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), parent.GetNamespace()))
+			continue
 		}
 		id := gvk.GroupKind().String() + "/" + key(u.GetNamespace(), u.GetName())
 		if seen[id] {
@@ -720,6 +718,15 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
+// perNamespace reports whether the children of this kind are read from
+// the buckets of a ring sharded by namespace, for parent, a namespaced
+// object: the cache then holds, of parent's children, those in parent's
+// namespace only.
+func (ck *childKind) perNamespace(parent object.Object) bool {
+	b, ok := ck.cached.Routed()
+	return ok && b.Key == informers.ShardByNamespace && parent.GetNamespace() != ""
+}
+
 // prune deletes the children parent owns (see owns) that are not desired,
 // and drops the label-linked ones it deleted from the parent's ledger. A
 // labelled object that parent does not provably own is left alone.
@@ -772,7 +779,7 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent object.Object) ([]object.Object, error) {
 	sel := labels.SelectorFromSet(labels.Set{ManagerLabel: labelValue(d.opts.FieldManager)})
 	opts := []informers.ListOption{informers.MatchingIndex(ParentUIDLabel, string(parent.GetUID())), informers.MatchingLabels(sel)}
-	if b, ok := ck.cached.Routed(); ok && b.Key == informers.ShardByNamespace && parent.GetNamespace() != "" {
+	if ck.perNamespace(parent) {
 		opts = append(opts, informers.InNamespace(parent.GetNamespace()))
 	}
 	objs, err := ck.cached.List(ctx, opts...)
