@@ -240,8 +240,9 @@ func (h *shardHub) listAlone(ctx context.Context, opts metav1.ListOptions, f *sh
 	return out, nil
 }
 
-// own returns a shallow copy of it, a pointer to an item of a page's
-// array: it keeps the fields' values, not the page's array.
+// own returns a shallow copy of it, a pointer to a struct (such as an item
+// of a page's array: the copy keeps the fields' values, not the page's
+// array); it itself when it is not one.
 func own(it runtime.Object) runtime.Object {
 	v := reflect.ValueOf(it)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
@@ -344,20 +345,11 @@ func listInPages(ctx context.Context, opts metav1.ListOptions, list listFunc, ta
 // holding items. The items are copied shallowly: each is in one list only
 // (callers' shards are disjoint).
 func listOf(empty runtime.Object, items []runtime.Object) (runtime.Object, error) {
-	var out runtime.Object
+	out := own(empty)
 	if u, ok := empty.(*unstructured.UnstructuredList); ok {
 		out = &unstructured.UnstructuredList{Object: runtime.DeepCopyJSON(u.Object)}
-	} else {
-		v := reflect.ValueOf(empty)
-		if v.Kind() != reflect.Pointer {
-			return nil, fmt.Errorf("list %T is not a pointer", empty)
-		}
-		own := reflect.New(v.Elem().Type())
-		own.Elem().Set(v.Elem())
-		var ok bool
-		if out, ok = own.Interface().(runtime.Object); !ok {
-			return nil, fmt.Errorf("list %T is not an object", empty)
-		}
+	} else if out == empty {
+		return nil, fmt.Errorf("list %T is not a pointer to a struct", empty)
 	}
 	if err := meta.SetList(out, items); err != nil {
 		return nil, err
