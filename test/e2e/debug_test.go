@@ -148,6 +148,9 @@ var _ = Describe("debug endpoint", func() {
 			g.Expect(res.Code).To(Equal(http.StatusOK))
 			state = decodeJSON[framework.DebugState](res.Body)
 			g.Expect(state.Controllers).To(HaveLen(3))
+			// Each controller runs once its informers synced, which the
+			// held key's in-flight reconcile does not wait for.
+			g.Expect(state.Controllers).To(HaveEach(HaveField("State", "running")))
 			g.Expect(state.Controllers[1].InFlight).To(HaveLen(1))
 			q := state.Controllers[1].Queue
 			g.Expect(q.Normal.Depth + q.Replay.Depth).To(Equal(bulk + 2))
