@@ -141,3 +141,28 @@ func TestRetainedChildHasNoOwnerReferenceAndIsReleasedWhenNoLongerDeclared(t *te
 		return r.get("data", cm) && cm.Annotations[declarative.RetainAnnotation] == "true"
 	})
 }
+
+func TestRetainedCopyMadeByHandIsNeitherReleasedNorApplied(t *testing.T) {
+	r := startGraph(t, func() []any { return []any{declarative.NewChild(configMap("plain"))} })
+	r.waitReady(declarative.ChildrenReadyReason, "all 1 children are ready")
+	site := &v1alpha1.StaticSite{}
+	r.get("site", site)
+	// A copy carrying the parent's labels and converge's retain annotation,
+	// which the parent's ledger does not list.
+	copyOf := configMap("data")
+	copyOf.Namespace = "ns"
+	copyOf.Labels = map[string]string{declarative.ParentUIDLabel: string(site.UID), declarative.ManagerLabel: "converge-staticsite"}
+	copyOf.Annotations = map[string]string{declarative.RetainAnnotation: "true", declarative.ParentAnnotation: "ns/site"}
+	if err := r.mgr.Client().Create(t.Context(), copyOf); err != nil {
+		t.Fatal(err)
+	}
+	r.settle()
+	cm := &corev1.ConfigMap{}
+	if !r.get("data", cm) || cm.Labels[declarative.ParentUIDLabel] != string(site.UID) {
+		t.Fatalf("an undeclared copy the parent does not own was released or deleted: %+v", cm.ObjectMeta)
+	}
+	r.declare(func() []any {
+		return []any{declarative.NewChild(configMap("plain")), declarative.NewChild(configMap("data")).Retain()}
+	})
+	r.waitReady(declarative.ChildFailedReason, "ConfigMap data is not created: it could not be applied: ConfigMap ns/data already exists and is not managed by StaticSite ns/site: it carries the labels of StaticSite ns/site, but converge did not create it")
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -40,5 +41,20 @@ func TestImmutableAndItsCause(t *testing.T) {
 		if got := applyCause(tc.err); got != tc.cause {
 			t.Errorf("%s: applyCause =\n%q, want\n%q", tc.name, got, tc.cause)
 		}
+	}
+}
+
+func TestRanRecordIsTheParentsOwnOnly(t *testing.T) {
+	parent := &metav1.ObjectMeta{UID: "p", Annotations: map[string]string{RanAnnotation: "p h1=Job.batch/ns/a h2=Job.batch/ns/b"}}
+	if got := parseRan(parent); len(got) != 2 || got["Job.batch/ns/a"] != "h1" || got["Job.batch/ns/b"] != "h2" {
+		t.Errorf("parseRan = %v, want both runs", got)
+	}
+	if got := formatRan("p", parseRan(parent)); got != parent.Annotations[RanAnnotation] {
+		t.Errorf("formatRan(parseRan) = %q, want %q", got, parent.Annotations[RanAnnotation])
+	}
+	// Copied with another parent's YAML: records nothing, so the child runs.
+	copied := &metav1.ObjectMeta{UID: "q", Annotations: parent.Annotations}
+	if got := parseRan(copied); len(got) != 0 {
+		t.Errorf("parseRan of another parent's record = %v, want none", got)
 	}
 }

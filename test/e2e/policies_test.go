@@ -182,6 +182,14 @@ var _ = Describe("declarative child policies", func() {
 		Eventually(ctx, siteReadyCondition(ctx, ns, "replaced")).Should(readyWith(declarative.ChildrenReadyReason, "all 2 children are ready"))
 		Expect(kube.CoreV1().ConfigMaps(ns).Get(ctx, "replaced-after", metav1.GetOptions{})).To(HaveField("UID", after.UID),
 			"ConfigMap replaced-after, After the Job replaced, was deleted")
+
+		By("never replacing a Job of that name made by hand")
+		foreign, err := kube.BatchV1().Jobs(ns).Create(ctx, migrationJob("foreign-migrate", "busybox:1"), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		createSiteWithLabels(ctx, ns, "foreign", anySpec, map[string]string{"replace": "yes", "image": "busybox_2"})
+		Eventually(ctx, siteReadyCondition(ctx, ns, "foreign")).Should(readyWith(declarative.ChildFailedReason,
+			"Job foreign-migrate is not Complete: it could not be applied: Job "+ns+"/foreign-migrate already exists and is not managed by StaticSite "+ns+"/foreign"))
+		Expect(jobOf(ctx, ns, "foreign-migrate")()).To(And(HaveField("UID", foreign.UID), HaveField("DeletionTimestamp", BeNil())))
 	}, SpecTimeout(3*time.Minute))
 
 	It("does not create a run-once Job again once its ttlSecondsAfterFinished deleted it, after a restart too, and does when its content changes", func(ctx SpecContext) {
