@@ -814,7 +814,7 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 // only, where its children are (see prepare): should the parent's bucket
 // no longer be held here, the list fails rather than finding no children.
 func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent object.Object) ([]object.Object, error) {
-	if !ck.served.Load() {
+	if !ck.isServed() {
 		return nil, nil // a kind not served has no objects (see served.go)
 	}
 	sel := labels.SelectorFromSet(labels.Set{ManagerLabel: labelValue(d.opts.FieldManager)})

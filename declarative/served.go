@@ -35,6 +35,18 @@ func (d *Declarative[T]) servedKind(ck *childKind) func() []reconcile.Request {
 	}
 }
 
+// isServed reports whether the API server is known to serve ck's kind:
+// its source started watching it, a reconcile found its REST mapping, or
+// a controller sharded by namespace reads it per held bucket, which it
+// does only for kinds served when the controller was built.
+func (ck *childKind) isServed() bool {
+	if ck.served.Load() {
+		return true
+	}
+	_, routed := ck.cached.Routed()
+	return routed
+}
+
 // notServed reports whether err, from the REST mapper, says that the API
 // server does not serve ck's kind, and ck is optional: its children then
 // wait for it.
