@@ -58,3 +58,16 @@ func TestRanRecordIsTheParentsOwnOnly(t *testing.T) {
 		t.Errorf("parseRan of another parent's record = %v, want none", got)
 	}
 }
+
+func TestCRDOfNamesTheDefinitionOfCustomKindsOnly(t *testing.T) {
+	for gvk, want := range map[schema.GroupVersionKind]string{
+		{Group: "e2e.converge.dev", Version: "v1", Kind: "Knob"}:                "CustomResourceDefinition knobs.e2e.converge.dev (kind Knob.e2e.converge.dev is not served)",
+		{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}:  "CustomResourceDefinition httproutes.gateway.networking.k8s.io (kind HTTPRoute.gateway.networking.k8s.io is not served)",
+		{Group: "networking.k8s.io", Version: "v1alpha9", Kind: "IngressClass"}: "kind IngressClass networking.k8s.io/v1alpha9 to be served",
+		{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}:           "kind PodDisruptionBudget policy/v1 to be served",
+	} {
+		if got := crdOf(gvk); got != want {
+			t.Errorf("crdOf(%v) = %q, want %q", gvk, got, want)
+		}
+	}
+}

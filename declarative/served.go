@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -57,10 +57,10 @@ func notServed(ck *childKind, err error) bool {
 // crdOf names what a child of kind gvk waits for while the API server does
 // not serve gvk, for messages: the CustomResourceDefinition of the kind (its
 // name's plural guessed from the kind, as client-go guesses it, for the
-// kind is not there to say), or, for the groups of Kubernetes itself,
-// which have none, the kind.
+// kind is not there to say), or, for the groups of Kubernetes itself
+// (those client-go knows), which have none, the kind.
 func crdOf(gvk schema.GroupVersionKind) string {
-	if !strings.Contains(gvk.Group, ".") {
+	if clientgoscheme.Scheme.IsGroupRegistered(gvk.Group) {
 		return fmt.Sprintf("kind %s %s to be served", gvk.Kind, gvk.GroupVersion())
 	}
 	plural, _ := meta.UnsafeGuessKindToResource(gvk)
