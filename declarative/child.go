@@ -29,6 +29,7 @@ type Child[C object.Object] struct {
 	after    []object.Object
 	ready    func(live C) bool
 	excluded bool
+	policy   childPolicy // see policy.go
 }
 
 // NewChild returns obj as a Child, with no options: to be applied at once,
@@ -74,7 +75,7 @@ func (c *Child[C]) IncludeWhen(include bool) *Child[C] {
 
 // node returns c without its type parameter.
 func (c *Child[C]) node() node {
-	n := node{obj: c.obj, after: c.after, excluded: c.excluded}
+	n := node{obj: c.obj, after: c.after, excluded: c.excluded, policy: c.policy}
 	if ready := c.ready; ready != nil {
 		n.ready = func(live object.Object) (bool, error) {
 			l, ok := live.(C)
@@ -93,6 +94,7 @@ type node struct {
 	after    []object.Object
 	ready    func(live object.Object) (bool, error) // nil: built-in readiness
 	excluded bool
+	policy   childPolicy
 }
 
 // graphChild is what State.Children holds for a Child of any type.

@@ -40,6 +40,14 @@ type child struct {
 	hash string
 	// adopt is whether the child was declared with Adopt.
 	adopt bool
+	// absent is set when the API server does not serve the child's kind
+	// (see served.go): the child waits for it, and has no hash.
+	absent bool
+	// policy is the child's Child.ReplaceWhenImmutable, RunOnce and Retain;
+	// content is the hash of its declaration before the policies and its
+	// order changed it, which a run-once child's runs are recorded under.
+	policy  childPolicy
+	content string
 }
 
 func (c child) String() string {
@@ -92,6 +100,18 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 			continue
 		}
 		namespaced, err := d.namespaced(ck)
+		if notServed(ck, err) {
+			// Its kind is not served (its CRD not installed): it waits.
+			// Namespaced or not cannot be told; most kinds are.
+			if u.GetNamespace() == "" {
+				u.SetNamespace(parent.GetNamespace())
+			}
+			if id := objectID(gvk.GroupKind(), u.GetNamespace(), u.GetName()); !seen[id] {
+				seen[id] = true
+				out = append(out, child{obj: u, kind: ck, absent: true})
+			}
+			continue
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("child %s %s: %w", gvk.Kind, u.GetName(), err))
 			continue
@@ -290,6 +310,7 @@ func (d *Declarative[T]) namespaced(ck *childKind) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	ck.served.Store(true) // mapped: served (see served.go)
 	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }
 
@@ -312,7 +333,10 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 		if err := d.mayApply(ctx, parent, c, live); err != nil {
 			return err
 		}
-		if labelLinked(parent, c.obj.GetNamespace()) && !shows(parent, c.id(), live.GetUID()) {
+		if replacing(c, cached) {
+			return errReplacing // created again once it is gone
+		}
+		if labelLinked(parent, c.obj) && !shows(parent, c.id(), live.GetUID()) {
 			// Owned by its claim, adopted, or recorded by a write the
 			// parent does not show yet (it may have failed): record it
 			// until the parent shows it.
@@ -333,7 +357,7 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 		_, _ = d.schemas.forGV(c.kind.gvk.GroupVersion())
 	}
 	claim := ""
-	if live == nil && labelLinked(parent, c.obj.GetNamespace()) {
+	if live == nil && labelLinked(parent, c.obj) {
 		// Claim the child in the ledger before it exists, so that it is
 		// provably the parent's even if recording its UID fails.
 		if claim = d.ledger.claimOf(parent, c.id()); claim == "" {
@@ -355,6 +379,9 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 		}
 		applied, err = d.applyOver(ctx, c, live, claim, live != nil && !d.owns(parent, live))
 	}
+	if err != nil && c.policy.replace && live != nil && immutable(err) {
+		return d.replace(ctx, c, live, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -366,7 +393,7 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 		logr.FromContextOrDiscard(ctx).Info("applied child", "child", c.String())
 	}
 	d.appliedChildren.set(parent.GetUID(), applied.GetUID(), appliedStatus{hash: c.hash, resourceVersion: applied.GetResourceVersion()})
-	if labelLinked(parent, c.obj.GetNamespace()) && !shows(parent, c.id(), applied.GetUID()) {
+	if labelLinked(parent, c.obj) && !shows(parent, c.id(), applied.GetUID()) {
 		// Created or adopted just now: record it.
 		return d.record(ctx, parent, recordedUID(c, applied.GetUID()))
 	}
@@ -411,7 +438,7 @@ func (d *Declarative[T]) applyAll(ctx context.Context, parent T, children []chil
 		errs[j] = d.applyChild(ctx, parent, children[todo[j]])
 	}
 	for j, i := range todo {
-		if labelLinked(parent, children[i].obj.GetNamespace()) {
+		if labelLinked(parent, children[i].obj) {
 			linked = append(linked, j)
 			continue
 		}
@@ -749,6 +776,16 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 			if keep[id] || !d.owns(parent, obj) {
 				continue
 			}
+			if retained(obj) {
+				// Released, not deleted: whatever is After it may stay.
+				if err := d.release(ctx, ck, parent, obj); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				d.appliedChildren.drop(parent.GetUID(), obj.GetUID())
+				deleted[id], deleted[claimKey(id)] = "", ""
+				continue
+			}
 			if h, err := held(ck, obj); h || err != nil {
 				errs = append(errs, err)
 				continue
@@ -758,7 +795,7 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 				continue
 			}
 			d.appliedChildren.drop(parent.GetUID(), obj.GetUID())
-			if labelLinked(parent, obj.GetNamespace()) {
+			if labelLinked(parent, obj) {
 				deleted[id], deleted[claimKey(id)] = "", ""
 			}
 		}
@@ -777,6 +814,9 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 // only, where its children are (see prepare): should the parent's bucket
 // no longer be held here, the list fails rather than finding no children.
 func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent object.Object) ([]object.Object, error) {
+	if !ck.isServed() {
+		return nil, nil // a kind not served has no objects (see served.go)
+	}
 	sel := labels.SelectorFromSet(labels.Set{ManagerLabel: labelValue(d.opts.FieldManager)})
 	opts := []informers.ListOption{informers.MatchingIndex(ParentUIDLabel, string(parent.GetUID())), informers.MatchingLabels(sel)}
 	if ck.perNamespace(parent) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -127,6 +128,27 @@ type Options struct {
 	// reconcile their parent, and searched when pruning. Required.
 	Children []object.Object
 
+	// RequiredKinds holds an example of each child kind (listed in
+	// Children too) the API server must serve when the controller starts:
+	// the controller waits for the kind's informer to sync, as for its own
+	// kind, and fails to start (stopping the manager) when it has not
+	// synced after the cache's SyncTimeout (a custom resource whose CRD is
+	// not installed, say).
+	//
+	// Zero means every child kind is optional. A kind the API server
+	// serves when the controller starts is watched at once, and the
+	// controller waits for it as for a required one; the kinds of
+	// Kubernetes itself always are. A kind it does not serve is watched
+	// once it does (its CRD installed later; discovery is asked again with
+	// a backoff up to 30 seconds, see framework.WhenServed), without a
+	// restart, and meanwhile holds nothing back: a parent that declares no
+	// child of it converges, and one that does applies its other children
+	// and reports, as ReadyCondition with reason WaitingReason, that the
+	// child waits for the kind's CustomResourceDefinition; children After
+	// it wait too. Such a parent is reconciled again once the kind is
+	// watched.
+	RequiredKinds []object.Object
+
 	// FieldManager owns the fields converge applies, and labels the children.
 	// Zero means "converge-" followed by the parent kind in lower case.
 	FieldManager string
@@ -175,7 +197,8 @@ const (
 
 // ChildrenAnnotation, on a parent, is the ledger of the children converge
 // created or adopted for it that no owner reference can reach (a namespaced
-// parent's children in other namespaces, or cluster-scoped ones): the
+// parent's children in other namespaces, or cluster-scoped ones) or that
+// are retained (see Child.Retain): the
 // parent's own UID, then one "UID=Kind.group/namespace/name" per child (or
 // "?claim=..." for a child being created, see ClaimAnnotation), separated
 // by spaces. It is what proves such a child the parent's (see the package
@@ -215,6 +238,11 @@ type Declarative[T object.Object] struct {
 	schemas *schemas
 	// ledger proves which label-linked children are the parents'.
 	ledger ledger
+	// kindWaits remembers the parents waiting for a child kind to be
+	// served.
+	kindWaits kindWaits
+	// runs remembers which run-once children ran.
+	runs runs
 }
 
 // childKind is one kind of child: its kind, the example object from
@@ -226,6 +254,11 @@ type childKind struct {
 	// informers of the held buckets when the controller is sharded by
 	// namespace.
 	cached *informers.KindReader[object.Object]
+	// required is set for the kinds in Options.RequiredKinds.
+	required bool
+	// served is set once the API server is known to serve the kind (see
+	// served.go); a required kind is.
+	served atomic.Bool
 }
 
 var (
@@ -282,6 +315,10 @@ func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], op
 	if err != nil {
 		return nil, err
 	}
+	for gk := range requiredKinds(opts.RequiredKinds, func(ex object.Object) (schema.GroupVersionKind, error) { return childGVK(mgr.Scheme(), ex) }) {
+		children[gk].required = true
+		children[gk].served.Store(true) // or the controller does not start
+	}
 	d := &Declarative[T]{
 		mgr:       mgr,
 		client:    mgr.Client(),
@@ -337,13 +374,30 @@ func (o Options) validate(scheme *runtime.Scheme) error {
 	if !strings.Contains(o.Finalizer, "/") {
 		errs = append(errs, fmt.Errorf("declarative: Options.Finalizer %q must be domain-qualified, like example.com/cleanup", o.Finalizer))
 	}
+	listed := map[schema.GroupKind]bool{}
 	for _, ex := range o.Children {
 		if typednil.Is(ex) {
 			errs = append(errs, errors.New("declarative: Options.Children holds a nil object"))
 			continue
 		}
-		if _, err := childGVK(scheme, ex); err != nil {
+		gvk, err := childGVK(scheme, ex)
+		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		listed[gvk.GroupKind()] = true
+	}
+	for _, ex := range o.RequiredKinds {
+		if typednil.Is(ex) {
+			errs = append(errs, errors.New("declarative: Options.RequiredKinds holds a nil object"))
+			continue
+		}
+		gvk, err := childGVK(scheme, ex)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case !listed[gvk.GroupKind()]:
+			errs = append(errs, fmt.Errorf("declarative: Options.RequiredKinds holds kind %v, which Options.Children does not list", gvk.GroupKind()))
 		}
 	}
 	return errors.Join(errs...)
@@ -425,11 +479,15 @@ func (d *Declarative[T]) Sources() ([]framework.Source, error) {
 		gk := ck.gvk.GroupKind()
 		src := framework.Map(func(_ context.Context, child object.Object) []reconcile.Request {
 			return append(d.parentOf(child), d.conflicts.parentsOf(objectID(gk, child.GetNamespace(), child.GetName()))...)
-		})
+		}, d.seeRunOnce(gk))
 		// A child is in its parent's namespace whenever the controller is
 		// sharded by namespace (see prepare): the member that holds the
 		// parent's bucket reads the child's.
-		srcs = append(srcs, framework.SameNamespace(framework.WithSelection(src, informers.Selection{Kind: ck.gvk})))
+		src = framework.SameNamespace(framework.WithSelection(src, informers.Selection{Kind: ck.gvk}))
+		if !ck.required {
+			src = framework.WhenServed(src, d.servedKind(ck))
+		}
+		srcs = append(srcs, src)
 	}
 	return srcs, nil
 }
@@ -455,7 +513,11 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if g == nil && slices.ContainsFunc(children, func(c child) bool { return c.absent }) {
+		g = plainGraph(len(children)) // for the Ready condition to say what they wait for
+	}
 	if g != nil {
+		linked = g.withPolicies(children) || linked
 		if children, err = g.bind(parent, children, d.resolver(parent, children)); err != nil {
 			return d.invalidGraph(ctx, parent, state, err)
 		}
@@ -474,15 +536,27 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 		}
 	}
 	var errs []error
+	var ran []child // run-once children ready for their content
 	for _, wave := range g.waves(len(children)) {
 		todo := slices.DeleteFunc(wave, func(i int) bool {
-			return !g.allowed(i) // left as it is until what it is After is ready
+			// Not applied while its kind is not served, or once it ran;
+			// left as it is until what it is After is ready.
+			return d.skip(ctx, parent, g, i, children[i]) || !g.allowed(i)
 		})
 		for j, err := range d.applyAll(ctx, parent, children, todo) {
-			if err != nil {
+			if err != nil && !errors.Is(err, errReplacing) {
 				errs = append(errs, err)
 			}
-			g.observe(ctx, todo[j], children[todo[j]], err)
+			c := children[todo[j]]
+			g.observe(ctx, todo[j], c, err)
+			if c.policy.runOnce && g.vertices[todo[j]].state.ready {
+				ran = append(ran, c)
+			}
+		}
+	}
+	if g != nil {
+		if err := d.recordRuns(ctx, parent, children, ran); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	d.conflicts.set(reconcile.Request{Namespace: parent.GetNamespace(), Name: parent.GetName()}, conflictIDs(errs))

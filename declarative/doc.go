@@ -8,8 +8,9 @@
 //  1. Deleted parent (deletionTimestamp set): run Finalizer.Finalize, delete
 //     the children it owns, listed from the API server (not the cache, which
 //     may not show a child applied a moment ago; a child kind no longer
-//     served, its CRD removed, has none), then remove the finalizer, whoever
-//     added it. Nothing else.
+//     served, its CRD removed, has none), release the retained ones (see
+//     Child.Retain), then remove the finalizer, whoever added it. Nothing
+//     else.
 //  2. Add the finalizer when cleanup is needed (a Finalizer, or children that
 //     owner references cannot tie to the parent: cluster-scoped ones, or ones
 //     in other namespaces), before the first child exists. A parent deleted
@@ -33,8 +34,9 @@
 //     reconcile waits for every apply, and a panic in one (in a
 //     Conflict.Note) is the reconcile's, raised once the others ended.
 //  5. Delete the children the parent owns that are no longer desired
-//     (prune). They are found through the cache, which is rebuilt from the
-//     cluster, so pruning survives restarts.
+//     (prune), or release the retained ones. They are found through the
+//     cache, which is rebuilt from the cluster, so pruning survives
+//     restarts.
 //  6. Server-side apply the status to the status subresource, unless it
 //     already holds exactly that status. converge remembers the status it
 //     last applied to each parent: a typed parent from the cache shows a
@@ -54,6 +56,20 @@
 // parent gets converge's finalizer so that its deletion waits for that.
 // Foreground cascading deletion of the parent bypasses the order: the
 // garbage collector then deletes the children at once.
+//
+// A Child may also say how it lives and goes: ReplaceWhenImmutable deletes
+// and creates again an object whose apply the API server refuses because a
+// field cannot change; RunOnce does not create again a child that was
+// ready for its content once it disappears (a Job deleted by its
+// ttlSecondsAfterFinished), recording the runs in the parent's
+// RanAnnotation; Retain releases a child instead of deleting it when its
+// parent is deleted or no longer declares it.
+//
+// A child kind the API server does not serve (its CRD not installed) holds
+// nothing back unless listed in Options.RequiredKinds: parents that
+// declare no child of it converge, and a child of it waits for the kind,
+// as the parent's Ready condition says, until it is served; see
+// Options.RequiredKinds.
 //
 // Without a ReadyWhen a child is ready as its kind's built-in readiness
 // says: Deployment (observedGeneration current, Available, every replica
@@ -78,7 +94,8 @@
 //
 // A parent owns an object when the object's controller owner reference names
 // the parent's UID or, for a child no owner reference can reach (a
-// namespaced parent's child in another namespace, or a cluster-scoped one),
+// namespaced parent's child in another namespace, or a cluster-scoped one)
+// and for a retained child (which carries none, see Child.Retain),
 // when it has no controller, its ParentUIDLabel names the parent, and the
 // parent's ledger (ChildrenAnnotation) lists its UID, recorded from the API
 // server's answer when converge created or adopted it, or the claim

@@ -85,6 +85,9 @@ type vertex struct {
 	state readiness
 	// waitsFor is the index of the vertex it waits for, or -1.
 	waitsFor int
+	// kind, when set, is what the child waits for to be served: its kind
+	// is not (see crdOf).
+	kind string
 }
 
 // graphOf returns the objects to prepare from declared, Childs unwrapped
@@ -323,8 +326,12 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 	}
 	v := &g.vertices[i]
 	gk := c.kind.gvk.GroupKind()
-	if applyErr != nil {
-		v.state = readiness{failed: true, what: expectedReadiness(gk, v.ready != nil), why: "it could not be applied"}
+	switch {
+	case errors.Is(applyErr, errReplacing):
+		v.state = readiness{what: expectedReadiness(gk, v.ready != nil), why: "its object is being replaced"}
+		return
+	case applyErr != nil:
+		v.state = readiness{failed: true, what: expectedReadiness(gk, v.ready != nil), why: "it could not be applied: " + applyCause(applyErr)}
 		return
 	}
 	live, err := c.kind.cached.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
@@ -389,6 +396,9 @@ func (g *graph) summary() (status metav1.ConditionStatus, reason, message string
 		}
 	}
 	for _, v := range g.vertices {
+		if v.kind != "" {
+			return metav1.ConditionFalse, WaitingReason, fmt.Sprintf("%s waits for %s", v.name, v.kind), true
+		}
 		if v.waitsFor >= 0 {
 			d := g.vertices[v.waitsFor]
 			return metav1.ConditionFalse, WaitingReason, fmt.Sprintf("%s waits for %s (%s)", v.name, d.name, d.state.what), true
@@ -396,7 +406,11 @@ func (g *graph) summary() (status metav1.ConditionStatus, reason, message string
 	}
 	for _, v := range g.vertices {
 		if !v.state.ready {
-			return metav1.ConditionFalse, NotReadyReason, fmt.Sprintf("%s is not %s", v.name, v.state.what), true
+			msg := fmt.Sprintf("%s is not %s", v.name, v.state.what)
+			if v.state.why != "" {
+				msg += ": " + v.state.why
+			}
+			return metav1.ConditionFalse, NotReadyReason, msg, true
 		}
 	}
 	return metav1.ConditionTrue, ChildrenReadyReason, fmt.Sprintf("all %d children are ready", len(g.vertices)), false
@@ -515,12 +529,13 @@ func hasConditions(status any) bool {
 }
 
 // dependedOn returns the objectIDs that objs, a parent's children (of
-// kinds kindOf names), are After: those must outlive them.
+// kinds kindOf names), are After: those must outlive them. A retained
+// child holds nothing: it outlives every other child anyway.
 func dependedOn(objs []object.Object) map[string]bool {
 	var out map[string]bool
 	for _, obj := range objs {
 		after := obj.GetAnnotations()[AfterAnnotation]
-		if after == "" {
+		if after == "" || retained(obj) {
 			continue
 		}
 		if out == nil {

@@ -45,6 +45,14 @@ type graphRig struct {
 
 func startGraph(t *testing.T, children func() []any) *graphRig {
 	t.Helper()
+	return startGraphWith(t, declarative.Options{
+		Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}, &corev1.Service{}},
+	}, children)
+}
+
+// startGraphWith is startGraph with opts.
+func startGraphWith(t *testing.T, opts declarative.Options, children func() []any) *graphRig {
+	t.Helper()
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -64,9 +72,7 @@ func startGraph(t *testing.T, children func() []any) *graphRig {
 		return declarative.State{Children: children, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
 	}
 	err := framework.NewBuilder[*v1alpha1.StaticSite](r.mgr, "site", framework.ControllerOptions{}).
-		Complete(declarative.New(r.mgr, declarative.Func[*v1alpha1.StaticSite](desired), declarative.Options{
-			Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}, &corev1.Service{}},
-		}))
+		Complete(declarative.New(r.mgr, declarative.Func[*v1alpha1.StaticSite](desired), opts))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,8 +194,8 @@ func TestOwnsNeedsProof(t *testing.T) {
 	if !d.owns(shown, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "created", Labels: ours}}) {
 		t.Error("a child the annotation lists is not owned")
 	}
-	if len(d.ledger.pending["parent"]) != 0 {
-		t.Errorf("writes the annotation shows are still remembered: %v", d.ledger.pending)
+	if len(d.ledger.pending.byParent["parent"]) != 0 {
+		t.Errorf("writes the annotation shows are still remembered: %v", d.ledger.pending.byParent)
 	}
 	d.ledger.note("parent", map[string]string{cm("", "late"): "late"})
 	d.ledger.forget("parent")

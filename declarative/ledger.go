@@ -4,17 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -43,11 +39,10 @@ import (
 //
 // It is safe for concurrent use.
 type ledger struct {
-	mu sync.Mutex
-	// pending maps a parent's UID to the entries this process wrote that
-	// the annotation may not show yet: child ID to value (a UID, a claim
-	// "?nonce", or "" for an entry removed). mu guards it.
-	pending map[types.UID]map[string]string
+	// pending holds the entries this process wrote that the annotation may
+	// not show yet: child ID to value (a UID, a claim "?nonce", or "" for
+	// an entry removed).
+	pending unshown
 }
 
 // parseLedger returns the entries of parent's annotation, child ID to
@@ -88,22 +83,7 @@ func formatLedger(parent types.UID, entries map[string]string) string {
 // this process's writes the annotation does not show yet. Writes the
 // annotation shows are forgotten.
 func (l *ledger) recorded(parent metav1.Object) map[string]string {
-	out := parseLedger(parent)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p := parent.GetUID()
-	for id, v := range l.pending[p] {
-		if out[id] == v {
-			delete(l.pending[p], id) // the annotation shows it
-			continue
-		}
-		if v == "" {
-			delete(out, id)
-		} else {
-			out[id] = v
-		}
-	}
-	return out
+	return l.pending.over(parent.GetUID(), parseLedger(parent))
 }
 
 // holds reports whether parent's ledger records obj: its UID, or the claim
@@ -135,24 +115,10 @@ func (l *ledger) claimOf(parent metav1.Object, id string) string {
 }
 
 // note remembers that parent's ledger gets changes.
-func (l *ledger) note(parent types.UID, changes map[string]string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.pending == nil {
-		l.pending = map[types.UID]map[string]string{}
-	}
-	if l.pending[parent] == nil {
-		l.pending[parent] = map[string]string{}
-	}
-	maps.Copy(l.pending[parent], changes)
-}
+func (l *ledger) note(parent types.UID, changes map[string]string) { l.pending.note(parent, changes) }
 
 // forget drops what is remembered of parent, which is gone.
-func (l *ledger) forget(parent types.UID) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.pending, parent)
-}
+func (l *ledger) forget(parent types.UID) { l.pending.forget(parent) }
 
 // newClaim returns a random claim nonce.
 func newClaim() string {
@@ -173,30 +139,11 @@ func (d *Declarative[T]) ledgerManager() string { return d.opts.FieldManager + "
 // gone (deleted, or replaced by another of its name) is not an error.
 func (d *Declarative[T]) record(ctx context.Context, parent object.Object, changes map[string]string) error {
 	d.ledger.note(parent.GetUID(), changes)
-	for attempt := 0; ; attempt++ {
-		fresh, err := d.readMeta(ctx, d.parentGVK, parent.GetNamespace(), parent.GetName())
-		if apierrors.IsNotFound(err) || (err == nil && fresh.GetUID() != parent.GetUID()) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("record the children of %s %s in annotation %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ChildrenAnnotation, err)
-		}
+	return d.writeAnnotation(ctx, parent, "the children", ChildrenAnnotation, d.ledgerManager(), func(fresh metav1.Object) string {
 		entries := d.ledger.recorded(fresh)
-		u := d.objectRef(parent)
-		u.SetUID(parent.GetUID())
-		u.SetResourceVersion(fresh.GetResourceVersion())
-		if len(entries) > 0 {
-			u.SetAnnotations(map[string]string{ChildrenAnnotation: formatLedger(parent.GetUID(), entries)})
+		if len(entries) == 0 {
+			return ""
 		}
-		_, err = d.client.Apply(ctx, u, client.FieldManager(d.ledgerManager()), client.ForceOwnership())
-		switch {
-		case err == nil:
-			return nil
-		case apierrors.IsNotFound(err):
-			return nil
-		case apierrors.IsConflict(err) && attempt < 5:
-			continue // written meanwhile (or replaced: the next read tells)
-		}
-		return fmt.Errorf("record the children of %s %s in annotation %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ChildrenAnnotation, err)
-	}
+		return formatLedger(parent.GetUID(), entries)
+	})
 }

@@ -51,7 +51,8 @@ func withLive(ctx context.Context, d liveReader, parent object.Object) context.C
 // Options.Children that the parent owns (see the package documentation).
 // Any other object, such as one of the same name that another parent or no
 // one owns, is reported as not found (apierrors.IsNotFound), like a child
-// not created yet.
+// not created yet, and so is any object of an optional kind the API server
+// does not serve (see Options.RequiredKinds).
 //
 // The child is shared with the cache: do not modify it. Other errors name
 // the cause: example's kind is not in Options.Children, or ctx does not come
@@ -63,6 +64,9 @@ func LiveChild[C object.Object](ctx context.Context, example C, name string) (C,
 		return zero, fmt.Errorf("declarative.LiveChild %s: %w", name, err)
 	}
 	namespaced, err := v.d.namespaced(ck)
+	if notServed(ck, err) {
+		return zero, apierrors.NewNotFound(v.d.groupResource(ck), name) // no object of a kind not served
+	}
 	if err != nil {
 		return zero, fmt.Errorf("declarative.LiveChild %s %s: %w", ck.gvk.Kind, name, err)
 	}

@@ -107,29 +107,54 @@ func TestUnregisteredParentIsReported(t *testing.T) {
 }
 
 func TestNewWatchesEveryChildKind(t *testing.T) {
-	mgr := newManager(t)
-	d := declarative.New(mgr, declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{
-		Children: []object.Object{&corev1.Secret{}, &corev1.Service{}},
+	for _, tc := range []struct {
+		name     string
+		required []object.Object
+		want     []string // the kinds of the informers once the controller is built
+	}{
+		{"required kinds, from the build", []object.Object{&corev1.Secret{}, &corev1.Service{}}, []string{"ConfigMap", "Secret", "Service"}},
+		// Those are made when the controller starts (see
+		// TestOptionalKinds...): the kind may not be served.
+		{"optional kinds, not before the start", nil, []string{"ConfigMap"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mgr := newManager(t)
+			d := declarative.New(mgr, declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{
+				Children: []object.Object{&corev1.Secret{}, &corev1.Service{}}, RequiredKinds: tc.required,
+			})
+			srcs, err := d.Sources()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(srcs) != 2 {
+				t.Errorf("Sources returned %d sources, want one per child kind (2)", len(srcs))
+			}
+			if stats := mgr.Cache().Stats(); len(stats) != 0 {
+				t.Errorf("New made %d informers, want none (the controller's sources make them): %+v", len(stats), stats)
+			}
+			if err := framework.NewBuilder[*corev1.ConfigMap](mgr, "parents", framework.ControllerOptions{}).Complete(d); err != nil {
+				t.Fatal(err)
+			}
+			var kinds []string
+			for _, st := range mgr.Cache().Stats() {
+				kinds = append(kinds, st.Kind.Kind)
+			}
+			slices.Sort(kinds)
+			if !slices.Equal(kinds, tc.want) {
+				t.Errorf("the controller's informers are of %v, want %v", kinds, tc.want)
+			}
+		})
+	}
+}
+
+func TestRequiredKindsMustBeChildren(t *testing.T) {
+	d := declarative.New(newManager(t), declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{
+		Children: []object.Object{&corev1.Secret{}}, RequiredKinds: []object.Object{&corev1.Service{}, nil},
 	})
-	srcs, err := d.Sources()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(srcs) != 2 {
-		t.Errorf("Sources returned %d sources, want one per child kind (2)", len(srcs))
-	}
-	if stats := mgr.Cache().Stats(); len(stats) != 0 {
-		t.Errorf("New made %d informers, want none (the controller's sources make them): %+v", len(stats), stats)
-	}
-	if err := framework.NewBuilder[*corev1.ConfigMap](mgr, "parents", framework.ControllerOptions{}).Complete(d); err != nil {
-		t.Fatal(err)
-	}
-	var kinds []string
-	for _, st := range mgr.Cache().Stats() {
-		kinds = append(kinds, st.Kind.Kind)
-	}
-	slices.Sort(kinds)
-	if want := []string{"ConfigMap", "Secret", "Service"}; !slices.Equal(kinds, want) {
-		t.Errorf("the controller's informers are of %v, want the parent's and one per child kind: %v", kinds, want)
+	_, err := d.Sources()
+	for _, want := range []string{"Options.RequiredKinds holds kind Service, which Options.Children does not list", "Options.RequiredKinds holds a nil object"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Sources error %v, want one saying %q", err, want)
+		}
 	}
 }

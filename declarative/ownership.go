@@ -110,11 +110,14 @@ func ownerOf(obj metav1.Object) *metav1.OwnerReference {
 	return nil
 }
 
-// labelLinked reports whether a child at namespace ns is tied to parent by
-// labels, because an owner reference cannot reach it: a namespaced parent's
-// child in another namespace or cluster-scoped.
-func labelLinked(parent metav1.Object, ns string) bool {
-	return parent.GetNamespace() != "" && ns != parent.GetNamespace()
+// labelLinked reports whether child is tied to parent by labels rather
+// than an owner reference: because an owner reference cannot reach it (a
+// namespaced parent's child in another namespace or cluster-scoped), or
+// because it is retained (RetainAnnotation, see Child.Retain), which the
+// garbage collector must never take for the parent's.
+func labelLinked(parent, child metav1.Object) bool {
+	return parent.GetNamespace() != "" && child.GetNamespace() != parent.GetNamespace() ||
+		child.GetAnnotations()[RetainAnnotation] == "true"
 }
 
 // owns reports whether obj is proven to be parent's child: its controller
@@ -128,7 +131,7 @@ func (d *Declarative[T]) owns(parent, obj metav1.Object) bool {
 	if ref := ownerOf(obj); ref != nil {
 		return ref.UID == parent.GetUID()
 	}
-	return labelLinked(parent, obj.GetNamespace()) &&
+	return labelLinked(parent, obj) &&
 		obj.GetLabels()[ParentUIDLabel] == string(parent.GetUID()) && d.ledger.holds(parent, obj)
 }
 
@@ -173,7 +176,7 @@ func (d *Declarative[T]) mayApply(ctx context.Context, parent T, c child, live m
 	case live.GetLabels()[ParentUIDLabel] != "":
 		why = fmt.Sprintf("it carries the labels of %s %s, but converge did not create it (annotation %s on the parent does not list its uid %s); declare it with declarative.Adopt to take it over",
 			d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ChildrenAnnotation, live.GetUID())
-	case labelLinked(parent, live.GetNamespace()) && d.ledger.holds(parent, live):
+	case labelLinked(parent, live) && d.ledger.holds(parent, live):
 		why = fmt.Sprintf("annotation %s on %s %s lists it, but its label %s no longer names the parent (removed by hand?): set the label to %s to hand it back",
 			ChildrenAnnotation, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ParentUIDLabel, parent.GetUID())
 	default:
@@ -202,7 +205,7 @@ func (d *Declarative[T]) previousParent(parent T, live metav1.Object, ref *metav
 		return fmt.Sprintf("uid %s", ref.UID), true
 	}
 	l := live.GetLabels()
-	if live.GetDeletionTimestamp() == nil || !labelLinked(parent, live.GetNamespace()) ||
+	if live.GetDeletionTimestamp() == nil || !labelLinked(parent, live) ||
 		l[ManagerLabel] != labelValue(d.opts.FieldManager) || l[ParentUIDLabel] == "" || l[ParentUIDLabel] == string(parent.GetUID()) ||
 		live.GetAnnotations()[ParentAnnotation] != key(parent.GetNamespace(), parent.GetName()) {
 		return "", false

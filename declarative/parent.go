@@ -105,6 +105,14 @@ func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 	held := dependedOn(slices.Concat(found...))
 	for i, ck := range kinds {
 		for _, obj := range found[i] {
+			if retained(obj) {
+				// Released, not deleted, before the parent is gone: the
+				// garbage collector never takes it (see Child.Retain).
+				if err := d.release(ctx, ck, parent, obj); err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
 			if held[objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())] {
 				continue
 			}

@@ -143,8 +143,10 @@ func (d *Declarative[T]) ReconcileDeleted(_ context.Context, gone reconcile.Tomb
 		d.statuses.forget(gone.Last.GetUID())
 		d.ledger.forget(gone.Last.GetUID())
 		d.appliedChildren.forget(gone.Last.GetUID())
+		d.runs.forget(gone.Last.GetUID())
 	}
 	d.conflicts.set(gone.Request, nil)
+	d.kindWaits.forget(gone.Request)
 	return reconcile.Result{}, nil
 }
 

@@ -12,12 +12,13 @@ import (
 )
 
 // controllers are the kube-controller-manager controllers an Environment runs, by their
-// canonical names (Kubernetes 1.37 still accepts the old aliases garbagecollector and
-// namespace as well).
-var controllers = []string{"garbage-collector-controller", "namespace-controller"}
+// canonical names (Kubernetes 1.37 still accepts the old aliases garbagecollector,
+// namespace and ttl-after-finished as well).
+var controllers = []string{"garbage-collector-controller", "namespace-controller", "ttl-after-finished-controller"}
 
-// startControllerManager starts kube-controller-manager with the garbage collector and the
-// namespace controller, authenticating as the admin, and waits until its /healthz answers
+// startControllerManager starts kube-controller-manager with the garbage collector, the
+// namespace controller and the controller deleting finished Jobs after their
+// ttlSecondsAfterFinished, authenticating as the admin, and waits until its /healthz answers
 // 200 over TLS with a certificate from the Environment's CA.
 func (lp *localPlane) startControllerManager(ctx context.Context, path string) error {
 	pool := x509.NewCertPool()

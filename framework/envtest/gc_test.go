@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -43,6 +45,33 @@ func TestControllerManagerCollectsGarbage(t *testing.T) {
 		return errors.Join(errors.New("child still exists"), err)
 	})
 	t.Logf("child collected %v after its owner was deleted", time.Since(start).Round(time.Millisecond))
+
+	// The TTL-after-finished controller deletes a Job that finished (as
+	// its status says: no controller runs it) once its TTL has passed.
+	jobs := cs.BatchV1().Jobs(ns)
+	job, err := jobs.Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "done"}, Spec: batchv1.JobSpec{
+		TTLSecondsAfterFinished: new(int32(0)),
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create Job: %v", err)
+	}
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}}
+	if _, err := jobs.UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("complete Job: %v", err)
+	}
+	eventually(t, time.Minute, "the TTL-after-finished controller deletes the Job", func(ctx context.Context) error {
+		_, err := jobs.Get(ctx, "done", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return errors.Join(errors.New("Job still exists"), err)
+	})
 
 	// The namespace controller empties and removes a deleted namespace.
 	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {

@@ -37,8 +37,10 @@ type Options struct {
 	UseExistingCluster bool
 
 	// ControllerManager also starts kube-controller-manager, running the garbage
-	// collector and the namespace controller, so owned objects are deleted with their
-	// owner and deleted namespaces are emptied and go away. Zero means it is not started.
+	// collector, the namespace controller and the TTL-after-finished controller, so owned
+	// objects are deleted with their owner, deleted namespaces are emptied and go away, and
+	// a finished Job is deleted once its ttlSecondsAfterFinished has passed (no controller
+	// runs Jobs: a Job finishes when its status says so). Zero means it is not started.
 	ControllerManager bool
 
 	// CRDs are installed by Start, which returns once they are established and

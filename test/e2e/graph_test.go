@@ -96,8 +96,8 @@ func readyWith(reason, message string) OmegaMatcher {
 }
 
 // completeJob writes the status of Job ns/name as the Job controller does
-// once its pod succeeded (the suite's kube-controller-manager runs the
-// garbage collector and the namespace controller only).
+// once its pod succeeded (the suite's kube-controller-manager runs no Job
+// controller).
 func completeJob(ctx context.Context, ns, name string) {
 	GinkgoHelper()
 	j, err := kube.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})

@@ -30,8 +30,10 @@ func Children() []object.Object {
 
 // Desired is the whole controller: what should exist for one WebApp, in
 // order. The settings come first; the migration Job of the current image
-// runs once they exist; the Deployment gets the image only once that Job
-// is Complete (until then it keeps running the previous one); the Service
+// runs once they exist, and once only: Kubernetes deletes it some minutes
+// after it completed (ttlSecondsAfterFinished), and it is not created
+// again; the Deployment gets the image only once that Job is Complete
+// (until then it keeps running the previous one); the Service
 // comes once the Deployment serves; the PodDisruptionBudget exists while
 // spec.minAvailable is set. converge writes the Ready condition.
 func Desired(_ context.Context, web *v1alpha1.WebApp) (declarative.State, error) {
@@ -39,7 +41,7 @@ func Desired(_ context.Context, web *v1alpha1.WebApp) (declarative.State, error)
 	// README begin
 	children, waitFor := []any{config}, []object.Object{config} // waitFor: what the Deployment is After
 	if migrate != nil {
-		children = append(children, declarative.NewChild(migrate).After(config)) // ready when Complete
+		children = append(children, declarative.NewChild(migrate).After(config).RunOnce()) // Complete once per image
 		waitFor = append(waitFor, migrate)
 	}
 	children = append(children,
@@ -67,10 +69,12 @@ func objects(web *v1alpha1.WebApp) (*corev1.ConfigMap, *batchv1.Job, *appsv1.Dep
 	var migrate *batchv1.Job
 	if len(web.Spec.Migrate) > 0 {
 		// A Job's pod template cannot change: each image and command gets its
-		// own Job, and the one of the previous image is pruned.
+		// own Job (named by content), and the one of the previous image is
+		// pruned, unless Kubernetes deleted it already.
 		sum := sha256.Sum256([]byte(web.Spec.Image + "\x00" + strings.Join(web.Spec.Migrate, "\x00")))
 		migrate = &batchv1.Job{ObjectMeta: meta(web.Name + "-migrate-" + hex.EncodeToString(sum[:4])), Spec: batchv1.JobSpec{
-			BackoffLimit: new(int32(3)),
+			BackoffLimit:            new(int32(3)),
+			TTLSecondsAfterFinished: new(int32(600)),
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers:    []corev1.Container{{Name: "migrate", Image: web.Spec.Image, Command: web.Spec.Migrate, EnvFrom: env}},

@@ -227,6 +227,44 @@ func TestWebAppWithoutMigrationOrBudget(t *testing.T) {
 	r.waitReady(declarative.ChildrenReadyReason, "all 3 children are ready")
 }
 
+func TestWebAppMigrationRunsOncePerImage(t *testing.T) {
+	r := start(t, v1alpha1.WebAppSpec{Image: "shop:1", Migrate: []string{"migrate", "up"}})
+	r.waitReady(declarative.WaitingReason, "Deployment shop waits for Job shop-migrate-")
+	job := r.migrationJob()
+	setStatus(r, job, &batchv1.Job{}, complete)
+	r.waitReady(declarative.WaitingReason, "Service shop waits for Deployment shop (ReadyWhen) since ")
+	setStatus(r, "shop", &appsv1.Deployment{}, serving)
+	r.waitReady(declarative.ChildrenReadyReason, "all 4 children are ready")
+
+	// Kubernetes deletes the Job once its ttlSecondsAfterFinished passed:
+	// the migration does not run again.
+	j := &batchv1.Job{}
+	r.get(job, j)
+	if j.Spec.TTLSecondsAfterFinished == nil {
+		t.Error("the migration Job has no ttlSecondsAfterFinished")
+	}
+	if err := r.mgr.Client().Delete(t.Context(), j); err != nil {
+		t.Fatal(err)
+	}
+	r.settle()
+	if jobs := (&batchv1.JobList{}); r.mgr.APIReader().List(t.Context(), jobs) != nil || len(jobs.Items) != 0 {
+		t.Fatalf("the migration ran again once its Job was deleted: %d Jobs", len(jobs.Items))
+	}
+	r.waitReady(declarative.ChildrenReadyReason, "all 4 children are ready")
+
+	// A new image migrates again.
+	web := &v1alpha1.WebApp{}
+	r.get("shop", web)
+	web.Spec.Image = "shop:2"
+	if err := r.mgr.Client().Update(t.Context(), web); err != nil {
+		t.Fatal(err)
+	}
+	r.waitReady(declarative.WaitingReason, "Deployment shop waits for Job shop-migrate-")
+	if next := r.migrationJob(); next == job {
+		t.Errorf("the migration of shop:2 runs in Job %s, the name of shop:1's", next)
+	}
+}
+
 // TestREADMEOrderExample: the README's ordered-children block is Desired's
 // body between its README markers, so that it compiles and is tested.
 func TestREADMEOrderExample(t *testing.T) {

@@ -1,0 +1,120 @@
+package declarative
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/converge-dev/converge/object"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// Optional child kinds.
+//
+// A child kind not in Options.RequiredKinds is watched once the API server
+// serves it (framework.WhenServed): until then the controller runs without
+// it. A kind is known to be served once its source started, or a reconcile
+// found its REST mapping (childKind.served); until then it has no objects,
+// so listing its children finds none without asking the cache, which would
+// wait for an informer that cannot sync. A declared child of a kind not
+// served waits for it (child.absent), and its parent is remembered
+// (kindWaits) and reconciled again once the source starts.
+
+// servedKind is called by the source of ck once the kind is served and
+// watched: from then on its children are listed, and the parents that
+// waited for it are reconciled again.
+func (d *Declarative[T]) servedKind(ck *childKind) func() []reconcile.Request {
+	return func() []reconcile.Request {
+		ck.served.Store(true)
+		return d.kindWaits.take(ck.gvk.GroupKind())
+	}
+}
+
+// isServed reports whether the API server is known to serve ck's kind:
+// its source started watching it, a reconcile found its REST mapping, or
+// a controller sharded by namespace reads it per held bucket, which it
+// does only for kinds served when the controller was built.
+func (ck *childKind) isServed() bool {
+	if ck.served.Load() {
+		return true
+	}
+	_, routed := ck.cached.Routed()
+	return routed
+}
+
+// notServed reports whether err, from the REST mapper, says that the API
+// server does not serve ck's kind, and ck is optional: its children then
+// wait for it.
+func notServed(ck *childKind, err error) bool {
+	return err != nil && !ck.required && meta.IsNoMatchError(err)
+}
+
+// crdOf names what a child of kind gvk waits for while the API server does
+// not serve gvk, for messages: the CustomResourceDefinition of the kind (its
+// name's plural guessed from the kind, as client-go guesses it, for the
+// kind is not there to say), or, for the groups of Kubernetes itself
+// (those client-go knows), which have none, the kind.
+func crdOf(gvk schema.GroupVersionKind) string {
+	if clientgoscheme.Scheme.IsGroupRegistered(gvk.Group) {
+		return fmt.Sprintf("kind %s %s to be served", gvk.Kind, gvk.GroupVersion())
+	}
+	plural, _ := meta.UnsafeGuessKindToResource(gvk)
+	return fmt.Sprintf("CustomResourceDefinition %s.%s (kind %s is not served)", plural.Resource, gvk.Group, gvk.GroupKind())
+}
+
+// kindWaits remembers, for each optional child kind not served yet, the
+// parents whose last reconcile declared a child of it. It is safe for
+// concurrent use. An entry is dropped when the kind is served and when
+// the parent is deleted.
+type kindWaits struct {
+	mu sync.Mutex
+	// byKind maps a kind to the parents waiting for it; mu guards it.
+	byKind map[schema.GroupKind]map[reconcile.Request]bool
+}
+
+// add records that parent waits for kind gk.
+func (w *kindWaits) add(gk schema.GroupKind, parent reconcile.Request) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byKind == nil {
+		w.byKind = map[schema.GroupKind]map[reconcile.Request]bool{}
+	}
+	if w.byKind[gk] == nil {
+		w.byKind[gk] = map[reconcile.Request]bool{}
+	}
+	w.byKind[gk][parent] = true
+}
+
+// take returns the parents waiting for gk, and forgets them.
+func (w *kindWaits) take(gk schema.GroupKind) []reconcile.Request {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := slices.Collect(maps.Keys(w.byKind[gk]))
+	delete(w.byKind, gk)
+	return out
+}
+
+// forget drops parent, which is gone, from every kind.
+func (w *kindWaits) forget(parent reconcile.Request) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, parents := range w.byKind {
+		delete(parents, parent)
+	}
+}
+
+// requiredKinds returns the kinds of examples.
+func requiredKinds(examples []object.Object, kindOf func(object.Object) (schema.GroupVersionKind, error)) map[schema.GroupKind]bool {
+	out := make(map[schema.GroupKind]bool, len(examples))
+	for _, ex := range examples {
+		if gvk, err := kindOf(ex); err == nil {
+			out[gvk.GroupKind()] = true
+		}
+	}
+	return out
+}
