@@ -160,6 +160,10 @@ func TestDebugExplainsEachObject(t *testing.T) {
 			t.Errorf("not converged keys out of order: %s", body)
 		}
 	}
+	_, body = debugGet(t, mgr, framework.DebugPath+"api/notconverged?controller=outcomes&offset=1&limit=1")
+	if second := decode[framework.NotConvergedPage](t, body); second.Total != 2 || len(second.Keys) != 1 || states[second.Keys[0].Name] == "" {
+		t.Errorf("the second page of one key: %s, want bad or waits", body)
+	}
 
 	missing := objectStatus(t, mgr, "missing")
 	if lines, converged := missing.Explain(time.Now()); converged || !strings.HasPrefix(lines[0], "never seen: ") || missing.Cached {

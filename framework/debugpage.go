@@ -115,6 +115,10 @@ func (m *Manager) servePage(w http.ResponseWriter, r *http.Request) {
 		if p.Total == 0 {
 			continue
 		}
+		if offset >= p.Total { // past the end, as the list shrank: its last page
+			offset = (p.Total - 1) / pageRows * pageRows
+			p = c.notConverged(offset, pageRows, now)
+		}
 		l := notConvergedList{NotConvergedPage: p, From: min(offset+1, p.Total), To: offset + len(p.Keys)}
 		link := func(offset int) string {
 			v := url.Values{"list": {c.Name()}, "offset": {strconv.Itoa(offset)}}
