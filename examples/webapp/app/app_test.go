@@ -232,7 +232,7 @@ func TestWebAppMigrationRunsOncePerImage(t *testing.T) {
 	r.waitReady(declarative.WaitingReason, "Deployment shop waits for Job shop-migrate-")
 	job := r.migrationJob()
 	setStatus(r, job, &batchv1.Job{}, complete)
-	r.waitReady(declarative.WaitingReason, "Service shop waits for Deployment shop (ReadyWhen) since ")
+	r.waitReady(declarative.WaitingReason, "Service shop waits for Deployment shop (serving) since ")
 	setStatus(r, "shop", &appsv1.Deployment{}, serving)
 	r.waitReady(declarative.ChildrenReadyReason, "all 4 children are ready")
 
