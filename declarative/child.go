@@ -12,7 +12,7 @@ import (
 // place of the object; each method returns the Child, so a declaration reads
 // as one expression:
 //
-//	declarative.NewChild(web).After(migrate).ReadyWhen(func(d *appsv1.Deployment) bool { ... })
+//	declarative.NewChild(web).After(migrate).ReadyWhen("serving", func(d *appsv1.Deployment) bool { ... })
 //
 // A child is applied only once every child it is After exists and is ready;
 // until then it is left as it is (neither created nor changed nor pruned).
@@ -25,11 +25,12 @@ import (
 // A Child is a declaration, read once by the reconcile it is returned to:
 // build a new one in each Desired.
 type Child[C object.Object] struct {
-	obj      C
-	after    []object.Object
-	ready    func(live C) bool
-	excluded bool
-	policy   childPolicy // see policy.go
+	obj       C
+	after     []object.Object
+	ready     func(live C) bool
+	readyWhat string
+	excluded  bool
+	policy    childPolicy // see policy.go
 }
 
 // NewChild returns obj as a Child, with no options: to be applied at once,
@@ -54,14 +55,19 @@ func (c *Child[C]) After(deps ...object.Object) *Child[C] {
 // ReadyWhen replaces the built-in readiness of c's kind with ready, called
 // with c's object as the cache holds it (status included; shared with the
 // cache: do not modify it) each time the parent is reconciled after c is
-// applied. C must be the type the cache holds for c's kind, the type of its
-// example in Options.Children. A ready that panics is recovered: c counts as
+// applied. what says in a word or two what ready means, as the built-in
+// readiness says Complete or Available: the parent's Ready condition reads
+// "Deployment web waits for Job migrate (succeeded)" for a Job migrate
+// ready when "succeeded". Empty means "ready".
+//
+// C must be the type the cache holds for c's kind, the type of its example
+// in Options.Children. A ready that panics is recovered: c counts as
 // failed, the parent's Ready condition says so, and the reconcile then
 // panics on to the framework, which counts, logs and retries it as any
-// reconcile panic. Nil means the built-in readiness (see the package
-// documentation).
-func (c *Child[C]) ReadyWhen(ready func(live C) bool) *Child[C] {
-	c.ready = ready
+// reconcile panic. A nil ready means the built-in readiness (see the
+// package documentation), and what is then ignored.
+func (c *Child[C]) ReadyWhen(what string, ready func(live C) bool) *Child[C] {
+	c.ready, c.readyWhat = ready, what
 	return c
 }
 
@@ -77,6 +83,10 @@ func (c *Child[C]) IncludeWhen(include bool) *Child[C] {
 func (c *Child[C]) node() node {
 	n := node{obj: c.obj, after: c.after, excluded: c.excluded, policy: c.policy}
 	if ready := c.ready; ready != nil {
+		n.readyWhat = c.readyWhat
+		if n.readyWhat == "" {
+			n.readyWhat = "ready"
+		}
 		n.ready = func(live object.Object) (bool, error) {
 			l, ok := live.(C)
 			if !ok {
@@ -90,11 +100,13 @@ func (c *Child[C]) node() node {
 
 // node is a Child without its type parameter.
 type node struct {
-	obj      object.Object
-	after    []object.Object
-	ready    func(live object.Object) (bool, error) // nil: built-in readiness
-	excluded bool
-	policy   childPolicy
+	obj   object.Object
+	after []object.Object
+	ready func(live object.Object) (bool, error) // nil: built-in readiness
+	// readyWhat names what ready means, for messages; set with ready.
+	readyWhat string
+	excluded  bool
+	policy    childPolicy
 }
 
 // graphChild is what State.Children holds for a Child of any type.

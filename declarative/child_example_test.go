@@ -14,9 +14,12 @@ import (
 )
 
 // A site whose Deployment starts only once a migration Job is Complete,
-// and whose Service comes once the Deployment has a ready replica; an extra
-// ConfigMap exists only while spec.minAvailable is set. The status gets a Ready condition saying what the site waits for
-// ("Deployment web waits for Job migrate (Complete) since ...").
+// and whose Service comes once the Deployment serves (has a ready
+// replica); an extra ConfigMap exists only while spec.minAvailable is set.
+// The status gets a Ready condition saying what the site waits for, in the
+// words of the built-in readiness or of ReadyWhen: "Deployment docs waits
+// for Job docs-migrate (Complete) since ...", then "Service docs waits for
+// Deployment docs (serving) since ...".
 func ExampleNewChild() {
 	desired := func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
 		config := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: site.Name}, Data: site.Spec.Pages}
@@ -28,7 +31,7 @@ func ExampleNewChild() {
 				config, // ready once it exists
 				declarative.NewChild(migrate).After(config), // ready when Complete
 				declarative.NewChild(web).After(migrate).
-					ReadyWhen(func(d *appsv1.Deployment) bool { return d.Status.ReadyReplicas > 0 }),
+					ReadyWhen("serving", func(d *appsv1.Deployment) bool { return d.Status.ReadyReplicas > 0 }),
 				declarative.NewChild(svc).After(web),
 				declarative.NewChild(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: site.Name + "-extra"}}).
 					IncludeWhen(site.Spec.MinAvailable != nil),

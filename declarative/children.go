@@ -74,7 +74,9 @@ func key(namespace, name string) string {
 
 // prepare turns the declared children into unstructured objects carrying
 // ownership, labels and the hash of their content. linked reports children
-// tied by labels only, which need the finalizer to be cleaned up.
+// tied by labels only, which need the finalizer to be cleaned up. Errors
+// in the declaration itself (see invalidDeclaration) are told apart from
+// others, which trying again may clear.
 func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, declared []any) (out []child, linked bool, err error) {
 	parentNamespaced := parent.GetNamespace() != ""
 	seen := map[string]bool{}
@@ -86,17 +88,17 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 		}
 		u, err := d.toUnstructured(decl)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("child %d (%T): %w", i, decl, err))
+			errs = append(errs, invalidDeclaration(fmt.Errorf("child %d (%T): %w", i, decl, err)))
 			continue
 		}
 		gvk := u.GroupVersionKind()
 		ck, ok := d.children[gvk.GroupKind()]
 		if !ok {
-			errs = append(errs, fmt.Errorf("child %s %s: kind %v is not in declarative.Options.Children; list it so converge watches and prunes it", gvk.Kind, u.GetName(), gvk.GroupKind()))
+			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s %s: kind %v is not in declarative.Options.Children; list it so converge watches and prunes it", gvk.Kind, u.GetName(), gvk.GroupKind())))
 			continue
 		}
 		if u.GetName() == "" {
-			errs = append(errs, fmt.Errorf("child %d (%s): metadata.name is required", i, gvk.Kind))
+			errs = append(errs, invalidDeclaration(fmt.Errorf("child %d (%s): metadata.name is required", i, gvk.Kind)))
 			continue
 		}
 		namespaced, err := d.namespaced(ck)
@@ -125,21 +127,21 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 		if cached := ck.cached.Selection().Namespace; namespaced && cached != "" && u.GetNamespace() != cached {
 			// The cache would never show it: drift would go unseen and
 			// the child would be neither pruned nor finalized.
-			errs = append(errs, fmt.Errorf("child %s %s: namespace %q is outside the manager's cache, which holds namespace %q only (framework.Options.Cache.Namespace); declare it in %q or cache its namespace",
-				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), cached, cached))
+			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s %s: namespace %q is outside the manager's cache, which holds namespace %q only (framework.Options.Cache.Namespace); declare it in %q or cache its namespace",
+				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), cached, cached)))
 			continue
 		}
 		if _, of, sharded := framework.BucketFrom(ctx); sharded && of.Key == informers.ShardByNamespace && namespaced && u.GetNamespace() != parent.GetNamespace() && ck.perNamespace(parent) {
 			// Only the member holding the parent's bucket reconciles it,
 			// and its controller reads the kind of its buckets'
 			// namespaces only, whatever informer reads go to.
-			errs = append(errs, fmt.Errorf("child %s %s: namespace %q is not its parent's, and the controller is sharded by namespace (framework.ShardingOptions.Key): the member reconciling the parent sees only the namespaces of its buckets, so it might not see the child to revert drift or prune it; declare it in %q",
-				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), parent.GetNamespace()))
+			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s %s: namespace %q is not its parent's, and the controller is sharded by namespace (framework.ShardingOptions.Key): the member reconciling the parent sees only the namespaces of its buckets, so it might not see the child to revert drift or prune it; declare it in %q",
+				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), parent.GetNamespace())))
 			continue
 		}
 		id := gvk.GroupKind().String() + "/" + key(u.GetNamespace(), u.GetName())
 		if seen[id] {
-			errs = append(errs, fmt.Errorf("child %s %s is declared twice", gvk.Kind, key(u.GetNamespace(), u.GetName())))
+			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s %s is declared twice", gvk.Kind, key(u.GetNamespace(), u.GetName()))))
 			continue
 		}
 		seen[id] = true
@@ -158,12 +160,12 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 		setMap(u, "labels", map[string]string{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
 		setMap(u, "annotations", map[string]string{ParentAnnotation: key(parent.GetNamespace(), parent.GetName())})
 		if err := inSelection(ck, u); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, invalidDeclaration(err))
 			continue
 		}
 		h, err := hashOf(u.Object)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("child %s: %w", gvk.Kind, err))
+			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s: %w", gvk.Kind, err)))
 			continue
 		}
 		setMap(u, "annotations", map[string]string{AppliedAnnotation: h})
@@ -756,15 +758,19 @@ func (ck *childKind) perNamespace(parent object.Object) bool {
 
 // prune deletes the children parent owns (see owns) that are not desired,
 // and drops the label-linked ones it deleted from the parent's ledger. A
-// labelled object that parent does not provably own is left alone.
-func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desired []child) error {
+// labelled object that parent does not provably own is left alone. held
+// says, of each child left for a later reconcile because another child is
+// After it, why ("ConfigMap config is deleted once Job migrate, which is
+// After it, is gone").
+func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desired []child) (held []string, err error) {
 	keep := make(map[string]bool, len(desired))
 	for _, c := range desired {
 		keep[c.id()] = true
 	}
 	var errs []error
-	deleted := map[string]string{}      // ledger entries to drop
-	held := d.heldChildren(ctx, parent) // see Child.After
+	deleted := map[string]string{}        // ledger entries to drop
+	holder := d.heldChildren(ctx, parent) // see Child.After
+	var holds []pruneHold
 	for _, ck := range d.sortedKinds() {
 		found, err := d.labelled(ctx, ck, parent)
 		if err != nil {
@@ -786,7 +792,11 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 				deleted[id], deleted[claimKey(id)] = "", ""
 				continue
 			}
-			if h, err := held(ck, obj); h || err != nil {
+			if by, err := holder(ck, obj); by != "" || err != nil {
+				if by != "" {
+					holds = append(holds, pruneHold{child: displayID(parent, id), by: by})
+					logr.FromContextOrDiscard(ctx).V(1).Info("child left for a later prune", "child", displayID(parent, id), "after", by)
+				}
 				errs = append(errs, err)
 				continue
 			}
@@ -803,8 +813,28 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 	if len(deleted) > 0 {
 		errs = append(errs, d.record(ctx, parent, deleted))
 	}
-	return errors.Join(errs...)
+	// First the children held by one that is not held itself: what the
+	// prune waits for now.
+	slices.SortStableFunc(holds, func(a, b pruneHold) int {
+		aHeld := slices.ContainsFunc(holds, func(h pruneHold) bool { return h.child == a.by })
+		bHeld := slices.ContainsFunc(holds, func(h pruneHold) bool { return h.child == b.by })
+		switch {
+		case aHeld == bHeld:
+			return 0
+		case bHeld:
+			return -1
+		}
+		return 1
+	})
+	for _, h := range holds {
+		held = append(held, fmt.Sprintf("%s is deleted once %s, which is After it, is gone", h.child, h.by))
+	}
+	return held, errors.Join(errs...)
 }
+
+// pruneHold is a child left for a later prune, and the child After it
+// that is still there.
+type pruneHold struct{ child, by string }
 
 // labelled returns the cached children of kind ck that carry parent's labels.
 // It reads the kind's index by ParentUIDLabel (see indexByParent), so its cost

@@ -12,9 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
@@ -153,8 +155,13 @@ type Options struct {
 	// Zero means "converge-" followed by the parent kind in lower case.
 	FieldManager string
 
-	// Finalizer is the name of the finalizer added when cleanup is needed.
-	// Zero means "converge.dev/" followed by FieldManager.
+	// Finalizer is the name of the finalizer added when cleanup is needed:
+	// a domain-qualified name, as the API server requires
+	// ("example.com/cleanup": a DNS subdomain, a slash, and a name of at
+	// most 63 letters, digits, '-', '_' or '.', starting and ending with a
+	// letter or digit). New refuses another. Zero means "converge.dev/"
+	// followed by FieldManager, made such a name (characters it does not
+	// allow become '_', cut to 63).
 	Finalizer string
 
 	// Conflict sets how a declared child whose object is someone else's is
@@ -243,6 +250,8 @@ type Declarative[T object.Object] struct {
 	kindWaits kindWaits
 	// runs remembers which run-once children ran.
 	runs runs
+	// invalids remembers the declaration errors reported with an Event.
+	invalids reportedErrors
 }
 
 // childKind is one kind of child: its kind, the example object from
@@ -343,7 +352,7 @@ func (o Options) withDefaults(parentKind string) Options {
 		o.FieldManager = "converge-" + strings.ToLower(parentKind)
 	}
 	if o.Finalizer == "" {
-		o.Finalizer = "converge.dev/" + o.FieldManager
+		o.Finalizer = "converge.dev/" + finalizerName(o.FieldManager)
 	}
 	if o.Conflict.Reason == "" {
 		o.Conflict.Reason = ChildConflictReason
@@ -352,6 +361,17 @@ func (o Options) withDefaults(parentKind string) Options {
 		o.Conflict.Note = defaultConflictNote
 	}
 	return o
+}
+
+// finalizerName makes s the name part of a qualified name: at most 63
+// letters, digits, '-', '_' or '.' (others become '_'), starting and
+// ending with a letter or a digit.
+func finalizerName(s string) string {
+	out := strings.Trim(labelValue(s), "-_.")
+	if out == "" {
+		return "converge"
+	}
+	return out
 }
 
 // conflictReason is what Options.Conflict.Reason may be: an Event reason
@@ -371,8 +391,12 @@ func (o Options) validate(scheme *runtime.Scheme) error {
 	if !conflictReason.MatchString(o.Conflict.Reason) || len(o.Conflict.Reason) > 128 {
 		errs = append(errs, fmt.Errorf("declarative: Options.Conflict.Reason %q must be UpperCamelCase letters and digits, at most 128 characters, like ErrResourceExists", o.Conflict.Reason))
 	}
-	if !strings.Contains(o.Finalizer, "/") {
-		errs = append(errs, fmt.Errorf("declarative: Options.Finalizer %q must be domain-qualified, like example.com/cleanup", o.Finalizer))
+	if bad := validation.IsQualifiedName(o.Finalizer); len(bad) > 0 || !strings.Contains(o.Finalizer, "/") {
+		why := "it has no domain"
+		if len(bad) > 0 {
+			why = strings.Join(bad, "; ")
+		}
+		errs = append(errs, fmt.Errorf("declarative: Options.Finalizer %q is not a valid finalizer name (%s): use a domain-qualified name, like example.com/cleanup", o.Finalizer, why))
 	}
 	listed := map[schema.GroupKind]bool{}
 	for _, ex := range o.Children {
@@ -510,6 +534,9 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	}
 	g, declared := graphOf(state.Children) // nil: no child is a Child
 	children, linked, err := d.prepare(ctx, parent, declared)
+	if invalid := declarationErrors(err); invalid != nil {
+		return d.invalid(ctx, parent, state, invalid)
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -519,10 +546,11 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	if g != nil {
 		linked = g.withPolicies(children) || linked
 		if children, err = g.bind(parent, children, d.resolver(parent, children)); err != nil {
-			return d.invalidGraph(ctx, parent, state, err)
+			return d.invalid(ctx, parent, state, err)
 		}
 		linked = linked || g.edges // deletion in order needs the finalizer
 	}
+	d.invalids.forget(parent.GetUID()) // an error reported before is gone
 	if (d.finalize != nil || linked) && !slices.Contains(parent.GetFinalizers(), d.opts.Finalizer) {
 		err := d.addFinalizer(ctx, parent)
 		if errors.Is(err, errParentGone) {
@@ -560,17 +588,32 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 		}
 	}
 	d.conflicts.set(reconcile.Request{Namespace: parent.GetNamespace(), Name: parent.GetName()}, conflictIDs(errs))
+	var held []string
 	if len(errs) == 0 {
 		// Prune only after every desired child is in place, so a failed
 		// apply never leaves a parent with fewer children than before.
-		if err := d.prune(ctx, parent, children); err != nil {
+		if held, err = d.prune(ctx, parent, children); err != nil {
 			errs = append(errs, err)
 		}
 	}
+	// The Ready condition and the reconcile's Blocker say one thing.
+	var st readyState
+	if g != nil {
+		st = g.summary()
+	}
+	if len(held) > 0 && st.status != metav1.ConditionFalse {
+		st = readyState{status: metav1.ConditionFalse, reason: WaitingReason, message: held[0], since: true}
+	}
+	var ready metav1.Condition
+	if st.status != "" {
+		var blocker framework.Blocker
+		ready, blocker = readyCondition(parent, st)
+		framework.NoteBlocked(ctx, blocker)
+	}
 	if state.Status != nil {
 		status := state.Status
-		if g != nil {
-			if status, err = withReadyCondition(g, parent, status, nil); err != nil {
+		if g != nil || len(held) > 0 {
+			if status, err = withReadyCondition(status, ready); err != nil {
 				return reconcile.Result{}, errors.Join(append(errs, fmt.Errorf("encode status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err))...)
 			}
 		}

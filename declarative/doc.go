@@ -85,10 +85,19 @@
 // A parent with any NewChild child gets ReadyCondition in its status (when
 // State.Status has a conditions field), observedGeneration set: True once
 // every child is ready, else the first failed, waiting or unready child,
-// with what it waits for and since when. A cycle, a child After one not
-// declared or of a kind not in Options.Children is reported with a
-// Warning Event and the condition (reason ChildGraphReason), and fails the
-// reconcile terminally with nothing applied or pruned. See ExampleNewChild.
+// with what it waits for (its kind's readiness, or the words of its
+// ReadyWhen) and since when. The reconcile notes the same reason and
+// message as its framework.Blocker, so the manager's debug page and
+// converge explain say what the condition says, and count the parent as
+// not converged until it is True.
+//
+// A State that cannot be applied as declared (a child of a kind not in
+// Options.Children, without a name, declared twice, outside the manager's
+// cache; a cycle, a child After one not declared) is a configuration
+// error: nothing is applied or pruned, the condition says why (reason
+// ChildGraphReason) on any parent whose status has conditions, a Warning
+// Event is recorded once per change of the error, and the reconcile fails
+// terminally. See ExampleNewChild.
 //
 // # Ownership
 //

@@ -74,5 +74,5 @@ func ExampleNew_configurationError() {
 	fmt.Println(err)
 	// Output:
 	// controller "broken" for *v1.ConfigMap: declarative: Options.Children is empty; list an example object of every child kind
-	// declarative: Options.Finalizer "cleanup" must be domain-qualified, like example.com/cleanup
+	// declarative: Options.Finalizer "cleanup" is not a valid finalizer name (it has no domain): use a domain-qualified name, like example.com/cleanup
 }

@@ -12,17 +12,17 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
-	"github.com/converge-dev/converge/reconcile"
 )
 
 // AfterAnnotation holds, on a child declared with Child.After, the children
@@ -35,28 +35,51 @@ const AfterAnnotation = "converge.dev/after"
 // of a parent that declares any Child, when State.Status has a conditions
 // field: True, reason ChildrenReadyReason, once every child is ready; False
 // otherwise, with one of the reasons below and a message naming the first
-// child in the way. A Ready condition Desired sets is replaced.
+// child in the way. A Ready condition Desired sets is replaced. A
+// declaration converge cannot follow (ChildGraphReason) sets it on any
+// parent whose status has conditions.
+//
+// Whenever it is False, the reconcile also notes it, same reason and
+// message, as its framework.Blocker: converge explain and the manager's
+// debug page then say what the condition says, and count the parent as
+// not converged.
 const ReadyCondition = "Ready"
 
 // Reasons of ReadyCondition. Waiting and NotReady messages end with the time
 // the child started waiting ("since 2026-01-02T15:04:05Z"), kept while it
-// waits for the same thing.
+// waits for the same thing. What a child waits for is its kind's built-in
+// readiness (Complete, Available, Ready, Bound, load balancer ingress,
+// created) or the words its ReadyWhen gives.
 const (
 	// ChildrenReadyReason: every child is applied and ready.
 	ChildrenReadyReason = "ChildrenReady"
 	// WaitingReason: a child is not applied yet because a child it is After
-	// is not ready ("Deployment web waits for Job migrate (Complete)").
+	// is not ready ("Deployment web waits for Job migrate (succeeded)"),
+	// or a child no longer declared is not deleted yet because another
+	// being deleted is After it ("ConfigMap config is deleted once Job
+	// migrate, which is After it, is gone").
 	WaitingReason = "Waiting"
 	// NotReadyReason: every child is applied and one is not ready yet
-	// ("Deployment web is not Available").
+	// ("Deployment web is not ready yet (Available)").
 	NotReadyReason = "NotReady"
 	// ChildFailedReason: a child will not become ready without a change: a
-	// Job that failed, a ReadyWhen that panicked, an apply that failed.
+	// Job that failed, a ReadyWhen that panicked, an apply that failed
+	// ("Job migrate is not ready (Complete): it failed (BackoffLimitExceeded: ...)").
 	ChildFailedReason = "ChildFailed"
-	// ChildGraphReason: the children's order cannot be followed (a cycle,
-	// a child After one not declared or of a kind not in
-	// Options.Children). Nothing is applied or pruned, and a Warning Event
-	// of this reason is recorded on the parent.
+	// ChildGraphReason: the State Desired returned cannot be applied as
+	// declared: a child of a kind not in Options.Children, without a
+	// name, not convertible, declared twice, outside the manager's cache
+	// (its namespace, or the label or field selection of its kind), in
+	// another namespace than its parent's in a controller sharded by
+	// namespace; children whose order cannot be followed (a cycle, a
+	// child After one not declared or of a kind not in Options.Children);
+	// State.KeepChildren with Children. Nothing is applied or pruned, the
+	// reconcile fails terminally (it is not retried until the parent or a
+	// child changes), and a Warning Event of this reason is recorded on the
+	// parent once per change of the error: not again while the parent's
+	// Ready condition already reports it, so neither the reconcile its own
+	// status write brings about nor a restart repeats it (a parent whose
+	// status has no conditions gets one per process).
 	ChildGraphReason = "InvalidChildGraph"
 )
 
@@ -82,7 +105,9 @@ type vertex struct {
 	name  string // "Deployment web", for messages
 	after []int  // indexes of vertices
 	ready func(object.Object) (bool, error)
-	state readiness
+	// readyWhat names what ready means, when ready is set.
+	readyWhat string
+	state     readiness
 	// waitsFor is the index of the vertex it waits for, or -1.
 	waitsFor int
 	// kind, when set, is what the child waits for to be served: its kind
@@ -216,7 +241,7 @@ func (g *graph) bind(parent object.Object, children []child, resolve func(object
 	g.vertices = make([]vertex, len(order))
 	for v, i := range order {
 		c := children[i]
-		vx := vertex{id: objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName()), name: displayName(parent, c), ready: g.nodes[i].ready, waitsFor: -1}
+		vx := vertex{id: objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName()), name: displayName(parent, c), ready: g.nodes[i].ready, readyWhat: g.nodes[i].readyWhat, waitsFor: -1}
 		for _, d := range deps[i] {
 			vx.after = append(vx.after, placed[d])
 		}
@@ -328,10 +353,10 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 	gk := c.kind.gvk.GroupKind()
 	switch {
 	case errors.Is(applyErr, errReplacing):
-		v.state = readiness{what: expectedReadiness(gk, v.ready != nil), why: "its object is being replaced"}
+		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), why: "its object is being replaced"}
 		return
 	case applyErr != nil:
-		v.state = readiness{failed: true, what: expectedReadiness(gk, v.ready != nil), why: "it could not be applied: " + applyCause(applyErr)}
+		v.state = readiness{failed: true, what: expectedReadiness(gk, v.readyWhat), why: "it could not be applied: " + applyCause(applyErr)}
 		return
 	}
 	live, err := c.kind.cached.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
@@ -340,14 +365,14 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 		if !apierrors.IsNotFound(err) {
 			why = err.Error()
 		}
-		v.state = readiness{what: expectedReadiness(gk, v.ready != nil), failed: why != "", why: why}
+		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), failed: why != "", why: why}
 		return
 	}
 	if v.ready == nil {
 		v.state = readinessOf(gk, live)
 		return
 	}
-	v.state = readiness{what: waitReadyWhen}
+	v.state = readiness{what: v.readyWhat}
 	ready, err, panicked := callReady(v.ready, live)
 	switch {
 	case panicked != nil:
@@ -386,40 +411,66 @@ func (g *graph) rethrow() {
 	}
 }
 
-// summary returns the Ready condition the children call for: its status,
-// reason and message, without the time a wait started; since reports
-// whether the message gets one.
-func (g *graph) summary() (status metav1.ConditionStatus, reason, message string, since bool) {
+// readyState is the Ready condition a parent's children call for, before
+// the time a wait began is added to its message.
+type readyState struct {
+	status          metav1.ConditionStatus
+	reason, message string
+	// since reports whether the message gets the time the state began.
+	since bool
+}
+
+// summary returns the Ready condition the children call for: the first
+// failed child, else the first waiting one, else the first not ready.
+func (g *graph) summary() readyState {
 	for _, v := range g.vertices {
 		if v.state.failed {
-			return metav1.ConditionFalse, ChildFailedReason, fmt.Sprintf("%s is not %s: %s", v.name, v.state.what, v.state.why), false
+			return readyState{metav1.ConditionFalse, ChildFailedReason, fmt.Sprintf("%s is not ready (%s): %s", v.name, v.state.what, v.state.why), false}
 		}
 	}
 	for _, v := range g.vertices {
 		if v.kind != "" {
-			return metav1.ConditionFalse, WaitingReason, fmt.Sprintf("%s waits for %s", v.name, v.kind), true
+			return readyState{metav1.ConditionFalse, WaitingReason, fmt.Sprintf("%s waits for %s", v.name, v.kind), true}
 		}
 		if v.waitsFor >= 0 {
 			d := g.vertices[v.waitsFor]
-			return metav1.ConditionFalse, WaitingReason, fmt.Sprintf("%s waits for %s (%s)", v.name, d.name, d.state.what), true
+			return readyState{metav1.ConditionFalse, WaitingReason, fmt.Sprintf("%s waits for %s (%s)", v.name, d.name, d.state.what), true}
 		}
 	}
 	for _, v := range g.vertices {
 		if !v.state.ready {
-			msg := fmt.Sprintf("%s is not %s", v.name, v.state.what)
+			msg := fmt.Sprintf("%s is not ready yet (%s)", v.name, v.state.what)
 			if v.state.why != "" {
 				msg += ": " + v.state.why
 			}
-			return metav1.ConditionFalse, NotReadyReason, msg, true
+			return readyState{metav1.ConditionFalse, NotReadyReason, msg, true}
 		}
 	}
-	return metav1.ConditionTrue, ChildrenReadyReason, fmt.Sprintf("all %d children are ready", len(g.vertices)), false
+	return readyState{metav1.ConditionTrue, ChildrenReadyReason, fmt.Sprintf("all %d children are ready", len(g.vertices)), false}
 }
 
-// withReadyCondition returns status with the Ready condition g calls for
-// (or, when graphErr is not nil, one reporting it) in its conditions list.
-// A status without a conditions field is returned as it is.
-func withReadyCondition(g *graph, parent object.Object, status any, graphErr error) (any, error) {
+// readyCondition returns the Ready condition st calls for on parent, the
+// time a wait began in its message (kept from parent's condition while the
+// wait lasts), and, when it is not True, the same as the framework.Blocker
+// the reconcile notes: the condition, converge explain and the debug page
+// say one thing.
+func readyCondition(parent object.Object, st readyState) (metav1.Condition, framework.Blocker) {
+	current := parentConditions(parent)
+	cond := NewConditions(current, parent.GetGeneration()).Set(ReadyCondition, st.status, st.reason, st.message).out[0]
+	var since time.Time
+	if st.since {
+		cond.Message, since = sinceMessage(current, cond, st.message)
+	}
+	if cond.Status == metav1.ConditionTrue {
+		return cond, framework.Blocker{}
+	}
+	return cond, framework.Blocker{Reason: cond.Reason, Message: cond.Message, Since: since}
+}
+
+// withReadyCondition returns status with cond in its conditions list, in
+// place of any Ready condition there. A status without a conditions field
+// is returned as it is.
+func withReadyCondition(status any, cond metav1.Condition) (any, error) {
 	if !hasConditions(status) {
 		return status, nil
 	}
@@ -431,21 +482,7 @@ func withReadyCondition(g *graph, parent object.Object, status any, graphErr err
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
-	current := parentConditions(parent)
-	var st metav1.ConditionStatus
-	var reason, msg string
-	since := false
-	if graphErr != nil {
-		st, reason, msg = metav1.ConditionFalse, ChildGraphReason, truncate(graphErr.Error(), 32000)
-	} else {
-		st, reason, msg, since = g.summary()
-	}
-	conds := NewConditions(current, parent.GetGeneration()).Set(ReadyCondition, st, reason, msg)
-	if since {
-		msg = sinceMessage(current, conds.out[0], msg)
-		conds.Set(ReadyCondition, st, reason, msg)
-	}
-	cond, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&conds.out[0])
+	c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cond)
 	if err != nil {
 		return nil, err
 	}
@@ -454,7 +491,7 @@ func withReadyCondition(g *graph, parent object.Object, status any, graphErr err
 		cm, ok := c.(map[string]any)
 		return ok && cm["type"] == ReadyCondition
 	})
-	list = append(list, cond)
+	list = append(list, c)
 	slices.SortStableFunc(list, func(a, b any) int {
 		am, _ := a.(map[string]any)
 		bm, _ := b.(map[string]any)
@@ -466,17 +503,23 @@ func withReadyCondition(g *graph, parent object.Object, status any, graphErr err
 	return m, nil
 }
 
-// sinceMessage returns msg with the time the wait it describes started:
-// the one the parent's Ready condition already gives for the same wait, or
-// the new condition's transition time.
-func sinceMessage(current []metav1.Condition, cond metav1.Condition, msg string) string {
+// sinceFormat is how the time a wait began ends a message.
+const sinceFormat = "2006-01-02T15:04:05Z"
+
+// sinceMessage returns msg with the time the wait it describes began, and
+// that time: the one the parent's Ready condition already gives for the
+// same wait, or the new condition's transition time.
+func sinceMessage(current []metav1.Condition, cond metav1.Condition, msg string) (string, time.Time) {
 	prefix := msg + " since "
 	for _, c := range current {
 		if c.Type == ReadyCondition && c.Status == cond.Status && c.Reason == cond.Reason && strings.HasPrefix(c.Message, prefix) {
-			return c.Message
+			if t, err := time.Parse(sinceFormat, strings.TrimPrefix(c.Message, prefix)); err == nil {
+				return c.Message, t
+			}
 		}
 	}
-	return prefix + cond.LastTransitionTime.UTC().Format("2006-01-02T15:04:05Z")
+	t := cond.LastTransitionTime.UTC()
+	return prefix + t.Format(sinceFormat), t
 }
 
 // parentConditions returns the conditions in parent's status.
@@ -608,50 +651,41 @@ func (d *Declarative[T]) resolver(parent object.Object, children []child) func(o
 	}
 }
 
-// invalidGraph finishes a reconcile whose children's order cannot be
-// followed (err says why): nothing is applied or pruned; a Warning Event
-// and the Ready condition report err, and the reconcile fails with it,
-// terminally (the parent's children must change first).
-func (d *Declarative[T]) invalidGraph(ctx context.Context, parent T, state State, err error) (reconcile.Result, error) {
-	err = fmt.Errorf("%s %s: children: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
-	d.recorder.Eventf(parent, nil, corev1.EventTypeWarning, ChildGraphReason, "Apply", "%s", truncate(err.Error(), 1024))
-	if state.Status != nil {
-		status, serr := withReadyCondition(nil, parent, state.Status, err)
-		if serr == nil {
-			serr = d.applyStatus(ctx, parent, status)
-		}
-		if serr != nil {
-			return reconcile.Result{}, errors.Join(reconcile.Terminal(err), serr)
-		}
-	}
-	return reconcile.Result{}, reconcile.Terminal(err)
-}
-
 // heldChildren returns the function prune asks, for each child it would
-// delete, whether another child still existing (being deleted or not) is
-// After it: such a child is deleted by a later reconcile, which the other
-// one's deletion brings about. It lists parent's children the first time
-// it is called only, so a reconcile that prunes nothing lists nothing more.
-func (d *Declarative[T]) heldChildren(ctx context.Context, parent object.Object) func(*childKind, object.Object) (bool, error) {
-	var held map[string]bool
+// delete, which other child parent owns that still exists (being deleted or
+// not) is After it, if any: such a child is deleted by a later reconcile,
+// which the other one's deletion brings about. An object parent does not
+// own (a hand-made copy carrying its labels and AfterAnnotation) holds
+// nothing. It lists parent's children the first time it is called only, so
+// a reconcile that prunes nothing lists nothing more.
+func (d *Declarative[T]) heldChildren(ctx context.Context, parent object.Object) func(*childKind, object.Object) (string, error) {
+	var held map[string]string
 	var err error
 	listed := false
-	return func(ck *childKind, obj object.Object) (bool, error) {
+	return func(ck *childKind, obj object.Object) (string, error) {
 		if !listed {
 			listed = true
-			var all []object.Object
+			held = map[string]string{}
 			for _, k := range d.sortedKinds() {
 				objs, lerr := d.labelled(ctx, k, parent)
 				if lerr != nil {
 					err = lerr
 					break
 				}
-				all = append(all, objs...)
+				for _, o := range objs {
+					if !d.owns(parent, o) {
+						continue
+					}
+					for id := range dependedOn([]object.Object{o}) {
+						if _, ok := held[id]; !ok {
+							held[id] = displayID(parent, objectID(k.gvk.GroupKind(), o.GetNamespace(), o.GetName()))
+						}
+					}
+				}
 			}
-			held = dependedOn(all)
 		}
 		if err != nil {
-			return false, err
+			return "", err
 		}
 		return held[objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())], nil
 	}

@@ -233,7 +233,7 @@ func TestGraphAppliesEachChildOnceWhatItIsAfterIsReady(t *testing.T) {
 	setStatus(r, "migrate", &batchv1.Job{}, completeJob)
 	completed := &batchv1.Job{}
 	r.get("migrate", completed)
-	r.waitReady(declarative.NotReadyReason, "Deployment web is not Available since ")
+	r.waitReady(declarative.NotReadyReason, "Deployment web is not ready yet (Available) since ")
 	web := &appsv1.Deployment{}
 	r.get("web", web)
 	if rv(t, web) <= rv(t, completed) {
@@ -261,6 +261,7 @@ func TestGraphDeletesDependentsFirst(t *testing.T) {
 		d := &appsv1.Deployment{}
 		return r.get("web", d) && d.DeletionTimestamp != nil
 	})
+	r.waitReady(declarative.WaitingReason, "Job migrate is deleted once Deployment web, which is After it, is gone since ")
 	r.settle()
 	if !r.get("migrate", &batchv1.Job{}) {
 		t.Fatal("Job migrate was deleted while Deployment web, After it, was still on the API server")
@@ -277,6 +278,68 @@ func TestGraphDeletesDependentsFirst(t *testing.T) {
 	testenv.Eventually(t, "every child is pruned", func() bool {
 		return !r.get("web", &appsv1.Deployment{}) && !r.get("migrate", &batchv1.Job{}) && !r.get("config", &corev1.ConfigMap{})
 	})
+	testenv.Eventually(t, "the Ready condition of the waits for the prunes is gone", func() bool { return r.ready() == nil })
+}
+
+// A hand-made object carrying the parent's labels and an After annotation
+// naming one of its children holds nothing back: the parent does not own
+// it.
+func TestGraphPrunesWhatAHandMadeCopyIsAfter(t *testing.T) {
+	r := startGraph(t, func() []any { return []any{declarative.NewChild(configMap("config"))} })
+	r.waitReady(declarative.ChildrenReadyReason, "all 1 children are ready")
+	site := &v1alpha1.StaticSite{}
+	r.get("site", site)
+	copied := configMap("copy")
+	copied.Namespace = "ns"
+	copied.Labels = map[string]string{declarative.ParentUIDLabel: string(site.UID), declarative.ManagerLabel: "converge-staticsite"}
+	copied.Annotations = map[string]string{declarative.AfterAnnotation: "ConfigMap/ns/config", declarative.ParentAnnotation: "ns/site"}
+	if err := r.mgr.Client().Create(t.Context(), copied); err != nil {
+		t.Fatal(err)
+	}
+	r.declare(func() []any { return []any{declarative.NewChild(configMap("other"))} })
+	testenv.Eventually(t, "ConfigMap config is pruned", func() bool { return !r.get("config", &corev1.ConfigMap{}) })
+	if !r.get("copy", &corev1.ConfigMap{}) {
+		t.Error("the hand-made copy was deleted")
+	}
+}
+
+// Every configuration error in what Desired returns is reported on the
+// parent's Ready condition and in one Warning Event, nothing is applied,
+// and the reconcile is not retried.
+func TestGraphReportsConfigurationErrorsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		children func() []any
+		message  string
+	}{
+		{"kind not in Options.Children", func() []any {
+			return []any{configMap("free"), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}}}
+		}, "child Secret creds: kind Secret is not in declarative.Options.Children"},
+		{"declared twice", func() []any { return []any{configMap("free"), configMap("free")} }, "child ConfigMap ns/free is declared twice"},
+		{"without a name", func() []any { return []any{configMap("free"), configMap("")} }, "child 1 (ConfigMap): metadata.name is required"},
+		{"nil", func() []any { return []any{configMap("free"), (*corev1.ConfigMap)(nil)} }, "child 1 (*v1.ConfigMap): nil pointer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startGraph(t, tc.children)
+			c := r.waitReady(declarative.ChildGraphReason, "StaticSite ns/site: children: "+tc.message)
+			if c.Status != metav1.ConditionFalse {
+				t.Errorf("Ready = %+v, want False", c)
+			}
+			testenv.Eventually(t, "a Warning Event", func() bool { return hasEvent(t, r, declarative.ChildGraphReason) })
+			r.settle()
+			if r.get("free", &corev1.ConfigMap{}) {
+				t.Error("a child was applied from a declaration with an error")
+			}
+			calls := r.calls.Load()
+			r.settle()
+			if got := r.calls.Load(); got != calls+2 {
+				t.Errorf("Desired ran %d times for 2 changes of the parent: the error is retried", got-calls)
+			}
+			if n := countEvents(t, r, declarative.ChildGraphReason); n != 1 {
+				t.Errorf("%d Warning Events for one unchanged error over several reconciles, want 1", n)
+			}
+		})
+	}
 }
 
 func TestGraphReportsCyclesAndUndeclaredChildren(t *testing.T) {
@@ -321,7 +384,7 @@ func TestGraphIncludeWhenLeavesOutTheChildAndItsDependents(t *testing.T) {
 		return []any{declarative.NewChild(cm).IncludeWhen(include), declarative.NewChild(job("after-optional")).After(cm), configMap("always")}
 	}
 	r := startGraph(t, children)
-	r.waitReady(declarative.NotReadyReason, "Job after-optional is not Complete")
+	r.waitReady(declarative.NotReadyReason, "Job after-optional is not ready yet (Complete)")
 	if !r.get("optional", &corev1.ConfigMap{}) || !r.get("after-optional", &batchv1.Job{}) {
 		t.Fatal("the included children are missing")
 	}
@@ -361,7 +424,7 @@ func TestGraphReadinessFlappingWritesTheStatusOncePerChange(t *testing.T) {
 	r := startGraph(t, func() []any {
 		return []any{declarative.NewChild(job("flappy"))}
 	})
-	r.waitReady(declarative.NotReadyReason, "Job flappy is not Complete")
+	r.waitReady(declarative.NotReadyReason, "Job flappy is not ready yet (Complete)")
 	site := &v1alpha1.StaticSite{}
 	r.get("site", site)
 	w := r.watchParent(site.ResourceVersion)
@@ -448,6 +511,13 @@ func rv(t *testing.T, obj metav1.Object) uint64 {
 
 func hasEvent(t *testing.T, r *graphRig, reason string) bool {
 	t.Helper()
+	return countEvents(t, r, reason) > 0
+}
+
+// countEvents counts the Warning Events of reason on the parent, counting
+// an Event's series (repeats folded into one Event) as its count.
+func countEvents(t *testing.T, r *graphRig, reason string) int {
+	t.Helper()
 	cs, err := kubernetes.NewForConfig(r.mgr.Config())
 	if err != nil {
 		t.Fatal(err)
@@ -456,22 +526,26 @@ func hasEvent(t *testing.T, r *graphRig, reason string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := 0
 	for _, e := range list.Items {
 		if e.Reason == reason && e.Type == corev1.EventTypeWarning {
-			return true
+			n++
+			if e.Series != nil {
+				n += int(e.Series.Count) - 1
+			}
 		}
 	}
-	return false
+	return n
 }
 
 func TestGraphReadyWhenPanicIsRecoveredCountedAndReported(t *testing.T) {
 	r := startGraph(t, func() []any {
 		return []any{
-			declarative.NewChild(configMap("bad")).ReadyWhen(func(*corev1.ConfigMap) bool { panic("no field x") }),
+			declarative.NewChild(configMap("bad")).ReadyWhen("has field x", func(*corev1.ConfigMap) bool { panic("no field x") }),
 			configMap("fine"),
 		}
 	})
-	c := r.waitReady(declarative.ChildFailedReason, "ConfigMap bad is not ReadyWhen: its ReadyWhen panicked: no field x")
+	c := r.waitReady(declarative.ChildFailedReason, "ConfigMap bad is not ready (has field x): its ReadyWhen panicked: no field x")
 	if c.Status != metav1.ConditionFalse {
 		t.Errorf("Ready = %+v, want False", c)
 	}

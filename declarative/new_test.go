@@ -59,7 +59,10 @@ func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 		}, []string{"Options.FieldManager", "longer than 128 characters"}},
 		{"unqualified finalizer", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
 			return declarative.New(mgr, r, declarative.Options{Children: secrets, Finalizer: "cleanup"})
-		}, []string{`Options.Finalizer "cleanup" must be domain-qualified`}},
+		}, []string{`Options.Finalizer "cleanup" is not a valid finalizer name (it has no domain)`}},
+		{"invalid finalizer", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+			return declarative.New(mgr, r, declarative.Options{Children: secrets, Finalizer: "not a/valid/finalizer name!"})
+		}, []string{`Options.Finalizer "not a/valid/finalizer name!" is not a valid finalizer name (a valid label key must consist of alphanumeric characters`, "like example.com/cleanup"}},
 		{"conflict reason with a space", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
 			return declarative.New(mgr, r, declarative.Options{Children: secrets, Conflict: declarative.ConflictOptions{Reason: "Resource exists"}})
 		}, []string{`Options.Conflict.Reason "Resource exists" must be UpperCamelCase`}},
@@ -71,7 +74,7 @@ func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 				Children:     []object.Object{nil, &unregistered{}},
 				FieldManager: strings.Repeat("m", 129), Finalizer: "cleanup",
 			})
-		}, []string{"holds a nil object", "not registered", "longer than 128", "domain-qualified"}},
+		}, []string{"holds a nil object", "not registered", "longer than 128", "domain-qualified name"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mgr := newManager(t)
@@ -94,6 +97,16 @@ func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 				t.Errorf("the cache holds %d informers after a failed New, want none: %+v", len(stats), stats)
 			}
 		})
+	}
+}
+
+// The default finalizer is a valid name whatever the field manager.
+func TestDefaultFinalizerIsValidForAnyFieldManager(t *testing.T) {
+	for _, fm := range []string{"converge-site", "example.com/site controller", "_" + strings.Repeat("x", 100) + "-"} {
+		d := declarative.New(newManager(t), declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{Children: []object.Object{&corev1.Secret{}}, FieldManager: fm})
+		if _, err := d.Sources(); err != nil {
+			t.Errorf("FieldManager %q: %v", fm, err)
+		}
 	}
 }
 

@@ -142,7 +142,7 @@ func (d *Declarative[T]) skip(ctx context.Context, parent T, g *graph, i int, c 
 		v := &g.vertices[i]
 		ran, gone := d.ranAlready(ctx, parent, c, v.ready)
 		if ran {
-			v.state = readiness{ready: true, what: expectedReadiness(c.kind.gvk.GroupKind(), v.ready != nil)}
+			v.state = readiness{ready: true, what: expectedReadiness(c.kind.gvk.GroupKind(), v.readyWhat)}
 		}
 		return ran && gone
 	}

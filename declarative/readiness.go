@@ -37,15 +37,15 @@ const (
 	waitComplete     = "Complete"
 	waitBound        = "Bound"
 	waitLoadBalancer = "load balancer ingress"
-	waitReadyWhen    = "ReadyWhen"
 )
 
 // expectedReadiness names what readiness will mean for a child of kind gk
-// that the cache does not show yet.
-func expectedReadiness(gk schema.GroupKind, custom bool) string {
+// that the cache does not show yet: custom, what its ReadyWhen says, when
+// it has one.
+func expectedReadiness(gk schema.GroupKind, custom string) string {
 	switch {
-	case custom:
-		return waitReadyWhen
+	case custom != "":
+		return custom
 	case gk == (schema.GroupKind{Group: "apps", Kind: "Deployment"}), gk == (schema.GroupKind{Group: "apps", Kind: "DaemonSet"}):
 		return waitAvailable
 	case gk == (schema.GroupKind{Group: "apps", Kind: "StatefulSet"}), gk == (schema.GroupKind{Kind: "Pod"}):
@@ -82,7 +82,7 @@ func readinessOf(gk schema.GroupKind, live object.Object) readiness {
 	if u, ok := live.(*unstructured.Unstructured); ok {
 		if typed := builtinType(gk); typed != nil {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
-				return readiness{failed: true, what: expectedReadiness(gk, false), why: fmt.Sprintf("decode: %v", err)}
+				return readiness{failed: true, what: expectedReadiness(gk, ""), why: fmt.Sprintf("decode: %v", err)}
 			}
 			live = typed
 		}

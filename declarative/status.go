@@ -144,6 +144,7 @@ func (d *Declarative[T]) ReconcileDeleted(_ context.Context, gone reconcile.Tomb
 		d.ledger.forget(gone.Last.GetUID())
 		d.appliedChildren.forget(gone.Last.GetUID())
 		d.runs.forget(gone.Last.GetUID())
+		d.invalids.forget(gone.Last.GetUID())
 	}
 	d.conflicts.set(gone.Request, nil)
 	d.kindWaits.forget(gone.Request)
@@ -156,8 +157,7 @@ var _ reconcile.DeletionReconciler[object.Object] = (*Declarative[object.Object]
 // are: only the status is applied.
 func (d *Declarative[T]) keepChildren(ctx context.Context, parent T, state State) (reconcile.Result, error) {
 	if len(state.Children) > 0 {
-		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("%s %s: Desired returned State.KeepChildren with %d Children: keep the children as they are, or declare them, not both",
-			d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), len(state.Children)))
+		return d.invalid(ctx, parent, state, fmt.Errorf("Desired returned State.KeepChildren with %d Children: keep the children as they are, or declare them, not both", len(state.Children)))
 	}
 	if state.Status != nil {
 		if err := d.applyStatus(ctx, parent, state.Status); err != nil {

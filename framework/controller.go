@@ -92,7 +92,7 @@ type ControllerOptions struct {
 
 	// HistoryKeys is how many keys the controller remembers the last five
 	// reconciles of (start, duration, reason, result, error text cut to 512
-	// bytes, requeue-after, NoteWaiting's note), for the manager's debug
+	// bytes, requeue-after, NoteBlocked's Blocker), for the manager's debug
 	// endpoint and converge explain. The keys are slots of a fixed array
 	// recycled least recently reconciled first, so the memory is fixed
 	// however many objects the controller sees: about 0.85 KB per key
@@ -176,6 +176,7 @@ type primaryInformer interface {
 	HasSynced() bool
 	Relists() int64
 	Health() error
+	Len() int
 }
 
 // shardGate is what a sharded controller's workers ask of its primary
@@ -483,8 +484,8 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 	if err != nil {
 		rec.err = err.Error()
 	}
-	if w := sink.waiting.Load(); w != nil {
-		rec.waiting = *w
+	if b := sink.blocked.Load(); b != nil {
+		rec.blocked = b
 	}
 	c.history.record(req, rec)
 	if span != nil {
@@ -510,24 +511,6 @@ func (c *Controller) call(ctx context.Context, req reconcile.Request) (res recon
 	}()
 	res, err = c.reconciler.Reconcile(ctx, req)
 	return res, err, false
-}
-
-// NoteWaiting records, for the reconcile whose context is ctx, what its
-// object waits for before it can converge ("Deployment web waits for Job
-// migrate (Complete)"): the manager's debug endpoint shows it with the
-// reconcile in the key's history, and converge explain prints it. The last
-// note of a reconcile wins; an empty note clears it. A reconcile that
-// notes nothing waits for nothing. It does nothing when ctx does not come
-// from a controller's reconcile, and is safe to call from goroutines the
-// reconcile starts.
-func NoteWaiting(ctx context.Context, note string) {
-	if s, ok := ctx.Value(reasonKey{}).(*reconcileSink); ok {
-		if note == "" {
-			s.waiting.Store(nil)
-			return
-		}
-		s.waiting.Store(&note)
-	}
 }
 
 // QueueLen returns the number of keys waiting to be reconciled.

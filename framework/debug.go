@@ -15,7 +15,7 @@ import (
 
 // DebugPath is where the metrics server serves the debug endpoint: the
 // page at DebugPath, the JSON API under DebugPath+"api/" (state, object,
-// key, queue), unless MetricsOptions.DisableDebug is set.
+// key, queue, notconverged), unless MetricsOptions.DisableDebug is set.
 const DebugPath = "/debug/converge/"
 
 // Bounds of the debug endpoint's answers.
@@ -37,6 +37,7 @@ func (m *Manager) debugHandler() http.Handler {
 	mux.HandleFunc("GET "+DebugPath+"api/key", m.serveKey)
 	mux.HandleFunc("GET "+DebugPath+"api/object", m.serveObject)
 	mux.HandleFunc("GET "+DebugPath+"api/queue", m.serveQueue)
+	mux.HandleFunc("GET "+DebugPath+"api/notconverged", m.serveNotConverged)
 	mux.HandleFunc(DebugPath, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			writeError(w, http.StatusMethodNotAllowed, "the debug endpoint is read-only: use GET")
@@ -203,11 +204,34 @@ func (m *Manager) serveObject(w http.ResponseWriter, r *http.Request) {
 			s.Informers = append(s.Informers, st)
 		}
 	}
+	if len(s.Controllers) == 0 {
+		for _, c := range m.inspectedControllers() {
+			if k := kindOf(c.gvk()); !slices.Contains(s.Kinds, k) {
+				s.Kinds = append(s.Kinds, k)
+			}
+		}
+	}
 	writeJSON(w, http.StatusOK, s)
 }
 
 // serveQueue answers /api/queue?controller=C&offset=O&limit=L.
 func (m *Manager) serveQueue(w http.ResponseWriter, r *http.Request) {
+	if c, offset, limit, ok := m.pageParams(w, r); ok {
+		writeJSON(w, http.StatusOK, c.queuePage(offset, limit))
+	}
+}
+
+// serveNotConverged answers /api/notconverged?controller=C&offset=O&limit=L.
+func (m *Manager) serveNotConverged(w http.ResponseWriter, r *http.Request) {
+	if c, offset, limit, ok := m.pageParams(w, r); ok {
+		writeJSON(w, http.StatusOK, c.notConverged(offset, limit, time.Now()))
+	}
+}
+
+// pageParams reads and checks the controller, offset and limit of a paged
+// request; it answers the request itself and returns false when they are
+// not right.
+func (m *Manager) pageParams(w http.ResponseWriter, r *http.Request) (c inspectable, offset, limit int, ok bool) {
 	q := r.URL.Query()
 	offset, err := intParam(q.Get("offset"), 0, "offset")
 	limit, err2 := intParam(q.Get("limit"), defaultQueuePage, "limit")
@@ -220,15 +244,14 @@ func (m *Manager) serveQueue(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, 0, 0, false
 	}
 	name := q.Get("controller")
-	c := m.controllerNamed(name)
-	if c == nil {
+	if c = m.controllerNamed(name); c == nil {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no controller named %q in this manager", name))
-		return
+		return nil, 0, 0, false
 	}
-	writeJSON(w, http.StatusOK, c.queuePage(offset, limit))
+	return c, offset, limit, true
 }
 
 func intParam(s string, def int, what string) (int, error) {

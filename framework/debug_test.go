@@ -72,7 +72,7 @@ func startDebugManager(t *testing.T, objects int) *framework.Manager {
 		case "bad":
 			return reconcile.Result{}, errors.New("quota exceeded for ns/bad")
 		case "waits":
-			framework.NoteWaiting(ctx, "ConfigMap waits waits for Job migrate (Complete)")
+			framework.NoteBlocked(ctx, framework.Blocker{Reason: "Waiting", Message: "ConfigMap waits waits for Job migrate (Complete)"})
 		}
 		return reconcile.Result{}, nil
 	})
@@ -121,8 +121,15 @@ func TestDebugExplainsEachObject(t *testing.T) {
 	}
 	lines, converged := bad.Explain(time.Now())
 	if converged || !strings.Contains(strings.Join(lines, "\n"), "last error: quota exceeded for ns/bad") ||
-		!strings.Contains(lines[0], "queued (retry)") && !strings.Contains(lines[0], "in flight") {
+		!strings.Contains(lines[0], "delayed (retry)") && !strings.Contains(lines[0], "queued (retry)") && !strings.Contains(lines[0], "in flight") {
 		t.Errorf("bad explained as converged=%v: %q", converged, lines)
+	}
+	// The lines say what the JSON says.
+	if strings.HasPrefix(lines[0], "delayed") != bad.Delayed || strings.HasPrefix(lines[0], "queued") != bad.Queued {
+		t.Errorf("bad explained as %q, with queued=%v and delayed=%v", lines[0], bad.Queued, bad.Delayed)
+	}
+	if bad.Informer.Objects != 3 {
+		t.Errorf("bad's informer holds %d objects, want the 3 ConfigMaps", bad.Informer.Objects)
 	}
 
 	var good framework.KeyStatus
@@ -137,12 +144,33 @@ func TestDebugExplainsEachObject(t *testing.T) {
 		t.Errorf("waits explained as converged=%v: %q", converged, lines)
 	}
 
+	// The failing and the waiting keys are listed as not converged,
+	// newest first; the converged one is not.
+	code, body := debugGet(t, mgr, framework.DebugPath+"api/notconverged?controller=outcomes")
+	nc := decode[framework.NotConvergedPage](t, body)
+	states := map[string]string{}
+	for _, k := range nc.Keys {
+		states[k.Name] = k.State
+	}
+	if code != http.StatusOK || nc.Total != 2 || states["waits"] != "waiting" || states["bad"] != "failing" && states["bad"] != "in flight" {
+		t.Errorf("not converged: %d %s", code, body)
+	}
+	for i := 1; i < len(nc.Keys); i++ {
+		if nc.Keys[i].At.After(nc.Keys[i-1].At) {
+			t.Errorf("not converged keys out of order: %s", body)
+		}
+	}
+	_, body = debugGet(t, mgr, framework.DebugPath+"api/notconverged?controller=outcomes&offset=1&limit=1")
+	if second := decode[framework.NotConvergedPage](t, body); second.Total != 2 || len(second.Keys) != 1 || states[second.Keys[0].Name] == "" {
+		t.Errorf("the second page of one key: %s, want bad or waits", body)
+	}
+
 	missing := objectStatus(t, mgr, "missing")
 	if lines, converged := missing.Explain(time.Now()); converged || !strings.HasPrefix(lines[0], "never seen: ") || missing.Cached {
 		t.Errorf("missing explained as converged=%v: %q", converged, lines)
 	}
 
-	code, body := debugGet(t, mgr, framework.DebugPath+"api/state")
+	code, body = debugGet(t, mgr, framework.DebugPath+"api/state")
 	if code != http.StatusOK {
 		t.Fatalf("state: %d %s", code, body)
 	}

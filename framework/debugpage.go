@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +26,14 @@ var debugPage = template.Must(template.New("page.html").Funcs(template.FuncMap{
 	"until": func(now, t time.Time) string { return age(t.Sub(now)) },
 	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
 	"plus":  func(t time.Time, sec float64) time.Time { return t.Add(time.Duration(sec * float64(time.Second))) },
+	"words": reasonWords,
+	"explainURL": func(controller, namespace, name string) string {
+		k := name
+		if namespace != "" {
+			k = namespace + "/" + name
+		}
+		return "?" + url.Values{"controller": {controller}, "key": {k}}.Encode()
+	},
 	"rate": func(s ControllerStatus) string {
 		return fmt.Sprintf("%.1f/s", lastMinute(s.Series, func(p SeriesPoint) float64 { return float64(p.Reconciles) })/60)
 	},
@@ -43,7 +53,26 @@ type pageData struct {
 	Lines           []string
 	Converged       bool
 	Problem         string
+	// NotConverged lists, per controller that has any, a page of its keys
+	// that are not converged; the page of controller List starts at
+	// Offset, the others at 0.
+	NotConverged []notConvergedList
+	List         string
+	Offset       int
 }
+
+// notConvergedList is one controller's page of keys not converged on the
+// page, with the links to the pages of newer and older keys (empty at an
+// end).
+type notConvergedList struct {
+	NotConvergedPage
+	// From and To count the keys shown, from 1.
+	From, To     int
+	Newer, Older string
+}
+
+// pageRows is how many keys not converged the page lists per controller.
+const pageRows = 20
 
 // servePage renders the page: the controllers, and the key searched with
 // ?controller=C&key=NAMESPACE/NAME. Its script fetches the same URL every
@@ -53,6 +82,10 @@ func (m *Manager) servePage(w http.ResponseWriter, r *http.Request) {
 	d := pageData{Now: now.UTC(), State: m.debugState(now)}
 	q := r.URL.Query()
 	d.Controller, d.Key = q.Get("controller"), strings.TrimSpace(q.Get("key"))
+	d.List = q.Get("list")
+	if n, err := intParam(q.Get("offset"), 0, "offset"); err == nil {
+		d.Offset = n
+	}
 	if d.Controller == "" && len(d.State.Controllers) > 0 {
 		d.Controller = d.State.Controllers[0].Name
 	}
@@ -72,6 +105,36 @@ func (m *Manager) servePage(w http.ResponseWriter, r *http.Request) {
 			d.Status = &s
 			d.Lines, d.Converged = s.Explain(now)
 		}
+	}
+	for _, c := range m.inspectedControllers() {
+		offset := 0
+		if c.Name() == d.List {
+			offset = d.Offset
+		}
+		p := c.notConverged(offset, pageRows, now)
+		if p.Total == 0 {
+			continue
+		}
+		if offset >= p.Total { // past the end, as the list shrank: its last page
+			offset = (p.Total - 1) / pageRows * pageRows
+			p = c.notConverged(offset, pageRows, now)
+		}
+		l := notConvergedList{NotConvergedPage: p, From: min(offset+1, p.Total), To: offset + len(p.Keys)}
+		link := func(offset int) string {
+			v := url.Values{"list": {c.Name()}, "offset": {strconv.Itoa(offset)}}
+			if d.Key != "" {
+				v.Set("controller", d.Controller)
+				v.Set("key", d.Key)
+			}
+			return "?" + v.Encode()
+		}
+		if offset > 0 {
+			l.Newer = link(max(offset-pageRows, 0))
+		}
+		if offset+pageRows < p.Total {
+			l.Older = link(offset + pageRows)
+		}
+		d.NotConverged = append(d.NotConverged, l)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := debugPage.Execute(w, d); err != nil {

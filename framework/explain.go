@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -11,9 +12,9 @@ const stuckAfter = time.Minute
 
 // Explain says in a few lines where the object stands in the controller and
 // why, as converge explain and the debug page print it, and whether it is
-// converged: its last reconcile succeeded (or asked for a RequeueAfter) and
-// nothing is queued, running, failing or waiting. now is the time the lines
-// count ages from.
+// converged: its last reconcile succeeded (or asked for a RequeueAfter),
+// noted no Blocker (NoteBlocked), and nothing is queued, running, failing or
+// delayed for a retry. now is the time the lines count ages from.
 func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 	var last *ReconcileRecord
 	if len(s.History) > 0 {
@@ -50,13 +51,17 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 		if last != nil {
 			since = " since " + ago(now, last.Started.Add(time.Duration(last.DurationSeconds*float64(time.Second))))
 		}
-		lines = append(lines, fmt.Sprintf("queued (%s)%s, next attempt in %s%s%s", s.NextReason, since, age(s.NextAttempt.Sub(now)), failures, lastError))
+		lines = append(lines, fmt.Sprintf("delayed (%s)%s, next attempt in %s%s%s", s.NextReason, since, age(s.NextAttempt.Sub(now)), failures, lastError))
 	case last == nil && !s.Cached && !s.Informer.Synced:
 		cause := "its initial list is in progress"
 		if s.Informer.Error != "" {
 			cause = s.Informer.Error
 		}
 		lines = append(lines, fmt.Sprintf("never seen: the informer for %s is not synced: %s", s.Kind, cause))
+	case last == nil && !s.Cached && s.Scope == ScopeNamespaced && s.Namespace == "":
+		lines = append(lines, fmt.Sprintf("never seen: %s is namespaced and no namespace was given: name it NAMESPACE/%s", s.Kind.Kind, s.Name))
+	case last == nil && !s.Cached && s.Scope == ScopeCluster && s.Namespace != "":
+		lines = append(lines, fmt.Sprintf("never seen: %s is cluster-scoped and a namespace was given: name it %s, without %s/", s.Kind.Kind, s.Name, s.Namespace))
 	case last == nil && !s.Cached:
 		lines = append(lines, fmt.Sprintf("never seen: %s holds no %s %s (no such object, or outside the controller's selection)", s.Informer.Description, s.Kind.Kind, s.key()))
 	case last == nil && s.ControllerState != "running":
@@ -68,8 +73,8 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 		lines = append(lines, "informer unhealthy: "+s.Informer.Error)
 	}
 	if last != nil {
-		if last.Waiting != "" {
-			lines = append(lines, "waiting: "+last.Waiting)
+		if b := last.Blocked; b != nil && !saysBlocker(last.Error, b.Message) {
+			lines = append(lines, b.line(now))
 		}
 		finished := last.Started.Add(time.Duration(last.DurationSeconds * float64(time.Second)))
 		switch last.Result {
@@ -85,7 +90,7 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 				line += fmt.Sprintf(", requeued after %s", age(time.Duration(last.RequeueAfterSeconds*float64(time.Second))))
 			}
 			lines = append(lines, line)
-			converged = s.InFlight == nil && !s.Queued && last.Waiting == "" && s.Failures == 0 &&
+			converged = s.InFlight == nil && !s.Queued && last.Blocked == nil && s.Failures == 0 &&
 				(s.NextAttempt == nil || s.NextReason == "requeue")
 		}
 	}
@@ -119,6 +124,18 @@ func (sh *ShardStatus) explain() (line string, here bool) {
 		return bucket + " is held by member " + sh.Holder + ", which reconciles it", false
 	}
 	return bucket + " is held by no live member yet: it is served once a member claims and lists it", false
+}
+
+// saysBlocker reports whether the error text of a reconcile already says
+// the message of its blocker (a terminal configuration error reported as
+// both, say), so that Explain says it once: the error holds the message's
+// first 128 bytes, cut as the history cuts both.
+func saysBlocker(errText, msg string) bool {
+	if errText == "" || msg == "" {
+		return false
+	}
+	msg = strings.TrimSuffix(msg, historyTruncatedTag)
+	return strings.Contains(errText, msg[:min(len(msg), 128)])
 }
 
 func (s KeyStatus) key() string {

@@ -33,7 +33,7 @@ type reconcileRecord struct {
 	reason       reconcile.Reason
 	result       string
 	err          string
-	waiting      string
+	blocked      *Blocker // shared, never modified
 }
 
 // keyHistory is the slot of one key: its last records, newest at
@@ -87,6 +87,11 @@ func (h *history) record(req reconcile.Request, r reconcileRecord) {
 	if len(r.err) > maxErrorText {
 		// Copy, so that the history does not keep a huge error alive.
 		r.err = strings.Clone(r.err[:maxErrorText]) + historyTruncatedTag
+	}
+	if r.blocked != nil && len(r.blocked.Message) > maxErrorText {
+		b := *r.blocked
+		b.Message = strings.Clone(b.Message[:maxErrorText]) + historyTruncatedTag
+		r.blocked = &b
 	}
 	failed := r.err != ""
 	b := r.start.UnixNano() / int64(seriesBucket)
@@ -177,6 +182,20 @@ func (h *history) of(req reconcile.Request) []reconcileRecord {
 		out[j] = s.recs[(s.n-1-j)%historyDepth]
 	}
 	return out
+}
+
+// eachLast calls fn with the last record of every key the history holds,
+// most recently used first, with the history's lock held: fn must be quick
+// and must not keep r.
+func (h *history) eachLast(fn func(req reconcile.Request, r *reconcileRecord)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := h.head; i >= 0; i = h.slots[i].next {
+		s := &h.slots[i]
+		if s.n > 0 {
+			fn(s.req, &s.recs[(s.n-1)%historyDepth])
+		}
+	}
 }
 
 // keys returns how many keys the history holds.

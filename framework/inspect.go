@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -142,6 +143,10 @@ type KeyStatus struct {
 	ControllerState string `json:"controllerState"`
 	// Cached is true when the controller's informer holds the object.
 	Cached bool `json:"cached"`
+	// Scope is ScopeNamespaced or ScopeCluster, the scope of Kind, for an
+	// object not cached; empty when it could not be told or the object is
+	// cached.
+	Scope string `json:"scope,omitempty"`
 	// Informer is the state of the controller's informer of its kind.
 	Informer InformerStatus `json:"informer"`
 
@@ -151,8 +156,10 @@ type KeyStatus struct {
 	Priority    string     `json:"priority,omitempty"`
 	QueuedSince *time.Time `json:"queuedSince,omitempty"`
 	Reason      string     `json:"reason,omitempty"`
-	// NextAttempt is when a retry's backoff or a RequeueAfter ends, for
-	// NextReason ("retry" or "requeue").
+	// Delayed is true while the key waits for a retry's backoff or a
+	// RequeueAfter to end, at NextAttempt, for NextReason ("retry" or
+	// "requeue"); it is queued once that time comes.
+	Delayed     bool       `json:"delayed"`
 	NextAttempt *time.Time `json:"nextAttempt,omitempty"`
 	NextReason  string     `json:"nextReason,omitempty"`
 	// Failures counts the failed reconciles since the last success.
@@ -165,6 +172,12 @@ type KeyStatus struct {
 	// controller (ControllerOptions.Sharded); nil otherwise.
 	Shard *ShardStatus `json:"shard,omitempty"`
 }
+
+// Scopes of KeyStatus.Scope.
+const (
+	ScopeNamespaced = "namespaced"
+	ScopeCluster    = "cluster"
+)
 
 // ShardStatus is where a key's object falls in a sharded controller's
 // ring, as this member sees it.
@@ -198,8 +211,9 @@ type ReconcileRecord struct {
 	RequeueAfterSeconds float64 `json:"requeueAfterSeconds,omitempty"`
 	// Failures counts the consecutive failures this one ends (0 for a success).
 	Failures int `json:"failures,omitempty"`
-	// Waiting is what the reconcile noted its object waits for (NoteWaiting).
-	Waiting string `json:"waiting,omitempty"`
+	// Blocked is why the reconcile noted its object is not converged
+	// (NoteBlocked); nil when it noted nothing.
+	Blocked *Blocker `json:"blocked,omitempty"`
 }
 
 // QueuePage is one page of a controller's queued keys, in the order the
@@ -232,6 +246,9 @@ type ObjectStatus struct {
 	// Informers are the informers of the kind, for an object no controller
 	// has seen.
 	Informers []InformerStatus `json:"informers"`
+	// Kinds are the kinds the manager's controllers reconcile, when none
+	// reconciles Kind: to say what Kind may have meant.
+	Kinds []Kind `json:"kinds,omitempty"`
 }
 
 // inspectable is what the debug endpoint reads of a controller.
@@ -241,6 +258,7 @@ type inspectable interface {
 	status(now time.Time) ControllerStatus
 	keyStatus(req reconcile.Request, now time.Time) KeyStatus
 	queuePage(offset, limit int) QueuePage
+	notConverged(offset, limit int, now time.Time) NotConvergedPage
 }
 
 var _ inspectable = (*Controller)(nil)
@@ -322,9 +340,17 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) KeyStatus {
 	}
 	if c.primary != nil {
 		s.Cached = c.primary.Contains(types.NamespacedName(req))
-		s.Informer = InformerStatus{Description: c.primary.String(), Kind: kindOf(c.kind), Synced: c.primary.HasSynced(), Relists: c.primary.Relists()}
+		s.Informer = InformerStatus{Description: c.primary.String(), Kind: kindOf(c.kind), Objects: c.primary.Len(), Synced: c.primary.HasSynced(), Relists: c.primary.Relists()}
 		if err := c.primary.Health(); err != nil {
 			s.Informer.Error = err.Error()
+		}
+	}
+	if !s.Cached && c.mgr != nil {
+		if m, err := c.mgr.RESTMapper().RESTMapping(c.kind.GroupKind(), c.kind.Version); err == nil {
+			s.Scope = ScopeCluster
+			if m.Scope.Name() == meta.RESTScopeNameNamespace {
+				s.Scope = ScopeNamespaced
+			}
 		}
 	}
 	if c.shard != nil {
@@ -340,7 +366,7 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) KeyStatus {
 	}
 	if ks.Delayed {
 		due := ks.Due
-		s.NextAttempt, s.NextReason = &due, string(ks.DelayReason)
+		s.Delayed, s.NextAttempt, s.NextReason = true, &due, string(ks.DelayReason)
 	}
 	s.Failures = ks.Retries
 	c.mu.Lock()
@@ -361,7 +387,7 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) KeyStatus {
 			Error:               r.err,
 			RequeueAfterSeconds: r.requeueAfter.Seconds(),
 			Failures:            r.retries,
-			Waiting:             r.waiting,
+			Blocked:             r.blocked,
 		})
 	}
 	return s

@@ -21,8 +21,8 @@ type reconcileSink struct {
 	req        reconcile.Request
 	id         uint64
 	reason     reconcile.Reason
-	// waiting is the reconcile's last NoteWaiting, nil for none.
-	waiting atomic.Pointer[string]
+	// blocked is the reconcile's last NoteBlocked, nil for none.
+	blocked atomic.Pointer[Blocker]
 }
 
 var _ logr.LogSink = (*reconcileSink)(nil)

@@ -615,8 +615,8 @@ func (p *shardedPrimary[T]) List(ctx context.Context, opts ...informers.ListOpti
 	return p.shards.List(ctx, opts...)
 }
 
-// String, Contains, HasSynced, Relists and Health are what the debug pages
-// read of the primary informer.
+// String, Contains, HasSynced, Relists, Health and Len are what the debug
+// pages read of the primary informer.
 func (p *shardedPrimary[T]) String() string {
 	return fmt.Sprintf("%s in buckets %v of ring %s", p.src.String(), p.heldBuckets(), p.ring.opts.Ring)
 }
@@ -643,6 +643,14 @@ func (p *shardedPrimary[T]) Relists() int64 {
 	var n int64
 	for _, inf := range p.held() {
 		n += inf.Relists()
+	}
+	return n
+}
+
+func (p *shardedPrimary[T]) Len() int {
+	n := 0
+	for _, inf := range p.held() {
+		n += inf.Len()
 	}
 	return n
 }

@@ -189,6 +189,10 @@ func (i *Informer[T]) Health() error {
 	return i.e.health(started)
 }
 
+// Len returns the number of objects the informer holds now. It takes time
+// linear in that number: it is for monitoring, not for the reconcile path.
+func (i *Informer[T]) Len() int { return len(i.e.informer.GetStore().ListKeys()) }
+
 // Contains reports whether the informer holds the object of key now,
 // without waiting for a sync or for the manager's own writes.
 func (i *Informer[T]) Contains(key types.NamespacedName) bool {

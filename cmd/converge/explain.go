@@ -18,11 +18,13 @@ import (
 	"github.com/converge-dev/converge/framework"
 )
 
-// Exit statuses of converge explain, besides 0 (converged) and 2 (a bad
-// command line).
+// Exit statuses of converge explain, besides 0 (converged).
 const (
 	exitNotConverged = 1
-	exitUnreachable  = 3
+	// exitBadInput is a bad command line, or input that names nothing the
+	// manager reconciles (see misnamed): the status of usage errors.
+	exitBadInput    = 2
+	exitUnreachable = 3
 )
 
 // exitError ends a command with status code after printing msg, if any.
@@ -54,8 +56,15 @@ In a cluster, forward the metrics port and use a token allowed to get
   kubectl -n op-system port-forward deploy/op-controller-manager 8443 &
   converge explain Deployment shop/web --token "$(kubectl -n op-system create token op-debugger)"
 
-Exit status: 0 when converged in every controller, 1 when not, 2 for a bad
-command line, 3 when the manager could not be asked.
+Exit status:
+  0  converged in every controller of its kind: its last reconcile succeeded,
+     noted no blocker, and nothing is queued, running or retried
+  1  not converged: failing, waiting (what for is printed), not ready, queued,
+     in flight, or not seen by the controller
+  2  bad input: a bad command line, a kind no controller of the manager
+     reconciles (the kinds there are are printed), --controller naming none
+     of its controllers, or a namespace missing for a namespaced kind
+  3  the manager could not be asked (unreachable, 401, 403, no debug endpoint)
 `,
 	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
 		o := explainOptions{}
@@ -125,6 +134,7 @@ func runExplain(ctx context.Context, u *ui, o explainOptions) error {
 		return exitError{code: exitUnreachable, msg: err.Error()}
 	}
 
+	bad := misnamed(st, o.controller)
 	now := time.Now()
 	ex := explanation{Converged: true, Status: st, Controllers: []controllerExplanation{}}
 	for _, ks := range st.Controllers {
@@ -144,8 +154,11 @@ func runExplain(ctx context.Context, u *ui, o explainOptions) error {
 		if err := enc.Encode(ex); err != nil {
 			return err
 		}
-	} else {
+	} else if bad == nil {
 		printExplanation(u, ex, o.controller)
+	}
+	if bad != nil {
+		return bad
 	}
 	if !ex.Converged {
 		return exitError{code: exitNotConverged}

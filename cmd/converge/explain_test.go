@@ -53,7 +53,7 @@ func TestExplainPrintsWhereTheObjectStands(t *testing.T) {
 		t.Fatalf("exit %d, want %d\n%s%s", code, exitNotConverged, out, errOut)
 	}
 	for _, want := range []string{
-		"Deployment shop/web in controller web:\n  queued (retry) since 12s, next attempt in 2",
+		"Deployment shop/web in controller web:\n  delayed (retry) since 12s, next attempt in 2",
 		"after 5 failures: last error: quota exceeded\n",
 		"Deployment shop/web in controller audit:\n  converged: last reconciled 1m0s ago: success",
 	} {
@@ -88,9 +88,39 @@ func TestExplainNeverSeen(t *testing.T) {
 	if code != exitNotConverged || !strings.Contains(out, "never seen: the informer for apps/v1 Deployment is not synced: cache for apps/v1 Deployment not ready: forbidden") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
-	code, out, _ = converge(t, "explain", "Widget", "shop/w", "--url", debugServer(t, framework.ObjectStatus{}, false))
-	if code != exitNotConverged || !strings.Contains(out, "no controller of the manager reconciles this kind") {
-		t.Errorf("unknown kind: exit %d:\n%s", code, out)
+}
+
+// Input naming nothing the manager reconciles is bad input (exit 2), and
+// the error says what there is.
+func TestExplainBadInputSaysWhatThereIs(t *testing.T) {
+	deployment := framework.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	configMap := framework.Kind{Version: "v1", Kind: "ConfigMap"}
+	kinds := debugServer(t, framework.ObjectStatus{Kinds: []framework.Kind{deployment, configMap}}, false)
+	code, out, errOut := converge(t, "explain", "Deploymnt", "shop/web", "--url", kinds)
+	if code != exitBadInput || out != "" || !strings.Contains(errOut, `no controller of the manager reconciles kind "Deploymnt": did you mean Deployment? It reconciles apps/v1 Deployment, v1 ConfigMap`) {
+		t.Errorf("mistyped kind: exit %d:\n%s%s", code, out, errOut)
+	}
+	code, _, errOut = converge(t, "explain", "Widget", "shop/w", "--url", kinds)
+	if code != exitBadInput || strings.Contains(errOut, "did you mean") || !strings.Contains(errOut, "It reconciles apps/v1 Deployment, v1 ConfigMap") {
+		t.Errorf("unknown kind: exit %d: %s", code, errOut)
+	}
+
+	notCached := framework.KeyStatus{Controller: "web", Kind: deployment, Name: "web", ControllerState: "running", Scope: framework.ScopeNamespaced,
+		Informer: framework.InformerStatus{Synced: true, Description: "apps/v1 Deployment"}}
+	url := debugServer(t, framework.ObjectStatus{Controllers: []framework.KeyStatus{notCached}}, false)
+	code, _, errOut = converge(t, "explain", "Deployment", "web", "--url", url)
+	if code != exitBadInput || !strings.Contains(errOut, "Deployment is namespaced: name the object NAMESPACE/web") {
+		t.Errorf("forgotten namespace: exit %d: %s", code, errOut)
+	}
+	notCached.Namespace = "shop"
+	url = debugServer(t, framework.ObjectStatus{Controllers: []framework.KeyStatus{notCached}}, false)
+	code, out, _ = converge(t, "explain", "Deployment", "shop/web", "--url", url)
+	if code != exitNotConverged || !strings.Contains(out, "never seen: apps/v1 Deployment holds no Deployment shop/web") {
+		t.Errorf("a namespace given: exit %d:\n%s", code, out)
+	}
+	code, _, errOut = converge(t, "explain", "Deployment", "shop/web", "--url", url, "--controller", "webb")
+	if code != exitBadInput || !strings.Contains(errOut, `no controller named "webb" reconciles Deployment: its controllers are web`) {
+		t.Errorf("--controller naming none: exit %d: %s", code, errOut)
 	}
 }
 

@@ -241,6 +241,8 @@ func TestApplyMergesCustomResourceListsByTheirCRDKeys(t *testing.T) {
 			t.Errorf("after a dropped Ready: conditions %v, want Synced alone", conds)
 		}
 	})
+	// Without the CRD, conditions merge by type as a conventional CRD
+	// declares them; other lists stay atomic.
 	t.Run("without it", func(t *testing.T) {
 		_, dc := clients(t, fake.Options{})
 		sites := dc.Resource(staticSites).Namespace("ns")
@@ -250,8 +252,26 @@ func TestApplyMergesCustomResourceListsByTheirCRDKeys(t *testing.T) {
 		if _, err := applyCondition(t, sites, "a", "Ready"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := applyCondition(t, sites, "b", "Synced"); !apierrors.IsConflict(err) {
-			t.Errorf("b's condition with a deduced schema: got %v, want a Conflict (the list is atomic)", err)
+		got, err := applyCondition(t, sites, "b", "Synced")
+		if err != nil {
+			t.Fatalf("b's condition beside a's without the CRD: %v, want both kept, as kube-apiserver does with a CRD whose conditions are a map list", err)
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		if len(conds) != 2 {
+			t.Errorf("conditions %v, want a's and b's", conds)
+		}
+		// A field of the spec another manager owns still conflicts.
+		apply := func(manager, image string) error {
+			st := unstructuredSite("s")
+			_ = unstructured.SetNestedField(st.Object, image, "spec", "image")
+			_, err := sites.Apply(t.Context(), "s", st, metav1.ApplyOptions{FieldManager: manager})
+			return err
+		}
+		if err := apply("a", "x"); err != nil {
+			t.Fatal(err)
+		}
+		if err := apply("b", "y"); !apierrors.IsConflict(err) {
+			t.Errorf("b's spec.image over a's: got %v, want a Conflict", err)
 		}
 	})
 }

@@ -53,8 +53,9 @@
 //     deletion deletes the dependents first.
 //   - Server-side apply with field ownership, from client-go's schemas for
 //     the built-in kinds, the structural schemas of Options.CRDs for their
-//     custom resources, and a schema deduced from the object for the others
-//     (every list atomic); an apply that creates the object answers 201
+//     custom resources, and for the others ObjectMeta's schema, status
+//     conditions keyed by type, and a schema deduced from the object for
+//     the rest (its other lists atomic); an apply that creates the object answers 201
 //     Created; an apply naming a metadata.uid no object has creates
 //     nothing (409 Conflict, "uid mismatch"), and one naming another
 //     object's is Invalid (422), as kube-apiserver answers (test/parity runs

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,8 +20,8 @@ import (
 // typeConverter converts objects to structured values for field
 // management: with client-go's schemas for the built-in kinds (so lists
 // such as containers merge by key), with their CRDs' schemas for the
-// custom resources of Options.CRDs, and with a schema deduced from the
-// object for the others (maps merge by field, lists are atomic).
+// custom resources of Options.CRDs, and with the conventional schema of a
+// custom resource for the others (see conventionalCRD).
 type typeConverter struct {
 	known, crds, deduced managedfields.TypeConverter
 	// crdKinds are the kinds of Options.CRDs.
@@ -28,12 +29,16 @@ type typeConverter struct {
 	// deducedKinds are the kinds client-go has no schema for: a
 	// schema.GroupVersionKind → bool cache.
 	deducedKinds *sync.Map
+	// conventional holds the converter of each kind deducedKinds holds,
+	// made at its first use: a schema.GroupVersionKind →
+	// managedfields.TypeConverter cache.
+	conventional *sync.Map
 }
 
 var _ managedfields.TypeConverter = typeConverter{}
 
 func newTypeConverter(s *runtime.Scheme, crds []*apiextensionsv1.CustomResourceDefinition) (typeConverter, error) {
-	c := typeConverter{known: applyconfigurations.NewTypeConverter(s), deduced: managedfields.NewDeducedTypeConverter(), deducedKinds: &sync.Map{}}
+	c := typeConverter{known: applyconfigurations.NewTypeConverter(s), deduced: managedfields.NewDeducedTypeConverter(), deducedKinds: &sync.Map{}, conventional: &sync.Map{}}
 	if len(crds) > 0 {
 		var err error
 		if c.crds, c.crdKinds, err = crdTypeConverter(crds); err != nil {
@@ -56,10 +61,58 @@ func (c typeConverter) ObjectToTyped(obj runtime.Object, opts ...typed.Validatio
 		_, err := c.known.ObjectToTyped(empty)
 		deduced, _ = c.deducedKinds.LoadOrStore(gvk, err != nil)
 	}
-	if deduced.(bool) {
-		return c.deduced.ObjectToTyped(obj, opts...)
+	if !deduced.(bool) {
+		return c.known.ObjectToTyped(obj, opts...)
 	}
-	return c.known.ObjectToTyped(obj, opts...)
+	tc, ok := c.conventional.Load(gvk)
+	if !ok {
+		made, _, err := crdTypeConverter([]*apiextensionsv1.CustomResourceDefinition{conventionalCRD(gvk)})
+		if err != nil {
+			return nil, fmt.Errorf("fake: schema of %v: %w", gvk, err)
+		}
+		tc, _ = c.conventional.LoadOrStore(gvk, made)
+	}
+	if v, err := tc.(managedfields.TypeConverter).ObjectToTyped(obj, opts...); err == nil {
+		return v, nil
+	}
+	// Conditions without a type, say: nothing is known of the object.
+	return c.deduced.ObjectToTyped(obj, opts...)
+}
+
+// conventionalCRD is the CRD of gvk that a custom resource without one in
+// Options.CRDs is managed with: its metadata is ObjectMeta's and
+// status.conditions is a list of objects keyed by type, as the API
+// conventions say and as CRDs generated for []metav1.Condition declare
+// (x-kubernetes-list-type map, so two managers each keep their own
+// condition); every other field is deduced from the object (maps merge by
+// field, lists are atomic).
+func conventionalCRD(gvk schema.GroupVersionKind) *apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	listMap := "map"
+	condition := apiextensionsv1.JSONSchemaProps{
+		Type: "object", XPreserveUnknownFields: &preserve, Required: []string{"type"},
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{"type": {Type: "string"}},
+	}
+	status := apiextensionsv1.JSONSchemaProps{
+		Type: "object", XPreserveUnknownFields: &preserve,
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{"conditions": {
+			Type: "array", XListType: &listMap, XListMapKeys: []string{"type"},
+			Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &condition},
+		}},
+	}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "conventional." + gvk.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: gvk.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: gvk.Kind},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: gvk.Version, Schema: &apiextensionsv1.CustomResourceValidation{
+				OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: &preserve,
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{"status": status},
+				},
+			}}},
+		},
+	}
 }
 
 func (c typeConverter) TypedToObject(v *typed.TypedValue) (runtime.Object, error) {

@@ -59,9 +59,12 @@ type Options struct {
 	// Cluster makes its kind cluster-scoped, and a version without a status
 	// subresource has none, as if listed in ClusterScoped and
 	// NoStatusSubresource. Each CRD must serve a version of a kind in
-	// Scheme. Zero means none: a custom resource's schema is deduced from
-	// each object, so maps merge by field and every list is atomic (a
-	// second manager's condition conflicts with the first's).
+	// Scheme. Zero means none: a custom resource is then managed as its
+	// CRD conventionally declares it: metadata is ObjectMeta's,
+	// status.conditions merges by type (two managers each keep their own
+	// condition, as with a CRD generated for []metav1.Condition), and the
+	// rest is deduced from each object, so maps merge by field and other
+	// lists are atomic.
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 }
 

@@ -14,6 +14,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/converge-dev/converge/framework"
 )
@@ -76,8 +77,13 @@ func totalOf(page string) int {
 }
 
 var _ = Describe("debug page in a browser", func() {
-	It("lists the controllers, shows a failing key's timeline with its error, updates live numbers without a reload, and is screenshotted", func(ctx SpecContext) {
-		f := newDebugFixture(ctx, framework.Options{}, 0)
+	It("lists the controllers and the objects not converged, shows a failing key's timeline with its error, updates live numbers without a reload, fits 1,280 pixels, and is screenshotted", func(ctx SpecContext) {
+		// A controller with a long name, of a kind with a group, widens
+		// the controllers' table as real ones do.
+		f := newDebugFixture(ctx, framework.Options{}, 0, func(mgr *framework.Manager) {
+			Expect(framework.NewBuilder[*appsv1.Deployment](mgr, "webapp-deployments-and-services-reconciler", framework.ControllerOptions{Workers: 10}).
+				CompleteByKey(countingReconciler(newRecorder()))).To(Succeed())
+		})
 		page := f.url("?controller=credentials&key=" + f.ns + "/bad")
 		Eventually(ctx, func(g Gomega) {
 			g.Expect(f.object(ctx, "credentials", "bad").Failures).To(BeNumerically(">=", 3))
@@ -102,9 +108,21 @@ var _ = Describe("debug page in a browser", func() {
 		Expect(totalOf(dom)).To(BeNumerically(">", served), "the ticker's reconciles did not move without a reload")
 		Expect(dom).NotTo(ContainSubstring(secretValue))
 
+		By("listing the failing and the waiting object among those not converged, each linking to its explanation")
+		list := regexp.MustCompile(`(?s)<table class="notconverged" data-controller="credentials">.*?</table>`).FindString(dom)
+		Expect(list).NotTo(BeEmpty(), "no list of the credentials controller's objects not converged:\n%s", dom)
+		Expect(list).To(MatchRegexp(`<tr class="key" data-state="failing"><td class="name"><a href="\?controller=credentials&amp;key=%s%%2Fbad">%s/bad</a>.*rotate credentials of %s/bad: vault is sealed`, f.ns, f.ns, f.ns))
+		Expect(list).To(MatchRegexp(`<tr class="key" data-state="waiting"><td class="name"><a href="\?controller=credentials&amp;key=%s%%2Fweb">%s/web</a>.*Deployment web waits for Job migrate \(Complete\)`, f.ns, f.ns))
+		Expect(list).NotTo(ContainSubstring(f.ns+"/good<"), "a converged object is listed")
+
+		By("fitting 1,280 pixels without scrolling sideways")
+		dom = string(chromium(ctx, "--virtual-time-budget=1000", "--window-size=1280,900", "--dump-dom", page))
+		Expect(dom).To(ContainSubstring(`data-controller="credentials"`))
+		Expect(dom).NotTo(ContainSubstring("overflows"), "a table is wider than a 1,280-pixel window")
+
 		By("saving a screenshot")
 		shot := filepath.Join(artifactsDir(), "debug-page.png")
-		chromium(ctx, "--virtual-time-budget=3000", "--window-size=1200,860", "--screenshot="+shot, page)
+		chromium(ctx, "--virtual-time-budget=3000", "--window-size=1280,860", "--screenshot="+shot, page)
 		png, err := os.ReadFile(shot)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(png).To(HavePrefix("\x89PNG"))
@@ -115,5 +133,8 @@ var _ = Describe("debug page in a browser", func() {
 		dom = string(chromium(ctx, "--virtual-time-budget=1000", "--window-size=390,844", "--dump-dom", page))
 		Expect(dom).To(ContainSubstring(`name="viewport"`))
 		Expect(dom).To(ContainSubstring(`data-controller="credentials"`))
+		// The controllers' table scrolls sideways there, and says so: the
+		// check of the 1,280-pixel window above can see a table too wide.
+		Expect(dom).To(ContainSubstring(`class="scroll overflows"`))
 	}, SpecTimeout(4*time.Minute))
 })

@@ -37,13 +37,14 @@ const secretValue = "hunter2-top-secret"
 //   - held holds the first key it gets until the spec ends, ignoring its
 //     context, so its other keys stay queued;
 //   - ticker asks for every ConfigMap again after 200 ms, so its numbers
-//     keep moving.
+//     keep moving;
+//   - more builds other controllers, if any.
 type debugFixture struct {
 	ns  string
 	mgr *framework.Manager
 }
 
-func newDebugFixture(ctx context.Context, opts framework.Options, bulk int) *debugFixture {
+func newDebugFixture(ctx context.Context, opts framework.Options, bulk int, more ...func(*framework.Manager)) *debugFixture {
 	GinkgoHelper()
 	f := &debugFixture{ns: newNamespace(ctx)}
 	for _, name := range []string{"good", "bad", "web"} {
@@ -68,7 +69,7 @@ func newDebugFixture(ctx context.Context, opts framework.Options, bulk int) *deb
 		case "bad":
 			return reconcile.Result{}, fmt.Errorf("rotate credentials of %s: vault is sealed", req)
 		case "web":
-			framework.NoteWaiting(ctx, "Deployment web waits for Job migrate (Complete)")
+			framework.NoteBlocked(ctx, framework.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (Complete)"})
 		}
 		return reconcile.Result{}, nil
 	})
@@ -84,6 +85,9 @@ func newDebugFixture(ctx context.Context, opts framework.Options, bulk int) *deb
 		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	})
 	Expect(framework.NewBuilder[*corev1.ConfigMap](f.mgr, "ticker", framework.ControllerOptions{}).CompleteByKey(ticker)).To(Succeed())
+	for _, build := range more {
+		build(f.mgr)
+	}
 	startManager(ctx, f.mgr)
 	DeferCleanup(func() { close(release) }) // before the manager stops (cleanups run last in, first out)
 	Eventually(ctx, f.mgr.MetricsAddress).ShouldNot(BeEmpty())
@@ -195,7 +199,7 @@ var _ = Describe("debug endpoint", func() {
 		Eventually(ctx, func(g Gomega) {
 			web := f.object(ctx, "credentials", "web")
 			g.Expect(web.History).NotTo(BeEmpty())
-			g.Expect(web.History[0].Waiting).To(Equal("Deployment web waits for Job migrate (Complete)"))
+			g.Expect(web.History[0].Blocked).To(Equal(&framework.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (Complete)"}))
 		}).Should(Succeed(), "the waiting key's history has its note")
 
 		By("refusing bad input with a clear error")
@@ -259,6 +263,7 @@ var _ = Describe("debug endpoint", func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Code).To(Equal(http.StatusForbidden), "%s: a /metrics grant is not a debug grant", path)
 			Expect(res.Body).NotTo(ContainSubstring(`"credentials"`))
+			Expect(res.Body).To(ContainSubstring("decisions are kept for 10s: a grant made since applies within 10s"))
 
 			res, err = bearerGet(ctx, client, base+path, debugger)()
 			Expect(err).NotTo(HaveOccurred())
@@ -283,11 +288,11 @@ var _ = Describe("converge explain", func() {
 		f := newDebugFixture(ctx, framework.Options{}, 0)
 		base := "http://" + f.mgr.MetricsAddress()
 
-		By("a failing object: queued for its retry, with its failures and last error")
+		By("a failing object: delayed for its retry, with its failures and last error")
 		Eventually(ctx, func(g Gomega) {
 			code, out := explain(ctx, "ConfigMap", f.ns+"/bad", "--url", base, "--controller", "credentials")
 			g.Expect(code).To(Equal(1), out)
-			g.Expect(out).To(MatchRegexp(`queued \(retry\) since \S+, next attempt in \S+ after \d+ failures: last error: rotate credentials of %s/bad: vault is sealed`, f.ns))
+			g.Expect(out).To(MatchRegexp(`delayed \(retry\) since \S+, next attempt in \S+ after \d+ failures: last error: rotate credentials of %s/bad: vault is sealed`, f.ns))
 		}).Should(Succeed())
 
 		By("an object its reconciler says is waiting")
@@ -311,6 +316,45 @@ var _ = Describe("converge explain", func() {
 		code, out = explain(ctx, "v1 ConfigMap", f.ns+"/good", "--url", base, "--controller", "credentials", "-o", "json")
 		Expect(code).To(Equal(0), out)
 		Expect(out).To(ContainSubstring(`"converged": true`))
+	}, SpecTimeout(2*time.Minute))
+
+	It("answers bad input with exit status 2 and what there is, and says in JSON what its text says", func(ctx SpecContext) {
+		f := newDebugFixture(ctx, framework.Options{}, 0)
+		base := "http://" + f.mgr.MetricsAddress()
+
+		By("a mistyped kind: the kinds there are, and the closest")
+		code, out := explain(ctx, "ConfigMp", f.ns+"/good", "--url", base)
+		Expect(code).To(Equal(2), out)
+		Expect(out).To(ContainSubstring(`no controller of the manager reconciles kind "ConfigMp": did you mean ConfigMap? It reconciles v1 ConfigMap`))
+
+		By("a forgotten namespace: the kind is namespaced")
+		code, out = explain(ctx, "ConfigMap", "good", "--url", base)
+		Expect(code).To(Equal(2), out)
+		Expect(out).To(ContainSubstring("ConfigMap is namespaced: name the object NAMESPACE/good"))
+
+		By("a failing object: delayed in the text and in the JSON, and its informer's objects counted as the page counts them")
+		Eventually(ctx, func(g Gomega) {
+			code, out := explain(ctx, "ConfigMap", f.ns+"/bad", "--url", base, "--controller", "credentials", "-o", "json")
+			g.Expect(code).To(Equal(1), out)
+			var ex struct {
+				Controllers []struct{ Lines []string }
+				Status      framework.ObjectStatus
+			}
+			g.Expect(json.Unmarshal([]byte(out), &ex)).To(Succeed())
+			ks := ex.Status.Controllers[0]
+			g.Expect(ex.Controllers[0].Lines[0]).To(HavePrefix("delayed (retry) since "))
+			g.Expect(ks.Delayed).To(BeTrue(), out)
+			g.Expect(ks.Queued).To(BeFalse(), out)
+			state := decodeJSON[framework.DebugState](f.get(ctx, "api/state").Body)
+			var objects []int
+			for _, inf := range state.Informers {
+				if inf.Description == ks.Informer.Description {
+					objects = append(objects, inf.Objects)
+				}
+			}
+			g.Expect(objects).To(Equal([]int{ks.Informer.Objects}))
+			g.Expect(ks.Informer.Objects).To(BeNumerically(">=", 3), "good, bad and web")
+		}).Should(Succeed())
 	}, SpecTimeout(2*time.Minute))
 
 	It("says an object was never seen because its informer may not list the kind", func(ctx SpecContext) {

@@ -166,7 +166,7 @@ var _ = Describe("declarative child policies", func() {
 		// Without the policy: the apply fails, and the condition says why
 		// as the API server does.
 		Eventually(ctx, siteReadyCondition(ctx, ns, "plain")).Should(And(
-			readyWith(declarative.ChildFailedReason, "Job plain-migrate is not Complete: it could not be applied: the API server answered 422 Invalid: spec.template: "),
+			readyWith(declarative.ChildFailedReason, "Job plain-migrate is not ready (Complete): it could not be applied: the API server answered 422 Invalid: spec.template: "),
 			HaveField("Message", ContainSubstring("field is immutable")),
 			HaveField("Message", Not(ContainSubstring(`"containers"`)))), // the quoted template left out
 			"the Ready condition of a Job whose template cannot change")
@@ -188,7 +188,7 @@ var _ = Describe("declarative child policies", func() {
 		Expect(err).NotTo(HaveOccurred())
 		createSiteWithLabels(ctx, ns, "foreign", anySpec, map[string]string{"replace": "yes", "image": "busybox_2"})
 		Eventually(ctx, siteReadyCondition(ctx, ns, "foreign")).Should(readyWith(declarative.ChildFailedReason,
-			"Job foreign-migrate is not Complete: it could not be applied: Job "+ns+"/foreign-migrate already exists and is not managed by StaticSite "+ns+"/foreign"))
+			"Job foreign-migrate is not ready (Complete): it could not be applied: Job "+ns+"/foreign-migrate already exists and is not managed by StaticSite "+ns+"/foreign"))
 		Expect(jobOf(ctx, ns, "foreign-migrate")()).To(And(HaveField("UID", foreign.UID), HaveField("DeletionTimestamp", BeNil())))
 	}, SpecTimeout(3*time.Minute))
 
@@ -243,7 +243,7 @@ var _ = Describe("declarative child policies", func() {
 		for name := range propagation {
 			createSite(ctx, ns, name, anySpec)
 			// No provisioner binds the claim: it stays Pending.
-			Eventually(ctx, siteReadyCondition(ctx, ns, name)).Should(readyWith(declarative.NotReadyReason, "PersistentVolumeClaim "+name+"-data is not Bound"))
+			Eventually(ctx, siteReadyCondition(ctx, ns, name)).Should(readyWith(declarative.NotReadyReason, "PersistentVolumeClaim "+name+"-data is not ready yet (Bound)"))
 			Eventually(ctx, configMap(ctx, ns, name+"-config")).ShouldNot(BeNil())
 		}
 		for name, policy := range propagation {

@@ -46,7 +46,7 @@ func Desired(_ context.Context, web *v1alpha1.WebApp) (declarative.State, error)
 	}
 	children = append(children,
 		declarative.NewChild(deploy).After(waitFor...).
-			ReadyWhen(func(d *appsv1.Deployment) bool { // serving: one pod is enough
+			ReadyWhen("serving", func(d *appsv1.Deployment) bool { // one pod is enough
 				return d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas >= min(1, ptr.Deref(d.Spec.Replicas, 1))
 			}),
 		declarative.NewChild(svc).After(deploy),

@@ -151,7 +151,7 @@ func TestWebAppRollsOutInOrder(t *testing.T) {
 	}
 
 	setStatus(r, job, &batchv1.Job{}, complete)
-	r.waitReady(declarative.WaitingReason, "Service shop waits for Deployment shop (ReadyWhen) since ")
+	r.waitReady(declarative.WaitingReason, "Service shop waits for Deployment shop (serving) since ")
 	if r.get("shop", &corev1.Service{}) {
 		t.Fatal("Service shop exists before Deployment shop serves")
 	}
@@ -207,7 +207,7 @@ func TestWebAppRollsOutInOrder(t *testing.T) {
 
 func TestWebAppWithoutMigrationOrBudget(t *testing.T) {
 	r := start(t, v1alpha1.WebAppSpec{Image: "shop:1", MinAvailable: new(int32(1))})
-	r.waitReady(declarative.WaitingReason, "Service shop waits for Deployment shop (ReadyWhen) since ")
+	r.waitReady(declarative.WaitingReason, "Service shop waits for Deployment shop (serving) since ")
 	if jobs := (&batchv1.JobList{}); r.mgr.APIReader().List(t.Context(), jobs) != nil || len(jobs.Items) != 0 {
 		t.Fatalf("a migration Job without spec.migrate: %+v", jobs.Items)
 	}
@@ -232,7 +232,7 @@ func TestWebAppMigrationRunsOncePerImage(t *testing.T) {
 	r.waitReady(declarative.WaitingReason, "Deployment shop waits for Job shop-migrate-")
 	job := r.migrationJob()
 	setStatus(r, job, &batchv1.Job{}, complete)
-	r.waitReady(declarative.WaitingReason, "Service shop waits for Deployment shop (ReadyWhen) since ")
+	r.waitReady(declarative.WaitingReason, "Service shop waits for Deployment shop (serving) since ")
 	setStatus(r, "shop", &appsv1.Deployment{}, serving)
 	r.waitReady(declarative.ChildrenReadyReason, "all 4 children are ready")
 

@@ -3,6 +3,7 @@ package serving
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -72,7 +73,7 @@ func (a *AuthFilter) Wrap(next http.Handler) http.Handler {
 			w.Header().Set("WWW-Authenticate", wwwAuthenticate)
 			http.Error(w, "Unauthorized", status)
 		default:
-			http.Error(w, "Forbidden: get on "+r.URL.Path+" is not allowed", status)
+			http.Error(w, fmt.Sprintf("Forbidden: get on %s is not allowed (decisions are kept for %v: a grant made since applies within %v)", r.URL.Path, decisionTTL, decisionTTL), status)
 		}
 	})
 }
