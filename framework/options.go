@@ -241,6 +241,22 @@ type ShardingOptions struct {
 	// negative value means no wait.
 	FormationDelay time.Duration
 
+	// MaxClockSkew is the most the wall clocks of the ring's members may
+	// differ by. A member judges a Lease it has not yet seen change by the
+	// renewal time the Lease carries, written by its holder's clock: one
+	// renewed more than LeaseDuration + MaxClockSkew ago has expired, so
+	// a member started after a crash serves the crashed member's buckets
+	// at once rather than after watching its Leases for LeaseDuration. A
+	// Lease seen to change is judged by this member's clock alone: it
+	// expires LeaseDuration after the last change seen. Safety needs the
+	// clocks within MaxClockSkew + LeaseDuration − RenewDeadline of each
+	// other; a member that sees a renewal arrive later than that after
+	// the time it carries stops judging by carried times and logs it.
+	// Zero means 1 s; a negative value means never judge by carried times
+	// (a member started after a crash waits LeaseDuration, as client-go's
+	// leader election does).
+	MaxClockSkew time.Duration
+
 	// HandoverTimeout bounds how long a member giving a bucket up waits for
 	// the bucket's in-flight reconciles; those still running then have
 	// their contexts cancelled and are named in the log, and their writes
@@ -345,6 +361,7 @@ const (
 	defaultRetryPeriod             = 2 * time.Second
 	defaultShardBuckets            = 32
 	defaultHandoverTimeout         = 10 * time.Second
+	defaultMaxClockSkew            = time.Second
 	inClusterNamespaceFile         = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
 
@@ -419,6 +436,9 @@ func (o Options) withDefaults() Options {
 		}
 		if sh.FormationDelay == 0 {
 			sh.FormationDelay = sh.RetryPeriod
+		}
+		if sh.MaxClockSkew == 0 {
+			sh.MaxClockSkew = defaultMaxClockSkew
 		}
 	}
 	return o
