@@ -13,7 +13,12 @@
 // member reports its ring status and how many of the objects its cache
 // holds (read through the manager's client, which reads the held buckets).
 // Without --ring it is neither sharded nor leader-elected: every replica
-// reconciles every object.
+// reconciles every object. --buckets sets the ring's BucketCount;
+// --kind=secrets makes the sharded controller one of Secrets that reports
+// and writes nothing (another program on the ring); --server sends every
+// request to that URL instead of the kubeconfig's server (a proxy);
+// --no-preconditions turns off the preconditions of the sharded
+// reconciles' writes (a negative control).
 //
 // It stops on SIGTERM through framework.SignalContext and exits 0 when
 // Manager.Start returns nil.
@@ -38,6 +43,7 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/shardtest"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/test/sharding/report"
 )
@@ -63,15 +69,36 @@ func main() {
 		lease      = flag.Duration("lease", 4*time.Second, "the ring's LeaseDuration (RenewDeadline 3/4 of it, RetryPeriod 1/8)")
 		workers    = flag.Int("workers", 4, "workers")
 		work       = flag.Duration("work", 20*time.Millisecond, "how long a reconcile that writes works before it writes")
+		buckets    = flag.Int("buckets", 0, "the ring's BucketCount (0: the default)")
+		kind       = flag.String("kind", "configmaps", "the kind the controller reconciles: configmaps or secrets (which it only reads)")
+		server     = flag.String("server", "", "send every request to this URL instead of the kubeconfig's server")
+		noPre      = flag.Bool("no-preconditions", false, "send the sharded reconciles' writes without preconditions (a negative control)")
 	)
 	flag.Parse()
-	if err := run(*kubeconfig, *namespace, *prefix, *referee, *identity, *ring, *lease, *workers, *work); err != nil {
+	if *noPre {
+		shardtest.DisablePreconditions()
+	}
+	o := options{kubeconfig: *kubeconfig, namespace: *namespace, prefix: *prefix, referee: *referee, identity: *identity, ring: *ring,
+		lease: *lease, workers: *workers, work: *work, buckets: *buckets, kind: *kind, server: *server}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "member:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, namespace, prefix, referee, identity, ring string, lease time.Duration, workers int, work time.Duration) error {
+// options are the member's flags.
+type options struct {
+	kubeconfig, namespace, prefix, referee, identity, ring string
+	lease                                                  time.Duration
+	workers                                                int
+	work                                                   time.Duration
+	buckets                                                int
+	kind, server                                           string
+}
+
+func run(o options) error {
+	kubeconfig, namespace, prefix, referee, identity, ring := o.kubeconfig, o.namespace, o.prefix, o.referee, o.identity, o.ring
+	lease, workers, work := o.lease, o.workers, o.work
 	if referee == "" || identity == "" {
 		return errors.New("--referee and --identity are required")
 	}
@@ -84,7 +111,10 @@ func run(kubeconfig, namespace, prefix, referee, identity, ring string, lease ti
 	if err != nil {
 		return err
 	}
-	sharding := framework.ShardingOptions{Ring: ring, Namespace: namespace, Identity: identity}
+	if o.server != "" {
+		cfg.Host = o.server
+	}
+	sharding := framework.ShardingOptions{Ring: ring, Namespace: namespace, Identity: identity, BucketCount: o.buckets}
 	if ring != "" {
 		sharding.LeaseDuration, sharding.RenewDeadline, sharding.RetryPeriod = lease, lease*3/4, lease/8
 	}
@@ -100,8 +130,16 @@ func run(kubeconfig, namespace, prefix, referee, identity, ring string, lease ti
 	}
 	m := &member{mgr: mgr, identity: identity, referee: strings.TrimSuffix(referee, "/"), prefix: prefix, work: work,
 		http: &http.Client{Timeout: 30 * time.Second}}
-	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "member", framework.ControllerOptions{Workers: workers, Sharded: ring != ""}).
-		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](m.reconcile))
+	switch o.kind {
+	case "configmaps":
+		err = framework.NewBuilder[*corev1.ConfigMap](mgr, "member", framework.ControllerOptions{Workers: workers, Sharded: ring != ""}).
+			Complete(reconcile.ObjectFunc[*corev1.ConfigMap](m.reconcile))
+	case "secrets":
+		err = framework.NewBuilder[*corev1.Secret](mgr, "member", framework.ControllerOptions{Workers: workers, Sharded: ring != ""}).
+			Complete(reconcile.ObjectFunc[*corev1.Secret](func(context.Context, *corev1.Secret) (reconcile.Result, error) { return reconcile.Result{}, nil }))
+	default:
+		err = fmt.Errorf("--kind=%q: want configmaps or secrets", o.kind)
+	}
 	if err != nil {
 		return err
 	}
@@ -169,7 +207,8 @@ func (m *member) reportStatus(ctx context.Context, namespace string) {
 		if !ok {
 			continue
 		}
-		s := report.Status{Member: m.identity, At: time.Now().UnixNano(), Serving: st.Serving, Syncing: st.Syncing, Draining: st.Draining}
+		s := report.Status{Member: m.identity, At: time.Now().UnixNano(), Serving: st.Serving, Syncing: st.Syncing, Draining: st.Draining,
+			Members: st.Members, Refused: st.Refused}
 		var list corev1.ConfigMapList
 		if err := m.mgr.Client().List(ctx, &list, informers.InNamespace(namespace)); err == nil {
 			for _, cm := range list.Items {
