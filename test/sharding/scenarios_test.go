@@ -392,3 +392,57 @@ func testRestartAfterACrash(t *testing.T, env *envtest.Environment, cs kubernete
 	}
 	stopAll(t, d)
 }
+
+// testSteadyCost measures what the preconditions cost at steady state: a
+// ring of two members reconciles objects changing at rate per second for
+// d, once with preconditions and once without, and it prints, per 1,000
+// changes, the writes refused with a Conflict (the object changed again
+// between the reconcile's read and its write) and the reconciles made.
+func testSteadyCost(t *testing.T, env *envtest.Environment, cs kubernetes.Interface, objects int, rate float64, d time.Duration) {
+	for _, noPreconditions := range []bool{false, true} {
+		name := "with preconditions"
+		if noPreconditions {
+			name = "without preconditions"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			ns := testenv.Namespace(t, cs, "cost")
+			createObjects(ctx, t, cs, ns, objects)
+			ref := newReferee(t)
+			flags := []string{"--ring=cost", "--lease=" + lease.String(), "--workers=4", "--work=10ms"}
+			if noPreconditions {
+				flags = append(flags, "--no-preconditions")
+			}
+			since := time.Now()
+			m1 := startMember(t, env.KubeconfigPath(), ns, "m1", ref, flags...)
+			m2 := startMember(t, env.KubeconfigPath(), ns, "m2", ref, flags...)
+			eventually(t, 2*time.Minute, 20*time.Millisecond, func() (bool, string) {
+				counts, ok := ref.served([]string{"m1", "m2"}, buckets, since)
+				return ok, fmt.Sprintf("m1 and m2 serve %v buckets", counts)
+			})
+			before := ref.judge().outcomes
+			u := startUpdater(ctx, t, cs, ns, objects, rate)
+			began := time.Now()
+			eventually(t, 2*d, 100*time.Millisecond, func() (bool, string) { return time.Since(began) > d, "the updater runs" })
+			u.stop()
+			eventually(t, 2*time.Minute, 200*time.Millisecond, func() (bool, string) {
+				left, err := u.unreconciled(ctx, cs, ns)
+				return err == nil && len(left) == 0, fmt.Sprintf("%d objects' last change not reconciled (%v)", len(left), err)
+			})
+			v := ref.judge()
+			u.mu.Lock()
+			changes := u.changes
+			u.mu.Unlock()
+			per := func(outcome string) float64 {
+				return float64(v.outcomes[outcome]-before[outcome]) * 1000 / float64(changes)
+			}
+			reconciles := 0
+			for o, k := range v.outcomes {
+				reconciles += k - before[o]
+			}
+			t.Logf("steady state %s: %d changes in %v (at most %.0f/s) over %d objects, 2 members: per 1,000 changes %.1f writes refused with a Conflict, %.1f written, %.1f reconciles in all; %d writes landed over another member's later look",
+				name, changes, d, rate, objects, per(report.Conflict), per(report.Written), float64(reconciles)*1000/float64(changes), v.stale)
+			stopAll(t, m1, m2)
+		})
+	}
+}

@@ -22,6 +22,9 @@ const (
 	Fenced = "fenced"
 	// Cancelled: the reconcile's context ended first.
 	Cancelled = "cancelled"
+	// Conflict: the API server refused the write with a Conflict: the
+	// object changed since the reconcile read it (its precondition).
+	Conflict = "conflict"
 	// Error: the write failed otherwise.
 	Error = "error"
 )

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -184,6 +185,8 @@ func (m *member) reconcile(ctx context.Context, cm *corev1.ConfigMap) (reconcile
 		exit.Outcome, exit.WriteRV = report.Written, target.ResourceVersion
 	case errors.Is(err, framework.ErrBucketNotHeld):
 		exit.Outcome, exit.Err = report.Fenced, err.Error()
+	case apierrors.IsConflict(err):
+		exit.Outcome, exit.Err = report.Conflict, err.Error()
 	case ctx.Err() != nil:
 		exit.Outcome, exit.Err = report.Cancelled, err.Error()
 	default:
