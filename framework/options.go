@@ -173,10 +173,34 @@ type LeaderElectionOptions struct {
 // writes (ErrBucketNotHeld) once its bucket was given up, lost, or not
 // renewed within RenewDeadline of the start of its last successful renewal.
 // Another member can claim it only LeaseDuration after it last saw that
-// renewal, so a write that left the process before the fence closed and
-// reaches the API server within LeaseDuration − RenewDeadline is applied
-// before another member runs; a write delayed longer (a process frozen
-// between the fence check and the send) is the window that remains.
+// renewal. A write that left the process before the fence closed but
+// reaches the API server later (a process frozen between the check and the
+// send, a partition that heals) is stopped by the server: every write of a
+// sharded reconcile is conditional on the object as the reconcile read it
+// (client.WithPreconditions): its resourceVersion, and its UID for a
+// deletion. Once the next holder (or anyone) changed the object, the late
+// write fails with a Conflict, and the key is reconciled by whoever holds
+// its bucket now. The window that remains is the writes with no version to
+// name: a Create, a server-side apply of an object the reconcile never
+// read, and DeleteAllOf. A create is refused only when the object exists
+// (AlreadyExists; a declarative child's first apply, alike), so a create
+// delayed past the next holder's deletion of that object makes it again.
+//
+// Members share buckets only with members of the same layout: BucketCount,
+// Key, and the sharded controllers (their names and kinds). The ring's
+// layout Lease (named after the ring, "-layout") records the layout that
+// holds the ring; each member of it renews the Lease every RetryPeriod
+// with a patch that first tests the layout, and a bucket's writes are
+// fenced unless its holder renewed both the bucket's Lease and the layout
+// Lease within RenewDeadline. A member of another layout is refused,
+// whatever the timing: it claims no bucket, is not ready (its readiness
+// and RingStatus.Refused name both members and both layouts), the metric
+// converge_shard_refusals_total counts it, and it keeps trying: it takes
+// the ring over once no member of the layout the Lease records renewed it
+// for LeaseDuration, or for RenewDeadline after the last of them released
+// it on leaving. To change a ring's layout, stop its members before the
+// new ones start (a Deployment's Recreate strategy), or let the new ones
+// wait, unready, until the old ones are gone; the README says more.
 type ShardingOptions struct {
 	// Ring names the ring; processes with the same Ring and Namespace share
 	// its buckets. It prefixes the Leases' names, so it must be a DNS label
@@ -201,8 +225,8 @@ type ShardingOptions struct {
 	// namespace, the objects of a cluster-scoped primary kind all fall into
 	// one bucket, so one member reconciles them all. Zero means
 	// informers.ShardByUID. Every member of a ring must use the same Key
-	// and BucketCount: Start refuses to join a ring whose live members say
-	// otherwise.
+	// and BucketCount: a member of a ring whose live members say otherwise
+	// is refused (see ShardingOptions).
 	Key informers.ShardKey
 
 	// BucketCount is how many buckets the hash space is cut into: the
