@@ -139,63 +139,52 @@ func (r *referee) history(member string) memberHistory {
 	return memberHistory{held: h.held, members: maps.Clone(h.members), refused: h.refused}
 }
 
-// reconciledBy counts the reconciles member's processes entered.
-func (r *referee) reconciledBy(member string) int {
+// eachOf calls f with each reconcile of member's processes, under r.mu.
+func (r *referee) eachOf(member string, f func(*span)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
 	for _, byID := range r.spans {
 		for _, s := range byID {
 			if strings.HasPrefix(s.member, member+" (") {
-				n++
+				f(s)
 			}
 		}
 	}
+}
+
+// reconciledBy counts the reconciles member's processes entered.
+func (r *referee) reconciledBy(member string) int {
+	n := 0
+	r.eachOf(member, func(*span) { n++ })
 	return n
 }
 
 // openOf counts member's reconciles entered and not exited.
 func (r *referee) openOf(member string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	n := 0
-	for _, byID := range r.spans {
-		for _, s := range byID {
-			if s.outcome == outcomeOpen && strings.HasPrefix(s.member, member+" (") {
-				n++
-			}
+	r.eachOf(member, func(s *span) {
+		if s.outcome == outcomeOpen {
+			n++
 		}
-	}
+	})
 	return n
 }
 
 // freshOf counts member's reconciles in flight that entered within d.
 func (r *referee) freshOf(member string, d time.Duration) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	n := 0
-	for _, byID := range r.spans {
-		for _, s := range byID {
-			if s.outcome == outcomeOpen && strings.HasPrefix(s.member, member+" (") && time.Since(s.from) < d {
-				n++
-			}
+	r.eachOf(member, func(s *span) {
+		if s.outcome == outcomeOpen && time.Since(s.from) < d {
+			n++
 		}
-	}
+	})
 	return n
 }
 
 // outcomesOf counts member's reconciles by outcome.
 func (r *referee) outcomesOf(member string) map[string]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	out := map[string]int{}
-	for _, byID := range r.spans {
-		for _, s := range byID {
-			if strings.HasPrefix(s.member, member+" (") {
-				out[s.outcome]++
-			}
-		}
-	}
+	r.eachOf(member, func(s *span) { out[s.outcome]++ })
 	return out
 }
 
