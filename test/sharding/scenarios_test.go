@@ -166,10 +166,10 @@ func testLayouts(t *testing.T, env *envtest.Environment, cs kubernetes.Interface
 	t.Logf("two layouts started together %d times: a (32 buckets) took the ring %d times, b (8 buckets) %d times; the other was refused every time", runs, wins["a"], wins["b"])
 }
 
-// testTwoPrograms runs a program sharding ConfigMaps and one sharding
-// Secrets on one ring name: the second is refused, and every ConfigMap's
-// change is reconciled (none falls into a bucket of the program without a
-// ConfigMap controller).
+// testTwoPrograms runs a program sharding ConfigMaps and then one sharding
+// Secrets on the same ring name: the second is refused, and every
+// ConfigMap's change is reconciled (none falls into a bucket of the program
+// without a ConfigMap controller).
 func testTwoPrograms(t *testing.T, env *envtest.Environment, cs kubernetes.Interface) {
 	ctx := t.Context()
 	ns := testenv.Namespace(t, cs, "programs")
@@ -183,7 +183,14 @@ func testTwoPrograms(t *testing.T, env *envtest.Environment, cs kubernetes.Inter
 	}
 	ref := newReferee(t)
 	flags := []string{"--ring=programs", "--lease=" + lease.String(), "--workers=4", "--work=10ms"}
+	// The ConfigMaps program holds the ring first; which of two programs
+	// started together wins is the layouts' test's.
+	since := time.Now()
 	cms := startMember(t, env.KubeconfigPath(), ns, "configmaps", ref, flags...)
+	eventually(t, time.Minute, 20*time.Millisecond, func() (bool, string) {
+		counts, ok := ref.served([]string{"configmaps"}, buckets, since)
+		return ok, fmt.Sprintf("the ConfigMaps program serves %v buckets", counts)
+	})
 	secrets := startMember(t, env.KubeconfigPath(), ns, "secrets", ref, append(flags, "--kind=secrets")...)
 	eventually(t, time.Minute, 20*time.Millisecond, func() (bool, string) {
 		cms.alive(t)
