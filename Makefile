@@ -44,7 +44,7 @@ fuzz: ## Fuzz every target for FUZZTIME each (default 3s). Not part of `make tes
 chaos: assets ## Fault-injection suite at full size (apiserver kills, expired watches, half-open connections, panics, SIGTERM, late CRD/RBAC); prints a table.
 	CHAOS_FULL=1 $(GO) test -count=1 -timeout 40m -v ./test/chaos/ 2>&1 | grep -E '^(--- |    [a-z_]+\.go:|[|]|ok|FAIL|PASS)'
 
-sharding: assets ## Sharded controller in several processes at full size (3000 objects, with and without the ShardedListAndWatch gate): join, SIGTERM, SIGKILL, restart, SIGSTOP/SIGCONT and a kube-apiserver restart under updates; prints a table per plane.
+sharding: assets ## Sharded controller in several processes at full size (3000 objects, with and without the ShardedListAndWatch gate): join, SIGTERM, SIGKILL, restart, SIGSTOP/SIGCONT and a kube-apiserver restart under updates, a table per plane; then two layouts started together (20 times), two programs on one ring name, a partition healed past the lease (and its negative control), a restart after a crash, and the steady-state cost of preconditions.
 	SHARDING_FULL=1 $(GO) test -race -count=1 -timeout 30m -v ./test/sharding/
 
 bench: assets ## converge vs controller-runtime vs client-go on one control plane (bench/README.md); BENCH_ARGS=... passes flags.

@@ -68,6 +68,7 @@ func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj objec
 	if err := r.into(req.Name(key.Name).Do(quietly(ctx, r.logger)), obj, gvk); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	noteRead(ctx, r.scheme, obj)
 	return nil
 }
 
@@ -119,6 +120,7 @@ func (r *APIReader) List(ctx context.Context, list runtime.Object, opts ...infor
 	if err := r.into(req.Do(quietly(ctx, r.logger)), list, gvk); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	noteList(ctx, r.scheme, list)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -74,7 +75,11 @@ func (c *Client) Get(ctx context.Context, key types.NamespacedName, obj object.O
 	if err := typednil.Check("obj", obj); err != nil {
 		return fmt.Errorf("get %s: %w", describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}), err)
 	}
-	return c.cache.Get(ctx, key, obj)
+	if err := c.cache.Get(ctx, key, obj); err != nil {
+		return err
+	}
+	noteRead(ctx, c.scheme, obj)
+	return nil
 }
 
 // List copies the cached objects matching opts into list (a *FooList).
@@ -82,7 +87,11 @@ func (c *Client) List(ctx context.Context, list runtime.Object, opts ...informer
 	if err := typednil.Check("list", list); err != nil {
 		return fmt.Errorf("list: %w", err)
 	}
-	return c.cache.List(ctx, list, opts...)
+	if err := c.cache.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	noteList(ctx, c.scheme, list)
+	return nil
 }
 
 // WriteOption modifies one write.
@@ -126,8 +135,8 @@ func MatchingUID(uid types.UID) WriteOption {
 // Create creates obj.
 func (c *Client) Create(ctx context.Context, obj object.Object, opts ...WriteOption) error {
 	wo := collect(opts)
-	return c.do(ctx, "create", obj, "", func(r *rest.Request) *rest.Request {
-		return r.Verb(http.MethodPost).VersionedParams(&metav1.CreateOptions{FieldManager: wo.fieldManager}, metav1.ParameterCodec).Body(obj)
+	return c.do(ctx, "create", obj, "", func(r *rest.Request, _ version, _ bool) (*rest.Request, string) {
+		return r.Verb(http.MethodPost).VersionedParams(&metav1.CreateOptions{FieldManager: wo.fieldManager}, metav1.ParameterCodec).Body(obj), ""
 	}, false)
 }
 
@@ -139,8 +148,15 @@ func (c *Client) Update(ctx context.Context, obj object.Object, opts ...WriteOpt
 
 func (c *Client) update(ctx context.Context, obj object.Object, sub string, opts []WriteOption) error {
 	wo := collect(opts)
-	return c.do(ctx, "update", obj, sub, func(r *rest.Request) *rest.Request {
-		return r.Verb(http.MethodPut).VersionedParams(&metav1.UpdateOptions{FieldManager: wo.fieldManager}, metav1.ParameterCodec).Body(obj)
+	return c.do(ctx, "update", obj, sub, func(r *rest.Request, pre version, ok bool) (*rest.Request, string) {
+		if ok && obj.GetResourceVersion() == "" {
+			// Sent with the version read, then given the server's answer
+			// (or, on an error, left without one again).
+			obj.SetResourceVersion(pre.rv)
+			defer obj.SetResourceVersion("")
+			return r.Verb(http.MethodPut).VersionedParams(&metav1.UpdateOptions{FieldManager: wo.fieldManager}, metav1.ParameterCodec).Body(obj), pre.rv
+		}
+		return r.Verb(http.MethodPut).VersionedParams(&metav1.UpdateOptions{FieldManager: wo.fieldManager}, metav1.ParameterCodec).Body(obj), ""
 	}, true)
 }
 
@@ -156,8 +172,15 @@ func (c *Client) patch(ctx context.Context, obj object.Object, sub string, pt ty
 	if pt == types.ApplyPatchType || pt == types.ApplyCBORPatchType {
 		po.Force = &wo.force
 	}
-	return c.do(ctx, "patch", obj, sub, func(r *rest.Request) *rest.Request {
-		return r.Verb(http.MethodPatch).SetHeader("Content-Type", string(pt)).VersionedParams(po, metav1.ParameterCodec).Body(data)
+	return c.do(ctx, "patch", obj, sub, func(r *rest.Request, pre version, ok bool) (*rest.Request, string) {
+		added := ""
+		if ok {
+			var with bool
+			if data, with = withResourceVersion(pt, data, pre.rv); with {
+				added = pre.rv
+			}
+		}
+		return r.Verb(http.MethodPatch).SetHeader("Content-Type", string(pt)).VersionedParams(po, metav1.ParameterCodec).Body(data), added
 	}, true)
 }
 
@@ -166,8 +189,20 @@ func (c *Client) patch(ctx context.Context, obj object.Object, sub string, pt ty
 func (c *Client) Delete(ctx context.Context, obj object.Object, opts ...WriteOption) error {
 	wo := collect(opts)
 	do := &metav1.DeleteOptions{PropagationPolicy: wo.propagation, Preconditions: wo.precondition}
-	return c.do(ctx, "delete", obj, "", func(r *rest.Request) *rest.Request {
-		return r.Verb(http.MethodDelete).Body(do)
+	return c.do(ctx, "delete", obj, "", func(r *rest.Request, pre version, ok bool) (*rest.Request, string) {
+		if !ok {
+			return r.Verb(http.MethodDelete).Body(do), ""
+		}
+		with := *do
+		p := metav1.Preconditions{ResourceVersion: &pre.rv}
+		if do.Preconditions != nil {
+			p.UID = do.Preconditions.UID
+		}
+		if p.UID == nil && pre.uid != "" {
+			p.UID = &pre.uid
+		}
+		with.Preconditions = &p
+		return r.Verb(http.MethodDelete).Body(&with), pre.rv
 	}, true)
 }
 
@@ -245,8 +280,11 @@ func (s StatusWriter) Apply(ctx context.Context, obj any, opts ...WriteOption) (
 	return s.c.apply(ctx, obj, "status", opts)
 }
 
-// do sends one request about obj and decodes the answer into obj.
-func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub string, build func(*rest.Request) *rest.Request, named bool) error {
+// do sends one request about obj and decodes the answer into obj. build
+// builds the request, given the precondition WithPreconditions asks for
+// (ok is false for none), and returns the resourceVersion it made the
+// write conditional on, "" for none.
+func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub string, build func(r *rest.Request, pre version, ok bool) (*rest.Request, string), named bool) error {
 	if err := typednil.Check("obj", obj); err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}
@@ -283,11 +321,20 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 	if sub != "" {
 		req = req.SubResource(sub)
 	}
-	res := build(req).Do(c.requestContext(ctx))
+	key := objectKey{gk: gvk.GroupKind(), namespace: obj.GetNamespace(), name: obj.GetName()}
+	pre, ok := precondition(ctx, key)
+	req, added := build(req, pre, ok)
+	res := req.Do(c.requestContext(ctx))
 	if err := res.Error(); err != nil {
+		if added != "" && apierrors.IsConflict(err) {
+			return fmt.Errorf("%s: the object changed since it was read at resourceVersion %s: %w", what, added, err)
+		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	if verb == "delete" {
+		if vs := versionsFrom(ctx); vs != nil {
+			vs.forget(key)
+		}
 		c.observeDeletion(gvk, obj, res)
 		return nil
 	}
@@ -308,10 +355,16 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 && gracePassed(obj) {
 		// The write removed the last finalizer of an object being deleted:
 		// it is gone, though the answer shows it as it was.
+		if vs := versionsFrom(ctx); vs != nil {
+			vs.forget(key)
+		}
 		c.cache.ObserveDeletion(gvk, obj)
 		return nil
 	}
 	c.cache.ObserveWrite(gvk, obj)
+	if vs := versionsFrom(ctx); vs != nil {
+		vs.wrote(key, obj)
+	}
 	return nil
 }
 

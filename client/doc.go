@@ -16,6 +16,12 @@
 //     (framework.ErrNotLeader) or the manager stopped
 //     (framework.ErrManagerStopped), even from a reconcile that ignores its
 //     context.
+//   - Conditional writes: under a context made by WithPreconditions, a write
+//     of an object read under it carries the object's resourceVersion as
+//     read (and its UID for a deletion), which the API server checks: a
+//     write arriving after the object changed fails with a Conflict
+//     instead of undoing the change. The framework puts one in every
+//     sharded reconcile's context.
 //   - Errors name the object: every error says the operation, the kind and
 //     the namespace/name, and wraps the cause (the API server's error, so
 //     apierrors.IsNotFound and the like work).

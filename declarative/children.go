@@ -479,6 +479,11 @@ func (d *Declarative[T]) applyOver(ctx context.Context, c child, live metav1.Obj
 		}
 	} else {
 		obj.SetUID(live.GetUID())
+		// In a sharded reconcile, the apply is conditional on the child as
+		// read (client.WithPreconditions): a late apply from a member that
+		// lost the parent's bucket fails instead of undoing the next
+		// holder's. A conflict reads the child again (see stale).
+		client.NoteRead(ctx, c.kind.gvk.GroupKind(), live)
 		if adopting {
 			// Adopted as live was: if another parent took it meanwhile
 			// (its cache lagging as this one's may), the apply fails.
@@ -859,7 +864,13 @@ func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent obj
 	return objs, nil
 }
 
+// deleteChild deletes obj, a child of kind ck, on condition that it is
+// still the object read (its UID) and, in a sharded reconcile, unchanged
+// since (client.WithPreconditions). A conflict is not an error: the object
+// was replaced (not this parent's to delete), or it changed, and its
+// change reconciles the parent again.
 func (d *Declarative[T]) deleteChild(ctx context.Context, ck *childKind, obj object.Object) error {
+	client.NoteRead(ctx, ck.gvk.GroupKind(), obj)
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(ck.gvk)
 	u.SetNamespace(obj.GetNamespace())

@@ -30,12 +30,20 @@ var errParentGone = errors.New("parent is gone")
 // The apply names the parent's UID: an apply creates missing objects, and
 // without the UID a parent deleted meanwhile would be re-created, empty. With
 // it the server answers with a conflict instead, which means "gone": then it
-// returns an error wrapping errParentGone.
-func (d *Declarative[T]) addFinalizer(ctx context.Context, parent object.Object) error {
+// returns an error wrapping errParentGone. In a sharded reconcile the apply
+// is also conditional on the parent's resourceVersion as read
+// (client.WithPreconditions), and a conflict may mean "changed": the
+// parent is then read from the API server to tell.
+func (d *Declarative[T]) addFinalizer(ctx context.Context, parent T) error {
 	u := d.objectRef(parent)
 	u.SetUID(parent.GetUID())
 	u.SetFinalizers([]string{d.opts.Finalizer})
 	_, err := d.client.Apply(ctx, u, client.FieldManager(d.finalizerManager()), client.ForceOwnership())
+	if apierrors.IsConflict(err) {
+		if gone, gerr := d.parentGone(ctx, parent); gerr != nil || !gone {
+			return fmt.Errorf("add finalizer %s: %w", d.opts.Finalizer, errors.Join(err, gerr))
+		}
+	}
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return fmt.Errorf("add finalizer %s: %w: %w", d.opts.Finalizer, errParentGone, err)
 	}
@@ -168,7 +176,14 @@ func (d *Declarative[T]) applyStatus(ctx context.Context, parent T, status any) 
 		return nil // a new parent of the same name is reconciled on its own
 	}
 	if apierrors.IsConflict(err) {
-		return nil // the parent is gone; a new one of the same name is reconciled on its own
+		// The parent is gone (a new one of the same name is reconciled on
+		// its own), or, in a sharded reconcile, whose writes are
+		// conditional on the parent as read, it changed: then the status
+		// is applied again with the parent as it is now.
+		if gone, gerr := d.parentGone(ctx, parent); gerr != nil || !gone {
+			return fmt.Errorf("apply status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), errors.Join(err, gerr))
+		}
+		return nil
 	}
 	if err != nil {
 		return err

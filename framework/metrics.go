@@ -74,6 +74,7 @@ type ringMetrics struct {
 	durations *prometheus.HistogramVec
 	abandoned *prometheus.CounterVec
 	dropped   *prometheus.CounterVec
+	refused   *prometheus.CounterVec
 }
 
 // newRingMetrics returns the series of the ring named ring, unregistered.
@@ -101,11 +102,16 @@ func newRingMetrics(ring string) *ringMetrics {
 			Name: "converge_shard_keys_dropped_total",
 			Help: "Keys a sharded controller did not reconcile because their bucket is held by another member (which reconciles them), per controller.",
 		}, []string{"ring", "controller"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "converge_shard_refusals_total",
+			Help: "Times this member was refused by its ring: members of another layout (BucketCount, Key or sharded controllers) held it. RingStatus.Refused and /readyz say which while it lasts.",
+		}, []string{"ring"}),
 	}
 }
 
 func (m *ringMetrics) register(r *prometheus.Registry) {
-	r.MustRegister(m.buckets, m.handovers, m.durations, m.abandoned, m.dropped)
+	r.MustRegister(m.buckets, m.handovers, m.durations, m.abandoned, m.dropped, m.refused)
+	m.refused.WithLabelValues(m.ring)
 	for _, d := range []string{"in", "out", "lost"} {
 		m.handovers.WithLabelValues(m.ring, d)
 	}

@@ -173,10 +173,34 @@ type LeaderElectionOptions struct {
 // writes (ErrBucketNotHeld) once its bucket was given up, lost, or not
 // renewed within RenewDeadline of the start of its last successful renewal.
 // Another member can claim it only LeaseDuration after it last saw that
-// renewal, so a write that left the process before the fence closed and
-// reaches the API server within LeaseDuration − RenewDeadline is applied
-// before another member runs; a write delayed longer (a process frozen
-// between the fence check and the send) is the window that remains.
+// renewal. A write that left the process before the fence closed but
+// reaches the API server later (a process frozen between the check and the
+// send, a partition that heals) is stopped by the server: every write of a
+// sharded reconcile is conditional on the object as the reconcile read it
+// (client.WithPreconditions): its resourceVersion, and its UID for a
+// deletion. Once the next holder (or anyone) changed the object, the late
+// write fails with a Conflict, and the key is reconciled by whoever holds
+// its bucket now. The window that remains is the writes with no version to
+// name: a Create, a server-side apply of an object the reconcile never
+// read, and DeleteAllOf. A create is refused only when the object exists
+// (AlreadyExists; a declarative child's first apply, alike), so a create
+// delayed past the next holder's deletion of that object makes it again.
+//
+// Members share buckets only with members of the same layout: BucketCount,
+// Key, and the sharded controllers (their names and kinds). The ring's
+// layout Lease (named after the ring, "-layout") records the layout that
+// holds the ring; each member of it renews the Lease every RetryPeriod
+// with a patch that first tests the layout, and a bucket's writes are
+// fenced unless its holder renewed both the bucket's Lease and the layout
+// Lease within RenewDeadline. A member of another layout is refused,
+// whatever the timing: it claims no bucket, is not ready (its readiness
+// and RingStatus.Refused name both members and both layouts), the metric
+// converge_shard_refusals_total counts it, and it keeps trying: it takes
+// the ring over once no member of the layout the Lease records renewed it
+// for LeaseDuration, or for RenewDeadline after the last of them released
+// it on leaving. To change a ring's layout, stop its members before the
+// new ones start (a Deployment's Recreate strategy), or let the new ones
+// wait, unready, until the old ones are gone; the README says more.
 type ShardingOptions struct {
 	// Ring names the ring; processes with the same Ring and Namespace share
 	// its buckets. It prefixes the Leases' names, so it must be a DNS label
@@ -201,8 +225,8 @@ type ShardingOptions struct {
 	// namespace, the objects of a cluster-scoped primary kind all fall into
 	// one bucket, so one member reconciles them all. Zero means
 	// informers.ShardByUID. Every member of a ring must use the same Key
-	// and BucketCount: Start refuses to join a ring whose live members say
-	// otherwise.
+	// and BucketCount: a member of a ring whose live members say otherwise
+	// is refused (see ShardingOptions).
 	Key informers.ShardKey
 
 	// BucketCount is how many buckets the hash space is cut into: the
@@ -240,6 +264,22 @@ type ShardingOptions struct {
 	// time, unserved: set it negative there. Zero means RetryPeriod; a
 	// negative value means no wait.
 	FormationDelay time.Duration
+
+	// MaxClockSkew is the most the wall clocks of the ring's members may
+	// differ by. A member judges a Lease it has not yet seen change by the
+	// renewal time the Lease carries, written by its holder's clock: one
+	// renewed more than LeaseDuration + MaxClockSkew ago has expired, so
+	// a member started after a crash serves the crashed member's buckets
+	// at once rather than after watching its Leases for LeaseDuration. A
+	// Lease seen to change is judged by this member's clock alone: it
+	// expires LeaseDuration after the last change seen. Safety needs the
+	// clocks within MaxClockSkew + LeaseDuration − RenewDeadline of each
+	// other; a member that sees a renewal arrive later than that after
+	// the time it carries stops judging by carried times and logs it.
+	// Zero means 1 s; a negative value means never judge by carried times
+	// (a member started after a crash waits LeaseDuration, as client-go's
+	// leader election does).
+	MaxClockSkew time.Duration
 
 	// HandoverTimeout bounds how long a member giving a bucket up waits for
 	// the bucket's in-flight reconciles; those still running then have
@@ -345,6 +385,7 @@ const (
 	defaultRetryPeriod             = 2 * time.Second
 	defaultShardBuckets            = 32
 	defaultHandoverTimeout         = 10 * time.Second
+	defaultMaxClockSkew            = time.Second
 	inClusterNamespaceFile         = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
 
@@ -419,6 +460,9 @@ func (o Options) withDefaults() Options {
 		}
 		if sh.FormationDelay == 0 {
 			sh.FormationDelay = sh.RetryPeriod
+		}
+		if sh.MaxClockSkew == 0 {
+			sh.MaxClockSkew = defaultMaxClockSkew
 		}
 	}
 	return o

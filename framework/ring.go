@@ -37,8 +37,6 @@ const (
 	ringLabel   = "converge.dev/ring"
 	roleLabel   = "converge.dev/ring-role"
 	bucketLabel = "converge.dev/bucket"
-	bucketsAnno = "converge.dev/buckets"
-	keyAnno     = "converge.dev/shard-key"
 	// marksAnno, on a bucket Lease, holds the marks its holder writes with
 	// each renewal and when it gives the bucket up (handoverMarks): by
 	// controller name, a resourceVersion below which every change of the
@@ -75,10 +73,16 @@ type RingStatus struct {
 	Serving  []int `json:"serving"`
 	Syncing  []int `json:"syncing"`
 	Draining []int `json:"draining"`
-	// Members are the identities of the live, compatible members this
-	// member saw at its last look at the ring; itself included while its
-	// member Lease was renewed within RenewDeadline.
+	// Members are the identities of the live members of this member's
+	// layout it saw at its last look at the ring; itself included while
+	// its member Lease was renewed within RenewDeadline and it is not
+	// refused.
 	Members []string `json:"members"`
+	// Refused says why this member holds no bucket and is not ready: the
+	// ring is held by members of another layout (another BucketCount, Key
+	// or set of sharded controllers), which it names. The member keeps
+	// trying, and joins once they are gone. Empty while not refused.
+	Refused string `json:"refused,omitempty"`
 }
 
 // shardUser is a sharded controller, as the ring drives it.
@@ -99,6 +103,9 @@ type shardUser interface {
 	// marks returns the controller's name and its marks of the buckets of
 	// bs it can say for, by bucket (see shardedPrimary.marks).
 	marks(bs []int) (controller string, rvs map[int]string)
+	// describe names the controller and its kind, for the ring's layout:
+	// "cms (ConfigMap)".
+	describe() string
 }
 
 // bucketState is where a claimed bucket is in its life.
@@ -130,8 +137,10 @@ type heldBucket struct {
 
 // observation is when a Lease's resourceVersion was first seen.
 type observation struct {
-	rv    string
-	since time.Time
+	rv string
+	// since is when the Lease was last renewed at the latest, as this
+	// member judges it (see backdate); at when it was seen.
+	since, at time.Time
 }
 
 // ring is this process's membership of a sharding ring (see
@@ -144,6 +153,8 @@ type ring struct {
 	metrics *ringMetrics
 	// memberName is the name of this member's Lease.
 	memberName string
+	// layout is this member's layout, set by start before the ring runs.
+	layout ringLayout
 
 	informer cache.SharedIndexInformer
 	kick     chan struct{}
@@ -152,8 +163,19 @@ type ring struct {
 
 	mu sync.RWMutex
 	// users are the sharded controllers; mu guards every field below.
-	users  []shardUser
-	member *coordinationv1.Lease
+	users []shardUser
+	// layoutRenewed is when the last successful write of the layout Lease
+	// (recording layout) was sent; refused is set while the Lease records
+	// another layout that live members hold.
+	layoutRenewed time.Time
+	refused       error
+	// refusedBy is the layout that refused this member, while refused.
+	refusedBy ringLayout
+	// distrust is set once a Lease's renewal time showed its holder's
+	// clock further behind this member's than MaxClockSkew allows: from
+	// then on no Lease is judged by the time it carries.
+	distrust bool
+	member   *coordinationv1.Lease
 	// memberRenewed is when the last successful renewal of the member
 	// Lease was sent; lastRenew when the last round of renewals began.
 	memberRenewed, lastRenew time.Time
@@ -166,8 +188,8 @@ type ring struct {
 	// after joined.
 	joined time.Time
 	formed bool
-	// refused names incompatible members already logged.
-	refused map[string]bool
+	// ignored names the member Leases of other layouts already logged.
+	ignored map[string]bool
 	stopped bool
 }
 
@@ -182,7 +204,7 @@ func newRing(cs kubernetes.Interface, opts ShardingOptions, log logr.Logger, met
 		kick:       make(chan struct{}, 1),
 		held:       map[int]*heldBucket{},
 		seen:       map[string]observation{},
-		refused:    map[string]bool{},
+		ignored:    map[string]bool{},
 	}
 	sel := labels.SelectorFromSet(labels.Set{ringLabel: opts.Ring}).String()
 	lw := &cache.ListWatch{
@@ -201,7 +223,15 @@ func newRing(cs kubernetes.Interface, opts ShardingOptions, log logr.Logger, met
 		DeleteFunc: func(any) { r.poke() },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, n := oldObj.(*coordinationv1.Lease), newObj.(*coordinationv1.Lease)
-			if holder(o) != holder(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) {
+			r.checkClock(o, n)
+			switch {
+			case n.Labels[roleLabel] == roleLayout:
+				// Its holder is the member of its layout that renewed it
+				// last, and changes every renewal.
+				if layoutOf(o) != layoutOf(n) || holder(n) == "" {
+					r.poke()
+				}
+			case holder(o) != holder(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil):
 				r.poke()
 			}
 		},
@@ -216,6 +246,30 @@ func memberLeaseName(ring, identity string) string {
 }
 
 func bucketLeaseName(ring string, b int) string { return fmt.Sprintf("%s-bucket-%d", ring, b) }
+
+// newLease returns a Lease of the ring named name, of role, held by this
+// member from now, recording its layout.
+func (r *ring) newLease(name, role string, now time.Time) *coordinationv1.Lease {
+	stamp := metav1.NewMicroTime(now)
+	secs := int32(r.opts.LeaseDuration.Round(time.Second) / time.Second)
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.opts.Namespace, Labels: map[string]string{ringLabel: r.opts.Ring, roleLabel: role}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &r.opts.Identity, LeaseDurationSeconds: &secs, AcquireTime: &stamp, RenewTime: &stamp},
+	}
+	r.layout.annotate(l)
+	return l
+}
+
+// cachedLease returns the ring's Lease of that name as the informer
+// shows it, nil for none.
+func (r *ring) cachedLease(name string) *coordinationv1.Lease {
+	obj, ok, _ := r.informer.GetStore().GetByKey(r.opts.Namespace + "/" + name)
+	if !ok {
+		return nil
+	}
+	l, _ := obj.(*coordinationv1.Lease)
+	return l
+}
 
 func holder(l *coordinationv1.Lease) string {
 	if l == nil || l.Spec.HolderIdentity == nil {
@@ -255,42 +309,29 @@ func (r *ring) unregister(u shardUser) {
 	r.users = slices.DeleteFunc(r.users, func(v shardUser) bool { return v == u })
 }
 
-// start checks that the ring's live members agree with this one, joins
-// the ring and runs it until ctx ends; then call leave.
+// start joins the ring and runs it until ctx ends; then call leave. A
+// member of another layout than the ring's is not refused here but by the
+// ring (see writeLayout), which it keeps trying to join.
 func (r *ring) start(ctx context.Context) error {
+	r.mu.Lock()
+	r.layout = newLayout(fmt.Sprintf("%d/%s", r.opts.BucketCount, r.opts.Key), r.users)
+	r.mu.Unlock()
 	go r.informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
 		return fmt.Errorf("framework: sharding ring %q: list its Leases in namespace %s: %w", r.opts.Ring, r.opts.Namespace, context.Cause(ctx))
 	}
-	// Refuse to join a ring whose live members cut it otherwise. Members
-	// are live when the renewal time their Lease carries (written by the
-	// member, with its own clock) is within LeaseDuration of this
-	// process's clock: it has not watched them long enough to judge by
-	// what it saw change.
-	for _, l := range r.ringLeases() {
-		if l.Labels[roleLabel] != roleMember || l.Name == r.memberName || l.DeletionTimestamp != nil {
-			continue
-		}
-		if l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > r.opts.LeaseDuration {
-			continue
-		}
-		if err := r.compatible(l); err != nil {
-			return fmt.Errorf("framework: cannot join sharding ring %q in namespace %s: %w", r.opts.Ring, r.opts.Namespace, err)
-		}
-	}
-	r.log.Info("joining sharding ring", "buckets", r.opts.BucketCount, "key", string(r.opts.Key))
+	r.log.Info("joining sharding ring", "layout", r.layout.String())
 	go r.run(ctx)
 	return nil
 }
 
-// compatible is nil when member Lease l cuts the ring as this member does.
+// compatible is nil when member Lease l records this member's layout.
 func (r *ring) compatible(l *coordinationv1.Lease) error {
-	buckets, key := l.Annotations[bucketsAnno], l.Annotations[keyAnno]
-	if buckets == strconv.Itoa(r.opts.BucketCount) && key == string(r.opts.Key) {
-		return nil
+	if theirs := layoutOf(l); theirs != r.layout {
+		return fmt.Errorf("member %q (Lease %s) has layout %s, this member (%q) has %s: every member of a ring needs the same Options.Sharding.BucketCount and Key and the same sharded controllers",
+			holder(l), l.Name, theirs, r.opts.Identity, r.layout)
 	}
-	return fmt.Errorf("member %q (Lease %s) has %s buckets keyed by %q, this member (%q) has %d keyed by %q: every member of a ring needs the same Options.Sharding.BucketCount and Key",
-		holder(l), l.Name, buckets, key, r.opts.Identity, r.opts.BucketCount, r.opts.Key)
+	return nil
 }
 
 func (r *ring) ringLeases() []*coordinationv1.Lease {
@@ -363,6 +404,10 @@ func (r *ring) renew(ctx context.Context) {
 	users := slices.Clone(r.users)
 	r.mu.Unlock()
 
+	// The layout Lease and the member Lease are written at once, and
+	// before the buckets: a member refused by the layout renews none.
+	var writes sync.WaitGroup
+	writes.Go(func() { r.writeLayout(ctx) })
 	start := time.Now()
 	got, err := r.writeMember(ctx, member)
 	r.mu.Lock()
@@ -375,6 +420,13 @@ func (r *ring) renew(ctx context.Context) {
 	r.mu.Unlock()
 	if err != nil {
 		r.log.V(1).Info("renewing the member Lease failed", "error", err.Error())
+	}
+	writes.Wait()
+	r.mu.RLock()
+	refused := r.refused != nil
+	r.mu.RUnlock()
+	if refused {
+		return // its buckets were given up
 	}
 
 	// Each renewal of a served bucket carries the marks taken now: should
@@ -406,9 +458,11 @@ func (r *ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, 
 	case apierrors.IsConflict(err):
 		cur, gerr := r.leases.Get(ctx, l.Name, metav1.GetOptions{})
 		switch {
-		case gerr == nil && holder(cur) == r.opts.Identity:
+		case gerr == nil && holder(cur) == r.opts.Identity && layoutOf(cur) == r.layout:
 			got = cur // renewed at the next round
 			start = time.Time{}
+		case gerr == nil && holder(cur) == r.opts.Identity:
+			lost = "its Lease records another layout: " + layoutOf(cur).String()
 		case gerr == nil:
 			lost = "its Lease is held by " + strconv.Quote(holder(cur))
 		case apierrors.IsNotFound(gerr):
@@ -438,18 +492,9 @@ func (r *ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, 
 // writeMember creates or renews the member Lease, last written as
 // member (nil when not known).
 func (r *ring) writeMember(ctx context.Context, member *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	now := metav1.NewMicroTime(time.Now())
-	secs := int32(r.opts.LeaseDuration.Round(time.Second) / time.Second)
+	start := time.Now()
 	if member == nil {
-		l := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: r.memberName, Namespace: r.opts.Namespace,
-				Labels:      map[string]string{ringLabel: r.opts.Ring, roleLabel: roleMember},
-				Annotations: map[string]string{bucketsAnno: strconv.Itoa(r.opts.BucketCount), keyAnno: string(r.opts.Key)},
-			},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &r.opts.Identity, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now},
-		}
-		got, err := r.leases.Create(ctx, l, metav1.CreateOptions{})
+		got, err := r.leases.Create(ctx, r.newLease(r.memberName, roleMember, start), metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
 			return got, err
 		}
@@ -459,7 +504,10 @@ func (r *ring) writeMember(ctx context.Context, member *coordinationv1.Lease) (*
 		}
 	}
 	l := member.DeepCopy()
+	now := metav1.NewMicroTime(start)
+	secs := int32(r.opts.LeaseDuration.Round(time.Second) / time.Second)
 	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &r.opts.Identity, &now, &secs
+	r.layout.annotate(l) // an earlier run's may differ
 	return r.leases.Update(ctx, l, metav1.UpdateOptions{})
 }
 
@@ -478,7 +526,11 @@ func (r *ring) assess(ctx context.Context) {
 	for _, l := range leases {
 		byName[l.Name] = l
 		if o, ok := r.seen[l.Name]; !ok || o.rv != l.ResourceVersion {
-			r.seen[l.Name] = observation{rv: l.ResourceVersion, since: now}
+			o := observation{rv: l.ResourceVersion, since: now, at: now}
+			if !ok {
+				o.since = r.backdateLocked(l, now)
+			}
+			r.seen[l.Name] = o
 		}
 	}
 	for name := range r.seen {
@@ -487,7 +539,7 @@ func (r *ring) assess(ctx context.Context) {
 		}
 	}
 	var members []string
-	if r.member != nil && now.Sub(r.memberRenewed) < r.opts.RenewDeadline {
+	if r.member != nil && now.Sub(r.memberRenewed) < r.opts.RenewDeadline && r.refused == nil {
 		members = append(members, r.opts.Identity)
 	}
 	for _, l := range leases {
@@ -499,8 +551,8 @@ func (r *ring) assess(ctx context.Context) {
 			continue // not renewed for LeaseDuration: gone
 		}
 		if err := r.compatible(l); err != nil {
-			if !r.refused[l.Name] {
-				r.refused[l.Name] = true
+			if !r.ignored[l.Name] {
+				r.ignored[l.Name] = true
 				r.log.Error(err, "ignoring an incompatible member of the ring")
 			}
 			continue
@@ -521,11 +573,14 @@ func (r *ring) assess(ctx context.Context) {
 	if !r.formed {
 		r.formed = r.formingOverLocked(leases, members, now)
 	}
+	// Buckets are claimed only while this member holds the ring's layout
+	// (see writeLayout): a member of another layout may then hold none.
+	mayClaim := r.formed && r.refused == nil && now.Sub(r.layoutRenewed) < r.opts.RenewDeadline
 	var claims []claim
 	for b, owner := range assign(r.opts.BucketCount, members) {
 		h := r.held[b]
 		switch {
-		case owner == r.opts.Identity && h == nil && r.formed:
+		case owner == r.opts.Identity && h == nil && mayClaim:
 			l := byName[bucketLeaseName(r.opts.Ring, b)]
 			if why := r.claimable(l, now); why != "" {
 				claims = append(claims, claim{b, l, why})
@@ -662,15 +717,12 @@ func (r *ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why st
 		err error
 	)
 	if l == nil {
-		got, err = r.leases.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: bucketLeaseName(r.opts.Ring, b), Namespace: r.opts.Namespace,
-				Labels: map[string]string{ringLabel: r.opts.Ring, roleLabel: roleBucket, bucketLabel: strconv.Itoa(b)},
-			},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &r.opts.Identity, LeaseDurationSeconds: &secs, AcquireTime: &stamp, RenewTime: &stamp},
-		}, metav1.CreateOptions{})
+		nl := r.newLease(bucketLeaseName(r.opts.Ring, b), roleBucket, start)
+		nl.Labels[bucketLabel] = strconv.Itoa(b)
+		got, err = r.leases.Create(ctx, nl, metav1.CreateOptions{})
 	} else {
 		c := l.DeepCopy()
+		r.layout.annotate(c)
 		c.Spec.HolderIdentity, c.Spec.AcquireTime, c.Spec.RenewTime, c.Spec.LeaseDurationSeconds = &r.opts.Identity, &stamp, &stamp, &secs
 		n := int32(1)
 		if c.Spec.LeaseTransitions != nil {
@@ -687,7 +739,7 @@ func (r *ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why st
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopped || r.held[b] != nil {
+	if r.stopped || r.held[b] != nil || r.refused != nil {
 		r.mu.Unlock()
 		r.release(ctx, got)
 		r.mu.Lock()
@@ -808,14 +860,11 @@ type handoverMarks struct {
 	Marks  map[string]string `json:"marks"`
 }
 
-// layout is the ring's cut of the hash space, as handoverMarks records it.
-func (r *ring) layout() string { return fmt.Sprintf("%d/%s", r.opts.BucketCount, r.opts.Key) }
-
 // leaseMarks returns the marks bucket Lease l carries, by controller; none
 // when it carries none, of another layout, or they do not parse.
 func (r *ring) leaseMarks(l *coordinationv1.Lease) map[string]string {
 	var m handoverMarks
-	if v := l.Annotations[marksAnno]; v == "" || json.Unmarshal([]byte(v), &m) != nil || m.Layout != r.layout() {
+	if v := l.Annotations[marksAnno]; v == "" || json.Unmarshal([]byte(v), &m) != nil || m.Layout != r.layout.cut {
 		return nil
 	}
 	return m.Marks
@@ -832,7 +881,7 @@ func (r *ring) withMarks(l *coordinationv1.Lease, marks map[string]string) *coor
 		all = map[string]string{}
 	}
 	maps.Copy(all, marks)
-	v, err := json.Marshal(handoverMarks{Layout: r.layout(), Marks: all})
+	v, err := json.Marshal(handoverMarks{Layout: r.layout.cut, Marks: all})
 	if err != nil {
 		return l
 	}
@@ -908,6 +957,7 @@ func (r *ring) leave(ctx context.Context) {
 		h.cancel()
 		r.release(ctx, r.withMarks(h.lease, marks[b]))
 	}
+	r.releaseLayout(ctx)
 	if err := r.leases.Delete(ctx, r.memberName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		r.log.Info("deleting the member Lease failed; it expires after LeaseDuration", "error", err.Error())
 	}
@@ -922,6 +972,9 @@ func (r *ring) check(b int) error {
 	var renewed time.Time
 	if h != nil {
 		renewed = h.renewed
+		if r.layoutRenewed.Before(renewed) {
+			renewed = r.layoutRenewed
+		}
 	}
 	r.mu.RUnlock()
 	if h == nil {
@@ -949,6 +1002,9 @@ func (r *ring) bucketContext(b int) context.Context {
 func (r *ring) ready() error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	if r.refused != nil {
+		return r.refused
+	}
 	if !r.assessed {
 		return fmt.Errorf("sharding ring %q: not joined yet", r.opts.Ring)
 	}
@@ -992,6 +1048,9 @@ func (r *ring) status() RingStatus {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	s := RingStatus{Ring: r.opts.Ring, Identity: r.opts.Identity, Buckets: r.buckets, Forming: r.assessed && !r.formed, Members: slices.Clone(r.members)}
+	if r.refused != nil {
+		s.Refused = r.refused.Error()
+	}
 	for b, h := range r.held {
 		switch h.state {
 		case bucketServing:

@@ -71,12 +71,21 @@ func TestFenceRefusesBucketsNotHeldOrNotRenewed(t *testing.T) {
 		t.Errorf("check of a bucket never held = %v, want ErrBucketNotHeld naming it", err)
 	}
 	r.held[3] = &heldBucket{renewed: time.Now()}
+	r.layoutRenewed = time.Now()
 	if err := r.check(3); err != nil {
 		t.Errorf("check of a bucket renewed now = %v", err)
 	}
 	r.held[3].renewed = time.Now().Add(-2 * time.Second)
 	if err := r.check(3); !errors.Is(err, ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
 		t.Errorf("check of a bucket renewed 2 s ago with a 1 s RenewDeadline = %v, want ErrBucketNotHeld", err)
+	}
+	// The ring's layout Lease is renewed with the buckets: a member that
+	// could not renew it for RenewDeadline may have been taken over by
+	// another layout, whose buckets overlap its own.
+	r.held[3].renewed = time.Now()
+	r.layoutRenewed = time.Now().Add(-2 * time.Second)
+	if err := r.check(3); !errors.Is(err, ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
+		t.Errorf("check of a bucket renewed now, the layout Lease 2 s ago, with a 1 s RenewDeadline = %v, want ErrBucketNotHeld", err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/shardtest"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -462,6 +463,11 @@ func (p *shardedPrimary[T]) marksOf(reads map[int]*bucketRead[T]) map[int]string
 	return rvs
 }
 
+// describe names the controller and its kind: "cms (ConfigMap)".
+func (p *shardedPrimary[T]) describe() string {
+	return fmt.Sprintf("%s (%s)", p.ctl, p.src.sel.Kind.GroupKind())
+}
+
 // freeze takes the marks of every held bucket, for the controller's stop:
 // its workers then stop taking keys, so the queue no longer says what is
 // owed.
@@ -577,6 +583,11 @@ func (p *shardedPrimary[T]) exit(req reconcile.Request, b int) {
 // by the bucket, and cancelled when the bucket is lost or given up.
 func (p *shardedPrimary[T]) reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc) {
 	ctx = client.WithFence(ctx, func() error { return p.ring.check(b) })
+	if !shardtest.PreconditionsDisabled() {
+		// The fence stops writes as they leave; a write that left before
+		// it closed and arrives late is stopped by the server.
+		ctx = client.WithPreconditions(ctx)
+	}
 	ctx = context.WithValue(ctx, bucketKey{}, reconciledBucket{b, p.buckets})
 	bctx := p.ring.bucketContext(b)
 	if bctx == nil {
@@ -605,9 +616,15 @@ func (p *shardedPrimary[T]) heldBuckets() []int {
 	return slices.Sorted(maps.Keys(*p.informers.Load()))
 }
 
-// Get reads the object of key from the held bucket that holds it.
+// Get reads the object of key from the held bucket that holds it, and
+// notes it as read for the preconditions of the reconcile's writes (see
+// client.WithPreconditions).
 func (p *shardedPrimary[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
-	return p.shards.Get(ctx, key)
+	obj, err := p.shards.Get(ctx, key)
+	if err == nil {
+		client.NoteRead(ctx, p.src.sel.Kind.GroupKind(), obj)
+	}
+	return obj, err
 }
 
 // List lists the objects of every held bucket.

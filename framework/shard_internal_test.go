@@ -132,7 +132,7 @@ func TestShardStatusNamesTheBucketsHolder(t *testing.T) {
 		&coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: memberLeaseName("r", other),
 				Labels:      map[string]string{ringLabel: "r", roleLabel: roleMember},
-				Annotations: map[string]string{bucketsAnno: "32", keyAnno: string(informers.ShardByNamespace)}},
+				Annotations: map[string]string{layoutAnno: "32/" + string(informers.ShardByNamespace), controllersAnno: "cms (ConfigMap)"}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &other, LeaseDurationSeconds: &long, RenewTime: &now},
 		},
 	}

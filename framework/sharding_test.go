@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -595,6 +597,9 @@ func TestShardingRefereeSeesOverlaps(t *testing.T) {
 	}
 }
 
+// A member of another layout (16 buckets against the ring's 32) runs but
+// is refused: its readiness names both members and both layouts, and it
+// holds no bucket while the ring's members live.
 func TestShardingRefusesAnIncompatibleMember(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(plane.Config(t))
 	ns := testenv.Namespace(t, cs)
@@ -602,19 +607,37 @@ func TestShardingRefusesAnIncompatibleMember(t *testing.T) {
 	testenv.Eventually(t, "member a serves all 32 buckets", func() bool { return len(a.serving()) == 32 })
 
 	mgr := testenv.NewManager(t, plane.Config(t), framework.Options{
-		Cache:    informers.Options{Namespace: ns},
-		Sharding: framework.ShardingOptions{Ring: "ring", Namespace: ns, Identity: "b", BucketCount: 16},
+		Cache:                  informers.Options{Namespace: ns},
+		HealthProbeBindAddress: "127.0.0.1:0",
+		Sharding:               framework.ShardingOptions{Ring: "ring", Namespace: ns, Identity: "b", BucketCount: 16},
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	err := mgr.Start(ctx)
-	if err == nil {
-		t.Fatal("a member with 16 buckets joined a ring of 32")
+	err := framework.NewBuilder[*corev1.ConfigMap](mgr, "sharded", framework.ControllerOptions{Sharded: true}).
+		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) (reconcile.Result, error) { return reconcile.Result{}, nil }))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{`"a"`, `"b"`, "32", "16"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("the error does not name %s: %v", want, err)
+	testenv.StartManager(t, mgr)
+	testenv.Eventually(t, "member b is refused", func() bool {
+		st, _ := mgr.RingStatus()
+		return st.Refused != ""
+	})
+	st, _ := mgr.RingStatus()
+	for _, want := range []string{`"a"`, `"b"`, "32 buckets", "16 buckets"} {
+		if !strings.Contains(st.Refused, want) {
+			t.Errorf("the refusal does not name %s: %s", want, st.Refused)
 		}
+	}
+	if len(st.Serving)+len(st.Syncing) > 0 {
+		t.Errorf("the refused member holds buckets: %+v", st)
+	}
+	resp, err := http.Get("http://" + mgr.HealthProbeAddress() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode == http.StatusOK || !strings.Contains(string(body), "16 buckets") {
+		t.Errorf("/readyz of the refused member: %d %s, want not ready, naming the layouts", resp.StatusCode, body)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
@@ -35,6 +36,12 @@ type siteMember struct {
 // r as the StaticSite reconciler; its cache holds every namespace.
 func startSiteMember(ctx context.Context, ring, leases, id string, r declarative.Reconciler[*v1alpha1.StaticSite], opts framework.Options) *siteMember {
 	GinkgoHelper()
+	return startSiteMemberWith(ctx, cfg, ring, leases, id, r, opts)
+}
+
+// startSiteMemberWith is startSiteMember reaching the API server with c.
+func startSiteMemberWith(ctx context.Context, c *rest.Config, ring, leases, id string, r declarative.Reconciler[*v1alpha1.StaticSite], opts framework.Options) *siteMember {
+	GinkgoHelper()
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = GinkgoLogr.WithValues("member", id)
 	}
@@ -42,7 +49,7 @@ func startSiteMember(ctx context.Context, ring, leases, id string, r declarative
 		Ring: ring, Namespace: leases, Identity: id, Key: informers.ShardByNamespace,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 	}
-	mgr, err := framework.NewManager(cfg, opts)
+	mgr, err := framework.NewManager(c, opts)
 	Expect(err).NotTo(HaveOccurred(), "NewManager")
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{Sharded: true}).

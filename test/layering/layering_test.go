@@ -103,6 +103,11 @@ var rules = []struct {
 		forbidden: []string{stdOnly},
 	},
 	{
+		name:      "internal/shardtest is a leaf: the standard library only",
+		from:      []string{"internal/shardtest"},
+		forbidden: []string{stdOnly},
+	},
+	{
 		name:      "internal/klogcap is a leaf: it imports no converge package",
 		from:      []string{"internal/klogcap"},
 		forbidden: []string{module + "/..."},

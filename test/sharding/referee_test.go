@@ -3,11 +3,13 @@ package sharding_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,11 +50,22 @@ type referee struct {
 
 	mu sync.Mutex
 	// spans are every reconcile by process and id; status each member's
-	// latest report; killedAt when each SIGKILLed process died. mu guards
-	// them.
+	// latest report; killedAt when each SIGKILLed process died; seen what
+	// each member's reports ever said. mu guards them.
 	spans    map[int]map[int64]*span
 	status   map[string]report.Status
 	killedAt map[int]time.Time
+	seen     map[string]*memberHistory
+}
+
+// memberHistory is what a member's status reports ever said.
+type memberHistory struct {
+	// held is the most buckets it held at once (serving, syncing or
+	// draining); members every member it counted live; refused whether it
+	// was ever refused.
+	held    int
+	members map[string]bool
+	refused bool
 }
 
 func newReferee(t *testing.T) *referee {
@@ -61,7 +74,8 @@ func newReferee(t *testing.T) *referee {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &referee{url: "http://" + l.Addr().String(), spans: map[int]map[int64]*span{}, status: map[string]report.Status{}, killedAt: map[int]time.Time{}}
+	r := &referee{url: "http://" + l.Addr().String(), spans: map[int]map[int64]*span{}, status: map[string]report.Status{}, killedAt: map[int]time.Time{},
+		seen: map[string]*memberHistory{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /enter", func(w http.ResponseWriter, req *http.Request) {
 		var c report.Enter
@@ -78,11 +92,7 @@ func newReferee(t *testing.T) *referee {
 	mux.HandleFunc("POST /status", func(w http.ResponseWriter, req *http.Request) {
 		var c report.Status
 		if decode(w, req, &c) {
-			r.mu.Lock()
-			if c.At > r.status[c.Member].At {
-				r.status[c.Member] = c
-			}
-			r.mu.Unlock()
+			r.report(c)
 		}
 	})
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -97,6 +107,85 @@ func decode(w http.ResponseWriter, req *http.Request, into any) bool {
 		return false
 	}
 	return true
+}
+
+// report records member status c.
+func (r *referee) report(c report.Status) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.At > r.status[c.Member].At {
+		r.status[c.Member] = c
+	}
+	h := r.seen[c.Member]
+	if h == nil {
+		h = &memberHistory{members: map[string]bool{}}
+		r.seen[c.Member] = h
+	}
+	h.held = max(h.held, len(c.Serving)+len(c.Syncing)+len(c.Draining))
+	for _, m := range c.Members {
+		h.members[m] = true
+	}
+	h.refused = h.refused || c.Refused != ""
+}
+
+// history returns what member's reports ever said.
+func (r *referee) history(member string) memberHistory {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.seen[member]
+	if h == nil {
+		return memberHistory{}
+	}
+	return memberHistory{held: h.held, members: maps.Clone(h.members), refused: h.refused}
+}
+
+// eachOf calls f with each reconcile of member's processes, under r.mu.
+func (r *referee) eachOf(member string, f func(*span)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, byID := range r.spans {
+		for _, s := range byID {
+			if strings.HasPrefix(s.member, member+" (") {
+				f(s)
+			}
+		}
+	}
+}
+
+// reconciledBy counts the reconciles member's processes entered.
+func (r *referee) reconciledBy(member string) int {
+	n := 0
+	r.eachOf(member, func(*span) { n++ })
+	return n
+}
+
+// openOf counts member's reconciles entered and not exited.
+func (r *referee) openOf(member string) int {
+	n := 0
+	r.eachOf(member, func(s *span) {
+		if s.outcome == outcomeOpen {
+			n++
+		}
+	})
+	return n
+}
+
+// freshOf counts member's reconciles in flight that entered within d.
+func (r *referee) freshOf(member string, d time.Duration) int {
+	n := 0
+	r.eachOf(member, func(s *span) {
+		if s.outcome == outcomeOpen && time.Since(s.from) < d {
+			n++
+		}
+	})
+	return n
+}
+
+// outcomesOf counts member's reconciles by outcome.
+func (r *referee) outcomesOf(member string) map[string]int {
+	out := map[string]int{}
+	r.eachOf(member, func(s *span) { out[s.outcome]++ })
+	return out
 }
 
 func (r *referee) enter(c report.Enter) {
@@ -215,6 +304,13 @@ type verdict struct {
 	examples []string
 	// open counts reconciles entered and never exited.
 	open int
+	// stale counts writes that landed over another member's later look at
+	// the object: a write accepted at writeRV that read readRV, while
+	// another member read or wrote the object at a version in between. A
+	// write conditional on the version it read (a precondition) cannot:
+	// nothing changed the object between that version and its own.
+	stale         int
+	staleExamples []string
 }
 
 // judge computes the verdict over every reconcile reported so far.
@@ -236,6 +332,7 @@ func (r *referee) judge() verdict {
 	}
 	r.mu.Unlock()
 	for _, spans := range byKey {
+		v.stale += staleWrites(spans, &v.staleExamples)
 		sort.Slice(spans, func(i, j int) bool { return spans[i].from.Before(spans[j].from) })
 		for i, a := range spans {
 			for _, b := range spans[i+1:] {
@@ -264,6 +361,35 @@ func (r *referee) judge() verdict {
 		}
 	}
 	return v
+}
+
+// staleWrites counts the writes among spans (the reconciles of one key)
+// that landed over another member's later look at the object (see
+// verdict.stale), and adds a few to examples.
+func staleWrites(spans []*span, examples *[]string) int {
+	n := 0
+	for _, a := range spans {
+		if a.outcome != report.Written || a.readRV == 0 || a.writeRV == 0 {
+			continue
+		}
+	others:
+		for _, b := range spans {
+			if b.member == a.member {
+				continue
+			}
+			for _, x := range []int64{b.readRV, b.writeRV} {
+				if x > a.readRV && x < a.writeRV {
+					n++
+					if len(*examples) < 5 {
+						*examples = append(*examples, fmt.Sprintf("%s: %s read %d and wrote %d, over %s's look at %d",
+							a.key, a.member, a.readRV, a.writeRV, b.member, x))
+					}
+					break others
+				}
+			}
+		}
+	}
+	return n
 }
 
 // serverOrdered reports whether a's write was applied before b read the
@@ -322,16 +448,22 @@ func TestRefereeSortsConcurrentReconciles(t *testing.T) {
 		recs []rec
 		kill int    // pid SIGKILLed at 50 ms, 0 for none
 		want [5]int // overlaps, ordered, fenced, other, open
+		// stale is how many writes landed over another member's look.
+		stale int
 	}{
-		{"one after the other", []rec{{1, 0, 10, report.Written, "5", "6"}, {2, 10, 20, report.Written, "6", "7"}}, 0, [5]int{0, 0, 0, 0, 0}},
-		{"the same process twice at once", []rec{{1, 0, 10, report.Written, "5", "6"}, {1, 5, 20, report.Written, "5", "7"}}, 0, [5]int{0, 0, 0, 0, 0}},
-		{"both written at once", []rec{{1, 0, 10, report.Written, "5", "6"}, {2, 5, 20, report.Written, "5", "7"}}, 0, [5]int{1, 0, 0, 0, 0}},
-		{"at once, but the second read the first's write", []rec{{1, 0, 30, report.Written, "5", "6"}, {2, 10, 20, report.Written, "6", "7"}}, 0, [5]int{0, 1, 0, 0, 0}},
-		{"at once, one fenced", []rec{{1, 0, 30, report.Fenced, "5", ""}, {2, 10, 20, report.Written, "5", "6"}}, 0, [5]int{0, 0, 1, 0, 0}},
-		{"at once, one unchanged", []rec{{1, 0, 30, report.Unchanged, "5", ""}, {2, 10, 20, report.Written, "5", "6"}}, 0, [5]int{0, 0, 0, 1, 0}},
-		{"killed while open, another written meanwhile", []rec{{1, 0, -1, "", "", ""}, {2, 10, 20, report.Written, "5", "6"}}, 1, [5]int{1, 0, 0, 0, 0}},
-		{"killed while open, another written after", []rec{{1, 0, -1, "", "", ""}, {2, 60, 70, report.Written, "5", "6"}}, 1, [5]int{0, 0, 0, 0, 0}},
-		{"open", []rec{{1, 0, -1, "", "", ""}}, 0, [5]int{0, 0, 0, 0, 1}},
+		{"one after the other", []rec{{1, 0, 10, report.Written, "5", "6"}, {2, 10, 20, report.Written, "6", "7"}}, 0, [5]int{0, 0, 0, 0, 0}, 0},
+		{"the same process twice at once", []rec{{1, 0, 10, report.Written, "5", "6"}, {1, 5, 20, report.Written, "5", "7"}}, 0, [5]int{0, 0, 0, 0, 0}, 0},
+		{"both written at once", []rec{{1, 0, 10, report.Written, "5", "6"}, {2, 5, 20, report.Written, "5", "7"}}, 0, [5]int{1, 0, 0, 0, 0}, 1},
+		{"at once, but the second read the first's write", []rec{{1, 0, 30, report.Written, "5", "6"}, {2, 10, 20, report.Written, "6", "7"}}, 0, [5]int{0, 1, 0, 0, 0}, 0},
+		{"at once, one fenced", []rec{{1, 0, 30, report.Fenced, "5", ""}, {2, 10, 20, report.Written, "5", "6"}}, 0, [5]int{0, 0, 1, 0, 0}, 0},
+		{"at once, one unchanged", []rec{{1, 0, 30, report.Unchanged, "5", ""}, {2, 10, 20, report.Written, "5", "6"}}, 0, [5]int{0, 0, 0, 1, 0}, 0},
+		{"killed while open, another written meanwhile", []rec{{1, 0, -1, "", "", ""}, {2, 10, 20, report.Written, "5", "6"}}, 1, [5]int{1, 0, 0, 0, 0}, 0},
+		{"killed while open, another written after", []rec{{1, 0, -1, "", "", ""}, {2, 60, 70, report.Written, "5", "6"}}, 1, [5]int{0, 0, 0, 0, 0}, 0},
+		{"open", []rec{{1, 0, -1, "", "", ""}}, 0, [5]int{0, 0, 0, 0, 1}, 0},
+		{"a late write over the next holder's write", []rec{{1, 0, 30, report.Written, "5", "9"}, {2, 40, 50, report.Written, "5", "7"}}, 0, [5]int{}, 1},
+		{"a late write over the next holder's read", []rec{{1, 0, 30, report.Written, "5", "9"}, {2, 40, 50, report.Unchanged, "7", ""}}, 0, [5]int{}, 1},
+		{"a late write refused (a precondition)", []rec{{1, 0, 30, report.Error, "5", ""}, {2, 40, 50, report.Written, "5", "7"}}, 0, [5]int{}, 0},
+		{"a write after the other's, read after it", []rec{{1, 0, 10, report.Written, "5", "7"}, {2, 20, 30, report.Written, "7", "9"}}, 0, [5]int{}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newReferee(t)
@@ -348,6 +480,9 @@ func TestRefereeSortsConcurrentReconciles(t *testing.T) {
 			got := [5]int{v.overlaps, v.ordered, v.fenced, v.other, v.open}
 			if got != tc.want {
 				t.Errorf("overlaps, ordered, fenced, other, open = %v, want %v (outcomes %v)", got, tc.want, v.outcomes)
+			}
+			if v.stale != tc.stale {
+				t.Errorf("stale writes = %d, want %d (%v)", v.stale, tc.stale, v.staleExamples)
 			}
 		})
 	}

@@ -14,6 +14,18 @@
 // is printed. The same referee must see overlaps between two replicas that
 // do not shard (the negative control).
 //
+// On the first plane it then runs the misconfigurations and faults a ring
+// must survive: two layouts (bucket counts) started together, several
+// times: one takes the ring, the other is refused and reconciles nothing;
+// two programs (ConfigMaps and Secrets) on one ring name: the second is
+// refused and no ConfigMap is left unserved; a partition that holds a
+// member's bytes past LeaseDuration and then delivers them: none of its
+// late writes lands over the next holder's (by resourceVersion), and with
+// its preconditions off (the negative control) one does; and a restart
+// after a crash, printing how long until every bucket is served. At full
+// size it also measures what the preconditions cost at steady state (the
+// writes they refuse per 1,000 changes, with and without them).
+//
 // It runs once with kube-apiserver's ShardedListAndWatch feature gate (the
 // server filters each bucket's list and watch) and once without (the
 // informers filter). `make sharding` runs both at full size
@@ -87,6 +99,11 @@ type scale struct {
 	objects int
 	rate    float64 // object changes per second
 	planes  []plane
+	// layoutRuns is how many times two layouts start together; costFor
+	// how long the steady-state cost of preconditions is measured (0: not
+	// measured).
+	layoutRuns int
+	costFor    time.Duration
 }
 
 // plane is one control plane's configuration.
@@ -106,9 +123,9 @@ var (
 
 func scaleFromEnv() scale {
 	if os.Getenv("SHARDING_FULL") != "" {
-		return scale{objects: 3000, rate: 60, planes: []plane{gated, ungated}}
+		return scale{objects: 3000, rate: 60, planes: []plane{gated, ungated}, layoutRuns: 20, costFor: time.Minute}
 	}
-	return scale{objects: 1500, rate: 30, planes: []plane{gated}}
+	return scale{objects: 1500, rate: 30, planes: []plane{gated}, layoutRuns: 2}
 }
 
 func TestSharding(t *testing.T) {
@@ -130,6 +147,14 @@ func TestSharding(t *testing.T) {
 			t.Run("ring", func(t *testing.T) { testRing(t, env, cs, sc, p) })
 			if i == 0 {
 				t.Run("unsharded replicas overlap", func(t *testing.T) { testUnsharded(t, env, cs) })
+				t.Run("two layouts started together", func(t *testing.T) { testLayouts(t, env, cs, sc.layoutRuns) })
+				t.Run("two programs on one ring name", func(t *testing.T) { testTwoPrograms(t, env, cs) })
+				t.Run("partition healed past the lease", func(t *testing.T) { testPartition(t, env, cs, false) })
+				t.Run("partition healed past the lease without preconditions", func(t *testing.T) { testPartition(t, env, cs, true) })
+				t.Run("restart after a crash", func(t *testing.T) { testRestartAfterACrash(t, env, cs) })
+				if sc.costFor > 0 {
+					t.Run("steady state cost of preconditions", func(t *testing.T) { testSteadyCost(t, env, cs, sc.objects, sc.rate, sc.costFor) })
+				}
 			}
 		})
 	}

@@ -1,7 +1,9 @@
 // Package proxy is a TCP proxy for fault-injection tests: placed between a
-// client and a server, it passes traffic, delays it, resets every
-// connection, or blackholes it (accepts and reads, never answers), on
-// command. It works below TLS, so the client still verifies the server.
+// client and a server, it passes traffic, delays it, holds it (delivers
+// nothing until released, then everything, in order, as a healing
+// partition does), resets every connection, or blackholes it (accepts and
+// reads, never answers), on command. It works below TLS, so the client
+// still verifies the server.
 package proxy
 
 import (
@@ -25,10 +27,15 @@ const (
 	// Blackhole keeps connections open and reads from them, but forwards and
 	// answers nothing: a half-open connection, as after a network partition.
 	Blackhole
+	// Hold keeps connections open and reads from them, but forwards nothing
+	// until the mode changes; then what it held is forwarded, in order, and
+	// obeys the new mode: bytes delayed, not dropped, as by a partition that
+	// heals. A connection accepted meanwhile is dialled once the hold ends.
+	Hold
 )
 
 func (m Mode) String() string {
-	return [...]string{"pass", "delay", "reset", "blackhole"}[m]
+	return [...]string{"pass", "delay", "reset", "blackhole", "hold"}[m]
 }
 
 // Proxy forwards connections from its listener to a target address.
@@ -75,7 +82,8 @@ func (p *Proxy) Accepted() int {
 // SetMode switches what the proxy does. Switching to Reset resets every
 // open connection; switching from Blackhole to Pass does not revive the
 // connections the blackhole held (their streams are already out of step),
-// but they are closed only when the client gives up on them.
+// but they are closed only when the client gives up on them. Switching
+// from Hold forwards what was held.
 func (p *Proxy) SetMode(m Mode, delay time.Duration) {
 	p.mu.Lock()
 	p.mode, p.delay = m, delay
@@ -110,6 +118,10 @@ func (p *Proxy) ResetAll() {
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
+	// Whatever is held or blackholed is dropped.
+	p.mode = Reset
+	close(p.changed)
+	p.changed = make(chan struct{})
 	p.mu.Unlock()
 	err := p.l.Close()
 	p.ResetAll()
@@ -158,9 +170,18 @@ func (p *Proxy) serve(client net.Conn) {
 	}()
 
 	// A connection accepted while blackholed stays blackholed: the client's
-	// handshake bytes are swallowed.
-	if mode, _, _ := p.state(); mode == Blackhole {
+	// handshake bytes are swallowed. One accepted while held waits for the
+	// hold to end (its bytes wait in the socket).
+	mode, _, changed := p.state()
+	if mode == Blackhole {
 		_, _ = io.Copy(io.Discard, client)
+		return
+	}
+	for mode == Hold {
+		<-changed
+		mode, _, changed = p.state()
+	}
+	if mode != Pass && mode != Delay {
 		return
 	}
 	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
@@ -183,12 +204,16 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			mode, delay, changed := p.state()
-			for mode == Blackhole {
+			for mode == Blackhole || mode == Hold {
 				// Hold the data (the peer sees silence) until the mode
-				// changes; then drop it: the stream is broken anyway.
+				// changes. Out of a blackhole it is dropped (the stream
+				// is broken anyway); out of a hold it goes on as the new
+				// mode says, the next chunks waiting in the sender's
+				// socket meanwhile, in order.
+				held := mode
 				<-changed
 				mode, delay, changed = p.state()
-				if mode != Blackhole {
+				if held == Blackhole && mode != Blackhole {
 					return
 				}
 			}

@@ -101,3 +101,52 @@ func TestModes(t *testing.T) {
 		t.Fatalf("healed: got %q, %v", got, err)
 	}
 }
+
+func TestHoldDeliversWhatItHeldOnRelease(t *testing.T) {
+	p, err := proxy.New(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	r := bufio.NewReader(c)
+	if got, err := roundTrip(c, r, "before", 5*time.Second); err != nil || got != "before\n" {
+		t.Fatalf("pass: got %q, %v", got, err)
+	}
+
+	p.SetMode(proxy.Hold, 0)
+	var ne net.Error
+	if _, err := roundTrip(c, r, "one", 300*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("hold: err %v, want a timeout", err)
+	}
+	_ = c.SetDeadline(time.Time{})
+	if _, err := c.Write([]byte("two\n")); err != nil {
+		t.Fatal(err)
+	}
+	// A connection opened during the hold is held too.
+	d, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	dr := bufio.NewReader(d)
+	if _, err := roundTrip(d, dr, "new", 300*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("hold on a new connection: err %v, want a timeout", err)
+	}
+
+	p.SetMode(proxy.Pass, 0)
+	for _, want := range []string{"one\n", "two\n"} {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if got, err := r.ReadString('\n'); err != nil || got != want {
+			t.Fatalf("released: got %q, %v; want %q, delivered in order", got, err, want)
+		}
+	}
+	_ = d.SetDeadline(time.Now().Add(5 * time.Second))
+	if got, err := dr.ReadString('\n'); err != nil || got != "new\n" {
+		t.Fatalf("released new connection: got %q, %v", got, err)
+	}
+}

@@ -22,6 +22,9 @@ const (
 	Fenced = "fenced"
 	// Cancelled: the reconcile's context ended first.
 	Cancelled = "cancelled"
+	// Conflict: the API server refused the write with a Conflict: the
+	// object changed since the reconcile read it (its precondition).
+	Conflict = "conflict"
 	// Error: the write failed otherwise.
 	Error = "error"
 )
@@ -51,13 +54,16 @@ type Exit struct {
 }
 
 // Status is a sharded member's ring status and the number of the suite's
-// objects its cache holds, sent every 50 ms.
+// objects its cache holds, sent every 50 ms. Members and Refused are
+// RingStatus's.
 type Status struct {
-	Member        string `json:"member"`
-	At            int64  `json:"at"`
-	Serving       []int  `json:"serving"`
-	Syncing       []int  `json:"syncing"`
-	Draining      []int  `json:"draining"`
-	Cached        int    `json:"cached"`
-	ServerSharded bool   `json:"serverSharded"`
+	Member        string   `json:"member"`
+	At            int64    `json:"at"`
+	Serving       []int    `json:"serving"`
+	Syncing       []int    `json:"syncing"`
+	Draining      []int    `json:"draining"`
+	Members       []string `json:"members"`
+	Refused       string   `json:"refused,omitempty"`
+	Cached        int      `json:"cached"`
+	ServerSharded bool     `json:"serverSharded"`
 }

@@ -13,7 +13,12 @@
 // member reports its ring status and how many of the objects its cache
 // holds (read through the manager's client, which reads the held buckets).
 // Without --ring it is neither sharded nor leader-elected: every replica
-// reconciles every object.
+// reconciles every object. --buckets sets the ring's BucketCount;
+// --kind=secrets makes the sharded controller one of Secrets that reports
+// and writes nothing (another program on the ring); --server sends every
+// request to that URL instead of the kubeconfig's server (a proxy);
+// --no-preconditions turns off the preconditions of the sharded
+// reconciles' writes (a negative control).
 //
 // It stops on SIGTERM through framework.SignalContext and exits 0 when
 // Manager.Start returns nil.
@@ -33,11 +38,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/shardtest"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/test/sharding/report"
 )
@@ -52,45 +59,63 @@ type member struct {
 	http     *http.Client
 }
 
+// options are the member's flags.
+type options struct {
+	kubeconfig, namespace, prefix, referee, identity, ring string
+	lease, work                                            time.Duration
+	workers, buckets                                       int
+	kind, server                                           string
+	noPreconditions                                        bool
+}
+
 func main() {
-	var (
-		kubeconfig = flag.String("kubeconfig", "", "kubeconfig of the cluster")
-		namespace  = flag.String("namespace", "", "namespace whose ConfigMaps are reconciled")
-		prefix     = flag.String("prefix", "obj-", "only ConfigMaps whose names start with this are reconciled")
-		referee    = flag.String("referee", "", "base URL of the referee")
-		identity   = flag.String("identity", "", "the member's identity (on the ring, and to the referee)")
-		ring       = flag.String("ring", "", "shard the controller on this ring; empty: neither sharded nor leader-elected")
-		lease      = flag.Duration("lease", 4*time.Second, "the ring's LeaseDuration (RenewDeadline 3/4 of it, RetryPeriod 1/8)")
-		workers    = flag.Int("workers", 4, "workers")
-		work       = flag.Duration("work", 20*time.Millisecond, "how long a reconcile that writes works before it writes")
-	)
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster")
+	flag.StringVar(&o.namespace, "namespace", "", "namespace whose ConfigMaps are reconciled")
+	flag.StringVar(&o.prefix, "prefix", "obj-", "only ConfigMaps whose names start with this are reconciled")
+	flag.StringVar(&o.referee, "referee", "", "base URL of the referee")
+	flag.StringVar(&o.identity, "identity", "", "the member's identity (on the ring, and to the referee)")
+	flag.StringVar(&o.ring, "ring", "", "shard the controller on this ring; empty: neither sharded nor leader-elected")
+	flag.DurationVar(&o.lease, "lease", 4*time.Second, "the ring's LeaseDuration (RenewDeadline 3/4 of it, RetryPeriod 1/8)")
+	flag.IntVar(&o.workers, "workers", 4, "workers")
+	flag.DurationVar(&o.work, "work", 20*time.Millisecond, "how long a reconcile that writes works before it writes")
+	flag.IntVar(&o.buckets, "buckets", 0, "the ring's BucketCount (0: the default)")
+	flag.StringVar(&o.kind, "kind", "configmaps", "the kind the controller reconciles: configmaps or secrets (which it only reads)")
+	flag.StringVar(&o.server, "server", "", "send every request to this URL instead of the kubeconfig's server")
+	flag.BoolVar(&o.noPreconditions, "no-preconditions", false, "send the sharded reconciles' writes without preconditions (a negative control)")
 	flag.Parse()
-	if err := run(*kubeconfig, *namespace, *prefix, *referee, *identity, *ring, *lease, *workers, *work); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "member:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, namespace, prefix, referee, identity, ring string, lease time.Duration, workers int, work time.Duration) error {
-	if referee == "" || identity == "" {
+func run(o options) error {
+	if o.referee == "" || o.identity == "" {
 		return errors.New("--referee and --identity are required")
+	}
+	if o.noPreconditions {
+		shardtest.DisablePreconditions()
 	}
 	ctx := framework.SignalContext(context.Background())
 	log, err := framework.NewLogger(framework.LogOptions{})
 	if err != nil {
 		return err
 	}
-	cfg, err := framework.LoadConfig(kubeconfig)
+	cfg, err := framework.LoadConfig(o.kubeconfig)
 	if err != nil {
 		return err
 	}
-	sharding := framework.ShardingOptions{Ring: ring, Namespace: namespace, Identity: identity}
-	if ring != "" {
-		sharding.LeaseDuration, sharding.RenewDeadline, sharding.RetryPeriod = lease, lease*3/4, lease/8
+	if o.server != "" {
+		cfg.Host = o.server
+	}
+	sharding := framework.ShardingOptions{Ring: o.ring, Namespace: o.namespace, Identity: o.identity, BucketCount: o.buckets}
+	if o.ring != "" {
+		sharding.LeaseDuration, sharding.RenewDeadline, sharding.RetryPeriod = o.lease, o.lease*3/4, o.lease/8
 	}
 	mgr, err := framework.NewManager(cfg, framework.Options{
 		Logger:   log,
-		Cache:    informers.Options{Namespace: namespace},
+		Cache:    informers.Options{Namespace: o.namespace},
 		Sharding: sharding,
 		// Reconciles are short; a member told to stop leaves at once.
 		GracefulShutdownTimeout: 5 * time.Second,
@@ -98,15 +123,23 @@ func run(kubeconfig, namespace, prefix, referee, identity, ring string, lease ti
 	if err != nil {
 		return err
 	}
-	m := &member{mgr: mgr, identity: identity, referee: strings.TrimSuffix(referee, "/"), prefix: prefix, work: work,
+	m := &member{mgr: mgr, identity: o.identity, referee: strings.TrimSuffix(o.referee, "/"), prefix: o.prefix, work: o.work,
 		http: &http.Client{Timeout: 30 * time.Second}}
-	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "member", framework.ControllerOptions{Workers: workers, Sharded: ring != ""}).
-		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](m.reconcile))
+	switch o.kind {
+	case "configmaps":
+		err = framework.NewBuilder[*corev1.ConfigMap](mgr, "member", framework.ControllerOptions{Workers: o.workers, Sharded: o.ring != ""}).
+			Complete(reconcile.ObjectFunc[*corev1.ConfigMap](m.reconcile))
+	case "secrets":
+		err = framework.NewBuilder[*corev1.Secret](mgr, "member", framework.ControllerOptions{Workers: o.workers, Sharded: o.ring != ""}).
+			Complete(reconcile.ObjectFunc[*corev1.Secret](func(context.Context, *corev1.Secret) (reconcile.Result, error) { return reconcile.Result{}, nil }))
+	default:
+		err = fmt.Errorf("--kind=%q: want configmaps or secrets", o.kind)
+	}
 	if err != nil {
 		return err
 	}
-	if ring != "" {
-		go m.reportStatus(ctx, namespace)
+	if o.ring != "" {
+		go m.reportStatus(ctx, o.namespace)
 	}
 	return mgr.Start(ctx)
 }
@@ -146,6 +179,8 @@ func (m *member) reconcile(ctx context.Context, cm *corev1.ConfigMap) (reconcile
 		exit.Outcome, exit.WriteRV = report.Written, target.ResourceVersion
 	case errors.Is(err, framework.ErrBucketNotHeld):
 		exit.Outcome, exit.Err = report.Fenced, err.Error()
+	case apierrors.IsConflict(err):
+		exit.Outcome, exit.Err = report.Conflict, err.Error()
 	case ctx.Err() != nil:
 		exit.Outcome, exit.Err = report.Cancelled, err.Error()
 	default:
@@ -169,7 +204,8 @@ func (m *member) reportStatus(ctx context.Context, namespace string) {
 		if !ok {
 			continue
 		}
-		s := report.Status{Member: m.identity, At: time.Now().UnixNano(), Serving: st.Serving, Syncing: st.Syncing, Draining: st.Draining}
+		s := report.Status{Member: m.identity, At: time.Now().UnixNano(), Serving: st.Serving, Syncing: st.Syncing, Draining: st.Draining,
+			Members: st.Members, Refused: st.Refused}
 		var list corev1.ConfigMapList
 		if err := m.mgr.Client().List(ctx, &list, informers.InNamespace(namespace)); err == nil {
 			for _, cm := range list.Items {

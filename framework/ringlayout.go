@@ -1,0 +1,248 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Annotations and role of the ring's layout. Member Leases and bucket
+// Leases record their member's layout; the layout Lease records the layout
+// that may hold buckets.
+const (
+	// layoutAnno holds the cut of the hash space: "32/uid"
+	// (BucketCount/Key).
+	layoutAnno = "converge.dev/layout"
+	// controllersAnno holds the sharded controllers, by name and kind:
+	// "cms (ConfigMap), web (Deployment.apps)".
+	controllersAnno = "converge.dev/controllers"
+	roleLayout      = "layout"
+)
+
+// ringLayout is what members of one ring must agree on to share its
+// buckets: how the hash space is cut (BucketCount and Key: a bucket Lease
+// of another cut stands for another range of objects), and which sharded
+// controllers serve each bucket (names and kinds: a member without one of
+// them would leave that controller's objects of its buckets unserved).
+type ringLayout struct {
+	// cut is "32/uid", as handoverMarks records it.
+	cut string
+	// controllers are the sharded controllers, sorted by name:
+	// "cms (ConfigMap), web (Deployment.apps)".
+	controllers string
+}
+
+// String describes the layout for errors and logs.
+func (l ringLayout) String() string {
+	count, key, _ := strings.Cut(l.cut, "/")
+	if l.cut == "" {
+		count, key = "?", "?"
+	}
+	ctls := l.controllers
+	if ctls == "" {
+		ctls = "none"
+	}
+	return fmt.Sprintf("%s buckets by %s, sharded controllers: %s", count, key, ctls)
+}
+
+// layoutOf returns the layout Lease l records.
+func layoutOf(l *coordinationv1.Lease) ringLayout {
+	return ringLayout{cut: l.Annotations[layoutAnno], controllers: l.Annotations[controllersAnno]}
+}
+
+// annotate records layout on Lease l.
+func (l ringLayout) annotate(lease *coordinationv1.Lease) {
+	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, layoutAnno, l.cut)
+	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, controllersAnno, l.controllers)
+}
+
+// layoutLeaseName is the name of the ring's layout Lease.
+func layoutLeaseName(ring string) string { return ring + "-layout" }
+
+// newLayout returns the layout of a ring cut by buckets, whose sharded
+// controllers are users.
+func newLayout(cut string, users []shardUser) ringLayout {
+	names := make([]string, 0, len(users))
+	for _, u := range users {
+		names = append(names, u.describe())
+	}
+	slices.Sort(names)
+	return ringLayout{cut: cut, controllers: strings.Join(names, ", ")}
+}
+
+// writeLayout renews this member's hold of the ring's layout Lease, which
+// every member of the layout that holds the ring renews every round (a
+// member writes for its buckets only while its last renewal is within
+// RenewDeadline, see check), or takes the Lease over when no member of the
+// layout it records renewed it for LeaseDuration (or RenewDeadline, after
+// the last of them released it); otherwise this member is refused. A
+// renewal is a JSON patch that tests the layout first, so members of one
+// layout renew at once without conflicts and none renews a layout taken
+// over meanwhile.
+func (r *ring) writeLayout(ctx context.Context) {
+	start := time.Now()
+	name := layoutLeaseName(r.opts.Ring)
+	cached := r.cachedLease(name)
+	var err error
+	if cached == nil {
+		_, err = r.leases.Create(ctx, r.newLease(name, roleLayout, start), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return // the cache lags: look again next round
+		}
+	} else {
+		_, err = r.leases.Patch(ctx, name, types.JSONPatchType, r.layoutPatch(start), metav1.PatchOptions{})
+	}
+	switch {
+	case err == nil:
+		r.heldLayout(start, "")
+		return
+	case !apierrors.IsInvalid(err) || cached == nil || layoutOf(cached) == r.layout:
+		// Failed, or the cache lags: look again next round.
+		r.log.V(1).Info("renewing the ring's layout Lease failed", "error", err.Error())
+		return
+	}
+	// The Lease records another layout (its test failed).
+	r.mu.RLock()
+	why := r.layoutClaimableLocked(cached, time.Now())
+	r.mu.RUnlock()
+	if why == "" {
+		r.refuse(cached)
+		return
+	}
+	c := cached.DeepCopy()
+	now := metav1.NewMicroTime(start)
+	r.layout.annotate(c)
+	c.Spec.HolderIdentity, c.Spec.RenewTime, c.Spec.AcquireTime = &r.opts.Identity, &now, &now
+	if _, err = r.leases.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+		r.log.V(1).Info("taking the ring's layout Lease over failed", "error", err.Error())
+		return
+	}
+	r.heldLayout(start, fmt.Sprintf("took the ring over from layout %s (%s)", layoutOf(cached), why))
+}
+
+// layoutPatch is the JSON patch of a renewal of the layout Lease sent at
+// now: test that it records this member's layout, then name this member
+// as the last to renew it.
+func (r *ring) layoutPatch(now time.Time) []byte {
+	esc := func(k string) string { return "/metadata/annotations/" + strings.ReplaceAll(k, "/", "~1") }
+	ops := []map[string]any{
+		{"op": "test", "path": esc(layoutAnno), "value": r.layout.cut},
+		{"op": "test", "path": esc(controllersAnno), "value": r.layout.controllers},
+		{"op": "add", "path": "/spec/holderIdentity", "value": r.opts.Identity},
+		{"op": "add", "path": "/spec/renewTime", "value": metav1.NewMicroTime(now)},
+	}
+	b, err := json.Marshal(ops)
+	if err != nil {
+		panic("framework: the layout Lease's patch does not encode: " + err.Error())
+	}
+	return b
+}
+
+// heldLayout records a successful write of the layout Lease, sent at
+// start; took says how it was taken over, "" for a renewal.
+func (r *ring) heldLayout(start time.Time, took string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if start.After(r.layoutRenewed) {
+		r.layoutRenewed = start
+	}
+	if took != "" {
+		r.log.Info("layout of the ring", "layout", r.layout.String(), "how", took)
+	}
+	if r.refused != nil {
+		r.log.Info("joined the ring: the members of the layout that held it are gone", "layout", r.layout.String())
+		r.refused, r.refusedBy = nil, ringLayout{}
+		r.poke()
+	}
+}
+
+// layoutClaimableLocked says why layout Lease l may be taken over: its
+// holder released it and it was not renewed for RenewDeadline since
+// ("released"), or it was not renewed for LeaseDuration ("expired"); ""
+// while a member of its layout may still write for buckets. The times are
+// measured as claimable measures them. r.mu must be held.
+func (r *ring) layoutClaimableLocked(l *coordinationv1.Lease, now time.Time) string {
+	o, ok := r.seen[l.Name]
+	if !ok || o.rv != l.ResourceVersion {
+		return "" // not assessed in this version yet
+	}
+	switch unchanged := now.Sub(o.since); {
+	case holder(l) == "" && unchanged >= r.opts.RenewDeadline:
+		return "released"
+	case unchanged >= r.opts.LeaseDuration:
+		return "expired"
+	}
+	return ""
+}
+
+// refuse makes this member refused: the ring's layout Lease, last seen as
+// l, records another layout, which live members hold. It gives up every
+// bucket it holds (none, unless the Lease was taken over while it was cut
+// off) and claims none until it can renew the Lease.
+func (r *ring) refuse(l *coordinationv1.Lease) {
+	theirs := layoutOf(l)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	holders := []string{}
+	if h := holder(l); h != "" {
+		holders = append(holders, h)
+	}
+	now := time.Now()
+	for _, m := range r.ringLeases() {
+		id := holder(m)
+		if m.Labels[roleLabel] != roleMember || id == "" || id == r.opts.Identity || layoutOf(m) != theirs ||
+			now.Sub(r.seen[m.Name].since) >= r.opts.LeaseDuration || slices.Contains(holders, id) {
+			continue
+		}
+		holders = append(holders, id)
+	}
+	slices.Sort(holders)
+	err := fmt.Errorf("framework: sharding ring %q in namespace %s: member %q (%s) is refused: the ring is held by layout %s, of member(s) %q; every member of a ring needs the same Options.Sharding.BucketCount and Key and the same sharded controllers; this member joins once no member of that layout is left (ShardingOptions says how to change a ring's layout)",
+		r.opts.Ring, r.opts.Namespace, r.opts.Identity, r.layout, theirs, holders)
+	if r.refused == nil || r.refusedBy != theirs {
+		r.log.Error(err, "refused by the sharding ring")
+		r.metrics.refused.WithLabelValues(r.opts.Ring).Inc()
+	}
+	r.refused, r.refusedBy = err, theirs
+	for b := range r.held {
+		r.loseLocked(b, "the ring's layout Lease records another layout")
+	}
+}
+
+// releaseLayout releases the layout Lease when this member, leaving, is
+// the last live member of its layout as far as it can tell: a member of
+// another layout may then take the ring over after RenewDeadline instead
+// of LeaseDuration. The patch tests that the Lease still records this
+// layout and names this member as its last renewer, so a member of the
+// layout that renewed it since keeps it.
+func (r *ring) releaseLayout(ctx context.Context) {
+	r.mu.RLock()
+	others := slices.ContainsFunc(r.members, func(m string) bool { return m != r.opts.Identity })
+	held := r.refused == nil && !r.layoutRenewed.IsZero()
+	r.mu.RUnlock()
+	if others || !held {
+		return
+	}
+	esc := func(k string) string { return "/metadata/annotations/" + strings.ReplaceAll(k, "/", "~1") }
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": esc(layoutAnno), "value": r.layout.cut},
+		{"op": "test", "path": esc(controllersAnno), "value": r.layout.controllers},
+		{"op": "test", "path": "/spec/holderIdentity", "value": r.opts.Identity},
+		{"op": "add", "path": "/spec/holderIdentity", "value": ""},
+		{"op": "add", "path": "/spec/renewTime", "value": metav1.NewMicroTime(time.Now())},
+	})
+	if err != nil {
+		return
+	}
+	if _, err := r.leases.Patch(ctx, layoutLeaseName(r.opts.Ring), types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsInvalid(err) && !apierrors.IsNotFound(err) {
+		r.log.Info("releasing the ring's layout Lease failed; another layout may take the ring over after LeaseDuration", "error", err.Error())
+	}
+}
