@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -193,11 +192,11 @@ type ring struct {
 	stopped bool
 }
 
-func newRing(cs kubernetes.Interface, opts ShardingOptions, log logr.Logger, metrics *ringMetrics) *ring {
+func newRing(cs coordclient.LeasesGetter, opts ShardingOptions, log logr.Logger, metrics *ringMetrics) *ring {
 	r := &ring{
 		opts:       opts,
 		buckets:    informers.Buckets{Key: opts.Key, Count: opts.BucketCount},
-		leases:     cs.CoordinationV1().Leases(opts.Namespace),
+		leases:     cs.Leases(opts.Namespace),
 		log:        log.WithValues("ring", opts.Ring, "identity", opts.Identity),
 		metrics:    metrics,
 		memberName: memberLeaseName(opts.Ring, opts.Identity),
