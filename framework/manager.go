@@ -227,6 +227,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		m.metrics.ring = newRingMetrics(sh.Ring)
 		m.metrics.ring.register(m.metrics.registry)
 		m.ring = newRing(cs, sh, m.log, m.metrics.ring)
+		m.ring.syncGCPercent = opts.SyncGCPercent
 		m.readyChecks[ringReadyCheck] = func(*http.Request) error { return m.ring.ready() }
 	}
 	return m, nil

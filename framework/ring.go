@@ -150,6 +150,9 @@ type ring struct {
 	leases  coordclient.LeaseInterface
 	log     logr.Logger
 	metrics *ringMetrics
+	// syncGCPercent is Options.SyncGCPercent: the GOGC while a bucket's
+	// reads first sync (see relaxGC).
+	syncGCPercent int
 	// memberName is the name of this member's Lease.
 	memberName string
 	// layout is this member's layout, set by start before the ring runs.
@@ -761,7 +764,9 @@ func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
 		// by themselves once they can, and the bucket stays unserved (and
 		// the member unready) until then.
 		for {
+			restoreGC := relaxGC(r.syncGCPercent)
 			err := u.acquire(h.ctx, b, marks)
+			restoreGC()
 			if err == nil {
 				break
 			}
