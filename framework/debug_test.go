@@ -236,6 +236,19 @@ func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
 	}
 }
 
+func TestDebugPageRendersControllersAndASearchedKey(t *testing.T) {
+	mgr := startDebugManager(t, 0)
+	testenv.Eventually(t, "bad reconciled", func() bool { return objectStatus(t, mgr, "bad").Failures >= 1 })
+	code, body := debugGet(t, mgr, framework.DebugPath)
+	if code != http.StatusOK || !strings.Contains(body, "outcomes") || !strings.Contains(body, "stuck") {
+		t.Fatalf("GET the page: %d, want 200 naming both controllers:\n%s", code, body)
+	}
+	code, body = debugGet(t, mgr, framework.DebugPath+"?controller=outcomes&key=ns/bad")
+	if code != http.StatusOK || !strings.Contains(body, "quota exceeded for ns/bad") {
+		t.Fatalf("GET the page for ns/bad: %d, want 200 with its error:\n%s", code, body)
+	}
+}
+
 func TestDebugRefusesBadRequests(t *testing.T) {
 	mgr := startDebugManager(t, 0)
 	for _, tc := range []struct {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/converge-dev/converge/reconcile"
@@ -19,28 +20,33 @@ import (
 //go:embed debugui
 var debugUI embed.FS
 
-var debugPage = template.Must(template.New("page.html").Funcs(template.FuncMap{
-	"spark": sparkline,
-	"age":   func(sec float64) string { return age(time.Duration(sec * float64(time.Second))) },
-	"ago":   func(now, t time.Time) string { return ago(now, t) },
-	"until": func(now, t time.Time) string { return age(t.Sub(now)) },
-	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
-	"plus":  func(t time.Time, sec float64) time.Time { return t.Add(time.Duration(sec * float64(time.Second))) },
-	"words": reasonWords,
-	"explainURL": func(controller, namespace, name string) string {
-		k := name
-		if namespace != "" {
-			k = namespace + "/" + name
-		}
-		return "?" + url.Values{"controller": {controller}, "key": {k}}.Encode()
-	},
-	"rate": func(s ControllerStatus) string {
-		return fmt.Sprintf("%.1f/s", lastMinute(s.Series, func(p SeriesPoint) float64 { return float64(p.Reconciles) })/60)
-	},
-	"errrate": func(s ControllerStatus) string {
-		return fmt.Sprintf("%.1f/s", lastMinute(s.Series, func(p SeriesPoint) float64 { return float64(p.Errors) })/60)
-	},
-}).ParseFS(debugUI, "debugui/page.html"))
+// debugPage parses the page template on the first request: most
+// processes never serve the page, and parsing it when the package is
+// initialised would cost each of them the parser's memory and code pages.
+var debugPage = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page.html").Funcs(template.FuncMap{
+		"spark": sparkline,
+		"age":   func(sec float64) string { return age(time.Duration(sec * float64(time.Second))) },
+		"ago":   func(now, t time.Time) string { return ago(now, t) },
+		"until": func(now, t time.Time) string { return age(t.Sub(now)) },
+		"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+		"plus":  func(t time.Time, sec float64) time.Time { return t.Add(time.Duration(sec * float64(time.Second))) },
+		"words": reasonWords,
+		"explainURL": func(controller, namespace, name string) string {
+			k := name
+			if namespace != "" {
+				k = namespace + "/" + name
+			}
+			return "?" + url.Values{"controller": {controller}, "key": {k}}.Encode()
+		},
+		"rate": func(s ControllerStatus) string {
+			return fmt.Sprintf("%.1f/s", lastMinute(s.Series, func(p SeriesPoint) float64 { return float64(p.Reconciles) })/60)
+		},
+		"errrate": func(s ControllerStatus) string {
+			return fmt.Sprintf("%.1f/s", lastMinute(s.Series, func(p SeriesPoint) float64 { return float64(p.Errors) })/60)
+		},
+	}).ParseFS(debugUI, "debugui/page.html"))
+})
 
 // pageData is what the page template renders.
 type pageData struct {
@@ -137,7 +143,7 @@ func (m *Manager) servePage(w http.ResponseWriter, r *http.Request) {
 		d.NotConverged = append(d.NotConverged, l)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := debugPage.Execute(w, d); err != nil {
+	if err := debugPage().Execute(w, d); err != nil {
 		m.log.V(1).Info("debug page not rendered", "error", err.Error())
 	}
 }

@@ -91,10 +91,12 @@
 //
 // # Tuning
 //
-// Options.SyncGCPercent raises GOGC while the caches first sync: decoding the
+// Options.SyncGCPercent raises GOGC while the caches first sync, and while
+// a sharding ring member first reads the buckets it claims: decoding the
 // initial lists allocates, within a second or two, most of what the process
 // will keep, and a larger heap target then saves about a quarter of the CPU
-// of starting up. Compression (Options.DisableCompression) pays off for
+// of starting up; the memory the lists left behind is then returned to the
+// operating system. Compression (Options.DisableCompression) pays off for
 // objects that compress, such as Pods: the API server compresses large lists
 // and the watches client-go starts with a streamed list, and in the
 // benchmark, without it a backlog of Pod changes drained about a third

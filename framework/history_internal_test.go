@@ -60,6 +60,38 @@ func TestHistoryKeepsTheLastReconcilesNewestFirst(t *testing.T) {
 	}
 }
 
+func TestHistoryHoldsTheRecordsAKeyHadAndReusesThem(t *testing.T) {
+	// A controller after its first sync has reconciled most keys once: a
+	// slot then holds one record, not historyDepth. A recycled slot keeps
+	// what it grew to for the next key, which sees none of the last one's.
+	h := newHistory(2)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	once, often := reconcile.Request{Name: "once"}, reconcile.Request{Name: "often"}
+	h.record(once, reconcileRecord{start: at, result: resultSuccess})
+	for i := range historyDepth + 2 {
+		h.record(often, reconcileRecord{start: at, result: resultError, err: fmt.Sprint("attempt ", i)})
+	}
+	slot := func(req reconcile.Request) *keyHistory { return &h.slots[h.index[req]] }
+	if got := cap(slot(once).recs); got != 1 {
+		t.Errorf("a key reconciled once holds room for %d records, want 1", got)
+	}
+	if got := cap(slot(often).recs); got != historyDepth {
+		t.Errorf("a key reconciled %d times holds room for %d records, want %d", historyDepth+2, got, historyDepth)
+	}
+	h.record(once, reconcileRecord{start: at, result: resultSuccess}) // often is now the least recent
+	next := reconcile.Request{Name: "next"}
+	// AllocsPerRun records next twice: once to warm up, once measured.
+	if allocs := testing.AllocsPerRun(1, func() { h.record(next, reconcileRecord{start: at, result: resultSuccess}) }); allocs != 0 {
+		t.Errorf("recording a key into a recycled slot allocated %v times, want none", allocs)
+	}
+	if recs := h.of(next); len(recs) != 2 || recs[0].err != "" || recs[1].err != "" {
+		t.Errorf("the key in a recycled slot has records %+v, want only its own", recs)
+	}
+	if h.of(often) != nil {
+		t.Errorf("the evicted key still has records")
+	}
+}
+
 func TestHistorySeries(t *testing.T) {
 	h := newHistory(-1) // no keys: the series and totals are still kept
 	now := time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC)

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	eventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -218,13 +218,16 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m.events = events.NewBroadcaster(newEventSink(ev, m.log))
 	if sh := opts.Sharding; sh.Ring != "" {
-		cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+		// The ring's Leases only: the whole clientset would build a client
+		// of every API group, and each member would pay for their code.
+		cs, err := coordclient.NewForConfigAndClient(cfg, httpClient)
 		if err != nil {
 			return nil, fmt.Errorf("framework: sharding client for %s: %w", cfg.Host, err)
 		}
 		m.metrics.ring = newRingMetrics(sh.Ring)
 		m.metrics.ring.register(m.metrics.registry)
 		m.ring = newRing(cs, sh, m.log, m.metrics.ring)
+		m.ring.syncGCPercent = opts.SyncGCPercent
 		m.readyChecks[ringReadyCheck] = func(*http.Request) error { return m.ring.ready() }
 	}
 	return m, nil

@@ -88,8 +88,10 @@ type Options struct {
 	DisableCompression bool
 
 	// SyncGCPercent is the garbage collector's GOGC while the caches first
-	// sync. Once the caches have synced, the previous GOGC is restored and
-	// the memory the sync freed is returned to the operating system. A
+	// sync, and while a sharding ring member's reads of a bucket it
+	// claimed first sync. Once they have synced, the previous GOGC is
+	// restored and the memory the sync freed is returned to the operating
+	// system. A
 	// larger GOGC (or GOGC=off) is left alone, and a memory limit
 	// (GOMEMLIMIT) still bounds the heap. See the package doc (# Tuning).
 	// Zero means 400; negative means the GC settings are never touched.

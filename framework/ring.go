@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -151,6 +150,9 @@ type ring struct {
 	leases  coordclient.LeaseInterface
 	log     logr.Logger
 	metrics *ringMetrics
+	// syncGCPercent is Options.SyncGCPercent: the GOGC while a bucket's
+	// reads first sync (see relaxGC).
+	syncGCPercent int
 	// memberName is the name of this member's Lease.
 	memberName string
 	// layout is this member's layout, set by start before the ring runs.
@@ -193,11 +195,11 @@ type ring struct {
 	stopped bool
 }
 
-func newRing(cs kubernetes.Interface, opts ShardingOptions, log logr.Logger, metrics *ringMetrics) *ring {
+func newRing(cs coordclient.LeasesGetter, opts ShardingOptions, log logr.Logger, metrics *ringMetrics) *ring {
 	r := &ring{
 		opts:       opts,
 		buckets:    informers.Buckets{Key: opts.Key, Count: opts.BucketCount},
-		leases:     cs.CoordinationV1().Leases(opts.Namespace),
+		leases:     cs.Leases(opts.Namespace),
 		log:        log.WithValues("ring", opts.Ring, "identity", opts.Identity),
 		metrics:    metrics,
 		memberName: memberLeaseName(opts.Ring, opts.Identity),
@@ -762,7 +764,9 @@ func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
 		// by themselves once they can, and the bucket stays unserved (and
 		// the member unready) until then.
 		for {
+			restoreGC := relaxGC(r.syncGCPercent)
 			err := u.acquire(h.ctx, b, marks)
+			restoreGC()
 			if err == nil {
 				break
 			}

@@ -120,7 +120,7 @@ func TestRenewSendsTheBucketLeasesAtOnce(t *testing.T) {
 	cs := fake.NewClientset()
 	opts := ShardingOptions{Ring: "r", Namespace: "ns", Identity: "me", BucketCount: 32,
 		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
-	r := newRing(cs, opts, logr.Discard(), newRingMetrics(opts.Ring))
+	r := newRing(cs.CoordinationV1(), opts, logr.Discard(), newRingMetrics(opts.Ring))
 	leases := &barrierLeases{LeaseInterface: r.leases, n: n, all: make(chan struct{})}
 	r.leases = leases
 	before := time.Now()

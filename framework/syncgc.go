@@ -20,8 +20,9 @@ var syncGC struct {
 }
 
 // relaxGC raises GOGC to percent, unless it is already at least that (or
-// off, or percent is negative), for the initial list of the caches: decoding
-// it allocates, in a second or two, most of what the process keeps, and a
+// off, or percent is negative), for the initial list of the caches, and of
+// each bucket a ring member claims (each try to read it): decoding it
+// allocates, in a second or two, most of what the process keeps, and a
 // larger heap target then means far fewer collections of a heap that only
 // grows. The returned function restores the previous setting once the last
 // concurrent sync is done and hands the memory the sync freed back to the

@@ -84,9 +84,12 @@ const (
 // errHubStreaming refuses a streaming list; the reflector lists instead.
 var errHubStreaming = errors.New("informers: streaming lists of shards filtered in the client are not shared; list instead")
 
-// listFunc and watchFunc list and watch the whole kind.
+// listFunc and watchFunc list and watch the whole kind. A listFunc may
+// decode only the items keep accepts (by their namespace and UID), calling
+// it once per item as it reads them (see decodeListKeeping); it may also
+// return every item, which the hub then filters.
 type (
-	listFunc  func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error)
+	listFunc  func(ctx context.Context, opts metav1.ListOptions, keep func(namespace, uid string) bool) (runtime.Object, error)
 	watchFunc func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 )
 
@@ -182,8 +185,17 @@ func (h *shardHub) startListLocked(ctx context.Context, key metav1.ListOptions, 
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	l := &hubList{done: make(chan struct{}), cancel: cancel, parts: map[*shardFilter][]runtime.Object{}}
 	h.lists[key] = l
+	// keep tells the list which objects to decode: those of the waiters'
+	// shards. Once the first page is being read no caller joins: it would
+	// miss the objects of that page.
+	keep := func(namespace, uid string) bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		l.split = true
+		return slices.ContainsFunc(l.waiters, func(w *shardFilter) bool { return w.matchesMeta(namespace, uid) })
+	}
 	go func() {
-		empty, err := listInPages(lctx, key, list, func(restart bool, items []runtime.Object) {
+		empty, err := listInPages(lctx, key, list, keep, func(restart bool, items []runtime.Object) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			l.split = true
@@ -220,7 +232,7 @@ func (h *shardHub) startListLocked(ctx context.Context, key metav1.ListOptions, 
 // each page comes.
 func (h *shardHub) listAlone(ctx context.Context, opts metav1.ListOptions, f *shardFilter, list listFunc) (runtime.Object, error) {
 	var kept []runtime.Object
-	empty, err := listInPages(ctx, pageable(opts), list, func(restart bool, items []runtime.Object) {
+	empty, err := listInPages(ctx, pageable(opts), list, f.matchesMeta, func(restart bool, items []runtime.Object) {
 		if restart {
 			kept = nil
 		}
@@ -288,13 +300,14 @@ func pageable(opts metav1.ListOptions) metav1.ListOptions {
 	return opts
 }
 
-// listInPages lists with list, following the pages a limit makes, and
-// hands take the items of each page as it comes; restart is set on the
+// listInPages lists with list (passing it keep), following the pages a
+// limit makes, and hands take the items of each page as it comes; restart
+// is set on the
 // first page of each attempt, and take then drops what it kept of earlier
 // ones. It returns an empty list of the kind at the version listed. When a
 // later page has expired, the list is made again from its first page
 // (later pages at the new version), and after a second expiry at once.
-func listInPages(ctx context.Context, opts metav1.ListOptions, list listFunc, take func(restart bool, items []runtime.Object)) (runtime.Object, error) {
+func listInPages(ctx context.Context, opts metav1.ListOptions, list listFunc, keep func(namespace, uid string) bool, take func(restart bool, items []runtime.Object)) (runtime.Object, error) {
 	asked := opts
 	asked.Continue = ""
 	opts = asked
@@ -304,7 +317,7 @@ func listInPages(ctx context.Context, opts metav1.ListOptions, list listFunc, ta
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		page, err := list(ctx, opts)
+		page, err := list(ctx, opts, keep)
 		if err != nil && opts.Continue != "" && apierrors.IsResourceExpired(err) {
 			expired++
 			opts, first = asked, nil

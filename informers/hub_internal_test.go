@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,7 +302,7 @@ func TestShardHubListsOncePerOptions(t *testing.T) {
 	var calls sync.WaitGroup
 	var mu sync.Mutex
 	n := 0
-	list := func(context.Context, metav1.ListOptions) (kruntime.Object, error) {
+	list := func(context.Context, metav1.ListOptions, func(string, string) bool) (kruntime.Object, error) {
 		mu.Lock()
 		n++
 		mu.Unlock()
@@ -367,7 +368,7 @@ func TestShardHubListLeaves(t *testing.T) {
 	h := newShardHub("v1 ConfigMap")
 	cancelled := make(chan struct{})
 	started := make(chan struct{}, 2)
-	list := func(ctx context.Context, _ metav1.ListOptions) (kruntime.Object, error) {
+	list := func(ctx context.Context, _ metav1.ListOptions, _ func(string, string) bool) (kruntime.Object, error) {
 		started <- struct{}{}
 		<-ctx.Done()
 		close(cancelled)
@@ -394,7 +395,7 @@ func TestShardHubListLeaves(t *testing.T) {
 	release := make(chan struct{})
 	n := 0
 	var mu sync.Mutex
-	slow := func(context.Context, metav1.ListOptions) (kruntime.Object, error) {
+	slow := func(context.Context, metav1.ListOptions, func(string, string) bool) (kruntime.Object, error) {
 		mu.Lock()
 		n++
 		mu.Unlock()
@@ -472,11 +473,16 @@ func inFlight(h *shardHub, cond func(*hubList) bool) bool {
 // pagedServer serves a list of n ConfigMaps as the API server does: in
 // pages of the request's limit, with a continue token. Its version is 7,
 // and grows by one with each expired continue token: the pages after the
-// first expire expire times. It records each request.
+// first expire expire times. It records each request. With keeps, it
+// decodes as decodeListKeeping does: a page holds only the items the
+// list's keep accepts, asked in order (reading, when set, is called
+// after the first item of each page was asked about).
 type pagedServer struct {
 	items   []corev1.ConfigMap
 	expire  int
 	version int
+	keeps   bool
+	reading func()
 
 	mu    sync.Mutex
 	asks  []metav1.ListOptions
@@ -491,7 +497,7 @@ func newPagedServer(n int) *pagedServer {
 	return s
 }
 
-func (s *pagedServer) list(_ context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
+func (s *pagedServer) list(_ context.Context, opts metav1.ListOptions, keep func(string, string) bool) (kruntime.Object, error) {
 	s.mu.Lock()
 	s.asks = append(s.asks, opts)
 	expire := opts.Continue != "" && s.expire > 0
@@ -516,7 +522,14 @@ func (s *pagedServer) list(_ context.Context, opts metav1.ListOptions) (kruntime
 		to = min(to, from+int(opts.Limit))
 	}
 	l := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: version}}
-	l.Items = append(l.Items, s.items[from:to]...)
+	for i, it := range s.items[from:to] {
+		if !s.keeps || keep(it.Namespace, string(it.UID)) {
+			l.Items = append(l.Items, it)
+		}
+		if i == 0 && s.reading != nil {
+			s.reading()
+		}
+	}
 	if to < len(s.items) {
 		l.Continue = strconv.Itoa(to)
 		rest := int64(len(s.items) - to)
@@ -585,9 +598,9 @@ func listTogether(t *testing.T, s *pagedServer, b Buckets, opts []metav1.ListOpt
 	h := newShardHub("v1 ConfigMap")
 	hold := make(chan struct{})
 	var once sync.Once
-	gated := func(ctx context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
+	gated := func(ctx context.Context, opts metav1.ListOptions, keep func(string, string) bool) (kruntime.Object, error) {
 		once.Do(func() { <-hold })
-		return s.list(ctx, opts)
+		return s.list(ctx, opts, keep)
 	}
 	got := make([]kruntime.Object, len(opts))
 	fs := filters(t, b)
@@ -632,11 +645,11 @@ func TestShardHubListsInPages(t *testing.T) {
 	s = newPagedServer(hubPage + 1)
 	h := newShardHub("v1 ConfigMap")
 	second := make(chan struct{})
-	paused := func(ctx context.Context, opts metav1.ListOptions) (kruntime.Object, error) {
+	paused := func(ctx context.Context, opts metav1.ListOptions, keep func(string, string) bool) (kruntime.Object, error) {
 		if opts.Continue != "" {
 			<-second
 		}
-		return s.list(ctx, opts)
+		return s.list(ctx, opts, keep)
 	}
 	done := make(chan kruntime.Object)
 	go func() {
@@ -717,4 +730,71 @@ func TestShardHubListsInPages(t *testing.T) {
 	if asks := s.requests(); len(asks) != 2 || asks[0].ResourceVersion != "5" || asks[0].Limit != 20 || asks[1].Continue != "20" {
 		t.Errorf("a list at version 5 with limit 20 made requests %+v, want it as asked and its second page", asks)
 	}
+}
+
+func TestShardHubDecodesOnlyItsWaitersObjects(t *testing.T) {
+	// A list that can read each item's metadata before decoding it (a
+	// protobuf list) decodes the objects of the waiters' buckets only.
+	b := Buckets{Key: ShardByUID, Count: 4}
+	s := newPagedServer(2*hubPage + 100)
+	s.keeps = true
+	listTogether(t, s, b, []metav1.ListOptions{{ResourceVersion: "0"}, {ResourceVersion: "0"}})
+	for _, page := range s.pages {
+		for _, cm := range page {
+			if bucket := b.Of(string(cm.UID)); bucket > 1 {
+				t.Fatalf("the list decoded %s, of bucket %d, which no caller waits for", cm.UID, bucket)
+			}
+		}
+	}
+}
+
+func TestShardHubCallerArrivingWhileTheFirstPageIsReadListsAnew(t *testing.T) {
+	// Once the list has begun to decide which objects of its first page to
+	// decode, a caller that joined it would miss its objects of that page:
+	// it lists on its own.
+	b := Buckets{Key: ShardByUID, Count: 2}
+	fs := filters(t, b)
+	s := newPagedServer(hubPage + 1)
+	s.keeps = true
+	reading, resume := make(chan struct{}), make(chan struct{})
+	var pages atomic.Int32
+	s.reading = func() { // the first page waits; the late caller's list does not
+		if pages.Add(1) == 1 {
+			close(reading)
+			<-resume
+		}
+	}
+	h := newShardHub("v1 ConfigMap")
+	first := make(chan kruntime.Object)
+	go func() {
+		out, err := h.List(t.Context(), metav1.ListOptions{ResourceVersion: "0"}, fs[0], s.list)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- out
+	}()
+	<-reading
+	lateDone := make(chan kruntime.Object, 1)
+	go func() {
+		out, err := h.List(t.Context(), metav1.ListOptions{ResourceVersion: "0"}, fs[1], s.list)
+		if err != nil {
+			t.Error(err)
+		}
+		lateDone <- out
+	}()
+	var late kruntime.Object
+	waitFor(t, "the late caller lists on its own, or joins the first list", func() bool {
+		select {
+		case late = <-lateDone:
+			return true
+		default:
+			return inFlight(h, func(l *hubList) bool { return len(l.waiters) == 2 })
+		}
+	})
+	close(resume)
+	if late == nil {
+		late = <-lateDone
+	}
+	checkPart(t, s, b, 1, late)
+	checkPart(t, s, b, 0, <-first)
 }

@@ -24,6 +24,9 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 	var (
 		list    func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error)
 		watchFn func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error)
+		// listKeeping lists as list does, decoding only the items keep
+		// accepts when it can (see decodeListKeeping); nil: it cannot.
+		listKeeping func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions, keep func(namespace, uid string) bool) (runtime.Object, error)
 	)
 	switch e.key.mode {
 	case Typed:
@@ -54,6 +57,23 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 			out := listObj.DeepCopyObject()
 			err := get(m, ns, &opts).Do(ctx).Into(out)
 			return out, err
+		}
+		if protobuf {
+			listKeeping = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions, keep func(namespace, uid string) bool) (runtime.Object, error) {
+				out := listObj.DeepCopyObject()
+				var contentType string
+				res := get(m, ns, &opts).Do(ctx).ContentType(&contentType)
+				body, err := res.Raw()
+				if err != nil {
+					return out, res.Into(out) // the request's error, as Into reports it
+				}
+				if contentType == runtime.ContentTypeProtobuf {
+					if ok, err := decodeListKeeping(body, out, keep); ok || err != nil {
+						return out, err
+					}
+				}
+				return out, res.Into(out)
+			}
 		}
 		watchFn = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
@@ -110,7 +130,10 @@ func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
 			if err == nil {
 				var out runtime.Object
 				if shared() {
-					out, err = c.hub(e.key).List(ctx, opts, e.shard, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+					out, err = c.hub(e.key).List(ctx, opts, e.shard, func(ctx context.Context, opts metav1.ListOptions, keep func(namespace, uid string) bool) (runtime.Object, error) {
+						if listKeeping != nil {
+							return listKeeping(ctx, m, ns, opts, keep)
+						}
 						return list(ctx, m, ns, opts)
 					})
 				} else if out, err = list(ctx, m, ns, opts); err == nil {

@@ -15,6 +15,14 @@ import (
 // garbage collector no scanning.)
 const maxFree = 1024
 
+// remakeAt is how many keys the keys or delayed map of a core must have
+// held before it is made anew once empty: a Go map keeps the room of the
+// most keys it ever held, so a burst (a cache's first sync, the keys of a
+// sharding ring's buckets postponed while they sync) would otherwise be
+// paid for as long as the queue lives. Below it, the map is kept, so that
+// keys coming and going do not allocate.
+const remakeAt = 256
+
 // unfinishedWorkPeriod is how often the unfinished-work gauges are updated,
 // as in client-go.
 const unfinishedWorkPeriod = 500 * time.Millisecond
@@ -58,6 +66,9 @@ type core[K comparable] struct {
 	// the delaying queue (AddAfter, AddRateLimited, Postpone) and not yet
 	// added by it.
 	delayed map[K]delayed
+	// keysPeak and delayedPeak are the most keys the keys and delayed maps
+	// held since they were made (see remakeAt).
+	keysPeak, delayedPeak int
 	// shuttingDown never goes back to false; drain is true while a
 	// ShutDownWithDrain waits.
 	shuttingDown, drain bool
@@ -146,6 +157,7 @@ func (q *core[K]) addLocked(k K, h hint) {
 	if st == nil {
 		st = q.newState()
 		q.keys[k] = st
+		q.keysPeak = max(q.keysPeak, len(q.keys))
 	}
 	if st.dirty {
 		st.hint = st.hint.merge(h)
@@ -231,6 +243,9 @@ func (q *core[K]) done(k K) {
 		q.ready.Signal()
 	} else {
 		delete(q.keys, k)
+		if len(q.keys) == 0 && q.keysPeak >= remakeAt {
+			q.keys, q.keysPeak = make(map[K]*keyState), 0
+		}
 		if len(q.free) < maxFree {
 			*st = keyState{}
 			q.free = append(q.free, st)
@@ -254,6 +269,7 @@ func (q *core[K]) delay(k K, h hint, d time.Duration) {
 	old, ok := q.delayed[k]
 	if !ok {
 		q.delayed[k] = delayed{hint: h, due: due}
+		q.delayedPeak = max(q.delayedPeak, len(q.delayed))
 		return
 	}
 	// The delaying queue keeps the earlier time of two delays of one key.
@@ -368,6 +384,9 @@ func (q *core[K]) Add(k K) {
 	h := hint{prio: normal, cause: causeRequeue}
 	if d, ok := q.delayed[k]; ok {
 		delete(q.delayed, k)
+		if len(q.delayed) == 0 && q.delayedPeak >= remakeAt {
+			q.delayed, q.delayedPeak = make(map[K]delayed), 0
+		}
 		h = d.hint
 	}
 	q.addLocked(k, h)

@@ -1,6 +1,10 @@
 package workqueue
 
-import "k8s.io/utils/clock"
+import (
+	"reflect"
+
+	"k8s.io/utils/clock"
+)
 
 // NewWithClock is New with the clock replaced, for tests on a fake clock.
 func NewWithClock[K comparable](opts Options[K], c clock.WithTicker) *Queue[K] {
@@ -16,3 +20,14 @@ func TrackedCauses[K comparable](q *Queue[K]) int {
 	defer q.core.mu.Unlock()
 	return len(q.core.keys) + len(q.core.delayed)
 }
+
+// MapIdentities returns the identities of the core's keys and delayed
+// maps, which change only when a map is made anew.
+func MapIdentities[K comparable](q *Queue[K]) (keys, delayed uintptr) {
+	q.core.mu.Lock()
+	defer q.core.mu.Unlock()
+	return reflect.ValueOf(q.core.keys).Pointer(), reflect.ValueOf(q.core.delayed).Pointer()
+}
+
+// RemakeAt is remakeAt.
+const RemakeAt = remakeAt

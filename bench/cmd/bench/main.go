@@ -33,7 +33,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/converge-dev/converge/bench/internal/workload"
-	"github.com/converge-dev/converge/framework/envtest"
 )
 
 // contenders names the contender programs, in run order for even repeats.
@@ -71,7 +70,8 @@ func main() {
 		hold     = flag.Bool("hold", false, "create the objects, print the kubeconfig path and wait for Ctrl-C instead of running contenders (for profiling by hand)")
 		quick    = flag.Bool("quick", false, "smoke test: every workload at a hundredth of its size, one repeat, short phases, results in a temporary folder (flags given still count)")
 		rings    = flag.String("ring-sizes", "1,3", "sharded: members of each ring, comma-separated; converge without a ring runs too")
-		srvShard = flag.Bool("sharded-list-watch", false, "start kube-apiserver with the ShardedListAndWatch feature gate (alpha), so that it filters each bucket's list and watch; off, each member filters on its side")
+		planesIn = flag.String("sharded-planes", "client,server", "sharded: the planes to run on, each on a control plane of its own: client (kube-apiserver without the ShardedListAndWatch gate: members filter), server (with it: kube-apiserver filters); with --kubeconfig, the one plane that cluster is")
+		shSizes  = flag.String("sharded-sizes", "1000,10000,50000", "sharded: the ConfigMap counts to run at, comma-separated (multiplied by --scale)")
 	)
 	wf := map[workload.Kind]*workloadFlags{
 		workload.ConfigMaps: {n: 10000, stormRate: 200, rate: 100, burst: 2000, backlogMax: 10000},
@@ -132,6 +132,21 @@ func main() {
 		}
 		ringSizes = append(ringSizes, n)
 	}
+	planes, err := parsePlanes(*planesIn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *attach != "" && len(planes) != 1 {
+		log.Fatal("--kubeconfig: give --sharded-planes=client or --sharded-planes=server, the plane of that cluster (whether its kube-apiserver has the ShardedListAndWatch gate)")
+	}
+	shardedSizes, err := parseSizes(*shSizes)
+	if err != nil {
+		log.Fatalf("--sharded-%v", strings.TrimPrefix(err.Error(), "--"))
+	}
+	for i, n := range shardedSizes {
+		shardedSizes[i] = max(1, int(float64(n)**scale))
+	}
+	shardedSizes = slices.Compact(shardedSizes)
 	logf := func(format string, args ...any) {
 		if !*quiet {
 			fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
@@ -160,7 +175,9 @@ func main() {
 		switch {
 		case k == sharded:
 			withSharded = true
-			lastUse[workload.ConfigMaps] = len(runs)
+			if *attach != "" || *hold { // else on control planes of its own
+				lastUse[workload.ConfigMaps] = len(runs)
+			}
 			runs = append(runs, sharded)
 		case slices.Contains(workload.Kinds, workload.Kind(k)):
 			kinds = append(kinds, workload.Kind(k))
@@ -212,40 +229,30 @@ func main() {
 	var (
 		cfg        *rest.Config
 		kubeconfig = *attach
+		c          *cluster // nil when only the sharded workload runs, on control planes of its own
 	)
-	if kubeconfig != "" {
+	switch {
+	case kubeconfig != "":
 		if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
 			log.Fatal(err)
 		}
-	} else {
+	case len(kinds) > 0 || *hold:
 		logf("starting the control plane")
-		apiFlags := []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}
-		var gates []string
-		if *cbor {
-			gates = append(gates, "CBORServingAndStorage=true")
-		}
-		if *srvShard {
-			gates = append(gates, "ShardedListAndWatch=true")
-		}
-		if len(gates) > 0 {
-			apiFlags = append(apiFlags, "--feature-gates="+strings.Join(gates, ","))
-		}
-		env := envtest.New(envtest.Options{
-			APIServerFlags: apiFlags,
-			CRDs:           envtest.CRDOptions{Objects: []runtime.Object{workload.CRD(), workload.AppCRD()}},
-			StartTimeout:   2 * time.Minute,
-		})
-		if cfg, err = env.Start(ctx); err != nil {
+		// The sharded workload's planes have control planes of their
+		// own; --hold makes its objects on this one, on the first plane.
+		env, envCfg, err := controlPlane(ctx, *cbor, *hold && withSharded && planes[0], []runtime.Object{workload.CRD(), workload.AppCRD()})
+		if err != nil {
 			log.Fatal(err)
 		}
 		defer env.Stop()
-		kubeconfig = env.KubeconfigPath()
+		cfg, kubeconfig = envCfg, env.KubeconfigPath()
 	}
-	c, err := newCluster(cfg)
-	if err != nil {
-		log.Fatal(err)
+	if cfg != nil {
+		if c, err = newCluster(cfg); err != nil {
+			log.Fatal(err)
+		}
+		c.quietFor = quietFor
 	}
-	c.quietFor = quietFor
 	want := map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -289,7 +296,8 @@ func main() {
 		sum.Repeats = *repeats
 		sum.CBOR = *cbor
 		sum.Machine = machine(loadStart)
-		sum.Sharded = summarizeSharded(shardRuns, ringSizes, *srvShard)
+		sum.Sharded = summarizeShardedCurve(shardRuns, ringSizes)
+		sum.Targets = append(sum.Targets, shardedTargets(sum.Sharded)...)
 		if plan != nil {
 			sum.Scale = summarizeScale(results, floorRuns, names, plan)
 		} else {
@@ -378,7 +386,7 @@ func main() {
 		}
 		f := wf[objs]
 		n := max(1, int(float64(f.n)**scale))
-		if *attach == "" && objs != workload.Parents && !created[objs] { // the parents are made again for every run
+		if *attach == "" && objs != workload.Parents && !created[objs] && k != sharded { // the parents are made again for every run
 			logf("%s: creating %d", objs, n)
 			t0 := time.Now()
 			if err := c.setUp(ctx, objs, n, 32); err != nil {
@@ -391,14 +399,23 @@ func main() {
 			kind: objs, n: n, workers: *workers, stormRate: f.stormRate, rate: f.rate, duration: *duration, idle: *idle,
 			burst: max(1, int(float64(f.burst)**scale)), backlog: max(1, int(float64(f.backlogMax)**scale)),
 			deadline: *deadline, kubeconfig: kubeconfig, phases: want, logDir: logDir, profileDir: profileDir,
-			memAfter: memAfter, serverFilter: *srvShard,
+			memAfter: memAfter,
 		}
 		if k == sharded {
-			rs, err := runShardedWorkload(ctx, c, bins["converge"], o, *repeats, ringSizes, logf)
+			curve := shardedCurve{planes: planes, sizes: shardedSizes, cbor: *cbor, quietFor: quietFor}
+			if *attach != "" {
+				curve.attached = c
+			}
+			before := shardRuns
+			rs, err := curve.run(ctx, bins["converge"], o, *repeats, ringSizes, logf, func(rs []*ShardedRun, partial string) {
+				shardRuns = append(before, rs...)
+				write(false, partial)
+			})
+			shardRuns = append(before, rs...)
 			if err != nil {
+				write(false, "written after an error in "+sharded)
 				log.Fatal(err)
 			}
-			shardRuns = append(shardRuns, rs...)
 		} else {
 			rs, fs, err := runWorkload(ctx, c, cfg, names, bins, o, *repeats, logf)
 			results, floorRuns = append(results, rs...), append(floorRuns, fs...)
@@ -407,7 +424,7 @@ func main() {
 			}
 			done = append(done, k)
 		}
-		if *attach == "" && lastUse[objs] == at {
+		if *attach == "" && k != sharded && lastUse[objs] == at { // the sharded workload's planes go with their objects
 			if err := c.tearDown(ctx, objs); err != nil {
 				logf("%s: delete: %v", objs, err)
 			}
@@ -469,8 +486,10 @@ func runWorkload(ctx context.Context, c *cluster, cfg *rest.Config, names []stri
 
 // buildContenders builds the contenders names in one go build, into a
 // folder of the user's cache for this checkout of the bench: a contender
-// whose binary there is up to date is not linked again. It returns the
-// binaries by contender.
+// whose binary there is up to date is not linked again. They are built as
+// the Dockerfile converge scaffolds builds a manager (CGO_ENABLED=0,
+// -trimpath, -ldflags=-s): statically, so no process maps the C library.
+// It returns the binaries by contender.
 func buildContenders(ctx context.Context, names []string) (map[string]string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
@@ -484,13 +503,14 @@ func buildContenders(ctx context.Context, names []string) (map[string]string, er
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	args := []string{"build", "-trimpath", "-ldflags=-s", "-o", dir + string(filepath.Separator)}
 	bins := map[string]string{}
 	for _, n := range names {
 		args = append(args, contenderPkg[n])
 		bins[n] = filepath.Join(dir, filepath.Base(contenderPkg[n]))
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("build the contenders: %w", err)

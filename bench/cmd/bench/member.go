@@ -79,6 +79,21 @@ func (m *member) memory() (memStats, error) {
 	}
 }
 
+// runtimeMetrics asks for the process's runtime/metrics.
+func (m *member) runtimeMetrics() (map[string]float64, error) {
+	if _, err := io.WriteString(m.in, "runtime\n"); err != nil {
+		return nil, m.errorf("ask for runtime metrics: %v", err)
+	}
+	select {
+	case r := <-m.rp.runtime:
+		return r, nil
+	case <-m.exited:
+		return nil, m.errorf("exited: %v", m.waitErr)
+	case <-time.After(30 * time.Second):
+		return nil, m.errorf("no runtime metrics")
+	}
+}
+
 // heapProfile asks for a heap profile into path and waits for it.
 func (m *member) heapProfile(path string) {
 	fmt.Fprintf(m.in, "heap %s\n", path)

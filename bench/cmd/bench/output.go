@@ -125,7 +125,11 @@ type target struct {
 	Value    float64 `json:"value"`
 	Ratio    float64 `json:"ratio"`
 	Met      bool    `json:"met"`
-	Objects  int     `json:"objects,omitempty"` // the scale curve: the N it is checked at
+	Objects  int     `json:"objects,omitempty"` // the scale curve and sharded: the N it is checked at
+	// Plane and Members: sharded, the plane it is checked on and the
+	// ring's members.
+	Plane   string `json:"plane,omitempty"`
+	Members int    `json:"members,omitempty"`
 }
 
 func targetsFor(k workload.Kind) []target {
@@ -175,7 +179,7 @@ type Summary struct {
 	Targets   []target                                 `json:"targets"`
 	Machine   string                                   `json:"machine"`
 	Floor     *floorSummary                            `json:"floor,omitempty"`
-	Sharded   *shardedSummary                          `json:"sharded,omitempty"`
+	Sharded   []*shardedSummary                        `json:"sharded,omitempty"` // per plane and N
 	Scale     *scaleSummary                            `json:"scale,omitempty"`
 	// Partial is set while the run is still going: the files then hold
 	// what was measured so far.
@@ -360,8 +364,11 @@ func renderTable(s *Summary) string {
 			b.WriteString(renderFloor(s))
 		}
 	}
-	if s.Sharded != nil {
-		b.WriteString(renderSharded(s.Sharded))
+	if len(s.Sharded) > 0 {
+		b.WriteString(renderShardedCurve(s.Sharded, s.Targets))
+		for _, sh := range s.Sharded {
+			b.WriteString(renderSharded(sh))
+		}
 	}
 	if s.Scale != nil {
 		b.WriteString(renderScale(s))
@@ -377,7 +384,11 @@ func renderTable(s *Summary) string {
 		var missed []string
 		for _, t := range s.Targets {
 			if !t.Met {
-				missed = append(missed, fmt.Sprintf("%s %s %.2f (goal %s)", t.Workload, t.Metric, t.Ratio, t.describe()))
+				w := t.Workload
+				if t.Plane != "" {
+					w = fmt.Sprintf("%s (%s plane, N=%s, %d members)", w, t.Plane, count(t.Objects), t.Members)
+				}
+				missed = append(missed, fmt.Sprintf("%s %s %.2f (goal %s)", w, t.Metric, t.Ratio, t.describe()))
 			}
 		}
 		if len(missed) > 0 {

@@ -357,6 +357,7 @@ func runParents(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 		return err
 	}
 	defer logf.Close()
+	dropFromPageCache(bin)
 	cmd := exec.Command(bin, "--kind="+string(o.kind), "--kubeconfig="+o.kubeconfig, "--workers="+strconv.Itoa(o.workers))
 	cmd.Stderr = logf
 	cmd.Env = os.Environ()

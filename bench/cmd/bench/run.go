@@ -150,6 +150,7 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 	}
 	defer logf.Close()
 
+	dropFromPageCache(bin)
 	cmd := exec.Command(bin, "--kind="+string(o.kind), "--kubeconfig="+o.kubeconfig, "--workers="+strconv.Itoa(o.workers))
 	cmd.Stderr = logf
 	cmd.Env = os.Environ()
@@ -354,18 +355,37 @@ func cpuSeconds(pid int) (float64, error) {
 // clockTicks is USER_HZ, 100 on every Linux this runs on.
 const clockTicks = 100
 
-// procStatus returns a "kB" line of /proc/<pid>/status in bytes.
+// procStatus reads field (a size in kB, such as VmRSS) of
+// /proc/<pid>/status, in bytes.
 func procStatus(pid int, field string) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := procStatusFields(pid)
 	if err != nil {
 		return 0, err
 	}
+	v, ok := st[field]
+	if !ok {
+		return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+	}
+	return v, nil
+}
+
+// procStatusFields reads the sizes of /proc/<pid>/status (the fields in
+// kB), in bytes, at one moment.
+func procStatusFields(pid int) (map[string]uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			f := strings.Fields(v)
-			n, err := strconv.ParseUint(f[0], 10, 64)
-			return n * 1024, err
+		name, v, ok := strings.Cut(line, ":")
+		f := strings.Fields(v)
+		if !ok || len(f) != 2 || f[1] != "kB" {
+			continue
+		}
+		if n, err := strconv.ParseUint(f[0], 10, 64); err == nil {
+			out[name] = n * 1024
 		}
 	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+	return out, nil
 }

@@ -117,7 +117,7 @@ func checkScaleWorkloads(ws []string) error {
 
 func sizeFlag(w string) string {
 	if w == sharded {
-		return string(workload.ConfigMaps)
+		return "sharded-sizes"
 	}
 	return w
 }

@@ -86,7 +86,7 @@ func TestCheckScaleWorkloads(t *testing.T) {
 	for w, want := range map[string]string{
 		"pods":    "not pods: run pods without --sizes (with --pods=N",
 		"widgets": "not widgets",
-		"sharded": "not sharded: run sharded without --sizes (with --configmaps=N",
+		"sharded": "not sharded: run sharded without --sizes (with --sharded-sizes=N",
 		"nodes":   `unknown workload "nodes"`,
 	} {
 		err := checkScaleWorkloads([]string{"configmaps", w})

@@ -53,6 +53,32 @@ type MemberRun struct {
 	CPUSeconds     float64 `json:"cpuSeconds"`     // at the end, before SIGTERM
 	HeapBytes      float64 `json:"heapBytes"`      // after the ring settled, after a GC
 	RSSBytes       float64 `json:"rssBytes"`       // after the ring settled
+	// RSSAnonBytes and RSSFileBytes split RSSBytes: the process's own
+	// memory (heap, stacks, the runtime's) and the pages of its binary it
+	// touched (RssAnon and RssFile of /proc/<pid>/status).
+	RSSAnonBytes float64 `json:"rssAnonBytes"`
+	RSSFileBytes float64 `json:"rssFileBytes"`
+	// Runtime holds runtimeMetrics of runtime/metrics, read just after
+	// RSS (before the GC of HeapBytes): where the process's own memory
+	// goes, and its goroutines and collections so far.
+	Runtime map[string]float64 `json:"runtime,omitempty"`
+}
+
+// runtimeMetrics are the runtime/metrics a sharded run keeps per member.
+var runtimeMetrics = []string{
+	"/memory/classes/heap/objects:bytes",   // live and not yet swept
+	"/memory/classes/heap/unused:bytes",    // in spans in use, between objects
+	"/memory/classes/heap/free:bytes",      // free spans not returned to the OS
+	"/memory/classes/heap/released:bytes",  // returned
+	"/memory/classes/heap/stacks:bytes",    // goroutine stacks
+	"/memory/classes/metadata/other:bytes", // the GC's own
+	"/memory/classes/profiling/buckets:bytes",
+	"/memory/classes/total:bytes",
+	"/gc/heap/goal:bytes",
+	"/gc/heap/allocs:bytes", // allocated since start
+	"/gc/cycles/total:gc-cycles",
+	"/cpu/classes/gc/total:cpu-seconds",
+	"/sched/goroutines:goroutines",
 }
 
 // ringName names the ring of one run; its Leases are deleted before and
@@ -91,6 +117,7 @@ func runSharded(ctx context.Context, c *cluster, bin string, o runOpts, repeat, 
 			p.kill()
 		}
 	}()
+	dropFromPageCache(bin)
 	start := time.Now()
 	for i := range n {
 		name := "converge"
@@ -161,8 +188,17 @@ func runSharded(ctx context.Context, c *cluster, bin string, o runOpts, repeat, 
 	// heap after a GC, one member after the other.
 	time.Sleep(o.memAfter)
 	for i, p := range procs {
-		if rss, err := procStatus(p.pid(), "VmRSS"); err == nil {
-			run.PerMember[i].RSSBytes = float64(rss)
+		pm := &run.PerMember[i]
+		if st, err := procStatusFields(p.pid()); err == nil {
+			pm.RSSBytes, pm.RSSAnonBytes, pm.RSSFileBytes = float64(st["VmRSS"]), float64(st["RssAnon"]), float64(st["RssFile"])
+		}
+		rt, err := p.runtimeMetrics()
+		if err != nil {
+			return nil, err
+		}
+		pm.Runtime = map[string]float64{}
+		for _, name := range runtimeMetrics {
+			pm.Runtime[name] = rt[name]
 		}
 	}
 	for i, p := range procs {

@@ -24,11 +24,11 @@ func runShardedWorkload(ctx context.Context, c *cluster, bin string, o runOpts, 
 			}
 			var per []string
 			for _, p := range run.PerMember {
-				per = append(per, fmt.Sprintf("%s: %d buckets, cpu %.2fs, heap %.1f MiB, rss %.1f MiB",
-					p.Identity, p.Buckets, p.CPUSeconds, p.HeapBytes/mib, p.RSSBytes/mib))
+				per = append(per, fmt.Sprintf("%s: %d buckets, cpu %.2fs, heap %.1f MiB, rss %.1f MiB (anon %.1f, file %.1f)",
+					p.Identity, p.Buckets, p.CPUSeconds, p.HeapBytes/mib, p.RSSBytes/mib, p.RSSAnonBytes/mib, p.RSSFileBytes/mib))
 			}
-			logf("%s: run %d: %s: sync %.2fs, settled %.2fs, ConfigMap lists %.0f (%.1f MiB), missed %d; %s",
-				sharded, r+1, variantName(m), run.SyncSeconds, run.SettleSeconds, run.ConfigMapLists, run.ConfigMapBytes/mib, run.Missed, strings.Join(per, "; "))
+			logf("%s: %s plane, N=%d: run %d: %s: sync %.2fs, settled %.2fs, ConfigMap lists %.0f (%.1f MiB), missed %d; %s",
+				sharded, planeName(o.serverFilter), o.n, r+1, variantName(m), run.SyncSeconds, run.SettleSeconds, run.ConfigMapLists, run.ConfigMapBytes/mib, run.Missed, strings.Join(per, "; "))
 			runs = append(runs, run)
 		}
 	}
@@ -43,9 +43,41 @@ func variantName(members int) string {
 	return fmt.Sprintf("ring of %d", members)
 }
 
-// shardedSummary is the medians of the sharded workload's runs, per
-// variant (converge without a ring, then each ring size) and figure (see
-// figures).
+// planeName names the plane of a sharded run: "server" when kube-apiserver
+// filters each bucket's list and watch (the ShardedListAndWatch feature
+// gate), "client" when each member filters on its side.
+func planeName(serverFilter bool) string {
+	if serverFilter {
+		return "server"
+	}
+	return "client"
+}
+
+// parsePlanes parses --sharded-planes: "client" and "server", comma
+// separated, each at most once; it returns whether each filters on the
+// server, in the order given.
+func parsePlanes(s string) ([]bool, error) {
+	var planes []bool
+	for _, f := range strings.Split(s, ",") {
+		var server bool
+		switch strings.TrimSpace(f) {
+		case "client":
+		case "server":
+			server = true
+		default:
+			return nil, fmt.Errorf("--sharded-planes: %q is neither client (members filter) nor server (kube-apiserver filters, ShardedListAndWatch)", f)
+		}
+		if slices.Contains(planes, server) {
+			return nil, fmt.Errorf("--sharded-planes: %s is given twice", planeName(server))
+		}
+		planes = append(planes, server)
+	}
+	return planes, nil
+}
+
+// shardedSummary is the medians of the sharded workload's runs at one
+// size on one plane, per variant (converge without a ring, then each ring
+// size) and figure (see figures).
 type shardedSummary struct {
 	Objects      int                           `json:"objects"`
 	ServerFilter bool                          `json:"serverFilter"`
@@ -66,6 +98,8 @@ func (r *ShardedRun) figures() map[string]float64 {
 		for k, v := range map[string]float64{
 			"buckets": float64(m.Buckets), "syncCpu": m.SyncCPUSeconds, "cpu": m.CPUSeconds,
 			"heap": m.HeapBytes / mib, "rss": m.RSSBytes / mib,
+			"rssAnon": m.RSSAnonBytes / mib, "rssFile": m.RSSFileBytes / mib,
+			"allocMiB": m.Runtime["/gc/heap/allocs:bytes"] / mib, "goroutines": m.Runtime["/sched/goroutines:goroutines"],
 		} {
 			f[fmt.Sprintf("member-%d/%s", i, k)] = v
 			f["all/"+k] += v
@@ -75,11 +109,35 @@ func (r *ShardedRun) figures() map[string]float64 {
 	return f
 }
 
-func summarizeSharded(runs []*ShardedRun, sizes []int, serverFilter bool) *shardedSummary {
+// summarizeShardedCurve summarizes the runs of each plane and size, in
+// the order they were run.
+func summarizeShardedCurve(runs []*ShardedRun, sizes []int) []*shardedSummary {
+	type group struct {
+		server  bool
+		objects int
+	}
+	var order []group
+	byGroup := map[group][]*ShardedRun{}
+	for _, r := range runs {
+		g := group{r.ServerFilter, r.Objects}
+		if _, ok := byGroup[g]; !ok {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], r)
+	}
+	var out []*shardedSummary
+	for _, g := range order {
+		out = append(out, summarizeSharded(byGroup[g], sizes))
+	}
+	return out
+}
+
+// summarizeSharded summarizes runs, all of one plane and size.
+func summarizeSharded(runs []*ShardedRun, sizes []int) *shardedSummary {
 	if len(runs) == 0 {
 		return nil
 	}
-	s := &shardedSummary{Objects: runs[0].Objects, ServerFilter: serverFilter, Variants: append([]int{0}, sizes...),
+	s := &shardedSummary{Objects: runs[0].Objects, ServerFilter: runs[0].ServerFilter, Variants: append([]int{0}, sizes...),
 		Medians: map[string]map[string]float64{}, Runs: runs}
 	for _, m := range s.Variants {
 		byKey := map[string][]float64{}
@@ -116,6 +174,10 @@ var shardedRows = []shardedRow{
 	{"CPU, whole run (s)", "cpu", "%.2f", true},
 	{"heap after settle (MiB)", "heap", "%.1f", true},
 	{"RSS after settle (MiB)", "rss", "%.1f", true},
+	{"of which anonymous (MiB)", "rssAnon", "%.1f", true},
+	{"of which file-backed: the binary's pages (MiB)", "rssFile", "%.1f", true},
+	{"heap allocated to settle (MiB)", "allocMiB", "%.0f", true},
+	{"goroutines after settle", "goroutines", "%.0f", true},
 	{"objects missed", "missed", "%.0f", false},
 }
 
@@ -156,7 +218,7 @@ func renderSharded(s *shardedSummary) string {
 	if s.ServerFilter {
 		filter = "kube-apiserver filters each bucket's list and watch (ShardedListAndWatch feature gate on)"
 	}
-	fmt.Fprintf(&b, "\n### %s (N=%d ConfigMaps)\n\n", sharded, s.Objects)
+	fmt.Fprintf(&b, "\n### %s (N=%s ConfigMaps, %s plane)\n\n", sharded, count(s.Objects), planeName(s.ServerFilter))
 	fmt.Fprintf(&b, "converge on the configmaps workload without a ring, and as the members of one ring (32 buckets by UID), started together; %s. "+
 		"Times are from the start of the first process; the ring has settled when every member sees all the others and every bucket is served, none still listing or handing over. "+
 		"Memory is read after that. In the ÷ converge columns a ring's figures per member are its largest member's. Medians of %d run(s) each.\n\n| metric |", filter, len(s.Runs)/len(s.Variants))

@@ -34,13 +34,14 @@ type memStats struct {
 // replies are one contender process's answers to the driver's requests on
 // its standard input (see internal/report).
 type replies struct {
-	mem    chan memStats
-	acks   chan string // "heap": the profile's path
-	status chan string // "status": key=value fields
+	mem     chan memStats
+	acks    chan string             // "heap": the profile's path
+	status  chan string             // "status": key=value fields
+	runtime chan map[string]float64 // "runtime": runtime/metrics by name
 }
 
 func newReplies() replies {
-	return replies{mem: make(chan memStats, 1), acks: make(chan string, 1), status: make(chan string, 1)}
+	return replies{mem: make(chan memStats, 1), acks: make(chan string, 1), status: make(chan string, 1), runtime: make(chan map[string]float64, 1)}
 }
 
 // tracker follows what one contender process reports, or several: the
@@ -159,6 +160,14 @@ func (t *tracker) readWith(r io.Reader, rp replies) {
 			rp.acks <- strings.TrimSpace(line[1:])
 		case 'S':
 			rp.status <- strings.TrimSpace(line[1:])
+		case 'X':
+			m := map[string]float64{}
+			for _, f := range strings.Fields(line[1:]) {
+				if k, v, ok := strings.Cut(f, "="); ok {
+					m[k], _ = strconv.ParseFloat(v, 64)
+				}
+			}
+			rp.runtime <- m
 		}
 	}
 }

@@ -7,10 +7,12 @@
 //	M <HeapAlloc> <HeapInuse> <HeapSys> <Sys> <NumGC>          reply to "mem"
 //	H <path>                                                   reply to "heap <path>"
 //	S <text>                                                   reply to "status"
+//	X <name>=<value> ...                                       reply to "runtime"
 //
 // Driver to contender, on standard input: "mem" (collect garbage, then
-// report runtime.MemStats), "heap <path>" (write a heap profile) and
-// "status" (the text of the function given to SetStatus, "-" without one).
+// report runtime.MemStats), "heap <path>" (write a heap profile),
+// "status" (the text of the function given to SetStatus, "-" without one)
+// and "runtime" (every scalar of runtime/metrics, as it is: no GC first).
 //
 // Seen only sends a small struct on a buffered channel; one goroutine formats
 // and writes the lines, flushing whenever the channel runs empty, so reports
@@ -22,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -138,6 +141,8 @@ func commands() {
 				}
 				ch <- record{ctl: "H " + f[1] + "\n"}
 			}
+		case "runtime":
+			ch <- record{ctl: "X " + runtimeMetrics() + "\n"}
 		case "status":
 			text := "-"
 			if status != nil {
@@ -146,4 +151,24 @@ func commands() {
 			ch <- record{ctl: "S " + text + "\n"}
 		}
 	}
+}
+
+// runtimeMetrics renders every scalar of runtime/metrics as name=value.
+func runtimeMetrics() string {
+	descs := metrics.All()
+	samples := make([]metrics.Sample, len(descs))
+	for i, d := range descs {
+		samples[i].Name = d.Name
+	}
+	metrics.Read(samples)
+	var b strings.Builder
+	for _, s := range samples {
+		switch s.Value.Kind() {
+		case metrics.KindUint64:
+			fmt.Fprintf(&b, "%s=%d ", s.Name, s.Value.Uint64())
+		case metrics.KindFloat64:
+			fmt.Fprintf(&b, "%s=%g ", s.Name, s.Value.Float64())
+		}
+	}
+	return strings.TrimSpace(b.String())
 }

@@ -1,0 +1,82 @@
+package framework
+
+import (
+	"context"
+	"runtime/debug"
+	runtimemetrics "runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// gogc reads the garbage collector's current GOGC.
+func gogc() int {
+	s := []runtimemetrics.Sample{{Name: "/gc/gogc:percent"}}
+	runtimemetrics.Read(s)
+	return int(s[0].Value.Uint64())
+}
+
+// gcUser is a sharded controller whose reads of a bucket record the GOGC
+// they ran under; its other methods are not called here.
+type gcUser struct {
+	shardUser
+	during []int
+	served bool
+}
+
+func (u *gcUser) acquire(context.Context, int, map[string]string) error {
+	u.during = append(u.during, gogc())
+	return nil
+}
+
+func (u *gcUser) serve(_ context.Context, _ int, on bool) { u.served = on }
+
+func TestBucketReadSyncsUnderSyncGCPercent(t *testing.T) {
+	// A member's buckets are its caches: their first sync decodes most of
+	// what the member keeps, as the manager's first sync does, and runs
+	// with GOGC at Options.SyncGCPercent, restored once it is done.
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	opts := ShardingOptions{Ring: "r", Namespace: "ns", Identity: "me", BucketCount: 4,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	r := newRing(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), newRingMetrics(opts.Ring))
+	r.syncGCPercent = 300
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	h := &heldBucket{lease: &coordinationv1.Lease{}, since: time.Now(), ctx: ctx, cancel: cancel}
+	r.held[1] = h
+	a, b := &gcUser{}, &gcUser{}
+	r.acquire(1, h, []shardUser{a, b})
+	for name, u := range map[string]*gcUser{"first": a, "second": b} {
+		if len(u.during) != 1 || u.during[0] != 300 {
+			t.Errorf("the %s controller read the bucket with GOGC %v, want once at 300 (SyncGCPercent)", name, u.during)
+		}
+		if !u.served {
+			t.Errorf("the %s controller does not serve the bucket it read", name)
+		}
+	}
+	if got := gogc(); got != 100 {
+		t.Errorf("GOGC after the bucket synced is %d, want 100 again", got)
+	}
+}
+
+func TestBucketReadLeavesGCAloneWhenSyncGCPercentIsNegative(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	opts := ShardingOptions{Ring: "r", Namespace: "ns", Identity: "me", BucketCount: 4,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	r := newRing(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), newRingMetrics(opts.Ring))
+	r.syncGCPercent = -1
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	h := &heldBucket{lease: &coordinationv1.Lease{}, since: time.Now(), ctx: ctx, cancel: cancel}
+	r.held[0] = h
+	u := &gcUser{}
+	r.acquire(0, h, []shardUser{u})
+	if len(u.during) != 1 || u.during[0] != 100 {
+		t.Errorf("with SyncGCPercent negative the bucket was read with GOGC %v, want 100 (untouched)", u.during)
+	}
+}
