@@ -203,6 +203,13 @@ Examples:
 			return runCreate(ctx, u, c, func(p Project) (Resource, error) {
 				r, err := newAPIResource(p, *group, *version, *kind, *plural)
 				r.ClusterScoped = !*namespaced
+				if err == nil && *plural == "" {
+					if one, ok := singularOf(r.Kind); ok {
+						u.printf("  %-10s kind %s looks plural: a kind names one object (%s), and its resource is the plural, here %s (kubectl get %s).\n"+
+							"             If %s is one object, go on (--plural sets the resource); if not, delete what this command wrote and create --kind %s.\n",
+							"warning", r.Kind, one, r.Plural, r.Plural, r.Kind, one)
+					}
+				}
 				return r, err
 			})
 		}

@@ -80,6 +80,17 @@ type templateData struct {
 	Hub Resource
 }
 
+// HasBuiltin reports whether the project has a controller of a built-in
+// kind, whose spec counts its reconciles with the suite's reconciles.
+func (d templateData) HasBuiltin() bool {
+	for _, r := range d.Resources {
+		if r.Builtin {
+			return true
+		}
+	}
+	return false
+}
+
 // CRDs returns the project's own API kinds, each once at its first version:
 // one CRD each.
 func (d templateData) CRDs() []Resource {
