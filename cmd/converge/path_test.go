@@ -6,9 +6,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,8 +23,8 @@ import (
 // startCommands are the commands of the README's "Start a project", run in
 // order from the folder that gets the project (TestReadmeStartCommands keeps
 // the two identical). "cd op" enters the project; make run runs until the
-// test interrupts it, and the kubectl line runs while it does, as a user
-// runs it in a second terminal.
+// test interrupts it, and the kubectl and converge explain lines run while
+// it does, as a user runs them in a second terminal.
 var startCommands = []string{
 	"converge init --module example.com/team/op --dir op",
 	"cd op",
@@ -32,7 +34,14 @@ var startCommands = []string{
 	"make test",
 	"make run",
 	"kubectl --kubeconfig bin/kubeconfig apply -k config/samples",
+	"converge explain Order default/order-sample",
 	"make build-installer IMG=registry.example.com/op:v0.1.0",
+}
+
+// whileMakeRun reports whether a start command runs while make run runs,
+// in a second terminal.
+func whileMakeRun(c string) bool {
+	return strings.HasPrefix(c, "kubectl ") || strings.HasPrefix(c, "converge explain ")
 }
 
 // TestScaffoldWholePath is a new user's path, on a clean folder, with the
@@ -88,8 +97,15 @@ func TestScaffoldWholePath(t *testing.T) {
 		case c == "cd op":
 			cwd = dir
 		case c == "make run":
-			step(c, func() { makeRun(t, cwd, startCommands[i+1]) })
-		case strings.HasPrefix(c, "kubectl"):
+			var during []string
+			for _, d := range startCommands[i+1:] {
+				if !whileMakeRun(d) {
+					break
+				}
+				during = append(during, d)
+			}
+			step(c, func() { makeRun(t, cwd, during) })
+		case whileMakeRun(c):
 			// Run by makeRun, while make run runs.
 		default:
 			step(c, func() {
@@ -166,11 +182,14 @@ func shell(ctx context.Context, dir string, env []string, line string) (string, 
 }
 
 // makeRun runs make run in dir as a terminal would (its own process
-// group), applies the samples with apply (the README's kubectl line) once
-// the embedded control plane is up, waits until the sample Order is Ready
-// and its ConfigMap exists, then sends SIGINT to the group, as Ctrl-C does.
-// The manager must exit with status 0 and make must report no error.
-func makeRun(t *testing.T, dir, apply string) {
+// group), applies the samples with during's kubectl line once the embedded
+// control plane is up, waits until the sample Order is Ready and its
+// ConfigMap exists, opens the debug page at the URL make run printed, runs
+// during's converge explain line until it says the sample is converged,
+// then sends SIGINT to the group, as Ctrl-C does. The manager must exit
+// with status 0, make must report no error, and the files make run wrote
+// for kubectl and converge explain must be gone.
+func makeRun(t *testing.T, dir string, during []string) {
 	t.Helper()
 	cmd := exec.Command("make", "run")
 	cmd.Dir = dir
@@ -223,6 +242,17 @@ func makeRun(t *testing.T, dir, apply string) {
 	case <-t.Context().Done():
 		t.Fatalf("make run: the control plane was not ready before the test's deadline:\n%s", tail(output(), 80))
 	}
+	var apply, explain string
+	for _, d := range during {
+		if strings.HasPrefix(d, "kubectl ") {
+			apply = d
+		} else {
+			explain = d
+		}
+	}
+	if apply == "" || explain == "" {
+		t.Fatalf("the commands run while make run runs are %q: want a kubectl apply and a converge explain", during)
+	}
 	if out, err := shell(t.Context(), dir, nil, apply); err != nil {
 		t.Fatalf("%s: %v\n%s", apply, err, out)
 	}
@@ -236,6 +266,52 @@ func makeRun(t *testing.T, dir, apply string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the sample Order was not reconciled within 2 minutes (%v: %s):\n%s", err, got, tail(output(), 80))
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case err := <-exited:
+			interrupted = true
+			t.Fatalf("make run exited early: %v\n%s", err, tail(output(), 80))
+		}
+	}
+	// The debug page, at the URL make run printed once it answered.
+	announced := regexp.MustCompile(`make run: the debug page: (http://127\.0\.0\.1:[0-9]+/debug/converge/) `)
+	deadline = time.Now().Add(2 * time.Minute)
+	var page []string
+	for page == nil {
+		if page = announced.FindStringSubmatch(output()); page != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("make run did not print the debug page's URL within 2 minutes:\n%s", tail(output(), 80))
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case err := <-exited:
+			interrupted = true
+			t.Fatalf("make run exited early: %v\n%s", err, tail(output(), 80))
+		}
+	}
+	res, err := http.Get(page[1])
+	if err != nil {
+		t.Fatalf("the debug page at %s: %v", page[1], err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "order") {
+		t.Errorf("the debug page at %s: %s, want 200 naming the order controller:\n%s", page[1], res.Status, tail(string(body), 20))
+	}
+	// converge explain finds the manager by itself (bin/metrics-url); the
+	// sample may still be queued by its own status write for a moment.
+	deadline = time.Now().Add(2 * time.Minute)
+	for {
+		got, err := shell(t.Context(), dir, nil, explain)
+		if err == nil && strings.Contains(got, "Order default/order-sample in controller order:\n  converged: ") {
+			t.Logf("%s:\n%s", explain, got)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not say converged within 2 minutes (%v):\n%s", explain, err, got)
 		}
 		select {
 		case <-time.After(200 * time.Millisecond):
@@ -266,7 +342,9 @@ func makeRun(t *testing.T, dir, apply string) {
 	if strings.Contains(got, "Error ") || strings.Contains(got, "*** [") {
 		t.Errorf("make reported an error after Ctrl-C:\n%s", tail(got, 60))
 	}
-	if _, err := os.Stat(filepath.Join(dir, "bin", "kubeconfig")); !os.IsNotExist(err) {
-		t.Errorf("make run left bin/kubeconfig behind")
+	for _, f := range []string{"kubeconfig", "metrics-url"} {
+		if _, err := os.Stat(filepath.Join(dir, "bin", f)); !os.IsNotExist(err) {
+			t.Errorf("make run left bin/%s behind", f)
+		}
 	}
 }

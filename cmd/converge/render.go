@@ -91,6 +91,20 @@ func (d templateData) HasBuiltin() bool {
 	return false
 }
 
+// ExplainExample is what converge explain is given for the sample of the
+// project's first API kind (Order default/order-sample), or placeholders.
+func (d templateData) ExplainExample() string {
+	crds := d.CRDs()
+	if len(crds) == 0 {
+		return "KIND NAMESPACE/NAME"
+	}
+	r := crds[0]
+	if r.ClusterScoped {
+		return r.Kind + " " + r.Lower() + "-sample"
+	}
+	return r.Kind + " default/" + r.Lower() + "-sample"
+}
+
 // CRDs returns the project's own API kinds, each once at its first version:
 // one CRD each.
 func (d templateData) CRDs() []Resource {
@@ -286,6 +300,7 @@ var projectFiles = []fileSpec{
 	{tmpl: "project/config/rbac/metrics_auth_role.yaml.tmpl", out: "config/rbac/metrics_auth_role.yaml"},
 	{tmpl: "project/config/rbac/metrics_auth_role_binding.yaml.tmpl", out: "config/rbac/metrics_auth_role_binding.yaml"},
 	{tmpl: "project/config/rbac/metrics_reader_role.yaml.tmpl", out: "config/rbac/metrics_reader_role.yaml"},
+	{tmpl: "project/config/rbac/debug_reader_role.yaml.tmpl", out: "config/rbac/debug_reader_role.yaml"},
 	{tmpl: "project/config/crd/kustomization.yaml.tmpl", out: "config/crd/kustomization.yaml"},
 	{tmpl: "project/config/samples/kustomization.yaml.tmpl", out: "config/samples/kustomization.yaml"},
 	{tmpl: "project/config/prometheus/kustomization.yaml.tmpl", out: "config/prometheus/kustomization.yaml"},
