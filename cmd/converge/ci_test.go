@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/converge-dev/converge/framework/envtest"
 )
 
 // TestScaffoldCI is the promise that a new project's CI is green on its
@@ -16,7 +18,9 @@ import (
 // webhook with defaulting and validation, a second version with a
 // conversion webhook), the project's own make lint (golangci-lint, built
 // from the Go module proxy once and cached by go run) finds nothing, and
-// every run step of its CI workflow passes.
+// every run step of its CI workflow passes; its Helm chart renders what
+// make deploy applies (checkChart). On the project of init alone, make
+// lint-fix fixes what it can.
 //
 // go test runs the lint of init alone and after create api (a few
 // minutes, the first lint building golangci-lint); with
@@ -50,6 +54,9 @@ func TestScaffoldCI(t *testing.T) {
 				mustConverge(t, append(c, "--dir", dir)...)
 			}
 		})
+		if stage.name == "init" {
+			step("make lint-fix", func() { lintFix(t, dir) })
+		}
 		steps := ciSteps(t, dir)
 		if !whole {
 			steps = []string{"make lint"}
@@ -65,6 +72,38 @@ func TestScaffoldCI(t *testing.T) {
 				}
 			})
 		}
+		last := stage.name == "create webhook --conversion"
+		step(stage.name+": the Helm chart", func() {
+			var env *envtest.Environment
+			if last {
+				env = startControlPlane(t)
+			}
+			checkChart(t, dir, env)
+		})
+	}
+}
+
+// lintFix writes a file that gofmt and goimports would change into the
+// project: make lint-fix rewrites it as they would, and make lint then
+// finds nothing in it. The file is removed afterwards.
+func lintFix(t *testing.T, dir string) {
+	t.Helper()
+	path := filepath.Join(dir, "internal", "controller", "lintfix.go")
+	const messy = "package controller\n\nimport (\n\t\"strings\"\n\t\"fmt\"\n)\n\nfunc   greeting( name string ) string {\nreturn fmt.Sprintf(\"hello, %s\", strings.ToUpper(name))\n}\n\nvar _ = greeting\n"
+	const tidy = "package controller\n\nimport (\n\t\"fmt\"\n\t\"strings\"\n)\n\nfunc greeting(name string) string {\n\treturn fmt.Sprintf(\"hello, %s\", strings.ToUpper(name))\n}\n\nvar _ = greeting\n"
+	if err := os.WriteFile(path, []byte(messy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := os.Remove(path); err != nil {
+			t.Error(err)
+		}
+	}()
+	if out, err := shell(t.Context(), dir, nil, "make lint-fix"); err != nil {
+		t.Fatalf("make lint-fix: %v\n%s", err, tail(out, 40))
+	}
+	if got, _ := os.ReadFile(path); string(got) != tidy {
+		t.Errorf("make lint-fix left\n%s\nwant\n%s", got, tidy)
 	}
 }
 

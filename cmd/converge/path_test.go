@@ -301,6 +301,23 @@ func makeRun(t *testing.T, dir string, during []string) {
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "order") {
 		t.Errorf("the debug page at %s: %s, want 200 naming the order controller:\n%s", page[1], res.Status, tail(string(body), 20))
 	}
+	// The Grafana dashboard queries metrics this manager serves.
+	metrics, err := http.Get(strings.TrimSuffix(page[1], "/debug/converge/") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(metrics.Body)
+	_ = metrics.Body.Close()
+	dashboard, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(dashboardPath)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := exportedMetrics(string(body))
+	for _, name := range metricNames(dashboardQueries(t, dashboard)) {
+		if !exported[name] {
+			t.Errorf("the dashboard queries %s, which make run's manager does not serve", name)
+		}
+	}
 	// converge explain finds the manager by itself (bin/metrics-url); the
 	// sample may still be queued by its own status write for a moment.
 	deadline = time.Now().Add(2 * time.Minute)

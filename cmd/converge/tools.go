@@ -120,6 +120,10 @@ func generate(ctx context.Context, u *ui, dir string, p Project) error {
 			return fmt.Errorf("%w\nThe files are written; fix the cause and run make manifests (controller-gen %s generates the deepcopy code, CRDs and config/rbac/role.yaml)", err, controllerGenVersion)
 		}
 	}
+	// As make manifests does last: the chart's copies of what controller-gen wrote.
+	if err := runTool(ctx, u, dir, "bash", chartFilesScript); err != nil {
+		return fmt.Errorf("%w\nThe files are written; fix the cause and run make manifests", err)
+	}
 	return nil
 }
 
