@@ -164,7 +164,7 @@ func ciSteps(t *testing.T, dir string) []string {
 // The generated workflow lints first, then tests: what TestScaffoldCI runs.
 func TestCISteps(t *testing.T) {
 	dir := scaffoldFast(t)
-	if got, want := ciSteps(t, dir), []string{"make lint", "make test"}; !slices.Equal(got, want) {
+	if got, want := ciSteps(t, dir), []string{"make lint", "make test", "make test-e2e"}; !slices.Equal(got, want) {
 		t.Errorf("ciSteps = %q, want %q", got, want)
 	}
 }

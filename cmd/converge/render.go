@@ -297,6 +297,8 @@ var projectFiles = []fileSpec{
 	{tmpl: "project/controller/controllers.go.tmpl", out: "internal/controller/controllers.go"},
 	{tmpl: "project/controller/suite_test.go.tmpl", out: "internal/controller/suite_test.go"},
 	{tmpl: "project/controller/manager_test.go.tmpl", out: "internal/controller/manager_test.go"},
+	{tmpl: "project/e2e/e2e_suite_test.go.tmpl", out: "test/e2e/e2e_suite_test.go"},
+	{tmpl: "project/e2e/e2e_test.go.tmpl", out: "test/e2e/e2e_test.go"},
 	{tmpl: "project/config/default/kustomization.yaml.tmpl", out: "config/default/kustomization.yaml"},
 	{tmpl: "project/config/default/metrics_service.yaml.tmpl", out: "config/default/metrics_service.yaml"},
 	{tmpl: "project/config/manager/manager.yaml.tmpl", out: "config/manager/manager.yaml"},
