@@ -39,8 +39,15 @@ func TestMetricsServeTheCertificateOfCertDir(t *testing.T) {
 		t.Fatalf("metrics options = %+v, want the flags' folder and names", m)
 	}
 	mgr := testenv.NewManager(t, unreachable, opts)
-	testenv.StartManager(t, mgr)
-	testenv.Eventually(t, "the metrics server listens", func() bool { return mgr.MetricsAddress() != "" })
+	run := testenv.StartManager(t, mgr)
+	testenv.Eventually(t, "the metrics server listens", func() bool {
+		select {
+		case <-run.Done:
+			t.Fatalf("the manager stopped: %v", run.Err)
+		default:
+		}
+		return mgr.MetricsAddress() != ""
+	})
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
 	conn, err := tls.Dial("tcp", mgr.MetricsAddress(), &tls.Config{RootCAs: roots, ServerName: "localhost"})

@@ -26,8 +26,8 @@ func TestExplainFindsALocalMakeRun(t *testing.T) {
 		metricsURLFile:             url + "\n",
 		"internal/controller/x.go": "package controller\n",
 	})
-	for _, dir := range []string{project, filepath.Join(project, "internal", "controller")} {
-		t.Run(strings.TrimPrefix(dir, project), func(t *testing.T) {
+	for name, dir := range map[string]string{"the project's root": project, "a folder below": filepath.Join(project, "internal", "controller")} {
+		t.Run(name, func(t *testing.T) {
 			t.Chdir(dir)
 			code, out, errOut := converge(t, "explain", "Order", "default/order-sample")
 			if code != 0 || !strings.Contains(out, "Order default/order-sample in controller order:\n  converged: last reconciled") {
