@@ -79,6 +79,9 @@ func TestScaffoldWholePath(t *testing.T) {
 	t.Setenv("CONVERGE_ASSETS", filepath.Dir(kubectl))
 	// The probe port of a local run is any free one: other runs may hold :8081.
 	t.Setenv("ARGS", "--health-probe-bind-address=127.0.0.1:0")
+	// So is the metrics port: another make run may be trying :8080 at the
+	// same moment.
+	t.Setenv("METRICS_ADDRESS", "127.0.0.1:0")
 
 	step := stepTimer(t)
 	step("converge init (converge cannot be downloaded)", func() {
@@ -328,7 +331,12 @@ func makeRun(t *testing.T, dir string, during []string) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not say converged within 2 minutes (%v):\n%s", explain, err, got)
+			entries, _ := os.ReadDir(filepath.Join(dir, "bin"))
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("%s did not say converged within 2 minutes (%v):\n%s\nbin/ holds %q; make run's output:\n%s", explain, err, got, names, tail(output(), 40))
 		}
 		select {
 		case <-time.After(200 * time.Millisecond):
