@@ -64,7 +64,8 @@ account of your own:
   kubectl -n op-system create serviceaccount op-debugger
   kubectl create clusterrolebinding op-debugger --clusterrole=op-debug-reader --serviceaccount=op-system:op-debugger
   kubectl -n op-system port-forward deploy/op-controller-manager 8443 &
-  converge explain Order shop/web --insecure-skip-tls-verify --token "$(kubectl -n op-system create token op-debugger)"
+  converge explain Order shop/web --url https://localhost:8443 --insecure-skip-tls-verify \
+    --token "$(kubectl -n op-system create token op-debugger)"
 
 Exit status:
   0  converged in every controller of its kind: its last reconcile succeeded,
