@@ -152,7 +152,7 @@ func ValidateModulePath(path string) error {
 		if fixed == "" {
 			fixed = "op"
 		}
-		return fmt.Errorf("module path %q is invalid: its last element %q starts with %q, and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. %s", path, last, last[0], path[:len(path)-len(last)]+fixed)
+		return fmt.Errorf("module path %q is invalid: its last element %q starts with %q, and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. %s; %s", path, last, last[0], path[:len(path)-len(last)]+fixed, allowed)
 	}
 	return nil
 }

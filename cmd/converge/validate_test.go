@@ -106,9 +106,9 @@ func TestValidateModulePath(t *testing.T) {
 		{"example.com//op", `module path "example.com//op" is invalid: double slash; ` + allowed},
 		{"-example.com/op", `module path "-example.com/op" is invalid: leading dash; ` + allowed},
 		// module.CheckPath takes these; the go command builds no package of them.
-		{"github.com/foo/-bar", `module path "github.com/foo/-bar" is invalid: its last element "-bar" starts with '-', and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. github.com/foo/bar`},
-		{"example.com/~op", `module path "example.com/~op" is invalid: its last element "~op" starts with '~', and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. example.com/op`},
-		{"example.com/team/-", `module path "example.com/team/-" is invalid: its last element "-" starts with '-', and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. example.com/team/op`},
+		{"github.com/foo/-bar", `module path "github.com/foo/-bar" is invalid: its last element "-bar" starts with '-', and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. github.com/foo/bar; ` + allowed},
+		{"example.com/~op", `module path "example.com/~op" is invalid: its last element "~op" starts with '~', and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. example.com/op; ` + allowed},
+		{"example.com/team/-", `module path "example.com/team/-" is invalid: its last element "-" starts with '-', and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. example.com/team/op; ` + allowed},
 		// The root package of a major version is .../v2: the go command builds it.
 		{"github.com/foo/-bar/v2", ""},
 	} {
