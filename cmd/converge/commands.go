@@ -353,7 +353,7 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 		u.printf("  make test   # regenerates deepcopy, CRD and RBAC, then runs the specs on a real control plane\n")
 		u.printf("  make run   # the controllers on an embedded control plane (or your kubeconfig's cluster), the CRDs installed; Ctrl-C stops it\n")
 		u.printf("  kubectl --kubeconfig bin/kubeconfig apply -k config/samples   # in a second terminal while make run runs (on your cluster: without --kubeconfig)\n")
-		sample := r.Lower() + "-sample"
+		sample := r.SampleName()
 		if !r.ClusterScoped {
 			sample = "default/" + sample
 		}

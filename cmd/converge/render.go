@@ -100,9 +100,9 @@ func (d templateData) ExplainExample() string {
 	}
 	r := crds[0]
 	if r.ClusterScoped {
-		return r.Kind + " " + r.Lower() + "-sample"
+		return r.Kind + " " + r.SampleName()
 	}
-	return r.Kind + " default/" + r.Lower() + "-sample"
+	return r.Kind + " default/" + r.SampleName()
 }
 
 // CRDs returns the project's own API kinds, each once at its first version:
