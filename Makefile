@@ -35,8 +35,8 @@ test-unit: ## Unit and integration tests, with the race detector.
 test-e2e: assets browser ## End-to-end suites against a real control plane (the debug page's in headless Chromium).
 	$(GO) test -race -count=1 -timeout 30m ./test/e2e/... -ginkgo.v=false
 
-test-scaffold: assets ## A new user's whole path on a clean folder (init, create, the project's make test, make run, deploy, build-installer): several minutes. Not part of `make test`, which builds and tests scaffolded projects too.
-	CONVERGE_TEST_WHOLE_PATH=1 $(GO) test -race -count=1 -timeout 60m -run TestScaffoldWholePath -v ./cmd/converge
+test-scaffold: assets ## A new user's whole path on a clean folder (init, create, the project's make test, make run with the debug page and converge explain, deploy, build-installer), and the project's CI steps after init and each create: several minutes. Not part of `make test`, which builds, lints and tests scaffolded projects too.
+	CONVERGE_TEST_WHOLE_PATH=1 $(GO) test -race -count=1 -timeout 90m -run 'TestScaffoldWholePath|TestScaffoldCI' -v ./cmd/converge
 
 fuzz: ## Fuzz every target for FUZZTIME each (default 3s). Not part of `make test`, whose test-unit replays the seed corpora.
 	FUZZTIME=$${FUZZTIME:-3s} hack/fuzz.sh

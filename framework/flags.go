@@ -39,6 +39,16 @@ type Flags struct {
 	// MetricsInsecure is --metrics-insecure: plain HTTP without
 	// authentication, for local development.
 	MetricsInsecure bool
+	// MetricsCertPath is --metrics-cert-path: the folder of the metrics
+	// server's certificate. Empty means a self-signed certificate
+	// (MetricsOptions.CertDir).
+	MetricsCertPath string
+	// MetricsCertName is --metrics-cert-name: the certificate's file name.
+	// Empty means "tls.crt".
+	MetricsCertName string
+	// MetricsCertKey is --metrics-cert-key: the key's file name. Empty
+	// means "tls.key".
+	MetricsCertKey string
 	// HealthProbeBindAddress is --health-probe-bind-address; "0" or empty
 	// means probes are not served.
 	HealthProbeBindAddress string
@@ -98,6 +108,9 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.LeaderElectionID, "leader-election-id", f.LeaderElectionID, "name of the leader election Lease")
 	fs.StringVar(&f.MetricsBindAddress, "metrics-bind-address", f.MetricsBindAddress, `address of the Prometheus /metrics endpoint, e.g. ":8443"; "0" or empty disables it`)
 	fs.BoolVar(&f.MetricsInsecure, "metrics-insecure", f.MetricsInsecure, "serve metrics over plain HTTP without authentication (local development only)")
+	fs.StringVar(&f.MetricsCertPath, "metrics-cert-path", f.MetricsCertPath, "folder of the metrics server's certificate and key (e.g. a cert-manager Secret); empty means a self-signed certificate")
+	fs.StringVar(&f.MetricsCertName, "metrics-cert-name", f.MetricsCertName, `file name of the metrics server's certificate; empty means "tls.crt"`)
+	fs.StringVar(&f.MetricsCertKey, "metrics-cert-key", f.MetricsCertKey, `file name of the metrics server's key; empty means "tls.key"`)
 	fs.StringVar(&f.HealthProbeBindAddress, "health-probe-bind-address", f.HealthProbeBindAddress, `address of /healthz and /readyz, e.g. ":8081"; "0" or empty disables them`)
 	fs.StringVar(&f.WebhookCertPath, "webhook-cert-path", f.WebhookCertPath, "folder of the webhook server's certificate and key; empty means $TMPDIR/k8s-webhook-server/serving-certs")
 	fs.StringVar(&f.WebhookCertName, "webhook-cert-name", f.WebhookCertName, `file name of the webhook server's certificate; empty means "tls.crt"`)
@@ -151,6 +164,9 @@ func (f *Flags) Options() (Options, error) {
 		Metrics: MetricsOptions{
 			BindAddress: disabledIfZero(f.MetricsBindAddress),
 			Insecure:    f.MetricsInsecure,
+			CertDir:     f.MetricsCertPath,
+			CertName:    f.MetricsCertName,
+			KeyName:     f.MetricsCertKey,
 			EnableHTTP2: f.EnableHTTP2,
 		},
 		Webhook: WebhookServerOptions{

@@ -302,10 +302,21 @@ type MetricsOptions struct {
 	// SubjectAccessReview for "get" on the non-resource URL /metrics.
 	Insecure bool
 
-	// CertDir holds tls.crt and tls.key for HTTPS. Zero means a self-signed
-	// certificate generated at start (scrapers then skip verification, as
-	// Prometheus's kubernetes_sd does for pods).
+	// CertDir holds the HTTPS certificate and key (for example a
+	// cert-manager Secret mounted as a volume). The files are read at Start
+	// (a missing or invalid pair fails Start) and read again whenever they
+	// change, so a rotated certificate is served without a restart. Zero
+	// means a self-signed certificate generated at start (scrapers then
+	// skip verification, as Prometheus's kubernetes_sd does for pods).
 	CertDir string
+
+	// CertName is the certificate's file name in CertDir (PEM, leaf first,
+	// then intermediates). Zero means "tls.crt".
+	CertName string
+
+	// KeyName is the private key's file name in CertDir (PEM). Zero means
+	// "tls.key".
+	KeyName string
 
 	// EnableHTTP2 serves HTTP/2 too. Zero (false) means HTTP/1.1 only, which
 	// shuts the door on HTTP/2 Rapid Reset (CVE-2023-44487) style attacks.
@@ -413,6 +424,12 @@ func (o Options) withDefaults() Options {
 		o.Logger = defaultLogger()
 	}
 	o.Webhook = o.Webhook.withDefaults()
+	if o.Metrics.CertName == "" {
+		o.Metrics.CertName = "tls.crt"
+	}
+	if o.Metrics.KeyName == "" {
+		o.Metrics.KeyName = "tls.key"
+	}
 	if o.SyncGCPercent == 0 {
 		o.SyncGCPercent = defaultSyncGCPercent
 	}
@@ -505,6 +522,9 @@ func (o Options) validate() error {
 	}
 	if sh := o.Sharding; sh.Ring != "" {
 		errs = append(errs, sh.validate()...)
+	}
+	if o.Metrics.CertDir == "" && (o.Metrics.CertName != "tls.crt" || o.Metrics.KeyName != "tls.key") {
+		errs = append(errs, fmt.Errorf("Options.Metrics.CertName %q and KeyName %q name files in CertDir, which is empty: set CertDir too", o.Metrics.CertName, o.Metrics.KeyName))
 	}
 	if o.Metrics.BindAddress != "" && o.Metrics.BindAddress == o.HealthProbeBindAddress && !anyPort(o.HealthProbeBindAddress) {
 		errs = append(errs, fmt.Errorf("Options.Metrics.BindAddress and Options.HealthProbeBindAddress are both %q", o.HealthProbeBindAddress))

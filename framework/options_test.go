@@ -106,6 +106,7 @@ func TestFlagsOptions(t *testing.T) {
 	f.Register(fs)
 	if err := fs.Parse([]string{"--leader-elect", "--metrics-bind-address=0", "--health-probe-bind-address=:9000", "--log-format=json", "-v=2", "--graceful-shutdown-timeout=45s",
 		"--webhook-cert-path=/certs", "--webhook-cert-name=cert.pem", "--webhook-cert-key=key.pem", "--enable-http2",
+		"--metrics-cert-path=/mcerts", "--metrics-cert-name=m.pem", "--metrics-cert-key=mkey.pem",
 		"--shard-ring=r", "--shard-key=namespace"}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,6 +125,9 @@ func TestFlagsOptions(t *testing.T) {
 	}
 	if w := opts.Webhook; w.CertDir != "/certs" || w.CertName != "cert.pem" || w.KeyName != "key.pem" || !w.EnableHTTP2 || !opts.Metrics.EnableHTTP2 {
 		t.Errorf("webhook options = %+v, metrics HTTP/2 %v; want the flags' folder and names, HTTP/2 on both", w, opts.Metrics.EnableHTTP2)
+	}
+	if m := opts.Metrics; m.CertDir != "/mcerts" || m.CertName != "m.pem" || m.KeyName != "mkey.pem" {
+		t.Errorf("metrics options = %+v, want the --metrics-cert-* folder and names", m)
 	}
 	if opts.GracefulShutdownTimeout != 45*time.Second {
 		t.Errorf("graceful shutdown timeout = %v, want 45s", opts.GracefulShutdownTimeout)

@@ -55,7 +55,7 @@ func (m *Manager) startServers(g *group) error {
 			if debug != nil {
 				mux.Handle(DebugPath, auth.Wrap(debug))
 			}
-			if tlsConfig, err = serving.TLSConfig(m.opts.Metrics.CertDir, m.opts.Metrics.EnableHTTP2); err != nil {
+			if tlsConfig, err = serving.TLSConfig(m.opts.Metrics.CertDir, m.opts.Metrics.CertName, m.opts.Metrics.KeyName, m.opts.Metrics.EnableHTTP2); err != nil {
 				return err
 			}
 		}

@@ -232,6 +232,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{"positional", []string{"init", "--module", "example.com/op", "extra"}, `converge init: unexpected argument "extra"`, 2},
 		{"no module", []string{"init", "--dir", empty}, "converge init: --module is required: a module path is like", 2},
 		{"bad module", []string{"init", "--module", "op", "--dir", empty}, `converge init: module path "op" is invalid: missing dot in first path element`, 2},
+		{"module the go command cannot build", []string{"init", "--module", "github.com/foo/-bar", "--dir", empty}, `converge init: module path "github.com/foo/-bar" is invalid: its last element "-bar" starts with '-'`, 2},
 		{"bad domain", []string{"init", "--module", "example.com/op", "--domain", "local", "--dir", empty}, `converge init: domain "local" is invalid`, 2},
 		{"bad replace", []string{"init", "--module", "example.com/op", "--converge-replace", empty, "--dir", empty}, "is not a converge checkout", 2},
 		{"bad converge version", []string{"init", "--module", "example.com/op", "--converge-version", "latest", "--dir", empty}, `--converge-version "latest" is not a version`, 2},
@@ -291,5 +292,27 @@ func TestSecondVersionAdvisesTheNewestAsHub(t *testing.T) {
 	out := mustConverge(t, "create", "api", "--group", "shop", "--version", "v1", "--kind", "Order", "--dir", dir, "--skip-generate")
 	if want := "converge create webhook --group shop.example.com --version v1 --kind Order --conversion --spoke v1alpha1"; !strings.Contains(out, want) {
 		t.Errorf("create api of a second version does not advise %q:\n%s", want, out)
+	}
+}
+
+// A kind that looks plural is created as asked, with a warning that names
+// the resource it gets and the singular kind; --plural, or a singular kind,
+// gets none.
+func TestCreateAPIWarnsOfAPluralKind(t *testing.T) {
+	dir := scaffoldFast(t)
+	out := mustConverge(t, "create", "api", "--group", "shop", "--version", "v1alpha1", "--kind", "Items", "--dir", dir, "--skip-generate")
+	if want := "  warning    kind Items looks plural: a kind names one object (Item), and its resource is the plural, here itemses (kubectl get itemses).\n" +
+		"             If Items is one object, go on (--plural sets the resource); if not, delete what this command wrote and create --kind Item.\n"; !strings.Contains(out, want) {
+		t.Errorf("create api --kind Items printed:\n%s\nwant the warning\n%s", out, want)
+	}
+	for _, args := range [][]string{
+		{"--kind", "News", "--plural", "news"},
+		{"--kind", "Status"},
+		{"--kind", "Order"},
+	} {
+		out := mustConverge(t, append([]string{"create", "api", "--group", "shop", "--version", "v1alpha1", "--dir", dir, "--skip-generate"}, args...)...)
+		if strings.Contains(out, "warning") {
+			t.Errorf("create api %s warned:\n%s", strings.Join(args, " "), out)
+		}
 	}
 }

@@ -203,6 +203,13 @@ Examples:
 			return runCreate(ctx, u, c, func(p Project) (Resource, error) {
 				r, err := newAPIResource(p, *group, *version, *kind, *plural)
 				r.ClusterScoped = !*namespaced
+				if err == nil && *plural == "" {
+					if one, ok := singularOf(r.Kind); ok {
+						u.printf("  %-10s kind %s looks plural: a kind names one object (%s), and its resource is the plural, here %s (kubectl get %s).\n"+
+							"             If %s is one object, go on (--plural sets the resource); if not, delete what this command wrote and create --kind %s.\n",
+							"warning", r.Kind, one, r.Plural, r.Plural, r.Kind, one)
+					}
+				}
 				return r, err
 			})
 		}
@@ -346,6 +353,11 @@ func runCreate(ctx context.Context, u *ui, c commonFlags, newResource func(Proje
 		u.printf("  make test   # regenerates deepcopy, CRD and RBAC, then runs the specs on a real control plane\n")
 		u.printf("  make run   # the controllers on an embedded control plane (or your kubeconfig's cluster), the CRDs installed; Ctrl-C stops it\n")
 		u.printf("  kubectl --kubeconfig bin/kubeconfig apply -k config/samples   # in a second terminal while make run runs (on your cluster: without --kubeconfig)\n")
+		sample := r.SampleName()
+		if !r.ClusterScoped {
+			sample = "default/" + sample
+		}
+		u.printf("  converge explain %s %s   # while make run runs: where the sample stands (make run prints the debug page's URL)\n", r.Kind, sample)
 	}
 	printKept(u, kept, "create")
 	return nil

@@ -7,6 +7,8 @@
 //	converge create controller --group apps --version v1 --kind Deployment
 //	converge create webhook --group shop --version v1alpha1 --kind Order --defaulting --validation
 //	make test
+//	make run                                  # in a second terminal:
+//	converge explain Order default/order-sample # asks make run's manager (bin/metrics-url)
 //	converge explain Deployment shop/web --url https://localhost:8443 --token "$TOKEN" --insecure-skip-tls-verify
 //
 // Install it with
@@ -29,7 +31,11 @@
 //     what is allowed; a mistyped command or flag gets the one meant.
 //   - Runs without a cluster: the project's make run starts an embedded
 //     control plane (etcd and kube-apiserver) when no kubeconfig is found,
-//     installs the CRDs, and stops it when Ctrl-C ends the manager (exit 0).
+//     installs the CRDs, serves the debug page on loopback and prints its
+//     URL, and stops it all when Ctrl-C ends the manager (exit 0).
+//   - Green CI from the first push: the project's make lint, make test and
+//     make test-e2e (the generated CI workflow's steps) pass on the project
+//     of init alone and after each create command.
 //   - Repairable: init checks that the go command can download the
 //     framework version before it writes anything; re-run with
 //     --converge-replace or --converge-version, it rewrites go.mod.

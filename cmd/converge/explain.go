@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -51,10 +52,20 @@ lines: queued and why, in flight and for how long, its backoff and last
 error, what it waits for, or that its informer is not synced.
 KIND is a kind (Deployment), kind.group (deployment.apps) or "apps/v1 Deployment".
 
-In a cluster, forward the metrics port and use a token allowed to get
-/debug/converge/* (a ClusterRole with that nonResourceURL):
+Without --url, in a project whose make run is running, it asks that
+manager: make run serves the page on loopback and writes its URL to
+bin/metrics-url, which explain reads from here or a parent folder.
+  converge explain Order default/order-sample
+
+In a cluster, forward the metrics port and use a token of an identity
+bound to the project's <name>-debug-reader ClusterRole (get on
+/debug/converge/*; config/rbac/debug_reader_role.yaml), e.g. a service
+account of your own:
+  kubectl -n op-system create serviceaccount op-debugger
+  kubectl create clusterrolebinding op-debugger --clusterrole=op-debug-reader --serviceaccount=op-system:op-debugger
   kubectl -n op-system port-forward deploy/op-controller-manager 8443 &
-  converge explain Deployment shop/web --token "$(kubectl -n op-system create token op-debugger)"
+  converge explain Order shop/web --url https://localhost:8443 --insecure-skip-tls-verify \
+    --token "$(kubectl -n op-system create token op-debugger)"
 
 Exit status:
   0  converged in every controller of its kind: its last reconcile succeeded,
@@ -68,7 +79,7 @@ Exit status:
 `,
 	flags: func(fs *flag.FlagSet) func(context.Context, *ui) error {
 		o := explainOptions{}
-		fs.StringVar(&o.url, "url", "https://localhost:8443", "base URL of the manager's metrics server")
+		fs.StringVar(&o.url, "url", "", "base `URL` of the manager's metrics server (default: the URL in bin/metrics-url, written by a running make run, else "+defaultExplainURL+")")
 		fs.StringVar(&o.token, "token", "", "bearer token sent to an authenticated metrics server (also $CONVERGE_TOKEN)")
 		fs.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token")
 		fs.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle verifying the metrics server's certificate")
@@ -82,6 +93,10 @@ Exit status:
 		}
 	},
 }
+
+// defaultExplainURL is the metrics server explain asks when given no
+// --url and no make run is found: a kubectl port-forward's.
+const defaultExplainURL = "https://localhost:8443"
 
 type explainOptions struct {
 	url, token, tokenFile, caFile, output, controller string
@@ -118,8 +133,15 @@ func runExplain(ctx context.Context, u *ui, o explainOptions) error {
 	if kind == "" || name == "" || strings.Contains(name, "/") {
 		return usagef("want KIND and NAMESPACE/NAME, got %q %q", kind, key)
 	}
+	from := "" // where the URL came from, when not from --url
+	if o.url == "" {
+		o.url, from = localRunURL()
+	}
 	base, err := url.Parse(o.url)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		if from != "" {
+			return fmt.Errorf("%s holds %q, not an http or https URL with a host: delete it, or pass --url", from, o.url)
+		}
 		return usagef("--url must be an http or https URL with a host, got %q", o.url)
 	}
 	client, token, err := o.client()
@@ -131,7 +153,11 @@ func runExplain(ctx context.Context, u *ui, o explainOptions) error {
 	endpoint.RawQuery = q.Encode()
 	var st framework.ObjectStatus
 	if err := getJSON(ctx, client, endpoint.String(), token, o.timeout, &st); err != nil {
-		return exitError{code: exitUnreachable, msg: err.Error()}
+		msg := err.Error()
+		if from != "" {
+			msg += fmt.Sprintf("\n(the URL is from %s, which make run writes while it runs: is it still running? Pass --url otherwise)", from)
+		}
+		return exitError{code: exitUnreachable, msg: msg}
 	}
 
 	bad := misnamed(st, o.controller)
@@ -280,4 +306,33 @@ func getJSON(ctx context.Context, client *http.Client, url, token string, timeou
 		return fmt.Errorf("get %s: not a debug endpoint's answer: %w", url, err)
 	}
 	return nil
+}
+
+// metricsURLFile is where a project's make run writes the URL of its
+// manager's metrics server while the manager serves it (hack/run).
+const metricsURLFile = "bin/metrics-url"
+
+// localRunURL returns the URL a running make run wrote to metricsURLFile,
+// looked for in the current folder and its parents up to the project's
+// root (the first with a go.mod), and the file's path; else
+// defaultExplainURL and "".
+func localRunURL() (url, from string) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return defaultExplainURL, ""
+	}
+	for {
+		p := filepath.Join(dir, filepath.FromSlash(metricsURLFile))
+		if b, err := os.ReadFile(p); err == nil {
+			return strings.TrimSpace(string(b)), p
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return defaultExplainURL, ""
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return defaultExplainURL, ""
+		}
+		dir = parent
+	}
 }

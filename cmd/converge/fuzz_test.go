@@ -94,7 +94,7 @@ func FuzzValidateVersion(f *testing.F) {
 }
 
 func FuzzValidateModulePath(f *testing.F) {
-	for _, s := range []string{"example.com/team/op", "github.com/Acme/Op/v2", "op", "example.com/a b", "gitlab.com/x/y.z", ""} {
+	for _, s := range []string{"example.com/team/op", "github.com/Acme/Op/v2", "op", "example.com/a b", "gitlab.com/x/y.z", "", "github.com/foo/-bar", "example.com/~op"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, path string) {
@@ -107,6 +107,9 @@ func FuzzValidateModulePath(f *testing.F) {
 		}
 		if err := module.CheckPath(path); err != nil {
 			t.Fatalf("accepted %q, which the go command refuses: %v", path, err)
+		}
+		if last := path[strings.LastIndex(path, "/")+1:]; !safeArg(last) {
+			t.Fatalf("accepted %q, whose root package the go command refuses to build", path)
 		}
 		if name := projectNameFrom(path); name != "" && ValidateProjectName(name) != nil {
 			t.Fatalf("derived the invalid project name %q from %q", name, path)

@@ -92,6 +92,13 @@ func (r Resource) Ident() string {
 // of its files.
 func (r Resource) IdentLower() string { return strings.ToLower(r.Ident()) }
 
+// SampleName is the name of the kind's sample in config/samples:
+// IdentLower, then "-sample" (order-sample; shoporder-sample for a second
+// group's Order). Samples are applied to one namespace together, and the
+// example controller names its ConfigMap after its object: two kinds'
+// samples of one name would declare the same ConfigMap.
+func (r Resource) SampleName() string { return r.IdentLower() + "-sample" }
+
 // Alias is the import name of the kind's package: appsv1, corev1, shopv1alpha1.
 func (r Resource) Alias() string {
 	var group string

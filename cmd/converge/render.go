@@ -80,6 +80,31 @@ type templateData struct {
 	Hub Resource
 }
 
+// HasBuiltin reports whether the project has a controller of a built-in
+// kind, whose spec counts its reconciles with the suite's reconciles.
+func (d templateData) HasBuiltin() bool {
+	for _, r := range d.Resources {
+		if r.Builtin {
+			return true
+		}
+	}
+	return false
+}
+
+// ExplainExample is what converge explain is given for the sample of the
+// project's first API kind (Order default/order-sample), or placeholders.
+func (d templateData) ExplainExample() string {
+	crds := d.CRDs()
+	if len(crds) == 0 {
+		return "KIND NAMESPACE/NAME"
+	}
+	r := crds[0]
+	if r.ClusterScoped {
+		return r.Kind + " " + r.SampleName()
+	}
+	return r.Kind + " default/" + r.SampleName()
+}
+
 // CRDs returns the project's own API kinds, each once at its first version:
 // one CRD each.
 func (d templateData) CRDs() []Resource {
@@ -227,7 +252,13 @@ var templates = sync.OnceValue(func() map[string]*template.Template {
 		if !strings.HasSuffix(name, ".tmpl") {
 			return nil // a raw file
 		}
-		out[name] = template.Must(template.New(name).Funcs(funcs).Parse(string(b)))
+		t := template.New(name).Funcs(funcs)
+		if strings.HasPrefix(name, "chart/") {
+			// Helm's templates are Go templates too: converge's actions
+			// in them are [[ ]], and helm's {{ }} are left as they are.
+			t = t.Delims("[[", "]]")
+		}
+		out[name] = template.Must(t.Parse(string(b)))
 		return nil
 	})
 	if err != nil {
@@ -252,17 +283,22 @@ var projectFiles = []fileSpec{
 	{tmpl: "project/main.go.tmpl", out: "main.go"},
 	{tmpl: "project/Makefile.tmpl", out: "Makefile"},
 	{tmpl: "project/README.md.tmpl", out: "README.md"},
+	{tmpl: "project/AGENTS.md.tmpl", out: "AGENTS.md"},
 	{tmpl: "project/Dockerfile.tmpl", out: "Dockerfile"},
 	{tmpl: "project/dockerignore.tmpl", out: ".dockerignore"},
 	{tmpl: "project/gitignore.tmpl", out: ".gitignore"},
 	{tmpl: "project/golangci.yml.tmpl", out: ".golangci.yml"},
 	{tmpl: "project/github/test.yml.tmpl", out: ".github/workflows/test.yml"},
+	{tmpl: "project/grafana/converge-dashboard.json", out: "grafana/converge-dashboard.json", raw: true},
 	{tmpl: "project/hack/control-plane.sh", out: "hack/control-plane.sh", executable: true, raw: true},
 	{tmpl: "project/hack/run/main.go.tmpl", out: "hack/run/main.go"},
+	{tmpl: "project/hack/chart-files.sh", out: chartFilesScript, executable: true, raw: true},
 	{tmpl: "project/hack/boilerplate.go.txt.tmpl", out: boilerplatePath},
 	{tmpl: "project/controller/controllers.go.tmpl", out: "internal/controller/controllers.go"},
 	{tmpl: "project/controller/suite_test.go.tmpl", out: "internal/controller/suite_test.go"},
 	{tmpl: "project/controller/manager_test.go.tmpl", out: "internal/controller/manager_test.go"},
+	{tmpl: "project/e2e/e2e_suite_test.go.tmpl", out: "test/e2e/e2e_suite_test.go"},
+	{tmpl: "project/e2e/e2e_test.go.tmpl", out: "test/e2e/e2e_test.go"},
 	{tmpl: "project/config/default/kustomization.yaml.tmpl", out: "config/default/kustomization.yaml"},
 	{tmpl: "project/config/default/metrics_service.yaml.tmpl", out: "config/default/metrics_service.yaml"},
 	{tmpl: "project/config/manager/manager.yaml.tmpl", out: "config/manager/manager.yaml"},
@@ -275,6 +311,7 @@ var projectFiles = []fileSpec{
 	{tmpl: "project/config/rbac/metrics_auth_role.yaml.tmpl", out: "config/rbac/metrics_auth_role.yaml"},
 	{tmpl: "project/config/rbac/metrics_auth_role_binding.yaml.tmpl", out: "config/rbac/metrics_auth_role_binding.yaml"},
 	{tmpl: "project/config/rbac/metrics_reader_role.yaml.tmpl", out: "config/rbac/metrics_reader_role.yaml"},
+	{tmpl: "project/config/rbac/debug_reader_role.yaml.tmpl", out: "config/rbac/debug_reader_role.yaml"},
 	{tmpl: "project/config/crd/kustomization.yaml.tmpl", out: "config/crd/kustomization.yaml"},
 	{tmpl: "project/config/samples/kustomization.yaml.tmpl", out: "config/samples/kustomization.yaml"},
 	{tmpl: "project/config/prometheus/kustomization.yaml.tmpl", out: "config/prometheus/kustomization.yaml"},
@@ -282,6 +319,32 @@ var projectFiles = []fileSpec{
 	{tmpl: "project/config/network-policy/kustomization.yaml.tmpl", out: "config/network-policy/kustomization.yaml"},
 	{tmpl: "project/config/network-policy/allow-metrics-traffic.yaml.tmpl", out: "config/network-policy/allow-metrics-traffic.yaml"},
 }
+
+// chartFiles are the Helm chart, rendered once per project; make manifests
+// (hack/chart-files.sh) copies what controller-gen generates into its
+// files/ folder.
+var chartFiles = []fileSpec{
+	{tmpl: "chart/Chart.yaml.tmpl", out: "dist/chart/Chart.yaml"},
+	{tmpl: "chart/values.yaml.tmpl", out: "dist/chart/values.yaml"},
+	{tmpl: "chart/helmignore.tmpl", out: "dist/chart/.helmignore"},
+	{tmpl: "chart/templates/_helpers.tpl.tmpl", out: "dist/chart/templates/_helpers.tpl"},
+	{tmpl: "chart/templates/NOTES.txt.tmpl", out: "dist/chart/templates/NOTES.txt"},
+	{tmpl: "chart/templates/manager.yaml.tmpl", out: "dist/chart/templates/manager.yaml"},
+	{tmpl: "chart/templates/rbac.yaml.tmpl", out: "dist/chart/templates/rbac.yaml"},
+	{tmpl: "chart/templates/rbac-helpers.yaml.tmpl", out: "dist/chart/templates/rbac-helpers.yaml"},
+	{tmpl: "chart/templates/crds.yaml.tmpl", out: "dist/chart/templates/crds.yaml"},
+	{tmpl: "chart/templates/metrics-service.yaml.tmpl", out: "dist/chart/templates/metrics-service.yaml"},
+	{tmpl: "chart/templates/monitoring.yaml.tmpl", out: "dist/chart/templates/monitoring.yaml"},
+}
+
+// chartWebhookFiles are rendered into the chart once the project has a
+// webhook.
+var chartWebhookFiles = []fileSpec{
+	{tmpl: "chart/templates/webhooks.yaml.tmpl", out: "dist/chart/templates/webhooks.yaml"},
+}
+
+// chartFilesScript copies into the chart what controller-gen generates.
+const chartFilesScript = "hack/chart-files.sh"
 
 // builtinFiles are rendered per controller of a built-in kind.
 var builtinFiles = []fileSpec{
@@ -366,6 +429,9 @@ func render(p Project) ([]File, error) {
 	if err := add(projectFiles, base); err != nil {
 		return nil, err
 	}
+	if err := add(chartFiles, base); err != nil {
+		return nil, err
+	}
 	for _, gv := range base.APIs {
 		d := base
 		d.R = gv
@@ -395,6 +461,9 @@ func render(p Project) ([]File, error) {
 	}
 	if len(p.Webhooks) > 0 {
 		if err := add(webhookProjectFiles, base); err != nil {
+			return nil, err
+		}
+		if err := add(chartWebhookFiles, base); err != nil {
 			return nil, err
 		}
 	}

@@ -175,6 +175,37 @@ func applyConfig(t *testing.T, dir string) {
 			t.Errorf("kubectl apply -k config/default did not report %q:\n%s", want, out)
 		}
 	}
+	debugReader(t, dir, kubectl, env.KubeconfigPath())
+}
+
+// debugReader runs the README's commands that give a service account the
+// project's debug-reader ClusterRole, and checks what it may then get: the
+// debug page and its API, not /metrics.
+func debugReader(t *testing.T, dir, kubectl, kubeconfig string) {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{
+		"kubectl -n op-system create serviceaccount op-debugger",
+		"kubectl create clusterrolebinding op-debugger --clusterrole=op-debug-reader --serviceaccount=op-system:op-debugger",
+	} {
+		if !strings.Contains(string(readme), "\n"+c+"\n") {
+			t.Errorf("the project's README lacks the line %q", c)
+		}
+		args := append([]string{"--kubeconfig", kubeconfig}, strings.Fields(c)[1:]...)
+		if out, err := exec.CommandContext(t.Context(), kubectl, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", c, err, out)
+		}
+	}
+	for path, want := range map[string]string{"/debug/converge/": "yes", "/debug/converge/api/object": "yes", "/metrics": "no"} {
+		out, _ := exec.CommandContext(t.Context(), kubectl, "--kubeconfig", kubeconfig, "auth", "can-i", "get", path, "--as=system:serviceaccount:op-system:op-debugger").CombinedOutput()
+		// "yes", or "no" and maybe a reason.
+		if got, _, _ := strings.Cut(strings.TrimSpace(string(out)), " "); got != want {
+			t.Errorf("may op-debugger get %s? %q, want %q", path, got, want)
+		}
+	}
 }
 
 // startControlPlane starts a control plane that the test's end stops.

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/mod/module"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -132,7 +133,12 @@ func ValidateDomain(domain string) error {
 }
 
 // ValidateModulePath checks a Go module path with golang.org/x/mod's rules
-// (what go mod init and the module proxy accept).
+// (what go mod init and the module proxy accept), and with the go command's
+// rule for the packages it builds: the last element of a package's import
+// path must start with a letter, a digit, '.' or '_' (an element starting
+// with '-' would read as a flag to the compiler). The project's main
+// package is the module's root, so the rule holds for the module path's
+// last element too, which module.CheckPath lets start with '-' or '~'.
 func ValidateModulePath(path string) error {
 	const allowed = "a module path is like example.com/team/operator: slash-separated elements of letters, digits and -._~, the first a domain name with a dot"
 	if path == "" {
@@ -141,7 +147,25 @@ func ValidateModulePath(path string) error {
 	if err := module.CheckPath(path); err != nil {
 		return fmt.Errorf("module path %q is invalid: %s; %s", path, strings.TrimPrefix(err.Error(), "malformed module path "+fmt.Sprintf("%q", path)+": "), allowed)
 	}
+	if last := path[strings.LastIndex(path, "/")+1:]; !safeArg(last) {
+		fixed := strings.TrimLeft(last, "-~")
+		if fixed == "" {
+			fixed = "op"
+		}
+		return fmt.Errorf("module path %q is invalid: its last element %q starts with %q, and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. %s; %s", path, last, last[0], path[:len(path)-len(last)]+fixed, allowed)
+	}
 	return nil
+}
+
+// safeArg is the go command's test of a package import path's last
+// element (cmd/go/internal/load.SafeArg): it starts with an ASCII letter
+// or digit, '.', '_', '/' or a non-ASCII character.
+func safeArg(elem string) bool {
+	if elem == "" {
+		return false
+	}
+	c := elem[0]
+	return '0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || c == '.' || c == '_' || c == '/' || c >= utf8.RuneSelf
 }
 
 // ValidateProjectName checks the project's name, which prefixes the names

@@ -105,6 +105,12 @@ func TestValidateModulePath(t *testing.T) {
 		{"Example.com/op", `module path "Example.com/op" is invalid: invalid char 'E' in first path element; ` + allowed},
 		{"example.com//op", `module path "example.com//op" is invalid: double slash; ` + allowed},
 		{"-example.com/op", `module path "-example.com/op" is invalid: leading dash; ` + allowed},
+		// module.CheckPath takes these; the go command builds no package of them.
+		{"github.com/foo/-bar", `module path "github.com/foo/-bar" is invalid: its last element "-bar" starts with '-', and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. github.com/foo/bar; ` + allowed},
+		{"example.com/~op", `module path "example.com/~op" is invalid: its last element "~op" starts with '~', and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. example.com/op; ` + allowed},
+		{"example.com/team/-", `module path "example.com/team/-" is invalid: its last element "-" starts with '-', and the go command builds no package whose import path ends in such an element (main.go's package is the module's root): start it with a letter or digit, e.g. example.com/team/op; ` + allowed},
+		// The root package of a major version is .../v2: the go command builds it.
+		{"github.com/foo/-bar/v2", ""},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			checkErr(t, ValidateModulePath(tc.path), tc.want)
@@ -236,5 +242,28 @@ func checkErr(t *testing.T, err error, want string) {
 		}
 	case err.Error() != want:
 		t.Fatalf("error:\n  %v\nwant\n  %s", err, want)
+	}
+}
+
+func TestSingularOf(t *testing.T) {
+	for _, tc := range []struct{ kind, singular string }{
+		{"Orders", "Order"},
+		{"Policies", "Policy"},
+		{"Boxes", "Box"},
+		{"Classes", "Class"},
+		{"CronJobs", "CronJob"},
+		{"Order", ""},
+		{"Status", ""},
+		{"Address", ""},
+		{"Analysis", ""},
+		{"Ingress", ""},
+		{"S", ""},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			got, ok := singularOf(tc.kind)
+			if got != tc.singular || ok != (tc.singular != "") {
+				t.Errorf("singularOf = %q, %v; want %q", got, ok, tc.singular)
+			}
+		})
 	}
 }

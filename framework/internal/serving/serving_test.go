@@ -30,7 +30,7 @@ func TestNewServerLimits(t *testing.T) {
 
 func TestTLSConfigOffersHTTP2OnlyWhenEnabled(t *testing.T) {
 	for _, enable := range []bool{false, true} {
-		cfg, err := serving.TLSConfig("", enable)
+		cfg, err := serving.TLSConfig("", "", "", enable)
 		if err != nil {
 			t.Fatalf("TLSConfig(self-signed, %v): %v", enable, err)
 		}
@@ -41,7 +41,7 @@ func TestTLSConfigOffersHTTP2OnlyWhenEnabled(t *testing.T) {
 			t.Errorf("TLSConfig(_, %v): %d certificates, want 1", enable, len(cfg.Certificates))
 		}
 	}
-	if _, err := serving.TLSConfig(t.TempDir(), false); err == nil || !strings.Contains(err.Error(), "metrics certificate from") {
+	if _, err := serving.TLSConfig(t.TempDir(), "tls.crt", "tls.key", false); err == nil || !strings.Contains(err.Error(), "metrics certificate from") {
 		t.Errorf("TLSConfig on an empty directory: %v, want an error naming the directory", err)
 	}
 }

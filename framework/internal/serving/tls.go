@@ -14,12 +14,12 @@ import (
 	"time"
 )
 
-// TLSConfig serves the certificate tls.crt and key tls.key from certDir,
+// TLSConfig serves the certificate certName and key keyName from certDir,
 // read again when they change (see CertWatcher), or a self-signed one made
 // now when certDir is "". ALPN offers "h2" only when enableHTTP2 is set.
-func TLSConfig(certDir string, enableHTTP2 bool) (*tls.Config, error) {
+func TLSConfig(certDir, certName, keyName string, enableHTTP2 bool) (*tls.Config, error) {
 	if certDir != "" {
-		w, err := NewCertWatcher("metrics", certDir, "tls.crt", "tls.key")
+		w, err := NewCertWatcher("metrics", certDir, certName, keyName)
 		if err != nil {
 			return nil, err
 		}
