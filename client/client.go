@@ -50,8 +50,8 @@ const DefaultFieldManager = "converge"
 // client-side rate limiting; a request already sent when leadership is lost
 // may still be applied. Leader election bounds that window: the leader
 // gives up at RenewDeadline, and another process may take over only after
-// LeaseDuration, so a request that reaches the API server within
-// LeaseDuration − RenewDeadline of the loss is applied before a new leader
+// Lease.Duration, so a request that reaches the API server within
+// Lease.Duration − RenewDeadline of the loss is applied before a new leader
 // runs.
 //
 // A Client is safe for concurrent use.
@@ -409,7 +409,7 @@ type fenceKey struct{}
 // process, and a refused write's error wraps fence's. A fence already in
 // ctx is replaced. The framework puts one in the context of each reconcile
 // of a sharded controller, which fails once the process no longer holds the
-// key's bucket (framework.ErrBucketNotHeld). fence must be safe for
+// key's bucket (sharding.ErrBucketNotHeld). fence must be safe for
 // concurrent use.
 func WithFence(ctx context.Context, fence func() error) context.Context {
 	return context.WithValue(ctx, fenceKey{}, fence)

@@ -21,6 +21,7 @@ import (
 	"github.com/converge-dev/converge/internal/shardtest"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // shardedPrimary is the primary source of a sharded controller: one
@@ -32,7 +33,7 @@ type shardedPrimary[T object.Object] struct {
 	src     kindSource[T]
 	w       *watchTarget
 	ring    *ring
-	buckets informers.Buckets
+	buckets sharding.Buckets
 	ctl     string
 	// onDelete, when set, sees each deleted object before its key is queued.
 	onDelete func(T)
@@ -67,7 +68,7 @@ type shardedPrimary[T object.Object] struct {
 	// change, for shards to read without mu.
 	informers atomic.Pointer[map[int]*informers.Informer[T]]
 	// shards reads the objects of the held buckets.
-	shards *informers.Shards[T]
+	shards *informers.BucketReader[T]
 }
 
 // bucketRead is one bucket's informer and the controller's listener on it,
@@ -150,7 +151,7 @@ func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ri
 	}
 	p.idle = sync.NewCond(&p.mu)
 	p.informers.Store(&map[int]*informers.Informer[T]{})
-	shards, err := informers.NewShards(src.sel.Kind, r.buckets, func() map[int]*informers.Informer[T] { return *p.informers.Load() })
+	shards, err := informers.NewBucketReader(src.sel.Kind, r.buckets, func() map[int]*informers.Informer[T] { return *p.informers.Load() })
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +255,7 @@ func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]st
 		}
 	}
 	bound.onDelete = func(obj T) {
-		if p.buckets.Key == informers.ShardByUID {
+		if p.buckets.By == sharding.ByUID {
 			p.mu.Lock()
 			p.gone[requestFor(obj)] = b
 			p.mu.Unlock()
@@ -306,7 +307,7 @@ func (rd *bucketRead[T]) release(r *ring) {
 // the log says. Call it before start.
 func (p *shardedPrimary[T]) addSecondary(mgr *Manager, src Source, log logr.Logger) bool {
 	bs, ok := src.(bucketSource)
-	if !ok || p.buckets.Key != informers.ShardByNamespace || !bs.local() || bs.check() != nil {
+	if !ok || p.buckets.By != sharding.ByNamespace || !bs.local() || bs.check() != nil {
 		return false // bind reports what check found
 	}
 	for _, s := range []bucketSource{&p.src, bs} {
@@ -329,14 +330,14 @@ func (p *shardedPrimary[T]) addSecondary(mgr *Manager, src Source, log logr.Logg
 
 // routeReads routes the cache's reads of the primary kind and of the
 // secondary sources' kinds, as their informers make them, to the held
-// buckets' informers (Cache.ShardReads).
+// buckets' informers (Cache.RouteReads).
 func (p *shardedPrimary[T]) routeReads(mgr *Manager) error {
 	for _, s := range append([]bucketSource{&p.src}, p.secondaries...) {
 		example, sel, err := s.readsAs(mgr)
 		if err != nil {
 			return err
 		}
-		if err := mgr.Cache().ShardReads(example, sel, p.buckets, p.heldBuckets); err != nil {
+		if err := mgr.Cache().RouteReads(example, sel, p.buckets, p.heldBuckets); err != nil {
 			return err
 		}
 	}
@@ -588,7 +589,7 @@ func (p *shardedPrimary[T]) reconcileContext(ctx context.Context, b int) (contex
 		// it closed and arrives late is stopped by the server.
 		ctx = client.WithPreconditions(ctx)
 	}
-	ctx = context.WithValue(ctx, bucketKey{}, reconciledBucket{b, p.buckets})
+	ctx = sharding.WithBucket(ctx, b, p.buckets)
 	bctx := p.ring.bucketContext(b)
 	if bctx == nil {
 		ctx, cancel := context.WithCancel(ctx)
@@ -678,24 +679,4 @@ func (p *shardedPrimary[T]) Health() error {
 		errs = append(errs, inf.Health())
 	}
 	return errors.Join(errs...)
-}
-
-// bucketKey is the context key of a sharded reconcile's bucket.
-type bucketKey struct{}
-
-// reconciledBucket is what BucketFrom returns.
-type reconciledBucket struct {
-	b  int
-	of informers.Buckets
-}
-
-// BucketFrom returns the bucket of the sharding ring that holds the object
-// being reconciled, and how the ring cuts objects into buckets, when ctx
-// is the context of a reconcile of a sharded controller
-// (ControllerOptions.Sharded); ok is false otherwise. Only the member that
-// holds that bucket runs the reconcile, and its writes are fenced by it
-// (ErrBucketNotHeld).
-func BucketFrom(ctx context.Context) (bucket int, of informers.Buckets, ok bool) {
-	rb, ok := ctx.Value(bucketKey{}).(reconciledBucket)
-	return rb.b, rb.of, ok
 }
