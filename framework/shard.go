@@ -18,6 +18,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/restset"
 	"github.com/converge-dev/converge/internal/shardtest"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -583,7 +584,7 @@ func (p *shardedPrimary[T]) exit(req reconcile.Request, b int) {
 // reconcileContext returns the context of a reconcile of bucket b: fenced
 // by the bucket, and cancelled when the bucket is lost or given up.
 func (p *shardedPrimary[T]) reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc) {
-	ctx = client.WithFence(ctx, func() error { return p.ring.check(b) })
+	ctx = restset.WithWriteFence(ctx, func() error { return p.ring.check(b) })
 	if !shardtest.PreconditionsDisabled() {
 		// The fence stops writes as they leave; a write that left before
 		// it closed and arrives late is stopped by the server.

@@ -103,7 +103,7 @@ var rules = []struct {
 		forbidden: []string{module + "/internal/testapi"},
 	},
 	{
-		name:      "internal/restset is plumbing below informers and client, which share it: it imports no converge package",
+		name:      "internal/restset is plumbing below informers, client and framework, which share it (the framework puts a sharded reconcile's write fence in its context with it): it imports no converge package",
 		from:      []string{"internal/restset"},
 		forbidden: []string{module + "/..."},
 	},
