@@ -1,8 +1,8 @@
 // Package converge is a framework for writing Kubernetes controllers. This
 // package holds no code; it maps the packages a controller author uses.
-// Imports go one way: reconcile and object, then workqueue and informers
-// (which never import each other), then client, then framework, then
-// declarative; test/layering checks it. The one exception is
+// Imports go one way: reconcile, object, lease and sharding, then
+// workqueue and informers (which never import each other), then client,
+// then framework, then declarative; test/layering checks it. The one exception is
 // internal/testenv, test support that imports framework: only _test.go files
 // may import it, which test/layering checks too.
 //
@@ -17,6 +17,18 @@
 // Package object names object.Object, the Kubernetes object type (typed,
 // unstructured or metadata-only) that the cache, the client, the framework
 // and the declarative layer all take.
+//
+// # Sharding
+//
+// Package sharding names how objects are spread over the members of a
+// sharding ring: the field hashed (ByUID, ByNamespace), the buckets the
+// hash space is cut into, a member's options and status, the error of a
+// write whose bucket is no longer held, and the bucket of a sharded
+// reconcile. It is a leaf, so the cache, the client and the framework share
+// its names; the ring itself, on Leases, runs inside framework.
+//
+// Package lease holds the options of a Lease that processes take turns
+// holding, shared by leader election and the sharding ring.
 //
 // # Work queues
 //

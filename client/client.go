@@ -50,8 +50,8 @@ const DefaultFieldManager = "converge"
 // client-side rate limiting; a request already sent when leadership is lost
 // may still be applied. Leader election bounds that window: the leader
 // gives up at RenewDeadline, and another process may take over only after
-// LeaseDuration, so a request that reaches the API server within
-// LeaseDuration − RenewDeadline of the loss is applied before a new leader
+// Lease.Duration, so a request that reaches the API server within
+// Lease.Duration − RenewDeadline of the loss is applied before a new leader
 // runs.
 //
 // A Client is safe for concurrent use.
@@ -369,7 +369,7 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 }
 
 // requestContext returns the context a write is sent on: fenced by
-// allowWrite and by the fence WithFence put in ctx, if any, logging to the
+// allowWrite and by the fence restset.WithWriteFence put in ctx, if any, logging to the
 // adjusted logger.
 func (c *Client) requestContext(ctx context.Context) context.Context {
 	fence := c.allowWrite
@@ -380,7 +380,7 @@ func (c *Client) requestContext(ctx context.Context) context.Context {
 }
 
 // fence says whether a write on ctx may be sent now: the client's fence,
-// then ctx's (WithFence).
+// then ctx's (restset.WithWriteFence).
 func (c *Client) fence(ctx context.Context) error { return c.fenced(ctxFence(ctx)) }
 
 // fenced is the client's fence, then own when not nil.
@@ -394,26 +394,9 @@ func (c *Client) fenced(own func() error) error {
 	return nil
 }
 
-// ctxFence returns the fence WithFence put in ctx, nil for none.
-func ctxFence(ctx context.Context) func() error {
-	own, _ := ctx.Value(fenceKey{}).(func() error)
-	return own
-}
-
-// fenceKey is the context key of WithFence's fence.
-type fenceKey struct{}
-
-// WithFence returns a copy of ctx under which every Client refuses writes
-// while fence fails, as it does while its own fence (Options.Fence) fails:
-// fence is called before each write and again as each request leaves the
-// process, and a refused write's error wraps fence's. A fence already in
-// ctx is replaced. The framework puts one in the context of each reconcile
-// of a sharded controller, which fails once the process no longer holds the
-// key's bucket (framework.ErrBucketNotHeld). fence must be safe for
-// concurrent use.
-func WithFence(ctx context.Context, fence func() error) context.Context {
-	return context.WithValue(ctx, fenceKey{}, fence)
-}
+// ctxFence returns the fence restset.WithWriteFence put in ctx, nil for
+// none.
+func ctxFence(ctx context.Context) func() error { return restset.WriteFence(ctx) }
 
 // observeDeletion tells the cache about a deletion: gone at once (the
 // server answered with a Status, which names the deleted object's UID in

@@ -59,7 +59,7 @@ type version struct {
 // DeleteAllOf, or a CBOR apply patch.
 //
 // The framework puts one in the context of every reconcile of a sharded
-// controller (framework.ShardingOptions), with the object being reconciled
+// controller (sharding.Options), with the object being reconciled
 // noted.
 func WithPreconditions(ctx context.Context) context.Context {
 	return context.WithValue(ctx, preconditionsKey{}, &versions{of: map[objectKey]version{}})

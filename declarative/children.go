@@ -26,11 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/client"
-	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // child is one desired child, ready to apply.
@@ -131,11 +131,11 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), cached, cached)))
 			continue
 		}
-		if _, of, sharded := framework.BucketFrom(ctx); sharded && of.Key == informers.ShardByNamespace && namespaced && u.GetNamespace() != parent.GetNamespace() && ck.perNamespace(parent) {
+		if _, of, sharded := sharding.BucketFrom(ctx); sharded && of.By == sharding.ByNamespace && namespaced && u.GetNamespace() != parent.GetNamespace() && ck.perNamespace(parent) {
 			// Only the member holding the parent's bucket reconciles it,
 			// and its controller reads the kind of its buckets'
 			// namespaces only, whatever informer reads go to.
-			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s %s: namespace %q is not its parent's, and the controller is sharded by namespace (framework.ShardingOptions.Key): the member reconciling the parent sees only the namespaces of its buckets, so it might not see the child to revert drift or prune it; declare it in %q",
+			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s %s: namespace %q is not its parent's, and the controller is sharded by namespace (sharding.Options.Key): the member reconciling the parent sees only the namespaces of its buckets, so it might not see the child to revert drift or prune it; declare it in %q",
 				gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), parent.GetNamespace())))
 			continue
 		}
@@ -758,7 +758,7 @@ func number(v any) (float64, bool) {
 // namespace only.
 func (ck *childKind) perNamespace(parent object.Object) bool {
 	b, ok := ck.cached.Routed()
-	return ok && b.Key == informers.ShardByNamespace && parent.GetNamespace() != ""
+	return ok && b.By == sharding.ByNamespace && parent.GetNamespace() != ""
 }
 
 // prune deletes the children parent owns (see owns) that are not desired,

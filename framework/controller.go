@@ -68,7 +68,7 @@ type ControllerOptions struct {
 	// manager's sharding ring (Options.Sharding): this process caches and
 	// reconciles only the objects of the primary kind in the buckets it
 	// holds, and its reconciles' writes are refused once their bucket is
-	// given up (ErrBucketNotHeld). When the ring shards by namespace, the
+	// given up (sharding.ErrBucketNotHeld). When the ring shards by namespace, the
 	// namespaced kinds of its Owned and OwnedByAny sources (Owns) and of
 	// Map sources marked SameNamespace are read per held bucket too, so a
 	// member caches the children of its parents only; other sources are

@@ -126,7 +126,7 @@ func (m *Manager) debugState(now time.Time) DebugState {
 		s.Ring = &st
 	}
 	if le.Enabled {
-		s.Leader.Lease, s.Leader.Identity = le.Namespace+"/"+le.ID, le.Identity
+		s.Leader.Lease, s.Leader.Identity = le.Lease.Namespace+"/"+le.ID, le.Lease.Identity
 		if leading := m.isLeader.Load(); leading != nil {
 			s.Leader.Leading = s.Leader.Leading && (*leading)()
 		}

@@ -16,10 +16,10 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
-	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // debugGet fetches path from the manager's debug endpoint and returns the
@@ -326,8 +326,8 @@ func TestDebugDisabled(t *testing.T) {
 // ring first: a bucket this member does not serve says who does, and one
 // it is still syncing or handing over says why its key waits.
 func TestExplainSaysWhereAShardedObjectIs(t *testing.T) {
-	byUID := informers.Buckets{Key: informers.ShardByUID, Count: 32}
-	byNS := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
+	byUID := sharding.Buckets{By: sharding.ByUID, Count: 32}
+	byNS := sharding.Buckets{By: sharding.ByNamespace, Count: 32}
 	for _, tc := range []struct {
 		shard *framework.ShardStatus
 		want  string

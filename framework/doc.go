@@ -44,11 +44,11 @@
 //     each object is reconciled by one live replica, which caches only its
 //     buckets; buckets move on join, leave and crash, drained before they
 //     are released, a reconcile's writes are refused once its bucket is
-//     no longer held (ErrBucketNotHeld), and a write that arrives late
+//     no longer held (sharding.ErrBucketNotHeld), and a write that arrives late
 //     anyway is refused by the API server once the object changed (each
 //     is conditional on the object as read); a replica of another layout
 //     (bucket count, shard key, sharded controllers) is refused. See
-//     ShardingOptions.
+//     sharding.Options.
 //   - Webhooks on every replica: AddWebhook and AddConversion serve a
 //     type's admission webhooks and its hub-and-spoke conversion over TLS
 //     (Options.Webhook), not gated by leader election; a rotated

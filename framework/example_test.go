@@ -15,6 +15,7 @@ import (
 	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // A manager with one controller: the configuration comes from the kubeconfig
@@ -189,10 +190,10 @@ func ExampleAddWebhook() {
 // ReplicaSets a Deployment owns, and the Secrets a SameNamespace map
 // watches, are cached per held bucket too: each replica caches its own
 // namespaces only. Run every replica with the same Ring.
-func ExampleShardingOptions() {
+func ExampleControllerOptions_sharded() {
 	ctx := context.Background()
 	mgr, err := framework.NewManager(nil, framework.Options{
-		Sharding: framework.ShardingOptions{Ring: "deployments", Key: informers.ShardByNamespace},
+		Sharding: sharding.Options{Ring: "deployments", Buckets: sharding.Buckets{By: sharding.ByNamespace}},
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -205,7 +206,7 @@ func ExampleShardingOptions() {
 		Owns(&appsv1.ReplicaSet{}).
 		Watches(framework.SameNamespace(framework.Map(secretUsers))).
 		Complete(reconcile.ObjectFunc[*appsv1.Deployment](func(ctx context.Context, d *appsv1.Deployment) (reconcile.Result, error) {
-			b, of, _ := framework.BucketFrom(ctx)
+			b, of, _ := sharding.BucketFrom(ctx)
 			logr.FromContextOrDiscard(ctx).Info("reconciling", "bucket", b, "of", of.Count)
 			return reconcile.Result{}, nil
 		}))

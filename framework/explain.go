@@ -109,9 +109,9 @@ func (sh *ShardStatus) explain() (line string, here bool) {
 	}
 	if sh.Bucket < 0 {
 		return fmt.Sprintf("sharded by %s: not cached here, so its bucket cannot be told; this member serves buckets %v of %d: another member holds it, or there is no such object",
-			sh.Buckets.Key, sh.Serving, sh.Buckets.Count), false
+			sh.Buckets.By, sh.Serving, sh.Buckets.Count), false
 	}
-	bucket := fmt.Sprintf("sharded: bucket %d of %d (by %s)", sh.Bucket, sh.Buckets.Count, sh.Buckets.Key)
+	bucket := fmt.Sprintf("sharded: bucket %d of %d (by %s)", sh.Bucket, sh.Buckets.Count, sh.Buckets.By)
 	switch sh.State {
 	case "serving":
 		return "", true

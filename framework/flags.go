@@ -16,7 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/lease"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // Flags are the command-line flags most controller mains need, named as
@@ -81,7 +82,7 @@ type Flags struct {
 	// (ControllerOptions.Sharded). Empty means no sharding.
 	ShardRing string
 	// ShardKey is --shard-key: what places an object in a bucket of the
-	// ring, "uid" or "namespace" (ShardingOptions.Key; by namespace, the
+	// ring, "uid" or "namespace" (sharding.Options.Key; by namespace, the
 	// objects a sharded controller owns go with their parents). It needs
 	// --shard-ring. Empty means "uid".
 	ShardKey string
@@ -137,13 +138,8 @@ func (f *Flags) Options() (Options, error) {
 		}
 		f.Verbosity = n
 	}
-	var key informers.ShardKey
-	switch f.ShardKey {
-	case "", "uid":
-		key = informers.ShardByUID
-	case "namespace":
-		key = informers.ShardByNamespace
-	default:
+	by, err := sharding.ParseField(f.ShardKey)
+	if err != nil {
 		return Options{}, fmt.Errorf(`framework: flag --shard-key=%q: want "uid" or "namespace"`, f.ShardKey)
 	}
 	if f.ShardKey != "" && f.ShardRing == "" {
@@ -156,9 +152,9 @@ func (f *Flags) Options() (Options, error) {
 	return Options{
 		Logger: log,
 		LeaderElection: LeaderElectionOptions{
-			Enabled:   f.LeaderElect,
-			ID:        f.LeaderElectionID,
-			Namespace: f.LeaderElectionNamespace,
+			Enabled: f.LeaderElect,
+			ID:      f.LeaderElectionID,
+			Lease:   lease.Options{Namespace: f.LeaderElectionNamespace},
 		},
 		HealthProbeBindAddress: disabledIfZero(f.HealthProbeBindAddress),
 		Metrics: MetricsOptions{
@@ -176,7 +172,7 @@ func (f *Flags) Options() (Options, error) {
 			EnableHTTP2: f.EnableHTTP2,
 		},
 		GracefulShutdownTimeout: f.GracefulShutdownTimeout,
-		Sharding:                ShardingOptions{Ring: f.ShardRing, Key: key},
+		Sharding:                sharding.Options{Ring: f.ShardRing, Buckets: sharding.Buckets{By: by}},
 	}, nil
 }
 

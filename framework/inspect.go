@@ -11,6 +11,7 @@ import (
 
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 	"github.com/converge-dev/converge/workqueue"
 )
 
@@ -24,7 +25,7 @@ type DebugState struct {
 	Time   time.Time    `json:"time"`
 	Leader LeaderStatus `json:"leader"`
 	// Ring is this member's view of its sharding ring; nil without one.
-	Ring        *RingStatus        `json:"ring,omitempty"`
+	Ring        *sharding.Status   `json:"ring,omitempty"`
 	Controllers []ControllerStatus `json:"controllers"`
 	Informers   []InformerStatus   `json:"informers"`
 	// Webhooks are the paths of the admission and conversion webhooks served.
@@ -184,8 +185,8 @@ const (
 type ShardStatus struct {
 	// Bucket is the object's bucket, of Buckets; -1 when it cannot be told:
 	// by UID, for an object this member has not cached.
-	Bucket  int               `json:"bucket"`
-	Buckets informers.Buckets `json:"buckets"`
+	Bucket  int              `json:"bucket"`
+	Buckets sharding.Buckets `json:"buckets"`
 	// State is this member's hold of Bucket: "serving" (its keys are
 	// reconciled here), "syncing" (claimed, still listing: its keys wait),
 	// "draining" (being handed over: its keys are not dispatched here), or

@@ -26,20 +26,20 @@ func (m *Manager) runElection(base context.Context) (stop func(), err error) {
 		return nil, fmt.Errorf("framework: leader election client: %w", err)
 	}
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metaFor(le.Namespace, le.ID),
+		LeaseMeta:  metaFor(le.Lease.Namespace, le.ID),
 		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Lease.Identity},
 	}
-	log := m.log.WithValues("lease", le.Namespace+"/"+le.ID, "identity", le.Identity)
+	log := m.log.WithValues("lease", le.Lease.Namespace+"/"+le.ID, "identity", le.Lease.Identity)
 	status := m.metrics.leaderStatus.WithLabelValues(le.ID)
 	ctx, cancel := context.WithCancel(base)
 	stopping := make(chan struct{})
 	var elector *leaderelection.LeaderElector
 	elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
-		LeaseDuration:   le.LeaseDuration,
-		RenewDeadline:   le.RenewDeadline,
-		RetryPeriod:     le.RetryPeriod,
+		LeaseDuration:   le.Lease.Duration,
+		RenewDeadline:   le.Lease.RenewDeadline,
+		RetryPeriod:     le.Lease.RetryPeriod,
 		ReleaseOnCancel: true,
 		Name:            le.ID,
 		Callbacks: leaderelection.LeaderCallbacks{
@@ -49,7 +49,7 @@ func (m *Manager) runElection(base context.Context) (stop func(), err error) {
 				m.isLeader.Store(&isLeader)
 				log.Info("became leader: starting controllers")
 				m.becomeLeader()
-				go m.watchLease(ctx, elector, le.RetryPeriod, stopping)
+				go m.watchLease(ctx, elector, le.Lease.RetryPeriod, stopping)
 			},
 			OnStoppedLeading: func() {
 				status.Set(0)
@@ -60,7 +60,7 @@ func (m *Manager) runElection(base context.Context) (stop func(), err error) {
 				}
 			},
 			OnNewLeader: func(identity string) {
-				if identity != le.Identity {
+				if identity != le.Lease.Identity {
 					log.Info("another process leads; keeping caches warm as a standby", "leader", identity)
 				}
 			},

@@ -218,7 +218,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 		}
 		leaveRing = func() {
 			stopRing()
-			leaveCtx, cancel := context.WithTimeout(base, m.opts.Sharding.RenewDeadline)
+			leaveCtx, cancel := context.WithTimeout(base, m.opts.Sharding.Lease.RenewDeadline)
 			defer cancel()
 			m.ring.leave(leaveCtx)
 		}

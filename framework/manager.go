@@ -21,6 +21,7 @@ import (
 	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // ErrManagerStarted is returned by Start when the manager was started before.
@@ -233,12 +234,12 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// RingStatus reports this member's view of its sharding ring: the buckets
+// sharding.Status reports this member's view of its sharding ring: the buckets
 // it serves, syncs and drains, and the live members. ok is false without
 // Options.Sharding.Ring.
-func (m *Manager) RingStatus() (status RingStatus, ok bool) {
+func (m *Manager) RingStatus() (status sharding.Status, ok bool) {
 	if m.ring == nil {
-		return RingStatus{}, false
+		return sharding.Status{}, false
 	}
 	return m.ring.status(), true
 }
@@ -292,7 +293,7 @@ func (m *Manager) refuseWrites(err error) {
 func (m *Manager) loseLeadership() {
 	m.loseOnce.Do(func() {
 		le := m.opts.LeaderElection
-		m.refuseWrites(fmt.Errorf("%w (lease %s/%s)", ErrNotLeader, le.Namespace, le.ID))
+		m.refuseWrites(fmt.Errorf("%w (lease %s/%s)", ErrNotLeader, le.Lease.Namespace, le.ID))
 		m.lostLeadership.Store(true)
 		close(m.lost)
 	})

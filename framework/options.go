@@ -16,6 +16,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/lease"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // Options configures a Manager. The zero value is a valid configuration: all
@@ -59,7 +61,7 @@ type Options struct {
 	// each object is reconciled by exactly one live member, and each member
 	// caches only its part. Leader-elected and sharded controllers can run
 	// in one manager. Zero (no Ring) means no sharding.
-	Sharding ShardingOptions
+	Sharding sharding.Options
 
 	// HealthProbeBindAddress is where /healthz and /readyz are served (plain
 	// HTTP, for kubelet probes), e.g. ":8081". /readyz waits for the caches
@@ -107,7 +109,8 @@ type Options struct {
 }
 
 // LeaderElectionOptions configures leader election on a coordination.k8s.io
-// Lease. Durations must satisfy LeaseDuration > RenewDeadline > 1.2 × RetryPeriod.
+// Lease. Durations must satisfy Lease.Duration > Lease.RenewDeadline >
+// 1.2 × Lease.RetryPeriod.
 type LeaderElectionOptions struct {
 	// Enabled turns leader election on. Zero (false) means off.
 	Enabled bool
@@ -116,178 +119,14 @@ type LeaderElectionOptions struct {
 	// compete for it. Required when Enabled.
 	ID string
 
-	// Namespace holds the Lease. Zero means the namespace of the pod's service
-	// account when running in a cluster, "default" otherwise.
-	Namespace string
-
-	// Identity names this process in the Lease. Zero means the hostname plus
-	// a random suffix.
-	Identity string
-
-	// LeaseDuration is how long a lease is valid: how long standbys wait
-	// before taking over from a leader that stopped renewing. Zero means 15 s.
-	LeaseDuration time.Duration
-
-	// RenewDeadline is how long the leader retries renewing before it gives
-	// up leadership (and Start returns ErrLeaderElectionLost). Zero means 10 s.
-	RenewDeadline time.Duration
-
-	// RetryPeriod is the interval between attempts to acquire or renew.
-	// Zero means 2 s.
-	RetryPeriod time.Duration
-}
-
-// ShardingOptions configures this process's membership of a sharding ring.
-//
-// The hash space of the shard key (KEP-5866's FNV-1a 64 of each object's UID
-// or namespace) is cut into BucketCount equal ranges. Each member holds a member
-// Lease; each bucket has a Lease naming the member that holds it, claimed
-// with a compare-and-swap on its resourceVersion and renewed by its holder
-// every RetryPeriod. The buckets are assigned by rendezvous hashing over the
-// live members, at most ceil(BucketCount/members) each, so every member computes
-// the same assignment. A member gives a bucket up when the assignment moves
-// it: it stops dispatching the bucket's keys, waits for their in-flight
-// reconciles (at most HandoverTimeout), then releases the Lease; the new
-// holder claims it, lists the bucket's objects and only then dispatches its
-// keys. A bucket whose Lease was not renewed for LeaseDuration (its holder
-// crashed or was cut off) is claimed by its new owner after that.
-//
-// Changes cross a handover at change priority. The holder of a bucket
-// writes on the bucket's Lease, for each sharded controller, a mark: the
-// lowest resourceVersion an object of the bucket may have and still carry
-// a change of the primary kind it did not reconcile (its queue still owed
-// the key a change or a retry, or the event had not reached it). It writes
-// the mark with every renewal of the Lease, and a last one when it gives
-// the bucket up (on a rebalance, or when it stops). The next holder queues
-// the objects of its initial list at or above the mark as changes and the
-// others as replays, behind real changes. After a crash, the mark is the
-// one of the last renewal, at most RetryPeriod older than the crash, so the
-// changes since count as changes too. One owed key whose object is old (a
-// retry, or a parent queued for a child's change) lowers the mark, and
-// more objects then count as changes. A holder that cannot say (its
-// informer listed again since it synced; resourceVersions are not decimal
-// integers, as etcd's are) leaves the mark the Lease carries, which is
-// older and so counts more objects as changes, or none: then every object
-// is a replay. Changes of owned or watched kinds in flight at the handover
-// are not marked: the keys they map to are replayed.
-//
-// Writes are fenced per bucket: the client refuses a sharded reconcile's
-// writes (ErrBucketNotHeld) once its bucket was given up, lost, or not
-// renewed within RenewDeadline of the start of its last successful renewal.
-// Another member can claim it only LeaseDuration after it last saw that
-// renewal. A write that left the process before the fence closed but
-// reaches the API server later (a process frozen between the check and the
-// send, a partition that heals) is stopped by the server: every write of a
-// sharded reconcile is conditional on the object as the reconcile read it
-// (client.WithPreconditions): its resourceVersion, and its UID for a
-// deletion. Once the next holder (or anyone) changed the object, the late
-// write fails with a Conflict, and the key is reconciled by whoever holds
-// its bucket now. The window that remains is the writes with no version to
-// name: a Create, a server-side apply of an object the reconcile never
-// read, and DeleteAllOf. A create is refused only when the object exists
-// (AlreadyExists; a declarative child's first apply, alike), so a create
-// delayed past the next holder's deletion of that object makes it again.
-//
-// Members share buckets only with members of the same layout: BucketCount,
-// Key, and the sharded controllers (their names and kinds). The ring's
-// layout Lease (named after the ring, "-layout") records the layout that
-// holds the ring; each member of it renews the Lease every RetryPeriod
-// with a patch that first tests the layout, and a bucket's writes are
-// fenced unless its holder renewed both the bucket's Lease and the layout
-// Lease within RenewDeadline. A member of another layout is refused,
-// whatever the timing: it claims no bucket, is not ready (its readiness
-// and RingStatus.Refused name both members and both layouts), the metric
-// converge_shard_refusals_total counts it, and it keeps trying: it takes
-// the ring over once no member of the layout the Lease records renewed it
-// for LeaseDuration, or for RenewDeadline after the last of them released
-// it on leaving. To change a ring's layout, stop its members before the
-// new ones start (a Deployment's Recreate strategy), or let the new ones
-// wait, unready, until the old ones are gone; the README says more.
-type ShardingOptions struct {
-	// Ring names the ring; processes with the same Ring and Namespace share
-	// its buckets. It prefixes the Leases' names, so it must be a DNS label
-	// of at most 40 characters. Zero means no sharding.
-	Ring string
-
-	// Namespace holds the ring's Leases. Zero means the namespace of the
-	// pod's service account when running in a cluster, "default" otherwise.
-	Namespace string
-
-	// Identity names this member in the Leases. Zero means the hostname
-	// plus a random suffix.
-	Identity string
-
-	// Key is the field whose hash places an object in a bucket:
-	// informers.ShardByUID or informers.ShardByNamespace. By namespace, all
-	// the objects of a namespace go to one member, a parent and its
-	// children alike: a sharded controller then reads the namespaced kinds
-	// it owns per held bucket as well (ControllerOptions.Sharded). By UID,
-	// only the primary kind is read per bucket, and the kinds a sharded
-	// controller owns or watches are cached whole in every member. By
-	// namespace, the objects of a cluster-scoped primary kind all fall into
-	// one bucket, so one member reconciles them all. Zero means
-	// informers.ShardByUID. Every member of a ring must use the same Key
-	// and BucketCount: a member of a ring whose live members say otherwise
-	// is refused (see ShardingOptions).
-	Key informers.ShardKey
-
-	// BucketCount is how many buckets the hash space is cut into: the
-	// unit of handover, and the most members that get work; at most 4096.
-	// Zero means 32.
-	BucketCount int
-
-	// LeaseDuration is how long a bucket's Lease stays valid after its
-	// holder's last renewal: how long a crashed member's buckets wait. Zero
-	// means 15 s.
-	LeaseDuration time.Duration
-
-	// RenewDeadline is how long after the start of its last successful
-	// renewal a member still writes for a bucket. It must be shorter than
-	// LeaseDuration. Zero means 10 s.
-	RenewDeadline time.Duration
-
-	// RetryPeriod is the interval between renewals, and between looks at
-	// the ring when no Lease changes. It must be shorter than
-	// RenewDeadline. Zero means 2 s.
-	RetryPeriod time.Duration
-
-	// FormationDelay is how long a member waits, from joining the ring
-	// (once its caches of the ring's Leases synced), before it claims
-	// buckets while the ring is forming: while no other live member holds
-	// a bucket Lease renewed within LeaseDuration (the ring's first start,
-	// or a start after every member left). The members that join within
-	// FormationDelay of the first then each claim their own share once,
-	// as the assignment over all of them gives it, instead of the first
-	// one claiming and listing every bucket and handing most of them over
-	// as the others appear; replicas that start further apart (slow image
-	// pulls) want a longer delay. A member joining a ring in which another
-	// live member holds a bucket claims at once. A ring of one replica
-	// replaced by a new one (a Recreate rollout) waits the delay each
-	// time, unserved: set it negative there. Zero means RetryPeriod; a
-	// negative value means no wait.
-	FormationDelay time.Duration
-
-	// MaxClockSkew is the most the wall clocks of the ring's members may
-	// differ by. A member judges a Lease it has not yet seen change by the
-	// renewal time the Lease carries, written by its holder's clock: one
-	// renewed more than LeaseDuration + MaxClockSkew ago has expired, so
-	// a member started after a crash serves the crashed member's buckets
-	// at once rather than after watching its Leases for LeaseDuration. A
-	// Lease seen to change is judged by this member's clock alone: it
-	// expires LeaseDuration after the last change seen. Safety needs the
-	// clocks within MaxClockSkew + LeaseDuration − RenewDeadline of each
-	// other; a member that sees a renewal arrive later than that after
-	// the time it carries stops judging by carried times and logs it.
-	// Zero means 1 s; a negative value means never judge by carried times
-	// (a member started after a crash waits LeaseDuration, as client-go's
-	// leader election does).
-	MaxClockSkew time.Duration
-
-	// HandoverTimeout bounds how long a member giving a bucket up waits for
-	// the bucket's in-flight reconciles; those still running then have
-	// their contexts cancelled and are named in the log, and their writes
-	// are refused. It must not be negative. Zero means 10 s.
-	HandoverTimeout time.Duration
+	// Lease times and places the Lease: Lease.Duration is how long
+	// standbys wait before taking over from a leader that stopped
+	// renewing; Lease.RenewDeadline how long the leader retries renewing
+	// before it gives up leadership (and Start returns
+	// ErrLeaderElectionLost); Lease.RetryPeriod the interval between
+	// attempts to acquire or renew. Zero fields mean lease.Options'
+	// defaults.
+	Lease lease.Options
 }
 
 // MetricsOptions configures the metrics endpoint.
@@ -437,52 +276,46 @@ func (o Options) withDefaults() Options {
 		o.GracefulShutdownTimeout = defaultGracefulShutdownTimeout
 	}
 	le := &o.LeaderElection
-	if le.LeaseDuration == 0 {
-		le.LeaseDuration = defaultLeaseDuration
-	}
-	if le.RenewDeadline == 0 {
-		le.RenewDeadline = defaultRenewDeadline
-	}
-	if le.RetryPeriod == 0 {
-		le.RetryPeriod = defaultRetryPeriod
-	}
-	if le.Enabled && le.Namespace == "" {
-		le.Namespace = podNamespace()
-	}
-	if le.Enabled && le.Identity == "" {
-		le.Identity = defaultIdentity()
-	}
+	le.Lease = leaseDefaults(le.Lease, le.Enabled)
 	if sh := &o.Sharding; sh.Ring != "" {
-		if sh.Namespace == "" {
-			sh.Namespace = podNamespace()
+		sh.Lease = leaseDefaults(sh.Lease, true)
+		if sh.Buckets.By == "" {
+			sh.Buckets.By = sharding.ByUID
 		}
-		if sh.Identity == "" {
-			sh.Identity = defaultIdentity()
-		}
-		if sh.Key == "" {
-			sh.Key = informers.ShardByUID
-		}
-		if sh.BucketCount == 0 {
-			sh.BucketCount = defaultShardBuckets
-		}
-		if sh.LeaseDuration == 0 {
-			sh.LeaseDuration = defaultLeaseDuration
-		}
-		if sh.RenewDeadline == 0 {
-			sh.RenewDeadline = defaultRenewDeadline
-		}
-		if sh.RetryPeriod == 0 {
-			sh.RetryPeriod = defaultRetryPeriod
+		if sh.Buckets.Count == 0 {
+			sh.Buckets.Count = defaultShardBuckets
 		}
 		if sh.HandoverTimeout == 0 {
 			sh.HandoverTimeout = defaultHandoverTimeout
 		}
 		if sh.FormationDelay == 0 {
-			sh.FormationDelay = sh.RetryPeriod
+			sh.FormationDelay = sh.Lease.RetryPeriod
 		}
 		if sh.MaxClockSkew == 0 {
 			sh.MaxClockSkew = defaultMaxClockSkew
 		}
+	}
+	return o
+}
+
+// leaseDefaults fills in the zero fields of o, the Lease options of leader
+// election and of the sharding ring alike; named fills in its namespace
+// and identity too (a Lease that is used).
+func leaseDefaults(o lease.Options, named bool) lease.Options {
+	if o.Duration == 0 {
+		o.Duration = defaultLeaseDuration
+	}
+	if o.RenewDeadline == 0 {
+		o.RenewDeadline = defaultRenewDeadline
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = defaultRetryPeriod
+	}
+	if named && o.Namespace == "" {
+		o.Namespace = podNamespace()
+	}
+	if named && o.Identity == "" {
+		o.Identity = defaultIdentity()
 	}
 	return o
 }
@@ -505,23 +338,22 @@ func defaultIdentity() string {
 // validate checks o after withDefaults; each error names the field and rule.
 func (o Options) validate() error {
 	var errs []error
-	le := o.LeaderElection
-	if le.Enabled {
-		if le.ID == "" {
+	if le := o.LeaderElection.Lease; o.LeaderElection.Enabled {
+		if o.LeaderElection.ID == "" {
 			errs = append(errs, errors.New("Options.LeaderElection.ID is required when leader election is enabled"))
 		}
-		if le.LeaseDuration <= le.RenewDeadline {
-			errs = append(errs, fmt.Errorf("Options.LeaderElection.LeaseDuration (%v) must be greater than RenewDeadline (%v)", le.LeaseDuration, le.RenewDeadline))
+		if le.Duration <= le.RenewDeadline {
+			errs = append(errs, fmt.Errorf("Options.LeaderElection.Lease.Duration (%v) must be greater than RenewDeadline (%v)", le.Duration, le.RenewDeadline))
 		}
 		if float64(le.RenewDeadline) <= 1.2*float64(le.RetryPeriod) {
-			errs = append(errs, fmt.Errorf("Options.LeaderElection.RenewDeadline (%v) must be greater than 1.2 × RetryPeriod (%v)", le.RenewDeadline, le.RetryPeriod))
+			errs = append(errs, fmt.Errorf("Options.LeaderElection.Lease.RenewDeadline (%v) must be greater than 1.2 × RetryPeriod (%v)", le.RenewDeadline, le.RetryPeriod))
 		}
 		if le.RetryPeriod <= 0 {
-			errs = append(errs, fmt.Errorf("Options.LeaderElection.RetryPeriod must be positive, got %v", le.RetryPeriod))
+			errs = append(errs, fmt.Errorf("Options.LeaderElection.Lease.RetryPeriod must be positive, got %v", le.RetryPeriod))
 		}
 	}
 	if sh := o.Sharding; sh.Ring != "" {
-		errs = append(errs, sh.validate()...)
+		errs = append(errs, validateSharding(sh)...)
 	}
 	if o.Metrics.CertDir == "" && (o.Metrics.CertName != "tls.crt" || o.Metrics.KeyName != "tls.key") {
 		errs = append(errs, fmt.Errorf("Options.Metrics.CertName %q and KeyName %q name files in CertDir, which is empty: set CertDir too", o.Metrics.CertName, o.Metrics.KeyName))
@@ -550,19 +382,19 @@ func anyPort(addr string) bool {
 }
 
 // validate checks o after withDefaults.
-func (o ShardingOptions) validate() []error {
+func validateSharding(o sharding.Options) []error {
 	var errs []error
 	if msgs := validation.IsDNS1123Label(o.Ring); len(msgs) > 0 || len(o.Ring) > maxRingName {
 		errs = append(errs, fmt.Errorf("Options.Sharding.Ring %q must be a DNS label of at most %d characters", o.Ring, maxRingName))
 	}
-	if err := (informers.Buckets{Key: o.Key, Count: o.BucketCount}).Validate(); err != nil {
+	if err := o.Buckets.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("Options.Sharding: %w", err))
 	}
-	if o.LeaseDuration <= o.RenewDeadline {
-		errs = append(errs, fmt.Errorf("Options.Sharding.LeaseDuration (%v) must be greater than RenewDeadline (%v)", o.LeaseDuration, o.RenewDeadline))
+	if o.Lease.Duration <= o.Lease.RenewDeadline {
+		errs = append(errs, fmt.Errorf("Options.Sharding.Lease.Duration (%v) must be greater than RenewDeadline (%v)", o.Lease.Duration, o.Lease.RenewDeadline))
 	}
-	if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod {
-		errs = append(errs, fmt.Errorf("Options.Sharding.RetryPeriod (%v) must be positive and shorter than RenewDeadline (%v)", o.RetryPeriod, o.RenewDeadline))
+	if o.Lease.RetryPeriod <= 0 || o.Lease.RenewDeadline <= o.Lease.RetryPeriod {
+		errs = append(errs, fmt.Errorf("Options.Sharding.Lease.RetryPeriod (%v) must be positive and shorter than RenewDeadline (%v)", o.Lease.RetryPeriod, o.Lease.RenewDeadline))
 	}
 	if o.HandoverTimeout < 0 {
 		errs = append(errs, fmt.Errorf("Options.Sharding.HandoverTimeout must not be negative, got %v", o.HandoverTimeout))

@@ -12,7 +12,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/lease"
+	"github.com/converge-dev/converge/sharding"
 	"github.com/go-logr/logr"
 )
 
@@ -27,13 +28,20 @@ func TestManagerOptionsValidation(t *testing.T) {
 		{"leader election without ID", framework.Options{LeaderElection: framework.LeaderElectionOptions{Enabled: true}},
 			[]string{"LeaderElection.ID is required"}},
 		{"lease not longer than renew deadline", framework.Options{LeaderElection: framework.LeaderElectionOptions{
-			Enabled: true, ID: "x", LeaseDuration: 10 * time.Second, RenewDeadline: 10 * time.Second}},
-			[]string{"LeaseDuration (10s) must be greater than RenewDeadline (10s)"}},
+			Enabled: true,
+			ID:      "x",
+			Lease:   lease.Options{Duration: 10 * time.Second, RenewDeadline: 10 * time.Second},
+		}},
+			[]string{"Lease.Duration (10s) must be greater than RenewDeadline (10s)"}},
 		{"renew deadline within jitter of retry", framework.Options{LeaderElection: framework.LeaderElectionOptions{
-			Enabled: true, ID: "x", RenewDeadline: 5 * time.Second, RetryPeriod: 5 * time.Second}},
+			Enabled: true,
+			ID:      "x",
+			Lease:   lease.Options{RenewDeadline: 5 * time.Second, RetryPeriod: 5 * time.Second},
+		}},
 			[]string{"RenewDeadline (5s) must be greater than 1.2 × RetryPeriod (5s)"}},
 		{"invalid durations ignored while disabled", framework.Options{LeaderElection: framework.LeaderElectionOptions{
-			RenewDeadline: time.Second, RetryPeriod: time.Hour}}, nil},
+			Lease: lease.Options{RenewDeadline: time.Second, RetryPeriod: time.Hour},
+		}}, nil},
 		{"metrics and probes on one address", framework.Options{HealthProbeBindAddress: ":8080", Metrics: framework.MetricsOptions{BindAddress: ":8080"}},
 			[]string{`both ":8080"`}},
 		{"negative webhook limits", framework.Options{Webhook: framework.WebhookServerOptions{MaxRequestBytes: -1, WriteTimeout: -time.Second}},
@@ -135,7 +143,7 @@ func TestFlagsOptions(t *testing.T) {
 	if !opts.Logger.V(2).Enabled() || opts.Logger.V(3).Enabled() {
 		t.Error("-v=2 should enable V(2) and not V(3)")
 	}
-	if sh := opts.Sharding; sh.Ring != "r" || sh.Key != informers.ShardByNamespace {
+	if sh := opts.Sharding; sh.Ring != "r" || sh.Buckets.By != sharding.ByNamespace {
 		t.Errorf("sharding = %+v, want ring r by namespace", sh)
 	}
 	bad := framework.Flags{ShardRing: "r", ShardKey: "name"}

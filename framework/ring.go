@@ -2,20 +2,15 @@ package framework
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"slices"
-	"sort"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,13 +18,8 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/sharding"
 )
-
-// ErrBucketNotHeld is wrapped by the errors of writes a sharded
-// controller's reconcile makes after this process gave up, lost, or failed
-// to renew the key's bucket: another member may reconcile the key now.
-var ErrBucketNotHeld = errors.New("framework: this process no longer holds the object's bucket; its client no longer writes for it")
 
 // Labels and annotations of a ring's Leases.
 const (
@@ -52,37 +42,6 @@ const (
 	ringReadyCheck   = "sharding"
 	ringKickInterval = 50 * time.Millisecond
 )
-
-// RingStatus is a member's view of its sharding ring. The debug endpoint
-// serves it as JSON too (DebugState.Ring).
-type RingStatus struct {
-	// Ring and Identity are the ring's name and this member's identity.
-	Ring     string `json:"ring"`
-	Identity string `json:"identity"`
-	// Buckets is how the ring cuts objects into buckets: its shard key and
-	// bucket count, as BucketFrom reports them.
-	Buckets informers.Buckets `json:"buckets"`
-	// Forming is set while no live member holds a bucket and this member
-	// waits (ShardingOptions.FormationDelay) before claiming.
-	Forming bool `json:"forming"`
-	// Serving are the buckets whose keys this member dispatches: claimed,
-	// and listed by every sharded controller. Syncing are claimed and still
-	// listing; Draining are being given up, waiting for in-flight
-	// reconciles.
-	Serving  []int `json:"serving"`
-	Syncing  []int `json:"syncing"`
-	Draining []int `json:"draining"`
-	// Members are the identities of the live members of this member's
-	// layout it saw at its last look at the ring; itself included while
-	// its member Lease was renewed within RenewDeadline and it is not
-	// refused.
-	Members []string `json:"members"`
-	// Refused says why this member holds no bucket and is not ready: the
-	// ring is held by members of another layout (another BucketCount, Key
-	// or set of sharded controllers), which it names. The member keeps
-	// trying, and joins once they are gone. Empty while not refused.
-	Refused string `json:"refused,omitempty"`
-}
 
 // shardUser is a sharded controller, as the ring drives it.
 type shardUser interface {
@@ -143,10 +102,10 @@ type observation struct {
 }
 
 // ring is this process's membership of a sharding ring (see
-// ShardingOptions).
+// sharding.Options).
 type ring struct {
-	opts    ShardingOptions
-	buckets informers.Buckets
+	opts    sharding.Options
+	buckets sharding.Buckets
 	leases  coordclient.LeaseInterface
 	log     logr.Logger
 	metrics *ringMetrics
@@ -195,14 +154,14 @@ type ring struct {
 	stopped bool
 }
 
-func newRing(cs coordclient.LeasesGetter, opts ShardingOptions, log logr.Logger, metrics *ringMetrics) *ring {
+func newRing(cs coordclient.LeasesGetter, opts sharding.Options, log logr.Logger, metrics *ringMetrics) *ring {
 	r := &ring{
 		opts:       opts,
-		buckets:    informers.Buckets{Key: opts.Key, Count: opts.BucketCount},
-		leases:     cs.Leases(opts.Namespace),
-		log:        log.WithValues("ring", opts.Ring, "identity", opts.Identity),
+		buckets:    opts.Buckets,
+		leases:     cs.Leases(opts.Lease.Namespace),
+		log:        log.WithValues("ring", opts.Ring, "identity", opts.Lease.Identity),
 		metrics:    metrics,
-		memberName: memberLeaseName(opts.Ring, opts.Identity),
+		memberName: memberLeaseName(opts.Ring, opts.Lease.Identity),
 		kick:       make(chan struct{}, 1),
 		held:       map[int]*heldBucket{},
 		seen:       map[string]observation{},
@@ -253,10 +212,10 @@ func bucketLeaseName(ring string, b int) string { return fmt.Sprintf("%s-bucket-
 // member from now, recording its layout.
 func (r *ring) newLease(name, role string, now time.Time) *coordinationv1.Lease {
 	stamp := metav1.NewMicroTime(now)
-	secs := int32(r.opts.LeaseDuration.Round(time.Second) / time.Second)
+	secs := int32(r.opts.Lease.Duration.Round(time.Second) / time.Second)
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.opts.Namespace, Labels: map[string]string{ringLabel: r.opts.Ring, roleLabel: role}},
-		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &r.opts.Identity, LeaseDurationSeconds: &secs, AcquireTime: &stamp, RenewTime: &stamp},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.opts.Lease.Namespace, Labels: map[string]string{ringLabel: r.opts.Ring, roleLabel: role}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &r.opts.Lease.Identity, LeaseDurationSeconds: &secs, AcquireTime: &stamp, RenewTime: &stamp},
 	}
 	r.layout.annotate(l)
 	return l
@@ -265,7 +224,7 @@ func (r *ring) newLease(name, role string, now time.Time) *coordinationv1.Lease 
 // cachedLease returns the ring's Lease of that name as the informer
 // shows it, nil for none.
 func (r *ring) cachedLease(name string) *coordinationv1.Lease {
-	obj, ok, _ := r.informer.GetStore().GetByKey(r.opts.Namespace + "/" + name)
+	obj, ok, _ := r.informer.GetStore().GetByKey(r.opts.Lease.Namespace + "/" + name)
 	if !ok {
 		return nil
 	}
@@ -316,11 +275,11 @@ func (r *ring) unregister(u shardUser) {
 // ring (see writeLayout), which it keeps trying to join.
 func (r *ring) start(ctx context.Context) error {
 	r.mu.Lock()
-	r.layout = newLayout(fmt.Sprintf("%d/%s", r.opts.BucketCount, r.opts.Key), r.users)
+	r.layout = newLayout(fmt.Sprintf("%d/%s", r.opts.Buckets.Count, r.opts.Buckets.By), r.users)
 	r.mu.Unlock()
 	go r.informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
-		return fmt.Errorf("framework: sharding ring %q: list its Leases in namespace %s: %w", r.opts.Ring, r.opts.Namespace, context.Cause(ctx))
+		return fmt.Errorf("framework: sharding ring %q: list its Leases in namespace %s: %w", r.opts.Ring, r.opts.Lease.Namespace, context.Cause(ctx))
 	}
 	r.log.Info("joining sharding ring", "layout", r.layout.String())
 	go r.run(ctx)
@@ -330,8 +289,8 @@ func (r *ring) start(ctx context.Context) error {
 // compatible is nil when member Lease l records this member's layout.
 func (r *ring) compatible(l *coordinationv1.Lease) error {
 	if theirs := layoutOf(l); theirs != r.layout {
-		return fmt.Errorf("member %q (Lease %s) has layout %s, this member (%q) has %s: every member of a ring needs the same Options.Sharding.BucketCount and Key and the same sharded controllers",
-			holder(l), l.Name, theirs, r.opts.Identity, r.layout)
+		return fmt.Errorf("member %q (Lease %s) has layout %s, this member (%q) has %s: every member of a ring needs the same Options.Sharding.Buckets.Count and Key and the same sharded controllers",
+			holder(l), l.Name, theirs, r.opts.Lease.Identity, r.layout)
 	}
 	return nil
 }
@@ -346,7 +305,7 @@ func (r *ring) ringLeases() []*coordinationv1.Lease {
 }
 
 func (r *ring) run(ctx context.Context) {
-	tick := time.NewTicker(r.opts.RetryPeriod)
+	tick := time.NewTicker(r.opts.Lease.RetryPeriod)
 	defer tick.Stop()
 	r.mu.Lock()
 	r.joined = time.Now()
@@ -358,7 +317,7 @@ func (r *ring) run(ctx context.Context) {
 	}
 	for {
 		r.mu.RLock()
-		due := time.Since(r.lastRenew) >= r.opts.RetryPeriod
+		due := time.Since(r.lastRenew) >= r.opts.Lease.RetryPeriod
 		r.mu.RUnlock()
 		if due {
 			r.renew(ctx)
@@ -379,597 +338,8 @@ func (r *ring) run(ctx context.Context) {
 	}
 }
 
-// renew renews the member Lease, then every claimed bucket's Lease at
-// once. A bucket whose Lease another member now holds is lost. The
-// requests are sent without r.mu held: the write fence (check) reads under
-// it.
-func (r *ring) renew(ctx context.Context) {
-	r.mu.Lock()
-	if r.stopped {
-		r.mu.Unlock()
-		return
-	}
-	r.lastRenew = time.Now()
-	member := r.member
-	type renewal struct {
-		h *heldBucket
-		l *coordinationv1.Lease // a copy of h.lease, to write
-	}
-	renewals := make(map[int]renewal, len(r.held))
-	var serving []int
-	for b, h := range r.held {
-		renewals[b] = renewal{h, h.lease.DeepCopy()}
-		if h.state == bucketServing {
-			serving = append(serving, b)
-		}
-	}
-	users := slices.Clone(r.users)
-	r.mu.Unlock()
-
-	// The layout Lease and the member Lease are written at once, and
-	// before the buckets: a member refused by the layout renews none.
-	var writes sync.WaitGroup
-	writes.Go(func() { r.writeLayout(ctx) })
-	start := time.Now()
-	got, err := r.writeMember(ctx, member)
-	r.mu.Lock()
-	switch {
-	case err == nil:
-		r.member, r.memberRenewed = got, start
-	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-		r.member = nil // read or create it again at the next renewal
-	}
-	r.mu.Unlock()
-	if err != nil {
-		r.log.V(1).Info("renewing the member Lease failed", "error", err.Error())
-	}
-	writes.Wait()
-	r.mu.RLock()
-	refused := r.refused != nil
-	r.mu.RUnlock()
-	if refused {
-		return // its buckets were given up
-	}
-
-	// Each renewal of a served bucket carries the marks taken now: should
-	// this member crash, the next holder queues as changes only what
-	// changed since, and what was still owed.
-	marks := userMarks(serving, users)
-	// The bucket Leases are renewed at once: one after another, a round
-	// would grow with the buckets held, and the member Lease, renewed
-	// once a round, could then go unrenewed for longer than RenewDeadline.
-	var wg sync.WaitGroup
-	for b, x := range renewals {
-		l := r.withMarks(x.l, marks[b])
-		wg.Go(func() { r.renewBucket(ctx, b, l, x.h) })
-	}
-	wg.Wait()
-}
-
-// renewBucket renews bucket b's Lease, last written as l, while h holds
-// it; a bucket whose Lease another member now holds, or that was deleted,
-// is lost.
-func (r *ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, h *heldBucket) {
-	start := time.Now()
-	now := metav1.NewMicroTime(start)
-	l.Spec.RenewTime = &now
-	got, err := r.leases.Update(ctx, l, metav1.UpdateOptions{})
-	var lost string
-	switch {
-	case err == nil:
-	case apierrors.IsConflict(err):
-		cur, gerr := r.leases.Get(ctx, l.Name, metav1.GetOptions{})
-		switch {
-		case gerr == nil && holder(cur) == r.opts.Identity && layoutOf(cur) == r.layout:
-			got = cur // renewed at the next round
-			start = time.Time{}
-		case gerr == nil && holder(cur) == r.opts.Identity:
-			lost = "its Lease records another layout: " + layoutOf(cur).String()
-		case gerr == nil:
-			lost = "its Lease is held by " + strconv.Quote(holder(cur))
-		case apierrors.IsNotFound(gerr):
-			lost = "its Lease was deleted"
-		}
-	case apierrors.IsNotFound(err):
-		lost = "its Lease was deleted"
-	default:
-		r.log.V(1).Info("renewing a bucket's Lease failed", "bucket", b, "error", err.Error())
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.held[b] != h {
-		return // given up or lost meanwhile
-	}
-	switch {
-	case lost != "":
-		r.loseLocked(b, lost)
-	case got != nil:
-		h.lease = got
-		if !start.IsZero() {
-			h.renewed = start
-		}
-	}
-}
-
-// writeMember creates or renews the member Lease, last written as
-// member (nil when not known).
-func (r *ring) writeMember(ctx context.Context, member *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	start := time.Now()
-	if member == nil {
-		got, err := r.leases.Create(ctx, r.newLease(r.memberName, roleMember, start), metav1.CreateOptions{})
-		if !apierrors.IsAlreadyExists(err) {
-			return got, err
-		}
-		// A Lease of this identity from an earlier run: take it over.
-		if member, err = r.leases.Get(ctx, r.memberName, metav1.GetOptions{}); err != nil {
-			return nil, err
-		}
-	}
-	l := member.DeepCopy()
-	now := metav1.NewMicroTime(start)
-	secs := int32(r.opts.LeaseDuration.Round(time.Second) / time.Second)
-	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &r.opts.Identity, &now, &secs
-	r.layout.annotate(l) // an earlier run's may differ
-	return r.leases.Update(ctx, l, metav1.UpdateOptions{})
-}
-
-// assess looks at the ring: which members are live, which buckets this
-// member should hold; it claims the buckets it should hold that are free,
-// and starts handing over those it should not.
-func (r *ring) assess(ctx context.Context) {
-	leases := r.ringLeases()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped {
-		return
-	}
-	now := time.Now()
-	byName := make(map[string]*coordinationv1.Lease, len(leases))
-	for _, l := range leases {
-		byName[l.Name] = l
-		if o, ok := r.seen[l.Name]; !ok || o.rv != l.ResourceVersion {
-			o := observation{rv: l.ResourceVersion, since: now, at: now}
-			if !ok {
-				o.since = r.backdateLocked(l, now)
-			}
-			r.seen[l.Name] = o
-		}
-	}
-	for name := range r.seen {
-		if byName[name] == nil {
-			delete(r.seen, name)
-		}
-	}
-	var members []string
-	if r.member != nil && now.Sub(r.memberRenewed) < r.opts.RenewDeadline && r.refused == nil {
-		members = append(members, r.opts.Identity)
-	}
-	for _, l := range leases {
-		id := holder(l)
-		if l.Labels[roleLabel] != roleMember || l.Name == r.memberName || id == "" || l.DeletionTimestamp != nil {
-			continue
-		}
-		if now.Sub(r.seen[l.Name].since) >= r.opts.LeaseDuration {
-			continue // not renewed for LeaseDuration: gone
-		}
-		if err := r.compatible(l); err != nil {
-			if !r.ignored[l.Name] {
-				r.ignored[l.Name] = true
-				r.log.Error(err, "ignoring an incompatible member of the ring")
-			}
-			continue
-		}
-		members = append(members, id)
-	}
-	slices.Sort(members)
-	if !slices.Equal(members, r.members) {
-		r.log.Info("ring members changed", "members", members, "before", r.members)
-		r.members = members
-	}
-	r.assessed = true
-	type claim struct {
-		b     int
-		lease *coordinationv1.Lease
-		why   string
-	}
-	if !r.formed {
-		r.formed = r.formingOverLocked(leases, members, now)
-	}
-	// Buckets are claimed only while this member holds the ring's layout
-	// (see writeLayout): a member of another layout may then hold none.
-	mayClaim := r.formed && r.refused == nil && now.Sub(r.layoutRenewed) < r.opts.RenewDeadline
-	var claims []claim
-	for b, owner := range assign(r.opts.BucketCount, members) {
-		h := r.held[b]
-		switch {
-		case owner == r.opts.Identity && h == nil && mayClaim:
-			l := byName[bucketLeaseName(r.opts.Ring, b)]
-			if why := r.claimable(l, now); why != "" {
-				claims = append(claims, claim{b, l, why})
-			}
-		case owner != r.opts.Identity && h != nil && h.state != bucketDraining:
-			// A bucket still syncing goes too: its reads end with its
-			// context, and one that cannot be read here (its acquire
-			// retrying) is not kept from a member that may read it.
-			h.state = bucketDraining
-			go r.handOver(ctx, b, h, owner)
-		}
-	}
-	r.metrics.set(r.countLocked())
-	r.mu.Unlock()
-	for _, c := range claims {
-		r.claim(ctx, c.b, c.lease, c.why)
-	}
-	r.mu.Lock() // for the deferred unlock
-}
-
-// formingOverLocked reports whether this member may claim buckets: it has
-// waited FormationDelay since it joined, or another live member (members)
-// holds a bucket Lease it renewed within LeaseDuration (by the renewal
-// time the Lease carries: a crashed member's Lease looks live to a member
-// that just joined until it has watched it for LeaseDuration). Until then
-// the ring is forming, and the members that join meanwhile are counted in
-// the first claims. r.mu must be held.
-func (r *ring) formingOverLocked(leases []*coordinationv1.Lease, members []string, now time.Time) bool {
-	if now.Sub(r.joined) >= r.opts.FormationDelay {
-		return true
-	}
-	for _, l := range leases {
-		h := holder(l)
-		if l.Labels[roleLabel] != roleBucket || h == r.opts.Identity || !slices.Contains(members, h) || r.claimable(l, now) != "" {
-			continue
-		}
-		if l.Spec.RenewTime != nil && now.Sub(l.Spec.RenewTime.Time) < r.opts.LeaseDuration {
-			return true
-		}
-	}
-	r.log.V(1).Info("the ring is forming: waiting before claiming buckets", "members", members, "for", (r.opts.FormationDelay - now.Sub(r.joined)).Round(time.Millisecond))
-	return false
-}
-
-// claimable says why bucket Lease l (nil when the bucket has none) may be
-// claimed: "new", "released", or "expired" when this member saw it
-// unchanged for LeaseDuration; "" when a live member holds it. r.mu must be
-// held.
-func (r *ring) claimable(l *coordinationv1.Lease, now time.Time) string {
-	switch {
-	case l == nil:
-		return "new"
-	case holder(l) == "":
-		return "released"
-	case now.Sub(r.seen[l.Name].since) >= r.opts.LeaseDuration:
-		return "expired"
-	}
-	return ""
-}
-
-// assign gives each bucket an owner among members (sorted): the member
-// ranking highest for it by rendezvous hashing, then, while a member owns
-// more than ceil(buckets/members), the bucket of that member whose next
-// choice under the limit ranks highest moves there. "" when there are no
-// members. Every member computes the same assignment from the same
-// members, and a member joining or leaving moves few buckets besides its
-// own.
-func assign(buckets int, members []string) []string {
-	owners := make([]string, buckets)
-	if len(members) == 0 {
-		return owners
-	}
-	limit := (buckets + len(members) - 1) / len(members)
-	ranked := make([][]string, buckets)
-	load := make(map[string]int, len(members))
-	for b := range owners {
-		ranked[b] = slices.Clone(members)
-		sort.SliceStable(ranked[b], func(i, j int) bool { return score(ranked[b][i], b) > score(ranked[b][j], b) })
-		owners[b] = ranked[b][0]
-		load[owners[b]]++
-	}
-	for {
-		over := ""
-		for _, m := range members {
-			if load[m] > limit {
-				over = m
-				break
-			}
-		}
-		if over == "" {
-			return owners
-		}
-		best, to, bestScore := -1, "", uint64(0)
-		for b, o := range owners {
-			if o != over {
-				continue
-			}
-			for _, m := range ranked[b] {
-				if m != over && load[m] < limit {
-					if s := score(m, b); best < 0 || s > bestScore {
-						best, to, bestScore = b, m, s
-					}
-					break
-				}
-			}
-		}
-		owners[best] = to
-		load[over]--
-		load[to]++
-	}
-}
-
-func score(member string, bucket int) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(member))
-	_, _ = h.Write([]byte{0, byte(bucket >> 8), byte(bucket)})
-	// FNV of inputs that differ in a byte or two orders them alike for
-	// every bucket; splitmix64's finalizer spreads them.
-	x := h.Sum64()
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
-// claim claims bucket b, whose Lease was last seen as l (nil when it had
-// none), with a compare-and-swap on that resourceVersion: it fails when
-// the Lease changed since.
-func (r *ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why string) {
-	start := time.Now()
-	stamp := metav1.NewMicroTime(start)
-	secs := int32(r.opts.LeaseDuration.Round(time.Second) / time.Second)
-	var (
-		got *coordinationv1.Lease
-		err error
-	)
-	if l == nil {
-		nl := r.newLease(bucketLeaseName(r.opts.Ring, b), roleBucket, start)
-		nl.Labels[bucketLabel] = strconv.Itoa(b)
-		got, err = r.leases.Create(ctx, nl, metav1.CreateOptions{})
-	} else {
-		c := l.DeepCopy()
-		r.layout.annotate(c)
-		c.Spec.HolderIdentity, c.Spec.AcquireTime, c.Spec.RenewTime, c.Spec.LeaseDurationSeconds = &r.opts.Identity, &stamp, &stamp, &secs
-		n := int32(1)
-		if c.Spec.LeaseTransitions != nil {
-			n = *c.Spec.LeaseTransitions + 1
-		}
-		c.Spec.LeaseTransitions = &n
-		got, err = r.leases.Update(ctx, c, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-			r.log.V(1).Info("claiming a bucket failed", "bucket", b, "error", err.Error())
-		}
-		return // another member was faster, or the cache lags: look again later
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped || r.held[b] != nil || r.refused != nil {
-		r.mu.Unlock()
-		r.release(ctx, got)
-		r.mu.Lock()
-		return
-	}
-	bctx, cancel := context.WithCancel(ctx)
-	h := &heldBucket{lease: got, renewed: start, since: start, ctx: bctx, cancel: cancel}
-	r.held[b] = h
-	r.log.Info("claimed bucket", "bucket", b, "previous", holder(l), "why", why)
-	go r.acquire(b, h, slices.Clone(r.users))
-}
-
-// acquire makes every sharded controller read bucket b, then serves it.
-func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
-	marks := r.leaseMarks(h.lease)
-	backoff := time.Second
-	for _, u := range users {
-		// A controller that cannot read the bucket yet (a kind it may not
-		// list, a sync that timed out) tries again: its informers recover
-		// by themselves once they can, and the bucket stays unserved (and
-		// the member unready) until then.
-		for {
-			restoreGC := relaxGC(r.syncGCPercent)
-			err := u.acquire(h.ctx, b, marks)
-			restoreGC()
-			if err == nil {
-				break
-			}
-			if h.ctx.Err() != nil {
-				return
-			}
-			r.log.Error(err, "reading a claimed bucket failed; trying again", "bucket", b, "in", backoff)
-			select {
-			case <-h.ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 30*time.Second)
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.held[b] != h || h.state == bucketDraining {
-		return // lost or being handed over meanwhile
-	}
-	h.state = bucketServing
-	for _, u := range users {
-		u.serve(h.ctx, b, true)
-	}
-	took := time.Since(h.since)
-	r.metrics.handovers.WithLabelValues(r.opts.Ring, "in").Inc()
-	r.metrics.durations.WithLabelValues(r.opts.Ring, "sync").Observe(took.Seconds())
-	r.log.Info("serving bucket", "bucket", b, "synced", took.Round(time.Millisecond))
-	r.metrics.set(r.countLocked())
-}
-
-// handOver gives bucket b up to owner: stop dispatching, drain, stop
-// fencing writes in, release the Lease.
-func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string) {
-	start := time.Now()
-	r.mu.RLock()
-	users := slices.Clone(r.users)
-	r.mu.RUnlock()
-	for _, u := range users {
-		u.serve(h.ctx, b, false)
-	}
-	var stuck []string
-	for _, u := range users {
-		stuck = append(stuck, u.drain(b, r.opts.HandoverTimeout)...)
-	}
-	r.mu.Lock()
-	if r.held[b] != h {
-		r.mu.Unlock()
-		return // lost meanwhile
-	}
-	delete(r.held, b) // from here on, the fence refuses b's writes
-	h.cancel()
-	lease := h.lease
-	r.mu.Unlock()
-	marks := userMarks([]int{b}, users)[b]
-	for _, u := range users {
-		u.drop(h.ctx, b)
-	}
-	r.release(ctx, r.withMarks(lease, marks))
-	took := time.Since(start)
-	r.metrics.handovers.WithLabelValues(r.opts.Ring, "out").Inc()
-	r.metrics.durations.WithLabelValues(r.opts.Ring, "drain").Observe(took.Seconds())
-	if len(stuck) > 0 {
-		r.metrics.abandoned.WithLabelValues(r.opts.Ring).Add(float64(len(stuck)))
-		r.log.Info("handed a bucket over with reconciles still running; their writes are refused", "bucket", b, "to", owner, "drained", took.Round(time.Millisecond), "abandoned", stuck)
-	} else {
-		r.log.Info("handed a bucket over", "bucket", b, "to", owner, "drained", took.Round(time.Millisecond))
-	}
-	r.mu.Lock()
-	r.metrics.set(r.countLocked())
-	r.mu.Unlock()
-}
-
-// userMarks returns the marks of the buckets of bs, by bucket and then by
-// controller, for the users that can say.
-func userMarks(bs []int, users []shardUser) map[int]map[string]string {
-	marks := map[int]map[string]string{}
-	for _, u := range users {
-		ctl, rvs := u.marks(bs)
-		for b, rv := range rvs {
-			if marks[b] == nil {
-				marks[b] = map[string]string{}
-			}
-			marks[b][ctl] = rv
-		}
-	}
-	return marks
-}
-
-// handoverMarks is the value of marksAnno. Layout says how the ring cut
-// the hash space when the marks were taken ("32/uid"): a bucket of another
-// layout holds other objects, so its marks say nothing of them.
-type handoverMarks struct {
-	Layout string            `json:"layout"`
-	Marks  map[string]string `json:"marks"`
-}
-
-// leaseMarks returns the marks bucket Lease l carries, by controller; none
-// when it carries none, of another layout, or they do not parse.
-func (r *ring) leaseMarks(l *coordinationv1.Lease) map[string]string {
-	var m handoverMarks
-	if v := l.Annotations[marksAnno]; v == "" || json.Unmarshal([]byte(v), &m) != nil || m.Layout != r.layout.cut {
-		return nil
-	}
-	return m.Marks
-}
-
-// withMarks returns a copy of bucket Lease l whose marks are marks, and,
-// for controllers that left none, the ones l had.
-func (r *ring) withMarks(l *coordinationv1.Lease, marks map[string]string) *coordinationv1.Lease {
-	if len(marks) == 0 {
-		return l
-	}
-	all := r.leaseMarks(l)
-	if all == nil {
-		all = map[string]string{}
-	}
-	maps.Copy(all, marks)
-	v, err := json.Marshal(handoverMarks{Layout: r.layout.cut, Marks: all})
-	if err != nil {
-		return l
-	}
-	c := l.DeepCopy()
-	metav1.SetMetaDataAnnotation(&c.ObjectMeta, marksAnno, string(v))
-	return c
-}
-
-// release clears the holder of bucket Lease l, if this member still holds
-// it, and writes l's annotations with it (the marks withMarks set).
-func (r *ring) release(ctx context.Context, l *coordinationv1.Lease) {
-	marks, hasMarks := l.Annotations[marksAnno]
-	for range 3 {
-		c := l.DeepCopy()
-		empty := ""
-		c.Spec.HolderIdentity = &empty
-		_, err := r.leases.Update(ctx, c, metav1.UpdateOptions{})
-		if !apierrors.IsConflict(err) {
-			if err != nil && !apierrors.IsNotFound(err) {
-				r.log.Info("releasing a bucket's Lease failed; it expires after LeaseDuration", "lease", l.Name, "error", err.Error())
-			}
-			return
-		}
-		cur, err := r.leases.Get(ctx, l.Name, metav1.GetOptions{})
-		if err != nil || holder(cur) != r.opts.Identity {
-			return
-		}
-		if hasMarks {
-			metav1.SetMetaDataAnnotation(&cur.ObjectMeta, marksAnno, marks)
-		}
-		l = cur
-	}
-}
-
-// loseLocked forgets bucket b at once: another member holds it. r.mu must
-// be held.
-func (r *ring) loseLocked(b int, why string) {
-	h := r.held[b]
-	if h == nil {
-		return
-	}
-	delete(r.held, b)
-	h.cancel()
-	users := slices.Clone(r.users)
-	r.metrics.handovers.WithLabelValues(r.opts.Ring, "lost").Inc()
-	r.log.Info("lost bucket: cancelling its reconciles", "bucket", b, "why", why)
-	go func() {
-		for _, u := range users {
-			u.serve(h.ctx, b, false)
-			u.drop(h.ctx, b)
-		}
-	}()
-}
-
-// leave releases every bucket and deletes the member Lease, so that the
-// other members take the buckets over at once. Call it once the sharded
-// controllers stopped.
-func (r *ring) leave(ctx context.Context) {
-	r.mu.Lock()
-	r.stopped = true
-	held := r.held
-	r.held = map[int]*heldBucket{}
-	users := slices.Clone(r.users)
-	r.mu.Unlock()
-	var bs []int
-	for b, h := range held {
-		if h.state != bucketSyncing {
-			bs = append(bs, b)
-		}
-	}
-	marks := userMarks(bs, users)
-	for b, h := range held {
-		h.cancel()
-		r.release(ctx, r.withMarks(h.lease, marks[b]))
-	}
-	r.releaseLayout(ctx)
-	if err := r.leases.Delete(ctx, r.memberName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		r.log.Info("deleting the member Lease failed; it expires after LeaseDuration", "error", err.Error())
-	}
-	r.log.Info("left sharding ring", "released", len(held))
-}
-
 // check is nil while this member holds bucket b and renewed it within
-// RenewDeadline; otherwise an error wrapping ErrBucketNotHeld.
+// RenewDeadline; otherwise an error wrapping sharding.ErrBucketNotHeld.
 func (r *ring) check(b int) error {
 	r.mu.RLock()
 	h := r.held[b]
@@ -982,10 +352,10 @@ func (r *ring) check(b int) error {
 	}
 	r.mu.RUnlock()
 	if h == nil {
-		return fmt.Errorf("%w (bucket %d of ring %s/%s)", ErrBucketNotHeld, b, r.opts.Namespace, r.opts.Ring)
+		return fmt.Errorf("%w (bucket %d of ring %s/%s)", sharding.ErrBucketNotHeld, b, r.opts.Lease.Namespace, r.opts.Ring)
 	}
-	if ago := time.Since(renewed); ago >= r.opts.RenewDeadline {
-		return fmt.Errorf("%w (bucket %d of ring %s/%s: last renewed %v ago, RenewDeadline %v)", ErrBucketNotHeld, b, r.opts.Namespace, r.opts.Ring, ago.Round(time.Millisecond), r.opts.RenewDeadline)
+	if ago := time.Since(renewed); ago >= r.opts.Lease.RenewDeadline {
+		return fmt.Errorf("%w (bucket %d of ring %s/%s: last renewed %v ago, RenewDeadline %v)", sharding.ErrBucketNotHeld, b, r.opts.Lease.Namespace, r.opts.Ring, ago.Round(time.Millisecond), r.opts.Lease.RenewDeadline)
 	}
 	return nil
 }
@@ -1033,7 +403,7 @@ func (r *ring) ready() error {
 // Lease when another live member holds it.
 func (r *ring) bucketStatus(b int) (state, holderID string) {
 	var l *coordinationv1.Lease
-	if obj, ok, _ := r.informer.GetStore().GetByKey(r.opts.Namespace + "/" + bucketLeaseName(r.opts.Ring, b)); ok {
+	if obj, ok, _ := r.informer.GetStore().GetByKey(r.opts.Lease.Namespace + "/" + bucketLeaseName(r.opts.Ring, b)); ok {
 		l, _ = obj.(*coordinationv1.Lease)
 	}
 	r.mu.RLock()
@@ -1041,17 +411,17 @@ func (r *ring) bucketStatus(b int) (state, holderID string) {
 	if h := r.held[b]; h != nil {
 		return h.state.String(), ""
 	}
-	if l != nil && holder(l) != r.opts.Identity && r.claimable(l, time.Now()) == "" {
+	if l != nil && holder(l) != r.opts.Lease.Identity && r.claimable(l, time.Now()) == "" {
 		return "", holder(l)
 	}
 	return "", ""
 }
 
 // status reports the ring as this member sees it.
-func (r *ring) status() RingStatus {
+func (r *ring) status() sharding.Status {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	s := RingStatus{Ring: r.opts.Ring, Identity: r.opts.Identity, Buckets: r.buckets, Forming: r.assessed && !r.formed, Members: slices.Clone(r.members)}
+	s := sharding.Status{Ring: r.opts.Ring, Identity: r.opts.Lease.Identity, Buckets: r.buckets, Forming: r.assessed && !r.formed, Members: slices.Clone(r.members)}
 	if r.refused != nil {
 		s.Refused = r.refused.Error()
 	}

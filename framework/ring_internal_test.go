@@ -14,6 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/converge-dev/converge/lease"
+	"github.com/converge-dev/converge/sharding"
 )
 
 func TestAssignIsBalancedAndDeterministic(t *testing.T) {
@@ -66,9 +69,9 @@ func TestAssignMovesFewBucketsWhenAMemberJoins(t *testing.T) {
 }
 
 func TestFenceRefusesBucketsNotHeldOrNotRenewed(t *testing.T) {
-	r := &ring{opts: ShardingOptions{Ring: "r", Namespace: "ns", RenewDeadline: time.Second}, held: map[int]*heldBucket{}}
-	if err := r.check(3); !errors.Is(err, ErrBucketNotHeld) || !strings.Contains(err.Error(), "bucket 3 of ring ns/r") {
-		t.Errorf("check of a bucket never held = %v, want ErrBucketNotHeld naming it", err)
+	r := &ring{opts: sharding.Options{Ring: "r", Lease: lease.Options{Namespace: "ns", RenewDeadline: time.Second}}, held: map[int]*heldBucket{}}
+	if err := r.check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "bucket 3 of ring ns/r") {
+		t.Errorf("check of a bucket never held = %v, want sharding.ErrBucketNotHeld naming it", err)
 	}
 	r.held[3] = &heldBucket{renewed: time.Now()}
 	r.layoutRenewed = time.Now()
@@ -76,16 +79,16 @@ func TestFenceRefusesBucketsNotHeldOrNotRenewed(t *testing.T) {
 		t.Errorf("check of a bucket renewed now = %v", err)
 	}
 	r.held[3].renewed = time.Now().Add(-2 * time.Second)
-	if err := r.check(3); !errors.Is(err, ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
-		t.Errorf("check of a bucket renewed 2 s ago with a 1 s RenewDeadline = %v, want ErrBucketNotHeld", err)
+	if err := r.check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
+		t.Errorf("check of a bucket renewed 2 s ago with a 1 s RenewDeadline = %v, want sharding.ErrBucketNotHeld", err)
 	}
 	// The ring's layout Lease is renewed with the buckets: a member that
 	// could not renew it for RenewDeadline may have been taken over by
 	// another layout, whose buckets overlap its own.
 	r.held[3].renewed = time.Now()
 	r.layoutRenewed = time.Now().Add(-2 * time.Second)
-	if err := r.check(3); !errors.Is(err, ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
-		t.Errorf("check of a bucket renewed now, the layout Lease 2 s ago, with a 1 s RenewDeadline = %v, want ErrBucketNotHeld", err)
+	if err := r.check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
+		t.Errorf("check of a bucket renewed now, the layout Lease 2 s ago, with a 1 s RenewDeadline = %v, want sharding.ErrBucketNotHeld", err)
 	}
 }
 
@@ -118,8 +121,11 @@ func TestRenewSendsTheBucketLeasesAtOnce(t *testing.T) {
 	// API server, later than RenewDeadline, and it counts itself out.
 	const n = 8
 	cs := fake.NewClientset()
-	opts := ShardingOptions{Ring: "r", Namespace: "ns", Identity: "me", BucketCount: 32,
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	opts := sharding.Options{
+		Ring:    "r",
+		Buckets: sharding.Buckets{Count: 32},
+		Lease:   lease.Options{Namespace: "ns", Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+	}
 	r := newRing(cs.CoordinationV1(), opts, logr.Discard(), newRingMetrics(opts.Ring))
 	leases := &barrierLeases{LeaseInterface: r.leases, n: n, all: make(chan struct{})}
 	r.leases = leases
@@ -127,7 +133,7 @@ func TestRenewSendsTheBucketLeasesAtOnce(t *testing.T) {
 	for b := range n {
 		l, err := cs.CoordinationV1().Leases("ns").Create(t.Context(), &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: bucketLeaseName("r", b), Namespace: "ns", Labels: map[string]string{ringLabel: "r", roleLabel: roleBucket}},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &opts.Identity},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &opts.Lease.Identity},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)

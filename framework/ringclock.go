@@ -12,7 +12,7 @@ import (
 // carries (its holder's clock) plus MaxClockSkew, when that is earlier
 // than now. A member started after a crash then sees the crashed member's
 // Leases expired at once, rather than after watching them unchanged for
-// LeaseDuration; a Lease it saw change is judged by when it saw the
+// Lease.Duration; a Lease it saw change is judged by when it saw the
 // change. Now when MaxClockSkew is negative, or once a Lease showed a
 // clock further off than it allows (see checkClock). r.mu must be held.
 func (r *ring) backdateLocked(l *coordinationv1.Lease, now time.Time) time.Time {
@@ -27,18 +27,18 @@ func (r *ring) backdateLocked(l *coordinationv1.Lease, now time.Time) time.Time 
 
 // checkClock looks at the renewal time Lease update n carries, written by
 // another member's clock, as it arrives: when it is further behind this
-// member's clock than MaxClockSkew plus LeaseDuration − RenewDeadline (the
+// member's clock than MaxClockSkew plus Lease.Duration − RenewDeadline (the
 // margin a Lease's expiry keeps over its holder's fence), either the
 // holder's clock is off by more than backdateLocked may assume or the
 // watch is that late. Either way this member stops judging Leases by the
 // time they carry, and says so once.
 func (r *ring) checkClock(o, n *coordinationv1.Lease) {
-	if r.opts.MaxClockSkew < 0 || n.Spec.RenewTime == nil || holder(n) == "" || holder(n) == r.opts.Identity ||
+	if r.opts.MaxClockSkew < 0 || n.Spec.RenewTime == nil || holder(n) == "" || holder(n) == r.opts.Lease.Identity ||
 		o.Spec.RenewTime != nil && o.Spec.RenewTime.Equal(n.Spec.RenewTime) {
 		return
 	}
 	lag := time.Since(n.Spec.RenewTime.Time)
-	if lag <= r.opts.MaxClockSkew+r.opts.LeaseDuration-r.opts.RenewDeadline {
+	if lag <= r.opts.MaxClockSkew+r.opts.Lease.Duration-r.opts.Lease.RenewDeadline {
 		return
 	}
 	r.mu.Lock()
@@ -54,6 +54,6 @@ func (r *ring) checkClock(o, n *coordinationv1.Lease) {
 		}
 	}
 	r.log.Error(fmt.Errorf("lease %s renewed by %q arrived %v after the renewal time it carries", n.Name, holder(n), lag.Round(time.Millisecond)),
-		"a member's clock is behind this one's by more than ShardingOptions.MaxClockSkew allows, or the watch of the ring's Leases is that late: from now on this member judges Leases only by when it sees them change, as if MaxClockSkew were negative",
+		"a member's clock is behind this one's by more than sharding.Options.MaxClockSkew allows, or the watch of the ring's Leases is that late: from now on this member judges Leases only by when it sees them change, as if MaxClockSkew were negative",
 		"maxClockSkew", r.opts.MaxClockSkew)
 }

@@ -19,7 +19,7 @@ import (
 // that may hold buckets.
 const (
 	// layoutAnno holds the cut of the hash space: "32/uid"
-	// (BucketCount/Key).
+	// (Buckets.Count/Key).
 	layoutAnno = "converge.dev/layout"
 	// controllersAnno holds the sharded controllers, by name and kind:
 	// "cms (ConfigMap), web (Deployment.apps)".
@@ -28,7 +28,7 @@ const (
 )
 
 // ringLayout is what members of one ring must agree on to share its
-// buckets: how the hash space is cut (BucketCount and Key: a bucket Lease
+// buckets: how the hash space is cut (Buckets.Count and Key: a bucket Lease
 // of another cut stands for another range of objects), and which sharded
 // controllers serve each bucket (names and kinds: a member without one of
 // them would leave that controller's objects of its buckets unserved).
@@ -82,7 +82,7 @@ func newLayout(cut string, users []shardUser) ringLayout {
 // every member of the layout that holds the ring renews every round (a
 // member writes for its buckets only while its last renewal is within
 // RenewDeadline, see check), or takes the Lease over when no member of the
-// layout it records renewed it for LeaseDuration (or RenewDeadline, after
+// layout it records renewed it for Lease.Duration (or RenewDeadline, after
 // the last of them released it); otherwise this member is refused. A
 // renewal is a JSON patch that tests the layout first, so members of one
 // layout renew at once without conflicts and none renews a layout taken
@@ -120,7 +120,7 @@ func (r *ring) writeLayout(ctx context.Context) {
 	c := cached.DeepCopy()
 	now := metav1.NewMicroTime(start)
 	r.layout.annotate(c)
-	c.Spec.HolderIdentity, c.Spec.RenewTime, c.Spec.AcquireTime = &r.opts.Identity, &now, &now
+	c.Spec.HolderIdentity, c.Spec.RenewTime, c.Spec.AcquireTime = &r.opts.Lease.Identity, &now, &now
 	if _, err = r.leases.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
 		r.log.V(1).Info("taking the ring's layout Lease over failed", "error", err.Error())
 		return
@@ -136,7 +136,7 @@ func (r *ring) layoutPatch(now time.Time) []byte {
 	ops := []map[string]any{
 		{"op": "test", "path": esc(layoutAnno), "value": r.layout.cut},
 		{"op": "test", "path": esc(controllersAnno), "value": r.layout.controllers},
-		{"op": "add", "path": "/spec/holderIdentity", "value": r.opts.Identity},
+		{"op": "add", "path": "/spec/holderIdentity", "value": r.opts.Lease.Identity},
 		{"op": "add", "path": "/spec/renewTime", "value": metav1.NewMicroTime(now)},
 	}
 	b, err := json.Marshal(ops)
@@ -166,7 +166,7 @@ func (r *ring) heldLayout(start time.Time, took string) {
 
 // layoutClaimableLocked says why layout Lease l may be taken over: its
 // holder released it and it was not renewed for RenewDeadline since
-// ("released"), or it was not renewed for LeaseDuration ("expired"); ""
+// ("released"), or it was not renewed for Lease.Duration ("expired"); ""
 // while a member of its layout may still write for buckets. The times are
 // measured as claimable measures them. r.mu must be held.
 func (r *ring) layoutClaimableLocked(l *coordinationv1.Lease, now time.Time) string {
@@ -175,9 +175,9 @@ func (r *ring) layoutClaimableLocked(l *coordinationv1.Lease, now time.Time) str
 		return "" // not assessed in this version yet
 	}
 	switch unchanged := now.Sub(o.since); {
-	case holder(l) == "" && unchanged >= r.opts.RenewDeadline:
+	case holder(l) == "" && unchanged >= r.opts.Lease.RenewDeadline:
 		return "released"
-	case unchanged >= r.opts.LeaseDuration:
+	case unchanged >= r.opts.Lease.Duration:
 		return "expired"
 	}
 	return ""
@@ -198,15 +198,15 @@ func (r *ring) refuse(l *coordinationv1.Lease) {
 	now := time.Now()
 	for _, m := range r.ringLeases() {
 		id := holder(m)
-		if m.Labels[roleLabel] != roleMember || id == "" || id == r.opts.Identity || layoutOf(m) != theirs ||
-			now.Sub(r.seen[m.Name].since) >= r.opts.LeaseDuration || slices.Contains(holders, id) {
+		if m.Labels[roleLabel] != roleMember || id == "" || id == r.opts.Lease.Identity || layoutOf(m) != theirs ||
+			now.Sub(r.seen[m.Name].since) >= r.opts.Lease.Duration || slices.Contains(holders, id) {
 			continue
 		}
 		holders = append(holders, id)
 	}
 	slices.Sort(holders)
-	err := fmt.Errorf("framework: sharding ring %q in namespace %s: member %q (%s) is refused: the ring is held by layout %s, of member(s) %q; every member of a ring needs the same Options.Sharding.BucketCount and Key and the same sharded controllers; this member joins once no member of that layout is left (ShardingOptions says how to change a ring's layout)",
-		r.opts.Ring, r.opts.Namespace, r.opts.Identity, r.layout, theirs, holders)
+	err := fmt.Errorf("framework: sharding ring %q in namespace %s: member %q (%s) is refused: the ring is held by layout %s, of member(s) %q; every member of a ring needs the same Options.Sharding.Buckets.Count and Key and the same sharded controllers; this member joins once no member of that layout is left (sharding.Options says how to change a ring's layout)",
+		r.opts.Ring, r.opts.Lease.Namespace, r.opts.Lease.Identity, r.layout, theirs, holders)
 	if r.refused == nil || r.refusedBy != theirs {
 		r.log.Error(err, "refused by the sharding ring")
 		r.metrics.refused.WithLabelValues(r.opts.Ring).Inc()
@@ -220,12 +220,12 @@ func (r *ring) refuse(l *coordinationv1.Lease) {
 // releaseLayout releases the layout Lease when this member, leaving, is
 // the last live member of its layout as far as it can tell: a member of
 // another layout may then take the ring over after RenewDeadline instead
-// of LeaseDuration. The patch tests that the Lease still records this
+// of Lease.Duration. The patch tests that the Lease still records this
 // layout and names this member as its last renewer, so a member of the
 // layout that renewed it since keeps it.
 func (r *ring) releaseLayout(ctx context.Context) {
 	r.mu.RLock()
-	others := slices.ContainsFunc(r.members, func(m string) bool { return m != r.opts.Identity })
+	others := slices.ContainsFunc(r.members, func(m string) bool { return m != r.opts.Lease.Identity })
 	held := r.refused == nil && !r.layoutRenewed.IsZero()
 	r.mu.RUnlock()
 	if others || !held {
@@ -235,7 +235,7 @@ func (r *ring) releaseLayout(ctx context.Context) {
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": esc(layoutAnno), "value": r.layout.cut},
 		{"op": "test", "path": esc(controllersAnno), "value": r.layout.controllers},
-		{"op": "test", "path": "/spec/holderIdentity", "value": r.opts.Identity},
+		{"op": "test", "path": "/spec/holderIdentity", "value": r.opts.Lease.Identity},
 		{"op": "add", "path": "/spec/holderIdentity", "value": ""},
 		{"op": "add", "path": "/spec/renewTime", "value": metav1.NewMicroTime(time.Now())},
 	})

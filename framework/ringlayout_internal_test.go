@@ -17,14 +17,16 @@ import (
 
 	"github.com/converge-dev/converge/framework/fake"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // quickRing are ring timings short enough for a fake server's tests.
-func quickRing(o ShardingOptions) ShardingOptions {
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 2*time.Second, 1500*time.Millisecond, 100*time.Millisecond
+func quickRing(o sharding.Options) sharding.Options {
+	if o.Lease.Duration == 0 {
+		o.Lease.Duration, o.Lease.RenewDeadline, o.Lease.RetryPeriod = 2*time.Second, 1500*time.Millisecond, 100*time.Millisecond
 	}
 	if o.FormationDelay == 0 {
 		o.FormationDelay = -1
@@ -42,9 +44,9 @@ type layoutMember struct {
 // startLayoutMember starts member id on srv with opts (of which Ring,
 // Namespace and Identity are set here), whose sharded controller is named
 // ctl and reconciles kind example's objects.
-func startLayoutMember[T object.Object](t *testing.T, srv *fake.Server, id string, opts ShardingOptions, ctl string) *layoutMember {
+func startLayoutMember[T object.Object](t *testing.T, srv *fake.Server, id string, opts sharding.Options, ctl string) *layoutMember {
 	t.Helper()
-	opts.Ring, opts.Namespace, opts.Identity = "r", "default", id
+	opts.Ring, opts.Lease.Namespace, opts.Lease.Identity = "r", "default", id
 	mgr, err := NewManager(srv.Config(), Options{Sharding: opts})
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +72,7 @@ func startLayoutMember[T object.Object](t *testing.T, srv *fake.Server, id strin
 	return &layoutMember{mgr: mgr, stop: stop}
 }
 
-func (m *layoutMember) status() RingStatus {
+func (m *layoutMember) status() sharding.Status {
 	st, _ := m.mgr.RingStatus()
 	return st
 }
@@ -81,17 +83,17 @@ func (m *layoutMember) claimedIn() float64 {
 }
 
 // A member whose layout differs from the one holding the ring (another
-// BucketCount) is refused, however long it runs: it holds no bucket, is
+// Buckets.Count) is refused, however long it runs: it holds no bucket, is
 // not ready, says why naming both members and both layouts, and a metric
 // counts it. Once the holding layout's members are gone (the last one
 // left, releasing the ring) it joins by itself.
 func TestRingRefusesAnotherLayoutUntilItsMembersAreGone(t *testing.T) {
 	srv := fake.Start(t, fake.Options{})
-	a := startLayoutMember[*corev1.ConfigMap](t, srv, "a", quickRing(ShardingOptions{}), "cms")
-	ringUntil(t, a.mgr, "a serves all 32 buckets", func(st RingStatus) bool { return len(st.Serving) == 32 })
+	a := startLayoutMember[*corev1.ConfigMap](t, srv, "a", quickRing(sharding.Options{}), "cms")
+	ringUntil(t, a.mgr, "a serves all 32 buckets", func(st sharding.Status) bool { return len(st.Serving) == 32 })
 
-	b := startLayoutMember[*corev1.ConfigMap](t, srv, "b", quickRing(ShardingOptions{BucketCount: 8}), "cms")
-	ringUntil(t, b.mgr, "b refused", func(st RingStatus) bool { return st.Refused != "" })
+	b := startLayoutMember[*corev1.ConfigMap](t, srv, "b", quickRing(sharding.Options{Buckets: sharding.Buckets{Count: 8}}), "cms")
+	ringUntil(t, b.mgr, "b refused", func(st sharding.Status) bool { return st.Refused != "" })
 	st := b.status()
 	for _, want := range []string{`member "b"`, `"a"`, "32 buckets", "8 buckets", "cms (ConfigMap)"} {
 		if !strings.Contains(st.Refused, want) {
@@ -104,12 +106,12 @@ func TestRingRefusesAnotherLayoutUntilItsMembersAreGone(t *testing.T) {
 	// Two LeaseDurations later (as a's renewals of the layout Lease tell)
 	// b is still refused and holds nothing, and a's ring is untouched.
 	refused := time.Now()
-	ringUntil(t, b.mgr, "a renewed the ring's layout for two LeaseDurations", func(st RingStatus) bool {
+	ringUntil(t, b.mgr, "a renewed the ring's layout for two LeaseDurations", func(st sharding.Status) bool {
 		if st.Refused == "" || len(st.Serving)+len(st.Syncing)+len(st.Draining) > 0 {
 			t.Fatalf("b joined a ring held by another layout: %+v", st)
 		}
 		l := b.mgr.ring.cachedLease(layoutLeaseName("r"))
-		return l != nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.Sub(refused) > 2*b.mgr.ring.opts.LeaseDuration
+		return l != nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.Sub(refused) > 2*b.mgr.ring.opts.Lease.Duration
 	})
 	if n := b.claimedIn(); n != 0 {
 		t.Errorf("b claimed %v buckets while refused", n)
@@ -122,7 +124,7 @@ func TestRingRefusesAnotherLayoutUntilItsMembersAreGone(t *testing.T) {
 	}
 
 	a.stop()
-	ringUntil(t, b.mgr, "b serves all 8 buckets once a left", func(st RingStatus) bool { return len(st.Serving) == 8 && st.Refused == "" })
+	ringUntil(t, b.mgr, "b serves all 8 buckets once a left", func(st sharding.Status) bool { return len(st.Serving) == 8 && st.Refused == "" })
 	if err := b.mgr.ring.ready(); err != nil {
 		t.Errorf("b's readiness once it joined: %v", err)
 	}
@@ -133,10 +135,10 @@ func TestRingRefusesAnotherLayoutUntilItsMembersAreGone(t *testing.T) {
 // none of its objects is left unserved.
 func TestRingRefusesAMemberRunningOtherShardedControllers(t *testing.T) {
 	srv := fake.Start(t, fake.Options{})
-	a := startLayoutMember[*corev1.ConfigMap](t, srv, "a", quickRing(ShardingOptions{}), "cms")
-	ringUntil(t, a.mgr, "a serves all 32 buckets", func(st RingStatus) bool { return len(st.Serving) == 32 })
-	b := startLayoutMember[*corev1.Secret](t, srv, "b", quickRing(ShardingOptions{}), "secrets")
-	ringUntil(t, b.mgr, "b refused", func(st RingStatus) bool { return st.Refused != "" })
+	a := startLayoutMember[*corev1.ConfigMap](t, srv, "a", quickRing(sharding.Options{}), "cms")
+	ringUntil(t, a.mgr, "a serves all 32 buckets", func(st sharding.Status) bool { return len(st.Serving) == 32 })
+	b := startLayoutMember[*corev1.Secret](t, srv, "b", quickRing(sharding.Options{}), "secrets")
+	ringUntil(t, b.mgr, "b refused", func(st sharding.Status) bool { return st.Refused != "" })
 	for _, want := range []string{"cms (ConfigMap)", "secrets (Secret)", `"a"`, `"b"`} {
 		if !strings.Contains(b.status().Refused, want) {
 			t.Errorf("the refusal does not name %s: %s", want, b.status().Refused)
@@ -155,17 +157,17 @@ func TestRingLayoutsStartedTogetherNeverBothHoldBuckets(t *testing.T) {
 			srv := fake.Start(t, fake.Options{})
 			var a, b *layoutMember
 			var wg sync.WaitGroup
-			wg.Go(func() { a = startLayoutMember[*corev1.ConfigMap](t, srv, "a", quickRing(ShardingOptions{}), "cms") })
+			wg.Go(func() { a = startLayoutMember[*corev1.ConfigMap](t, srv, "a", quickRing(sharding.Options{}), "cms") })
 			wg.Go(func() {
-				b = startLayoutMember[*corev1.ConfigMap](t, srv, "b", quickRing(ShardingOptions{BucketCount: 8}), "cms")
+				b = startLayoutMember[*corev1.ConfigMap](t, srv, "b", quickRing(sharding.Options{Buckets: sharding.Buckets{Count: 8}}), "cms")
 			})
 			wg.Wait()
-			ringUntil(t, a.mgr, "one of a and b refused", func(RingStatus) bool { return (a.status().Refused == "") != (b.status().Refused == "") })
+			ringUntil(t, a.mgr, "one of a and b refused", func(sharding.Status) bool { return (a.status().Refused == "") != (b.status().Refused == "") })
 			winner, loser, n := a, b, 32
 			if a.status().Refused != "" {
 				winner, loser, n = b, a, 8
 			}
-			ringUntil(t, winner.mgr, "the winner serves every bucket", func(st RingStatus) bool { return len(st.Serving) == n })
+			ringUntil(t, winner.mgr, "the winner serves every bucket", func(st sharding.Status) bool { return len(st.Serving) == n })
 			if got := loser.claimedIn(); got != 0 {
 				t.Errorf("the refused member claimed %v buckets", got)
 			}
@@ -197,11 +199,11 @@ func staleLease(name, role, id string, renewed time.Time, layout ringLayout) *co
 
 // A member started long after another crashed sees the crashed member's
 // Leases expired at once, by the renewal time they carry: it neither
-// counts the crashed member as live nor waits LeaseDuration for its
+// counts the crashed member as live nor waits Lease.Duration for its
 // buckets. The crashed member "ghost" last renewed two hours ago, with a
-// LeaseDuration of one hour; member "other" is live. With MaxClockSkew
+// Lease.Duration of one hour; member "other" is live. With MaxClockSkew
 // negative (Leases judged only by what a member saw change), the ghost
-// counts as live for the first LeaseDuration: the negative control.
+// counts as live for the first Lease.Duration: the negative control.
 func TestRingStartedAfterACrashServesTheCrashedMembersBuckets(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -212,7 +214,7 @@ func TestRingStartedAfterACrashServesTheCrashedMembersBuckets(t *testing.T) {
 		{"judged by changes seen only (negative control)", -1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			layout := ringLayout{cut: "32/" + string(informers.ShardByUID), controllers: "cms (ConfigMap)"}
+			layout := ringLayout{cut: "32/" + string(sharding.ByUID), controllers: "cms (ConfigMap)"}
 			// other holds its share of a ring of other and me; the ghost
 			// holds me's.
 			crash, now := time.Now().Add(-2*time.Hour), time.Now()
@@ -231,9 +233,9 @@ func TestRingStartedAfterACrashServesTheCrashedMembersBuckets(t *testing.T) {
 				}
 			}
 			srv := fake.Start(t, fake.Options{Objects: objs})
-			opts := quickRing(ShardingOptions{LeaseDuration: time.Hour, RenewDeadline: 50 * time.Minute, RetryPeriod: 100 * time.Millisecond, MaxClockSkew: tc.skew})
+			opts := quickRing(sharding.Options{MaxClockSkew: tc.skew, Lease: lease.Options{Duration: time.Hour, RenewDeadline: 50 * time.Minute, RetryPeriod: 100 * time.Millisecond}})
 			me := startLayoutMember[*corev1.ConfigMap](t, srv, "me", opts, "cms")
-			ringUntil(t, me.mgr, "me assessed the ring", func(st RingStatus) bool { return slices.Contains(st.Members, "me") })
+			ringUntil(t, me.mgr, "me assessed the ring", func(st sharding.Status) bool { return slices.Contains(st.Members, "me") })
 			if got := slices.Contains(me.status().Members, "ghost"); got != tc.wantGhost {
 				t.Fatalf("members %v: ghost counted live = %v, want %v", me.status().Members, got, tc.wantGhost)
 			}
@@ -246,17 +248,17 @@ func TestRingStartedAfterACrashServesTheCrashedMembersBuckets(t *testing.T) {
 					mine++
 				}
 			}
-			ringUntil(t, me.mgr, "me serves its share, the ghost's buckets included", func(st RingStatus) bool { return len(st.Serving) == mine })
+			ringUntil(t, me.mgr, "me serves its share, the ghost's buckets included", func(st sharding.Status) bool { return len(st.Serving) == mine })
 		})
 	}
 }
 
 // A renewal that arrives further behind this member's clock than
-// MaxClockSkew plus LeaseDuration − RenewDeadline shows a clock (or a
+// MaxClockSkew plus Lease.Duration − RenewDeadline shows a clock (or a
 // watch) off by more than backdating may assume: the member stops judging
 // Leases by the times they carry, and undoes what it judged so.
 func TestRingStopsTrustingCarriedTimesOnAClockFarBehind(t *testing.T) {
-	opts := ShardingOptions{Ring: "r", Identity: "me", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second, MaxClockSkew: time.Second}
+	opts := sharding.Options{Ring: "r", MaxClockSkew: time.Second, Lease: lease.Options{Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}}
 	r := &ring{opts: opts, seen: map[string]observation{}, log: logr.Discard()}
 	now := time.Now()
 	r.seen["old"] = observation{rv: "1", since: now.Add(-time.Hour), at: now}

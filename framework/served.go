@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/sharding"
+	apisharding "k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/informers"
@@ -107,7 +107,7 @@ func (s *servedSource) readsAs(mgr *Manager) (object.Object, informers.Selection
 	return bs.readsAs(mgr)
 }
 
-func (s *servedSource) bindShard(w *watchTarget, shard sharding.Selector) (boundSource, error) {
+func (s *servedSource) bindShard(w *watchTarget, shard apisharding.Selector) (boundSource, error) {
 	bs, err := s.inner()
 	if err != nil {
 		return nil, err

@@ -18,9 +18,11 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/restset"
 	"github.com/converge-dev/converge/internal/shardtest"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // shardedPrimary is the primary source of a sharded controller: one
@@ -32,7 +34,7 @@ type shardedPrimary[T object.Object] struct {
 	src     kindSource[T]
 	w       *watchTarget
 	ring    *ring
-	buckets informers.Buckets
+	buckets sharding.Buckets
 	ctl     string
 	// onDelete, when set, sees each deleted object before its key is queued.
 	onDelete func(T)
@@ -67,7 +69,7 @@ type shardedPrimary[T object.Object] struct {
 	// change, for shards to read without mu.
 	informers atomic.Pointer[map[int]*informers.Informer[T]]
 	// shards reads the objects of the held buckets.
-	shards *informers.Shards[T]
+	shards *informers.BucketReader[T]
 }
 
 // bucketRead is one bucket's informer and the controller's listener on it,
@@ -150,7 +152,7 @@ func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ri
 	}
 	p.idle = sync.NewCond(&p.mu)
 	p.informers.Store(&map[int]*informers.Informer[T]{})
-	shards, err := informers.NewShards(src.sel.Kind, r.buckets, func() map[int]*informers.Informer[T] { return *p.informers.Load() })
+	shards, err := informers.NewBucketReader(src.sel.Kind, r.buckets, func() map[int]*informers.Informer[T] { return *p.informers.Load() })
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +256,7 @@ func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]st
 		}
 	}
 	bound.onDelete = func(obj T) {
-		if p.buckets.Key == informers.ShardByUID {
+		if p.buckets.By == sharding.ByUID {
 			p.mu.Lock()
 			p.gone[requestFor(obj)] = b
 			p.mu.Unlock()
@@ -306,7 +308,7 @@ func (rd *bucketRead[T]) release(r *ring) {
 // the log says. Call it before start.
 func (p *shardedPrimary[T]) addSecondary(mgr *Manager, src Source, log logr.Logger) bool {
 	bs, ok := src.(bucketSource)
-	if !ok || p.buckets.Key != informers.ShardByNamespace || !bs.local() || bs.check() != nil {
+	if !ok || p.buckets.By != sharding.ByNamespace || !bs.local() || bs.check() != nil {
 		return false // bind reports what check found
 	}
 	for _, s := range []bucketSource{&p.src, bs} {
@@ -329,14 +331,14 @@ func (p *shardedPrimary[T]) addSecondary(mgr *Manager, src Source, log logr.Logg
 
 // routeReads routes the cache's reads of the primary kind and of the
 // secondary sources' kinds, as their informers make them, to the held
-// buckets' informers (Cache.ShardReads).
+// buckets' informers (Cache.RouteReads).
 func (p *shardedPrimary[T]) routeReads(mgr *Manager) error {
 	for _, s := range append([]bucketSource{&p.src}, p.secondaries...) {
 		example, sel, err := s.readsAs(mgr)
 		if err != nil {
 			return err
 		}
-		if err := mgr.Cache().ShardReads(example, sel, p.buckets, p.heldBuckets); err != nil {
+		if err := mgr.Cache().RouteReads(example, sel, p.buckets, p.heldBuckets); err != nil {
 			return err
 		}
 	}
@@ -373,112 +375,6 @@ func (p *shardedPrimary[T]) drain(b int, timeout time.Duration) []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("controller %q: %d reconcile(s) of bucket %d", p.ctl, p.inflight[b], b)}
-}
-
-// marks returns the controller's name and its marks of the buckets of bs
-// it can say for. The mark of a bucket is the lowest resourceVersion an
-// object of the bucket may have and still carry a change of the primary
-// kind this controller did not reconcile: the lowest resourceVersion of
-// the bucket's objects its queue still owes a change or a retry (as
-// cached), or, when lower, one above the highest its listener queued
-// (every later watch event is above that). A mark stays true once taken:
-// what was reconciled stays reconciled. A bucket gets none when it is not
-// read here; when its listener has not yet seen the whole initial list or
-// the informer listed again (a list's objects come in no order of
-// resourceVersion); when resourceVersions are not decimal integers; or
-// when the controller is stopping and the bucket was not held when it
-// began to (its queue no longer takes keys). The marks of the buckets held
-// when the controller began to stop are the ones taken then.
-func (p *shardedPrimary[T]) marks(bs []int) (controller string, rvs map[int]string) {
-	p.mu.Lock()
-	frozen := p.frozen
-	reads := make(map[int]*bucketRead[T], len(bs))
-	for _, b := range bs {
-		if rd := p.reads[b]; rd != nil {
-			reads[b] = rd
-		}
-	}
-	p.mu.Unlock()
-	if frozen == nil {
-		return p.ctl, p.marksOf(reads)
-	}
-	rvs = map[int]string{}
-	for _, b := range bs {
-		if rv := frozen[b]; rv != "" {
-			rvs[b] = rv
-		}
-	}
-	return p.ctl, rvs
-}
-
-// marksOf takes the marks of the buckets reads reads (see marks). Each
-// bucket's delivered is read before the queue is: whatever the listener
-// queued after that read is above it, and what it queued up to there, the
-// queue still owes or a worker reconciled. An owed key is looked up once,
-// in the bucket that holds it.
-func (p *shardedPrimary[T]) marksOf(reads map[int]*bucketRead[T]) map[int]string {
-	rvs := map[int]string{}
-	if p.owed == nil || len(reads) == 0 {
-		return rvs
-	}
-	marks := make(map[int]uint64, len(reads))
-	for b, rd := range reads {
-		marks[b] = rd.delivered.Load() + 1
-	}
-	var owed []reconcile.Request
-	p.owed(func(req reconcile.Request, r reconcile.Reason) {
-		// Not keys asked for only by replays or by RequeueAfter.
-		if r == reconcile.ReasonChange || r == reconcile.ReasonRetry {
-			owed = append(owed, req)
-		}
-	})
-	for b, rd := range reads {
-		// Checked after the queue was read: a list begun before then
-		// shows here.
-		if marks[b] == 1 || rd.unordered.Load() || rd.reg == nil || !rd.reg.HasSynced() || rd.inf.Relists() > 1 {
-			delete(marks, b)
-		}
-	}
-	for _, req := range owed {
-		key := types.NamespacedName(req)
-		b, ok := p.shards.BucketOf(key)
-		mark, marked := marks[b]
-		if !ok || !marked {
-			continue // of a bucket not asked for, or deleted: not listed by the next holder
-		}
-		obj, ok := reads[b].inf.Peek(key)
-		if !ok {
-			continue
-		}
-		rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
-		if err != nil {
-			delete(marks, b)
-			continue
-		}
-		marks[b] = min(mark, rv)
-	}
-	for b, mark := range marks {
-		rvs[b] = strconv.FormatUint(mark, 10)
-	}
-	return rvs
-}
-
-// describe names the controller and its kind: "cms (ConfigMap)".
-func (p *shardedPrimary[T]) describe() string {
-	return fmt.Sprintf("%s (%s)", p.ctl, p.src.sel.Kind.GroupKind())
-}
-
-// freeze takes the marks of every held bucket, for the controller's stop:
-// its workers then stop taking keys, so the queue no longer says what is
-// owed.
-func (p *shardedPrimary[T]) freeze() {
-	p.mu.Lock()
-	reads := maps.Clone(p.reads)
-	p.mu.Unlock()
-	frozen := p.marksOf(reads)
-	p.mu.Lock()
-	p.frozen = frozen
-	p.mu.Unlock()
 }
 
 func (p *shardedPrimary[T]) drop(ctx context.Context, b int) {
@@ -582,13 +478,13 @@ func (p *shardedPrimary[T]) exit(req reconcile.Request, b int) {
 // reconcileContext returns the context of a reconcile of bucket b: fenced
 // by the bucket, and cancelled when the bucket is lost or given up.
 func (p *shardedPrimary[T]) reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc) {
-	ctx = client.WithFence(ctx, func() error { return p.ring.check(b) })
+	ctx = restset.WithWriteFence(ctx, func() error { return p.ring.check(b) })
 	if !shardtest.PreconditionsDisabled() {
 		// The fence stops writes as they leave; a write that left before
 		// it closed and arrives late is stopped by the server.
 		ctx = client.WithPreconditions(ctx)
 	}
-	ctx = context.WithValue(ctx, bucketKey{}, reconciledBucket{b, p.buckets})
+	ctx = sharding.WithBucket(ctx, b, p.buckets)
 	bctx := p.ring.bucketContext(b)
 	if bctx == nil {
 		ctx, cancel := context.WithCancel(ctx)
@@ -678,24 +574,4 @@ func (p *shardedPrimary[T]) Health() error {
 		errs = append(errs, inf.Health())
 	}
 	return errors.Join(errs...)
-}
-
-// bucketKey is the context key of a sharded reconcile's bucket.
-type bucketKey struct{}
-
-// reconciledBucket is what BucketFrom returns.
-type reconciledBucket struct {
-	b  int
-	of informers.Buckets
-}
-
-// BucketFrom returns the bucket of the sharding ring that holds the object
-// being reconciled, and how the ring cuts objects into buckets, when ctx
-// is the context of a reconcile of a sharded controller
-// (ControllerOptions.Sharded); ok is false otherwise. Only the member that
-// holds that bucket runs the reconcile, and its writes are fenced by it
-// (ErrBucketNotHeld).
-func BucketFrom(ctx context.Context) (bucket int, of informers.Buckets, ok bool) {
-	rb, ok := ctx.Value(bucketKey{}).(reconciledBucket)
-	return rb.b, rb.of, ok
 }

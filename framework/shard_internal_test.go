@@ -13,9 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/converge-dev/converge/framework/fake"
-	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // A bucket lost while its informers are being made (its holding's context
@@ -27,9 +28,9 @@ import (
 // default as member "me" with opts' other options, with a sharded
 // controller of ConfigMaps that does nothing, and returns it with the
 // controller's shardedPrimary once the controller started.
-func startFakeMember(t *testing.T, srv *fake.Server, opts ShardingOptions) (*Manager, *shardedPrimary[*corev1.ConfigMap]) {
+func startFakeMember(t *testing.T, srv *fake.Server, opts sharding.Options) (*Manager, *shardedPrimary[*corev1.ConfigMap]) {
 	t.Helper()
-	opts.Ring, opts.Namespace, opts.Identity = "r", "default", "me"
+	opts.Ring, opts.Lease.Namespace, opts.Lease.Identity = "r", "default", "me"
 	mgr, err := NewManager(srv.Config(), Options{Sharding: opts})
 	if err != nil {
 		t.Fatal(err)
@@ -57,9 +58,9 @@ func startFakeMember(t *testing.T, srv *fake.Server, opts ShardingOptions) (*Man
 	return mgr, p
 }
 
-// ringUntil polls mgr's RingStatus until cond holds, failing after a
+// ringUntil polls mgr's sharding.Status until cond holds, failing after a
 // minute.
-func ringUntil(t *testing.T, mgr *Manager, what string, cond func(RingStatus) bool) {
+func ringUntil(t *testing.T, mgr *Manager, what string, cond func(sharding.Status) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		st, _ := mgr.RingStatus()
@@ -76,8 +77,8 @@ func TestShardReadOfABucketLostMidwayIsUndone(t *testing.T) {
 	srv := fake.Start(t, fake.Options{Objects: []object.Object{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "a"}},
 	}})
-	mgr, p := startFakeMember(t, srv, ShardingOptions{FormationDelay: time.Hour})
-	ringUntil(t, mgr, "forming, holding nothing", func(st RingStatus) bool {
+	mgr, p := startFakeMember(t, srv, sharding.Options{FormationDelay: time.Hour})
+	ringUntil(t, mgr, "forming, holding nothing", func(st sharding.Status) bool {
 		if len(st.Serving)+len(st.Syncing) > 0 {
 			t.Fatalf("ring %+v: want it forming, holding nothing", st)
 		}
@@ -114,7 +115,7 @@ func TestShardReadOfABucketLostMidwayIsUndone(t *testing.T) {
 // ring: served here, or held by another member, which Explain names
 // instead of calling the object never seen.
 func TestShardStatusNamesTheBucketsHolder(t *testing.T) {
-	buckets := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
+	buckets := sharding.Buckets{By: sharding.ByNamespace, Count: 32}
 	owners := assign(32, []string{"me", "other"})
 	nsOf := map[string]string{} // owner -> a namespace of one of its buckets
 	for i := 0; len(nsOf) < 2; i++ {
@@ -132,7 +133,7 @@ func TestShardStatusNamesTheBucketsHolder(t *testing.T) {
 		&coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: memberLeaseName("r", other),
 				Labels:      map[string]string{ringLabel: "r", roleLabel: roleMember},
-				Annotations: map[string]string{layoutAnno: "32/" + string(informers.ShardByNamespace), controllersAnno: "cms (ConfigMap)"}},
+				Annotations: map[string]string{layoutAnno: "32/" + string(sharding.ByNamespace), controllersAnno: "cms (ConfigMap)"}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &other, LeaseDurationSeconds: &long, RenewTime: &now},
 		},
 	}
@@ -149,8 +150,8 @@ func TestShardStatusNamesTheBucketsHolder(t *testing.T) {
 		objs = append(objs, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}})
 	}
 	srv := fake.Start(t, fake.Options{Objects: objs})
-	mgr, _ := startFakeMember(t, srv, ShardingOptions{Key: informers.ShardByNamespace, LeaseDuration: time.Hour, RenewDeadline: 50 * time.Minute})
-	ringUntil(t, mgr, "serving its 16 buckets", func(st RingStatus) bool { return len(st.Serving) == 16 })
+	mgr, _ := startFakeMember(t, srv, sharding.Options{Buckets: sharding.Buckets{By: sharding.ByNamespace}, Lease: lease.Options{Duration: time.Hour, RenewDeadline: 50 * time.Minute}})
+	ringUntil(t, mgr, "serving its 16 buckets", func(st sharding.Status) bool { return len(st.Serving) == 16 })
 	c := mgr.inspectedControllers()[0]
 
 	mine := c.keyStatus(reconcile.Request{Namespace: nsOf["me"], Name: "a"}, time.Now())

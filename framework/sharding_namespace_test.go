@@ -26,7 +26,9 @@ import (
 	"github.com/converge-dev/converge/framework/controllerutil"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // nsRing is a ring sharded by namespace over parents (ConfigMaps named
@@ -44,7 +46,7 @@ type nsRing struct {
 
 	mu sync.Mutex
 	// misplaced holds the reconciles whose context did not name their
-	// object's bucket (framework.BucketFrom); mu guards it.
+	// object's bucket (sharding.BucketFrom); mu guards it.
 	misplaced []string
 }
 
@@ -76,7 +78,7 @@ func (r *nsRing) namespace(t *testing.T, name string) string {
 // once it serves them.
 func (r *nsRing) addParents(t *testing.T, n int, ms ...*nsMember) {
 	t.Helper()
-	b := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
+	b := sharding.Buckets{By: sharding.ByNamespace, Count: 32}
 	need := make([]int, len(ms))
 	for i := range need {
 		need[i] = n
@@ -109,7 +111,7 @@ type nsMember struct {
 // start starts member id: a controller of the parents, sharded with key,
 // that owns their Secrets through own (a Builder call adding the source),
 // and writes each parent's data v into its child.
-func (r *nsRing) start(t *testing.T, id string, key informers.ShardKey, own func(*framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap]) *nsMember {
+func (r *nsRing) start(t *testing.T, id string, key sharding.Field, own func(*framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap]) *nsMember {
 	t.Helper()
 	sel := informers.Selection{Labels: labels.SelectorFromSet(labels.Set{runLabel: r.run})}
 	mgr := testenv.NewManager(t, plane.Config(t), framework.Options{
@@ -118,9 +120,10 @@ func (r *nsRing) start(t *testing.T, id string, key informers.ShardKey, own func
 			{Kind: "ConfigMap"}: sel, {Kind: "Secret"}: sel,
 		}},
 		GracefulShutdownTimeout: 10 * time.Second,
-		Sharding: framework.ShardingOptions{
-			Ring: "ns-ring", Namespace: r.leases, Identity: id, Key: key,
-			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		Sharding: sharding.Options{
+			Ring:    "ns-ring",
+			Buckets: sharding.Buckets{By: key},
+			Lease:   lease.Options{Namespace: r.leases, Identity: id, Duration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
 		},
 	})
 	m := &nsMember{&member{id: id, mgr: mgr}}
@@ -130,7 +133,7 @@ func (r *nsRing) start(t *testing.T, id string, key informers.ShardKey, own func
 		r.ref.enter(id, k)
 		defer r.ref.exit(id, k)
 		r.ref.record(reconciled{member: id, name: k, reason: framework.ReasonFrom(ctx), v: cm.Data["v"], rv: cm.ResourceVersion})
-		if b, of, ok := framework.BucketFrom(ctx); !ok || of.Key != key || b != of.OfObject(cm) {
+		if b, of, ok := sharding.BucketFrom(ctx); !ok || of.By != key || b != of.OfObject(cm) {
 			r.mu.Lock()
 			r.misplaced = append(r.misplaced, fmt.Sprintf("%s in bucket %d of %v (%v)", k, b, of, ok))
 			r.mu.Unlock()
@@ -158,8 +161,8 @@ func (r *nsRing) startPair(t *testing.T, n int) (a, b *nsMember) {
 	owns := func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
 		return b.Owns(&corev1.Secret{})
 	}
-	a = r.start(t, "a", informers.ShardByNamespace, owns)
-	b = r.start(t, "b", informers.ShardByNamespace, owns)
+	a = r.start(t, "a", sharding.ByNamespace, owns)
+	b = r.start(t, "b", sharding.ByNamespace, owns)
 	testenv.Eventually(t, "a and b serve 16 buckets each", func() bool { return len(a.serving()) == 16 && len(b.serving()) == 16 })
 	r.addParents(t, n, a, b)
 	r.setParents(t, r.namespaces, "1")
@@ -169,7 +172,7 @@ func (r *nsRing) startPair(t *testing.T, n int) (a, b *nsMember) {
 
 // bucketsOf returns the namespaces of r whose buckets are in held.
 func (r *nsRing) bucketsOf(held []int) []string {
-	b := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
+	b := sharding.Buckets{By: sharding.ByNamespace, Count: 32}
 	var out []string
 	for _, ns := range r.namespaces {
 		if slices.Contains(held, b.Of(ns)) {
@@ -341,7 +344,7 @@ func TestShardingByNamespaceReadsOwnedKindsPerBucket(t *testing.T) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.misplaced) > 0 {
-		t.Errorf("reconciles whose context does not name their object's bucket (BucketFrom): %v", r.misplaced)
+		t.Errorf("reconciles whose context does not name their object's bucket (sharding.BucketFrom): %v", r.misplaced)
 	}
 }
 
@@ -359,7 +362,7 @@ func TestShardingReadsPerBucketOnlyWhatStaysInItsNamespace(t *testing.T) {
 	type own = func(*framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap]
 	cases := []struct {
 		name string
-		key  informers.ShardKey
+		key  sharding.Field
 		own  own
 		// perBucket and whole are the informers of Secrets expected: of
 		// each bucket, and of the whole kind.
@@ -369,16 +372,16 @@ func TestShardingReadsPerBucketOnlyWhatStaysInItsNamespace(t *testing.T) {
 		// which may not have seen the change yet, sharded or not.
 		noDrift bool
 	}{
-		{"a Map source", informers.ShardByNamespace, func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
+		{"a Map source", sharding.ByNamespace, func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
 			return b.Watches(framework.Map(byName))
 		}, false, true, false},
-		{"a SameNamespace Map source", informers.ShardByNamespace, func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
+		{"a SameNamespace Map source", sharding.ByNamespace, func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
 			return b.Watches(framework.SameNamespace(framework.Map(byName)))
 		}, true, false, false},
-		{"OwnsMetadata", informers.ShardByNamespace, func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
+		{"OwnsMetadata", sharding.ByNamespace, func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
 			return b.OwnsMetadata(&corev1.Secret{})
 		}, true, true, true},
-		{"owned kinds in a ring by UID", informers.ShardByUID, func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
+		{"owned kinds in a ring by UID", sharding.ByUID, func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
 			return b.Owns(&corev1.Secret{})
 		}, false, true, false},
 	}
@@ -450,9 +453,10 @@ func TestShardingByNamespaceCachesAClusterScopedKindsChildrenWhole(t *testing.T)
 		Cache: informers.Options{ByKind: map[schema.GroupKind]informers.Selection{
 			{Kind: "Namespace"}: sel, {Kind: "ConfigMap"}: sel,
 		}},
-		Sharding: framework.ShardingOptions{
-			Ring: "ns-ring", Namespace: r.leases, Identity: "a", Key: informers.ShardByNamespace,
-			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		Sharding: sharding.Options{
+			Ring:    "ns-ring",
+			Buckets: sharding.Buckets{By: sharding.ByNamespace},
+			Lease:   lease.Options{Namespace: r.leases, Identity: "a", Duration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
 		},
 	})
 	err := framework.NewBuilder[*corev1.Namespace](mgr, "namespaces", framework.ControllerOptions{Sharded: true}).
@@ -496,7 +500,7 @@ func TestShardingSameNamespaceLogsAStrayRequest(t *testing.T) {
 	stray := func(_ context.Context, s *corev1.Secret) []reconcile.Request {
 		return []reconcile.Request{{Namespace: r.leases, Name: "parent"}}
 	}
-	a := r.start(t, "a", informers.ShardByNamespace, func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
+	a := r.start(t, "a", sharding.ByNamespace, func(b *framework.Builder[*corev1.ConfigMap]) *framework.Builder[*corev1.ConfigMap] {
 		return b.Watches(framework.SameNamespace(framework.Map(stray)))
 	})
 	testenv.Eventually(t, "a serves all 32 buckets", func() bool { return len(a.serving()) == 32 })
@@ -504,7 +508,7 @@ func TestShardingSameNamespaceLogsAStrayRequest(t *testing.T) {
 	r.setParents(t, r.namespaces, "1")
 	testenv.Eventually(t, "every child at v=1", func() bool { return r.childAt(t, r.namespaces, "1") })
 	r.drift(t, r.namespaces)
-	buckets := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
+	buckets := sharding.Buckets{By: sharding.ByNamespace, Count: 32}
 	held := map[int]bool{}
 	for _, ns := range r.namespaces {
 		held[buckets.Of(ns)] = true

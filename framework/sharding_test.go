@@ -23,7 +23,9 @@ import (
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 	"github.com/converge-dev/converge/test/chaos/proxy"
 )
 
@@ -113,13 +115,13 @@ func startPacedMember(t *testing.T, cfg *rest.Config, ns, ring, id string, ref *
 
 // startTunedMember is startPacedMember with the ring's options changed by
 // tune (when not nil).
-func startTunedMember(t *testing.T, cfg *rest.Config, ns, ring, id string, ref *referee, workers int, pause func(*corev1.ConfigMap) time.Duration, tune func(*framework.ShardingOptions)) *member {
+func startTunedMember(t *testing.T, cfg *rest.Config, ns, ring, id string, ref *referee, workers int, pause func(*corev1.ConfigMap) time.Duration, tune func(*sharding.Options)) *member {
 	t.Helper()
 	opts := framework.Options{Cache: informers.Options{Namespace: ns}, GracefulShutdownTimeout: 10 * time.Second}
 	if ring != "" {
-		opts.Sharding = framework.ShardingOptions{
-			Ring: ring, Namespace: ns, Identity: id,
-			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		opts.Sharding = sharding.Options{
+			Ring:  ring,
+			Lease: lease.Options{Namespace: ns, Identity: id, Duration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
 		}
 		if tune != nil {
 			tune(&opts.Sharding)
@@ -229,7 +231,7 @@ func leave(t *testing.T, m, other *member) {
 
 // ownedBy returns the names of the ConfigMaps whose buckets are in held.
 func ownedBy(cms []*corev1.ConfigMap, held []int) []string {
-	b := informers.Buckets{Key: informers.ShardByUID, Count: 32}
+	b := sharding.Buckets{By: sharding.ByUID, Count: 32}
 	var names []string
 	for _, cm := range cms {
 		if slices.Contains(held, b.OfObject(cm)) {
@@ -458,7 +460,7 @@ func TestShardingMarksSurviveACrash(t *testing.T) {
 	// The highest resourceVersion of each of a's buckets' unchanged
 	// objects: a mark above it was taken after a caught up.
 	top := map[int]uint64{}
-	buckets := informers.Buckets{Key: informers.ShardByUID, Count: 32}
+	buckets := sharding.Buckets{By: sharding.ByUID, Count: 32}
 	for _, cm := range unchanged {
 		cur, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), cm.Name, metav1.GetOptions{})
 		if err != nil {
@@ -529,7 +531,7 @@ func TestShardingMembersStartedTogetherClaimOnce(t *testing.T) {
 			start := func(id string) *member {
 				return startTunedMember(t, plane.Config(t), ns, "ring", id, ref, 4,
 					func(*corev1.ConfigMap) time.Duration { return 0 },
-					func(o *framework.ShardingOptions) { o.FormationDelay = tc.delay })
+					func(o *sharding.Options) { o.FormationDelay = tc.delay })
 			}
 			a := start("a")
 			testenv.Eventually(t, "a joined the ring", func() bool {
@@ -542,7 +544,7 @@ func TestShardingMembersStartedTogetherClaimOnce(t *testing.T) {
 			b := start("b")
 			testenv.Eventually(t, "a and b serve 16 buckets each", func() bool { return len(a.serving()) == 16 && len(b.serving()) == 16 })
 			if st, _ := a.mgr.RingStatus(); st.Forming {
-				t.Error("RingStatus.Forming once the ring formed")
+				t.Error("sharding.Status.Forming once the ring formed")
 			}
 			// A sharded controller built once the manager started is refused:
 			// the ring hands buckets to the controllers it knew.
@@ -609,7 +611,7 @@ func TestShardingRefusesAnIncompatibleMember(t *testing.T) {
 	mgr := testenv.NewManager(t, plane.Config(t), framework.Options{
 		Cache:                  informers.Options{Namespace: ns},
 		HealthProbeBindAddress: "127.0.0.1:0",
-		Sharding:               framework.ShardingOptions{Ring: "ring", Namespace: ns, Identity: "b", BucketCount: 16},
+		Sharding:               sharding.Options{Ring: "ring", Buckets: sharding.Buckets{Count: 16}, Lease: lease.Options{Namespace: ns, Identity: "b"}},
 	})
 	err := framework.NewBuilder[*corev1.ConfigMap](mgr, "sharded", framework.ControllerOptions{Sharded: true}).
 		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) (reconcile.Result, error) { return reconcile.Result{}, nil }))

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/sharding"
+	apisharding "k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/client"
@@ -138,7 +138,7 @@ func Map[C object.Object](fn func(ctx context.Context, obj C) []reconcile.Reques
 // maps each object only to requests in the object's own namespace, as
 // Owned and OwnedByAny do by nature (owner references do not cross
 // namespaces). A sharded controller whose ring shards by namespace
-// (ShardingOptions.Key = informers.ShardByNamespace) reads such a source of
+// (sharding.Options.Key = sharding.ByNamespace) reads such a source of
 // a namespaced kind per held bucket, as it reads its own kind, instead of
 // caching the kind whole in every member: the events of a namespace then
 // reach only the member that holds its bucket. A request the function
@@ -225,7 +225,7 @@ type bucketSource interface {
 	readsAs(mgr *Manager) (object.Object, informers.Selection, error)
 	// bindShard binds the source to the controller of w, reading only the
 	// objects shard selects.
-	bindShard(w *watchTarget, shard sharding.Selector) (boundSource, error)
+	bindShard(w *watchTarget, shard apisharding.Selector) (boundSource, error)
 }
 
 var _ bucketSource = (*kindSource[object.Object])(nil)
@@ -268,7 +268,7 @@ func (s *kindSource[C]) readsAs(mgr *Manager) (object.Object, informers.Selectio
 	return s.readAs(mgr)
 }
 
-func (s *kindSource[C]) bindShard(w *watchTarget, shard sharding.Selector) (boundSource, error) {
+func (s *kindSource[C]) bindShard(w *watchTarget, shard apisharding.Selector) (boundSource, error) {
 	cp := *s
 	cp.sel.Shard = shard
 	b, err := cp.bindKind(w)
@@ -297,7 +297,7 @@ func (s *kindSource[C]) bindKind(w *watchTarget) (*boundKind[C], error) {
 
 // readAs returns the example and the selection the source's informer is
 // made with: what bind asks the cache for, and what a read must ask for to
-// read the same informer (Cache.ShardReads).
+// read the same informer (Cache.RouteReads).
 func (s *kindSource[C]) readAs(mgr *Manager) (C, informers.Selection, error) {
 	example, sel := s.example, s.sel
 	rt := reflect.TypeFor[C]()

@@ -10,6 +10,9 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/converge-dev/converge/lease"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // gogc reads the garbage collector's current GOGC.
@@ -40,8 +43,11 @@ func TestBucketReadSyncsUnderSyncGCPercent(t *testing.T) {
 	// with GOGC at Options.SyncGCPercent, restored once it is done.
 	prev := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
-	opts := ShardingOptions{Ring: "r", Namespace: "ns", Identity: "me", BucketCount: 4,
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	opts := sharding.Options{
+		Ring:    "r",
+		Buckets: sharding.Buckets{Count: 4},
+		Lease:   lease.Options{Namespace: "ns", Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+	}
 	r := newRing(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), newRingMetrics(opts.Ring))
 	r.syncGCPercent = 300
 	ctx, cancel := context.WithCancel(t.Context())
@@ -66,8 +72,11 @@ func TestBucketReadSyncsUnderSyncGCPercent(t *testing.T) {
 func TestBucketReadLeavesGCAloneWhenSyncGCPercentIsNegative(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
-	opts := ShardingOptions{Ring: "r", Namespace: "ns", Identity: "me", BucketCount: 4,
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	opts := sharding.Options{
+		Ring:    "r",
+		Buckets: sharding.Buckets{Count: 4},
+		Lease:   lease.Options{Namespace: "ns", Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+	}
 	r := newRing(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), newRingMetrics(opts.Ring))
 	r.syncGCPercent = -1
 	ctx, cancel := context.WithCancel(t.Context())

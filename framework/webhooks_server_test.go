@@ -15,6 +15,7 @@ import (
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testapi"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/lease"
 )
 
 // webhookManager is a manager serving sprocketValidator whose API server
@@ -28,7 +29,7 @@ func webhookManager(t *testing.T, enableHTTP2 bool, maxBytes int64) (start func(
 	ca := testenv.WriteServingCert(t, dir, "server", time.Now().Add(time.Hour))
 	mgr := testenv.NewManager(t, unreachable, framework.Options{
 		Scheme:         sprocketScheme(t),
-		LeaderElection: framework.LeaderElectionOptions{Enabled: true, ID: "webhooks", Namespace: "default"},
+		LeaderElection: framework.LeaderElectionOptions{Enabled: true, ID: "webhooks", Lease: lease.Options{Namespace: "default"}},
 		Webhook:        framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir, EnableHTTP2: enableHTTP2, MaxRequestBytes: maxBytes},
 	})
 	if err := framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator}); err != nil {

@@ -61,9 +61,9 @@ type Cache struct {
 	// Options.DisableSharing.
 	share *sharer
 
-	// routes maps the keys (selections without a shard) ShardReads routes
-	// to their route; nil until the first ShardReads. The map is never
-	// modified once stored: ShardReads stores a new one, with routesMu and
+	// routes maps the keys (selections without a shard) RouteReads routes
+	// to their route; nil until the first RouteReads. The map is never
+	// modified once stored: RouteReads stores a new one, with routesMu and
 	// mu held.
 	routes   atomic.Pointer[map[informerKey]*shardRoute]
 	routesMu sync.Mutex

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/sharding"
+	apisharding "k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -33,7 +33,7 @@ type entry struct {
 	// shard is the informer's shard selector compiled, and shardSel the
 	// selector itself; nil for all objects.
 	shard    *shardFilter
-	shardSel sharding.Selector
+	shardSel apisharding.Selector
 	// serverSharded is set once the API server was found to apply shard;
 	// while false, the informer filters its lists and watches itself.
 	serverSharded atomic.Bool

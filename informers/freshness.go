@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/converge-dev/converge/object"
+	"github.com/converge-dev/converge/sharding"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -224,7 +225,7 @@ func (e *entry) excludes(p pendingWrite) bool {
 // outsideShard reports whether e's shard selector rules out the object of
 // p: by its namespace, or by its UID when the write's answer gave one.
 func (e *entry) outsideShard(p pendingWrite) bool {
-	if e.shard == nil || e.shard.field == ShardByUID && p.m.uid == "" {
+	if e.shard == nil || e.shard.field == sharding.ByUID && p.m.uid == "" {
 		return false
 	}
 	return !e.shard.matchesMeta(p.k.namespace, p.m.uid)

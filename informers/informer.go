@@ -34,7 +34,7 @@ var ErrStopped = errors.New("informers: the cache has stopped")
 // kind's Selection) is limited to, which may well exist; from Cache.Get
 // and KindReader.Get, an object that exists but is outside the labels or
 // fields Options.ByKind narrows its kind to; and, for a kind whose reads
-// are routed to buckets (Cache.ShardReads), an object of a bucket this
+// are routed to buckets (Cache.RouteReads), an object of a bucket this
 // process does not hold, or of a held bucket whose informer does not
 // exist yet.
 var ErrNotCached = errors.New("informers: outside what the cache holds")

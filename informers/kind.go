@@ -14,6 +14,7 @@ import (
 
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // AddIndex adds a field index to every informer of kind the cache holds,
@@ -135,17 +136,17 @@ func NewKindReader[T object.Object](c *Cache, example T, kind schema.GroupVersio
 // the reader reads while the kind's reads are not routed to buckets.
 func (k *KindReader[T]) Selection() Selection { return k.sel }
 
-// Routed reports whether Cache.ShardReads routes the kind's reads to the
+// Routed reports whether Cache.RouteReads routes the kind's reads to the
 // informers of held buckets (a sharded controller reads it per held
 // bucket), and how the kind is cut into buckets. It does not change once
 // true. Reads still go to the informer of the whole kind while the cache
 // holds one (someone reads the whole kind), which holds every bucket's
 // objects.
-func (k *KindReader[T]) Routed() (Buckets, bool) {
+func (k *KindReader[T]) Routed() (sharding.Buckets, bool) {
 	if r := k.c.routed(k.base); r != nil {
 		return r.b, true
 	}
-	return Buckets{}, false
+	return sharding.Buckets{}, false
 }
 
 // Get returns the cached object key. See Reader.
@@ -215,7 +216,7 @@ func (k *KindReader[T]) informer() (*Informer[T], error) {
 
 // routedRead reads key from the held buckets of r, and confirms a miss
 // that the buckets cannot tell from an object outside them (see
-// ShardReads). inf is the informer that answered.
+// RouteReads). inf is the informer that answered.
 func (c *Cache) routedRead(ctx context.Context, r *shardRoute, base informerKey, key types.NamespacedName) (object.Object, *Informer[object.Object], error) {
 	obj, inf, err := c.shards(base, r).get(ctx, key)
 	switch {

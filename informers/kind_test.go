@@ -17,6 +17,7 @@ import (
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // byLabel indexes objects by their label k.
@@ -56,7 +57,7 @@ func TestCacheAddIndex(t *testing.T) {
 	if err := c.AddIndex(gk, "label.k", byLabel); err != nil {
 		t.Fatal(err)
 	}
-	b := informers.Buckets{Key: informers.ShardByUID, Count: 2}
+	b := sharding.Buckets{By: sharding.ByUID, Count: 2}
 	after, err := informers.For[*corev1.ConfigMap](c, informers.Selection{Shard: b.Selector(0)})
 	if err != nil {
 		t.Fatal(err)
@@ -105,13 +106,13 @@ func TestCacheAddIndex(t *testing.T) {
 	}
 }
 
-// A KindReader reads the kind's held buckets while ShardReads routes the
+// A KindReader reads the kind's held buckets while RouteReads routes the
 // kind, and the informer of the whole kind as soon as one exists (someone
 // reads the whole kind): that informer holds every bucket's objects.
 func TestKindReaderFollowsTheRoute(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
-	b := informers.Buckets{Key: informers.ShardByNamespace, Count: 3}
+	b := sharding.Buckets{By: sharding.ByNamespace, Count: 3}
 	nsOf := map[int]string{}
 	for n := 0; len(nsOf) < 3; n++ {
 		ns := testenv.Namespace(t, cs, fmt.Sprint(n))
@@ -130,16 +131,16 @@ func TestKindReaderFollowsTheRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, sharded := r.Routed(); sharded {
-		t.Error("Routed before ShardReads")
+		t.Error("Routed before RouteReads")
 	}
-	if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return []int{1} }); err != nil {
+	if err := c.RouteReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return []int{1} }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := informers.For[*corev1.ConfigMap](c, informers.Selection{Shard: b.Selector(1)}); err != nil {
 		t.Fatal(err)
 	}
 	if got, sharded := r.Routed(); !sharded || got != b {
-		t.Errorf("Routed = %v, %v after ShardReads, want %v, true", got, sharded, b)
+		t.Errorf("Routed = %v, %v after RouteReads, want %v, true", got, sharded, b)
 	}
 	obj, err := r.Get(t.Context(), types.NamespacedName{Namespace: nsOf[1], Name: "a"})
 	if err != nil || obj.GetNamespace() != nsOf[1] {

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/sharding"
+	apisharding "k8s.io/apimachinery/pkg/sharding"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
@@ -138,7 +138,7 @@ type Selection struct {
 	// which way it went. A Selection that sets only Shard (and Kind) keeps
 	// the kind's namespace, labels and fields from Options.ByKind. Zero
 	// (nil or Empty) means all.
-	Shard sharding.Selector
+	Shard apisharding.Selector
 }
 
 const defaultSyncTimeout = 2 * time.Minute

@@ -18,6 +18,7 @@ import (
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -84,8 +85,11 @@ func TestManagerClientRefusesWritesOnceLeadershipIsLost(t *testing.T) {
 	srv := fake.Start(t, fake.Options{Scheme: s, Objects: []object.Object{configMap("seen")}})
 	cs := kubernetes.NewForConfigOrDie(srv.Config())
 	mgr := testenv.NewManager(t, srv.Config(), framework.Options{Scheme: s,
-		LeaderElection: framework.LeaderElectionOptions{Enabled: true, ID: "fenced", Namespace: "kube-system", Identity: "victim",
-			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}})
+		LeaderElection: framework.LeaderElectionOptions{
+			Enabled: true,
+			ID:      "fenced",
+			Lease:   lease.Options{Namespace: "kube-system", Identity: "victim", Duration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond},
+		}})
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(t.Context()) }()
 	select {

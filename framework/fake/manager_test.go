@@ -26,6 +26,7 @@ import (
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -150,7 +151,9 @@ func TestLeaderElectionOnTheFake(t *testing.T) {
 	}})
 	leaderElection := func(identity string) framework.Options {
 		return framework.Options{Scheme: s, LeaderElection: framework.LeaderElectionOptions{
-			Enabled: true, ID: "staticsite", Namespace: "kube-system", Identity: identity, RetryPeriod: 100 * time.Millisecond,
+			Enabled: true,
+			ID:      "staticsite",
+			Lease:   lease.Options{Namespace: "kube-system", Identity: identity, RetryPeriod: 100 * time.Millisecond},
 		}}
 	}
 	holds := func(identity string) func(ctx context.Context) (bool, error) {

@@ -149,6 +149,27 @@ func WithFence(ctx context.Context, fence func() error) context.Context {
 	return context.WithValue(ctx, fenceKey{}, fence)
 }
 
+// writeFenceKey is the context key of a write fence.
+type writeFenceKey struct{}
+
+// WithWriteFence returns a copy of ctx under which every client.Client
+// refuses writes while fence fails, as it does while its own fence
+// (client.Options.Fence) fails: fence is called before each write and
+// again as each request leaves the process, and a refused write's error
+// wraps fence's. A fence already in ctx is replaced. The framework puts one
+// in the context of each reconcile of a sharded controller, which fails
+// once the process no longer holds the key's bucket
+// (sharding.ErrBucketNotHeld). fence must be safe for concurrent use.
+func WithWriteFence(ctx context.Context, fence func() error) context.Context {
+	return context.WithValue(ctx, writeFenceKey{}, fence)
+}
+
+// WriteFence returns the fence WithWriteFence put in ctx, nil for none.
+func WriteFence(ctx context.Context) func() error {
+	fence, _ := ctx.Value(writeFenceKey{}).(func() error)
+	return fence
+}
+
 // fenceTransport refuses the requests whose fence fails: the last check
 // before a fenced request leaves the process.
 type fenceTransport struct{ base http.RoundTripper }

@@ -14,17 +14,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/reconcile"
 )
 
 // leaseTiming is the timing of one election. Both specs' timings satisfy the
-// framework's rules (LeaseDuration > RenewDeadline > 1.2 × RetryPeriod).
+// framework's rules (Lease.Duration > RenewDeadline > 1.2 × RetryPeriod).
 type leaseTiming struct{ leaseDuration, renewDeadline, retryPeriod time.Duration }
 
 var (
 	// handover leaves a loaded machine seconds to renew and to release the
 	// lease, so that only a lease that was not released makes the standby
-	// wait (LeaseDuration) before it takes over.
+	// wait (Lease.Duration) before it takes over.
 	handover = leaseTiming{leaseDuration: 10 * time.Second, renewDeadline: 5 * time.Second, retryPeriod: 250 * time.Millisecond}
 	// losing makes a leader whose lease was taken give up within seconds.
 	losing = leaseTiming{leaseDuration: 4 * time.Second, renewDeadline: 2 * time.Second, retryPeriod: 250 * time.Millisecond}
@@ -33,8 +34,9 @@ var (
 // electing returns manager options that join the election for lease ns/id as identity.
 func electing(ns, id, identity string, t leaseTiming) framework.Options {
 	return framework.Options{LeaderElection: framework.LeaderElectionOptions{
-		Enabled: true, ID: id, Namespace: ns, Identity: identity,
-		LeaseDuration: t.leaseDuration, RenewDeadline: t.renewDeadline, RetryPeriod: t.retryPeriod,
+		Enabled: true,
+		ID:      id,
+		Lease:   lease.Options{Namespace: ns, Identity: identity, Duration: t.leaseDuration, RenewDeadline: t.renewDeadline, RetryPeriod: t.retryPeriod},
 	}}
 }
 

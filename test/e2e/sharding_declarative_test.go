@@ -23,6 +23,8 @@ import (
 	"github.com/converge-dev/converge/examples/staticsite/site"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/lease"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // siteMember is one member of a ring of StaticSite controllers sharded by
@@ -45,9 +47,10 @@ func startSiteMemberWith(ctx context.Context, c *rest.Config, ring, leases, id s
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = GinkgoLogr.WithValues("member", id)
 	}
-	opts.Sharding = framework.ShardingOptions{
-		Ring: ring, Namespace: leases, Identity: id, Key: informers.ShardByNamespace,
-		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
+	opts.Sharding = sharding.Options{
+		Ring:    ring,
+		Buckets: sharding.Buckets{By: sharding.ByNamespace},
+		Lease:   lease.Options{Namespace: leases, Identity: id, Duration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
 	}
 	mgr, err := framework.NewManager(c, opts)
 	Expect(err).NotTo(HaveOccurred(), "NewManager")
@@ -89,7 +92,7 @@ const ringLabel = "e2e.converge.dev/ring"
 // serves them. It returns the namespaces by member, and all of them sorted.
 func siteNamespaces(ctx context.Context, ring string, n int, ms ...*siteMember) ([][]string, []string) {
 	GinkgoHelper()
-	buckets := informers.Buckets{Key: informers.ShardByNamespace, Count: 32}
+	buckets := sharding.Buckets{By: sharding.ByNamespace, Count: 32}
 	byMember := make([][]string, len(ms))
 	var all []string
 	for i := 0; slices.ContainsFunc(byMember, func(nss []string) bool { return len(nss) < n }); i++ {

@@ -23,6 +23,8 @@ import (
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/examples/staticsite/site"
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/lease"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // sentWrites records the writes a manager sends and the API server's
@@ -170,8 +172,10 @@ var _ = Describe("a sharded declarative controller's writes", func() {
 		})
 		opts := ringSites(ring)
 		opts.Logger = GinkgoLogr
-		opts.Sharding = framework.ShardingOptions{Ring: ring, Namespace: leases, Identity: "a",
-			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+		opts.Sharding = sharding.Options{
+			Ring:  ring,
+			Lease: lease.Options{Namespace: leases, Identity: "a", Duration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
+		}
 		mgr, err := framework.NewManager(cfg, opts)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())

@@ -1,5 +1,5 @@
 // Package layering checks that converge's packages import one way:
-// reconcile and object (leaves) → workqueue and informers (siblings) →
+// reconcile, object, lease and sharding (leaves) → workqueue and informers (siblings) →
 // client → framework → declarative, that the test helpers stay out of the library, and that
 // nothing depends on controller-runtime.
 package layering
@@ -41,6 +41,16 @@ var rules = []struct {
 		name:      "object is a leaf below every layer: it imports no converge package",
 		from:      []string{"object"},
 		forbidden: []string{module + "/..."},
+	},
+	{
+		name:      "lease is a leaf: the standard library only",
+		from:      []string{"lease"},
+		forbidden: []string{stdOnly},
+	},
+	{
+		name:      "sharding is a leaf below informers, client and framework, which share its names: of converge it imports only lease",
+		from:      []string{"sharding"},
+		forbidden: []string{module + "/object", module + "/reconcile", module + "/workqueue", module + "/informers", module + "/client", module + "/framework/...", module + "/declarative", module + "/internal/..."},
 	},
 	{
 		name:      "workqueue never imports informers, its sibling, or the layers above",
@@ -93,7 +103,7 @@ var rules = []struct {
 		forbidden: []string{module + "/internal/testapi"},
 	},
 	{
-		name:      "internal/restset is plumbing below informers and client, which share it: it imports no converge package",
+		name:      "internal/restset is plumbing below informers, client and framework, which share it (the framework puts a sharded reconcile's write fence in its context with it): it imports no converge package",
 		from:      []string{"internal/restset"},
 		forbidden: []string{module + "/..."},
 	},

@@ -17,13 +17,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/framework/envtest"
-	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/sharding"
 	"github.com/converge-dev/converge/test/chaos/proxy"
 	"github.com/converge-dev/converge/test/sharding/report"
 )
 
-// skew is ShardingOptions.MaxClockSkew's default, which the members keep.
+// skew is sharding.Options.MaxClockSkew's default, which the members keep.
 const skew = time.Second
 
 // setAll sets data.v of objects 0..n-1 of ns to v, and returns the
@@ -217,7 +217,7 @@ func testTwoPrograms(t *testing.T, env *envtest.Environment, cs kubernetes.Inter
 }
 
 // testPartition holds every byte between member a and the API server past
-// LeaseDuration, with a's reconciles of a burst of changes in flight, and
+// Lease.Duration, with a's reconciles of a burst of changes in flight, and
 // then lets them through: b took a's buckets over meanwhile and reconciled
 // the same objects, and their next change. The referee counts a's writes that landed over b's
 // look at an object (by resourceVersion): none, as each of a's writes is
@@ -262,7 +262,7 @@ func testPartition(t *testing.T, env *envtest.Environment, cs kubernetes.Interfa
 	if err != nil {
 		t.Fatal(err)
 	}
-	of := informers.Buckets{Key: informers.ShardByUID, Count: buckets}
+	of := sharding.Buckets{By: sharding.ByUID, Count: buckets}
 	var ofA []string
 	for i := range list.Items {
 		if slices.Contains(st.Serving, of.OfObject(&list.Items[i])) {
@@ -279,7 +279,7 @@ func testPartition(t *testing.T, env *envtest.Environment, cs kubernetes.Interfa
 	})
 	p.SetMode(proxy.Hold, 0)
 	cut := time.Now()
-	// b takes a's buckets over, after LeaseDuration, and reconciles a's
+	// b takes a's buckets over, after Lease.Duration, and reconciles a's
 	// objects at their new version.
 	eventually(t, time.Minute, 20*time.Millisecond, func() (bool, string) {
 		sb, _ := ref.latest("b")
@@ -333,7 +333,7 @@ func testPartition(t *testing.T, env *envtest.Environment, cs kubernetes.Interfa
 
 // testRestartAfterACrash starts a member once a crashed member's Leases
 // have expired (by the time they carry): it must neither count the
-// crashed member as live nor wait LeaseDuration for its buckets. First a
+// crashed member as live nor wait Lease.Duration for its buckets. First a
 // ring of a and b loses b (SIGKILL) and c joins; then a and c crash and d
 // starts alone. It prints the time until every bucket is served.
 func testRestartAfterACrash(t *testing.T, env *envtest.Environment, cs kubernetes.Interface) {
@@ -362,7 +362,7 @@ func testRestartAfterACrash(t *testing.T, env *envtest.Environment, cs kubernete
 		return at
 	}
 	// expired waits until Leases last renewed before at expired, by the
-	// time they carry: LeaseDuration and MaxClockSkew after it, and a
+	// time they carry: Lease.Duration and MaxClockSkew after it, and a
 	// RetryPeriod for the last renewal's lead.
 	expired := func(at time.Time) {
 		eventually(t, time.Minute, 50*time.Millisecond, func() (bool, string) {

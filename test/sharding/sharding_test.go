@@ -19,7 +19,7 @@
 // times: one takes the ring, the other is refused and reconciles nothing;
 // two programs (ConfigMaps and Secrets) on one ring name: the second is
 // refused and no ConfigMap is left unserved; a partition that holds a
-// member's bytes past LeaseDuration and then delivers them: none of its
+// member's bytes past Lease.Duration and then delivers them: none of its
 // late writes lands over the next holder's (by resourceVersion), and with
 // its preconditions off (the negative control) one does; and a restart
 // after a crash, printing how long until every bucket is served. At full
@@ -55,7 +55,7 @@ import (
 var memberBin string
 
 const (
-	buckets = 32 // ShardingOptions.BucketCount's default, which the members keep
+	buckets = 32 // sharding.Options.Buckets.Count's default, which the members keep
 	lease   = 4 * time.Second
 )
 

@@ -18,8 +18,10 @@ import (
 	"github.com/converge-dev/converge/bench/internal/report"
 	"github.com/converge-dev/converge/bench/internal/workload"
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 )
 
 func main() {
@@ -41,7 +43,7 @@ func main() {
 	// and the ring of the sharded workload.
 	mgr, err := framework.NewManager(cfg, framework.Options{
 		DisableCompression: os.Getenv("BENCH_DISABLE_COMPRESSION") != "",
-		Sharding:           framework.ShardingOptions{Ring: *ring, Namespace: *ringNamespace, Identity: *identity},
+		Sharding:           sharding.Options{Ring: *ring, Lease: lease.Options{Namespace: *ringNamespace, Identity: *identity}},
 	})
 	if err != nil {
 		log.Fatal(err)

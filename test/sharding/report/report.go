@@ -18,7 +18,7 @@ const (
 	Written = "written"
 	// Unchanged: the annotation already held the value; nothing written.
 	Unchanged = "unchanged"
-	// Fenced: the client refused the write (framework.ErrBucketNotHeld).
+	// Fenced: the client refused the write (sharding.ErrBucketNotHeld).
 	Fenced = "fenced"
 	// Cancelled: the reconcile's context ended first.
 	Cancelled = "cancelled"

@@ -13,7 +13,7 @@
 // member reports its ring status and how many of the objects its cache
 // holds (read through the manager's client, which reads the held buckets).
 // Without --ring it is neither sharded nor leader-elected: every replica
-// reconciles every object. --buckets sets the ring's BucketCount;
+// reconciles every object. --buckets sets the ring's Buckets.Count;
 // --kind=secrets makes the sharded controller one of Secrets that reports
 // and writes nothing (another program on the ring); --server sends every
 // request to that URL instead of the kubeconfig's server (a proxy);
@@ -45,7 +45,9 @@ import (
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/shardtest"
+	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/sharding"
 	"github.com/converge-dev/converge/test/sharding/report"
 )
 
@@ -109,9 +111,9 @@ func run(o options) error {
 	if o.server != "" {
 		cfg.Host = o.server
 	}
-	sharding := framework.ShardingOptions{Ring: o.ring, Namespace: o.namespace, Identity: o.identity, BucketCount: o.buckets}
+	sharding := sharding.Options{Ring: o.ring, Buckets: sharding.Buckets{Count: o.buckets}, Lease: lease.Options{Namespace: o.namespace, Identity: o.identity}}
 	if o.ring != "" {
-		sharding.LeaseDuration, sharding.RenewDeadline, sharding.RetryPeriod = o.lease, o.lease*3/4, o.lease/8
+		sharding.Lease.Duration, sharding.Lease.RenewDeadline, sharding.Lease.RetryPeriod = o.lease, o.lease*3/4, o.lease/8
 	}
 	mgr, err := framework.NewManager(cfg, framework.Options{
 		Logger:   log,
@@ -177,7 +179,7 @@ func (m *member) reconcile(ctx context.Context, cm *corev1.ConfigMap) (reconcile
 	switch {
 	case err == nil:
 		exit.Outcome, exit.WriteRV = report.Written, target.ResourceVersion
-	case errors.Is(err, framework.ErrBucketNotHeld):
+	case errors.Is(err, sharding.ErrBucketNotHeld):
 		exit.Outcome, exit.Err = report.Fenced, err.Error()
 	case apierrors.IsConflict(err):
 		exit.Outcome, exit.Err = report.Conflict, err.Error()

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/converge-dev/converge/sharding"
 )
 
 // upstream is the whole kind's watches, as a hub opens them: each opened
@@ -94,7 +96,7 @@ func version(t *testing.T, ev watch.Event) string {
 }
 
 // uidIn returns a random UID (as the API server makes them) of bucket.
-func uidIn(t *testing.T, b Buckets, bucket int) string {
+func uidIn(t *testing.T, b sharding.Buckets, bucket int) string {
 	for range 1000 {
 		if uid := string(uuid.NewUUID()); b.Of(uid) == bucket {
 			return uid
@@ -105,7 +107,7 @@ func uidIn(t *testing.T, b Buckets, bucket int) string {
 }
 
 func TestShardHubWatch(t *testing.T) {
-	b := Buckets{Key: ShardByUID, Count: 2}
+	b := sharding.Buckets{By: sharding.ByUID, Count: 2}
 	filters := make([]*shardFilter, 2)
 	for i := range filters {
 		f, err := compileShard(b.Selector(i))
@@ -234,15 +236,15 @@ func TestShardHubWatch(t *testing.T) {
 }
 
 func TestShardFilterOverlaps(t *testing.T) {
-	compile := func(b Buckets, i int) *shardFilter {
+	compile := func(b sharding.Buckets, i int) *shardFilter {
 		f, err := compileShard(b.Selector(i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return f
 	}
-	two, four := Buckets{Key: ShardByUID, Count: 2}, Buckets{Key: ShardByUID, Count: 4}
-	byNS := Buckets{Key: ShardByNamespace, Count: 2}
+	two, four := sharding.Buckets{By: sharding.ByUID, Count: 2}, sharding.Buckets{By: sharding.ByUID, Count: 4}
+	byNS := sharding.Buckets{By: sharding.ByNamespace, Count: 2}
 	for _, c := range []struct {
 		name string
 		f, g *shardFilter
@@ -266,7 +268,7 @@ func TestShardFilterOverlaps(t *testing.T) {
 
 func TestShardHubRefuses(t *testing.T) {
 	h := newShardHub("v1 ConfigMap")
-	f, err := compileShard(Buckets{Key: ShardByUID, Count: 2}.Selector(0))
+	f, err := compileShard(sharding.Buckets{By: sharding.ByUID, Count: 2}.Selector(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +298,7 @@ func TestShardHubRefuses(t *testing.T) {
 }
 
 func TestShardHubListsOncePerOptions(t *testing.T) {
-	b := Buckets{Key: ShardByUID, Count: 2}
+	b := sharding.Buckets{By: sharding.ByUID, Count: 2}
 	h := newShardHub("v1 ConfigMap")
 	release := make(chan struct{})
 	var calls sync.WaitGroup
@@ -360,7 +362,7 @@ func TestShardHubListsOncePerOptions(t *testing.T) {
 }
 
 func TestShardHubListLeaves(t *testing.T) {
-	b := Buckets{Key: ShardByUID, Count: 2}
+	b := sharding.Buckets{By: sharding.ByUID, Count: 2}
 	f0, err := compileShard(b.Selector(0))
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +424,7 @@ func TestShardHubListLeaves(t *testing.T) {
 }
 
 func TestShardHubReplaysNoObjectTwice(t *testing.T) {
-	b := Buckets{Key: ShardByUID, Count: 2}
+	b := sharding.Buckets{By: sharding.ByUID, Count: 2}
 	fs := filters(t, b)
 	f0, f1 := fs[0], fs[1]
 	u := &upstream{}
@@ -549,7 +551,7 @@ func (s *pagedServer) requests() []metav1.ListOptions {
 
 // checkPart checks that l holds exactly the items of s in bucket of b, in
 // order, at s's version and without a continue token.
-func checkPart(t *testing.T, s *pagedServer, b Buckets, bucket int, l kruntime.Object) {
+func checkPart(t *testing.T, s *pagedServer, b sharding.Buckets, bucket int, l kruntime.Object) {
 	t.Helper()
 	cms, ok := l.(*corev1.ConfigMapList)
 	if !ok {
@@ -577,7 +579,7 @@ func checkPart(t *testing.T, s *pagedServer, b Buckets, bucket int, l kruntime.O
 }
 
 // filters returns the shard filter of each of b's buckets.
-func filters(t *testing.T, b Buckets) []*shardFilter {
+func filters(t *testing.T, b sharding.Buckets) []*shardFilter {
 	t.Helper()
 	var out []*shardFilter
 	for i := range b.Count {
@@ -593,7 +595,7 @@ func filters(t *testing.T, b Buckets) []*shardFilter {
 // listTogether lists s through one hub for each of b's buckets at once,
 // bucket i with opts[i], holding the first page back until every caller
 // waits for the same list; then it checks each bucket's list.
-func listTogether(t *testing.T, s *pagedServer, b Buckets, opts []metav1.ListOptions) {
+func listTogether(t *testing.T, s *pagedServer, b sharding.Buckets, opts []metav1.ListOptions) {
 	t.Helper()
 	h := newShardHub("v1 ConfigMap")
 	hold := make(chan struct{})
@@ -624,7 +626,7 @@ func listTogether(t *testing.T, s *pagedServer, b Buckets, opts []metav1.ListOpt
 }
 
 func TestShardHubListsInPages(t *testing.T) {
-	b := Buckets{Key: ShardByUID, Count: 2}
+	b := sharding.Buckets{By: sharding.ByUID, Count: 2}
 	fs := filters(t, b)
 	f0, f1 := fs[0], fs[1]
 
@@ -735,7 +737,7 @@ func TestShardHubListsInPages(t *testing.T) {
 func TestShardHubDecodesOnlyItsWaitersObjects(t *testing.T) {
 	// A list that can read each item's metadata before decoding it (a
 	// protobuf list) decodes the objects of the waiters' buckets only.
-	b := Buckets{Key: ShardByUID, Count: 4}
+	b := sharding.Buckets{By: sharding.ByUID, Count: 4}
 	s := newPagedServer(2*hubPage + 100)
 	s.keeps = true
 	listTogether(t, s, b, []metav1.ListOptions{{ResourceVersion: "0"}, {ResourceVersion: "0"}})
@@ -752,7 +754,7 @@ func TestShardHubCallerArrivingWhileTheFirstPageIsReadListsAnew(t *testing.T) {
 	// Once the list has begun to decide which objects of its first page to
 	// decode, a caller that joined it would miss its objects of that page:
 	// it lists on its own.
-	b := Buckets{Key: ShardByUID, Count: 2}
+	b := sharding.Buckets{By: sharding.ByUID, Count: 2}
 	fs := filters(t, b)
 	s := newPagedServer(hubPage + 1)
 	s.keeps = true

@@ -16,12 +16,13 @@ import (
 
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // shardRoute is where Cache.Get, Cache.List and KindReader send the reads
-// ShardReads routes: to the informers of the held buckets.
+// RouteReads routes: to the informers of the held buckets.
 type shardRoute struct {
-	b    Buckets
+	b    sharding.Buckets
 	held func() []int
 	// shards is the shard selector String of each bucket, as informer keys
 	// hold it.
@@ -32,7 +33,7 @@ type shardRoute struct {
 	whole atomic.Pointer[entry]
 }
 
-// ShardReads routes the reads of objects like example (its kind and mode:
+// RouteReads routes the reads of objects like example (its kind and mode:
 // typed, unstructured or metadata) in selection sel through the cache
 // (Cache.Get, Cache.List, KindReader, and so the reads of clients built on
 // the cache) to the informers of the buckets held() returns, which the
@@ -42,8 +43,8 @@ type shardRoute struct {
 // Selection{Kind: kind}: reads of another mode or selection are not
 // routed. No informer of the whole kind is made for routed reads.
 //
-// With ShardByNamespace, Get and List in one namespace read the one bucket
-// of that namespace; with ShardByUID, Get looks in every held bucket's
+// With sharding.ByNamespace, Get and List in one namespace read the one bucket
+// of that namespace; with sharding.ByUID, Get looks in every held bucket's
 // informer. A read of an object whose bucket is not held (or whose held
 // bucket's informer does not exist yet) answers with an error wrapping
 // ErrNotCached, naming the kind, the object and the held buckets. By UID,
@@ -56,26 +57,26 @@ type shardRoute struct {
 //
 // While the cache holds an informer of sel itself (one made to read the
 // whole kind, such as the source of a controller that is not sharded),
-// reads go to it instead: it holds every bucket's objects. ShardReads
+// reads go to it instead: it holds every bucket's objects. RouteReads
 // replaces an earlier route of the same kind, mode and selection; held must
 // be safe for concurrent use and fast (called on every read).
-func (c *Cache) ShardReads(example object.Object, sel Selection, b Buckets, held func() []int) error {
+func (c *Cache) RouteReads(example object.Object, sel Selection, b sharding.Buckets, held func() []int) error {
 	if err := typednil.Check("example", example); err != nil {
-		return fmt.Errorf("informers: ShardReads: %w", err)
+		return fmt.Errorf("informers: RouteReads: %w", err)
 	}
 	if sel.Kind.Empty() && modeOf(example) != Typed {
 		sel.Kind = example.GetObjectKind().GroupVersionKind()
 	}
 	key, _, err := c.keyFor(example, sel)
 	if err != nil {
-		return fmt.Errorf("informers: ShardReads: %w", err)
+		return fmt.Errorf("informers: RouteReads: %w", err)
 	}
 	key.shard = ""
-	switch err := b.validate(); {
+	switch err := b.Validate(); {
 	case err != nil:
-		return fmt.Errorf("informers: ShardReads of %s: %w", key.describe(), err)
+		return fmt.Errorf("informers: RouteReads of %s: %w", key.describe(), err)
 	case held == nil:
-		return fmt.Errorf("informers: ShardReads of %s: held is nil", key.describe())
+		return fmt.Errorf("informers: RouteReads of %s: held is nil", key.describe())
 	}
 	r := &shardRoute{b: b, held: held, shards: make([]string, b.Count)}
 	for i := range r.shards {
@@ -103,7 +104,7 @@ func (c *Cache) ShardReads(example object.Object, sel Selection, b Buckets, held
 }
 
 // errRouted is the answer of a lookup that would make an informer of a
-// selection ShardReads routes for a read: the read goes to the buckets.
+// selection RouteReads routes for a read: the read goes to the buckets.
 var errRouted = errors.New("informers: reads of this selection go to its buckets")
 
 // wholeLocked records e, just made or just forgotten (gone), as the
@@ -141,7 +142,7 @@ func (c *Cache) routeFor(obj object.Object) (*shardRoute, informerKey, bool) {
 }
 
 // route returns the route of base, the key of a read's selection, while
-// reads of it go to the held buckets: ShardReads routes it, and the cache
+// reads of it go to the held buckets: RouteReads routes it, and the cache
 // holds no informer of base itself. Without any route it costs one atomic
 // load.
 func (c *Cache) route(base informerKey) *shardRoute {
@@ -171,8 +172,8 @@ func kindOf(obj object.Object) schema.GroupVersionKind {
 
 // shards returns the Shards a read of base's kind goes to: the held
 // buckets, each with the informer a caller made of it, if any.
-func (c *Cache) shards(base informerKey, r *shardRoute) *Shards[object.Object] {
-	return &Shards[object.Object]{kind: base.gvk, buckets: r.b, held: func() map[int]*Informer[object.Object] {
+func (c *Cache) shards(base informerKey, r *shardRoute) *BucketReader[object.Object] {
+	return &BucketReader[object.Object]{kind: base.gvk, buckets: r.b, held: func() map[int]*Informer[object.Object] {
 		bs := r.held()
 		held := make(map[int]*Informer[object.Object], len(bs))
 		c.mu.Lock()
@@ -233,8 +234,8 @@ func (c *Cache) confirmShardMiss(ctx context.Context, gvk schema.GroupVersionKin
 		return notFound
 	}
 	slices.Sort(held)
-	return fmt.Errorf("%s: it exists, in bucket %d, and the cache holds buckets %v of %d by %s only (Cache.ShardReads): read it without the cache (the framework's Manager.APIReader): %w",
-		what, b, held, r.b.Count, r.b.Key, ErrNotCached)
+	return fmt.Errorf("%s: it exists, in bucket %d, and the cache holds buckets %v of %d by %s only (Cache.RouteReads): read it without the cache (the framework's Manager.APIReader): %w",
+		what, b, held, r.b.Count, r.b.By, ErrNotCached)
 }
 
 // routedList is Cache.List of a kind routed to its buckets: the objects of

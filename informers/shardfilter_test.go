@@ -24,19 +24,20 @@ import (
 	"github.com/converge-dev/converge/framework/envtest"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/sharding"
 )
 
 func TestBucketsOfAgreesWithSelector(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, field := range []informers.ShardKey{informers.ShardByUID, informers.ShardByNamespace} {
+	for _, field := range []sharding.Field{sharding.ByUID, sharding.ByNamespace} {
 		for _, count := range []int{1, 3, 32, 7} {
-			b := informers.Buckets{Key: field, Count: count}
+			b := sharding.Buckets{By: field, Count: count}
 			if err := b.Validate(); err != nil {
 				t.Fatal(err)
 			}
 			for n := range 2000 {
 				v := string(uuid.NewUUID())
-				if field == informers.ShardByNamespace {
+				if field == sharding.ByNamespace {
 					v = fmt.Sprintf("ns-%d-%d", n, rng.IntN(1<<20))
 				}
 				obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: v, UID: types.UID(v)}}
@@ -56,7 +57,7 @@ func TestBucketsOfAgreesWithSelector(t *testing.T) {
 			}
 		}
 	}
-	last := informers.Buckets{Key: informers.ShardByUID, Count: 3}.Selector(2).Requirements()[0]
+	last := sharding.Buckets{By: sharding.ByUID, Count: 3}.Selector(2).Requirements()[0]
 	if last.End != "0x10000000000000000" {
 		t.Errorf("last bucket ends at %q, want 0x10000000000000000", last.End)
 	}
@@ -64,12 +65,12 @@ func TestBucketsOfAgreesWithSelector(t *testing.T) {
 
 func TestBucketsValidate(t *testing.T) {
 	for _, tc := range []struct {
-		b    informers.Buckets
+		b    sharding.Buckets
 		want string
 	}{
-		{informers.Buckets{Key: informers.ShardByUID, Count: 0}, "Buckets.Count 0"},
-		{informers.Buckets{Key: informers.ShardByUID, Count: 5000}, "Buckets.Count 5000"},
-		{informers.Buckets{Key: "object.metadata.name", Count: 4}, `Buckets.Key "object.metadata.name"`},
+		{sharding.Buckets{By: sharding.ByUID, Count: 0}, "Buckets.Count 0"},
+		{sharding.Buckets{By: sharding.ByUID, Count: 5000}, "Buckets.Count 5000"},
+		{sharding.Buckets{By: "object.metadata.name", Count: 4}, `Buckets.By "object.metadata.name"`},
 	} {
 		err := tc.b.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -114,7 +115,7 @@ func (e *events) has(added bool, name string) bool {
 }
 
 // shardInformers creates one informer per bucket of b and waits for them.
-func shardInformers(t *testing.T, c *informers.Cache, b informers.Buckets) []*informers.Informer[*corev1.ConfigMap] {
+func shardInformers(t *testing.T, c *informers.Cache, b sharding.Buckets) []*informers.Informer[*corev1.ConfigMap] {
 	t.Helper()
 	infs := make([]*informers.Informer[*corev1.ConfigMap], b.Count)
 	for i := range infs { // all started before any syncs, as a ring's buckets are
@@ -134,7 +135,7 @@ func shardInformers(t *testing.T, c *informers.Cache, b informers.Buckets) []*in
 
 // checkMembership fails t unless each informer holds exactly the objects
 // of ns whose bucket is its own, by a direct list.
-func checkMembership(t *testing.T, cs kubernetes.Interface, ns string, b informers.Buckets, infs []*informers.Informer[*corev1.ConfigMap]) {
+func checkMembership(t *testing.T, cs kubernetes.Interface, ns string, b sharding.Buckets, infs []*informers.Informer[*corev1.ConfigMap]) {
 	t.Helper()
 	live, err := cs.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
@@ -210,7 +211,7 @@ func shardMembership(t *testing.T, cfg *rest.Config, wantServer bool) {
 		})
 	})
 	c := started(t, counted, informers.Options{Namespace: ns})
-	b := informers.Buckets{Key: informers.ShardByUID, Count: 4}
+	b := sharding.Buckets{By: sharding.ByUID, Count: 4}
 	infs := shardInformers(t, c, b)
 	checkMembership(t, cs, ns, b, infs)
 	if n := probes.Load(); n != 1 {
@@ -296,7 +297,7 @@ func TestShardReads(t *testing.T) {
 
 	t.Run("by uid", func(t *testing.T) {
 		ns := testenv.Namespace(t, cs)
-		b := informers.Buckets{Key: informers.ShardByUID, Count: 4}
+		b := sharding.Buckets{By: sharding.ByUID, Count: 4}
 		byBucket := map[int][]string{}
 		for i := range 40 {
 			cm := testenv.CreateConfigMap(t, cs, ns, fmt.Sprintf("cm-%02d", i), nil)
@@ -304,7 +305,7 @@ func TestShardReads(t *testing.T) {
 		}
 		c := started(t, admin, informers.Options{Namespace: ns})
 		held := []int{0, 2}
-		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return held }); err != nil {
+		if err := c.RouteReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return held }); err != nil {
 			t.Fatal(err)
 		}
 		for _, i := range held {
@@ -346,7 +347,7 @@ func TestShardReads(t *testing.T) {
 	})
 
 	t.Run("by namespace", func(t *testing.T) {
-		b := informers.Buckets{Key: informers.ShardByNamespace, Count: 3}
+		b := sharding.Buckets{By: sharding.ByNamespace, Count: 3}
 		nsOf := map[int]string{}
 		for n := 0; len(nsOf) < 3; n++ {
 			ns := testenv.Namespace(t, cs, fmt.Sprint(n))
@@ -356,7 +357,7 @@ func TestShardReads(t *testing.T) {
 			}
 		}
 		c := started(t, admin, informers.Options{})
-		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return []int{1} }); err != nil {
+		if err := c.RouteReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return []int{1} }); err != nil {
 			t.Fatal(err)
 		}
 		var cm corev1.ConfigMap
@@ -391,11 +392,11 @@ func TestShardReads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, informers.Buckets{Key: informers.ShardByUID}, func() []int { return nil }); err == nil {
-			t.Error("ShardReads with Count 0 succeeded")
+		if err := c.RouteReads(&corev1.ConfigMap{}, informers.Selection{}, sharding.Buckets{By: sharding.ByUID}, func() []int { return nil }); err == nil {
+			t.Error("RouteReads with Count 0 succeeded")
 		}
-		if err := c.ShardReads(&corev1.ConfigMap{}, informers.Selection{}, informers.Buckets{Key: informers.ShardByUID, Count: 2}, nil); err == nil {
-			t.Error("ShardReads with a nil held succeeded")
+		if err := c.RouteReads(&corev1.ConfigMap{}, informers.Selection{}, sharding.Buckets{By: sharding.ByUID, Count: 2}, nil); err == nil {
+			t.Error("RouteReads with a nil held succeeded")
 		}
 	})
 }
@@ -405,7 +406,7 @@ func TestShards(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
 	kind := corev1.SchemeGroupVersion.WithKind("ConfigMap")
-	b := informers.Buckets{Key: informers.ShardByUID, Count: 4}
+	b := sharding.Buckets{By: sharding.ByUID, Count: 4}
 	byBucket := map[int][]string{}
 	for i := 0; i < 24 || len(byBucket[0]) == 0; i++ { // UIDs are random: bucket 0 must get one
 		cm := testenv.CreateConfigMap(t, cs, ns, fmt.Sprintf("cm-%02d", i), nil)
@@ -420,7 +421,7 @@ func TestShards(t *testing.T) {
 		}
 		held[i] = inf
 	}
-	s, err := informers.NewShards(kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return held })
+	s, err := informers.NewBucketReader(kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return held })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +467,7 @@ func TestShards(t *testing.T) {
 		t.Errorf("Get with held bucket 7 of 4 = %v, want an error naming it", err)
 	}
 
-	none, err := informers.NewShards(kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
+	none, err := informers.NewBucketReader(kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,20 +477,20 @@ func TestShards(t *testing.T) {
 
 	for name, mk := range map[string]func() error{
 		"no kind": func() error {
-			_, err := informers.NewShards(schema.GroupVersionKind{}, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
+			_, err := informers.NewBucketReader(schema.GroupVersionKind{}, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
 			return err
 		},
 		"no count": func() error {
-			_, err := informers.NewShards(kind, informers.Buckets{Key: informers.ShardByUID}, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
+			_, err := informers.NewBucketReader(kind, sharding.Buckets{By: sharding.ByUID}, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
 			return err
 		},
 		"nil held": func() error {
-			_, err := informers.NewShards[*corev1.ConfigMap](kind, b, nil)
+			_, err := informers.NewBucketReader[*corev1.ConfigMap](kind, b, nil)
 			return err
 		},
 	} {
 		if err := mk(); err == nil {
-			t.Errorf("NewShards with %s succeeded", name)
+			t.Errorf("NewBucketReader with %s succeeded", name)
 		}
 	}
 }

@@ -13,33 +13,34 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/object"
+	"github.com/converge-dev/converge/sharding"
 )
 
 // Shards reads one kind from the informers of the buckets a process holds,
 // one informer per bucket, each made with Selection{Shard:
 // Buckets.Selector(i)}: a Reader of the objects of the held buckets, with
-// no informer of the whole kind. Cache.ShardReads routes the cache's reads
+// no informer of the whole kind. Cache.RouteReads routes the cache's reads
 // through one; the framework's sharded controllers read their primary kind
 // through another.
 //
-// With ShardByNamespace, a read in one namespace goes to the one bucket of
-// that namespace. With ShardByUID, the bucket cannot be told from a key, so
+// With sharding.ByNamespace, a read in one namespace goes to the one bucket of
+// that namespace. With sharding.ByUID, the bucket cannot be told from a key, so
 // Get looks in each held bucket's informer in turn. A Shards is safe for
 // concurrent use.
-type Shards[T object.Object] struct {
+type BucketReader[T object.Object] struct {
 	kind    schema.GroupVersionKind
-	buckets Buckets
+	buckets sharding.Buckets
 	held    func() map[int]*Informer[T]
 }
 
-var _ Reader[object.Object] = (*Shards[object.Object])(nil)
+var _ Reader[object.Object] = (*BucketReader[object.Object])(nil)
 
-// NewShards returns the Shards of kind, cut into buckets by b. held returns
+// NewBucketReader returns the Shards of kind, cut into buckets by b. held returns
 // the buckets held now, each with its informer, or nil while the bucket has
 // none (not made yet, or stopped). It is called on every read, so it must
 // be fast and safe for concurrent use, and the map it returns is only read.
-func NewShards[T object.Object](kind schema.GroupVersionKind, b Buckets, held func() map[int]*Informer[T]) (*Shards[T], error) {
-	switch err := b.validate(); {
+func NewBucketReader[T object.Object](kind schema.GroupVersionKind, b sharding.Buckets, held func() map[int]*Informer[T]) (*BucketReader[T], error) {
+	switch err := b.Validate(); {
 	case err != nil:
 		return nil, fmt.Errorf("informers: shards of %s: %w", describe(kind), err)
 	case held == nil:
@@ -47,30 +48,30 @@ func NewShards[T object.Object](kind schema.GroupVersionKind, b Buckets, held fu
 	case kind.Kind == "":
 		return nil, fmt.Errorf("informers: shards of %v: the kind is empty", kind)
 	}
-	return &Shards[T]{kind: kind, buckets: b, held: held}, nil
+	return &BucketReader[T]{kind: kind, buckets: b, held: held}, nil
 }
 
 // Get returns the object of key from the informer of its held bucket. When
-// its bucket is not held the error wraps ErrNotCached (ShardByNamespace,
-// where the bucket is known) or is a NotFound (ShardByUID, where it is
+// its bucket is not held the error wraps ErrNotCached (sharding.ByNamespace,
+// where the bucket is known) or is a NotFound (sharding.ByUID, where it is
 // not), and names the held buckets; a bucket held without an informer yet
 // answers an error wrapping ErrNotCached, as does a Get by UID while no
 // bucket is held.
-func (s *Shards[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
+func (s *BucketReader[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
 	obj, _, err := s.get(ctx, key)
 	return obj, err
 }
 
 // get is Get, and also returns the informer that answered (nil when none
 // did), whose selection a miss may have to be confirmed against.
-func (s *Shards[T]) get(ctx context.Context, key types.NamespacedName) (T, *Informer[T], error) {
+func (s *BucketReader[T]) get(ctx context.Context, key types.NamespacedName) (T, *Informer[T], error) {
 	var zero T
 	held, err := s.heldBuckets("get")
 	if err != nil {
 		return zero, nil, err
 	}
 	what := "get " + describe(s.kind) + " " + cache.NewObjectName(key.Namespace, key.Name).String()
-	if s.buckets.Key == ShardByNamespace {
+	if s.buckets.By == sharding.ByNamespace {
 		b := s.buckets.Of(key.Namespace)
 		inf, ok := held[b]
 		switch {
@@ -85,7 +86,7 @@ func (s *Shards[T]) get(ctx context.Context, key types.NamespacedName) (T, *Info
 		return obj, inf, err
 	}
 	if len(held) == 0 {
-		return zero, nil, fmt.Errorf("%s: no bucket of %d by %s is held: %w", what, s.buckets.Count, s.buckets.Key, ErrNotCached)
+		return zero, nil, fmt.Errorf("%s: no bucket of %d by %s is held: %w", what, s.buckets.Count, s.buckets.By, ErrNotCached)
 	}
 	k := storeKey(key)
 	for _, inf := range held {
@@ -118,24 +119,24 @@ func (s *Shards[T]) get(ctx context.Context, key types.NamespacedName) (T, *Info
 }
 
 // List returns the objects of the held buckets matching opts; with
-// ShardByNamespace and one namespace asked, of that namespace's bucket
+// sharding.ByNamespace and one namespace asked, of that namespace's bucket
 // only. It fails with an error wrapping ErrNotCached when a bucket it must
 // read is not held or has no informer yet.
-func (s *Shards[T]) List(ctx context.Context, opts ...ListOption) ([]T, error) {
+func (s *BucketReader[T]) List(ctx context.Context, opts ...ListOption) ([]T, error) {
 	objs, _, err := s.list(ctx, opts)
 	return objs, err
 }
 
 // list is List, and also returns the newest resource version of the
 // informers it read.
-func (s *Shards[T]) list(ctx context.Context, opts []ListOption) ([]T, string, error) {
+func (s *BucketReader[T]) list(ctx context.Context, opts []ListOption) ([]T, string, error) {
 	held, err := s.heldBuckets("list")
 	if err != nil {
 		return nil, "", err
 	}
 	what := "list " + describe(s.kind)
 	buckets := sortedBuckets(held)
-	if s.buckets.Key == ShardByNamespace {
+	if s.buckets.By == sharding.ByNamespace {
 		lo := NewListOptions(opts...)
 		ns := lo.Namespace
 		if fns, ok := namespaceOf(lo.Fields); ok && ns == "" {
@@ -177,10 +178,10 @@ func (s *Shards[T]) list(ctx context.Context, opts []ListOption) ([]T, string, e
 }
 
 // BucketOf returns the bucket of the object of key, when it can be told:
-// from the namespace with ShardByNamespace; with ShardByUID, the held
+// from the namespace with sharding.ByNamespace; with sharding.ByUID, the held
 // bucket whose informer holds the object.
-func (s *Shards[T]) BucketOf(key types.NamespacedName) (int, bool) {
-	if s.buckets.Key == ShardByNamespace {
+func (s *BucketReader[T]) BucketOf(key types.NamespacedName) (int, bool) {
+	if s.buckets.By == sharding.ByNamespace {
 		return s.buckets.Of(key.Namespace), true
 	}
 	k := storeKey(key)
@@ -194,7 +195,7 @@ func (s *Shards[T]) BucketOf(key types.NamespacedName) (int, bool) {
 
 // heldBuckets returns what held returns, or an error naming a bucket
 // outside 0..Count-1.
-func (s *Shards[T]) heldBuckets(verb string) (map[int]*Informer[T], error) {
+func (s *BucketReader[T]) heldBuckets(verb string) (map[int]*Informer[T], error) {
 	held := s.held()
 	for b := range held {
 		if b < 0 || b >= s.buckets.Count {
@@ -205,8 +206,8 @@ func (s *Shards[T]) heldBuckets(verb string) (map[int]*Informer[T], error) {
 }
 
 // describeHeld names the held buckets for errors.
-func (s *Shards[T]) describeHeld(held map[int]*Informer[T]) string {
-	return fmt.Sprintf("only buckets %v of %d by %s are held", sortedBuckets(held), s.buckets.Count, s.buckets.Key)
+func (s *BucketReader[T]) describeHeld(held map[int]*Informer[T]) string {
+	return fmt.Sprintf("only buckets %v of %d by %s are held", sortedBuckets(held), s.buckets.Count, s.buckets.By)
 }
 
 func sortedBuckets[V any](held map[int]V) []int {

@@ -1,0 +1,425 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// assess looks at the ring: which members are live, which buckets this
+// member should hold; it claims the buckets it should hold that are free,
+// and starts handing over those it should not.
+func (r *ring) assess(ctx context.Context) {
+	leases := r.ringLeases()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	now := time.Now()
+	byName := r.observeLocked(leases, now)
+	members := r.liveMembersLocked(leases, now)
+	if !slices.Equal(members, r.members) {
+		r.log.Info("ring members changed", "members", members, "before", r.members)
+		r.members = members
+	}
+	r.assessed = true
+	if !r.formed {
+		r.formed = r.formingOverLocked(leases, members, now)
+	}
+	claims := r.rebalanceLocked(ctx, byName, members, now)
+	r.metrics.set(r.countLocked())
+	r.mu.Unlock()
+	for _, c := range claims {
+		r.claim(ctx, c.b, c.lease, c.why)
+	}
+	r.mu.Lock() // for the deferred unlock
+}
+
+// observeLocked notes when each of leases was first seen at its
+// resourceVersion, forgets the Leases gone, and returns leases by name.
+// r.mu must be held.
+func (r *ring) observeLocked(leases []*coordinationv1.Lease, now time.Time) map[string]*coordinationv1.Lease {
+	byName := make(map[string]*coordinationv1.Lease, len(leases))
+	for _, l := range leases {
+		byName[l.Name] = l
+		if o, ok := r.seen[l.Name]; !ok || o.rv != l.ResourceVersion {
+			o := observation{rv: l.ResourceVersion, since: now, at: now}
+			if !ok {
+				o.since = r.backdateLocked(l, now)
+			}
+			r.seen[l.Name] = o
+		}
+	}
+	for name := range r.seen {
+		if byName[name] == nil {
+			delete(r.seen, name)
+		}
+	}
+	return byName
+}
+
+// liveMembersLocked returns the sorted identities of the live members of
+// this member's layout: itself while its member Lease was renewed within
+// RenewDeadline and it is not refused, and every other member whose Lease
+// changed within Lease.Duration. r.mu must be held.
+func (r *ring) liveMembersLocked(leases []*coordinationv1.Lease, now time.Time) []string {
+	var members []string
+	if r.member != nil && now.Sub(r.memberRenewed) < r.opts.Lease.RenewDeadline && r.refused == nil {
+		members = append(members, r.opts.Lease.Identity)
+	}
+	for _, l := range leases {
+		id := holder(l)
+		if l.Labels[roleLabel] != roleMember || l.Name == r.memberName || id == "" || l.DeletionTimestamp != nil {
+			continue
+		}
+		if now.Sub(r.seen[l.Name].since) >= r.opts.Lease.Duration {
+			continue // not renewed for Lease.Duration: gone
+		}
+		if err := r.compatible(l); err != nil {
+			if !r.ignored[l.Name] {
+				r.ignored[l.Name] = true
+				r.log.Error(err, "ignoring an incompatible member of the ring")
+			}
+			continue
+		}
+		members = append(members, id)
+	}
+	slices.Sort(members)
+	return members
+}
+
+// bucketClaim is a bucket the assignment gives this member, its Lease as
+// cached, and why it may be claimed now.
+type bucketClaim struct {
+	b     int
+	lease *coordinationv1.Lease
+	why   string
+}
+
+// rebalanceLocked starts handing over the held buckets the assignment over
+// members gives to others, and returns those it gives this member that it
+// may claim now. r.mu must be held.
+func (r *ring) rebalanceLocked(ctx context.Context, byName map[string]*coordinationv1.Lease, members []string, now time.Time) []bucketClaim {
+	// Buckets are claimed only while this member holds the ring's layout
+	// (see writeLayout): a member of another layout may then hold none.
+	mayClaim := r.formed && r.refused == nil && now.Sub(r.layoutRenewed) < r.opts.Lease.RenewDeadline
+	var claims []bucketClaim
+	for b, owner := range assign(r.opts.Buckets.Count, members) {
+		h := r.held[b]
+		switch {
+		case owner == r.opts.Lease.Identity && h == nil && mayClaim:
+			l := byName[bucketLeaseName(r.opts.Ring, b)]
+			if why := r.claimable(l, now); why != "" {
+				claims = append(claims, bucketClaim{b, l, why})
+			}
+		case owner != r.opts.Lease.Identity && h != nil && h.state != bucketDraining:
+			// A bucket still syncing goes too: its reads end with its
+			// context, and one that cannot be read here (its acquire
+			// retrying) is not kept from a member that may read it.
+			h.state = bucketDraining
+			go r.handOver(ctx, b, h, owner)
+		}
+	}
+	return claims
+}
+
+// formingOverLocked reports whether this member may claim buckets: it has
+// waited FormationDelay since it joined, or another live member (members)
+// holds a bucket Lease it renewed within Lease.Duration (by the renewal
+// time the Lease carries: a crashed member's Lease looks live to a member
+// that just joined until it has watched it for Lease.Duration). Until then
+// the ring is forming, and the members that join meanwhile are counted in
+// the first claims. r.mu must be held.
+func (r *ring) formingOverLocked(leases []*coordinationv1.Lease, members []string, now time.Time) bool {
+	if now.Sub(r.joined) >= r.opts.FormationDelay {
+		return true
+	}
+	for _, l := range leases {
+		h := holder(l)
+		if l.Labels[roleLabel] != roleBucket || h == r.opts.Lease.Identity || !slices.Contains(members, h) || r.claimable(l, now) != "" {
+			continue
+		}
+		if l.Spec.RenewTime != nil && now.Sub(l.Spec.RenewTime.Time) < r.opts.Lease.Duration {
+			return true
+		}
+	}
+	r.log.V(1).Info("the ring is forming: waiting before claiming buckets", "members", members, "for", (r.opts.FormationDelay - now.Sub(r.joined)).Round(time.Millisecond))
+	return false
+}
+
+// claimable says why bucket Lease l (nil when the bucket has none) may be
+// claimed: "new", "released", or "expired" when this member saw it
+// unchanged for Lease.Duration; "" when a live member holds it. r.mu must be
+// held.
+func (r *ring) claimable(l *coordinationv1.Lease, now time.Time) string {
+	switch {
+	case l == nil:
+		return "new"
+	case holder(l) == "":
+		return "released"
+	case now.Sub(r.seen[l.Name].since) >= r.opts.Lease.Duration:
+		return "expired"
+	}
+	return ""
+}
+
+// assign gives each bucket an owner among members (sorted): the member
+// ranking highest for it by rendezvous hashing, then, while a member owns
+// more than ceil(buckets/members), the bucket of that member whose next
+// choice under the limit ranks highest moves there. "" when there are no
+// members. Every member computes the same assignment from the same
+// members, and a member joining or leaving moves few buckets besides its
+// own.
+func assign(buckets int, members []string) []string {
+	owners := make([]string, buckets)
+	if len(members) == 0 {
+		return owners
+	}
+	limit := (buckets + len(members) - 1) / len(members)
+	ranked := make([][]string, buckets)
+	load := make(map[string]int, len(members))
+	for b := range owners {
+		ranked[b] = slices.Clone(members)
+		sort.SliceStable(ranked[b], func(i, j int) bool { return score(ranked[b][i], b) > score(ranked[b][j], b) })
+		owners[b] = ranked[b][0]
+		load[owners[b]]++
+	}
+	for {
+		over := ""
+		for _, m := range members {
+			if load[m] > limit {
+				over = m
+				break
+			}
+		}
+		if over == "" {
+			return owners
+		}
+		best, to, bestScore := -1, "", uint64(0)
+		for b, o := range owners {
+			if o != over {
+				continue
+			}
+			for _, m := range ranked[b] {
+				if m != over && load[m] < limit {
+					if s := score(m, b); best < 0 || s > bestScore {
+						best, to, bestScore = b, m, s
+					}
+					break
+				}
+			}
+		}
+		owners[best] = to
+		load[over]--
+		load[to]++
+	}
+}
+
+func score(member string, bucket int) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(member))
+	_, _ = h.Write([]byte{0, byte(bucket >> 8), byte(bucket)})
+	// FNV of inputs that differ in a byte or two orders them alike for
+	// every bucket; splitmix64's finalizer spreads them.
+	x := h.Sum64()
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// claim claims bucket b, whose Lease was last seen as l (nil when it had
+// none), with a compare-and-swap on that resourceVersion: it fails when
+// the Lease changed since.
+func (r *ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why string) {
+	start := time.Now()
+	stamp := metav1.NewMicroTime(start)
+	secs := int32(r.opts.Lease.Duration.Round(time.Second) / time.Second)
+	var (
+		got *coordinationv1.Lease
+		err error
+	)
+	if l == nil {
+		nl := r.newLease(bucketLeaseName(r.opts.Ring, b), roleBucket, start)
+		nl.Labels[bucketLabel] = strconv.Itoa(b)
+		got, err = r.leases.Create(ctx, nl, metav1.CreateOptions{})
+	} else {
+		c := l.DeepCopy()
+		r.layout.annotate(c)
+		c.Spec.HolderIdentity, c.Spec.AcquireTime, c.Spec.RenewTime, c.Spec.LeaseDurationSeconds = &r.opts.Lease.Identity, &stamp, &stamp, &secs
+		n := int32(1)
+		if c.Spec.LeaseTransitions != nil {
+			n = *c.Spec.LeaseTransitions + 1
+		}
+		c.Spec.LeaseTransitions = &n
+		got, err = r.leases.Update(ctx, c, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			r.log.V(1).Info("claiming a bucket failed", "bucket", b, "error", err.Error())
+		}
+		return // another member was faster, or the cache lags: look again later
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || r.held[b] != nil || r.refused != nil {
+		r.mu.Unlock()
+		r.release(ctx, got)
+		r.mu.Lock()
+		return
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	h := &heldBucket{lease: got, renewed: start, since: start, ctx: bctx, cancel: cancel}
+	r.held[b] = h
+	r.log.Info("claimed bucket", "bucket", b, "previous", holder(l), "why", why)
+	go r.acquire(b, h, slices.Clone(r.users))
+}
+
+// acquire makes every sharded controller read bucket b, then serves it.
+func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
+	marks := r.leaseMarks(h.lease)
+	backoff := time.Second
+	for _, u := range users {
+		// A controller that cannot read the bucket yet (a kind it may not
+		// list, a sync that timed out) tries again: its informers recover
+		// by themselves once they can, and the bucket stays unserved (and
+		// the member unready) until then.
+		for {
+			restoreGC := relaxGC(r.syncGCPercent)
+			err := u.acquire(h.ctx, b, marks)
+			restoreGC()
+			if err == nil {
+				break
+			}
+			if h.ctx.Err() != nil {
+				return
+			}
+			r.log.Error(err, "reading a claimed bucket failed; trying again", "bucket", b, "in", backoff)
+			select {
+			case <-h.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held[b] != h || h.state == bucketDraining {
+		return // lost or being handed over meanwhile
+	}
+	h.state = bucketServing
+	for _, u := range users {
+		u.serve(h.ctx, b, true)
+	}
+	took := time.Since(h.since)
+	r.metrics.handovers.WithLabelValues(r.opts.Ring, "in").Inc()
+	r.metrics.durations.WithLabelValues(r.opts.Ring, "sync").Observe(took.Seconds())
+	r.log.Info("serving bucket", "bucket", b, "synced", took.Round(time.Millisecond))
+	r.metrics.set(r.countLocked())
+}
+
+// handOver gives bucket b up to owner: stop dispatching, drain, stop
+// fencing writes in, release the Lease.
+func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string) {
+	start := time.Now()
+	r.mu.RLock()
+	users := slices.Clone(r.users)
+	r.mu.RUnlock()
+	for _, u := range users {
+		u.serve(h.ctx, b, false)
+	}
+	var stuck []string
+	for _, u := range users {
+		stuck = append(stuck, u.drain(b, r.opts.HandoverTimeout)...)
+	}
+	r.mu.Lock()
+	if r.held[b] != h {
+		r.mu.Unlock()
+		return // lost meanwhile
+	}
+	delete(r.held, b) // from here on, the fence refuses b's writes
+	h.cancel()
+	lease := h.lease
+	r.mu.Unlock()
+	marks := userMarks([]int{b}, users)[b]
+	for _, u := range users {
+		u.drop(h.ctx, b)
+	}
+	r.release(ctx, r.withMarks(lease, marks))
+	took := time.Since(start)
+	r.metrics.handovers.WithLabelValues(r.opts.Ring, "out").Inc()
+	r.metrics.durations.WithLabelValues(r.opts.Ring, "drain").Observe(took.Seconds())
+	if len(stuck) > 0 {
+		r.metrics.abandoned.WithLabelValues(r.opts.Ring).Add(float64(len(stuck)))
+		r.log.Info("handed a bucket over with reconciles still running; their writes are refused", "bucket", b, "to", owner, "drained", took.Round(time.Millisecond), "abandoned", stuck)
+	} else {
+		r.log.Info("handed a bucket over", "bucket", b, "to", owner, "drained", took.Round(time.Millisecond))
+	}
+	r.mu.Lock()
+	r.metrics.set(r.countLocked())
+	r.mu.Unlock()
+}
+
+// userMarks returns the marks of the buckets of bs, by bucket and then by
+// controller, for the users that can say.
+func userMarks(bs []int, users []shardUser) map[int]map[string]string {
+	marks := map[int]map[string]string{}
+	for _, u := range users {
+		ctl, rvs := u.marks(bs)
+		for b, rv := range rvs {
+			if marks[b] == nil {
+				marks[b] = map[string]string{}
+			}
+			marks[b][ctl] = rv
+		}
+	}
+	return marks
+}
+
+// handoverMarks is the value of marksAnno. Layout says how the ring cut
+// the hash space when the marks were taken ("32/uid"): a bucket of another
+// layout holds other objects, so its marks say nothing of them.
+type handoverMarks struct {
+	Layout string            `json:"layout"`
+	Marks  map[string]string `json:"marks"`
+}
+
+// leaseMarks returns the marks bucket Lease l carries, by controller; none
+// when it carries none, of another layout, or they do not parse.
+func (r *ring) leaseMarks(l *coordinationv1.Lease) map[string]string {
+	var m handoverMarks
+	if v := l.Annotations[marksAnno]; v == "" || json.Unmarshal([]byte(v), &m) != nil || m.Layout != r.layout.cut {
+		return nil
+	}
+	return m.Marks
+}
+
+// withMarks returns a copy of bucket Lease l whose marks are marks, and,
+// for controllers that left none, the ones l had.
+func (r *ring) withMarks(l *coordinationv1.Lease, marks map[string]string) *coordinationv1.Lease {
+	if len(marks) == 0 {
+		return l
+	}
+	all := r.leaseMarks(l)
+	if all == nil {
+		all = map[string]string{}
+	}
+	maps.Copy(all, marks)
+	v, err := json.Marshal(handoverMarks{Layout: r.layout.cut, Marks: all})
+	if err != nil {
+		return l
+	}
+	c := l.DeepCopy()
+	metav1.SetMetaDataAnnotation(&c.ObjectMeta, marksAnno, string(v))
+	return c
+}

@@ -1,0 +1,32 @@
+package sharding
+
+// Status is a member's view of its sharding ring. The debug endpoint
+// serves it as JSON too (framework.Manager.RingStatus).
+type Status struct {
+	// Ring and Identity are the ring's name and this member's identity.
+	Ring     string `json:"ring"`
+	Identity string `json:"identity"`
+	// Buckets is how the ring cuts objects into buckets: its shard key and
+	// bucket count, as BucketFrom reports them.
+	Buckets Buckets `json:"buckets"`
+	// Forming is set while no live member holds a bucket and this member
+	// waits (Options.FormationDelay) before claiming.
+	Forming bool `json:"forming"`
+	// Serving are the buckets whose keys this member dispatches: claimed,
+	// and listed by every sharded controller. Syncing are claimed and still
+	// listing; Draining are being given up, waiting for in-flight
+	// reconciles.
+	Serving  []int `json:"serving"`
+	Syncing  []int `json:"syncing"`
+	Draining []int `json:"draining"`
+	// Members are the identities of the live members of this member's
+	// layout it saw at its last look at the ring; itself included while
+	// its member Lease was renewed within Lease.RenewDeadline and it is not
+	// refused.
+	Members []string `json:"members"`
+	// Refused says why this member holds no bucket and is not ready: the
+	// ring is held by members of another layout (another Buckets
+	// or set of sharded controllers), which it names. The member keeps
+	// trying, and joins once they are gone. Empty while not refused.
+	Refused string `json:"refused,omitempty"`
+}
