@@ -104,7 +104,7 @@ func newRingMetrics(ring string) *ringMetrics {
 		}, []string{"ring", "controller"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "converge_shard_refusals_total",
-			Help: "Times this member was refused by its ring: members of another layout (BucketCount, Key or sharded controllers) held it. sharding.Status.Refused and /readyz say which while it lasts.",
+			Help: "Times this member was refused by its ring: members of another layout (Buckets.Count, Buckets.By or sharded controllers) held it. sharding.Status.Refused and /readyz say which while it lasts.",
 		}, []string{"ring"}),
 	}
 }

@@ -81,7 +81,7 @@ func main() {
 	flag.DurationVar(&o.lease, "lease", 4*time.Second, "the ring's LeaseDuration (RenewDeadline 3/4 of it, RetryPeriod 1/8)")
 	flag.IntVar(&o.workers, "workers", 4, "workers")
 	flag.DurationVar(&o.work, "work", 20*time.Millisecond, "how long a reconcile that writes works before it writes")
-	flag.IntVar(&o.buckets, "buckets", 0, "the ring's BucketCount (0: the default)")
+	flag.IntVar(&o.buckets, "buckets", 0, "the ring's Buckets.Count (0: the default)")
 	flag.StringVar(&o.kind, "kind", "configmaps", "the kind the controller reconciles: configmaps or secrets (which it only reads)")
 	flag.StringVar(&o.server, "server", "", "send every request to this URL instead of the kubeconfig's server")
 	flag.BoolVar(&o.noPreconditions, "no-preconditions", false, "send the sharded reconciles' writes without preconditions (a negative control)")
