@@ -345,19 +345,32 @@ func (r *ring) check(b int) error {
 	h := r.held[b]
 	var renewed time.Time
 	if h != nil {
-		renewed = h.renewed
-		if r.layoutRenewed.Before(renewed) {
-			renewed = r.layoutRenewed
-		}
+		renewed = r.renewedLocked(h)
 	}
 	r.mu.RUnlock()
 	if h == nil {
 		return fmt.Errorf("%w (bucket %d of ring %s/%s)", sharding.ErrBucketNotHeld, b, r.opts.Lease.Namespace, r.opts.Ring)
 	}
-	if ago := time.Since(renewed); ago >= r.opts.Lease.RenewDeadline {
-		return fmt.Errorf("%w (bucket %d of ring %s/%s: last renewed %v ago, RenewDeadline %v)", sharding.ErrBucketNotHeld, b, r.opts.Lease.Namespace, r.opts.Ring, ago.Round(time.Millisecond), r.opts.Lease.RenewDeadline)
+	if now := time.Now(); r.lapsed(renewed, now) {
+		return fmt.Errorf("%w (bucket %d of ring %s/%s: last renewed %v ago, RenewDeadline %v)", sharding.ErrBucketNotHeld, b, r.opts.Lease.Namespace, r.opts.Ring, now.Sub(renewed).Round(time.Millisecond), r.opts.Lease.RenewDeadline)
 	}
 	return nil
+}
+
+// renewedLocked is when claimed bucket h was last renewed as far as its
+// fence goes: the older of its own Lease's renewal and the layout Lease's.
+// r.mu must be held.
+func (r *ring) renewedLocked(h *heldBucket) time.Time {
+	if r.layoutRenewed.Before(h.renewed) {
+		return r.layoutRenewed
+	}
+	return h.renewed
+}
+
+// lapsed says whether a bucket last renewed at renewed is fenced at now:
+// not renewed within Lease.RenewDeadline.
+func (r *ring) lapsed(renewed, now time.Time) bool {
+	return now.Sub(renewed) >= r.opts.Lease.RenewDeadline
 }
 
 // bucketContext returns the context of claimed bucket b, nil when not
@@ -385,11 +398,18 @@ func (r *ring) ready() error {
 	if !r.formed {
 		return fmt.Errorf("sharding ring %q: forming, waiting %v more before claiming buckets (FormationDelay)", r.opts.Ring, (r.opts.FormationDelay - time.Since(r.joined)).Round(time.Millisecond))
 	}
-	var syncing []int
+	var syncing, fenced []int
+	now := time.Now()
 	for b, h := range r.held {
-		if h.state == bucketSyncing {
+		if r.lapsed(r.renewedLocked(h), now) {
+			fenced = append(fenced, b)
+		} else if h.state == bucketSyncing {
 			syncing = append(syncing, b)
 		}
+	}
+	if len(fenced) > 0 {
+		slices.Sort(fenced)
+		return fmt.Errorf("sharding ring %q: buckets %v not renewed within RenewDeadline %v (API server unreachable?): their keys wait and their writes are refused", r.opts.Ring, fenced, r.opts.Lease.RenewDeadline)
 	}
 	if len(syncing) > 0 {
 		slices.Sort(syncing)
@@ -425,7 +445,12 @@ func (r *ring) status() sharding.Status {
 	if r.refused != nil {
 		s.Refused = r.refused.Error()
 	}
+	now := time.Now()
 	for b, h := range r.held {
+		if r.lapsed(r.renewedLocked(h), now) {
+			s.Fenced = append(s.Fenced, b)
+			continue
+		}
 		switch h.state {
 		case bucketServing:
 			s.Serving = append(s.Serving, b)
@@ -435,7 +460,7 @@ func (r *ring) status() sharding.Status {
 			s.Draining = append(s.Draining, b)
 		}
 	}
-	for _, l := range [][]int{s.Serving, s.Syncing, s.Draining} {
+	for _, l := range [][]int{s.Serving, s.Syncing, s.Draining, s.Fenced} {
 		slices.Sort(l)
 	}
 	return s

@@ -92,6 +92,36 @@ func TestFenceRefusesBucketsNotHeldOrNotRenewed(t *testing.T) {
 	}
 }
 
+// A member cut off from the API server keeps its claims until it loses
+// them, but neither reports their buckets as served nor says it is ready
+// while their fence is down.
+func TestStatusAndReadinessShowFencedBuckets(t *testing.T) {
+	r := &ring{opts: sharding.Options{Ring: "r", Lease: lease.Options{Namespace: "ns", RenewDeadline: time.Second}},
+		held: map[int]*heldBucket{}, assessed: true, formed: true}
+	r.held[1] = &heldBucket{renewed: time.Now(), state: bucketServing}
+	r.held[2] = &heldBucket{renewed: time.Now(), state: bucketServing}
+	r.layoutRenewed = time.Now()
+	if s := r.status(); fmt.Sprint(s.Serving) != "[1 2]" || len(s.Fenced) != 0 {
+		t.Errorf("renewed now: serving %v, fenced %v; want [1 2] and none", s.Serving, s.Fenced)
+	}
+	if err := r.ready(); err != nil {
+		t.Errorf("renewed now: ready() = %v", err)
+	}
+	r.held[2].renewed = time.Now().Add(-2 * time.Second)
+	s := r.status()
+	if fmt.Sprint(s.Serving) != "[1]" || fmt.Sprint(s.Fenced) != "[2]" {
+		t.Errorf("bucket 2 renewed 2 s ago, RenewDeadline 1 s: serving %v, fenced %v; want [1] and [2]", s.Serving, s.Fenced)
+	}
+	if err := r.ready(); err == nil || !strings.Contains(err.Error(), "buckets [2] not renewed") {
+		t.Errorf("bucket 2 fenced: ready() = %v, want an error naming it", err)
+	}
+	r.held[2].renewed = time.Now()
+	r.layoutRenewed = time.Now().Add(-2 * time.Second)
+	if s := r.status(); len(s.Serving) != 0 || fmt.Sprint(s.Fenced) != "[1 2]" {
+		t.Errorf("layout Lease renewed 2 s ago: serving %v, fenced %v; want none and [1 2]", s.Serving, s.Fenced)
+	}
+}
+
 // barrierLeases holds each bucket Lease update until n of them are in
 // flight at once, or ctx ends.
 type barrierLeases struct {

@@ -19,6 +19,13 @@ type Status struct {
 	Serving  []int `json:"serving"`
 	Syncing  []int `json:"syncing"`
 	Draining []int `json:"draining"`
+	// Fenced are buckets this member still claims but has not renewed
+	// (their Lease, or the ring's layout Lease) within Lease.RenewDeadline,
+	// as when it is cut off from the API server: it dispatches none of
+	// their keys and their writes are refused (ErrBucketNotHeld) until a
+	// renewal succeeds or it loses them. A bucket listed here is in no
+	// other list, and the member is not ready while any is.
+	Fenced []int `json:"fenced,omitempty"`
 	// Members are the identities of the live members of this member's
 	// layout it saw at its last look at the ring; itself included while
 	// its member Lease was renewed within Lease.RenewDeadline and it is not
