@@ -545,7 +545,7 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	}
 	if g != nil {
 		linked = g.withPolicies(children) || linked
-		if children, err = g.bind(parent, children, d.resolver(parent, children)); err != nil {
+		if children, err = g.bind(parent, children, d.dependencyNames(parent, children)); err != nil {
 			return d.invalid(ctx, parent, state, err)
 		}
 		linked = linked || g.edges // deletion in order needs the finalizer

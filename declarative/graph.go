@@ -158,33 +158,32 @@ func isGraphChild(decl any) bool {
 // bind ties the graph to children, prepared from the objects graphOf
 // returned (children[i] from nodes[i]), and returns them in apply order:
 // each after the children it is After, otherwise in declaration order.
-// Children After one left out are left out too. resolve names a dependency
+// Children After one left out are left out too. names names a dependency
 // (see objectID). The error names the children that break the order.
-func (g *graph) bind(parent object.Object, children []child, resolve func(object.Object) (string, error)) ([]child, error) {
+func (g *graph) bind(parent object.Object, children []child, names dependencyNames) ([]child, error) {
 	index := make(map[string]int, len(children))
 	for i, c := range children {
 		index[objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())] = i
 	}
+	// A child left out is not declared: it is never resolved (its kind
+	// may not be served), only matched with the dependencies that name it.
+	left := leftOutOf(parent, g.excluded, names.kind)
 	out := make(map[string]bool, len(g.excluded))
-	for _, obj := range g.excluded {
-		id, err := resolve(obj)
-		if err != nil {
-			return nil, fmt.Errorf("child left out by IncludeWhen: %w", err)
-		}
-		out[id] = true
-	}
 	deps := make([][]string, len(children))
 	var errs []error
 	for i, n := range g.nodes {
 		for _, dep := range n.after {
-			id, err := resolve(dep)
+			id, err := names.id(dep)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s is After a child: %w", displayName(parent, children[i]), err))
 				continue
 			}
 			if _, declared := index[id]; !declared && !out[id] {
-				errs = append(errs, fmt.Errorf("%s is After %s, which is not declared in State.Children", displayName(parent, children[i]), displayID(parent, id)))
-				continue
+				if !left.names(id) {
+					errs = append(errs, fmt.Errorf("%s is After %s, which is not declared in State.Children", displayName(parent, children[i]), displayID(parent, id)))
+					continue
+				}
+				out[id] = true
 			}
 			if !slices.Contains(deps[i], id) {
 				deps[i] = append(deps[i], id)
@@ -589,66 +588,6 @@ func dependedOn(objs []object.Object) map[string]bool {
 		}
 	}
 	return out
-}
-
-// displayName names c for messages: its kind and name, with its namespace
-// when not the parent's.
-func displayName(parent object.Object, c child) string {
-	if ns := c.obj.GetNamespace(); ns != "" && ns != parent.GetNamespace() {
-		return c.obj.GetKind() + " " + ns + "/" + c.obj.GetName()
-	}
-	return c.obj.GetKind() + " " + c.obj.GetName()
-}
-
-// displayID names the object of objectID id for messages, as displayName.
-func displayID(parent object.Object, id string) string {
-	gk, rest, _ := strings.Cut(id, "/")
-	kind, _, _ := strings.Cut(gk, ".")
-	if ns, name, ok := strings.Cut(rest, "/"); ok {
-		if ns == parent.GetNamespace() {
-			return kind + " " + name
-		}
-		return kind + " " + rest
-	}
-	return kind + " " + rest
-}
-
-// resolver returns the function naming a dependency of parent's children
-// (see objectID): its kind must be in Options.Children, its namespace is
-// the parent's when empty for a namespaced kind. Whether a kind is
-// namespaced is taken from children, prepared, where they have it (asking
-// the REST mapper costs more than the rest of the graph).
-func (d *Declarative[T]) resolver(parent object.Object, children []child) func(object.Object) (string, error) {
-	scoped := make(map[*childKind]bool, len(d.children))
-	for _, c := range children {
-		scoped[c.kind] = c.obj.GetNamespace() != ""
-	}
-	return func(obj object.Object) (string, error) {
-		if typednil.Is(obj) {
-			return "", errors.New("nil object")
-		}
-		ck, err := d.kindOf(obj)
-		if err != nil {
-			return "", fmt.Errorf("%T %s: %w", obj, obj.GetName(), err)
-		}
-		if obj.GetName() == "" {
-			return "", fmt.Errorf("%s without a name", ck.gvk.Kind)
-		}
-		namespaced, known := scoped[ck]
-		if !known {
-			if namespaced, err = d.namespaced(ck); err != nil {
-				return "", fmt.Errorf("%s %s: %w", ck.gvk.Kind, obj.GetName(), err)
-			}
-		}
-		ns := obj.GetNamespace()
-		switch {
-		case !namespaced:
-			ns = ""
-		case ns == "":
-			ns = parent.GetNamespace()
-		}
-		return objectID(ck.gvk.GroupKind(), ns, obj.GetName()), nil
-	}
 }
 
 // heldChildren returns the function prune asks, for each child it would

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-
-	"github.com/converge-dev/converge/reconcile"
 )
 
 // Annotations converge puts on children declared with a policy.
@@ -135,7 +133,7 @@ func (c *child) fold(annotation, value string) {
 func (d *Declarative[T]) skip(ctx context.Context, parent T, g *graph, i int, c child) bool {
 	switch {
 	case c.absent:
-		d.kindWaits.add(c.kind.gvk.GroupKind(), reconcile.Request{Namespace: parent.GetNamespace(), Name: parent.GetName()})
+		d.kindWaits.add(c.kind.gvk.GroupKind(), requestOf(parent))
 		g.vertices[i].kind = crdOf(c.kind.gvk)
 		return true
 	case c.policy.runOnce:
