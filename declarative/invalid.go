@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/internal/errtext"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -55,7 +56,7 @@ func declarationErrors(err error) error {
 // or what Desired reads, must change first.
 func (d *Declarative[T]) invalid(ctx context.Context, parent T, state State, err error) (reconcile.Result, error) {
 	err = fmt.Errorf("%s %s: children: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
-	cond, blocker := readyCondition(parent, readyState{status: metav1.ConditionFalse, reason: ChildGraphReason, message: truncate(err.Error(), 32000)})
+	cond, blocker := readyCondition(parent, readyState{status: metav1.ConditionFalse, reason: ChildGraphReason, message: truncate(errtext.Of(err), 32000)})
 	framework.NoteBlocked(ctx, blocker)
 	d.reportInvalid(parent, cond)
 	if state.Status != nil {
