@@ -98,11 +98,16 @@ type State struct {
 // LiveChild and LiveChildren and the context it is given: a change to a
 // child reconciles its parent.
 //
-// An error Desired returns reaches the framework unchanged, and nothing is
-// applied, deleted or recorded: reconcile.Terminal(err) is not retried
-// until something changes, any other error is retried with backoff (see
-// package reconcile). To leave everything as it is without an error, return
-// State{KeepChildren: true}.
+// When Desired returns an error, or panics, nothing is applied or deleted
+// and no State.Events are recorded: the parent's Ready condition (when its
+// status can hold conditions) is set False with reason DesiredFailedReason
+// and the error, the reconcile notes the same as its framework.Blocker, and
+// a Warning Event of that reason is recorded once per change of the error.
+// The error then reaches the framework unchanged: reconcile.Terminal(err)
+// is not retried until something changes, any other error is retried with
+// backoff (see package reconcile); a panic is counted, logged with its
+// stack and retried as any reconcile panic. To leave everything as it is
+// without an error, return State{KeepChildren: true}.
 type Reconciler[T object.Object] interface {
 	Desired(ctx context.Context, parent T) (State, error)
 }
@@ -524,9 +529,9 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	if parent.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, d.finalizeParent(ctx, parent)
 	}
-	state, err := d.r.Desired(withLive(ctx, d, parent), parent)
-	if err != nil {
-		return reconcile.Result{}, err // unchanged, as Reconciler says
+	state, err, panicked := d.desired(ctx, parent)
+	if err != nil || panicked != nil {
+		return reconcile.Result{}, d.desiredFailed(ctx, parent, err, panicked)
 	}
 	d.recordEvents(parent, state.Events)
 	if state.KeepChildren {

@@ -308,6 +308,11 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), failed: why != "", why: why}
 		return
 	}
+	if live.GetDeletionTimestamp() != nil {
+		// Going away, whatever its status says: applied again once gone.
+		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), why: beingDeleted(live)}
+		return
+	}
 	if v.ready == nil {
 		v.state = readinessOf(gk, live)
 		return
@@ -327,16 +332,16 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 	}
 }
 
-// readyPanic is a recovered panic of a ReadyWhen.
-type readyPanic struct {
+// recoveredPanic is a recovered panic of a ReadyWhen or of Desired.
+type recoveredPanic struct {
 	value any
 	stack []byte
 }
 
-func callReady(ready func(object.Object) (bool, error), live object.Object) (ok bool, err error, p *readyPanic) {
+func callReady(ready func(object.Object) (bool, error), live object.Object) (ok bool, err error, p *recoveredPanic) {
 	defer func() {
 		if r := recover(); r != nil {
-			p = &readyPanic{value: r, stack: debug.Stack()}
+			p = &recoveredPanic{value: r, stack: debug.Stack()}
 		}
 	}()
 	ok, err = ready(live)

@@ -64,3 +64,21 @@ func debugObject(t *testing.T, mgr *framework.Manager, kind, ns, name string) st
 	}
 	return string(b)
 }
+
+// panics returns the reconcile panics the rig's manager counted.
+func panics(t *testing.T, r *graphRig) float64 {
+	t.Helper()
+	mfs, err := r.mgr.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "controller_runtime_reconcile_panics_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}

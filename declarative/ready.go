@@ -2,6 +2,7 @@ package declarative
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -9,10 +10,13 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/object"
 )
@@ -43,10 +47,14 @@ const (
 	// is not ready ("Deployment web waits for Job migrate (succeeded)"),
 	// or a child no longer declared is not deleted yet because another
 	// being deleted is After it ("ConfigMap config is deleted once Job
-	// migrate, which is After it, is gone").
+	// migrate, which is After it, is gone"), or the deletion of the
+	// parent waits for a child to be gone ("deletion waits for Deployment
+	// web (Terminating, finalizer example.com/hold)").
 	WaitingReason = "Waiting"
 	// NotReadyReason: every child is applied and one is not ready yet
-	// ("Deployment web is not ready yet (Available)").
+	// ("Deployment web is not ready yet (Available)"), or is being deleted
+	// ("... (Available): it is being deleted (Terminating, finalizer
+	// example.com/hold)").
 	NotReadyReason = "NotReady"
 	// ChildFailedReason: a child will not become ready without a change: a
 	// Job that failed, a ReadyWhen that panicked, an apply that failed
@@ -67,6 +75,16 @@ const (
 	// status write brings about nor a restart repeats it (a parent whose
 	// status has no conditions gets one per process).
 	ChildGraphReason = "InvalidChildGraph"
+	// DesiredFailedReason: Desired returned an error, or panicked; nothing
+	// is applied or deleted. The message is the error (without the values
+	// the API server quotes, on one line; a terminal error's cause), or
+	// "Desired panicked: " and the first line of the panic's value. Set
+	// on any parent whose status can hold conditions, with a Warning Event
+	// of this reason once per change of the error, as for
+	// ChildGraphReason. The error then goes to the framework: retried with
+	// backoff unless terminal, and a panic is counted and logged, with its
+	// stack, as any reconcile panic.
+	DesiredFailedReason = "DesiredFailed"
 )
 
 // readyState is the Ready condition a parent's children call for, before
@@ -227,4 +245,60 @@ func hasConditions(status any) bool {
 		}
 	}
 	return false
+}
+
+// setReadyCondition writes cond as parent's Ready condition when the
+// reconcile has no State.Status to write it with (Desired failed, or the
+// parent is being deleted), on a parent whose status can hold conditions
+// (see canHoldConditions): a JSON merge patch of the status subresource
+// holding the parent's conditions as the cache shows them with cond in
+// place of its Ready condition, on condition that the parent is unchanged
+// since (its resourceVersion), so that no other condition is lost. A
+// parent changed meanwhile is reconciled again by its change; one gone
+// needs nothing.
+func (d *Declarative[T]) setReadyCondition(ctx context.Context, parent T, cond metav1.Condition) error {
+	current := parentConditions(parent)
+	for _, c := range current {
+		if c.Type == ReadyCondition && c.Status == cond.Status && c.Reason == cond.Reason && c.Message == cond.Message {
+			return nil
+		}
+	}
+	if len(current) == 0 && !canHoldConditions(parent) {
+		return nil
+	}
+	list := slices.DeleteFunc(slices.Clone(current), func(c metav1.Condition) bool { return c.Type == ReadyCondition })
+	list = append(list, cond)
+	slices.SortStableFunc(list, func(a, b metav1.Condition) int { return cmp.Compare(a.Type, b.Type) })
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": parent.GetUID(), "resourceVersion": parent.GetResourceVersion()},
+		"status":   map[string]any{"conditions": list},
+	})
+	if err != nil {
+		return err
+	}
+	err = d.client.Status().Patch(ctx, d.objectRef(parent), types.MergePatchType, patch, client.FieldManager(d.opts.FieldManager))
+	switch {
+	case err == nil, apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil
+	}
+	return fmt.Errorf("write the Ready condition of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+}
+
+// canHoldConditions reports whether parent's status has a conditions
+// field: its Go type's Status field has one (see hasConditions), or,
+// unstructured, its status holds one.
+func canHoldConditions(parent object.Object) bool {
+	if u, ok := parent.(*unstructured.Unstructured); ok {
+		_, has, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "conditions")
+		return has
+	}
+	t := reflect.TypeOf(parent)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	f, ok := t.FieldByName("Status")
+	return ok && hasConditions(reflect.New(f.Type).Interface())
 }

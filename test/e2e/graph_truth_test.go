@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
@@ -212,6 +213,33 @@ var _ = Describe("declarative parents tell the truth", func() {
 		}).Should(Succeed())
 		Expect(truthOf(ctx, mgr, ns, "broken")).To(sayTheSame(declarative.ChildFailedReason, "child failed", "Job broken-migrate is not ready (Complete)"), "the failed child is still reported")
 	}, SpecTimeout(4*time.Minute))
+
+	It("says what a deleted parent's deletion waits for: a child held by someone else's finalizer, before what the child is After is deleted", func(ctx SpecContext) {
+		explain(ctx, "--help") // builds converge once, outside the Eventually below
+		_, mgr := startTruthSites(ctx, ns)
+		createSite(ctx, ns, "held", v1alpha1.StaticSiteSpec{Pages: pages})
+		Eventually(ctx, siteReadyCondition(ctx, ns, "held")).Should(readyWith(declarative.WaitingReason, "Deployment held-web waits for Job held-migrate"))
+		completeJob(ctx, ns, "held-migrate")
+		makeAvailable(ctx, ns, "held-web")
+		Eventually(ctx, siteReadyCondition(ctx, ns, "held")).Should(readyWith(declarative.ChildrenReadyReason, "all 3 children are ready"))
+		_, err := kube.AppsV1().Deployments(ns).Patch(ctx, "held-web", types.MergePatchType, []byte(`{"metadata":{"finalizers":["example.com/hold"]}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		By("deleting the parent")
+		Expect(dyn.Resource(siteGVR).Namespace(ns).Delete(ctx, "held", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(ctx, func() truth { return truthOf(ctx, mgr, ns, "held") }).
+			Should(sayTheSame(declarative.WaitingReason, "waiting", "deletion waits for Deployment held-web (Terminating, finalizer example.com/hold) since "))
+		_, err = kube.BatchV1().Jobs(ns).Get(ctx, "held-migrate", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "Job held-migrate, which the Deployment is After, was deleted before it")
+
+		By("removing the finalizer, which lets the deletion finish")
+		_, err = kube.AppsV1().Deployments(ns).Patch(ctx, "held-web", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(ctx, func() bool {
+			_, err := getSite(ctx, ns, "held")
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(time.Minute).Should(BeTrue(), "the parent is deleted once its children are gone")
+	}, SpecTimeout(3*time.Minute))
 
 	It("reports a configuration error in what Desired returns on the parent, once, terminally, with nothing applied, across restarts", func(ctx SpecContext) {
 		run, mgr := startTruthSites(ctx, ns)
