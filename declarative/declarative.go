@@ -153,7 +153,13 @@ type Options struct {
 	// and reports, as ReadyCondition with reason WaitingReason, that the
 	// child waits for the kind's CustomResourceDefinition; children After
 	// it wait too. Such a parent is reconciled again once the kind is
-	// watched.
+	// watched. An optional kind the API server stops serving while the
+	// controller runs (its CRD deleted) is handled as one missing at the
+	// start: its informer stops, so the manager stays ready, the parents
+	// whose children of it could not be applied are reconciled again and
+	// report that they wait for it, and it is watched again once served.
+	// A required kind that goes away is not: its informer fails, and the
+	// manager's readiness with it, until it is served again.
 	RequiredKinds []object.Object
 
 	// FieldManager owns the fields converge applies, and labels the children.
@@ -577,10 +583,11 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 			return d.skip(ctx, parent, g, i, children[i]) || !g.allowed(i)
 		})
 		for j, err := range d.applyAll(ctx, parent, children, todo) {
+			c := children[todo[j]]
 			if err != nil && !errors.Is(err, errReplacing) {
 				errs = append(errs, err)
+				d.goneKind(parent, c.kind, err)
 			}
-			c := children[todo[j]]
 			g.observe(ctx, todo[j], c, err)
 			if c.policy.runOnce && g.vertices[todo[j]].state.ready {
 				ran = append(ran, c)

@@ -72,6 +72,32 @@ func jobOf(ctx context.Context, ns, name string) func() (*batchv1.Job, error) {
 	}
 }
 
+// knobDesired declares, for a StaticSite S, ConfigMap S-config and, when
+// its label knob is "yes", Knob S-dial and ConfigMap S-after After it;
+// when it is "no", the same with the Knob left out by IncludeWhen.
+func knobDesired(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
+	children := []any{declarative.NewChild(namedConfigMap(site.Name + "-config"))}
+	if want := site.Labels["knob"]; want != "" {
+		k := &unstructured.Unstructured{}
+		k.SetGroupVersionKind(knob)
+		k.SetName(site.Name + "-dial")
+		children = append(children, declarative.NewChild(k).IncludeWhen(want == "yes"), declarative.NewChild(namedConfigMap(site.Name+"-after")).After(k))
+	}
+	return declarative.State{Children: children, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
+}
+
+// deleteKnobCRD deletes the Knob CRD, if there is one, and waits until it
+// is gone.
+func deleteKnobCRD(ctx context.Context) {
+	GinkgoHelper()
+	crds := dyn.Resource(crdGVR)
+	if err := crds.Delete(ctx, knobCRD, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	Eventually(ctx, func() error { _, err := crds.Get(ctx, knobCRD, metav1.GetOptions{}); return err }).
+		WithTimeout(time.Minute).Should(Satisfy(apierrors.IsNotFound))
+}
+
 var _ = Describe("declarative child policies", func() {
 	var ns string
 	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
@@ -82,30 +108,20 @@ var _ = Describe("declarative child policies", func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Knob CRD must not be installed before this spec: %v", err)
 		// Removed after the manager stopped (cleanups run in reverse order),
 		// so the spec can run again on the same control plane.
-		DeferCleanup(func(ctx SpecContext) {
-			if err := crds.Delete(ctx, knobCRD, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
-				Expect(err).NotTo(HaveOccurred())
-			}
-			Eventually(ctx, func() error { _, err := crds.Get(ctx, knobCRD, metav1.GetOptions{}); return err }).
-				WithTimeout(time.Minute).Should(Satisfy(apierrors.IsNotFound))
-		}, NodeTimeout(2*time.Minute))
+		DeferCleanup(deleteKnobCRD, NodeTimeout(2*time.Minute))
 
 		example := &unstructured.Unstructured{}
 		example.SetGroupVersionKind(knob)
-		startPolicySites(ctx, ns, func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
-			children := []any{declarative.NewChild(namedConfigMap(site.Name + "-config"))}
-			if site.Labels["knob"] == "yes" {
-				k := &unstructured.Unstructured{}
-				k.SetGroupVersionKind(knob)
-				k.SetName(site.Name + "-dial")
-				children = append(children, declarative.NewChild(k), declarative.NewChild(namedConfigMap(site.Name+"-after")).After(k))
-			}
-			return declarative.State{Children: children, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
-		}, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, example}})
+		startPolicySites(ctx, ns, knobDesired, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, example}})
 		createSite(ctx, ns, "healthy", anySpec)
 		createSiteWithLabels(ctx, ns, "waiting", anySpec, map[string]string{"knob": "yes"})
+		createSiteWithLabels(ctx, ns, "leftout", anySpec, map[string]string{"knob": "no"})
 
 		Eventually(ctx, siteReadyCondition(ctx, ns, "healthy")).Should(And(
+			readyWith(declarative.ChildrenReadyReason, "all 1 children are ready"), HaveField("Status", metav1.ConditionTrue)))
+		// A Knob left out by IncludeWhen is not declared: its kind is never
+		// looked up, and what is After it is left out with it.
+		Eventually(ctx, siteReadyCondition(ctx, ns, "leftout")).Should(And(
 			readyWith(declarative.ChildrenReadyReason, "all 1 children are ready"), HaveField("Status", metav1.ConditionTrue)))
 		Eventually(ctx, siteReadyCondition(ctx, ns, "waiting")).Should(And(
 			readyWith(declarative.WaitingReason, "Knob waiting-dial waits for CustomResourceDefinition knobs.e2e.converge.dev (kind Knob.e2e.converge.dev is not served) since "),
@@ -133,6 +149,40 @@ var _ = Describe("declarative child policies", func() {
 			}
 			return string(k.GetUID()), nil
 		}).ShouldNot(Equal(string(k.GetUID())))
+	}, SpecTimeout(4*time.Minute))
+
+	It("handles an optional kind whose CRD is deleted while the controller runs as one missing at the start: the manager stays ready, its parents wait for it, and it is watched again once installed", func(ctx SpecContext) {
+		_, err := dyn.Resource(crdGVR).Get(ctx, knobCRD, metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Knob CRD must not be installed before this spec: %v", err)
+		DeferCleanup(deleteKnobCRD, NodeTimeout(2*time.Minute))
+		Expect(env.InstallCRDs(ctx, envtest.CRDOptions{Paths: []string{filepath.Join("testdata", "knobs.yaml")}})).To(Succeed())
+		example := &unstructured.Unstructured{}
+		example.SetGroupVersionKind(knob)
+		mgr := newManager(ns, framework.Options{})
+		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
+		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "policies", framework.ControllerOptions{}).
+			Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](knobDesired), declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, example}}))).To(Succeed())
+		startManager(ctx, mgr)
+		createSiteWithLabels(ctx, ns, "dialled", anySpec, map[string]string{"knob": "yes"})
+		createSite(ctx, ns, "healthy", anySpec)
+		Eventually(ctx, siteReadyCondition(ctx, ns, "dialled")).Should(readyWith(declarative.ChildrenReadyReason, "all 3 children are ready"))
+
+		By("deleting the CRD")
+		deleteKnobCRD(ctx)
+		Eventually(ctx, siteReadyCondition(ctx, ns, "dialled")).WithTimeout(time.Minute).Should(And(
+			readyWith(declarative.WaitingReason, "Knob dialled-dial waits for CustomResourceDefinition knobs.e2e.converge.dev (kind Knob.e2e.converge.dev is not served) since "),
+			HaveField("Status", metav1.ConditionFalse)))
+		Eventually(ctx, mgr.Cache().Health).WithTimeout(time.Minute).Should(Succeed(), "the manager is ready again: the Knobs' informer stopped")
+		Expect(configMap(ctx, ns, "dialled-after")()).NotTo(BeNil(), "ConfigMap dialled-after, After the Knob, is left as it is")
+		Expect(siteReadyCondition(ctx, ns, "healthy")()).To(readyWith(declarative.ChildrenReadyReason, "all 1 children are ready"))
+
+		By("installing the CRD again")
+		Expect(env.InstallCRDs(ctx, envtest.CRDOptions{Paths: []string{filepath.Join("testdata", "knobs.yaml")}})).To(Succeed())
+		Eventually(ctx, siteReadyCondition(ctx, ns, "dialled")).WithTimeout(90 * time.Second).Should(And(
+			readyWith(declarative.ChildrenReadyReason, "all 3 children are ready"), HaveField("Status", metav1.ConditionTrue)))
+		_, err = dyn.Resource(knob.GroupVersion().WithResource("knobs")).Namespace(ns).Get(ctx, "dialled-dial", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the Knob is applied again")
+		Expect(mgr.Cache().Health()).To(Succeed())
 	}, SpecTimeout(4*time.Minute))
 
 	It("puts the API server's cause in the Ready condition when a Job's template changes, and replaces the Job declared ReplaceWhenImmutable in its place in the order", func(ctx SpecContext) {
