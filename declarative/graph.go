@@ -296,7 +296,7 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), why: "its object is being replaced"}
 		return
 	case applyErr != nil:
-		v.state = readiness{failed: true, what: expectedReadiness(gk, v.readyWhat), why: "it could not be applied: " + applyCause(applyErr)}
+		v.state = readiness{failed: true, unapplied: true, what: expectedReadiness(gk, v.readyWhat), why: applyCause(applyErr)}
 		return
 	}
 	live, err := c.kind.cached.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})

@@ -27,6 +27,9 @@ type readiness struct {
 	what string
 	// why is the cause of a failure, or empty.
 	why string
+	// unapplied means the failure is the child's apply's: its readiness
+	// was not read.
+	unapplied bool
 }
 
 // Names of what readiness means, per kind (see readinessOf).

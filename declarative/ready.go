@@ -57,8 +57,10 @@ const (
 	// example.com/hold)").
 	NotReadyReason = "NotReady"
 	// ChildFailedReason: a child will not become ready without a change: a
-	// Job that failed, a ReadyWhen that panicked, an apply that failed
-	// ("Job migrate is not ready (Complete): it failed (BackoffLimitExceeded: ...)").
+	// Job that failed, a ReadyWhen that panicked ("Job migrate is not
+	// ready (Complete): it failed (BackoffLimitExceeded: ...)"), an apply
+	// that failed ("ConfigMap config could not be applied: the API server
+	// answered 422 Invalid: ...").
 	ChildFailedReason = "ChildFailed"
 	// ChildGraphReason: the State Desired returned cannot be applied as
 	// declared: a child of a kind not in Options.Children, without a
@@ -100,6 +102,9 @@ type readyState struct {
 // failed child, else the first waiting one, else the first not ready.
 func (g *graph) summary() readyState {
 	for _, v := range g.vertices {
+		if v.state.failed && v.state.unapplied {
+			return readyState{metav1.ConditionFalse, ChildFailedReason, fmt.Sprintf("%s could not be applied: %s", v.name, v.state.why), false}
+		}
 		if v.state.failed {
 			return readyState{metav1.ConditionFalse, ChildFailedReason, fmt.Sprintf("%s is not ready (%s): %s", v.name, v.state.what, v.state.why), false}
 		}

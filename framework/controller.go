@@ -141,10 +141,13 @@ type Controller struct {
 	queue      queue
 	reconciler reconcile.Reconciler
 	sources    []boundSource
-	log        logr.Logger
-	deeper     logr.LogSink
-	metrics    *controllerMetrics
-	tracer     trace.Tracer // nil: no tracing
+	// watched holds the kinds of the sources but the controller's own, for
+	// the debug endpoint; set by the builder.
+	watched []schema.GroupVersionKind
+	log     logr.Logger
+	deeper  logr.LogSink
+	metrics *controllerMetrics
+	tracer  trace.Tracer // nil: no tracing
 
 	// ids numbers reconciles for logs.
 	ids atomic.Uint64

@@ -252,7 +252,7 @@ var _ = Describe("declarative parents tell the truth", func() {
 		Eventually(ctx, warningEvents(ctx, ns, "site", declarative.ChildGraphReason)).Should(ContainElement(HaveField("Note", ContainSubstring(missingKind))))
 		code, out := explain(ctx, "StaticSite", ns+"/site", "--url", "http://"+mgr.MetricsAddress())
 		Expect(code).To(Equal(1), out)
-		Expect(out).To(ContainSubstring("with a terminal error, not retried until the object changes: terminal error: StaticSite " + ns + "/site: children: " + missingKind))
+		Expect(out).To(ContainSubstring("with a terminal error, not retried until the object changes: StaticSite " + ns + "/site: children: " + missingKind))
 		for _, name := range []string{"site-config", "unlabelled-config"} {
 			_, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ConfigMap %s was applied from a declaration with an error: %v", name, err)

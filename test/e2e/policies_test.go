@@ -216,7 +216,7 @@ var _ = Describe("declarative child policies", func() {
 		// Without the policy: the apply fails, and the condition says why
 		// as the API server does.
 		Eventually(ctx, siteReadyCondition(ctx, ns, "plain")).Should(And(
-			readyWith(declarative.ChildFailedReason, "Job plain-migrate is not ready (Complete): it could not be applied: the API server answered 422 Invalid: spec.template: "),
+			readyWith(declarative.ChildFailedReason, "Job plain-migrate could not be applied: the API server answered 422 Invalid: spec.template: "),
 			HaveField("Message", ContainSubstring("field is immutable")),
 			HaveField("Message", Not(ContainSubstring(`"containers"`)))), // the quoted template left out
 			"the Ready condition of a Job whose template cannot change")
@@ -238,7 +238,7 @@ var _ = Describe("declarative child policies", func() {
 		Expect(err).NotTo(HaveOccurred())
 		createSiteWithLabels(ctx, ns, "foreign", anySpec, map[string]string{"replace": "yes", "image": "busybox_2"})
 		Eventually(ctx, siteReadyCondition(ctx, ns, "foreign")).Should(readyWith(declarative.ChildFailedReason,
-			"Job foreign-migrate is not ready (Complete): it could not be applied: Job "+ns+"/foreign-migrate already exists and is not managed by StaticSite "+ns+"/foreign"))
+			"Job foreign-migrate could not be applied: Job "+ns+"/foreign-migrate already exists and is not managed by StaticSite "+ns+"/foreign"))
 		Expect(jobOf(ctx, ns, "foreign-migrate")()).To(And(HaveField("UID", foreign.UID), HaveField("DeletionTimestamp", BeNil())))
 	}, SpecTimeout(3*time.Minute))
 
