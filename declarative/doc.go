@@ -80,11 +80,16 @@
 // Without a ReadyWhen a child is ready as its kind's built-in readiness
 // says: Deployment (observedGeneration current, Available, every replica
 // updated and available), StatefulSet (ready and updated replicas),
-// DaemonSet (every scheduled pod updated and available), Job (Complete;
-// Failed is a failure, not a wait), PersistentVolumeClaim (Bound; Lost is a
-// failure), Service (of type LoadBalancer: an ingress assigned; others at
-// once), Pod (Ready, or Succeeded), any kind with a Ready (else Available)
-// condition for its current generation, and any other kind once it exists.
+// DaemonSet (every scheduled pod updated and available), Job (Complete),
+// PersistentVolumeClaim (Bound), Service (of type LoadBalancer: an ingress
+// assigned; others at once), Pod (Ready, or Succeeded), any kind with a
+// Ready (else Available) condition for its current generation, and any
+// other kind once it exists. A child that has failed for good is a
+// failure, not a wait, with or without a ReadyWhen: a Job whose Failed
+// condition is True, a Deployment past its progress deadline (Progressing
+// False, reason ProgressDeadlineExceeded, for its current generation), a
+// Pod in phase Failed, a PersistentVolumeClaim in phase Lost, and what a
+// Child.FailedWhen says; a ready child has not failed.
 // A child being deleted (deletionTimestamp set: pruned, left out and
 // declared again, or deleted by hand, and held by someone's finalizer) is
 // not ready, whatever its status says, and its message names the

@@ -48,7 +48,10 @@ type vertex struct {
 	ready func(object.Object) (bool, error)
 	// readyWhat names what ready means, when ready is set.
 	readyWhat string
-	state     readiness
+	// failed is its FailedWhen, or nil; failedWhat its words.
+	failed     func(object.Object) (bool, error)
+	failedWhat string
+	state      readiness
 	// waitsFor is the index of the vertex it waits for, or -1.
 	waitsFor int
 	// kind, when set, is what the child waits for to be served: its kind
@@ -181,7 +184,8 @@ func (g *graph) bind(parent object.Object, children []child, names dependencyNam
 	g.vertices = make([]vertex, len(order))
 	for v, i := range order {
 		c := children[i]
-		vx := vertex{id: objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName()), name: displayName(parent, c), ready: g.nodes[i].ready, readyWhat: g.nodes[i].readyWhat, waitsFor: -1}
+		vx := vertex{id: objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName()), name: displayName(parent, c), ready: g.nodes[i].ready, readyWhat: g.nodes[i].readyWhat,
+			failed: g.nodes[i].failed, failedWhat: g.nodes[i].failedWhat, waitsFor: -1}
 		for _, d := range deps[i] {
 			vx.after = append(vx.after, placed[d])
 		}
@@ -296,7 +300,7 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), why: "its object is being replaced"}
 		return
 	case applyErr != nil:
-		v.state = readiness{failed: true, unapplied: true, what: expectedReadiness(gk, v.readyWhat), why: applyCause(applyErr)}
+		v.state = readiness{failure: failedApply, what: expectedReadiness(gk, v.readyWhat), why: applyCause(applyErr)}
 		return
 	}
 	live, err := c.kind.cached.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
@@ -305,7 +309,10 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 		if !apierrors.IsNotFound(err) {
 			why = errtext.Of(err)
 		}
-		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), failed: why != "", why: why}
+		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), why: why}
+		if why != "" {
+			v.state.failure = failedCheck
+		}
 		return
 	}
 	if live.GetDeletionTimestamp() != nil {
@@ -313,23 +320,36 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), why: beingDeleted(live)}
 		return
 	}
+	builtin := readinessOf(gk, live)
 	if v.ready == nil {
-		v.state = readinessOf(gk, live)
-		return
+		v.state = builtin
+	} else {
+		v.state = readiness{what: v.readyWhat}
+		v.state.ready = g.call(v, "ReadyWhen", v.ready, live)
+		if !v.state.ready && !v.state.failed() && builtin.failure == failedItself {
+			v.state.failure, v.state.why = builtin.failure, builtin.why
+		}
 	}
-	v.state = readiness{what: v.readyWhat}
-	ready, err, panicked := callReady(v.ready, live)
+	if v.failed != nil && !v.state.ready && !v.state.failed() && g.call(v, "FailedWhen", v.failed, live) && !v.state.failed() {
+		v.state.failure, v.state.why = failedItself, v.failedWhat
+	}
+}
+
+// call returns what fn, v's ReadyWhen or FailedWhen (named by method),
+// says of live; when it fails or panics, v's state is failedCheck with
+// the cause, and the graph keeps the first panic to rethrow.
+func (g *graph) call(v *vertex, method string, fn func(object.Object) (bool, error), live object.Object) bool {
+	ok, err, panicked := callReady(fn, live)
 	switch {
 	case panicked != nil:
-		v.state.failed, v.state.why = true, fmt.Sprintf("its ReadyWhen panicked: %v", panicked.value)
+		v.state.failure, v.state.why = failedCheck, fmt.Sprintf("its %s panicked: %v", method, panicked.value)
 		if g.panicked == nil {
-			g.panicked = fmt.Errorf("declarative: ReadyWhen of %s panicked: %v\n%s", v.name, panicked.value, panicked.stack)
+			g.panicked = fmt.Errorf("declarative: %s of %s panicked: %v\n%s", method, v.name, panicked.value, panicked.stack)
 		}
 	case err != nil:
-		v.state.failed, v.state.why = true, errtext.Of(err)
-	default:
-		v.state.ready = ready
+		v.state.failure, v.state.why = failedCheck, errtext.Of(err)
 	}
+	return ok
 }
 
 // recoveredPanic is a recovered panic of a ReadyWhen or of Desired.

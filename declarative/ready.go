@@ -56,11 +56,13 @@ const (
 	// ("... (Available): it is being deleted (Terminating, finalizer
 	// example.com/hold)").
 	NotReadyReason = "NotReady"
-	// ChildFailedReason: a child will not become ready without a change: a
-	// Job that failed, a ReadyWhen that panicked ("Job migrate is not
-	// ready (Complete): it failed (BackoffLimitExceeded: ...)"), an apply
-	// that failed ("ConfigMap config could not be applied: the API server
-	// answered 422 Invalid: ...").
+	// ChildFailedReason: a child will not become ready without a change: it
+	// failed ("Job migrate failed (BackoffLimitExceeded: Job has reached
+	// the specified backoff limit)", "Deployment web failed
+	// (ProgressDeadlineExceeded: ...)", the words of its FailedWhen), its
+	// ReadyWhen panicked ("Deployment web is not ready (serving): its
+	// ReadyWhen panicked: ..."), or its apply failed ("ConfigMap config
+	// could not be applied: the API server answered 422 Invalid: ...").
 	ChildFailedReason = "ChildFailed"
 	// ChildGraphReason: the State Desired returned cannot be applied as
 	// declared: a child of a kind not in Options.Children, without a
@@ -102,10 +104,16 @@ type readyState struct {
 // failed child, else the first waiting one, else the first not ready.
 func (g *graph) summary() readyState {
 	for _, v := range g.vertices {
-		if v.state.failed && v.state.unapplied {
+		switch v.state.failure {
+		case failedItself:
+			msg := v.name + " failed"
+			if v.state.why != "" {
+				msg += " (" + v.state.why + ")"
+			}
+			return readyState{metav1.ConditionFalse, ChildFailedReason, msg, false}
+		case failedApply:
 			return readyState{metav1.ConditionFalse, ChildFailedReason, fmt.Sprintf("%s could not be applied: %s", v.name, v.state.why), false}
-		}
-		if v.state.failed {
+		case failedCheck:
 			return readyState{metav1.ConditionFalse, ChildFailedReason, fmt.Sprintf("%s is not ready (%s): %s", v.name, v.state.what, v.state.why), false}
 		}
 	}
