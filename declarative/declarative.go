@@ -263,6 +263,9 @@ type Declarative[T object.Object] struct {
 	runs runs
 	// invalids remembers the declaration errors reported with an Event.
 	invalids reportedErrors
+	// reruns remembers the Jobs that rerun after their TTL reported with an
+	// Event (see RerunAfterTTLReason).
+	reruns reportedErrors
 }
 
 // childKind is one kind of child: its kind, the example object from
@@ -560,8 +563,12 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 			return d.invalid(ctx, parent, state, err)
 		}
 		linked = linked || g.edges // deletion in order needs the finalizer
+		for i, c := range children {
+			g.vertices[i].reruns = c.reruns()
+		}
 	}
 	d.invalids.forget(parent.GetUID()) // an error reported before is gone
+	d.reportReruns(parent, children)
 	if (d.finalize != nil || linked) && !slices.Contains(parent.GetFinalizers(), d.opts.Finalizer) {
 		err := d.addFinalizer(ctx, parent)
 		if errors.Is(err, errParentGone) {

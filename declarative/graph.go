@@ -51,7 +51,10 @@ type vertex struct {
 	// failed is its FailedWhen, or nil; failedWhat its words.
 	failed     func(object.Object) (bool, error)
 	failedWhat string
-	state      readiness
+	// reruns is whether it is a Job that runs again each time its TTL
+	// deletes it (see RerunAfterTTLReason).
+	reruns bool
+	state  readiness
 	// waitsFor is the index of the vertex it waits for, or -1.
 	waitsFor int
 	// kind, when set, is what the child waits for to be served: its kind

@@ -91,8 +91,9 @@ func (d *Declarative[T]) reportInvalid(parent T, cond metav1.Condition, action s
 	d.recorder.Eventf(parent, nil, corev1.EventTypeWarning, cond.Reason, action, "%s", truncate(cond.Message, 1024))
 }
 
-// reportedErrors remembers, per parent, the declaration error last
-// reported with an Event. It is safe for concurrent use.
+// reportedErrors remembers, per parent, the message last reported with an
+// Event (a declaration error, the Jobs that rerun). It is safe for
+// concurrent use.
 type reportedErrors struct {
 	mu sync.Mutex
 	// byUID holds the message of each parent's last reported error; mu

@@ -123,19 +123,38 @@ func (g *graph) summary() readyState {
 		}
 		if v.waitsFor >= 0 {
 			d := g.vertices[v.waitsFor]
-			return readyState{metav1.ConditionFalse, WaitingReason, fmt.Sprintf("%s waits for %s (%s)", v.name, d.name, d.state.what), true}
+			return readyState{metav1.ConditionFalse, WaitingReason, fmt.Sprintf("%s waits for %s (%s%s)", v.name, d.name, d.state.what, d.rerunNote()), true}
 		}
 	}
 	for _, v := range g.vertices {
 		if !v.state.ready {
-			msg := fmt.Sprintf("%s is not ready yet (%s)", v.name, v.state.what)
+			msg := fmt.Sprintf("%s is not ready yet (%s%s)", v.name, v.state.what, v.rerunNote())
 			if v.state.why != "" {
 				msg += ": " + v.state.why
 			}
 			return readyState{metav1.ConditionFalse, NotReadyReason, msg, true}
 		}
 	}
-	return readyState{metav1.ConditionTrue, ChildrenReadyReason, fmt.Sprintf("all %d children are ready", len(g.vertices)), false}
+	msg := fmt.Sprintf("all %d children are ready", len(g.vertices))
+	var notes []string
+	for _, v := range g.vertices {
+		if v.reruns {
+			notes = append(notes, v.name+" "+rerunWords)
+		}
+	}
+	if len(notes) > 0 {
+		msg += " (" + strings.Join(notes, "; ") + ")"
+	}
+	return readyState{metav1.ConditionTrue, ChildrenReadyReason, msg, false}
+}
+
+// rerunNote is what the parenthesis after v's readiness adds when v
+// reruns ("Complete; it runs again ..."), or nothing.
+func (v vertex) rerunNote() string {
+	if !v.reruns {
+		return ""
+	}
+	return "; it " + rerunWords
 }
 
 // readyCondition returns the Ready condition st calls for on parent, the

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -278,6 +279,34 @@ var _ = Describe("declarative child policies", func() {
 		Eventually(ctx, jobOf(ctx, ns, "migrate")).Should(And(Not(BeNil()), Not(HaveField("UID", first.UID)),
 			HaveField("Spec.Template.Spec.Containers", ConsistOf(HaveField("Image", "busybox:2")))))
 		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete)"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("creates a Job with a ttlSecondsAfterFinished and without RunOnce again each time Kubernetes deletes it, and says so once with a Warning Event and in the Ready condition", func(ctx SpecContext) {
+		desired := func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
+			j := migrationJob("migrate", imageOf(site))
+			j.Spec.TTLSecondsAfterFinished = new(int32(1))
+			return declarative.State{Children: []any{
+				declarative.NewChild(j), declarative.NewChild(namedConfigMap("after")).After(j),
+			}, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
+		}
+		startPolicySites(ctx, ns, desired, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}})
+		createSite(ctx, ns, "site", anySpec)
+		const note = "it runs again each time its ttlSecondsAfterFinished deletes it: declare it RunOnce to run it once"
+		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete; "+note+") since "))
+		for run := range 2 {
+			By(fmt.Sprintf("run %d: the Job finishing, and Kubernetes deleting it", run+1))
+			job, err := jobOf(ctx, ns, "migrate")()
+			Expect(err).NotTo(HaveOccurred())
+			Expect(job).NotTo(BeNil())
+			completeJob(ctx, ns, "migrate")
+			Eventually(ctx, jobOf(ctx, ns, "migrate")).WithTimeout(time.Minute).Should(Or(BeNil(), Not(HaveField("UID", job.UID))),
+				"the TTL-after-finished controller deletes Job migrate")
+			Eventually(ctx, jobOf(ctx, ns, "migrate")).Should(And(Not(BeNil()), Not(HaveField("UID", job.UID))), "converge creates Job migrate again")
+		}
+		Eventually(ctx, warningEvents(ctx, ns, "site", declarative.RerunAfterTTLReason)).Should(ConsistOf(And(HaveField("Series", BeNil()),
+			HaveField("Note", "Job migrate sets ttlSecondsAfterFinished and is not declared RunOnce: each time the TTL deletes it once it finished, converge creates it again and it runs again; declare it with RunOnce() to run it once per content, or drop the TTL"))),
+			"one Warning Event, whatever the reruns")
+		Expect(siteReadyCondition(ctx, ns, "site")()).To(readyWith(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete; "+note+")"))
 	}, SpecTimeout(3*time.Minute))
 
 	It("keeps a retained PersistentVolumeClaim when its parent is deleted, with background or foreground propagation, with no owner reference and none of converge's labels", func(ctx SpecContext) {
