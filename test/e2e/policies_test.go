@@ -281,6 +281,28 @@ var _ = Describe("declarative child policies", func() {
 		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete)"))
 	}, SpecTimeout(3*time.Minute))
 
+	It("replaces a finished run-once Job declared ReplaceWhenImmutable when its content changes before its TTL deleted it", func(ctx SpecContext) {
+		desired := func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
+			j := migrationJob("migrate", imageOf(site))
+			j.Spec.TTLSecondsAfterFinished = new(int32(3600))
+			return declarative.State{Children: []any{
+				declarative.NewChild(j).RunOnce().ReplaceWhenImmutable(), declarative.NewChild(namedConfigMap("after")).After(j),
+			}, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
+		}
+		startPolicySites(ctx, ns, desired, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}})
+		createSite(ctx, ns, "site", anySpec)
+		Eventually(ctx, jobOf(ctx, ns, "migrate")).ShouldNot(BeNil())
+		first, err := jobOf(ctx, ns, "migrate")()
+		Expect(err).NotTo(HaveOccurred())
+		completeJob(ctx, ns, "migrate")
+		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.ChildrenReadyReason, "all 2 children are ready"))
+
+		patchSite(ctx, ns, "site", `{"metadata":{"labels":{"image":"busybox_2"}}}`)
+		Eventually(ctx, jobOf(ctx, ns, "migrate")).Should(And(Not(BeNil()), Not(HaveField("UID", first.UID)),
+			HaveField("Spec.Template.Spec.Containers", ConsistOf(HaveField("Image", "busybox:2")))), "the finished Job replaced by one of the new content")
+		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete) since "))
+	}, SpecTimeout(3*time.Minute))
+
 	It("creates a Job with a ttlSecondsAfterFinished and without RunOnce again each time Kubernetes deletes it, and says so once with a Warning Event and in the Ready condition", func(ctx SpecContext) {
 		desired := func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
 			j := migrationJob("migrate", imageOf(site))
