@@ -25,12 +25,14 @@ import (
 // A Child is a declaration, read once by the reconcile it is returned to:
 // build a new one in each Desired.
 type Child[C object.Object] struct {
-	obj       C
-	after     []object.Object
-	ready     func(live C) bool
-	readyWhat string
-	excluded  bool
-	policy    childPolicy // see policy.go
+	obj        C
+	after      []object.Object
+	ready      func(live C) bool
+	readyWhat  string
+	failed     func(live C) bool
+	failedWhat string
+	excluded   bool
+	policy     childPolicy // see policy.go
 }
 
 // NewChild returns obj as a Child, with no options: to be applied at once,
@@ -71,6 +73,32 @@ func (c *Child[C]) ReadyWhen(what string, ready func(live C) bool) *Child[C] {
 	return c
 }
 
+// FailedWhen says when c has failed for good: failed is called, as a
+// ReadyWhen is, with c's object as the cache holds it (status included;
+// shared with the cache: do not modify it) each time the parent is
+// reconciled while c is applied and not ready. Once it returns true, c
+// counts as failed rather than waiting: the parent's Ready condition is
+// False with reason ChildFailedReason and reads "Deployment web failed
+// (image cannot be pulled)" for what "image cannot be pulled", and the
+// reconcile notes the same Blocker, which converge explain and the debug
+// page show as "child failed". Children After c keep waiting for it. It
+// turns back into a wait, or ready, as soon as failed returns false. what
+// says in a few words what went wrong; empty means the message says only
+// "failed".
+//
+// FailedWhen adds to the failures the built-in readiness recognises (a
+// Job's Failed condition, a Deployment's Progressing condition False with
+// reason ProgressDeadlineExceeded, a Pod's phase Failed, a
+// PersistentVolumeClaim's phase Lost), which apply with or without a
+// ReadyWhen; a child that is ready has not failed. C must be the type the
+// cache holds for c's kind, as for ReadyWhen. A failed that panics is
+// recovered and handled as a ReadyWhen's panic. A nil failed means the
+// built-in failures only, and what is then ignored.
+func (c *Child[C]) FailedWhen(what string, failed func(live C) bool) *Child[C] {
+	c.failed, c.failedWhat = failed, what
+	return c
+}
+
 // IncludeWhen declares c only when include holds. A child left out is
 // pruned, as any child no longer declared, after the children that depend
 // on it; a child After it is left out too. The zero Child is included.
@@ -82,20 +110,29 @@ func (c *Child[C]) IncludeWhen(include bool) *Child[C] {
 // node returns c without its type parameter.
 func (c *Child[C]) node() node {
 	n := node{obj: c.obj, after: c.after, excluded: c.excluded, policy: c.policy}
-	if ready := c.ready; ready != nil {
+	if c.ready != nil {
 		n.readyWhat = c.readyWhat
 		if n.readyWhat == "" {
 			n.readyWhat = "ready"
 		}
-		n.ready = func(live object.Object) (bool, error) {
-			l, ok := live.(C)
-			if !ok {
-				return false, fmt.Errorf("ReadyWhen takes a %T, but the cache holds a %T: make its example in Options.Children a %T, or take a %T", *new(C), live, *new(C), live)
-			}
-			return ready(l), nil
-		}
+		n.ready = untyped("ReadyWhen", c.ready)
+	}
+	if c.failed != nil {
+		n.failed, n.failedWhat = untyped("FailedWhen", c.failed), c.failedWhat
 	}
 	return n
+}
+
+// untyped returns fn, the function of the Child method named method, as a
+// function of any object, which fails for one that is not a C.
+func untyped[C object.Object](method string, fn func(live C) bool) func(object.Object) (bool, error) {
+	return func(live object.Object) (bool, error) {
+		l, ok := live.(C)
+		if !ok {
+			return false, fmt.Errorf("%s takes a %T, but the cache holds a %T: make its example in Options.Children a %T, or take a %T", method, *new(C), live, *new(C), live)
+		}
+		return fn(l), nil
+	}
 }
 
 // node is a Child without its type parameter.
@@ -105,8 +142,11 @@ type node struct {
 	ready func(live object.Object) (bool, error) // nil: built-in readiness
 	// readyWhat names what ready means, for messages; set with ready.
 	readyWhat string
-	excluded  bool
-	policy    childPolicy
+	failed    func(live object.Object) (bool, error) // nil: built-in failures only
+	// failedWhat names what went wrong when failed is true, for messages.
+	failedWhat string
+	excluded   bool
+	policy     childPolicy
 }
 
 // graphChild is what State.Children holds for a Child of any type.

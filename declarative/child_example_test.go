@@ -3,6 +3,7 @@ package declarative_test
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -19,7 +20,9 @@ import (
 // The status gets a Ready condition saying what the site waits for, in the
 // words of the built-in readiness or of ReadyWhen: "Deployment docs waits
 // for Job docs-migrate (Complete) since ...", then "Service docs waits for
-// Deployment docs (serving) since ...".
+// Deployment docs (serving) since ...". A Deployment whose pods cannot be
+// created reads as failed: "Deployment docs failed (pods cannot be
+// created)", as one past its progress deadline does without a FailedWhen.
 func ExampleNewChild() {
 	desired := func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
 		config := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: site.Name}, Data: site.Spec.Pages}
@@ -31,7 +34,12 @@ func ExampleNewChild() {
 				config, // ready once it exists
 				declarative.NewChild(migrate).After(config), // ready when Complete
 				declarative.NewChild(web).After(migrate).
-					ReadyWhen("serving", func(d *appsv1.Deployment) bool { return d.Status.ReadyReplicas > 0 }),
+					ReadyWhen("serving", func(d *appsv1.Deployment) bool { return d.Status.ReadyReplicas > 0 }).
+					FailedWhen("pods cannot be created", func(d *appsv1.Deployment) bool {
+						return slices.ContainsFunc(d.Status.Conditions, func(c appsv1.DeploymentCondition) bool {
+							return c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue // a quota exceeded, say
+						})
+					}),
 				declarative.NewChild(svc).After(web),
 				declarative.NewChild(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: site.Name + "-extra"}}).
 					IncludeWhen(site.Spec.MinAvailable != nil),

@@ -98,11 +98,16 @@ type State struct {
 // LiveChild and LiveChildren and the context it is given: a change to a
 // child reconciles its parent.
 //
-// An error Desired returns reaches the framework unchanged, and nothing is
-// applied, deleted or recorded: reconcile.Terminal(err) is not retried
-// until something changes, any other error is retried with backoff (see
-// package reconcile). To leave everything as it is without an error, return
-// State{KeepChildren: true}.
+// When Desired returns an error, or panics, nothing is applied or deleted
+// and no State.Events are recorded: the parent's Ready condition (when its
+// status can hold conditions) is set False with reason DesiredFailedReason
+// and the error, the reconcile notes the same as its framework.Blocker, and
+// a Warning Event of that reason is recorded once per change of the error.
+// The error then reaches the framework unchanged: reconcile.Terminal(err)
+// is not retried until something changes, any other error is retried with
+// backoff (see package reconcile); a panic is counted, logged with its
+// stack and retried as any reconcile panic. To leave everything as it is
+// without an error, return State{KeepChildren: true}.
 type Reconciler[T object.Object] interface {
 	Desired(ctx context.Context, parent T) (State, error)
 }
@@ -148,7 +153,13 @@ type Options struct {
 	// and reports, as ReadyCondition with reason WaitingReason, that the
 	// child waits for the kind's CustomResourceDefinition; children After
 	// it wait too. Such a parent is reconciled again once the kind is
-	// watched.
+	// watched. An optional kind the API server stops serving while the
+	// controller runs (its CRD deleted) is handled as one missing at the
+	// start: its informer stops, so the manager stays ready, the parents
+	// whose children of it could not be applied are reconciled again and
+	// report that they wait for it, and it is watched again once served.
+	// A required kind that goes away is not: its informer fails, and the
+	// manager's readiness with it, until it is served again.
 	RequiredKinds []object.Object
 
 	// FieldManager owns the fields converge applies, and labels the children.
@@ -252,6 +263,9 @@ type Declarative[T object.Object] struct {
 	runs runs
 	// invalids remembers the declaration errors reported with an Event.
 	invalids reportedErrors
+	// reruns remembers the Jobs that rerun after their TTL reported with an
+	// Event (see RerunAfterTTLReason).
+	reruns reportedErrors
 }
 
 // childKind is one kind of child: its kind, the example object from
@@ -524,9 +538,9 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	if parent.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, d.finalizeParent(ctx, parent)
 	}
-	state, err := d.r.Desired(withLive(ctx, d, parent), parent)
-	if err != nil {
-		return reconcile.Result{}, err // unchanged, as Reconciler says
+	state, err, panicked := d.desired(ctx, parent)
+	if err != nil || panicked != nil {
+		return reconcile.Result{}, d.desiredFailed(ctx, parent, err, panicked)
 	}
 	d.recordEvents(parent, state.Events)
 	if state.KeepChildren {
@@ -545,12 +559,16 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	}
 	if g != nil {
 		linked = g.withPolicies(children) || linked
-		if children, err = g.bind(parent, children, d.resolver(parent, children)); err != nil {
+		if children, err = g.bind(parent, children, d.dependencyNames(parent, children)); err != nil {
 			return d.invalid(ctx, parent, state, err)
 		}
 		linked = linked || g.edges // deletion in order needs the finalizer
+		for i, c := range children {
+			g.vertices[i].reruns = c.reruns()
+		}
 	}
 	d.invalids.forget(parent.GetUID()) // an error reported before is gone
+	d.reportReruns(parent, children)
 	if (d.finalize != nil || linked) && !slices.Contains(parent.GetFinalizers(), d.opts.Finalizer) {
 		err := d.addFinalizer(ctx, parent)
 		if errors.Is(err, errParentGone) {
@@ -572,10 +590,11 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 			return d.skip(ctx, parent, g, i, children[i]) || !g.allowed(i)
 		})
 		for j, err := range d.applyAll(ctx, parent, children, todo) {
+			c := children[todo[j]]
 			if err != nil && !errors.Is(err, errReplacing) {
 				errs = append(errs, err)
+				d.goneKind(parent, c.kind, err)
 			}
-			c := children[todo[j]]
 			g.observe(ctx, todo[j], c, err)
 			if c.policy.runOnce && g.vertices[todo[j]].state.ready {
 				ran = append(ran, c)

@@ -10,14 +10,20 @@
 //     may not show a child applied a moment ago; a child kind no longer
 //     served, its CRD removed, has none), release the retained ones (see
 //     Child.Retain), then remove the finalizer, whoever added it. Nothing
-//     else.
+//     else. While the deletion waits (a child another is After is deleted
+//     once that one is gone, and someone's finalizer may hold it), the
+//     reconcile's framework.Blocker and the Ready condition say for what
+//     ("deletion waits for Deployment web (Terminating, finalizer
+//     example.com/hold)").
 //  2. Add the finalizer when cleanup is needed (a Finalizer, or children that
 //     owner references cannot tie to the parent: cluster-scoped ones, or ones
 //     in other namespaces), before the first child exists. A parent deleted
 //     meanwhile gets no children.
 //  3. Ask the Reconciler for the desired State (Desired may read the
 //     parent's live children with LiveChild), and record the Events it
-//     asks for. State{KeepChildren: true} skips steps 4 and 5.
+//     asks for. State{KeepChildren: true} skips steps 4 and 5. A Desired
+//     that fails (an error, a panic) stops here, and says so in the Ready
+//     condition (see Reconciler).
 //  4. Server-side apply each child with the field manager, a controller owner
 //     reference (or a label link) and labels naming the parent, forcing
 //     ownership of the fields it declares. Fields other managers own are left
@@ -74,11 +80,20 @@
 // Without a ReadyWhen a child is ready as its kind's built-in readiness
 // says: Deployment (observedGeneration current, Available, every replica
 // updated and available), StatefulSet (ready and updated replicas),
-// DaemonSet (every scheduled pod updated and available), Job (Complete;
-// Failed is a failure, not a wait), PersistentVolumeClaim (Bound; Lost is a
-// failure), Service (of type LoadBalancer: an ingress assigned; others at
-// once), Pod (Ready, or Succeeded), any kind with a Ready (else Available)
-// condition for its current generation, and any other kind once it exists.
+// DaemonSet (every scheduled pod updated and available), Job (Complete),
+// PersistentVolumeClaim (Bound), Service (of type LoadBalancer: an ingress
+// assigned; others at once), Pod (Ready, or Succeeded), any kind with a
+// Ready (else Available) condition for its current generation, and any
+// other kind once it exists. A child that has failed for good is a
+// failure, not a wait, with or without a ReadyWhen: a Job whose Failed
+// condition is True, a Deployment past its progress deadline (Progressing
+// False, reason ProgressDeadlineExceeded, for its current generation), a
+// Pod in phase Failed, a PersistentVolumeClaim in phase Lost, and what a
+// Child.FailedWhen says; a ready child has not failed.
+// A child being deleted (deletionTimestamp set: pruned, left out and
+// declared again, or deleted by hand, and held by someone's finalizer) is
+// not ready, whatever its status says, and its message names the
+// finalizers that hold it; it is applied again once it is gone.
 // Readiness is read from the cache each reconcile; a change to a child
 // reconciles its parent, so a waiting parent never polls.
 //

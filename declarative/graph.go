@@ -1,26 +1,19 @@
 package declarative
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"runtime/debug"
 	"slices"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/internal/errtext"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
@@ -30,58 +23,6 @@ import (
 // pruning and deletion follow the order after Desired stops declaring it
 // and across restarts.
 const AfterAnnotation = "converge.dev/after"
-
-// ReadyCondition is the type of the condition converge sets in the status
-// of a parent that declares any Child, when State.Status has a conditions
-// field: True, reason ChildrenReadyReason, once every child is ready; False
-// otherwise, with one of the reasons below and a message naming the first
-// child in the way. A Ready condition Desired sets is replaced. A
-// declaration converge cannot follow (ChildGraphReason) sets it on any
-// parent whose status has conditions.
-//
-// Whenever it is False, the reconcile also notes it, same reason and
-// message, as its framework.Blocker: converge explain and the manager's
-// debug page then say what the condition says, and count the parent as
-// not converged.
-const ReadyCondition = "Ready"
-
-// Reasons of ReadyCondition. Waiting and NotReady messages end with the time
-// the child started waiting ("since 2026-01-02T15:04:05Z"), kept while it
-// waits for the same thing. What a child waits for is its kind's built-in
-// readiness (Complete, Available, Ready, Bound, load balancer ingress,
-// created) or the words its ReadyWhen gives.
-const (
-	// ChildrenReadyReason: every child is applied and ready.
-	ChildrenReadyReason = "ChildrenReady"
-	// WaitingReason: a child is not applied yet because a child it is After
-	// is not ready ("Deployment web waits for Job migrate (succeeded)"),
-	// or a child no longer declared is not deleted yet because another
-	// being deleted is After it ("ConfigMap config is deleted once Job
-	// migrate, which is After it, is gone").
-	WaitingReason = "Waiting"
-	// NotReadyReason: every child is applied and one is not ready yet
-	// ("Deployment web is not ready yet (Available)").
-	NotReadyReason = "NotReady"
-	// ChildFailedReason: a child will not become ready without a change: a
-	// Job that failed, a ReadyWhen that panicked, an apply that failed
-	// ("Job migrate is not ready (Complete): it failed (BackoffLimitExceeded: ...)").
-	ChildFailedReason = "ChildFailed"
-	// ChildGraphReason: the State Desired returned cannot be applied as
-	// declared: a child of a kind not in Options.Children, without a
-	// name, not convertible, declared twice, outside the manager's cache
-	// (its namespace, or the label or field selection of its kind), in
-	// another namespace than its parent's in a controller sharded by
-	// namespace; children whose order cannot be followed (a cycle, a
-	// child After one not declared or of a kind not in Options.Children);
-	// State.KeepChildren with Children. Nothing is applied or pruned, the
-	// reconcile fails terminally (it is not retried until the parent or a
-	// child changes), and a Warning Event of this reason is recorded on the
-	// parent once per change of the error: not again while the parent's
-	// Ready condition already reports it, so neither the reconcile its own
-	// status write brings about nor a restart repeats it (a parent whose
-	// status has no conditions gets one per process).
-	ChildGraphReason = "InvalidChildGraph"
-)
 
 // graph is the order and readiness of one reconcile's children, built when
 // any of them is a Child. A nil *graph is a parent without one: every
@@ -107,7 +48,13 @@ type vertex struct {
 	ready func(object.Object) (bool, error)
 	// readyWhat names what ready means, when ready is set.
 	readyWhat string
-	state     readiness
+	// failed is its FailedWhen, or nil; failedWhat its words.
+	failed     func(object.Object) (bool, error)
+	failedWhat string
+	// reruns is whether it is a Job that runs again each time its TTL
+	// deletes it (see RerunAfterTTLReason).
+	reruns bool
+	state  readiness
 	// waitsFor is the index of the vertex it waits for, or -1.
 	waitsFor int
 	// kind, when set, is what the child waits for to be served: its kind
@@ -158,33 +105,32 @@ func isGraphChild(decl any) bool {
 // bind ties the graph to children, prepared from the objects graphOf
 // returned (children[i] from nodes[i]), and returns them in apply order:
 // each after the children it is After, otherwise in declaration order.
-// Children After one left out are left out too. resolve names a dependency
+// Children After one left out are left out too. names names a dependency
 // (see objectID). The error names the children that break the order.
-func (g *graph) bind(parent object.Object, children []child, resolve func(object.Object) (string, error)) ([]child, error) {
+func (g *graph) bind(parent object.Object, children []child, names dependencyNames) ([]child, error) {
 	index := make(map[string]int, len(children))
 	for i, c := range children {
 		index[objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())] = i
 	}
+	// A child left out is not declared: it is never resolved (its kind
+	// may not be served), only matched with the dependencies that name it.
+	left := leftOutOf(parent, g.excluded, names.kind)
 	out := make(map[string]bool, len(g.excluded))
-	for _, obj := range g.excluded {
-		id, err := resolve(obj)
-		if err != nil {
-			return nil, fmt.Errorf("child left out by IncludeWhen: %w", err)
-		}
-		out[id] = true
-	}
 	deps := make([][]string, len(children))
 	var errs []error
 	for i, n := range g.nodes {
 		for _, dep := range n.after {
-			id, err := resolve(dep)
+			id, err := names.id(dep)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s is After a child: %w", displayName(parent, children[i]), err))
 				continue
 			}
 			if _, declared := index[id]; !declared && !out[id] {
-				errs = append(errs, fmt.Errorf("%s is After %s, which is not declared in State.Children", displayName(parent, children[i]), displayID(parent, id)))
-				continue
+				if !left.names(id) {
+					errs = append(errs, fmt.Errorf("%s is After %s, which is not declared in State.Children", displayName(parent, children[i]), displayID(parent, id)))
+					continue
+				}
+				out[id] = true
 			}
 			if !slices.Contains(deps[i], id) {
 				deps[i] = append(deps[i], id)
@@ -241,7 +187,8 @@ func (g *graph) bind(parent object.Object, children []child, resolve func(object
 	g.vertices = make([]vertex, len(order))
 	for v, i := range order {
 		c := children[i]
-		vx := vertex{id: objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName()), name: displayName(parent, c), ready: g.nodes[i].ready, readyWhat: g.nodes[i].readyWhat, waitsFor: -1}
+		vx := vertex{id: objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName()), name: displayName(parent, c), ready: g.nodes[i].ready, readyWhat: g.nodes[i].readyWhat,
+			failed: g.nodes[i].failed, failedWhat: g.nodes[i].failedWhat, waitsFor: -1}
 		for _, d := range deps[i] {
 			vx.after = append(vx.after, placed[d])
 		}
@@ -356,47 +303,68 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), why: "its object is being replaced"}
 		return
 	case applyErr != nil:
-		v.state = readiness{failed: true, what: expectedReadiness(gk, v.readyWhat), why: "it could not be applied: " + applyCause(applyErr)}
+		v.state = readiness{failure: failedApply, what: expectedReadiness(gk, v.readyWhat), why: applyCause(applyErr)}
 		return
 	}
 	live, err := c.kind.cached.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
 	if err != nil {
 		why := ""
 		if !apierrors.IsNotFound(err) {
-			why = err.Error()
+			why = errtext.Of(err)
 		}
-		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), failed: why != "", why: why}
+		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), why: why}
+		if why != "" {
+			v.state.failure = failedCheck
+		}
 		return
 	}
+	if live.GetDeletionTimestamp() != nil {
+		// Going away, whatever its status says: applied again once gone.
+		v.state = readiness{what: expectedReadiness(gk, v.readyWhat), why: beingDeleted(live)}
+		return
+	}
+	builtin := readinessOf(gk, live)
 	if v.ready == nil {
-		v.state = readinessOf(gk, live)
-		return
-	}
-	v.state = readiness{what: v.readyWhat}
-	ready, err, panicked := callReady(v.ready, live)
-	switch {
-	case panicked != nil:
-		v.state.failed, v.state.why = true, fmt.Sprintf("its ReadyWhen panicked: %v", panicked.value)
-		if g.panicked == nil {
-			g.panicked = fmt.Errorf("declarative: ReadyWhen of %s panicked: %v\n%s", v.name, panicked.value, panicked.stack)
+		v.state = builtin
+	} else {
+		v.state = readiness{what: v.readyWhat}
+		v.state.ready = g.call(v, "ReadyWhen", v.ready, live)
+		if !v.state.ready && !v.state.failed() && builtin.failure == failedItself {
+			v.state.failure, v.state.why = builtin.failure, builtin.why
 		}
-	case err != nil:
-		v.state.failed, v.state.why = true, err.Error()
-	default:
-		v.state.ready = ready
+	}
+	if v.failed != nil && !v.state.ready && !v.state.failed() && g.call(v, "FailedWhen", v.failed, live) && !v.state.failed() {
+		v.state.failure, v.state.why = failedItself, v.failedWhat
 	}
 }
 
-// readyPanic is a recovered panic of a ReadyWhen.
-type readyPanic struct {
+// call returns what fn, v's ReadyWhen or FailedWhen (named by method),
+// says of live; when it fails or panics, v's state is failedCheck with
+// the cause, and the graph keeps the first panic to rethrow.
+func (g *graph) call(v *vertex, method string, fn func(object.Object) (bool, error), live object.Object) bool {
+	ok, err, panicked := callReady(fn, live)
+	switch {
+	case panicked != nil:
+		v.state.failure, v.state.why = failedCheck, fmt.Sprintf("its %s panicked: %v", method, panicked.value)
+		if g.panicked == nil {
+			g.panicked = fmt.Errorf("declarative: %s of %s panicked: %v\n%s", method, v.name, panicked.value, panicked.stack)
+		}
+	case err != nil:
+		v.state.failure, v.state.why = failedCheck, errtext.Of(err)
+	}
+	return ok
+}
+
+// recoveredPanic is a recovered panic of a ReadyWhen or of Desired.
+type recoveredPanic struct {
 	value any
 	stack []byte
 }
 
-func callReady(ready func(object.Object) (bool, error), live object.Object) (ok bool, err error, p *readyPanic) {
+func callReady(ready func(object.Object) (bool, error), live object.Object) (ok bool, err error, p *recoveredPanic) {
 	defer func() {
 		if r := recover(); r != nil {
-			p = &readyPanic{value: r, stack: debug.Stack()}
+			p = &recoveredPanic{value: r, stack: debug.Stack()}
 		}
 	}()
 	ok, err = ready(live)
@@ -409,166 +377,6 @@ func (g *graph) rethrow() {
 	if g != nil && g.panicked != nil {
 		panic(g.panicked)
 	}
-}
-
-// readyState is the Ready condition a parent's children call for, before
-// the time a wait began is added to its message.
-type readyState struct {
-	status          metav1.ConditionStatus
-	reason, message string
-	// since reports whether the message gets the time the state began.
-	since bool
-}
-
-// summary returns the Ready condition the children call for: the first
-// failed child, else the first waiting one, else the first not ready.
-func (g *graph) summary() readyState {
-	for _, v := range g.vertices {
-		if v.state.failed {
-			return readyState{metav1.ConditionFalse, ChildFailedReason, fmt.Sprintf("%s is not ready (%s): %s", v.name, v.state.what, v.state.why), false}
-		}
-	}
-	for _, v := range g.vertices {
-		if v.kind != "" {
-			return readyState{metav1.ConditionFalse, WaitingReason, fmt.Sprintf("%s waits for %s", v.name, v.kind), true}
-		}
-		if v.waitsFor >= 0 {
-			d := g.vertices[v.waitsFor]
-			return readyState{metav1.ConditionFalse, WaitingReason, fmt.Sprintf("%s waits for %s (%s)", v.name, d.name, d.state.what), true}
-		}
-	}
-	for _, v := range g.vertices {
-		if !v.state.ready {
-			msg := fmt.Sprintf("%s is not ready yet (%s)", v.name, v.state.what)
-			if v.state.why != "" {
-				msg += ": " + v.state.why
-			}
-			return readyState{metav1.ConditionFalse, NotReadyReason, msg, true}
-		}
-	}
-	return readyState{metav1.ConditionTrue, ChildrenReadyReason, fmt.Sprintf("all %d children are ready", len(g.vertices)), false}
-}
-
-// readyCondition returns the Ready condition st calls for on parent, the
-// time a wait began in its message (kept from parent's condition while the
-// wait lasts), and, when it is not True, the same as the framework.Blocker
-// the reconcile notes: the condition, converge explain and the debug page
-// say one thing.
-func readyCondition(parent object.Object, st readyState) (metav1.Condition, framework.Blocker) {
-	current := parentConditions(parent)
-	cond := NewConditions(current, parent.GetGeneration()).Set(ReadyCondition, st.status, st.reason, st.message).out[0]
-	var since time.Time
-	if st.since {
-		cond.Message, since = sinceMessage(current, cond, st.message)
-	}
-	if cond.Status == metav1.ConditionTrue {
-		return cond, framework.Blocker{}
-	}
-	return cond, framework.Blocker{Reason: cond.Reason, Message: cond.Message, Since: since}
-}
-
-// withReadyCondition returns status with cond in its conditions list, in
-// place of any Ready condition there. A status without a conditions field
-// is returned as it is.
-func withReadyCondition(status any, cond metav1.Condition) (any, error) {
-	if !hasConditions(status) {
-		return status, nil
-	}
-	b, err := json.Marshal(status)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cond)
-	if err != nil {
-		return nil, err
-	}
-	list, _ := m["conditions"].([]any)
-	list = slices.DeleteFunc(slices.Clone(list), func(c any) bool {
-		cm, ok := c.(map[string]any)
-		return ok && cm["type"] == ReadyCondition
-	})
-	list = append(list, c)
-	slices.SortStableFunc(list, func(a, b any) int {
-		am, _ := a.(map[string]any)
-		bm, _ := b.(map[string]any)
-		as, _ := am["type"].(string)
-		bs, _ := bm["type"].(string)
-		return cmp.Compare(as, bs)
-	})
-	m["conditions"] = list
-	return m, nil
-}
-
-// sinceFormat is how the time a wait began ends a message.
-const sinceFormat = "2006-01-02T15:04:05Z"
-
-// sinceMessage returns msg with the time the wait it describes began, and
-// that time: the one the parent's Ready condition already gives for the
-// same wait, or the new condition's transition time.
-func sinceMessage(current []metav1.Condition, cond metav1.Condition, msg string) (string, time.Time) {
-	prefix := msg + " since "
-	for _, c := range current {
-		if c.Type == ReadyCondition && c.Status == cond.Status && c.Reason == cond.Reason && strings.HasPrefix(c.Message, prefix) {
-			if t, err := time.Parse(sinceFormat, strings.TrimPrefix(c.Message, prefix)); err == nil {
-				return c.Message, t
-			}
-		}
-	}
-	t := cond.LastTransitionTime.UTC()
-	return prefix + t.Format(sinceFormat), t
-}
-
-// parentConditions returns the conditions in parent's status.
-func parentConditions(parent object.Object) []metav1.Condition {
-	live, err := toMap(parent)
-	if err != nil {
-		return nil
-	}
-	raw, _, _ := unstructured.NestedSlice(live, "status", "conditions")
-	if len(raw) == 0 {
-		return nil
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return nil
-	}
-	var out []metav1.Condition
-	if json.Unmarshal(b, &out) != nil {
-		return nil
-	}
-	return out
-}
-
-// hasConditions reports whether status has a conditions field: a key of
-// that name in its JSON form, or a struct field whose JSON name it is (left
-// out when empty).
-func hasConditions(status any) bool {
-	if m, ok := status.(map[string]any); ok {
-		_, has := m["conditions"]
-		return has
-	}
-	if u, ok := status.(*unstructured.Unstructured); ok {
-		_, has := u.Object["conditions"]
-		return has
-	}
-	t := reflect.TypeOf(status)
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil || t.Kind() != reflect.Struct {
-		return false
-	}
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name == "conditions" {
-			return true
-		}
-	}
-	return false
 }
 
 // dependedOn returns the objectIDs that objs, a parent's children (of
@@ -589,66 +397,6 @@ func dependedOn(objs []object.Object) map[string]bool {
 		}
 	}
 	return out
-}
-
-// displayName names c for messages: its kind and name, with its namespace
-// when not the parent's.
-func displayName(parent object.Object, c child) string {
-	if ns := c.obj.GetNamespace(); ns != "" && ns != parent.GetNamespace() {
-		return c.obj.GetKind() + " " + ns + "/" + c.obj.GetName()
-	}
-	return c.obj.GetKind() + " " + c.obj.GetName()
-}
-
-// displayID names the object of objectID id for messages, as displayName.
-func displayID(parent object.Object, id string) string {
-	gk, rest, _ := strings.Cut(id, "/")
-	kind, _, _ := strings.Cut(gk, ".")
-	if ns, name, ok := strings.Cut(rest, "/"); ok {
-		if ns == parent.GetNamespace() {
-			return kind + " " + name
-		}
-		return kind + " " + rest
-	}
-	return kind + " " + rest
-}
-
-// resolver returns the function naming a dependency of parent's children
-// (see objectID): its kind must be in Options.Children, its namespace is
-// the parent's when empty for a namespaced kind. Whether a kind is
-// namespaced is taken from children, prepared, where they have it (asking
-// the REST mapper costs more than the rest of the graph).
-func (d *Declarative[T]) resolver(parent object.Object, children []child) func(object.Object) (string, error) {
-	scoped := make(map[*childKind]bool, len(d.children))
-	for _, c := range children {
-		scoped[c.kind] = c.obj.GetNamespace() != ""
-	}
-	return func(obj object.Object) (string, error) {
-		if typednil.Is(obj) {
-			return "", errors.New("nil object")
-		}
-		ck, err := d.kindOf(obj)
-		if err != nil {
-			return "", fmt.Errorf("%T %s: %w", obj, obj.GetName(), err)
-		}
-		if obj.GetName() == "" {
-			return "", fmt.Errorf("%s without a name", ck.gvk.Kind)
-		}
-		namespaced, known := scoped[ck]
-		if !known {
-			if namespaced, err = d.namespaced(ck); err != nil {
-				return "", fmt.Errorf("%s %s: %w", ck.gvk.Kind, obj.GetName(), err)
-			}
-		}
-		ns := obj.GetNamespace()
-		switch {
-		case !namespaced:
-			ns = ""
-		case ns == "":
-			ns = parent.GetNamespace()
-		}
-		return objectID(ck.gvk.GroupKind(), ns, obj.GetName()), nil
-	}
 }
 
 // heldChildren returns the function prune asks, for each child it would

@@ -2,6 +2,7 @@ package declarative_test
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,8 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/go-logr/logr"
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
@@ -41,6 +43,8 @@ type graphRig struct {
 
 	mu       sync.Mutex
 	children func() []any // mu guards it
+	// fail, when set, is the error Desired returns; mu guards it.
+	fail error
 }
 
 func startGraph(t *testing.T, children func() []any) *graphRig {
@@ -53,6 +57,13 @@ func startGraph(t *testing.T, children func() []any) *graphRig {
 // startGraphWith is startGraph with opts.
 func startGraphWith(t *testing.T, opts declarative.Options, children func() []any) *graphRig {
 	t.Helper()
+	return startGraphOn(t, framework.Options{}, opts, children)
+}
+
+// startGraphOn is startGraphWith on a manager with mgrOpts (its Scheme
+// set).
+func startGraphOn(t *testing.T, mgrOpts framework.Options, opts declarative.Options, children func() []any) *graphRig {
+	t.Helper()
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -63,12 +74,16 @@ func startGraphWith(t *testing.T, opts declarative.Options, children func() []an
 	site := &v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "site"}}
 	srv := fake.Start(t, fake.Options{Scheme: s, Objects: []object.Object{site}})
 	r := &graphRig{t: t, key: types.NamespacedName{Namespace: "ns", Name: "site"}, children: children}
-	r.mgr = testenv.NewManager(t, srv.Config(), framework.Options{Scheme: s})
+	mgrOpts.Scheme = s
+	r.mgr = testenv.NewManager(t, srv.Config(), mgrOpts)
 	desired := func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
 		r.calls.Add(1)
 		r.mu.Lock()
-		children := r.children()
+		children, fail := r.children(), r.fail
 		r.mu.Unlock()
+		if fail != nil {
+			return declarative.State{}, fail
+		}
 		return declarative.State{Children: children, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
 	}
 	err := framework.NewBuilder[*v1alpha1.StaticSite](r.mgr, "site", framework.ControllerOptions{}).
@@ -509,37 +524,12 @@ func rv(t *testing.T, obj metav1.Object) uint64 {
 	return n
 }
 
-func hasEvent(t *testing.T, r *graphRig, reason string) bool {
-	t.Helper()
-	return countEvents(t, r, reason) > 0
-}
-
-// countEvents counts the Warning Events of reason on the parent, counting
-// an Event's series (repeats folded into one Event) as its count.
-func countEvents(t *testing.T, r *graphRig, reason string) int {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(r.mgr.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := cs.EventsV1().Events("ns").List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range list.Items {
-		if e.Reason == reason && e.Type == corev1.EventTypeWarning {
-			n++
-			if e.Series != nil {
-				n += int(e.Series.Count) - 1
-			}
-		}
-	}
-	return n
-}
-
 func TestGraphReadyWhenPanicIsRecoveredCountedAndReported(t *testing.T) {
-	r := startGraph(t, func() []any {
+	var logs testenv.Buffer
+	r := startGraphOn(t, framework.Options{
+		Logger:  logr.FromSlogHandler(slog.NewTextHandler(&logs, nil)),
+		Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true},
+	}, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}}}, func() []any {
 		return []any{
 			declarative.NewChild(configMap("bad")).ReadyWhen("has field x", func(*corev1.ConfigMap) bool { panic("no field x") }),
 			configMap("fine"),
@@ -552,20 +542,17 @@ func TestGraphReadyWhenPanicIsRecoveredCountedAndReported(t *testing.T) {
 	if !r.get("fine", &corev1.ConfigMap{}) {
 		t.Error("the other child was not applied")
 	}
-	testenv.Eventually(t, "the panic is counted", func() bool {
-		mfs, err := r.mgr.Metrics().Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "controller_runtime_reconcile_panics_total" {
-				for _, m := range mf.GetMetric() {
-					if m.GetCounter().GetValue() > 0 {
-						return true
-					}
-				}
-			}
-		}
-		return false
+	testenv.Eventually(t, "the panic is counted", func() bool { return panics(t, r) > 0 })
+	// The stack goes to the log only: the reconcile's error, which the
+	// debug endpoint, its page and converge explain show, is one line.
+	testenv.Eventually(t, "metrics served", func() bool { return r.mgr.MetricsAddress() != "" })
+	var body string
+	testenv.Eventually(t, "the debug endpoint shows the panic", func() bool {
+		body = debugObject(t, r.mgr, "StaticSite", "ns", "site")
+		return strings.Contains(body, `"result": "panic"`)
 	})
+	if !strings.Contains(body, `"error": "panic: declarative: ReadyWhen of ConfigMap bad panicked: no field x"`) || strings.Contains(body, "goroutine") {
+		t.Errorf("the debug endpoint shows the panic as:\n%s\nwant one line, without the stack", body)
+	}
+	testenv.Eventually(t, "the log holds the stack", func() bool { return strings.Contains(logs.String(), "goroutine") })
 }

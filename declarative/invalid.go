@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/internal/errtext"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -55,9 +56,9 @@ func declarationErrors(err error) error {
 // or what Desired reads, must change first.
 func (d *Declarative[T]) invalid(ctx context.Context, parent T, state State, err error) (reconcile.Result, error) {
 	err = fmt.Errorf("%s %s: children: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
-	cond, blocker := readyCondition(parent, readyState{status: metav1.ConditionFalse, reason: ChildGraphReason, message: truncate(err.Error(), 32000)})
+	cond, blocker := readyCondition(parent, readyState{status: metav1.ConditionFalse, reason: ChildGraphReason, message: truncate(errtext.Of(err), 32000)})
 	framework.NoteBlocked(ctx, blocker)
-	d.reportInvalid(parent, cond)
+	d.reportInvalid(parent, cond, "Apply")
 	if state.Status != nil {
 		status, serr := withReadyCondition(state.Status, cond)
 		if serr == nil {
@@ -70,14 +71,14 @@ func (d *Declarative[T]) invalid(ctx context.Context, parent T, state State, err
 	return reconcile.Result{}, reconcile.Terminal(err)
 }
 
-// reportInvalid records a Warning Event of cond's reason and message on
-// parent, unless it was reported already: the parent's Ready condition
-// already says exactly that (so a restart, or the reconcile that the
-// status write itself brings about, records nothing), or this process
-// recorded that message for the parent last. One Event per change of the
-// error, then; a parent whose status has no conditions gets one per
-// process.
-func (d *Declarative[T]) reportInvalid(parent T, cond metav1.Condition) {
+// reportInvalid records a Warning Event of cond's reason and message, and
+// of action, on parent, unless it was reported already: the parent's
+// Ready condition already says exactly that (so a restart, or the
+// reconcile that the status write itself brings about, records nothing),
+// or this process recorded that message for the parent last. One Event
+// per change of the error, then; a parent whose status has no conditions
+// gets one per process.
+func (d *Declarative[T]) reportInvalid(parent T, cond metav1.Condition, action string) {
 	for _, c := range parentConditions(parent) {
 		if c.Type == ReadyCondition && c.Status == cond.Status && c.Reason == cond.Reason && c.Message == cond.Message {
 			d.invalids.set(parent.GetUID(), cond.Message)
@@ -87,11 +88,12 @@ func (d *Declarative[T]) reportInvalid(parent T, cond metav1.Condition) {
 	if !d.invalids.set(parent.GetUID(), cond.Message) {
 		return
 	}
-	d.recorder.Eventf(parent, nil, corev1.EventTypeWarning, cond.Reason, "Apply", "%s", truncate(cond.Message, 1024))
+	d.recorder.Eventf(parent, nil, corev1.EventTypeWarning, cond.Reason, action, "%s", truncate(cond.Message, 1024))
 }
 
-// reportedErrors remembers, per parent, the declaration error last
-// reported with an Event. It is safe for concurrent use.
+// reportedErrors remembers, per parent, the message last reported with an
+// Event (a declaration error, the Jobs that rerun). It is safe for
+// concurrent use.
 type reportedErrors struct {
 	mu sync.Mutex
 	// byUID holds the message of each parent's last reported error; mu

@@ -95,7 +95,11 @@ type adoption struct{ child any }
 // by hand, or by a tool that sets none): it then applies the child over it,
 // forcing the fields it declares and setting its owner reference (or labels),
 // and from then on manages and prunes it like a child it created. An object
-// controlled by another owner is never taken, even with Adopt.
+// controlled by another owner, or whose ParentUIDLabel names another parent
+// that exists, is never taken, even with Adopt. child is an object or a
+// Child, which Adopt wraps whole: to take back a child a deleted parent of
+// the same name released (Child.Retain), declare it
+// Adopt(NewChild(obj).Retain()).
 //
 //	state.Children = append(state.Children, declarative.Adopt(configMap))
 func Adopt(child any) any { return adoption{child: child} }

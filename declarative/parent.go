@@ -111,6 +111,7 @@ func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 	// A child another one is After is deleted once that one is gone: its
 	// deletion reconciles the parent again.
 	held := dependedOn(slices.Concat(found...))
+	deleted := map[string]bool{}
 	for i, ck := range kinds {
 		for _, obj := range found[i] {
 			if retained(obj) {
@@ -121,16 +122,23 @@ func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 				}
 				continue
 			}
-			if held[objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())] {
+			id := objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())
+			if held[id] {
 				continue
 			}
 			if err := d.deleteChild(ctx, ck, obj); err != nil {
 				errs = append(errs, err)
 			}
+			deleted[id] = true
 		}
 	}
-	if err := errors.Join(errs...); err != nil || len(held) > 0 {
+	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	if len(held) > 0 {
+		// The parent is not converged until it is gone: say what its
+		// deletion waits for.
+		return d.noteDeletionWait(ctx, parent, deletionWait(parent, kinds, found, held, deleted))
 	}
 	return d.removeFinalizer(ctx, parent)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-
-	"github.com/converge-dev/converge/reconcile"
 )
 
 // Annotations converge puts on children declared with a policy.
@@ -36,6 +34,10 @@ const (
 // Zero (not called) means an apply the server refuses fails c: the
 // parent's Ready condition says so with the server's cause, the reconcile
 // fails and is retried with backoff, and the object is left as it is.
+// ReplaceWhenImmutable acts only while the object exists: a Job its
+// ttlSecondsAfterFinished deleted is created again whatever the policy,
+// unless c is also RunOnce (see RunOnce); with RunOnce, a change of
+// content while the finished Job still exists replaces it at once.
 // Naming the object after its content (a hash of what cannot change, in its
 // name) is the other way: a new object next to the old one, which is
 // pruned once the children After it moved on, and never a moment without
@@ -59,6 +61,15 @@ func (c *Child[C]) ReplaceWhenImmutable() *Child[C] {
 // any child: drift is reverted. A run-once child no longer declared (or
 // left out by IncludeWhen) is forgotten: declared again, it runs again.
 //
+// A Job with spec.ttlSecondsAfterFinished wants RunOnce: without it, each
+// time the TTL-after-finished controller deletes the finished Job, converge
+// creates it again and it runs again (the parent gets a Warning Event of
+// reason RerunAfterTTLReason). With RunOnce and without
+// ReplaceWhenImmutable, a change of content while the finished Job still
+// exists is refused by the API server (its pod template is immutable: the
+// parent's Ready condition says so) until the TTL deletes it, when the new
+// Job runs; add ReplaceWhenImmutable to run it at once.
+//
 // Zero (not called) means c is created again whenever it is missing.
 func (c *Child[C]) RunOnce() *Child[C] {
 	c.policy.runOnce = true
@@ -69,10 +80,16 @@ func (c *Child[C]) RunOnce() *Child[C] {
 // c: converge releases it instead of deleting it, removing the labels and
 // annotations it put on it (and any owner reference to the parent), so
 // that neither converge nor the garbage collector deletes it later. It is
-// then nobody's: a parent that declares it again finds someone else's
-// object there (a conflict), unless it declares it with Adopt, which takes
-// it back. Use it for what holds data: a PersistentVolumeClaim, a
-// database.
+// then nobody's: a parent that declares it again (the same parent
+// deleted and created again, say) finds someone else's object there (a
+// conflict: its Ready condition says ChildFailed, with a ChildConflict
+// Event), unless it wraps the whole Child in Adopt, which takes it back:
+//
+//	declarative.Adopt(declarative.NewChild(pvc).Retain())
+//
+// Use it for what holds data: a PersistentVolumeClaim, a database. Retain
+// governs what converge deletes only: a Job's ttlSecondsAfterFinished, or
+// a user, still deletes the object.
 //
 // While its parent exists a retained child carries no owner reference: it
 // is linked to the parent by its labels and the parent's ledger
@@ -135,7 +152,7 @@ func (c *child) fold(annotation, value string) {
 func (d *Declarative[T]) skip(ctx context.Context, parent T, g *graph, i int, c child) bool {
 	switch {
 	case c.absent:
-		d.kindWaits.add(c.kind.gvk.GroupKind(), reconcile.Request{Namespace: parent.GetNamespace(), Name: parent.GetName()})
+		d.kindWaits.add(c.kind.gvk.GroupKind(), requestOf(parent))
 		g.vertices[i].kind = crdOf(c.kind.gvk)
 		return true
 	case c.policy.runOnce:

@@ -131,7 +131,7 @@ func TestRetainedChildHasNoOwnerReferenceAndIsReleasedWhenNoLongerDeclared(t *te
 	r.declare(func() []any {
 		return []any{declarative.NewChild(configMap("plain")), declarative.NewChild(data()).Retain()}
 	})
-	r.waitReady(declarative.ChildFailedReason, "ConfigMap data is not ready (created): it could not be applied: ConfigMap ns/data already exists")
+	r.waitReady(declarative.ChildFailedReason, "ConfigMap data could not be applied: ConfigMap ns/data already exists")
 	r.declare(func() []any {
 		return []any{declarative.NewChild(configMap("plain")), declarative.Adopt(declarative.NewChild(data()).Retain())}
 	})
@@ -164,5 +164,5 @@ func TestRetainedCopyMadeByHandIsNeitherReleasedNorApplied(t *testing.T) {
 	r.declare(func() []any {
 		return []any{declarative.NewChild(configMap("plain")), declarative.NewChild(configMap("data")).Retain()}
 	})
-	r.waitReady(declarative.ChildFailedReason, "ConfigMap data is not ready (created): it could not be applied: ConfigMap ns/data already exists and is not managed by StaticSite ns/site: it carries the labels of StaticSite ns/site, but converge did not create it")
+	r.waitReady(declarative.ChildFailedReason, "ConfigMap data could not be applied: ConfigMap ns/data already exists and is not managed by StaticSite ns/site: it carries the labels of StaticSite ns/site, but converge did not create it")
 }

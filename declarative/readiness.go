@@ -19,15 +19,36 @@ import (
 // readiness is what one reconcile found of a child's readiness.
 type readiness struct {
 	ready bool
-	// failed means the child will not become ready without a change: a
-	// Job that failed, a ReadyWhen that panicked, an apply that failed.
-	failed bool
+	// failure says whether and how the child failed: it will not become
+	// ready without a change.
+	failure failure
 	// what names what readiness means for the child ("Complete" for a
 	// Job, "Available" for a Deployment), for messages.
 	what string
 	// why is the cause of a failure, or empty.
 	why string
 }
+
+// failed reports whether the child will not become ready without a change.
+func (r readiness) failed() bool { return r.failure != notFailed }
+
+// failure is how a child failed, which its message says.
+type failure uint8
+
+const (
+	notFailed failure = iota
+	// failedItself: the child says it failed (a Job's Failed condition, a
+	// Deployment past its progress deadline, a FailedWhen): "Job migrate
+	// failed (BackoffLimitExceeded: ...)".
+	failedItself
+	// failedApply: its apply failed, its readiness was not read:
+	// "ConfigMap config could not be applied: ...".
+	failedApply
+	// failedCheck: its readiness could not be read (a ReadyWhen or
+	// FailedWhen that panicked, a status that does not decode): "Deployment
+	// web is not ready (serving): its ReadyWhen panicked: ...".
+	failedCheck
+)
 
 // Names of what readiness means, per kind (see readinessOf).
 const (
@@ -63,7 +84,8 @@ func expectedReadiness(gk schema.GroupKind, custom string) string {
 //
 //   - Deployment: status.observedGeneration current, the Available condition
 //     True, and spec.replicas updated and available with no old replicas
-//     left;
+//     left; the Progressing condition False with reason
+//     ProgressDeadlineExceeded (for the current generation) is a failure;
 //   - StatefulSet: observedGeneration current, spec.replicas ready and
 //     available and, for a RollingUpdate without partition, updated;
 //   - DaemonSet: observedGeneration current, every scheduled pod updated and
@@ -82,7 +104,7 @@ func readinessOf(gk schema.GroupKind, live object.Object) readiness {
 	if u, ok := live.(*unstructured.Unstructured); ok {
 		if typed := builtinType(gk); typed != nil {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
-				return readiness{failed: true, what: expectedReadiness(gk, ""), why: fmt.Sprintf("decode: %v", err)}
+				return readiness{failure: failedCheck, what: expectedReadiness(gk, ""), why: fmt.Sprintf("decode: %v", err)}
 			}
 			live = typed
 		}
@@ -101,7 +123,7 @@ func readinessOf(gk schema.GroupKind, live object.Object) readiness {
 	case *corev1.PersistentVolumeClaim:
 		r := readiness{what: waitBound, ready: o.Status.Phase == corev1.ClaimBound}
 		if o.Status.Phase == corev1.ClaimLost {
-			r.failed, r.why = true, "its volume is lost"
+			r.failure, r.why = failedItself, "its volume is lost"
 		}
 		return r
 	case *corev1.Service:
@@ -181,8 +203,29 @@ func deploymentReady(d *appsv1.Deployment) readiness {
 			available = c.Status == corev1.ConditionTrue
 		}
 	}
-	return readiness{what: waitAvailable, ready: s.ObservedGeneration >= d.Generation && available &&
+	r := readiness{what: waitAvailable, ready: s.ObservedGeneration >= d.Generation && available &&
 		s.UpdatedReplicas >= want && s.Replicas == s.UpdatedReplicas && s.AvailableReplicas >= want}
+	for _, c := range s.Conditions {
+		// The Deployment controller gives up on a rollout past
+		// spec.progressDeadlineSeconds; a change of the spec (a newer
+		// generation) starts another.
+		if !r.ready && c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse &&
+			c.Reason == "ProgressDeadlineExceeded" && s.ObservedGeneration >= d.Generation {
+			r.failure, r.why = failedItself, cause(c.Reason, c.Message)
+		}
+	}
+	return r
+}
+
+// cause joins a condition's reason and message, either maybe empty.
+func cause(reason, message string) string {
+	switch {
+	case reason == "":
+		return message
+	case message == "":
+		return reason
+	}
+	return reason + ": " + message
 }
 
 func statefulSetReady(ss *appsv1.StatefulSet) readiness {
@@ -202,7 +245,7 @@ func jobReady(j *batchv1.Job) readiness {
 		case c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue:
 			r.ready = true
 		case c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue:
-			r.failed, r.why = true, fmt.Sprintf("it failed (%s: %s)", c.Reason, c.Message)
+			r.failure, r.why = failedItself, cause(c.Reason, c.Message)
 		}
 	}
 	return r
@@ -215,7 +258,7 @@ func podReady(p *corev1.Pod) readiness {
 		r.ready = true
 		return r
 	case corev1.PodFailed:
-		r.failed, r.why = true, fmt.Sprintf("it failed (%s: %s)", p.Status.Reason, p.Status.Message)
+		r.failure, r.why = failedItself, cause(p.Status.Reason, p.Status.Message)
 		return r
 	}
 	for _, c := range p.Status.Conditions {
@@ -231,7 +274,7 @@ func podReady(p *corev1.Pod) readiness {
 func conditionReady(live object.Object) readiness {
 	m, err := toMap(live)
 	if err != nil {
-		return readiness{failed: true, what: waitReady, why: fmt.Sprintf("decode: %v", err)}
+		return readiness{failure: failedCheck, what: waitReady, why: fmt.Sprintf("decode: %v", err)}
 	}
 	conds, _, _ := unstructured.NestedSlice(m, "status", "conditions")
 	for _, typ := range []string{waitReady, waitAvailable} {

@@ -24,6 +24,10 @@ func TestBuiltinReadiness(t *testing.T) {
 	stale.ObservedGeneration = 1
 	rolling := availableDeploy
 	rolling.Replicas = 2 // an old replica left
+	pastDeadline := func(observed int64) appsv1.DeploymentStatus {
+		return appsv1.DeploymentStatus{ObservedGeneration: observed, Replicas: 1, UpdatedReplicas: 1, Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}}
+	}
 	cr := func(status map[string]any) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Database",
 			"metadata": map[string]any{"name": "db", "generation": int64(3)}, "status": status}}
@@ -40,6 +44,8 @@ func TestBuiltinReadiness(t *testing.T) {
 		{"Deployment not observed", &appsv1.Deployment{ObjectMeta: gen, Status: stale}, false, false, "Available"},
 		{"Deployment rolling out", &appsv1.Deployment{ObjectMeta: gen, Status: rolling}, false, false, "Available"},
 		{"Deployment without Available", &appsv1.Deployment{ObjectMeta: gen, Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1}}, false, false, "Available"},
+		{"Deployment past its progress deadline", &appsv1.Deployment{ObjectMeta: gen, Status: pastDeadline(2)}, false, true, "Available"},
+		{"Deployment past the deadline of an older generation", &appsv1.Deployment{ObjectMeta: gen, Status: pastDeadline(1)}, false, false, "Available"},
 		{"StatefulSet ready", &appsv1.StatefulSet{ObjectMeta: gen, Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}}, true, false, "Ready"},
 		{"StatefulSet not updated", &appsv1.StatefulSet{ObjectMeta: gen, Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, ReadyReplicas: 1, AvailableReplicas: 1}}, false, false, "Ready"},
 		{"DaemonSet available", &appsv1.DaemonSet{ObjectMeta: gen, Status: appsv1.DaemonSetStatus{ObservedGeneration: 2, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3}}, true, false, "Available"},
@@ -71,7 +77,7 @@ func TestBuiltinReadiness(t *testing.T) {
 		}
 		check := func(how string, obj object.Object) {
 			got := readinessOf(gk, obj)
-			if got.ready != tc.ready || got.failed != tc.failed || got.what != tc.what {
+			if got.ready != tc.ready || got.failed() != tc.failed || got.what != tc.what {
 				t.Errorf("%s (%s): readiness = %+v, want ready %v, failed %v, what %q", tc.name, how, got, tc.ready, tc.failed, tc.what)
 			}
 		}

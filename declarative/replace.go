@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/internal/errtext"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -73,7 +74,7 @@ func replacing(c child, live object.Object) bool {
 // applyCause says, for the parent's Ready condition, why an apply failed:
 // the conflict's note, or the API server's cause (its reason and the
 // fields it refused, without the values it quotes, which may be a whole
-// pod template), or the error.
+// pod template: see errtext.Cause), or the error (see errtext.Of).
 func applyCause(err error) string {
 	var conflict *conflictError
 	if errors.As(err, &conflict) {
@@ -81,20 +82,13 @@ func applyCause(err error) string {
 	}
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
-		return truncate(err.Error(), 1024)
+		return truncate(errtext.Of(err), 1024)
 	}
 	st := status.Status()
 	var causes []string
 	if st.Details != nil {
 		for _, c := range st.Details.Causes {
-			msg := c.Message
-			if first, last := strings.Index(msg, ": "), strings.LastIndex(msg, ": "); len(msg) > 200 && first < last {
-				msg = msg[:first] + ": " + msg[last+2:] // "Invalid value: field is immutable": the value left out
-			}
-			if c.Field != "" {
-				msg = c.Field + ": " + msg
-			}
-			causes = append(causes, msg)
+			causes = append(causes, errtext.Cause(c))
 		}
 	}
 	what := fmt.Sprintf("the API server answered %d %s", st.Code, st.Reason)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -16,23 +17,40 @@ import (
 
 // Optional child kinds.
 //
-// A child kind not in Options.RequiredKinds is watched once the API server
-// serves it (framework.WhenServed): until then the controller runs without
-// it. A kind is known to be served once its source started, or a reconcile
-// found its REST mapping (childKind.served); until then it has no objects,
-// so listing its children finds none without asking the cache, which would
-// wait for an informer that cannot sync. A declared child of a kind not
-// served waits for it (child.absent), and its parent is remembered
-// (kindWaits) and reconciled again once the source starts.
+// A child kind not in Options.RequiredKinds is watched while the API
+// server serves it (framework.WhenServed): until then, and again once it
+// no longer does (its CRD deleted), the controller runs without it. A kind
+// is known to be served once its source started, or a reconcile found its
+// REST mapping (childKind.served), until its source finds it gone; while
+// it is not, it has no objects, so listing its children finds none without
+// asking the cache, which would wait for an informer that cannot sync. A
+// declared child of a kind not served waits for it (child.absent), and its
+// parent is remembered (kindWaits) and reconciled again once the source
+// starts; a parent whose child of it could not be applied as it went away
+// is remembered too, and reconciled again once the source finds it gone.
 
 // servedKind is called by the source of ck once the kind is served and
-// watched: from then on its children are listed, and the parents that
-// waited for it are reconciled again.
-func (d *Declarative[T]) servedKind(ck *childKind) func() []reconcile.Request {
-	return func() []reconcile.Request {
-		ck.served.Store(true)
+// watched (serving), and once the API server no longer serves it (its
+// CRD deleted): from then on its children are listed, or not, and the
+// parents that waited for it, or whose children of it could not be
+// applied as it went away, are reconciled again: they apply their
+// children of the kind, or say that they wait for it.
+func (d *Declarative[T]) servedKind(ck *childKind) func(serving bool) []reconcile.Request {
+	return func(serving bool) []reconcile.Request {
+		ck.served.Store(serving)
 		return d.kindWaits.take(ck.gvk.GroupKind())
 	}
+}
+
+// goneKind notes parent for ck's kind when err, of an apply of a child of
+// it, says that the API server may no longer serve it (a resource not
+// found, or refused while its CRD is being deleted): when the kind is
+// found gone, parent is reconciled again, and then waits for it.
+func (d *Declarative[T]) goneKind(parent object.Object, ck *childKind, err error) {
+	if ck.required || !(apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err)) {
+		return
+	}
+	d.kindWaits.add(ck.gvk.GroupKind(), requestOf(parent))
 }
 
 // isServed reports whether the API server is known to serve ck's kind:

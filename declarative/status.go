@@ -145,6 +145,7 @@ func (d *Declarative[T]) ReconcileDeleted(_ context.Context, gone reconcile.Tomb
 		d.appliedChildren.forget(gone.Last.GetUID())
 		d.runs.forget(gone.Last.GetUID())
 		d.invalids.forget(gone.Last.GetUID())
+		d.reruns.forget(gone.Last.GetUID())
 	}
 	d.conflicts.set(gone.Request, nil)
 	d.kindWaits.forget(gone.Request)

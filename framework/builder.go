@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -210,6 +211,11 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	target.owner = c.kind
 	var errs []error
 	for _, src := range b.sources {
+		if bs, ok := src.(bucketSource); ok {
+			if gvk, err := bs.kind(mgr); err == nil && gvk != c.kind && !slices.Contains(c.watched, gvk) {
+				c.watched = append(c.watched, gvk)
+			}
+		}
 		if sharded != nil && sharded.addSecondary(mgr, src, c.log) {
 			continue
 		}

@@ -20,6 +20,7 @@ import (
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/errtext"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
 )
@@ -142,10 +143,13 @@ type Controller struct {
 	queue      queue
 	reconciler reconcile.Reconciler
 	sources    []boundSource
-	log        logr.Logger
-	deeper     logr.LogSink
-	metrics    *controllerMetrics
-	tracer     trace.Tracer // nil: no tracing
+	// watched holds the kinds of the sources but the controller's own, for
+	// the debug endpoint; set by the builder.
+	watched []schema.GroupVersionKind
+	log     logr.Logger
+	deeper  logr.LogSink
+	metrics *controllerMetrics
+	tracer  trace.Tracer // nil: no tracing
 
 	// ids numbers reconciles for logs.
 	ids atomic.Uint64
@@ -462,12 +466,12 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 		retries = c.queue.NumRequeues(req)
 	case err != nil && reconcile.IsTerminal(err):
 		result = resultTerminal
-		log.Error(err, "reconcile failed; not retrying until the object changes")
+		log.Error(errtext.Error(err), "reconcile failed; not retrying until the object changes")
 		c.queue.Forget(req)
 	case err != nil:
 		result = resultError
 		retries = c.queue.NumRequeues(req)
-		log.Error(err, "reconcile failed; retrying with backoff", "retries", retries)
+		log.Error(errtext.Error(err), "reconcile failed; retrying with backoff", "retries", retries)
 		c.queue.AddRateLimited(req)
 		retries++
 	case res.RequeueAfter > 0:
@@ -484,7 +488,9 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 	c.metrics.observe(result, reason, took, timedOut)
 	rec := reconcileRecord{start: start, took: took, requeueAfter: res.RequeueAfter, retries: retries, worker: worker, reason: reason, result: result}
 	if err != nil {
-		rec.err = err.Error()
+		// Shown by the debug endpoint, its page and converge explain:
+		// without the values the API server quotes, on one line.
+		rec.err = errtext.Of(err)
 	}
 	if b := sink.blocked.Load(); b != nil {
 		rec.blocked = b
@@ -493,8 +499,8 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 	if span != nil {
 		span.SetAttributes(attribute.String("converge.result", result))
 		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
+			span.RecordError(errtext.Error(err))
+			span.SetStatus(codes.Error, rec.err)
 		}
 	}
 	if v := log.V(5); v.Enabled() {
@@ -502,18 +508,35 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 	}
 }
 
-// call runs the reconciler, turning a panic into an error.
+// call runs the reconciler, turning a panic into an error: the first line
+// of the panic's value, which the history shows; the log gets the whole
+// value and the stack.
 func (c *Controller) call(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error, panicked bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = true
-			err = fmt.Errorf("panic: %v", r)
-			logr.FromContextOrDiscard(ctx).Error(err, "reconcile panicked; retrying with backoff", "stack", string(debug.Stack()))
+			whole := fmt.Errorf("panic: %v", r)
+			if e, ok := r.(error); ok {
+				whole = fmt.Errorf("panic: %w", e)
+			}
+			logr.FromContextOrDiscard(ctx).Error(errtext.Error(whole), "reconcile panicked; retrying with backoff", "stack", string(debug.Stack()))
+			first, _, _ := strings.Cut(whole.Error(), "\n")
+			err = &panicError{first: first, whole: whole}
 		}
 	}()
 	res, err = c.reconciler.Reconcile(ctx, req)
 	return res, err, false
 }
+
+// panicError is a reconcile's panic as its history shows it: the first
+// line of its value (a stack a value carries goes to the log only).
+type panicError struct {
+	first string
+	whole error
+}
+
+func (e *panicError) Error() string { return e.first }
+func (e *panicError) Unwrap() error { return e.whole }
 
 // QueueLen returns the number of keys waiting to be reconciled.
 func (c *Controller) QueueLen() int { return c.queue.Len() }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -208,6 +210,9 @@ func (m *Manager) serveObject(w http.ResponseWriter, r *http.Request) {
 		for _, c := range m.inspectedControllers() {
 			if k := kindOf(c.gvk()); !slices.Contains(s.Kinds, k) {
 				s.Kinds = append(s.Kinds, k)
+			}
+			if slices.ContainsFunc(c.watches(), func(gvk schema.GroupVersionKind) bool { return matchesKind(kind, gvk) }) {
+				s.WatchedBy = append(s.WatchedBy, Watcher{Controller: c.Name(), Kind: kindOf(c.gvk())})
 			}
 		}
 	}

@@ -351,3 +351,26 @@ func TestExplainSaysWhereAShardedObjectIs(t *testing.T) {
 		t.Errorf("an object of a bucket served here explained with its shard: %q", lines)
 	}
 }
+
+// An object of a kind no controller reconciles but one watches (Owns) is
+// said to be watched by it, for the kind it reconciles.
+func TestDebugSaysWhoWatchesAKindNoneReconciles(t *testing.T) {
+	srv := fake.Start(t, fake.Options{})
+	mgr := testenv.NewManager(t, srv.Config(), framework.Options{Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true}})
+	noop := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil })
+	if err := framework.NewBuilder[*corev1.ConfigMap](mgr, "parents", framework.ControllerOptions{}).Owns(&corev1.Secret{}).CompleteByKey(noop); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManager(t, mgr)
+	testenv.Eventually(t, "metrics served", func() bool { return mgr.MetricsAddress() != "" })
+	_, body := debugGet(t, mgr, framework.DebugPath+"api/object?kind=Secret&namespace=ns&name=s")
+	st := decode[framework.ObjectStatus](t, body)
+	want := []framework.Watcher{{Controller: "parents", Kind: framework.Kind{Version: "v1", Kind: "ConfigMap"}}}
+	if len(st.Controllers) != 0 || len(st.WatchedBy) != 1 || st.WatchedBy[0] != want[0] {
+		t.Errorf("object status of a Secret: %s, want it watched by %+v", body, want)
+	}
+	_, body = debugGet(t, mgr, framework.DebugPath+"api/object?kind=Pod&namespace=ns&name=p")
+	if st := decode[framework.ObjectStatus](t, body); len(st.WatchedBy) != 0 {
+		t.Errorf("object status of a Pod, which nothing watches: %s", body)
+	}
+}

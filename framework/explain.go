@@ -13,8 +13,10 @@ const stuckAfter = time.Minute
 // Explain says in a few lines where the object stands in the controller and
 // why, as converge explain and the debug page print it, and whether it is
 // converged: its last reconcile succeeded (or asked for a RequeueAfter),
-// noted no Blocker (NoteBlocked), and nothing is queued, running, failing or
-// delayed for a retry. now is the time the lines count ages from.
+// noted no Blocker (NoteBlocked), nothing is queued, running, failing or
+// delayed for a retry, and the informer still holds the object (one
+// reconciled, then deleted, is gone). now is the time the lines count
+// ages from.
 func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 	var last *ReconcileRecord
 	if len(s.History) > 0 {
@@ -79,7 +81,7 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 		finished := last.Started.Add(time.Duration(last.DurationSeconds * float64(time.Second)))
 		switch last.Result {
 		case resultTerminal:
-			lines = append(lines, fmt.Sprintf("failed %s ago with a terminal error, not retried until the object changes: %s", age(now.Sub(finished)), last.Error))
+			lines = append(lines, fmt.Sprintf("failed %s ago with a terminal error, not retried until the object changes: %s", age(now.Sub(finished)), strings.TrimPrefix(last.Error, "terminal error: ")))
 		case resultError, resultPanic:
 			if s.InFlight != nil || s.Queued || s.NextAttempt == nil {
 				lines = append(lines, fmt.Sprintf("last reconcile failed %s ago (%s)%s", age(now.Sub(finished)), last.Result, lastError))
@@ -88,6 +90,11 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 			line := fmt.Sprintf("last reconciled %s ago: %s in %s (%s)", age(now.Sub(finished)), last.Result, age(time.Duration(last.DurationSeconds*float64(time.Second))), last.Reason)
 			if last.RequeueAfterSeconds > 0 {
 				line += fmt.Sprintf(", requeued after %s", age(time.Duration(last.RequeueAfterSeconds*float64(time.Second))))
+			}
+			if !s.Cached && s.Informer.Synced && s.InFlight == nil && !s.Queued {
+				// Reconciled, then deleted: nothing to converge.
+				lines = append(lines, fmt.Sprintf("gone: %s holds no %s %s any more (deleted, or out of the controller's selection)", s.Informer.Description, s.Kind.Kind, s.key()), line)
+				break
 			}
 			lines = append(lines, line)
 			converged = s.InFlight == nil && !s.Queued && last.Blocked == nil && s.Failures == 0 &&

@@ -29,12 +29,12 @@ func TestExplainSaysWhatBlocksAnObject(t *testing.T) {
 			[]string{"waiting: Deployment web waits for Job migrate (succeeded) (for 2m0s)", "last reconciled 3s ago: success in 0s (change)"}, false},
 		{"not ready, since unknown", framework.ReconcileRecord{Result: "success", Blocked: &framework.Blocker{Reason: "NotReady", Message: "Deployment web is not ready yet (Available)"}},
 			[]string{"not ready: Deployment web is not ready yet (Available)", "last reconciled 3s ago: success in 0s (change)"}, false},
-		{"a requeue does not hide it", framework.ReconcileRecord{Result: "requeue_after", RequeueAfterSeconds: 30, Blocked: &framework.Blocker{Reason: "ChildFailed", Message: "Job migrate is not ready (Complete): it failed"}},
-			[]string{"child failed: Job migrate is not ready (Complete): it failed", "last reconciled 3s ago: requeue_after in 0s (change), requeued after 30s"}, false},
+		{"a requeue does not hide it", framework.ReconcileRecord{Result: "requeue_after", RequeueAfterSeconds: 30, Blocked: &framework.Blocker{Reason: "ChildFailed", Message: "Job migrate failed (BackoffLimitExceeded)"}},
+			[]string{"child failed: Job migrate failed (BackoffLimitExceeded)", "last reconciled 3s ago: requeue_after in 0s (change), requeued after 30s"}, false},
 		{"an acronym", framework.ReconcileRecord{Result: "success", Blocked: &framework.Blocker{Reason: "CRDMissing", Message: "widgets.example.com is not installed"}},
 			[]string{"crd missing: widgets.example.com is not installed", "last reconciled 3s ago: success in 0s (change)"}, false},
 		{"said once when it is the error", framework.ReconcileRecord{Result: "terminal", Error: "terminal error: Site ns/a: children: a cycle", Blocked: &framework.Blocker{Reason: "InvalidChildGraph", Message: "Site ns/a: children: a cycle"}},
-			[]string{"failed 3s ago with a terminal error, not retried until the object changes: terminal error: Site ns/a: children: a cycle"}, false},
+			[]string{"failed 3s ago with a terminal error, not retried until the object changes: Site ns/a: children: a cycle"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lines, converged := key(tc.rec).Explain(now)
@@ -61,5 +61,19 @@ func TestExplainSaysAKeyIsMisnamed(t *testing.T) {
 		if lines, converged := ks.Explain(time.Now()); converged || len(lines) != 1 || lines[0] != tc.want {
 			t.Errorf("scope %q, namespace %q: explained as converged=%v: %q, want %q", tc.scope, tc.namespace, converged, lines, tc.want)
 		}
+	}
+}
+
+// An object its informer no longer holds, after a reconcile that
+// succeeded (the reconcile of its deletion, say), is gone: not converged.
+func TestExplainSaysADeletedObjectIsGone(t *testing.T) {
+	now := time.Now()
+	ks := framework.KeyStatus{Controller: "c", Kind: framework.Kind{Group: "example.com", Version: "v1", Kind: "App"}, Namespace: "ns", Name: "a",
+		ControllerState: "running", Informer: framework.InformerStatus{Synced: true, Description: "example.com/v1 App"},
+		History: []framework.ReconcileRecord{{Started: now.Add(-7 * time.Second), Result: "success", Reason: "change"}}}
+	lines, converged := ks.Explain(now)
+	want := []string{"gone: example.com/v1 App holds no App ns/a any more (deleted, or out of the controller's selection)", "last reconciled 7s ago: success in 0s (change)"}
+	if converged || strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("explained as converged=%v:\n%s\nwant not converged:\n%s", converged, strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -250,12 +250,26 @@ type ObjectStatus struct {
 	// Kinds are the kinds the manager's controllers reconcile, when none
 	// reconciles Kind: to say what Kind may have meant.
 	Kinds []Kind `json:"kinds,omitempty"`
+	// WatchedBy are, when no controller reconciles Kind, the controllers
+	// that watch it (Owns, Watches, a declarative controller's children),
+	// each with the kind it reconciles: an object of Kind is then a child,
+	// whose parent is the one to explain.
+	WatchedBy []Watcher `json:"watchedBy,omitempty"`
+}
+
+// Watcher is a controller watching a kind it does not reconcile.
+type Watcher struct {
+	Controller string `json:"controller"`
+	// Kind is the kind the controller reconciles.
+	Kind Kind `json:"kind"`
 }
 
 // inspectable is what the debug endpoint reads of a controller.
 type inspectable interface {
 	Name() string
 	gvk() schema.GroupVersionKind
+	// watches returns the kinds of the controller's sources but its own.
+	watches() []schema.GroupVersionKind
 	status(now time.Time) ControllerStatus
 	keyStatus(req reconcile.Request, now time.Time) KeyStatus
 	queuePage(offset, limit int) QueuePage
@@ -277,6 +291,8 @@ func (m *Manager) inspectedControllers() []inspectable {
 }
 
 func (c *Controller) gvk() schema.GroupVersionKind { return c.kind }
+
+func (c *Controller) watches() []schema.GroupVersionKind { return c.watched }
 
 func (c *Controller) status(now time.Time) ControllerStatus {
 	qs := c.queue.Stats()

@@ -72,6 +72,9 @@ type Manager struct {
 	metrics *metrics
 	http    *http.Client
 	events  events.EventBroadcaster
+	// notFound tells the sources made by WhenServed of a list or watch of
+	// their kind that found no such resource.
+	notFound *kindSignals
 
 	// synced is set once the caches first synced (readiness needs it).
 	synced atomic.Bool
@@ -171,6 +174,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	cacheOpts := opts.Cache
 	cacheOpts.Scheme, cacheOpts.Mapper, cacheOpts.HTTPClient = opts.Scheme, mapper, httpClient
 	metrics := newMetrics()
+	notFound := &kindSignals{}
 	user := cacheOpts.OnRequestError
 	cacheOpts.OnRequestError = func(e informers.RequestError) {
 		resource := e.Resource
@@ -178,6 +182,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 			resource = e.Kind.GroupKind().String()
 		}
 		metrics.cacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Class).Inc()
+		if e.Class == "not_found" {
+			notFound.signal(e.Kind.GroupKind()) // a CRD deleted? (see WhenServed)
+		}
 		if user != nil {
 			user(e)
 		}
@@ -198,6 +205,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		webhooks:     map[string]webhook.Handler{},
 		runErr:       make(chan error, 1),
 		metrics:      metrics,
+		notFound:     notFound,
 		http:         httpClient,
 		elected:      make(chan struct{}),
 		lost:         make(chan struct{}),

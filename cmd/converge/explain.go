@@ -71,7 +71,7 @@ Exit status:
   0  converged in every controller of its kind: its last reconcile succeeded,
      noted no blocker, and nothing is queued, running or retried
   1  not converged: failing, waiting (what for is printed), not ready, queued,
-     in flight, or not seen by the controller
+     in flight, not seen by the controller, or gone (deleted)
   2  bad input: a bad command line, a kind no controller of the manager
      reconciles (the kinds there are are printed), --controller naming none
      of its controllers, or a namespace missing for a namespaced kind
@@ -264,10 +264,10 @@ func (o explainOptions) client() (*http.Client, string, error) {
 }
 
 // getJSON reads url into v, naming what went wrong in terms of the flags.
-func getJSON(ctx context.Context, client *http.Client, url, token string, timeout time.Duration, v any) error {
+func getJSON(ctx context.Context, client *http.Client, addr, token string, timeout time.Duration, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, addr, nil)
 	if err != nil {
 		return err
 	}
@@ -276,34 +276,37 @@ func getJSON(ctx context.Context, client *http.Client, url, token string, timeou
 	}
 	res, err := client.Do(req)
 	if err != nil {
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err // the URL is said once, below
+		}
 		var cert *tls.CertificateVerificationError
 		if errors.As(err, &cert) {
-			return fmt.Errorf("get %s: %w (the metrics server's certificate is self-signed by default: pass --ca-file or --insecure-skip-tls-verify)", url, err)
+			return fmt.Errorf("get %s: %w (the metrics server's certificate is self-signed by default: pass --ca-file or --insecure-skip-tls-verify)", addr, err)
 		}
-		return fmt.Errorf("get %s: %w (is the manager running, and its metrics port forwarded?)", url, err)
+		return fmt.Errorf("get %s: %w (is the manager running, and its metrics port forwarded?)", addr, err)
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxExplainResponse))
 	if err != nil {
-		return fmt.Errorf("get %s: %w", url, err)
+		return fmt.Errorf("get %s: %w", addr, err)
 	}
 	switch res.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
-		return fmt.Errorf("get %s: 401 Unauthorized: pass a bearer token with --token or --token-file", url)
+		return fmt.Errorf("get %s: 401 Unauthorized: pass a bearer token with --token or --token-file", addr)
 	case http.StatusForbidden:
-		return fmt.Errorf("get %s: 403 Forbidden: %s (grant get on nonResourceURLs /debug/converge/*)", url, strings.TrimSpace(string(body)))
+		return fmt.Errorf("get %s: 403 Forbidden: %s (grant get on nonResourceURLs /debug/converge/*)", addr, strings.TrimSpace(string(body)))
 	case http.StatusNotFound:
 		var e struct{ Error string }
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("get %s: %s", url, e.Error)
+			return fmt.Errorf("get %s: %s", addr, e.Error)
 		}
-		return fmt.Errorf("get %s: 404: the manager serves no debug endpoint (MetricsOptions.DisableDebug, or a manager older than it)", url)
+		return fmt.Errorf("get %s: 404: the manager serves no debug endpoint (MetricsOptions.DisableDebug, or a manager older than it)", addr)
 	default:
-		return fmt.Errorf("get %s: %s: %s", url, res.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("get %s: %s: %s", addr, res.Status, strings.TrimSpace(string(body)))
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("get %s: not a debug endpoint's answer: %w", url, err)
+		return fmt.Errorf("get %s: not a debug endpoint's answer: %w", addr, err)
 	}
 	return nil
 }

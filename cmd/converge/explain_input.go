@@ -23,13 +23,18 @@ func misnamed(st framework.ObjectStatus, only string) error {
 		}
 		if guess := closest(strings.ToLower(st.Kind), lower(names)); guess != "" {
 			msg += fmt.Sprintf(": did you mean %s?", names[slices.Index(lower(names), guess)])
+		} else {
+			msg += "."
+		}
+		for _, w := range st.WatchedBy {
+			msg += fmt.Sprintf(" Controller %s watches it for its %s objects (a child of one, say): explain that %s.", w.Controller, w.Kind.Kind, w.Kind.Kind)
 		}
 		if len(st.Kinds) > 0 {
 			var all []string
 			for _, k := range st.Kinds {
 				all = append(all, k.String())
 			}
-			msg += " It reconciles " + strings.Join(all, ", ")
+			msg += " It reconciles " + strings.Join(all, ", ") + "."
 		}
 		return exitError{code: exitBadInput, msg: msg}
 	}

@@ -101,8 +101,14 @@ func TestExplainBadInputSaysWhatThereIs(t *testing.T) {
 		t.Errorf("mistyped kind: exit %d:\n%s%s", code, out, errOut)
 	}
 	code, _, errOut = converge(t, "explain", "Widget", "shop/w", "--url", kinds)
-	if code != exitBadInput || strings.Contains(errOut, "did you mean") || !strings.Contains(errOut, "It reconciles apps/v1 Deployment, v1 ConfigMap") {
+	if code != exitBadInput || strings.Contains(errOut, "did you mean") || !strings.Contains(errOut, `reconciles kind "Widget". It reconciles apps/v1 Deployment, v1 ConfigMap.`) {
 		t.Errorf("unknown kind: exit %d: %s", code, errOut)
+	}
+	app := framework.Kind{Group: "example.com", Version: "v1", Kind: "App"}
+	watched := debugServer(t, framework.ObjectStatus{Kinds: []framework.Kind{app}, WatchedBy: []framework.Watcher{{Controller: "app", Kind: app}}}, false)
+	code, _, errOut = converge(t, "explain", "ConfigMap", "shop/shop-config", "--url", watched)
+	if code != exitBadInput || !strings.Contains(errOut, `no controller of the manager reconciles kind "ConfigMap". Controller app watches it for its App objects (a child of one, say): explain that App. It reconciles example.com/v1 App.`) {
+		t.Errorf("a watched kind: exit %d: %s", code, errOut)
 	}
 
 	notCached := framework.KeyStatus{Controller: "web", Kind: deployment, Name: "web", ControllerState: "running", Scope: framework.ScopeNamespaced,
@@ -138,7 +144,15 @@ func TestExplainBadCommandLines(t *testing.T) {
 		}
 	}
 	code, _, errOut := converge(t, "explain", "Deployment", "ns/web", "--url", "http://127.0.0.1:1", "--timeout", "5s")
-	if code != exitUnreachable || !strings.Contains(errOut, "is the manager running") {
+	if code != exitUnreachable || !strings.Contains(errOut, "is the manager running") || strings.Count(errOut, "127.0.0.1:1/") != 1 {
 		t.Errorf("nothing listening: exit %d: %s", code, errOut)
+	}
+}
+
+// A one-letter flag reads as one in the help: -o, not --o.
+func TestExplainHelpSpellsOneLetterFlags(t *testing.T) {
+	_, out, _ := converge(t, "explain", "--help")
+	if !strings.Contains(out, "\n  -o string\n") || strings.Contains(out, "--o ") || !strings.Contains(out, "\n  --url string\n") {
+		t.Errorf("explain --help:\n%s", out)
 	}
 }

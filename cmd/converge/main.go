@@ -163,7 +163,11 @@ func printUsage(w io.Writer, c command, fs *flag.FlagSet) {
 		if name != "" {
 			name = " " + name
 		}
-		fmt.Fprintf(w, "  --%s%s\n    \t%s", f.Name, name, strings.ReplaceAll(usage, "\n", "\n    \t"))
+		dashes := "--"
+		if len(f.Name) == 1 {
+			dashes = "-" // -o, as one-letter flags are spelled
+		}
+		fmt.Fprintf(w, "  %s%s%s\n    \t%s", dashes, f.Name, name, strings.ReplaceAll(usage, "\n", "\n    \t"))
 		if f.DefValue != "" && f.DefValue != "false" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}

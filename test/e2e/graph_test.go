@@ -388,7 +388,7 @@ var _ = Describe("declarative children in order", func() {
 		createConfigMap(ctx, ns, "config", map[string]string{"owner": "someone else"})
 		startGraphSites(ctx, ns)
 		createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: pages})
-		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.ChildFailedReason, "ConfigMap config is not ready (created): it could not be applied"))
+		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.ChildFailedReason, "ConfigMap config could not be applied: "))
 		site, err := getSite(ctx, ns, "site")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(meta.FindStatusCondition(site.Status.Conditions, declarative.ChildConflictCondition)).To(HaveField("Status", metav1.ConditionTrue))

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
@@ -32,7 +33,7 @@ import (
 // truthDesired declares, for a StaticSite S: ConfigMap S-config; Job
 // S-migrate After it (built-in readiness: Complete, Failed a failure);
 // Deployment S-web After the Job, ready when "serving" (Available for its
-// generation). Its annotation e2e.converge.dev/bad breaks the declaration:
+// generation), failed when "pods cannot be created" (ReplicaFailure). Its annotation e2e.converge.dev/bad breaks the declaration:
 // "kind" (and "kind2") adds a Secret, a kind the controller does not list
 // in Options.Children; "label" declares S-config without the label the
 // cache selects ConfigMaps by.
@@ -60,6 +61,8 @@ func truthDesired(_ context.Context, site *v1alpha1.StaticSite) (declarative.Sta
 		declarative.NewChild(migrate).After(config),
 		declarative.NewChild(web).After(migrate).ReadyWhen("serving", func(d *appsv1.Deployment) bool {
 			return d.Status.ObservedGeneration == d.Generation && deploymentCondition(d, appsv1.DeploymentAvailable)
+		}).FailedWhen("pods cannot be created", func(d *appsv1.Deployment) bool {
+			return deploymentCondition(d, appsv1.DeploymentReplicaFailure)
 		}),
 	}
 	switch bad {
@@ -116,6 +119,26 @@ func failJob(ctx context.Context, ns, name string) {
 			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now, LastProbeTime: now},
 		}}
 		_, err = kube.BatchV1().Jobs(ns).UpdateStatus(ctx, j, metav1.UpdateOptions{})
+		return err
+	}).Should(Succeed())
+}
+
+// setDeploymentConditions writes the status of Deployment ns/name, for
+// its current generation, with conds only, as the Deployment controller
+// would.
+func setDeploymentConditions(ctx context.Context, ns, name string, conds ...appsv1.DeploymentCondition) {
+	GinkgoHelper()
+	Eventually(ctx, func() error {
+		d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		for i := range conds {
+			conds[i].LastUpdateTime, conds[i].LastTransitionTime = now, now
+		}
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Conditions: conds}
+		_, err = kube.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{})
 		return err
 	}).Should(Succeed())
 }
@@ -193,7 +216,7 @@ var _ = Describe("declarative parents tell the truth", func() {
 		By("a failed child")
 		failJob(ctx, ns, "broken-migrate")
 		Eventually(ctx, func() truth { return truthOf(ctx, mgr, ns, "broken") }).
-			Should(sayTheSame(declarative.ChildFailedReason, "child failed", "Job broken-migrate is not ready (Complete): it failed (BackoffLimitExceeded: Job has reached the specified backoff limit)"))
+			Should(sayTheSame(declarative.ChildFailedReason, "child failed", "Job broken-migrate failed (BackoffLimitExceeded: Job has reached the specified backoff limit)"))
 
 		By("the Deployment applied and not ready yet, in the words of its ReadyWhen")
 		completeJob(ctx, ns, "site-migrate")
@@ -210,8 +233,63 @@ var _ = Describe("declarative parents tell the truth", func() {
 			g.Expect(t.page).To(ContainSubstring("converged: last reconciled"))
 			g.Expect(t.listed).To(BeNil(), "a converged parent is listed as not converged: %s", t.listJSON)
 		}).Should(Succeed())
-		Expect(truthOf(ctx, mgr, ns, "broken")).To(sayTheSame(declarative.ChildFailedReason, "child failed", "Job broken-migrate is not ready (Complete)"), "the failed child is still reported")
+		Expect(truthOf(ctx, mgr, ns, "broken")).To(sayTheSame(declarative.ChildFailedReason, "child failed", "Job broken-migrate failed ("), "the failed child is still reported")
 	}, SpecTimeout(4*time.Minute))
+
+	It("says a Deployment failed, not waiting, once its rollout passed its progress deadline or its FailedWhen holds, and waits again once it does not", func(ctx SpecContext) {
+		explain(ctx, "--help") // builds converge once, outside the Eventually below
+		_, mgr := startTruthSites(ctx, ns)
+		createSite(ctx, ns, "stuck", v1alpha1.StaticSiteSpec{Pages: pages})
+		Eventually(ctx, siteReadyCondition(ctx, ns, "stuck")).Should(readyWith(declarative.WaitingReason, "Deployment stuck-web waits for Job stuck-migrate"))
+		completeJob(ctx, ns, "stuck-migrate")
+		Eventually(ctx, siteReadyCondition(ctx, ns, "stuck")).Should(readyWith(declarative.NotReadyReason, "Deployment stuck-web is not ready yet (serving)"))
+
+		By("the Deployment controller giving up on the rollout")
+		setDeploymentConditions(ctx, ns, "stuck-web", appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
+			Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "stuck-web-5d4f" has timed out progressing.`})
+		Eventually(ctx, func() truth { return truthOf(ctx, mgr, ns, "stuck") }).
+			Should(sayTheSame(declarative.ChildFailedReason, "child failed", `Deployment stuck-web failed (ProgressDeadlineExceeded: ReplicaSet "stuck-web-5d4f" has timed out progressing.)`))
+
+		By("a failure the Child's FailedWhen recognises")
+		setDeploymentConditions(ctx, ns, "stuck-web", appsv1.DeploymentCondition{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue,
+			Reason: "FailedCreate", Message: `pods "stuck-web-5d4f-x" is forbidden: exceeded quota`})
+		Eventually(ctx, func() truth { return truthOf(ctx, mgr, ns, "stuck") }).
+			Should(sayTheSame(declarative.ChildFailedReason, "child failed", "Deployment stuck-web failed (pods cannot be created)"))
+
+		By("the failure gone: a wait again, then ready")
+		setDeploymentConditions(ctx, ns, "stuck-web")
+		Eventually(ctx, func() truth { return truthOf(ctx, mgr, ns, "stuck") }).
+			Should(sayTheSame(declarative.NotReadyReason, "not ready", "Deployment stuck-web is not ready yet (serving) since "))
+		makeAvailable(ctx, ns, "stuck-web")
+		Eventually(ctx, siteReadyCondition(ctx, ns, "stuck")).Should(readyWith(declarative.ChildrenReadyReason, "all 3 children are ready"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("says what a deleted parent's deletion waits for: a child held by someone else's finalizer, before what the child is After is deleted", func(ctx SpecContext) {
+		explain(ctx, "--help") // builds converge once, outside the Eventually below
+		_, mgr := startTruthSites(ctx, ns)
+		createSite(ctx, ns, "held", v1alpha1.StaticSiteSpec{Pages: pages})
+		Eventually(ctx, siteReadyCondition(ctx, ns, "held")).Should(readyWith(declarative.WaitingReason, "Deployment held-web waits for Job held-migrate"))
+		completeJob(ctx, ns, "held-migrate")
+		makeAvailable(ctx, ns, "held-web")
+		Eventually(ctx, siteReadyCondition(ctx, ns, "held")).Should(readyWith(declarative.ChildrenReadyReason, "all 3 children are ready"))
+		_, err := kube.AppsV1().Deployments(ns).Patch(ctx, "held-web", types.MergePatchType, []byte(`{"metadata":{"finalizers":["example.com/hold"]}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		By("deleting the parent")
+		Expect(dyn.Resource(siteGVR).Namespace(ns).Delete(ctx, "held", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(ctx, func() truth { return truthOf(ctx, mgr, ns, "held") }).
+			Should(sayTheSame(declarative.WaitingReason, "waiting", "deletion waits for Deployment held-web (Terminating, finalizer example.com/hold) since "))
+		_, err = kube.BatchV1().Jobs(ns).Get(ctx, "held-migrate", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "Job held-migrate, which the Deployment is After, was deleted before it")
+
+		By("removing the finalizer, which lets the deletion finish")
+		_, err = kube.AppsV1().Deployments(ns).Patch(ctx, "held-web", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(ctx, func() bool {
+			_, err := getSite(ctx, ns, "held")
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(time.Minute).Should(BeTrue(), "the parent is deleted once its children are gone")
+	}, SpecTimeout(3*time.Minute))
 
 	It("reports a configuration error in what Desired returns on the parent, once, terminally, with nothing applied, across restarts", func(ctx SpecContext) {
 		run, mgr := startTruthSites(ctx, ns)
@@ -224,7 +302,7 @@ var _ = Describe("declarative parents tell the truth", func() {
 		Eventually(ctx, warningEvents(ctx, ns, "site", declarative.ChildGraphReason)).Should(ContainElement(HaveField("Note", ContainSubstring(missingKind))))
 		code, out := explain(ctx, "StaticSite", ns+"/site", "--url", "http://"+mgr.MetricsAddress())
 		Expect(code).To(Equal(1), out)
-		Expect(out).To(ContainSubstring("with a terminal error, not retried until the object changes: terminal error: StaticSite " + ns + "/site: children: " + missingKind))
+		Expect(out).To(ContainSubstring("with a terminal error, not retried until the object changes: StaticSite " + ns + "/site: children: " + missingKind))
 		for _, name := range []string{"site-config", "unlabelled-config"} {
 			_, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ConfigMap %s was applied from a declaration with an error: %v", name, err)

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -72,6 +73,32 @@ func jobOf(ctx context.Context, ns, name string) func() (*batchv1.Job, error) {
 	}
 }
 
+// knobDesired declares, for a StaticSite S, ConfigMap S-config and, when
+// its label knob is "yes", Knob S-dial and ConfigMap S-after After it;
+// when it is "no", the same with the Knob left out by IncludeWhen.
+func knobDesired(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
+	children := []any{declarative.NewChild(namedConfigMap(site.Name + "-config"))}
+	if want := site.Labels["knob"]; want != "" {
+		k := &unstructured.Unstructured{}
+		k.SetGroupVersionKind(knob)
+		k.SetName(site.Name + "-dial")
+		children = append(children, declarative.NewChild(k).IncludeWhen(want == "yes"), declarative.NewChild(namedConfigMap(site.Name+"-after")).After(k))
+	}
+	return declarative.State{Children: children, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
+}
+
+// deleteKnobCRD deletes the Knob CRD, if there is one, and waits until it
+// is gone.
+func deleteKnobCRD(ctx context.Context) {
+	GinkgoHelper()
+	crds := dyn.Resource(crdGVR)
+	if err := crds.Delete(ctx, knobCRD, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	Eventually(ctx, func() error { _, err := crds.Get(ctx, knobCRD, metav1.GetOptions{}); return err }).
+		WithTimeout(time.Minute).Should(Satisfy(apierrors.IsNotFound))
+}
+
 var _ = Describe("declarative child policies", func() {
 	var ns string
 	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
@@ -82,30 +109,20 @@ var _ = Describe("declarative child policies", func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Knob CRD must not be installed before this spec: %v", err)
 		// Removed after the manager stopped (cleanups run in reverse order),
 		// so the spec can run again on the same control plane.
-		DeferCleanup(func(ctx SpecContext) {
-			if err := crds.Delete(ctx, knobCRD, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
-				Expect(err).NotTo(HaveOccurred())
-			}
-			Eventually(ctx, func() error { _, err := crds.Get(ctx, knobCRD, metav1.GetOptions{}); return err }).
-				WithTimeout(time.Minute).Should(Satisfy(apierrors.IsNotFound))
-		}, NodeTimeout(2*time.Minute))
+		DeferCleanup(deleteKnobCRD, NodeTimeout(2*time.Minute))
 
 		example := &unstructured.Unstructured{}
 		example.SetGroupVersionKind(knob)
-		startPolicySites(ctx, ns, func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
-			children := []any{declarative.NewChild(namedConfigMap(site.Name + "-config"))}
-			if site.Labels["knob"] == "yes" {
-				k := &unstructured.Unstructured{}
-				k.SetGroupVersionKind(knob)
-				k.SetName(site.Name + "-dial")
-				children = append(children, declarative.NewChild(k), declarative.NewChild(namedConfigMap(site.Name+"-after")).After(k))
-			}
-			return declarative.State{Children: children, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
-		}, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, example}})
+		startPolicySites(ctx, ns, knobDesired, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, example}})
 		createSite(ctx, ns, "healthy", anySpec)
 		createSiteWithLabels(ctx, ns, "waiting", anySpec, map[string]string{"knob": "yes"})
+		createSiteWithLabels(ctx, ns, "leftout", anySpec, map[string]string{"knob": "no"})
 
 		Eventually(ctx, siteReadyCondition(ctx, ns, "healthy")).Should(And(
+			readyWith(declarative.ChildrenReadyReason, "all 1 children are ready"), HaveField("Status", metav1.ConditionTrue)))
+		// A Knob left out by IncludeWhen is not declared: its kind is never
+		// looked up, and what is After it is left out with it.
+		Eventually(ctx, siteReadyCondition(ctx, ns, "leftout")).Should(And(
 			readyWith(declarative.ChildrenReadyReason, "all 1 children are ready"), HaveField("Status", metav1.ConditionTrue)))
 		Eventually(ctx, siteReadyCondition(ctx, ns, "waiting")).Should(And(
 			readyWith(declarative.WaitingReason, "Knob waiting-dial waits for CustomResourceDefinition knobs.e2e.converge.dev (kind Knob.e2e.converge.dev is not served) since "),
@@ -133,6 +150,40 @@ var _ = Describe("declarative child policies", func() {
 			}
 			return string(k.GetUID()), nil
 		}).ShouldNot(Equal(string(k.GetUID())))
+	}, SpecTimeout(4*time.Minute))
+
+	It("handles an optional kind whose CRD is deleted while the controller runs as one missing at the start: the manager stays ready, its parents wait for it, and it is watched again once installed", func(ctx SpecContext) {
+		_, err := dyn.Resource(crdGVR).Get(ctx, knobCRD, metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Knob CRD must not be installed before this spec: %v", err)
+		DeferCleanup(deleteKnobCRD, NodeTimeout(2*time.Minute))
+		Expect(env.InstallCRDs(ctx, envtest.CRDOptions{Paths: []string{filepath.Join("testdata", "knobs.yaml")}})).To(Succeed())
+		example := &unstructured.Unstructured{}
+		example.SetGroupVersionKind(knob)
+		mgr := newManager(ns, framework.Options{})
+		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
+		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "policies", framework.ControllerOptions{}).
+			Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](knobDesired), declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, example}}))).To(Succeed())
+		startManager(ctx, mgr)
+		createSiteWithLabels(ctx, ns, "dialled", anySpec, map[string]string{"knob": "yes"})
+		createSite(ctx, ns, "healthy", anySpec)
+		Eventually(ctx, siteReadyCondition(ctx, ns, "dialled")).Should(readyWith(declarative.ChildrenReadyReason, "all 3 children are ready"))
+
+		By("deleting the CRD")
+		deleteKnobCRD(ctx)
+		Eventually(ctx, siteReadyCondition(ctx, ns, "dialled")).WithTimeout(time.Minute).Should(And(
+			readyWith(declarative.WaitingReason, "Knob dialled-dial waits for CustomResourceDefinition knobs.e2e.converge.dev (kind Knob.e2e.converge.dev is not served) since "),
+			HaveField("Status", metav1.ConditionFalse)))
+		Eventually(ctx, mgr.Cache().Health).WithTimeout(time.Minute).Should(Succeed(), "the manager is ready again: the Knobs' informer stopped")
+		Expect(configMap(ctx, ns, "dialled-after")()).NotTo(BeNil(), "ConfigMap dialled-after, After the Knob, is left as it is")
+		Expect(siteReadyCondition(ctx, ns, "healthy")()).To(readyWith(declarative.ChildrenReadyReason, "all 1 children are ready"))
+
+		By("installing the CRD again")
+		Expect(env.InstallCRDs(ctx, envtest.CRDOptions{Paths: []string{filepath.Join("testdata", "knobs.yaml")}})).To(Succeed())
+		Eventually(ctx, siteReadyCondition(ctx, ns, "dialled")).WithTimeout(90 * time.Second).Should(And(
+			readyWith(declarative.ChildrenReadyReason, "all 3 children are ready"), HaveField("Status", metav1.ConditionTrue)))
+		_, err = dyn.Resource(knob.GroupVersion().WithResource("knobs")).Namespace(ns).Get(ctx, "dialled-dial", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the Knob is applied again")
+		Expect(mgr.Cache().Health()).To(Succeed())
 	}, SpecTimeout(4*time.Minute))
 
 	It("puts the API server's cause in the Ready condition when a Job's template changes, and replaces the Job declared ReplaceWhenImmutable in its place in the order", func(ctx SpecContext) {
@@ -166,7 +217,7 @@ var _ = Describe("declarative child policies", func() {
 		// Without the policy: the apply fails, and the condition says why
 		// as the API server does.
 		Eventually(ctx, siteReadyCondition(ctx, ns, "plain")).Should(And(
-			readyWith(declarative.ChildFailedReason, "Job plain-migrate is not ready (Complete): it could not be applied: the API server answered 422 Invalid: spec.template: "),
+			readyWith(declarative.ChildFailedReason, "Job plain-migrate could not be applied: the API server answered 422 Invalid: spec.template: "),
 			HaveField("Message", ContainSubstring("field is immutable")),
 			HaveField("Message", Not(ContainSubstring(`"containers"`)))), // the quoted template left out
 			"the Ready condition of a Job whose template cannot change")
@@ -188,7 +239,7 @@ var _ = Describe("declarative child policies", func() {
 		Expect(err).NotTo(HaveOccurred())
 		createSiteWithLabels(ctx, ns, "foreign", anySpec, map[string]string{"replace": "yes", "image": "busybox_2"})
 		Eventually(ctx, siteReadyCondition(ctx, ns, "foreign")).Should(readyWith(declarative.ChildFailedReason,
-			"Job foreign-migrate is not ready (Complete): it could not be applied: Job "+ns+"/foreign-migrate already exists and is not managed by StaticSite "+ns+"/foreign"))
+			"Job foreign-migrate could not be applied: Job "+ns+"/foreign-migrate already exists and is not managed by StaticSite "+ns+"/foreign"))
 		Expect(jobOf(ctx, ns, "foreign-migrate")()).To(And(HaveField("UID", foreign.UID), HaveField("DeletionTimestamp", BeNil())))
 	}, SpecTimeout(3*time.Minute))
 
@@ -228,6 +279,56 @@ var _ = Describe("declarative child policies", func() {
 		Eventually(ctx, jobOf(ctx, ns, "migrate")).Should(And(Not(BeNil()), Not(HaveField("UID", first.UID)),
 			HaveField("Spec.Template.Spec.Containers", ConsistOf(HaveField("Image", "busybox:2")))))
 		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete)"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("replaces a finished run-once Job declared ReplaceWhenImmutable when its content changes before its TTL deleted it", func(ctx SpecContext) {
+		desired := func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
+			j := migrationJob("migrate", imageOf(site))
+			j.Spec.TTLSecondsAfterFinished = new(int32(3600))
+			return declarative.State{Children: []any{
+				declarative.NewChild(j).RunOnce().ReplaceWhenImmutable(), declarative.NewChild(namedConfigMap("after")).After(j),
+			}, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
+		}
+		startPolicySites(ctx, ns, desired, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}})
+		createSite(ctx, ns, "site", anySpec)
+		Eventually(ctx, jobOf(ctx, ns, "migrate")).ShouldNot(BeNil())
+		first, err := jobOf(ctx, ns, "migrate")()
+		Expect(err).NotTo(HaveOccurred())
+		completeJob(ctx, ns, "migrate")
+		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.ChildrenReadyReason, "all 2 children are ready"))
+
+		patchSite(ctx, ns, "site", `{"metadata":{"labels":{"image":"busybox_2"}}}`)
+		Eventually(ctx, jobOf(ctx, ns, "migrate")).Should(And(Not(BeNil()), Not(HaveField("UID", first.UID)),
+			HaveField("Spec.Template.Spec.Containers", ConsistOf(HaveField("Image", "busybox:2")))), "the finished Job replaced by one of the new content")
+		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete) since "))
+	}, SpecTimeout(3*time.Minute))
+
+	It("creates a Job with a ttlSecondsAfterFinished and without RunOnce again each time Kubernetes deletes it, and says so once with a Warning Event and in the Ready condition", func(ctx SpecContext) {
+		desired := func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
+			j := migrationJob("migrate", imageOf(site))
+			j.Spec.TTLSecondsAfterFinished = new(int32(1))
+			return declarative.State{Children: []any{
+				declarative.NewChild(j), declarative.NewChild(namedConfigMap("after")).After(j),
+			}, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
+		}
+		startPolicySites(ctx, ns, desired, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}})
+		createSite(ctx, ns, "site", anySpec)
+		const note = "it runs again each time its ttlSecondsAfterFinished deletes it: declare it RunOnce to run it once"
+		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete; "+note+") since "))
+		for run := range 2 {
+			By(fmt.Sprintf("run %d: the Job finishing, and Kubernetes deleting it", run+1))
+			job, err := jobOf(ctx, ns, "migrate")()
+			Expect(err).NotTo(HaveOccurred())
+			Expect(job).NotTo(BeNil())
+			completeJob(ctx, ns, "migrate")
+			Eventually(ctx, jobOf(ctx, ns, "migrate")).WithTimeout(time.Minute).Should(Or(BeNil(), Not(HaveField("UID", job.UID))),
+				"the TTL-after-finished controller deletes Job migrate")
+			Eventually(ctx, jobOf(ctx, ns, "migrate")).Should(And(Not(BeNil()), Not(HaveField("UID", job.UID))), "converge creates Job migrate again")
+		}
+		Eventually(ctx, warningEvents(ctx, ns, "site", declarative.RerunAfterTTLReason)).Should(ConsistOf(And(HaveField("Series", BeNil()),
+			HaveField("Note", "Job migrate sets ttlSecondsAfterFinished and is not declared RunOnce: each time the TTL deletes it once it finished, converge creates it again and it runs again; declare it with RunOnce() to run it once per content, or drop the TTL"))),
+			"one Warning Event, whatever the reruns")
+		Expect(siteReadyCondition(ctx, ns, "site")()).To(readyWith(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete; "+note+")"))
 	}, SpecTimeout(3*time.Minute))
 
 	It("keeps a retained PersistentVolumeClaim when its parent is deleted, with background or foreground propagation, with no owner reference and none of converge's labels", func(ctx SpecContext) {

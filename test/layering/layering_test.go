@@ -118,6 +118,11 @@ var rules = []struct {
 		forbidden: []string{stdOnly},
 	},
 	{
+		name:      "internal/errtext is a leaf below framework and declarative, which show errors through it: it imports no converge package",
+		from:      []string{"internal/errtext"},
+		forbidden: []string{module + "/..."},
+	},
+	{
 		name:      "internal/klogcap is a leaf: it imports no converge package",
 		from:      []string{"internal/klogcap"},
 		forbidden: []string{module + "/..."},
