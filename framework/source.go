@@ -250,6 +250,9 @@ func (s *kindSource[C]) local() bool {
 }
 
 func (s *kindSource[C]) kind(mgr *Manager) (schema.GroupVersionKind, error) {
+	if err := s.check(); err != nil {
+		return schema.GroupVersionKind{}, err
+	}
 	example, sel, err := s.readAs(mgr)
 	switch {
 	case err != nil:
