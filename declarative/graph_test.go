@@ -2,6 +2,7 @@ package declarative_test
 
 import (
 	"context"
+	"k8s.io/client-go/util/retry"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -162,9 +163,15 @@ func (r *graphRig) waitReady(reason, prefix string) *metav1.Condition {
 // controller or the kubelet would.
 func setStatus[C object.Object](r *graphRig, name string, obj C, edit func(C)) {
 	r.t.Helper()
-	r.get(name, obj)
-	edit(obj)
-	if err := r.mgr.Client().Status().Update(r.t.Context(), obj); err != nil {
+	// The controller may write the object between the read and the update
+	// (or the cache may not hold its last write yet): read again and retry
+	// on a conflict, as the object's own controller would.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		r.get(name, obj)
+		edit(obj)
+		return r.mgr.Client().Status().Update(r.t.Context(), obj)
+	})
+	if err != nil {
 		r.t.Fatal(err)
 	}
 }
