@@ -2,7 +2,6 @@ package declarative_test
 
 import (
 	"context"
-	"k8s.io/client-go/util/retry"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/go-logr/logr"
 
