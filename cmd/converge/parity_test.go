@@ -169,7 +169,7 @@ func TestSameKindInTwoGroups(t *testing.T) {
 		"func SetupSeaFrigateController(mgr *framework.Manager) error {",
 		`framework.NewBuilder[*seav1.Frigate](mgr, "seafrigate", framework.ControllerOptions{Sharded: sharded})`,
 		"type SeaFrigateReconciler struct{}",
-		"+kubebuilder:rbac:groups=sea.example.com,resources=frigates,verbs=get;list;watch")
+		"+kubebuilder:rbac:groups=sea.example.com,resources=frigates,verbs=get;list;watch;patch")
 	mustContain(t, "frigate_controller.go lacks", readFile(t, dir, "internal/controller/frigate_controller.go"),
 		`shipv1 "example.com/team/op/api/ship/v1"`, "func SetupFrigateController(", "type FrigateReconciler struct{}")
 	mustContain(t, "the unit test lacks", readFile(t, dir, "internal/controller/seafrigate_controller_unit_test.go"), "func TestSeaFrigateControllerOnFakeAPIServer(t *testing.T) {", "controller.SetupSeaFrigateController(mgr)")
