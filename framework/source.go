@@ -297,7 +297,7 @@ func (s *kindSource[C]) bindKind(w *watchTarget) (*boundKind[C], error) {
 
 // readAs returns the example and the selection the source's informer is
 // made with: what bind asks the cache for, and what a read must ask for to
-// read the same informer (Cache.RouteReads).
+// read the same informer (hooks.RouteReads).
 func (s *kindSource[C]) readAs(mgr *Manager) (C, informers.Selection, error) {
 	example, sel := s.example, s.sel
 	rt := reflect.TypeFor[C]()

@@ -160,7 +160,7 @@ func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
 	return out
 }
 
-// Owed calls fn for every key the queue still owes a worker: queued, held
+// owed calls fn for every key the queue still owes a worker: queued, held
 // by a worker, or waiting out a delay (AddAfter, AddRateLimited,
 // Postpone). r is the reason it is owed for: the most significant among
 // the adds it waits for and, for a key a worker holds, the reason it was
@@ -170,6 +170,6 @@ func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
 // linear in the number of keys the queue tracks: it is for rare
 // bookkeeping (a sharded controller handing a bucket over), not for the
 // reconcile path.
-func (q *Queue[K]) Owed(fn func(k K, r reconcile.Reason)) {
+func (q *Queue[K]) owed(fn func(k K, r reconcile.Reason)) {
 	q.core.eachOwed(func(k K, c cause) { fn(k, c.reason()) })
 }
