@@ -489,6 +489,14 @@ func TestShards(t *testing.T) {
 			_, err := newBucketReader(kind, b, nil)
 			return err
 		},
+		"held of another type": func() error {
+			_, err := hooks.NewBucketReader[bucketReader]((*informers.Informer[*corev1.ConfigMap])(nil), kind, b, func() map[int]*informers.Informer[*corev1.Secret] { return nil })
+			return err
+		},
+		"a reader of another type": func() error {
+			_, err := hooks.NewBucketReader[informers.Reader[*corev1.Secret]]((*informers.Informer[*corev1.ConfigMap])(nil), kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
+			return err
+		},
 	} {
 		if err := mk(); err == nil {
 			t.Errorf("NewBucketReader with %s succeeded", name)
