@@ -5,6 +5,9 @@
 // then framework, then declarative; test/layering checks it. The one exception is
 // internal/testenv, test support that imports framework: only _test.go files
 // may import it, which test/layering checks too.
+// internal/hooks lets framework and declarative call the few functions
+// informers and workqueue keep unexported for them; it imports only the
+// leaves, which test/layering checks.
 //
 // # Reconcilers
 //

@@ -27,6 +27,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/hooks"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -757,7 +758,7 @@ func number(v any) (float64, bool) {
 // object: the cache then holds, of parent's children, those in parent's
 // namespace only.
 func (ck *childKind) perNamespace(parent object.Object) bool {
-	b, ok := ck.cached.Routed()
+	b, ok := hooks.Routed(ck.cached)
 	return ok && b.By == sharding.ByNamespace && parent.GetNamespace() != ""
 }
 

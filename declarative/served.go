@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/converge-dev/converge/internal/hooks"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -61,7 +62,7 @@ func (ck *childKind) isServed() bool {
 	if ck.served.Load() {
 		return true
 	}
-	_, routed := ck.cached.Routed()
+	_, routed := hooks.Routed(ck.cached)
 	return routed
 }
 

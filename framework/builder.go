@@ -10,6 +10,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/hooks"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -245,7 +246,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	})
 	c.queue, target.queue = q, q
 	if sharded != nil {
-		sharded.owed = q.Owed
+		sharded.owed = func(fn func(reconcile.Request, reconcile.Reason)) { hooks.Owed(q, fn) }
 	}
 
 	if byObject != nil {

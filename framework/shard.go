@@ -18,6 +18,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/hooks"
 	"github.com/converge-dev/converge/internal/restset"
 	"github.com/converge-dev/converge/internal/shardtest"
 	"github.com/converge-dev/converge/object"
@@ -69,7 +70,15 @@ type shardedPrimary[T object.Object] struct {
 	// change, for shards to read without mu.
 	informers atomic.Pointer[map[int]*informers.Informer[T]]
 	// shards reads the objects of the held buckets.
-	shards *informers.BucketReader[T]
+	shards bucketReader[T]
+}
+
+// bucketReader reads the primary kind from the informers of the held
+// buckets: informers' reader of a kind's buckets, made by
+// hooks.NewBucketReader.
+type bucketReader[T object.Object] interface {
+	informers.Reader[T]
+	BucketOf(key types.NamespacedName) (int, bool)
 }
 
 // bucketRead is one bucket's informer and the controller's listener on it,
@@ -152,7 +161,7 @@ func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ri
 	}
 	p.idle = sync.NewCond(&p.mu)
 	p.informers.Store(&map[int]*informers.Informer[T]{})
-	shards, err := informers.NewBucketReader(src.sel.Kind, r.buckets, func() map[int]*informers.Informer[T] { return *p.informers.Load() })
+	shards, err := hooks.NewBucketReader[bucketReader[T]]((*informers.Informer[T])(nil), src.sel.Kind, r.buckets, func() map[int]*informers.Informer[T] { return *p.informers.Load() })
 	if err != nil {
 		return nil, err
 	}
@@ -331,14 +340,14 @@ func (p *shardedPrimary[T]) addSecondary(mgr *Manager, src Source, log logr.Logg
 
 // routeReads routes the cache's reads of the primary kind and of the
 // secondary sources' kinds, as their informers make them, to the held
-// buckets' informers (Cache.RouteReads).
+// buckets' informers (hooks.RouteReads).
 func (p *shardedPrimary[T]) routeReads(mgr *Manager) error {
 	for _, s := range append([]bucketSource{&p.src}, p.secondaries...) {
 		example, sel, err := s.readsAs(mgr)
 		if err != nil {
 			return err
 		}
-		if err := mgr.Cache().RouteReads(example, sel, p.buckets, p.heldBuckets); err != nil {
+		if err := hooks.RouteReads(mgr.Cache(), example, sel, p.buckets, p.heldBuckets); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/converge-dev/converge/internal/hooks"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -81,7 +82,7 @@ func (p *shardedPrimary[T]) marksOf(reads map[int]*bucketRead[T]) map[int]string
 		if !ok || !marked {
 			continue // of a bucket not asked for, or deleted: not listed by the next holder
 		}
-		obj, ok := reads[b].inf.Peek(key)
+		obj, ok := hooks.Peek[T](reads[b].inf, key)
 		if !ok {
 			continue
 		}

@@ -300,7 +300,7 @@ func (s *kindSource[C]) bindKind(w *watchTarget) (*boundKind[C], error) {
 
 // readAs returns the example and the selection the source's informer is
 // made with: what bind asks the cache for, and what a read must ask for to
-// read the same informer (Cache.RouteReads).
+// read the same informer (hooks.RouteReads).
 func (s *kindSource[C]) readAs(mgr *Manager) (C, informers.Selection, error) {
 	example, sel := s.example, s.sel
 	rt := reflect.TypeFor[C]()
@@ -331,29 +331,29 @@ func (b *boundKind[C]) start(ctx context.Context) (cache.ResourceEventHandlerReg
 // listener turns the informer's events into requests on the controller's queue.
 func (b *boundKind[C]) listener(ctx context.Context) informers.ListenerFuncs[C] {
 	s, w := &b.kindSource, b.w
-	emit := func(e Change[C], background bool) {
+	emit := func(e Change[C], replay bool) {
 		if !passes(s.preds, e) {
 			return
 		}
 		switch {
 		case s.self:
-			w.add(requestFor(e.Object), background)
+			w.add(requestFor(e.Object), replay)
 		case s.mapFn != nil:
 			for _, req := range s.mapFn(ctx, e.Object) {
 				if b.bucket && req.Namespace != e.Object.GetNamespace() && b.strayed.CompareAndSwap(false, true) {
 					w.log.Info("a source read per bucket (SameNamespace) mapped an object to a request in another namespace: this member sees only the events of its buckets' namespaces, so it may miss changes behind such requests",
 						"source", b.String(), "object", cache.NewObjectName(e.Object.GetNamespace(), e.Object.GetName()).String(), "request", req.String())
 				}
-				w.add(req, background)
+				w.add(req, replay)
 			}
 		case s.anyOwner:
 			for _, req := range w.ownerRequests(e.Object, true) {
-				w.add(req, background)
+				w.add(req, replay)
 			}
 		default:
 			if ref := metav1.GetControllerOfNoCopy(e.Object); ref != nil {
 				if req, ok := w.ownerRequest(e.Object, ref); ok {
-					w.add(req, background)
+					w.add(req, replay)
 				}
 			}
 		}
@@ -434,8 +434,8 @@ func (s *kindSource[C]) handlerOptions() cache.HandlerOptions {
 }
 
 // add queues req: behind real changes when it only replays cached state.
-func (w *watchTarget) add(req reconcile.Request, background bool) {
-	if background {
+func (w *watchTarget) add(req reconcile.Request, replay bool) {
+	if replay {
 		w.queue.AddReplay(req)
 	} else {
 		w.queue.Add(req)

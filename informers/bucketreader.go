@@ -16,39 +16,39 @@ import (
 	"github.com/converge-dev/converge/sharding"
 )
 
-// Shards reads one kind from the informers of the buckets a process holds,
+// bucketReader reads one kind from the informers of the buckets a process holds,
 // one informer per bucket, each made with Selection{Shard:
 // Buckets.Selector(i)}: a Reader of the objects of the held buckets, with
-// no informer of the whole kind. Cache.RouteReads routes the cache's reads
+// no informer of the whole kind. Cache.routeReads routes the cache's reads
 // through one; the framework's sharded controllers read their primary kind
 // through another.
 //
 // With sharding.ByNamespace, a read in one namespace goes to the one bucket of
 // that namespace. With sharding.ByUID, the bucket cannot be told from a key, so
-// Get looks in each held bucket's informer in turn. A Shards is safe for
+// Get looks in each held bucket's informer in turn. A bucketReader is safe for
 // concurrent use.
-type BucketReader[T object.Object] struct {
+type bucketReader[T object.Object] struct {
 	kind    schema.GroupVersionKind
 	buckets sharding.Buckets
 	held    func() map[int]*Informer[T]
 }
 
-var _ Reader[object.Object] = (*BucketReader[object.Object])(nil)
+var _ Reader[object.Object] = (*bucketReader[object.Object])(nil)
 
-// NewBucketReader returns the Shards of kind, cut into buckets by b. held returns
+// newBucketReader returns the bucketReader of kind, cut into buckets by b. held returns
 // the buckets held now, each with its informer, or nil while the bucket has
 // none (not made yet, or stopped). It is called on every read, so it must
 // be fast and safe for concurrent use, and the map it returns is only read.
-func NewBucketReader[T object.Object](kind schema.GroupVersionKind, b sharding.Buckets, held func() map[int]*Informer[T]) (*BucketReader[T], error) {
+func newBucketReader[T object.Object](kind schema.GroupVersionKind, b sharding.Buckets, held func() map[int]*Informer[T]) (*bucketReader[T], error) {
 	switch err := b.Validate(); {
 	case err != nil:
-		return nil, fmt.Errorf("informers: shards of %s: %w", describe(kind), err)
+		return nil, fmt.Errorf("informers: bucket reader of %s: %w", describe(kind), err)
 	case held == nil:
-		return nil, fmt.Errorf("informers: shards of %s: held is nil", describe(kind))
+		return nil, fmt.Errorf("informers: bucket reader of %s: held is nil", describe(kind))
 	case kind.Kind == "":
-		return nil, fmt.Errorf("informers: shards of %v: the kind is empty", kind)
+		return nil, fmt.Errorf("informers: bucket reader of %v: the kind is empty", kind)
 	}
-	return &BucketReader[T]{kind: kind, buckets: b, held: held}, nil
+	return &bucketReader[T]{kind: kind, buckets: b, held: held}, nil
 }
 
 // Get returns the object of key from the informer of its held bucket. When
@@ -57,14 +57,14 @@ func NewBucketReader[T object.Object](kind schema.GroupVersionKind, b sharding.B
 // not), and names the held buckets; a bucket held without an informer yet
 // answers an error wrapping ErrNotCached, as does a Get by UID while no
 // bucket is held.
-func (s *BucketReader[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
+func (s *bucketReader[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
 	obj, _, err := s.get(ctx, key)
 	return obj, err
 }
 
 // get is Get, and also returns the informer that answered (nil when none
 // did), whose selection a miss may have to be confirmed against.
-func (s *BucketReader[T]) get(ctx context.Context, key types.NamespacedName) (T, *Informer[T], error) {
+func (s *bucketReader[T]) get(ctx context.Context, key types.NamespacedName) (T, *Informer[T], error) {
 	var zero T
 	held, err := s.heldBuckets("get")
 	if err != nil {
@@ -122,14 +122,14 @@ func (s *BucketReader[T]) get(ctx context.Context, key types.NamespacedName) (T,
 // sharding.ByNamespace and one namespace asked, of that namespace's bucket
 // only. It fails with an error wrapping ErrNotCached when a bucket it must
 // read is not held or has no informer yet.
-func (s *BucketReader[T]) List(ctx context.Context, opts ...ListOption) ([]T, error) {
+func (s *bucketReader[T]) List(ctx context.Context, opts ...ListOption) ([]T, error) {
 	objs, _, err := s.list(ctx, opts)
 	return objs, err
 }
 
 // list is List, and also returns the newest resource version of the
 // informers it read.
-func (s *BucketReader[T]) list(ctx context.Context, opts []ListOption) ([]T, string, error) {
+func (s *bucketReader[T]) list(ctx context.Context, opts []ListOption) ([]T, string, error) {
 	held, err := s.heldBuckets("list")
 	if err != nil {
 		return nil, "", err
@@ -180,7 +180,7 @@ func (s *BucketReader[T]) list(ctx context.Context, opts []ListOption) ([]T, str
 // BucketOf returns the bucket of the object of key, when it can be told:
 // from the namespace with sharding.ByNamespace; with sharding.ByUID, the held
 // bucket whose informer holds the object.
-func (s *BucketReader[T]) BucketOf(key types.NamespacedName) (int, bool) {
+func (s *bucketReader[T]) BucketOf(key types.NamespacedName) (int, bool) {
 	if s.buckets.By == sharding.ByNamespace {
 		return s.buckets.Of(key.Namespace), true
 	}
@@ -195,7 +195,7 @@ func (s *BucketReader[T]) BucketOf(key types.NamespacedName) (int, bool) {
 
 // heldBuckets returns what held returns, or an error naming a bucket
 // outside 0..Count-1.
-func (s *BucketReader[T]) heldBuckets(verb string) (map[int]*Informer[T], error) {
+func (s *bucketReader[T]) heldBuckets(verb string) (map[int]*Informer[T], error) {
 	held := s.held()
 	for b := range held {
 		if b < 0 || b >= s.buckets.Count {
@@ -206,7 +206,7 @@ func (s *BucketReader[T]) heldBuckets(verb string) (map[int]*Informer[T], error)
 }
 
 // describeHeld names the held buckets for errors.
-func (s *BucketReader[T]) describeHeld(held map[int]*Informer[T]) string {
+func (s *bucketReader[T]) describeHeld(held map[int]*Informer[T]) string {
 	return fmt.Sprintf("only buckets %v of %d by %s are held", sortedBuckets(held), s.buckets.Count, s.buckets.By)
 }
 

@@ -61,9 +61,9 @@ type Cache struct {
 	// Options.DisableSharing.
 	share *sharer
 
-	// routes maps the keys (selections without a shard) RouteReads routes
-	// to their route; nil until the first RouteReads. The map is never
-	// modified once stored: RouteReads stores a new one, with routesMu and
+	// routes maps the keys (selections without a shard) routeReads routes
+	// to their route; nil until the first routeReads. The map is never
+	// modified once stored: routeReads stores a new one, with routesMu and
 	// mu held.
 	routes   atomic.Pointer[map[informerKey]*shardRoute]
 	routesMu sync.Mutex

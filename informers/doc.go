@@ -39,7 +39,7 @@
 //     Options.ResyncPeriod, whether it was added before or after the
 //     informer started.
 //   - Sharded reads: a kind routed to the buckets a process holds
-//     (Cache.RouteReads) is read from those buckets' informers by Cache.Get,
+//     (as the framework routes a sharded controller's kinds) is read from those buckets' informers by Cache.Get,
 //     Cache.List and a KindReader, and from the informer of the whole kind
 //     instead once one exists, since it holds every bucket. An index of a
 //     kind (Cache.AddIndex) reaches every informer of it, the buckets'

@@ -34,7 +34,7 @@ var ErrStopped = errors.New("informers: the cache has stopped")
 // kind's Selection) is limited to, which may well exist; from Cache.Get
 // and KindReader.Get, an object that exists but is outside the labels or
 // fields Options.ByKind narrows its kind to; and, for a kind whose reads
-// are routed to buckets (Cache.RouteReads), an object of a bucket this
+// are routed to buckets (as the framework routes a sharded controller's), an object of a bucket this
 // process does not hold, or of a held bucket whose informer does not
 // exist yet.
 var ErrNotCached = errors.New("informers: outside what the cache holds")
@@ -205,12 +205,12 @@ func (i *Informer[T]) containsKey(k string) bool {
 	return ok && err == nil
 }
 
-// Peek returns the object the informer holds for key now, and whether it
+// peek returns the object the informer holds for key now, and whether it
 // holds one, without waiting for a sync or for the manager's own writes
 // (Get waits for both, and says why an object is missing): for bookkeeping
 // that must not block. After Stop, it reports what the informer held last,
 // as Contains does. Like Get's, the object is shared: do not modify it.
-func (i *Informer[T]) Peek(key types.NamespacedName) (T, bool) {
+func (i *Informer[T]) peek(key types.NamespacedName) (T, bool) {
 	var zero T
 	obj, ok, err := i.e.informer.GetIndexer().GetByKey(storeKey(key))
 	if !ok || err != nil {

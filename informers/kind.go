@@ -102,7 +102,7 @@ func (c *Cache) recordIndex(kind schema.GroupKind, name string, index cache.Inde
 // KindReader reads one kind from a Cache as Cache.Get and Cache.List do:
 // from the informer of the kind's default selection (Options.ByKind, else
 // Options.Namespace), made on first read, or from the informers of the held
-// buckets while the kind's reads are routed to them (see Routed). Unlike
+// buckets while the kind's reads are routed to them (as the framework routes a sharded controller's). Unlike
 // Cache.Get and Cache.List it hands out the cached objects themselves, as
 // Informer.Get does: shared and read-only. A KindReader is safe for
 // concurrent use.
@@ -136,13 +136,13 @@ func NewKindReader[T object.Object](c *Cache, example T, kind schema.GroupVersio
 // the reader reads while the kind's reads are not routed to buckets.
 func (k *KindReader[T]) Selection() Selection { return k.sel }
 
-// Routed reports whether Cache.RouteReads routes the kind's reads to the
+// routed reports whether routeReads routes the kind's reads to the
 // informers of held buckets (a sharded controller reads it per held
 // bucket), and how the kind is cut into buckets. It does not change once
 // true. Reads still go to the informer of the whole kind while the cache
 // holds one (someone reads the whole kind), which holds every bucket's
 // objects.
-func (k *KindReader[T]) Routed() (sharding.Buckets, bool) {
+func (k *KindReader[T]) routed() (sharding.Buckets, bool) {
 	if r := k.c.routed(k.base); r != nil {
 		return r.b, true
 	}
@@ -176,7 +176,7 @@ func (k *KindReader[T]) Get(ctx context.Context, key types.NamespacedName) (T, e
 // List returns the cached objects matching opts. See Reader.
 func (k *KindReader[T]) List(ctx context.Context, opts ...ListOption) ([]T, error) {
 	if r := k.c.route(k.base); r != nil {
-		objs, _, err := k.c.shards(k.base, r).list(ctx, opts)
+		objs, _, err := k.c.heldReader(k.base, r).list(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -216,9 +216,9 @@ func (k *KindReader[T]) informer() (*Informer[T], error) {
 
 // routedRead reads key from the held buckets of r, and confirms a miss
 // that the buckets cannot tell from an object outside them (see
-// RouteReads). inf is the informer that answered.
+// routeReads). inf is the informer that answered.
 func (c *Cache) routedRead(ctx context.Context, r *shardRoute, base informerKey, key types.NamespacedName) (object.Object, *Informer[object.Object], error) {
-	obj, inf, err := c.shards(base, r).get(ctx, key)
+	obj, inf, err := c.heldReader(base, r).get(ctx, key)
 	switch {
 	case !apierrors.IsNotFound(err):
 	case inf == nil: // by UID: in none of the held buckets

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/hooks"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/sharding"
@@ -106,7 +107,7 @@ func TestCacheAddIndex(t *testing.T) {
 	}
 }
 
-// A KindReader reads the kind's held buckets while RouteReads routes the
+// A KindReader reads the kind's held buckets while routeReads routes the
 // kind, and the informer of the whole kind as soon as one exists (someone
 // reads the whole kind): that informer holds every bucket's objects.
 func TestKindReaderFollowsTheRoute(t *testing.T) {
@@ -130,16 +131,16 @@ func TestKindReaderFollowsTheRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, sharded := r.Routed(); sharded {
+	if _, sharded := hooks.Routed(r); sharded {
 		t.Error("Routed before RouteReads")
 	}
-	if err := c.RouteReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return []int{1} }); err != nil {
+	if err := hooks.RouteReads(c, &corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return []int{1} }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := informers.For[*corev1.ConfigMap](c, informers.Selection{Shard: b.Selector(1)}); err != nil {
 		t.Fatal(err)
 	}
-	if got, sharded := r.Routed(); !sharded || got != b {
+	if got, sharded := hooks.Routed(r); !sharded || got != b {
 		t.Errorf("Routed = %v, %v after RouteReads, want %v, true", got, sharded, b)
 	}
 	obj, err := r.Get(t.Context(), types.NamespacedName{Namespace: nsOf[1], Name: "a"})
@@ -166,7 +167,7 @@ func TestKindReaderFollowsTheRoute(t *testing.T) {
 	if err := c.List(t.Context(), &metaList, informers.InNamespace(nsOf[0])); err != nil || len(metaList.Items) != 1 {
 		t.Errorf("List of metadata in an unheld bucket's namespace = %d items, %v; want 1 (not routed)", len(metaList.Items), err)
 	}
-	if _, sharded := r.Routed(); !sharded {
+	if _, sharded := hooks.Routed(r); !sharded {
 		t.Error("a metadata informer of the kind turned the typed route off")
 	}
 	if _, err := r.Get(t.Context(), types.NamespacedName{Namespace: nsOf[0], Name: "a"}); !errors.Is(err, informers.ErrNotCached) {
@@ -181,7 +182,7 @@ func TestKindReaderFollowsTheRoute(t *testing.T) {
 	if err := whole.WaitForSync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if _, sharded := r.Routed(); !sharded {
+	if _, sharded := hooks.Routed(r); !sharded {
 		t.Error("not Routed once an informer of the whole kind exists: the kind is still read per bucket")
 	}
 	if _, err := r.Get(t.Context(), types.NamespacedName{Namespace: nsOf[0], Name: "a"}); err != nil {

@@ -16,167 +16,207 @@ import (
 	"github.com/converge-dev/converge/internal/restset"
 )
 
+// transport is how an informer's lists and watches reach the API server, for
+// a REST mapping m and namespace ns (empty for all namespaces or a
+// cluster-scoped kind).
+type transport struct {
+	list  func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error)
+	watch func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error)
+	// listKeeping lists as list does, decoding only the items keep
+	// accepts when it can (see decodeListKeeping); nil: it cannot.
+	listKeeping func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions, keep func(namespace, uid string) bool) (runtime.Object, error)
+}
+
 // listWatch builds the ListerWatcher of an informer. The REST mapping is
 // resolved on every request rather than once, so a kind whose CRD is installed
 // after the informer was created starts working at the reflector's next retry.
 func (c *Cache) listWatch(e *entry) (cache.ListerWatcher, error) {
-	gvk := e.key.gvk
-	var (
-		list    func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error)
-		watchFn func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error)
-		// listKeeping lists as list does, decoding only the items keep
-		// accepts when it can (see decodeListKeeping); nil: it cannot.
-		listKeeping func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions, keep func(namespace, uid string) bool) (runtime.Object, error)
-	)
+	t, err := c.transport(e)
+	if err != nil {
+		return nil, err
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return c.list(ctx, e, t, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return c.watch(ctx, e, t, opts)
+		},
+	}, nil
+}
+
+// transport returns the transport of e's mode.
+func (c *Cache) transport(e *entry) (transport, error) {
 	switch e.key.mode {
 	case Typed:
-		listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-		listObj, err := c.opts.Scheme.New(listGVK)
-		if err != nil {
-			return nil, fmt.Errorf("informers: %s has no list type %s in the scheme: %w", e.desc, listGVK.Kind, err)
+		return c.typedTransport(e)
+	case Unstructured:
+		return transport{
+			list: func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+				return c.dyn.Resource(m.Resource).Namespace(ns).List(ctx, opts)
+			},
+			watch: func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+				return c.dyn.Resource(m.Resource).Namespace(ns).Watch(ctx, opts)
+			},
+		}, nil
+	case Metadata:
+		return transport{
+			list: func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+				return c.meta.Resource(m.Resource).Namespace(ns).List(ctx, opts)
+			},
+			watch: func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+				return c.meta.Resource(m.Resource).Namespace(ns).Watch(ctx, opts)
+			},
+		}, nil
+	}
+	return transport{}, nil
+}
+
+// typedTransport returns the transport of a typed informer: a REST client of
+// the kind's group version speaking protobuf when the list type supports it,
+// else JSON (CBOR for custom resources, unless disabled).
+func (c *Cache) typedTransport(e *entry) (transport, error) {
+	gvk := e.key.gvk
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	listObj, err := c.opts.Scheme.New(listGVK)
+	if err != nil {
+		return transport{}, fmt.Errorf("informers: %s has no list type %s in the scheme: %w", e.desc, listGVK.Kind, err)
+	}
+	protobuf := supportsProtobuf(listObj)
+	format := restset.JSON
+	if protobuf {
+		format = restset.Protobuf
+	}
+	rc, err := c.rest.For(gvk.GroupVersion(), format)
+	if err != nil {
+		return transport{}, fmt.Errorf("informers: %w", err)
+	}
+	// get builds a list or watch request; custom resources ask for CBOR.
+	get := func(m *meta.RESTMapping, ns string, opts *metav1.ListOptions) *rest.Request {
+		req := rc.Get().NamespaceIfScoped(ns, ns != "").Resource(m.Resource.Resource).
+			VersionedParams(opts, metav1.ParameterCodec)
+		if !protobuf && !c.opts.DisableCBOR {
+			req.SetHeader("Accept", cborAccept)
 		}
-		protobuf := supportsProtobuf(listObj)
-		format := restset.JSON
-		if protobuf {
-			format = restset.Protobuf
-		}
-		rc, err := c.rest.For(gvk.GroupVersion(), format)
-		if err != nil {
-			return nil, fmt.Errorf("informers: %w", err)
-		}
-		// get builds a list or watch request; custom resources ask for CBOR.
-		get := func(m *meta.RESTMapping, ns string, opts *metav1.ListOptions) *rest.Request {
-			req := rc.Get().NamespaceIfScoped(ns, ns != "").Resource(m.Resource.Resource).
-				VersionedParams(opts, metav1.ParameterCodec)
-			if !protobuf && !c.opts.DisableCBOR {
-				req.SetHeader("Accept", cborAccept)
-			}
-			return req
-		}
-		list = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error) {
+		return req
+	}
+	t := transport{
+		list: func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error) {
 			out := listObj.DeepCopyObject()
 			err := get(m, ns, &opts).Do(ctx).Into(out)
 			return out, err
-		}
-		if protobuf {
-			listKeeping = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions, keep func(namespace, uid string) bool) (runtime.Object, error) {
-				out := listObj.DeepCopyObject()
-				var contentType string
-				res := get(m, ns, &opts).Do(ctx).ContentType(&contentType)
-				body, err := res.Raw()
-				if err != nil {
-					return out, res.Into(out) // the request's error, as Into reports it
-				}
-				if contentType == runtime.ContentTypeProtobuf {
-					if ok, err := decodeListKeeping(body, out, keep); ok || err != nil {
-						return out, err
-					}
-				}
-				return out, res.Into(out)
-			}
-		}
-		watchFn = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+		},
+		watch: func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.Watch = true
 			return get(m, ns, &opts).Watch(ctx)
-		}
-	case Unstructured:
-		list = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error) {
-			return c.dyn.Resource(m.Resource).Namespace(ns).List(ctx, opts)
-		}
-		watchFn = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error) {
-			return c.dyn.Resource(m.Resource).Namespace(ns).Watch(ctx, opts)
-		}
-	case Metadata:
-		list = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (runtime.Object, error) {
-			return c.meta.Resource(m.Resource).Namespace(ns).List(ctx, opts)
-		}
-		watchFn = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions) (watch.Interface, error) {
-			return c.meta.Resource(m.Resource).Namespace(ns).Watch(ctx, opts)
+		},
+	}
+	if protobuf {
+		t.listKeeping = func(ctx context.Context, m *meta.RESTMapping, ns string, opts metav1.ListOptions, keep func(namespace, uid string) bool) (runtime.Object, error) {
+			out := listObj.DeepCopyObject()
+			var contentType string
+			res := get(m, ns, &opts).Do(ctx).ContentType(&contentType)
+			body, err := res.Raw()
+			if err != nil {
+				return out, res.Into(out) // the request's error, as Into reports it
+			}
+			if contentType == runtime.ContentTypeProtobuf {
+				if ok, err := decodeListKeeping(body, out, keep); ok || err != nil {
+					return out, err
+				}
+			}
+			return out, res.Into(out)
 		}
 	}
+	return t, nil
+}
 
-	// prepare resolves the mapping and applies the informer's selection.
-	prepare := func(ctx context.Context, opts *metav1.ListOptions) (*meta.RESTMapping, string, error) {
-		m, err := c.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return nil, "", fmt.Errorf("map %s to a resource: %w", describe(gvk), err)
-		}
-		e.mapping.Store(m)
-		ns := e.key.namespace
-		if m.Scope.Name() != meta.RESTScopeNameNamespace {
-			ns = ""
-		}
-		opts.LabelSelector = e.key.labels
-		opts.FieldSelector = e.key.fields
-		if e.key.shard != "" {
-			opts.ShardSelector = e.key.shard
-			if !e.serverSharded.Load() {
-				honoured, err := c.serverShards(ctx, m, ns, e.key.shard)
-				if err != nil {
-					return nil, "", fmt.Errorf("ask whether the API server applies shard selectors to %s: %w", m.Resource.GroupResource(), err)
-				}
-				e.serverSharded.Store(honoured)
-			}
-		}
-		return m, ns, nil
+// prepare resolves e's mapping and applies the informer's selection to opts.
+func (c *Cache) prepare(ctx context.Context, e *entry, opts *metav1.ListOptions) (*meta.RESTMapping, string, error) {
+	gvk := e.key.gvk
+	m, err := c.opts.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, "", fmt.Errorf("map %s to a resource: %w", describe(gvk), err)
 	}
-	// shared reports whether e's requests go through its kind's shardHub:
-	// when it has a shard selector the API server does not apply.
-	shared := func() bool { return e.shard != nil && !e.serverSharded.Load() }
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			e.lists.Add(1)
-			m, ns, err := prepare(ctx, &opts)
-			if err == nil {
-				var out runtime.Object
-				if shared() {
-					out, err = c.hub(e.key).List(ctx, opts, e.shard, func(ctx context.Context, opts metav1.ListOptions, keep func(namespace, uid string) bool) (runtime.Object, error) {
-						if listKeeping != nil {
-							return listKeeping(ctx, m, ns, opts, keep)
-						}
-						return list(ctx, m, ns, opts)
-					})
-				} else if out, err = list(ctx, m, ns, opts); err == nil {
-					err = e.filterList(out)
-				}
-				if err == nil {
-					e.recordResult(nil)
-					return out, nil
-				}
+	e.mapping.Store(m)
+	ns := e.key.namespace
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		ns = ""
+	}
+	opts.LabelSelector = e.key.labels
+	opts.FieldSelector = e.key.fields
+	if e.key.shard != "" {
+		opts.ShardSelector = e.key.shard
+		if !e.serverSharded.Load() {
+			honoured, err := c.serverShards(ctx, m, ns, e.key.shard)
+			if err != nil {
+				return nil, "", fmt.Errorf("ask whether the API server applies shard selectors to %s: %w", m.Resource.GroupResource(), err)
 			}
-			e.recordResult(err)
-			e.reportError("list", err)
-			return nil, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
-			m, ns, err := prepare(ctx, &opts)
-			if err == nil && shared() {
-				if streaming {
-					return nil, errHubStreaming // not an error of the informer: the reflector lists instead
+			e.serverSharded.Store(honoured)
+		}
+	}
+	return m, ns, nil
+}
+
+// shared reports whether e's requests go through its kind's shardHub:
+// when it has a shard selector the API server does not apply.
+func (e *entry) shared() bool { return e.shard != nil && !e.serverSharded.Load() }
+
+// list is the informer's list: through its kind's shardHub when shared,
+// else filtered by its own shard selector, if any.
+func (c *Cache) list(ctx context.Context, e *entry, t transport, opts metav1.ListOptions) (runtime.Object, error) {
+	e.lists.Add(1)
+	m, ns, err := c.prepare(ctx, e, &opts)
+	if err == nil {
+		var out runtime.Object
+		if e.shared() {
+			out, err = c.hub(e.key).List(ctx, opts, e.shard, func(ctx context.Context, opts metav1.ListOptions, keep func(namespace, uid string) bool) (runtime.Object, error) {
+				if t.listKeeping != nil {
+					return t.listKeeping(ctx, m, ns, opts, keep)
 				}
-				var w watch.Interface
-				if w, err = c.hub(e.key).Watch(ctx, opts, e.shard, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-					return watchFn(ctx, m, ns, opts)
-				}); err == nil {
-					e.recordResult(nil)
-					return w, nil
-				}
-			} else if err == nil {
-				if streaming {
-					e.lists.Add(1) // a streaming list
-				}
-				var w watch.Interface
-				if w, err = watchFn(ctx, m, ns, opts); err == nil {
-					e.recordResult(nil)
-					return w, nil
-				}
-			}
-			e.recordResult(err)
-			e.reportError("watch", err)
-			return nil, err
-		},
-	}, nil
+				return t.list(ctx, m, ns, opts)
+			})
+		} else if out, err = t.list(ctx, m, ns, opts); err == nil {
+			err = e.filterList(out)
+		}
+		if err == nil {
+			e.recordResult(nil)
+			return out, nil
+		}
+	}
+	e.recordResult(err)
+	e.reportError("list", err)
+	return nil, err
+}
+
+// watch is the informer's watch: through its kind's shardHub when shared.
+func (c *Cache) watch(ctx context.Context, e *entry, t transport, opts metav1.ListOptions) (watch.Interface, error) {
+	streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	m, ns, err := c.prepare(ctx, e, &opts)
+	if err == nil && e.shared() {
+		if streaming {
+			return nil, errHubStreaming // not an error of the informer: the reflector lists instead
+		}
+		var w watch.Interface
+		if w, err = c.hub(e.key).Watch(ctx, opts, e.shard, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return t.watch(ctx, m, ns, opts)
+		}); err == nil {
+			e.recordResult(nil)
+			return w, nil
+		}
+	} else if err == nil {
+		if streaming {
+			e.lists.Add(1) // a streaming list
+		}
+		var w watch.Interface
+		if w, err = t.watch(ctx, m, ns, opts); err == nil {
+			e.recordResult(nil)
+			return w, nil
+		}
+	}
+	e.recordResult(err)
+	e.reportError("watch", err)
+	return nil, err
 }
 
 // hub returns the shardHub of the informers equal to key's but for their

@@ -34,8 +34,9 @@ import (
 // names the selection when the object exists but the cache does not hold
 // it. When the server cannot be asked, the error wraps both ErrNotCached
 // and the server's answer. Reads inside the selection, and every read of
-// a kind without a label or field selection, ask nobody. A kind routed
-// with RouteReads is read from its held buckets' informers instead.
+// a kind without a label or field selection, ask nobody. A kind whose
+// reads the framework routes to a sharded controller's held buckets is read
+// from those buckets' informers instead.
 func (c *Cache) Get(ctx context.Context, key types.NamespacedName, into object.Object) error {
 	namespace, name := key.Namespace, key.Name
 	if err := typednil.Check("into", into); err != nil {
@@ -102,7 +103,7 @@ func (c *Cache) confirmMiss(ctx context.Context, e *entry, namespace, name strin
 // *corev1.PodList, *unstructured.UnstructuredList or
 // *metav1.PartialObjectMetadataList (the last two with apiVersion and kind
 // set, as "FooList"). The items are deep copies the caller owns. A kind
-// routed with RouteReads is listed from its held buckets' informers.
+// routed to held buckets is listed from its held buckets' informers.
 func (c *Cache) List(ctx context.Context, list runtime.Object, opts ...ListOption) error {
 	if err := typednil.Check("list", list); err != nil {
 		return fmt.Errorf("informers: list: %w", err)

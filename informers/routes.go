@@ -20,7 +20,7 @@ import (
 )
 
 // shardRoute is where Cache.Get, Cache.List and KindReader send the reads
-// RouteReads routes: to the informers of the held buckets.
+// routeReads routes: to the informers of the held buckets.
 type shardRoute struct {
 	b    sharding.Buckets
 	held func() []int
@@ -33,7 +33,7 @@ type shardRoute struct {
 	whole atomic.Pointer[entry]
 }
 
-// RouteReads routes the reads of objects like example (its kind and mode:
+// routeReads routes the reads of objects like example (its kind and mode:
 // typed, unstructured or metadata) in selection sel through the cache
 // (Cache.Get, Cache.List, KindReader, and so the reads of clients built on
 // the cache) to the informers of the buckets held() returns, which the
@@ -57,26 +57,26 @@ type shardRoute struct {
 //
 // While the cache holds an informer of sel itself (one made to read the
 // whole kind, such as the source of a controller that is not sharded),
-// reads go to it instead: it holds every bucket's objects. RouteReads
+// reads go to it instead: it holds every bucket's objects. routeReads
 // replaces an earlier route of the same kind, mode and selection; held must
 // be safe for concurrent use and fast (called on every read).
-func (c *Cache) RouteReads(example object.Object, sel Selection, b sharding.Buckets, held func() []int) error {
+func (c *Cache) routeReads(example object.Object, sel Selection, b sharding.Buckets, held func() []int) error {
 	if err := typednil.Check("example", example); err != nil {
-		return fmt.Errorf("informers: RouteReads: %w", err)
+		return fmt.Errorf("informers: routeReads: %w", err)
 	}
 	if sel.Kind.Empty() && modeOf(example) != Typed {
 		sel.Kind = example.GetObjectKind().GroupVersionKind()
 	}
 	key, _, err := c.keyFor(example, sel)
 	if err != nil {
-		return fmt.Errorf("informers: RouteReads: %w", err)
+		return fmt.Errorf("informers: routeReads: %w", err)
 	}
 	key.shard = ""
 	switch err := b.Validate(); {
 	case err != nil:
-		return fmt.Errorf("informers: RouteReads of %s: %w", key.describe(), err)
+		return fmt.Errorf("informers: routeReads of %s: %w", key.describe(), err)
 	case held == nil:
-		return fmt.Errorf("informers: RouteReads of %s: held is nil", key.describe())
+		return fmt.Errorf("informers: routeReads of %s: held is nil", key.describe())
 	}
 	r := &shardRoute{b: b, held: held, shards: make([]string, b.Count)}
 	for i := range r.shards {
@@ -104,7 +104,7 @@ func (c *Cache) RouteReads(example object.Object, sel Selection, b sharding.Buck
 }
 
 // errRouted is the answer of a lookup that would make an informer of a
-// selection RouteReads routes for a read: the read goes to the buckets.
+// selection routeReads routes for a read: the read goes to the buckets.
 var errRouted = errors.New("informers: reads of this selection go to its buckets")
 
 // wholeLocked records e, just made or just forgotten (gone), as the
@@ -142,7 +142,7 @@ func (c *Cache) routeFor(obj object.Object) (*shardRoute, informerKey, bool) {
 }
 
 // route returns the route of base, the key of a read's selection, while
-// reads of it go to the held buckets: RouteReads routes it, and the cache
+// reads of it go to the held buckets: routeReads routes it, and the cache
 // holds no informer of base itself. Without any route it costs one atomic
 // load.
 func (c *Cache) route(base informerKey) *shardRoute {
@@ -170,10 +170,10 @@ func kindOf(obj object.Object) schema.GroupVersionKind {
 	return obj.GetObjectKind().GroupVersionKind()
 }
 
-// shards returns the Shards a read of base's kind goes to: the held
+// heldReader returns the bucketReader a read of base's kind goes to: the held
 // buckets, each with the informer a caller made of it, if any.
-func (c *Cache) shards(base informerKey, r *shardRoute) *BucketReader[object.Object] {
-	return &BucketReader[object.Object]{kind: base.gvk, buckets: r.b, held: func() map[int]*Informer[object.Object] {
+func (c *Cache) heldReader(base informerKey, r *shardRoute) *bucketReader[object.Object] {
+	return &bucketReader[object.Object]{kind: base.gvk, buckets: r.b, held: func() map[int]*Informer[object.Object] {
 		bs := r.held()
 		held := make(map[int]*Informer[object.Object], len(bs))
 		c.mu.Lock()
@@ -234,7 +234,7 @@ func (c *Cache) confirmShardMiss(ctx context.Context, gvk schema.GroupVersionKin
 		return notFound
 	}
 	slices.Sort(held)
-	return fmt.Errorf("%s: it exists, in bucket %d, and the cache holds buckets %v of %d by %s only (Cache.RouteReads): read it without the cache (the framework's Manager.APIReader): %w",
+	return fmt.Errorf("%s: it exists, in bucket %d, and the cache holds buckets %v of %d by %s only (its reads are routed to the held buckets): read it without the cache (the framework's Manager.APIReader): %w",
 		what, b, held, r.b.Count, r.b.By, ErrNotCached)
 }
 
@@ -242,6 +242,6 @@ func (c *Cache) confirmShardMiss(ctx context.Context, gvk schema.GroupVersionKin
 // the buckets the list can show, its kind, and the newest resource version
 // of their informers.
 func (c *Cache) routedList(ctx context.Context, r *shardRoute, base informerKey, opts []ListOption) ([]object.Object, schema.GroupVersionKind, string, error) {
-	objs, rv, err := c.shards(base, r).list(ctx, opts)
+	objs, rv, err := c.heldReader(base, r).list(ctx, opts)
 	return objs, base.gvk, rv, err
 }

@@ -35,11 +35,11 @@ func compileShard(sel apisharding.Selector) (*shardFilter, error) {
 	reqs := sel.Requirements()
 	f := &shardFilter{field: sharding.Field(reqs[0].Key), ranges: make([]hashRange, 0, len(reqs))}
 	if f.field != sharding.ByUID && f.field != sharding.ByNamespace {
-		return nil, fmt.Errorf("shard key %q is not %q or %q", f.field, sharding.ByUID, sharding.ByNamespace)
+		return nil, fmt.Errorf("shard field %q is not %q or %q", f.field, sharding.ByUID, sharding.ByNamespace)
 	}
 	for _, r := range reqs {
 		if sharding.Field(r.Key) != f.field {
-			return nil, fmt.Errorf("shard keys %q and %q differ: a selector hashes one field", f.field, r.Key)
+			return nil, fmt.Errorf("shard fields %q and %q differ: a selector hashes one field", f.field, r.Key)
 		}
 		lo, loEnd, err := parseBound(r.Start)
 		if err != nil {

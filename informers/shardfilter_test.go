@@ -23,6 +23,7 @@ import (
 
 	"github.com/converge-dev/converge/framework/envtest"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/hooks"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/sharding"
 )
@@ -305,7 +306,7 @@ func TestShardReads(t *testing.T) {
 		}
 		c := started(t, admin, informers.Options{Namespace: ns})
 		held := []int{0, 2}
-		if err := c.RouteReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return held }); err != nil {
+		if err := hooks.RouteReads(c, &corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return held }); err != nil {
 			t.Fatal(err)
 		}
 		for _, i := range held {
@@ -357,7 +358,7 @@ func TestShardReads(t *testing.T) {
 			}
 		}
 		c := started(t, admin, informers.Options{})
-		if err := c.RouteReads(&corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return []int{1} }); err != nil {
+		if err := hooks.RouteReads(c, &corev1.ConfigMap{}, informers.Selection{}, b, func() []int { return []int{1} }); err != nil {
 			t.Fatal(err)
 		}
 		var cm corev1.ConfigMap
@@ -392,11 +393,11 @@ func TestShardReads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.RouteReads(&corev1.ConfigMap{}, informers.Selection{}, sharding.Buckets{By: sharding.ByUID}, func() []int { return nil }); err == nil {
-			t.Error("RouteReads with Count 0 succeeded")
+		if err := hooks.RouteReads(c, &corev1.ConfigMap{}, informers.Selection{}, sharding.Buckets{By: sharding.ByUID}, func() []int { return nil }); err == nil {
+			t.Error("routeReads with Count 0 succeeded")
 		}
-		if err := c.RouteReads(&corev1.ConfigMap{}, informers.Selection{}, sharding.Buckets{By: sharding.ByUID, Count: 2}, nil); err == nil {
-			t.Error("RouteReads with a nil held succeeded")
+		if err := hooks.RouteReads(c, &corev1.ConfigMap{}, informers.Selection{}, sharding.Buckets{By: sharding.ByUID, Count: 2}, nil); err == nil {
+			t.Error("routeReads with a nil held succeeded")
 		}
 	})
 }
@@ -421,7 +422,7 @@ func TestShards(t *testing.T) {
 		}
 		held[i] = inf
 	}
-	s, err := informers.NewBucketReader(kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return held })
+	s, err := newBucketReader(kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return held })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +468,7 @@ func TestShards(t *testing.T) {
 		t.Errorf("Get with held bucket 7 of 4 = %v, want an error naming it", err)
 	}
 
-	none, err := informers.NewBucketReader(kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
+	none, err := newBucketReader(kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,15 +478,23 @@ func TestShards(t *testing.T) {
 
 	for name, mk := range map[string]func() error{
 		"no kind": func() error {
-			_, err := informers.NewBucketReader(schema.GroupVersionKind{}, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
+			_, err := newBucketReader(schema.GroupVersionKind{}, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
 			return err
 		},
 		"no count": func() error {
-			_, err := informers.NewBucketReader(kind, sharding.Buckets{By: sharding.ByUID}, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
+			_, err := newBucketReader(kind, sharding.Buckets{By: sharding.ByUID}, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
 			return err
 		},
 		"nil held": func() error {
-			_, err := informers.NewBucketReader[*corev1.ConfigMap](kind, b, nil)
+			_, err := newBucketReader(kind, b, nil)
+			return err
+		},
+		"held of another type": func() error {
+			_, err := hooks.NewBucketReader[bucketReader]((*informers.Informer[*corev1.ConfigMap])(nil), kind, b, func() map[int]*informers.Informer[*corev1.Secret] { return nil })
+			return err
+		},
+		"a reader of another type": func() error {
+			_, err := hooks.NewBucketReader[informers.Reader[*corev1.Secret]]((*informers.Informer[*corev1.ConfigMap])(nil), kind, b, func() map[int]*informers.Informer[*corev1.ConfigMap] { return nil })
 			return err
 		},
 	} {
@@ -533,4 +542,15 @@ func TestInformerStop(t *testing.T) {
 	if len(c.Stats()) != 1 {
 		t.Errorf("Stats = %v, want the new informer only", c.Stats())
 	}
+}
+
+// bucketReader is the reader hooks.NewBucketReader makes, as the framework
+// uses it.
+type bucketReader interface {
+	informers.Reader[*corev1.ConfigMap]
+	BucketOf(key types.NamespacedName) (int, bool)
+}
+
+func newBucketReader(kind schema.GroupVersionKind, b sharding.Buckets, held func() map[int]*informers.Informer[*corev1.ConfigMap]) (bucketReader, error) {
+	return hooks.NewBucketReader[bucketReader]((*informers.Informer[*corev1.ConfigMap])(nil), kind, b, held)
 }

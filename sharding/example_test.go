@@ -6,7 +6,7 @@ import (
 	"github.com/converge-dev/converge/sharding"
 )
 
-// Buckets cut the hash space of a shard key into equal ranges: the unit a
+// Buckets cut the hash space of a shard field into equal ranges: the unit a
 // sharding ring hands from one replica to another. Of says which bucket a
 // namespace (or UID) falls into, and Selector is the bucket's shard
 // selector (KEP-5866), which an informer of the bucket lists and watches

@@ -8,7 +8,7 @@ import (
 
 // Options configures this process's membership of a sharding ring.
 //
-// The hash space of the shard key (KEP-5866's FNV-1a 64 of each object's UID
+// The hash space of the shard field (Buckets.By: KEP-5866's FNV-1a 64 of each object's UID
 // or namespace) is cut into Buckets.Count equal ranges. Each member holds a member
 // Lease; each bucket has a Lease naming the member that holds it, claimed
 // with a compare-and-swap on its resourceVersion and renewed by its holder

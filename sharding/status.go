@@ -6,8 +6,8 @@ type Status struct {
 	// Ring and Identity are the ring's name and this member's identity.
 	Ring     string `json:"ring"`
 	Identity string `json:"identity"`
-	// Buckets is how the ring cuts objects into buckets: its shard key and
-	// bucket count, as BucketFrom reports them.
+	// Buckets is how the ring cuts objects into buckets: the field it hashes (By) and
+	// the bucket count, as BucketFrom reports them.
 	Buckets Buckets `json:"buckets"`
 	// Forming is set while no live member holds a bucket and this member
 	// waits (Options.FormationDelay) before claiming.

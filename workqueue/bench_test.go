@@ -82,8 +82,8 @@ func BenchmarkRoundTripParallel(b *testing.B) {
 }
 
 // BenchmarkReplayMix queues batches in which one key in four is a
-// replay key, then drains them: the cost per key of both rings, the
-// background index and the clock. For client-go every add is an Add.
+// replay key, then drains them: the cost per key of both fifos, the
+// replay index and the clock. For client-go every add is an Add.
 func BenchmarkReplayMix(b *testing.B) {
 	for _, batch := range []int{64, 4096} {
 		for _, bq := range benchQueues {

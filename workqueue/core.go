@@ -85,10 +85,10 @@ type core[K comparable] struct {
 type keyState struct {
 	dirty, processing bool
 	hint              hint
-	// inBg is true while the key's live entry is in order's bg ring, with
-	// sequence number bgSeq.
-	inBg  bool
-	bgSeq uint64
+	// inReplay is true while the key's live entry is in order's replay fifo, with
+	// sequence number replaySeq.
+	inReplay  bool
+	replaySeq uint64
 	// heldAt is the key's index in core.held while processing.
 	heldAt int
 	// out is the hint the key was last handed out with, for Postpone.
@@ -163,7 +163,7 @@ func (q *core[K]) addLocked(k K, h hint) {
 		st.hint = st.hint.merge(h)
 		// A held key is pushed at Done with the merged hint. A queued key
 		// keeps its place, but a normal add promotes a replay key.
-		if !st.processing && h.prio == normal && st.inBg {
+		if !st.processing && h.prio == normal && st.inReplay {
 			q.order.promote(st, q.now())
 		}
 		return

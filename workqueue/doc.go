@@ -21,7 +21,7 @@
 //   - Fair: replay keys age, so they are never starved. A replay key
 //     is handed out before any normal key added more than ReplayDelay
 //     after it. With a negative ReplayDelay the queue is one FIFO.
-//   - Never demoted: Add of a key queued as background promotes it to normal
+//   - Never demoted: Add of a key queued at replay priority promotes it to normal
 //     priority (and never moves it later than it already was); AddReplay
 //     of a key queued as normal changes nothing. A key re-added while a worker
 //     holds it is queued at Done with the highest priority requested meanwhile.

@@ -74,15 +74,15 @@ func (q *Queue[K]) Stats() Stats {
 	o := &q.core.order
 	s := Stats{
 		Normal:       ClassStats{Depth: o.normal.len()},
-		Replay:       ClassStats{Depth: o.bgLive},
+		Replay:       ClassStats{Depth: o.replayLive},
 		Delayed:      len(q.core.delayed),
 		ShuttingDown: q.core.shuttingDown,
 	}
 	if o.normal.len() > 0 {
 		s.Normal.Oldest = o.time(o.normal.front().queued)
 	}
-	if o.bg.len() > 0 {
-		s.Replay.Oldest = o.time(o.bg.front().queued)
+	if o.replay.len() > 0 {
+		s.Replay.Oldest = o.time(o.replay.front().queued)
 	}
 	return s
 }
@@ -102,8 +102,8 @@ func (q *Queue[K]) Inspect(k K) KeyState {
 		o := &q.core.order
 		switch {
 		case st.processing:
-		case st.inBg:
-			e := o.bg.at(int(st.bgSeq - o.bgHead))
+		case st.inReplay:
+			e := o.replay.at(int(st.replaySeq - o.replayHead))
 			s.Queued, s.Replay, s.Since = true, true, o.time(e.queued)
 		default:
 			for i := range o.normal.len() {
@@ -133,17 +133,17 @@ func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
 	defer q.core.mu.Unlock()
 	o := &q.core.order
 	out := make([]QueuedKey[K], 0, min(limit, o.len()))
-	// Merge the rings as pop does, without popping.
+	// Merge the two fifos as pop does, without popping.
 	n, b := 0, 0
 	for len(out) < limit {
-		for b < o.bg.len() && o.bg.at(b).dead {
+		for b < o.replay.len() && o.replay.at(b).dead {
 			b++
 		}
 		var e *entry[K]
-		inBg := false
+		inReplay := false
 		switch {
-		case b < o.bg.len() && (n == o.normal.len() || o.bg.at(b).at < o.normal.at(n).at):
-			e, inBg = o.bg.at(b), true
+		case b < o.replay.len() && (n == o.normal.len() || o.replay.at(b).at < o.normal.at(n).at):
+			e, inReplay = o.replay.at(b), true
 			b++
 		case n < o.normal.len():
 			e = o.normal.at(n)
@@ -155,12 +155,12 @@ func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
 			offset--
 			continue
 		}
-		out = append(out, QueuedKey[K]{Key: e.key, Replay: inBg, Since: o.time(e.queued)})
+		out = append(out, QueuedKey[K]{Key: e.key, Replay: inReplay, Since: o.time(e.queued)})
 	}
 	return out
 }
 
-// Owed calls fn for every key the queue still owes a worker: queued, held
+// owed calls fn for every key the queue still owes a worker: queued, held
 // by a worker, or waiting out a delay (AddAfter, AddRateLimited,
 // Postpone). r is the reason it is owed for: the most significant among
 // the adds it waits for and, for a key a worker holds, the reason it was
@@ -170,6 +170,6 @@ func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
 // linear in the number of keys the queue tracks: it is for rare
 // bookkeeping (a sharded controller handing a bucket over), not for the
 // reconcile path.
-func (q *Queue[K]) Owed(fn func(k K, r reconcile.Reason)) {
+func (q *Queue[K]) owed(fn func(k K, r reconcile.Reason)) {
 	q.core.eachOwed(func(k K, c cause) { fn(k, c.reason()) })
 }

@@ -64,7 +64,7 @@ func TestInspect(t *testing.T) {
 	clk.Step(time.Second)
 	q.Add("n")
 	if s := q.Inspect("bg"); !s.Queued || !s.Replay || !s.Since.Equal(epoch) || s.Reason != creconcile.ReasonReplay {
-		t.Errorf("background key: %+v", s)
+		t.Errorf("replay key: %+v", s)
 	}
 	if s := q.Inspect("n"); !s.Queued || s.Replay || !s.Since.Equal(epoch.Add(time.Second)) || s.Reason != creconcile.ReasonChange {
 		t.Errorf("normal key: %+v", s)
@@ -111,7 +111,7 @@ func TestKeysPagesInGetOrder(t *testing.T) {
 	clk.Step(6 * time.Second) // x has aged past normal keys added now
 	q.Add("late")
 	q.AddReplay("y")
-	q.Add("y") // promoted: its dead background entry must not be listed
+	q.Add("y") // promoted: its dead replay entry must not be listed
 
 	var all []string
 	for off := 0; ; off += 3 {

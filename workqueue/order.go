@@ -10,7 +10,7 @@ import (
 type priority uint8
 
 const (
-	background priority = iota
+	replay priority = iota
 	normal
 )
 
@@ -24,15 +24,15 @@ type entry[K comparable] struct {
 	// st is the key's state in the core; nil in a dead entry.
 	st *keyState
 	// at is the ordering time, in nanoseconds since order.base: the push
-	// time plus the background delay for a replay entry; the push time
+	// time plus the replay delay for a replay entry; the push time
 	// for a normal entry, or first if no replay key was queued then.
 	at int64
 	// queued is when the key was pushed, in nanoseconds since order.base,
 	// for Queue.Stats and Queue.Inspect (at may be first or include the
-	// background delay).
+	// replay delay).
 	queued int64
 	// dead marks a replay entry whose key was promoted to the normal
-	// ring; it is discarded when it reaches the front.
+	// fifo; it is discarded when it reaches the front.
 	dead bool
 }
 
@@ -40,38 +40,38 @@ type entry[K comparable] struct {
 // next.
 //
 // Model: every queued key has an ordering time, and pop returns the key with
-// the smallest one, normal before background on a tie, then first pushed. A
-// normal push at time t is ordered at t, a background push at t+delay. Time
-// only moves forward, so each class, kept in its own ring in push order, is
+// the smallest one, normal before replay on a tie, then first pushed. A
+// normal push at time t is ordered at t, a replay push at t+delay. Time
+// only moves forward, so each class, kept in its own fifo in push order, is
 // already in order, and pop only compares the two fronts: every operation is
-// amortized O(1), and none touches a map (a replay key's place in bg is kept
+// amortized O(1), and none touches a map (a replay key's place in replay is kept
 // in its keyState).
 //
 // Locking: the core's mu guards every field; every method requires it held.
 //
 // Invariants:
-//   - Each queued key has exactly one live entry: in normal, or in bg with
-//     its keyState's inBg set and bgSeq giving its sequence number. (The
+//   - Each queued key has exactly one live entry: in normal, or in replay with
+//     its keyState's inReplay set and replaySeq giving its sequence number. (The
 //     core never pushes a key that is queued.)
-//   - The bg entry with sequence number s is bg.at(int(s - bgHead)): entries
+//   - The replay entry with sequence number s is replay.at(int(s - replayHead)): entries
 //     are numbered in push order and removed only from the front.
-//   - bg's front entry, if any, is live: dead entries are dropped as soon as
-//     they reach the front. bgLive counts the live bg entries, so Len counts
+//   - replay's front entry, if any, is live: dead entries are dropped as soon as
+//     they reach the front. replayLive counts the live replay entries, so Len counts
 //     live entries exactly.
 type order[K comparable] struct {
 	base time.Time // ordering times count from here
-	// delay is the background delay, > 0. (When Options.ReplayDelay is
-	// negative, Queue never requests replay priority: bg stays empty.)
+	// delay is the replay delay, > 0. (When Options.ReplayDelay is
+	// negative, Queue never requests replay priority: replay stays empty.)
 	delay int64
 
-	normal ring[entry[K]]
-	bg     ring[entry[K]]
-	bgHead uint64 // sequence number of bg.front()
-	bgLive int    // live entries in bg
+	normal     fifo[entry[K]]
+	replay     fifo[entry[K]]
+	replayHead uint64 // sequence number of replay.front()
+	replayLive int    // live entries in replay
 }
 
 // len returns the number of queued keys.
-func (o *order[K]) len() int { return o.normal.len() + o.bgLive }
+func (o *order[K]) len() int { return o.normal.len() + o.replayLive }
 
 // push queues k, which is not queued, at priority p; now is the current
 // ordering time.
@@ -81,7 +81,7 @@ func (o *order[K]) push(k K, st *keyState, p priority, now int64) {
 		// every replay key pushed later (ordered at least delay after
 		// now), whatever its time.
 		at := int64(first)
-		if o.bg.len() > 0 {
+		if o.replay.len() > 0 {
 			at = now
 		}
 		o.normal.push(entry[K]{key: k, st: st, at: at, queued: now})
@@ -93,24 +93,24 @@ func (o *order[K]) push(k K, st *keyState, p priority, now int64) {
 	} else {
 		at += o.delay
 	}
-	st.inBg, st.bgSeq = true, o.bgHead+uint64(o.bg.len())
-	o.bgLive++
-	o.bg.push(entry[K]{key: k, st: st, at: at, queued: now})
+	st.inReplay, st.replaySeq = true, o.replayHead+uint64(o.replay.len())
+	o.replayLive++
+	o.replay.push(entry[K]{key: k, st: st, at: at, queued: now})
 }
 
-// promote moves st's key, queued at replay priority, to the normal ring,
+// promote moves st's key, queued at replay priority, to the normal fifo,
 // unless it has aged past now: its place then already comes before any
 // normal key pushed now, and promotion must never move a key later.
 func (o *order[K]) promote(st *keyState, now int64) {
-	e := o.bg.at(int(st.bgSeq - o.bgHead))
+	e := o.replay.at(int(st.replaySeq - o.replayHead))
 	if now >= e.at {
 		return
 	}
 	k, queued := e.key, e.queued
 	var zero K
 	e.key, e.st, e.dead = zero, nil, true
-	st.inBg = false
-	o.bgLive--
+	st.inReplay = false
+	o.replayLive--
 	o.normal.push(entry[K]{key: k, st: st, at: now, queued: queued})
 	o.dropDead()
 }
@@ -118,22 +118,22 @@ func (o *order[K]) promote(st *keyState, now int64) {
 // pop removes and returns the entry with the smallest ordering time. It
 // requires len() > 0.
 func (o *order[K]) pop() entry[K] {
-	if o.bg.len() > 0 && (o.normal.len() == 0 || o.bg.front().at < o.normal.front().at) {
-		e := o.bg.pop()
-		o.bgHead++
-		o.bgLive--
-		e.st.inBg = false
+	if o.replay.len() > 0 && (o.normal.len() == 0 || o.replay.front().at < o.normal.front().at) {
+		e := o.replay.pop()
+		o.replayHead++
+		o.replayLive--
+		e.st.inReplay = false
 		o.dropDead()
 		return e
 	}
 	return o.normal.pop()
 }
 
-// dropDead restores the invariant that bg's front entry is live.
+// dropDead restores the invariant that replay's front entry is live.
 func (o *order[K]) dropDead() {
-	for o.bg.len() > 0 && o.bg.front().dead {
-		o.bg.pop()
-		o.bgHead++
+	for o.replay.len() > 0 && o.replay.front().dead {
+		o.replay.pop()
+		o.replayHead++
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/converge-dev/converge/internal/hooks"
 	reconcilepkg "github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
 )
@@ -50,7 +51,7 @@ func TestPostponeKeepsPriorityAndReason(t *testing.T) {
 	}
 }
 
-// Owed reports every key the queue still owes, queued, held or
+// hooks.Owed reports every key the queue still owes, queued, held or
 // delayed, each once, with the reason a worker would be given.
 func TestOwedReportsEveryOwedKey(t *testing.T) {
 	q, _ := newFakeQueue(t, workqueue.Options[string]{})
@@ -70,7 +71,7 @@ func TestOwedReportsEveryOwedKey(t *testing.T) {
 	q.AddAfter("queued", time.Hour) // queued and delayed: reported once
 
 	got := map[string]reconcilepkg.Reason{}
-	q.Owed(func(k string, r reconcilepkg.Reason) {
+	hooks.Owed(q, func(k string, r reconcilepkg.Reason) {
 		if _, twice := got[k]; twice {
 			t.Errorf("%q reported twice", k)
 		}
@@ -93,7 +94,7 @@ func TestOwedReportsEveryOwedKey(t *testing.T) {
 	delete(want, "held-replay")
 	want["held"] = reconcilepkg.ReasonReplay // its change was processed; a replay is left
 	got = map[string]reconcilepkg.Reason{}
-	q.Owed(func(k string, r reconcilepkg.Reason) { got[k] = r })
+	hooks.Owed(q, func(k string, r reconcilepkg.Reason) { got[k] = r })
 	if !maps.Equal(got, want) {
 		t.Fatalf("after Done, Owed reported %v, want %v", got, want)
 	}

@@ -19,7 +19,7 @@ import (
 // goroutine and a fake clock, then the order in which Get hands out what is
 // left. Operations:
 //
-//	add K | bg K | after K D   Add, AddReplay, AddAfter (waits for its timer)
+//	add K | replay K | after K D   Add, AddReplay, AddAfter (waits for its timer)
 //	step D                     advance the clock
 //	get K | done K             Get (must return K), Done
 //	len N | wait N             Len must be N | spin until Len is N
@@ -31,33 +31,33 @@ func TestPriorityTraces(t *testing.T) {
 		trace string        // operations, separated by ";"
 		want  string        // drain order
 	}{
-		{name: "normal before background", trace: "bg x; add a", want: "a x"},
-		{name: "background waits behind normal keys added within the delay", trace: "bg x; step 4999ms; add a", want: "a x"},
-		{name: "background ages past normal keys added after the delay", trace: "bg x; step 4s; add a; step 2s; add b", want: "a x b"},
-		{name: "a tie goes to the normal key", trace: "bg x; step 5s; add a", want: "a x"},
-		{name: "FIFO within each class", trace: "bg x; bg y; add a; add b", want: "a b x y"},
+		{name: "normal before replay", trace: "replay x; add a", want: "a x"},
+		{name: "replay waits behind normal keys added within the delay", trace: "replay x; step 4999ms; add a", want: "a x"},
+		{name: "replay ages past normal keys added after the delay", trace: "replay x; step 4s; add a; step 2s; add b", want: "a x b"},
+		{name: "a tie goes to the normal key", trace: "replay x; step 5s; add a", want: "a x"},
+		{name: "FIFO within each class", trace: "replay x; replay y; add a; add b", want: "a b x y"},
 		{name: "re-adding keeps a normal key's place", trace: "add a; add b; add a", want: "a b"},
-		{name: "re-adding keeps a background key's place", trace: "bg x; bg y; bg x", want: "x y"},
-		{name: "dedup across classes", trace: "add a; bg a; add a; bg a; len 1", want: "a"},
-		{name: "add promotes a queued background key", trace: "bg x; bg y; step 1s; add a; add y; len 3", want: "a y x"},
-		{name: "promoting the last of several background keys", trace: "bg x; bg y; bg z; add z", want: "z x y"},
-		{name: "promoting in reverse order", trace: "bg x; bg y; bg z; add y; add x", want: "y x z"},
-		{name: "promotion never delays an aged key", trace: "bg x; step 6s; add a; add x", want: "x a"},
-		{name: "background add never demotes", trace: "add a; bg x; bg a; add b", want: "a b x"},
+		{name: "re-adding keeps a replay key's place", trace: "replay x; replay y; replay x", want: "x y"},
+		{name: "dedup across classes", trace: "add a; replay a; add a; replay a; len 1", want: "a"},
+		{name: "add promotes a queued replay key", trace: "replay x; replay y; step 1s; add a; add y; len 3", want: "a y x"},
+		{name: "promoting the last of several replay keys", trace: "replay x; replay y; replay z; add z", want: "z x y"},
+		{name: "promoting in reverse order", trace: "replay x; replay y; replay z; add y; add x", want: "y x z"},
+		{name: "promotion never delays an aged key", trace: "replay x; step 6s; add a; add x", want: "x a"},
+		{name: "replay add never demotes", trace: "add a; replay x; replay a; add b", want: "a b x"},
 		{
 			name:  "re-add while processing gets the highest priority requested",
-			trace: "bg x; add k; get k; bg k; add k; bg k; len 1; done k; len 2",
+			trace: "replay x; add k; get k; replay k; add k; replay k; len 1; done k; len 2",
 			want:  "k x",
 		},
-		{name: "re-add while processing in background stays background", trace: "bg x; add k; get k; bg k; done k", want: "x k"},
+		{name: "re-add while processing in replay stays replay", trace: "replay x; add k; get k; replay k; done k", want: "x k"},
 		{name: "re-add while processing is queued once, at Done", trace: "add k; get k; add k; add k; len 0; done k; len 1", want: "k"},
-		{name: "background re-queued after a promotion", trace: "bg x; add x; get x; bg x; bg y; done x", want: "y x"},
-		{name: "delayed keys are normal priority", trace: "bg x; after k 1s; step 1s; wait 2", want: "k x"},
-		{name: "custom delay", delay: time.Second, trace: "bg x; step 1001ms; add a", want: "x a"},
-		{name: "huge delay does not wrap around", delay: math.MaxInt64, trace: "step 1h; bg x; add a; step 1000h; add b", want: "a b x"},
-		{name: "negative delay is one FIFO", delay: -1, trace: "bg x; add a; bg y; add x", want: "x a y"},
-		{name: "shutdown hands out queued keys and ignores adds", trace: "add a; bg x; shutdown; add b; bg c; after d 0s; len 2", want: "a x"},
-		{name: "re-add while processing survives shutdown", trace: "add k; get k; bg k; shutdown; done k; len 1", want: "k"},
+		{name: "replay re-queued after a promotion", trace: "replay x; add x; get x; replay x; replay y; done x", want: "y x"},
+		{name: "delayed keys are normal priority", trace: "replay x; after k 1s; step 1s; wait 2", want: "k x"},
+		{name: "custom delay", delay: time.Second, trace: "replay x; step 1001ms; add a", want: "x a"},
+		{name: "huge delay does not wrap around", delay: math.MaxInt64, trace: "step 1h; replay x; add a; step 1000h; add b", want: "a b x"},
+		{name: "negative delay is one FIFO", delay: -1, trace: "replay x; add a; replay y; add x", want: "x a y"},
+		{name: "shutdown hands out queued keys and ignores adds", trace: "add a; replay x; shutdown; add b; replay c; after d 0s; len 2", want: "a x"},
+		{name: "re-add while processing survives shutdown", trace: "add k; get k; replay k; shutdown; done k; len 1", want: "k"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,7 +100,7 @@ func runOp(t *testing.T, q *workqueue.Queue[string], clk *clocktesting.FakeClock
 	switch arg(0) {
 	case "add":
 		q.Add(arg(1))
-	case "bg":
+	case "replay":
 		q.AddReplay(arg(1))
 	case "after":
 		d := dur(arg(2))
@@ -133,7 +133,7 @@ func runOp(t *testing.T, q *workqueue.Queue[string], clk *clocktesting.FakeClock
 // TestPriorityMatchesModel drives the queue with random operations on one
 // goroutine and compares every Get and Len with a direct transcription of
 // the documented model: each queued key has an ordering time (add time, plus
-// ReplayDelay for background), Get takes the smallest, normal first on a
+// ReplayDelay for replay), Get takes the smallest, normal first on a
 // tie, then first added. Each run fills the queue, then drains it.
 func TestPriorityMatchesModel(t *testing.T) {
 	const delay = 5 * time.Second
@@ -166,7 +166,7 @@ func TestPriorityMatchesModel(t *testing.T) {
 				}
 				for i := range tt.ops {
 					k := strconv.Itoa(rnd.IntN(tt.keys))
-					// Percent weights: add, background, get, done; the rest steps.
+					// Percent weights: add, replay, get, done; the rest steps.
 					w := [4]int{35, 35, 15, 5}
 					if i >= tt.ops/2 {
 						w = [4]int{5, 5, 50, 30}

@@ -103,9 +103,9 @@ type Queue[K comparable] struct {
 	// limiter is rl's rate limiter: AddRateLimited asks it for the delay
 	// itself, to record when the retry is due.
 	limiter workqueue.TypedRateLimiter[K]
-	// bg is what AddReplay requests: replay priority (normal when
+	// replayHint is what AddReplay requests: replay priority (normal when
 	// ReplayDelay is negative), cause replay.
-	bg hint
+	replayHint hint
 }
 
 // New returns a Queue configured by opts. Call ShutDown (or
@@ -131,12 +131,12 @@ func newQueue[K comparable](opts Options[K], c clock.WithTicker) *Queue[K] {
 			Clock:           c,
 			DelayingQueue:   delaying,
 		}),
-		core:    core,
-		limiter: opts.RateLimiter,
-		bg:      hint{prio: background, cause: causeReplay},
+		core:       core,
+		limiter:    opts.RateLimiter,
+		replayHint: hint{prio: replay, cause: causeReplay},
 	}
 	if opts.ReplayDelay < 0 {
-		q.bg.prio = normal
+		q.replayHint.prio = normal
 	}
 	return q
 }
@@ -154,7 +154,7 @@ func (q *Queue[K]) Add(k K) { q.core.add(k, hintChange) }
 // queued, nothing changes. If a worker holds k, k is queued again when the
 // worker calls Done (at normal priority if Add was also called meanwhile).
 // After shutdown, AddReplay does nothing.
-func (q *Queue[K]) AddReplay(k K) { q.core.add(k, q.bg) }
+func (q *Queue[K]) AddReplay(k K) { q.core.add(k, q.replayHint) }
 
 // AddAfter queues k at normal priority, with reason requeue, once d has
 // passed (at once if d <= 0). If AddAfter is called again for k before then,

@@ -18,7 +18,7 @@ func apply(t *testing.T, q *workqueue.Queue[string], op, k string) {
 	switch op {
 	case "add":
 		q.Add(k)
-	case "background":
+	case "replay":
 		q.AddReplay(k)
 	case "after":
 		q.AddAfter(k, 0)
@@ -52,21 +52,21 @@ func TestReasonMerging(t *testing.T) {
 		want reconcilepkg.Reason
 	}{
 		{[]string{"add"}, reconcilepkg.ReasonChange},
-		{[]string{"background"}, reconcilepkg.ReasonReplay},
+		{[]string{"replay"}, reconcilepkg.ReasonReplay},
 		{[]string{"after"}, reconcilepkg.ReasonRequeue},
 		{[]string{"rate-limited"}, reconcilepkg.ReasonRetry},
 		// A real change wins over everything, whichever comes first.
-		{[]string{"background", "add"}, reconcilepkg.ReasonChange},
-		{[]string{"add", "background"}, reconcilepkg.ReasonChange},
+		{[]string{"replay", "add"}, reconcilepkg.ReasonChange},
+		{[]string{"add", "replay"}, reconcilepkg.ReasonChange},
 		{[]string{"rate-limited", "add"}, reconcilepkg.ReasonChange},
 		{[]string{"add", "rate-limited", "after"}, reconcilepkg.ReasonChange},
 		// Then retry, then requeue, then replay.
 		{[]string{"after", "rate-limited"}, reconcilepkg.ReasonRetry},
 		{[]string{"rate-limited", "after"}, reconcilepkg.ReasonRetry},
-		{[]string{"background", "rate-limited", "background"}, reconcilepkg.ReasonRetry},
-		{[]string{"background", "after"}, reconcilepkg.ReasonRequeue},
-		{[]string{"after", "background"}, reconcilepkg.ReasonRequeue},
-		{[]string{"background", "background"}, reconcilepkg.ReasonReplay},
+		{[]string{"replay", "rate-limited", "replay"}, reconcilepkg.ReasonRetry},
+		{[]string{"replay", "after"}, reconcilepkg.ReasonRequeue},
+		{[]string{"after", "replay"}, reconcilepkg.ReasonRequeue},
+		{[]string{"replay", "replay"}, reconcilepkg.ReasonReplay},
 	} {
 		for _, delay := range []time.Duration{0, -1} { // with priorities, and as one FIFO
 			t.Run(fmt.Sprintf("%v/ReplayDelay=%v", tc.ops, delay), func(t *testing.T) {
@@ -100,12 +100,12 @@ func TestReasonWhileHeld(t *testing.T) {
 		held  []string            // adds while held
 		want  reconcilepkg.Reason // reason of the next Get
 	}{
-		{reconcilepkg.ReasonChange, []string{"background"}, reconcilepkg.ReasonReplay},
+		{reconcilepkg.ReasonChange, []string{"replay"}, reconcilepkg.ReasonReplay},
 		{reconcilepkg.ReasonChange, []string{"rate-limited"}, reconcilepkg.ReasonRetry},
 		{reconcilepkg.ReasonChange, []string{"after"}, reconcilepkg.ReasonRequeue},
-		{reconcilepkg.ReasonChange, []string{"background", "rate-limited", "background"}, reconcilepkg.ReasonRetry},
+		{reconcilepkg.ReasonChange, []string{"replay", "rate-limited", "replay"}, reconcilepkg.ReasonRetry},
 		{reconcilepkg.ReasonChange, []string{"rate-limited", "add"}, reconcilepkg.ReasonChange},
-		{reconcilepkg.ReasonReplay, []string{"add", "background"}, reconcilepkg.ReasonChange},
+		{reconcilepkg.ReasonReplay, []string{"add", "replay"}, reconcilepkg.ReasonChange},
 	} {
 		t.Run(fmt.Sprintf("%s/%v", tc.first, tc.held), func(t *testing.T) {
 			q, _ := newFakeQueue(t, workqueue.Options[string]{RateLimiter: zeroDelay()})

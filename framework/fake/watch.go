@@ -36,29 +36,10 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, q request) {
 	}
 	initial := from == 0 || (lo.SendInitialEvents != nil && *lo.SendInitialEvents)
 
-	enc := negotiate(s.codecs, r.Header.Get("Accept"), q.kind.proto)
-	stream := enc.info.StreamSerializer
-	if stream == nil {
-		s.writeError(w, r, &q, fmt.Errorf("no stream encoding for %s", enc.info.MediaType))
+	send, err := s.startWatchStream(w, r, q)
+	if err != nil {
+		s.writeError(w, r, &q, err)
 		return
-	}
-	contentType := enc.contentType
-	switch enc.info.MediaType {
-	case runtime.ContentTypeProtobuf:
-		contentType = strings.Replace(contentType, runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf+";stream=watch", 1)
-	case runtime.ContentTypeCBOR:
-		contentType = runtime.ContentTypeCBORSequence
-	}
-	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("Transfer-Encoding", "chunked")
-	w.WriteHeader(http.StatusOK)
-	events := streaming.NewEncoder(stream.Framer.NewFrameWriter(w), stream.Serializer)
-	send := func(typ watch.EventType, obj runtime.Object) error {
-		var buf strings.Builder
-		if err := enc.info.Serializer.Encode(enc.shape(obj), &buf); err != nil {
-			return err
-		}
-		return events.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: []byte(buf.String())}})
 	}
 
 	var timeout <-chan time.Time
@@ -95,6 +76,42 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, q request) {
 			return
 		}
 	}
+	s.followWatch(r, q, sel, pos, send, timeout)
+}
+
+// startWatchStream negotiates the watch's stream encoding, writes the
+// response's header, and returns the function that sends one event.
+func (s *Server) startWatchStream(w http.ResponseWriter, r *http.Request, q request) (func(watch.EventType, runtime.Object) error, error) {
+	enc := negotiate(s.codecs, r.Header.Get("Accept"), q.kind.proto)
+	stream := enc.info.StreamSerializer
+	if stream == nil {
+		return nil, fmt.Errorf("no stream encoding for %s", enc.info.MediaType)
+	}
+	contentType := enc.contentType
+	switch enc.info.MediaType {
+	case runtime.ContentTypeProtobuf:
+		contentType = strings.Replace(contentType, runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf+";stream=watch", 1)
+	case runtime.ContentTypeCBOR:
+		contentType = runtime.ContentTypeCBORSequence
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Transfer-Encoding", "chunked")
+	w.WriteHeader(http.StatusOK)
+	events := streaming.NewEncoder(stream.Framer.NewFrameWriter(w), stream.Serializer)
+	send := func(typ watch.EventType, obj runtime.Object) error {
+		var buf strings.Builder
+		if err := enc.info.Serializer.Encode(enc.shape(obj), &buf); err != nil {
+			return err
+		}
+		return events.Encode(&metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: []byte(buf.String())}})
+	}
+	return send, nil
+}
+
+// followWatch sends the events of q's kind that pass sel from history
+// position pos on, until the request ends, the server closes or timeout
+// fires.
+func (s *Server) followWatch(r *http.Request, q request, sel selection, pos int, send func(watch.EventType, runtime.Object) error, timeout <-chan time.Time) {
 	for {
 		s.mu.Lock()
 		batch := s.history[pos:]

@@ -108,6 +108,11 @@ var rules = []struct {
 		forbidden: []string{module + "/..."},
 	},
 	{
+		name:      "internal/hooks is below informers and workqueue, which set its hooks, and framework and declarative, which call them: of converge it imports only the leaves object, reconcile and sharding",
+		from:      []string{"internal/hooks"},
+		forbidden: []string{module + "/workqueue", module + "/informers", module + "/client", module + "/framework/...", module + "/declarative", module + "/internal/restset"},
+	},
+	{
 		name:      "internal/typednil is a leaf: the standard library only",
 		from:      []string{"internal/typednil"},
 		forbidden: []string{stdOnly},
