@@ -245,7 +245,7 @@ func (c *Client) apply(ctx context.Context, obj any, sub string, opts []WriteOpt
 			obj, head.Metadata.Namespace, head.Metadata.Name, head.APIVersion, head.Kind, head.Metadata.Name)
 	}
 	gvk := gv.WithKind(head.Kind)
-	out, err := NewForKind(c.scheme, gvk)
+	out, err := NewObject(c.scheme, gvk)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s %s/%s: %w", head.Kind, head.Metadata.Namespace, head.Metadata.Name, err)
 	}

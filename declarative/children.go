@@ -94,7 +94,7 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 		gvk := u.GroupVersionKind()
 		ck, ok := d.children[gvk.GroupKind()]
 		if !ok {
-			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s %s: kind %v is not in declarative.Options.Children; list it so converge watches and prunes it", gvk.Kind, u.GetName(), gvk.GroupKind())))
+			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s %s: kind %v is not in declarative.Options.ChildKinds; list it so converge watches and prunes it", gvk.Kind, u.GetName(), gvk.GroupKind())))
 			continue
 		}
 		if u.GetName() == "" {

@@ -44,7 +44,7 @@ type State struct {
 	// parent's, and must be in the namespace the manager's cache holds, if
 	// it holds one, and in a controller sharded by namespace, in a
 	// namespaced parent's namespace. Every child's kind must be listed in
-	// Options.Children.
+	// Options.ChildKinds.
 	// Children left out are deleted.
 	//
 	// converge applies, and so owns, exactly the fields a child sets, never
@@ -130,13 +130,13 @@ type Finalizer[T object.Object] interface {
 
 // Options configures a declarative reconciler.
 type Options struct {
-	// Children holds one example object of every kind of child (e.g.
+	// ChildKinds holds one example object of every kind of child (e.g.
 	// &appsv1.Deployment{}). Those kinds are watched, so changes to children
 	// reconcile their parent, and searched when pruning. Required.
-	Children []object.Object
+	ChildKinds []object.Object
 
 	// RequiredKinds holds an example of each child kind (listed in
-	// Children too) the API server must serve when the controller starts:
+	// ChildKinds too) the API server must serve when the controller starts:
 	// the controller waits for the kind's informer to sync, as for its own
 	// kind, and fails to start (stopping the manager) when it has not
 	// synced after the cache's SyncTimeout (a custom resource whose CRD is
@@ -208,12 +208,12 @@ const (
 	// AppliedAnnotation holds a hash of what was last applied.
 	AppliedAnnotation = "converge.dev/applied"
 	// ClaimAnnotation, on a child no owner reference can reach, holds the
-	// claim its parent's ChildrenAnnotation recorded before converge
+	// claim its parent's LedgerAnnotation recorded before converge
 	// created it.
 	ClaimAnnotation = "converge.dev/claim"
 )
 
-// ChildrenAnnotation, on a parent, is the ledger of the children converge
+// LedgerAnnotation, on a parent, is the ledger of the children converge
 // created or adopted for it that no owner reference can reach (a namespaced
 // parent's children in other namespaces, or cluster-scoped ones) or that
 // are retained (see Child.Retain): the
@@ -223,7 +223,7 @@ const (
 // documentation); a ledger that does not start with the parent's UID, such
 // as one copied with another parent's YAML, proves nothing. converge writes
 // it with the field manager FieldManager + "-ledger".
-const ChildrenAnnotation = "converge.dev/children"
+const LedgerAnnotation = "converge.dev/children"
 
 // Declarative is a reconcile.ObjectReconciler[T] that applies the State a
 // Reconciler computes. Build one with New and pass it to a framework
@@ -269,7 +269,7 @@ type Declarative[T object.Object] struct {
 }
 
 // childKind is one kind of child: its kind, the example object from
-// Options.Children, and the cache's informer for it.
+// Options.ChildKinds, and the cache's informer for it.
 type childKind struct {
 	gvk     schema.GroupVersionKind
 	example object.Object
@@ -334,7 +334,7 @@ func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], op
 	if err != nil {
 		return nil, fmt.Errorf("declarative: discovery client: %w", err)
 	}
-	children, err := childKinds(mgr.Cache(), mgr.Scheme(), opts.Children)
+	children, err := childKinds(mgr.Cache(), mgr.Scheme(), opts.ChildKinds)
 	if err != nil {
 		return nil, err
 	}
@@ -396,8 +396,8 @@ var conflictReason = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 // broken rule. It has no side effects.
 func (o Options) validate(scheme *runtime.Scheme) error {
 	var errs []error
-	if len(o.Children) == 0 {
-		errs = append(errs, errors.New("declarative: Options.Children is empty; list an example object of every child kind"))
+	if len(o.ChildKinds) == 0 {
+		errs = append(errs, errors.New("declarative: Options.ChildKinds is empty; list an example object of every child kind"))
 	}
 	if len(o.FieldManager) > 128 {
 		errs = append(errs, fmt.Errorf("declarative: Options.FieldManager %q is longer than 128 characters", o.FieldManager))
@@ -413,9 +413,9 @@ func (o Options) validate(scheme *runtime.Scheme) error {
 		errs = append(errs, fmt.Errorf("declarative: Options.Finalizer %q is not a valid finalizer name (%s): use a domain-qualified name, like example.com/cleanup", o.Finalizer, why))
 	}
 	listed := map[schema.GroupKind]bool{}
-	for _, ex := range o.Children {
+	for _, ex := range o.ChildKinds {
 		if typednil.Is(ex) {
-			errs = append(errs, errors.New("declarative: Options.Children holds a nil object"))
+			errs = append(errs, errors.New("declarative: Options.ChildKinds holds a nil object"))
 			continue
 		}
 		gvk, err := childGVK(scheme, ex)
@@ -435,7 +435,7 @@ func (o Options) validate(scheme *runtime.Scheme) error {
 		case err != nil:
 			errs = append(errs, err)
 		case !listed[gvk.GroupKind()]:
-			errs = append(errs, fmt.Errorf("declarative: Options.RequiredKinds holds kind %v, which Options.Children does not list", gvk.GroupKind()))
+			errs = append(errs, fmt.Errorf("declarative: Options.RequiredKinds holds kind %v, which Options.ChildKinds does not list", gvk.GroupKind()))
 		}
 	}
 	return errors.Join(errs...)
@@ -455,7 +455,7 @@ func childGVK(scheme *runtime.Scheme, ex object.Object) (schema.GroupVersionKind
 }
 
 // childKinds gets the reader of every child kind from cache, and indexes
-// the kind's objects by parent UID; examples are Options.Children, checked
+// the kind's objects by parent UID; examples are Options.ChildKinds, checked
 // by validate. It makes no informer: the controller's sources do, either of
 // the whole kind or, in a controller sharded by namespace, of each held
 // bucket.
@@ -470,7 +470,7 @@ func childKinds(cache *informers.Cache, scheme *runtime.Scheme, examples []objec
 		}
 		// Read as the child source's informer is made (typed when the
 		// scheme knows the kind, whatever ex is), so that both are one.
-		read, err := client.NewForKind(scheme, gvk)
+		read, err := client.NewObject(scheme, gvk)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("declarative: child kind %v: %w", gvk, err))
 			continue

@@ -21,7 +21,7 @@ func newConversion(t *testing.T, s *runtime.Scheme) *webhook.Conversion {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := webhook.AddHub[*testapi.Sprocket](c); err != nil {
+	if err := c.AddHub(&testapi.Sprocket{}); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -147,12 +147,12 @@ func TestAddHubErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = webhook.AddHub[*testapi.Sprocket](c)
+	err = c.AddHub(&testapi.Sprocket{})
 	if err == nil || !strings.Contains(err.Error(), "version v4 (*webhook_test.sprocketV4) does not implement webhook.Convertible") {
 		t.Errorf("AddHub with a spoke that does not convert: %v", err)
 	}
 	c = newConversion(t, testScheme(t))
-	if err := webhook.AddHub[*testapi.Sprocket](c); err == nil || !strings.Contains(err.Error(), "Sprocket.sprockets.converge.dev already converts through v2") {
+	if err := c.AddHub(&testapi.Sprocket{}); err == nil || !strings.Contains(err.Error(), "Sprocket.sprockets.converge.dev already converts through v2") {
 		t.Errorf("AddHub twice: %v", err)
 	}
 	if _, err := webhook.NewConversion(nil, webhook.HandlerOptions{}); err == nil {
