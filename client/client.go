@@ -338,19 +338,8 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 		c.observeDeletion(gvk, obj, res)
 		return nil
 	}
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		raw, err := res.Raw()
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if err := u.UnmarshalJSON(raw); err != nil {
-			return fmt.Errorf("%s: decode answer: %w", what, err)
-		}
-	} else {
-		if err := res.Into(obj); err != nil {
-			return fmt.Errorf("%s: decode answer: %w", what, err)
-		}
-		obj.GetObjectKind().SetGroupVersionKind(gvk)
+	if err := decodeAnswer(res, obj, gvk); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 && gracePassed(obj) {
 		// The write removed the last finalizer of an object being deleted:
@@ -365,6 +354,25 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 	if vs := versionsFrom(ctx); vs != nil {
 		vs.wrote(key, obj)
 	}
+	return nil
+}
+
+// decodeAnswer decodes the API server's answer res into obj, of kind gvk.
+func decodeAnswer(res rest.Result, obj object.Object, gvk schema.GroupVersionKind) error {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		raw, err := res.Raw()
+		if err != nil {
+			return err
+		}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			return fmt.Errorf("decode answer: %w", err)
+		}
+		return nil
+	}
+	if err := res.Into(obj); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	return nil
 }
 

@@ -210,3 +210,26 @@ func TestConversionKeepsMetadata(t *testing.T) {
 		t.Errorf("v1 → v5 gave %+v, want the v1 metadata with the converter's annotation", got)
 	}
 }
+
+// The hub is an example read for its type only: a nil one is refused
+// naming the argument, a typed nil works as well as an empty object, and
+// a type the scheme does not know is named.
+func TestAddHubTakesAnExample(t *testing.T) {
+	c, err := webhook.NewConversion(testScheme(t), webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddHub(nil); err == nil || !strings.Contains(err.Error(), "hub is nil") {
+		t.Errorf("AddHub(nil): %v", err)
+	}
+	if err := c.AddHub((*testapi.Sprocket)(nil)); err != nil {
+		t.Errorf("AddHub of a typed nil: %v", err)
+	}
+	c, err = webhook.NewConversion(runtime.NewScheme(), webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddHub(&testapi.Sprocket{}); err == nil || !strings.Contains(err.Error(), "AddHub(*testapi.Sprocket): *testapi.Sprocket is not a kind registered in the scheme") {
+		t.Errorf("AddHub of a kind the scheme does not know: %v", err)
+	}
+}
