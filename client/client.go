@@ -245,7 +245,7 @@ func (c *Client) apply(ctx context.Context, obj any, sub string, opts []WriteOpt
 			obj, head.Metadata.Namespace, head.Metadata.Name, head.APIVersion, head.Kind, head.Metadata.Name)
 	}
 	gvk := gv.WithKind(head.Kind)
-	out, err := NewForKind(c.scheme, gvk)
+	out, err := NewObject(c.scheme, gvk)
 	if err != nil {
 		return nil, fmt.Errorf("apply %s %s/%s: %w", head.Kind, head.Metadata.Namespace, head.Metadata.Name, err)
 	}
@@ -338,19 +338,8 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 		c.observeDeletion(gvk, obj, res)
 		return nil
 	}
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		raw, err := res.Raw()
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		if err := u.UnmarshalJSON(raw); err != nil {
-			return fmt.Errorf("%s: decode answer: %w", what, err)
-		}
-	} else {
-		if err := res.Into(obj); err != nil {
-			return fmt.Errorf("%s: decode answer: %w", what, err)
-		}
-		obj.GetObjectKind().SetGroupVersionKind(gvk)
+	if err := decodeAnswer(res, obj, gvk); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 && gracePassed(obj) {
 		// The write removed the last finalizer of an object being deleted:
@@ -365,6 +354,25 @@ func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub str
 	if vs := versionsFrom(ctx); vs != nil {
 		vs.wrote(key, obj)
 	}
+	return nil
+}
+
+// decodeAnswer decodes the API server's answer res into obj, of kind gvk.
+func decodeAnswer(res rest.Result, obj object.Object, gvk schema.GroupVersionKind) error {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		raw, err := res.Raw()
+		if err != nil {
+			return err
+		}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			return fmt.Errorf("decode answer: %w", err)
+		}
+		return nil
+	}
+	if err := res.Into(obj); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	return nil
 }
 

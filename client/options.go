@@ -149,9 +149,9 @@ func quietly(ctx context.Context, adjust func(logr.Logger) logr.Logger) context.
 	return klog.NewContext(ctx, adjust(klog.FromContext(ctx)))
 }
 
-// NewForKind returns an empty object of kind gvk: typed when scheme knows
+// NewObject returns an empty object of kind gvk: typed when scheme knows
 // the kind, unstructured (with its apiVersion and kind set) otherwise.
-func NewForKind(scheme *runtime.Scheme, gvk schema.GroupVersionKind) (object.Object, error) {
+func NewObject(scheme *runtime.Scheme, gvk schema.GroupVersionKind) (object.Object, error) {
 	if scheme.Recognizes(gvk) {
 		o, err := scheme.New(gvk)
 		if err != nil {

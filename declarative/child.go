@@ -46,7 +46,7 @@ func NewChild[C object.Object](obj C) *Child[C] { return &Child[C]{obj: obj} }
 // of the same State by its kind, namespace (the parent's when empty, for
 // namespaced kinds) and name: pass the object declared, or any object of
 // that kind and name. A dep not declared in State.Children, a dep of a kind
-// not in Options.Children, and a cycle are errors of the reconcile. A dep
+// not in Options.ChildKinds, and a cycle are errors of the reconcile. A dep
 // declared with IncludeWhen(false) leaves c out too. Calls add up; zero
 // deps means c waits for nothing.
 func (c *Child[C]) After(deps ...object.Object) *Child[C] {
@@ -63,7 +63,7 @@ func (c *Child[C]) After(deps ...object.Object) *Child[C] {
 // ready when "succeeded". Empty means "ready".
 //
 // C must be the type the cache holds for c's kind, the type of its example
-// in Options.Children. A ready that panics is recovered: c counts as
+// in Options.ChildKinds. A ready that panics is recovered: c counts as
 // failed, the parent's Ready condition says so, and the reconcile then
 // panics on to the framework, which counts, logs and retries it as any
 // reconcile panic. A nil ready means the built-in readiness (see the
@@ -129,7 +129,7 @@ func untyped[C object.Object](method string, fn func(live C) bool) func(object.O
 	return func(live object.Object) (bool, error) {
 		l, ok := live.(C)
 		if !ok {
-			return false, fmt.Errorf("%s takes a %T, but the cache holds a %T: make its example in Options.Children a %T, or take a %T", method, *new(C), live, *new(C), live)
+			return false, fmt.Errorf("%s takes a %T, but the cache holds a %T: make its example in Options.ChildKinds a %T, or take a %T", method, *new(C), live, *new(C), live)
 		}
 		return fn(l), nil
 	}

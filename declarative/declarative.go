@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
@@ -44,7 +41,7 @@ type State struct {
 	// parent's, and must be in the namespace the manager's cache holds, if
 	// it holds one, and in a controller sharded by namespace, in a
 	// namespaced parent's namespace. Every child's kind must be listed in
-	// Options.Children.
+	// Options.ChildKinds.
 	// Children left out are deleted.
 	//
 	// converge applies, and so owns, exactly the fields a child sets, never
@@ -128,75 +125,6 @@ type Finalizer[T object.Object] interface {
 	Finalize(ctx context.Context, parent T) error
 }
 
-// Options configures a declarative reconciler.
-type Options struct {
-	// Children holds one example object of every kind of child (e.g.
-	// &appsv1.Deployment{}). Those kinds are watched, so changes to children
-	// reconcile their parent, and searched when pruning. Required.
-	Children []object.Object
-
-	// RequiredKinds holds an example of each child kind (listed in
-	// Children too) the API server must serve when the controller starts:
-	// the controller waits for the kind's informer to sync, as for its own
-	// kind, and fails to start (stopping the manager) when it has not
-	// synced after the cache's SyncTimeout (a custom resource whose CRD is
-	// not installed, say).
-	//
-	// Zero means every child kind is optional. A kind the API server
-	// serves when the controller starts is watched at once, and the
-	// controller waits for it as for a required one; the kinds of
-	// Kubernetes itself always are. A kind it does not serve is watched
-	// once it does (its CRD installed later; discovery is asked again with
-	// a backoff up to 30 seconds, see framework.WhenServed), without a
-	// restart, and meanwhile holds nothing back: a parent that declares no
-	// child of it converges, and one that does applies its other children
-	// and reports, as ReadyCondition with reason WaitingReason, that the
-	// child waits for the kind's CustomResourceDefinition; children After
-	// it wait too. Such a parent is reconciled again once the kind is
-	// watched. An optional kind the API server stops serving while the
-	// controller runs (its CRD deleted) is handled as one missing at the
-	// start: its informer stops, so the manager stays ready, the parents
-	// whose children of it could not be applied are reconciled again and
-	// report that they wait for it, and it is watched again once served.
-	// A required kind that goes away is not: its informer fails, and the
-	// manager's readiness with it, until it is served again.
-	RequiredKinds []object.Object
-
-	// FieldManager owns the fields converge applies, and labels the children.
-	// Zero means "converge-" followed by the parent kind in lower case.
-	FieldManager string
-
-	// Finalizer is the name of the finalizer added when cleanup is needed:
-	// a domain-qualified name, as the API server requires
-	// ("example.com/cleanup": a DNS subdomain, a slash, and a name of at
-	// most 63 letters, digits, '-', '_' or '.', starting and ending with a
-	// letter or digit). New refuses another. Zero means "converge.dev/"
-	// followed by FieldManager, made such a name (characters it does not
-	// allow become '_', cut to 63).
-	Finalizer string
-
-	// Conflict sets how a declared child whose object is someone else's is
-	// reported on the parent. The zero value is the default of each field.
-	Conflict ConflictOptions
-}
-
-// ConflictOptions sets the Warning Event converge records on a parent, and
-// the ChildConflictCondition condition it sets, for each declared child
-// whose object is someone else's (see the package documentation). The
-// reconcile's error is worded the default way whatever they say.
-type ConflictOptions struct {
-	// Reason is the reason of the Event and of the condition: UpperCamelCase
-	// letters and digits, at most 128 characters ("ErrResourceExists").
-	// Zero means ChildConflictReason.
-	Reason string
-
-	// Note returns the Event's note (cut to 1024 bytes) and the condition's
-	// message (several conflicts' notes joined with "; "). It must not
-	// block. Zero means "KIND NAMESPACE/NAME already exists and is not
-	// managed by PARENTKIND NAMESPACE/NAME: CAUSE".
-	Note func(Conflict) string
-}
-
 // Labels and annotations converge puts on every child.
 const (
 	// ParentUIDLabel holds the parent's UID.
@@ -208,12 +136,12 @@ const (
 	// AppliedAnnotation holds a hash of what was last applied.
 	AppliedAnnotation = "converge.dev/applied"
 	// ClaimAnnotation, on a child no owner reference can reach, holds the
-	// claim its parent's ChildrenAnnotation recorded before converge
+	// claim its parent's LedgerAnnotation recorded before converge
 	// created it.
 	ClaimAnnotation = "converge.dev/claim"
 )
 
-// ChildrenAnnotation, on a parent, is the ledger of the children converge
+// LedgerAnnotation, on a parent, is the ledger of the children converge
 // created or adopted for it that no owner reference can reach (a namespaced
 // parent's children in other namespaces, or cluster-scoped ones) or that
 // are retained (see Child.Retain): the
@@ -223,7 +151,7 @@ const (
 // documentation); a ledger that does not start with the parent's UID, such
 // as one copied with another parent's YAML, proves nothing. converge writes
 // it with the field manager FieldManager + "-ledger".
-const ChildrenAnnotation = "converge.dev/children"
+const LedgerAnnotation = "converge.dev/children"
 
 // Declarative is a reconcile.ObjectReconciler[T] that applies the State a
 // Reconciler computes. Build one with New and pass it to a framework
@@ -269,7 +197,7 @@ type Declarative[T object.Object] struct {
 }
 
 // childKind is one kind of child: its kind, the example object from
-// Options.Children, and the cache's informer for it.
+// Options.ChildKinds, and the cache's informer for it.
 type childKind struct {
 	gvk     schema.GroupVersionKind
 	example object.Object
@@ -334,7 +262,7 @@ func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], op
 	if err != nil {
 		return nil, fmt.Errorf("declarative: discovery client: %w", err)
 	}
-	children, err := childKinds(mgr.Cache(), mgr.Scheme(), opts.Children)
+	children, err := childKinds(mgr.Cache(), mgr.Scheme(), opts.ChildKinds)
 	if err != nil {
 		return nil, err
 	}
@@ -359,88 +287,6 @@ func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], op
 	return d, nil
 }
 
-// withDefaults returns o with its zero fields set to the defaults their
-// documentation states, for parents of kind parentKind.
-func (o Options) withDefaults(parentKind string) Options {
-	if o.FieldManager == "" {
-		o.FieldManager = "converge-" + strings.ToLower(parentKind)
-	}
-	if o.Finalizer == "" {
-		o.Finalizer = "converge.dev/" + finalizerName(o.FieldManager)
-	}
-	if o.Conflict.Reason == "" {
-		o.Conflict.Reason = ChildConflictReason
-	}
-	if o.Conflict.Note == nil {
-		o.Conflict.Note = defaultConflictNote
-	}
-	return o
-}
-
-// finalizerName makes s the name part of a qualified name: at most 63
-// letters, digits, '-', '_' or '.' (others become '_'), starting and
-// ending with a letter or a digit.
-func finalizerName(s string) string {
-	out := strings.Trim(labelValue(s), "-_.")
-	if out == "" {
-		return "converge"
-	}
-	return out
-}
-
-// conflictReason is what Options.Conflict.Reason may be: an Event reason
-// that is also a valid condition reason.
-var conflictReason = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
-
-// validate checks o, with its defaults set, against scheme: one error per
-// broken rule. It has no side effects.
-func (o Options) validate(scheme *runtime.Scheme) error {
-	var errs []error
-	if len(o.Children) == 0 {
-		errs = append(errs, errors.New("declarative: Options.Children is empty; list an example object of every child kind"))
-	}
-	if len(o.FieldManager) > 128 {
-		errs = append(errs, fmt.Errorf("declarative: Options.FieldManager %q is longer than 128 characters", o.FieldManager))
-	}
-	if !conflictReason.MatchString(o.Conflict.Reason) || len(o.Conflict.Reason) > 128 {
-		errs = append(errs, fmt.Errorf("declarative: Options.Conflict.Reason %q must be UpperCamelCase letters and digits, at most 128 characters, like ErrResourceExists", o.Conflict.Reason))
-	}
-	if bad := validation.IsQualifiedName(o.Finalizer); len(bad) > 0 || !strings.Contains(o.Finalizer, "/") {
-		why := "it has no domain"
-		if len(bad) > 0 {
-			why = strings.Join(bad, "; ")
-		}
-		errs = append(errs, fmt.Errorf("declarative: Options.Finalizer %q is not a valid finalizer name (%s): use a domain-qualified name, like example.com/cleanup", o.Finalizer, why))
-	}
-	listed := map[schema.GroupKind]bool{}
-	for _, ex := range o.Children {
-		if typednil.Is(ex) {
-			errs = append(errs, errors.New("declarative: Options.Children holds a nil object"))
-			continue
-		}
-		gvk, err := childGVK(scheme, ex)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		listed[gvk.GroupKind()] = true
-	}
-	for _, ex := range o.RequiredKinds {
-		if typednil.Is(ex) {
-			errs = append(errs, errors.New("declarative: Options.RequiredKinds holds a nil object"))
-			continue
-		}
-		gvk, err := childGVK(scheme, ex)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case !listed[gvk.GroupKind()]:
-			errs = append(errs, fmt.Errorf("declarative: Options.RequiredKinds holds kind %v, which Options.Children does not list", gvk.GroupKind()))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // childGVK returns the kind of the child example ex: the one it sets, else
 // the one scheme registers for its type.
 func childGVK(scheme *runtime.Scheme, ex object.Object) (schema.GroupVersionKind, error) {
@@ -455,7 +301,7 @@ func childGVK(scheme *runtime.Scheme, ex object.Object) (schema.GroupVersionKind
 }
 
 // childKinds gets the reader of every child kind from cache, and indexes
-// the kind's objects by parent UID; examples are Options.Children, checked
+// the kind's objects by parent UID; examples are Options.ChildKinds, checked
 // by validate. It makes no informer: the controller's sources do, either of
 // the whole kind or, in a controller sharded by namespace, of each held
 // bucket.
@@ -470,7 +316,7 @@ func childKinds(cache *informers.Cache, scheme *runtime.Scheme, examples []objec
 		}
 		// Read as the child source's informer is made (typed when the
 		// scheme knows the kind, whatever ex is), so that both are one.
-		read, err := client.NewForKind(scheme, gvk)
+		read, err := client.NewObject(scheme, gvk)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("declarative: child kind %v: %w", gvk, err))
 			continue
@@ -581,8 +427,36 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 			return reconcile.Result{}, err
 		}
 	}
-	var errs []error
-	var ran []child // run-once children ready for their content
+	errs, ran := d.applyWaves(ctx, parent, g, children)
+	if g != nil {
+		if err := d.recordRuns(ctx, parent, children, ran); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.conflicts.set(reconcile.Request{Namespace: parent.GetNamespace(), Name: parent.GetName()}, conflictIDs(errs))
+	var held []string
+	if len(errs) == 0 {
+		// Prune only after every desired child is in place, so a failed
+		// apply never leaves a parent with fewer children than before.
+		if held, err = d.prune(ctx, parent, children); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs, err = d.writeStatus(ctx, parent, state, g, held, errs)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	g.rethrow()
+	if err := errors.Join(errs...); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: state.RequeueAfter}, nil
+}
+
+// applyWaves applies children wave by wave of g (all in one wave when g is
+// nil), skipping those not to apply now. It returns the errors of the
+// applies and the run-once children found ready.
+func (d *Declarative[T]) applyWaves(ctx context.Context, parent T, g *graph, children []child) (errs []error, ran []child) {
 	for _, wave := range g.waves(len(children)) {
 		todo := slices.DeleteFunc(wave, func(i int) bool {
 			// Not applied while its kind is not served, or once it ran;
@@ -601,20 +475,14 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 			}
 		}
 	}
-	if g != nil {
-		if err := d.recordRuns(ctx, parent, children, ran); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	d.conflicts.set(reconcile.Request{Namespace: parent.GetNamespace(), Name: parent.GetName()}, conflictIDs(errs))
-	var held []string
-	if len(errs) == 0 {
-		// Prune only after every desired child is in place, so a failed
-		// apply never leaves a parent with fewer children than before.
-		if held, err = d.prune(ctx, parent, children); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	return errs, ran
+}
+
+// writeStatus applies state.Status, with the Ready condition g and held
+// sum up and the conflicts among errs, and notes the reconcile's Blocker.
+// It returns errs with the status write's error added, or an error that
+// ends the reconcile when the status cannot be encoded.
+func (d *Declarative[T]) writeStatus(ctx context.Context, parent T, state State, g *graph, held []string, errs []error) ([]error, error) {
 	// The Ready condition and the reconcile's Blocker say one thing.
 	var st readyState
 	if g != nil {
@@ -631,25 +499,22 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	}
 	if state.Status != nil {
 		status := state.Status
+		var err error
 		if g != nil || len(held) > 0 {
 			if status, err = withReadyCondition(status, ready); err != nil {
-				return reconcile.Result{}, errors.Join(append(errs, fmt.Errorf("encode status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err))...)
+				return errs, errors.Join(append(errs, fmt.Errorf("encode status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err))...)
 			}
 		}
 		if conflicts := conflictNotes(errs); len(conflicts) > 0 {
 			if status, err = withConflictCondition(parent, status, d.opts.Conflict.Reason, conflicts); err != nil {
-				return reconcile.Result{}, errors.Join(append(errs, fmt.Errorf("encode status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err))...)
+				return errs, errors.Join(append(errs, fmt.Errorf("encode status of %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err))...)
 			}
 		}
 		if err := d.applyStatus(ctx, parent, status); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	g.rethrow()
-	if err := errors.Join(errs...); err != nil {
-		return reconcile.Result{}, err
-	}
-	return reconcile.Result{RequeueAfter: state.RequeueAfter}, nil
+	return errs, nil
 }
 
 // conflictNotes returns the notes (Options.Conflict.Note) of the child

@@ -64,7 +64,7 @@ func TestParentDeletionWaitingForAChildSaysSo(t *testing.T) {
 	// someone else's holds, before it deletes ConfigMap config, which web
 	// is After: its Ready condition and its reconcile's Blocker say so.
 	r := startGraphOn(t, framework.Options{Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true}},
-		declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}}}, func() []any {
+		declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}}}, func() []any {
 			config := configMap("config")
 			return []any{config, declarative.NewChild(deployment("web")).After(config).ReadyWhen("applied", func(*appsv1.Deployment) bool { return true })}
 		})

@@ -17,7 +17,7 @@ import (
 
 func TestDesiredErrorSetsReadyFalseOnceAnEvent(t *testing.T) {
 	r := startGraphOn(t, framework.Options{Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true}},
-		declarative.Options{Children: []object.Object{&corev1.ConfigMap{}}}, func() []any {
+		declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}}}, func() []any {
 			return []any{declarative.NewChild(configMap("config"))}
 		})
 	r.waitReady(declarative.ChildrenReadyReason, "all 1 children are ready")

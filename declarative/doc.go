@@ -107,7 +107,7 @@
 // not converged until it is True.
 //
 // A State that cannot be applied as declared (a child of a kind not in
-// Options.Children, without a name, declared twice, outside the manager's
+// Options.ChildKinds, without a name, declared twice, outside the manager's
 // cache; a cycle, a child After one not declared) is a configuration
 // error: nothing is applied or pruned, the condition says why (reason
 // ChildGraphReason) on any parent whose status has conditions, a Warning
@@ -121,7 +121,7 @@
 // namespaced parent's child in another namespace, or a cluster-scoped one)
 // and for a retained child (which carries none, see Child.Retain),
 // when it has no controller, its ParentUIDLabel names the parent, and the
-// parent's ledger (ChildrenAnnotation) lists its UID, recorded from the API
+// parent's ledger (LedgerAnnotation) lists its UID, recorded from the API
 // server's answer when converge created or adopted it, or the claim
 // (ClaimAnnotation) converge recorded before creating it. A ledger that does
 // not start with the parent's own UID lists nothing; labels alone only find
@@ -150,7 +150,7 @@
 // namespace, for the same reason: each member watches the namespaces of
 // its buckets only.
 //
-// Every child kind is watched (Options.Children), so a child deleted or
+// Every child kind is watched (Options.ChildKinds), so a child deleted or
 // changed by hand is re-applied: drift is reverted. Reads after converge's
 // own writes wait for the cache to catch up (see informers.Cache.ObserveWrite),
 // so there are no duplicate creates and no conflict loops; status writes that

@@ -46,7 +46,7 @@ func ExampleNew() {
 	}
 	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "web", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, declarative.Func[*corev1.ConfigMap](desired), declarative.Options{
-			Children: []object.Object{&appsv1.Deployment{}},
+			ChildKinds: []object.Object{&appsv1.Deployment{}},
 		}))
 	if err != nil {
 		fmt.Println(err) // New's configuration errors surface here
@@ -73,6 +73,6 @@ func ExampleNew_configurationError() {
 		Complete(declarative.New(mgr, noop, declarative.Options{Finalizer: "cleanup"}))
 	fmt.Println(err)
 	// Output:
-	// controller "broken" for *v1.ConfigMap: declarative: Options.Children is empty; list an example object of every child kind
+	// controller "broken" for *v1.ConfigMap: declarative: Options.ChildKinds is empty; list an example object of every child kind
 	// declarative: Options.Finalizer "cleanup" is not a valid finalizer name (it has no domain): use a domain-qualified name, like example.com/cleanup
 }

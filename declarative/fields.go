@@ -87,41 +87,14 @@ func encodeSet(v reflect.Value, force bool) (out any, ok bool, err error) {
 		if v.IsNil() {
 			return nil, false, nil
 		}
-		m := make(map[string]any, v.Len())
-		for it := v.MapRange(); it.Next(); {
-			k, err := mapKey(it.Key())
-			if err != nil {
-				return nil, false, err
-			}
-			if e, ok, err := encodeSet(it.Value(), true); err != nil {
-				return nil, false, fmt.Errorf("%s: %w", k, err)
-			} else if ok {
-				m[k] = e
-			}
-		}
-		return m, true, nil
+		m, err := encodeMap(v)
+		return m, err == nil, err
 	case reflect.Slice, reflect.Array:
 		if v.Kind() == reflect.Slice && v.IsNil() {
 			return nil, false, nil
 		}
-		if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 { // []byte: base64, as encoding/json does
-			b, err := json.Marshal(v.Interface())
-			if err != nil {
-				return nil, false, err
-			}
-			var s string
-			err = json.Unmarshal(b, &s)
-			return s, true, err
-		}
-		l := make([]any, v.Len())
-		for i := range l {
-			e, _, err := encodeSet(v.Index(i), true)
-			if err != nil {
-				return nil, false, fmt.Errorf("[%d]: %w", i, err)
-			}
-			l[i] = e
-		}
-		return l, true, nil
+		l, err := encodeList(v)
+		return l, err == nil, err
 	}
 	if !force && v.IsZero() {
 		return nil, false, nil
@@ -139,6 +112,46 @@ func encodeSet(v reflect.Value, force bool) (out any, ok bool, err error) {
 		return v.String(), true, nil
 	}
 	return nil, false, fmt.Errorf("cannot encode a %s as JSON", v.Type())
+}
+
+// encodeMap encodes the entries of the map v, each value set.
+func encodeMap(v reflect.Value) (map[string]any, error) {
+	m := make(map[string]any, v.Len())
+	for it := v.MapRange(); it.Next(); {
+		k, err := mapKey(it.Key())
+		if err != nil {
+			return nil, err
+		}
+		if e, ok, err := encodeSet(it.Value(), true); err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		} else if ok {
+			m[k] = e
+		}
+	}
+	return m, nil
+}
+
+// encodeList encodes the elements of the slice or array v, each set; a
+// []byte as a base64 string, as encoding/json does.
+func encodeList(v reflect.Value) (any, error) {
+	if v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 {
+		b, err := json.Marshal(v.Interface())
+		if err != nil {
+			return nil, err
+		}
+		var s string
+		err = json.Unmarshal(b, &s)
+		return s, err
+	}
+	l := make([]any, v.Len())
+	for i := range l {
+		e, _, err := encodeSet(v.Index(i), true)
+		if err != nil {
+			return nil, fmt.Errorf("[%d]: %w", i, err)
+		}
+		l[i] = e
+	}
+	return l, nil
 }
 
 // marshaler returns the value to hand encoding/json when v encodes itself

@@ -150,38 +150,9 @@ func (g *graph) bind(parent object.Object, children []child, names dependencyNam
 			}
 		}
 	}
-	// Kahn's algorithm, taking the first ready child in declaration order.
-	pending := make([]int, len(children)) // deps not placed yet
-	var keep []int
-	for i, c := range children {
-		if out[objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())] {
-			continue
-		}
-		keep = append(keep, i)
-		pending[i] = len(deps[i])
-	}
-	placed := make(map[string]int, len(keep)) // id -> vertex index
-	order := make([]int, 0, len(keep))
-	for len(order) < len(keep) {
-		next := -1
-		for _, i := range keep {
-			if pending[i] == 0 {
-				next = i
-				pending[i] = -1
-				break
-			}
-		}
-		if next < 0 {
-			return nil, cycleError(parent, children, keep, pending, deps, index)
-		}
-		id := objectID(children[next].kind.gvk.GroupKind(), children[next].obj.GetNamespace(), children[next].obj.GetName())
-		placed[id] = len(order)
-		order = append(order, next)
-		for _, i := range keep {
-			if pending[i] > 0 && slices.Contains(deps[i], id) {
-				pending[i]--
-			}
-		}
+	order, placed, err := applyOrder(parent, children, deps, out, index)
+	if err != nil {
+		return nil, err
 	}
 	sorted := make([]child, len(order))
 	g.vertices = make([]vertex, len(order))
@@ -200,6 +171,46 @@ func (g *graph) bind(parent object.Object, children []child, names dependencyNam
 		sorted[v] = c
 	}
 	return sorted, nil
+}
+
+// applyOrder orders the children not out, each after its deps (ids of
+// children; index maps an id to its child), by Kahn's algorithm taking the
+// first ready child in declaration order. placed maps the id of each child
+// ordered to its place in order. The error names a cycle.
+func applyOrder(parent object.Object, children []child, deps [][]string, out map[string]bool, index map[string]int) (order []int, placed map[string]int, err error) {
+	pending := make([]int, len(children)) // deps not placed yet
+	var keep []int
+	for i, c := range children {
+		if out[objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())] {
+			continue
+		}
+		keep = append(keep, i)
+		pending[i] = len(deps[i])
+	}
+	placed = make(map[string]int, len(keep)) // id -> vertex index
+	order = make([]int, 0, len(keep))
+	for len(order) < len(keep) {
+		next := -1
+		for _, i := range keep {
+			if pending[i] == 0 {
+				next = i
+				pending[i] = -1
+				break
+			}
+		}
+		if next < 0 {
+			return nil, nil, cycleError(parent, children, keep, pending, deps, index)
+		}
+		id := objectID(children[next].kind.gvk.GroupKind(), children[next].obj.GetNamespace(), children[next].obj.GetName())
+		placed[id] = len(order)
+		order = append(order, next)
+		for _, i := range keep {
+			if pending[i] > 0 && slices.Contains(deps[i], id) {
+				pending[i]--
+			}
+		}
+	}
+	return order, placed, nil
 }
 
 // cycleError names a cycle among the children keep holds that could not be

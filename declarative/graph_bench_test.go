@@ -66,7 +66,7 @@ func benchmarkReconcile(b *testing.B, children func() []any) {
 	}
 	d := declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
 		return declarative.State{Children: children(), Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
-	}), declarative.Options{Children: []object.Object{&corev1.ConfigMap{}}})
+	}), declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}}})
 	ctx, cancel := context.WithCancel(b.Context())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

@@ -51,7 +51,7 @@ type graphRig struct {
 func startGraph(t *testing.T, children func() []any) *graphRig {
 	t.Helper()
 	return startGraphWith(t, declarative.Options{
-		Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}, &corev1.Service{}},
+		ChildKinds: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}, &corev1.Service{}},
 	}, children)
 }
 
@@ -334,9 +334,9 @@ func TestGraphReportsConfigurationErrorsOnce(t *testing.T) {
 		children func() []any
 		message  string
 	}{
-		{"kind not in Options.Children", func() []any {
+		{"kind not in Options.ChildKinds", func() []any {
 			return []any{configMap("free"), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}}}
-		}, "child Secret creds: kind Secret is not in declarative.Options.Children"},
+		}, "child Secret creds: kind Secret is not in declarative.Options.ChildKinds"},
 		{"declared twice", func() []any { return []any{configMap("free"), configMap("free")} }, "child ConfigMap ns/free is declared twice"},
 		{"without a name", func() []any { return []any{configMap("free"), configMap("")} }, "child 1 (ConfigMap): metadata.name is required"},
 		{"nil", func() []any { return []any{configMap("free"), (*corev1.ConfigMap)(nil)} }, "child 1 (*v1.ConfigMap): nil pointer"},
@@ -379,7 +379,7 @@ func TestGraphReportsCyclesAndUndeclaredChildren(t *testing.T) {
 		}, []string{"Deployment web is After Job migrate, which is not declared"}},
 		{"kind not watched", func() []any {
 			return []any{declarative.NewChild(deployment("web")).After(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}}), configMap("free")}
-		}, []string{"Deployment web", "Secret", "creds", "not in declarative.Options.Children"}},
+		}, []string{"Deployment web", "Secret", "creds", "not in declarative.Options.ChildKinds"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := startGraph(t, tc.children)
@@ -536,7 +536,7 @@ func TestGraphReadyWhenPanicIsRecoveredCountedAndReported(t *testing.T) {
 	r := startGraphOn(t, framework.Options{
 		Logger:  logr.FromSlogHandler(slog.NewTextHandler(&logs, nil)),
 		Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true},
-	}, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}}}, func() []any {
+	}, declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}}}, func() []any {
 		return []any{
 			declarative.NewChild(configMap("bad")).ReadyWhen("has field x", func(*corev1.ConfigMap) bool { panic("no field x") }),
 			configMap("fine"),

@@ -145,7 +145,7 @@ func TestOwnsNeedsProof(t *testing.T) {
 		cm("other", "listed"): "listed", cm("", "listed"): "listed", cm("", "dropped"): "dropped", cm("", "claimed"): "?nonce",
 	})
 	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "parent",
-		Annotations: map[string]string{ChildrenAnnotation: ledger}}}
+		Annotations: map[string]string{LedgerAnnotation: ledger}}}
 	d.ledger.note("parent", map[string]string{cm("", "created"): "created", cm("", "dropped"): ""})
 	ours := map[string]string{ParentUIDLabel: "parent", ManagerLabel: "m"}
 	theirs := map[string]string{ParentUIDLabel: "another", ManagerLabel: "m"}
@@ -190,7 +190,7 @@ func TestOwnsNeedsProof(t *testing.T) {
 
 	// Once the annotation shows a write, the memory of it goes.
 	shown := parent.DeepCopy()
-	shown.Annotations[ChildrenAnnotation] = formatLedger("parent", map[string]string{cm("other", "listed"): "listed", cm("", "created"): "created"})
+	shown.Annotations[LedgerAnnotation] = formatLedger("parent", map[string]string{cm("other", "listed"): "listed", cm("", "created"): "created"})
 	if !d.owns(shown, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "created", Labels: ours}}) {
 		t.Error("a child the annotation lists is not owned")
 	}
@@ -212,9 +212,9 @@ func TestLedgerKeepsOneEntryPerName(t *testing.T) {
 	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "p"}}
 	for i := range 100 {
 		l.note("p", map[string]string{id: fmt.Sprint("uid-", i)})
-		parent.Annotations = map[string]string{ChildrenAnnotation: formatLedger("p", l.recorded(parent))}
+		parent.Annotations = map[string]string{LedgerAnnotation: formatLedger("p", l.recorded(parent))}
 	}
-	if got := parent.Annotations[ChildrenAnnotation]; got != "p uid-99="+id {
+	if got := parent.Annotations[LedgerAnnotation]; got != "p uid-99="+id {
 		t.Errorf("ledger after 100 re-creations: %q", got)
 	}
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // declarationError is an error in what Desired declared (a child of a kind
-// not in Options.Children, outside the cache's selection, declared twice,
+// not in Options.ChildKinds, outside the cache's selection, declared twice,
 // children whose order cannot be followed...): converge cannot apply the
 // State as declared, and trying again changes nothing until the parent,
 // or what Desired reads, changes.

@@ -16,7 +16,7 @@ import (
 
 // ledger records which children converge created, or adopted, that no
 // owner reference can tie to their parent (see labelLinked), in the
-// parent's ChildrenAnnotation: the parent's own UID, then for each child
+// parent's LedgerAnnotation: the parent's own UID, then for each child
 // its UID as the API server returned it, by kind, namespace and name. A UID
 // is assigned by the server to one object and never reused, so an object
 // whose UID the ledger lists is provably the child converge wrote; labels
@@ -48,7 +48,7 @@ type ledger struct {
 // parseLedger returns the entries of parent's annotation, child ID to
 // value; none when the annotation is not parent's own.
 func parseLedger(parent metav1.Object) map[string]string {
-	fields := strings.Fields(parent.GetAnnotations()[ChildrenAnnotation])
+	fields := strings.Fields(parent.GetAnnotations()[LedgerAnnotation])
 	out := map[string]string{}
 	if len(fields) == 0 || fields[0] != string(parent.GetUID()) {
 		return out
@@ -127,7 +127,7 @@ func newClaim() string {
 	return hex.EncodeToString(b)
 }
 
-// ledgerManager owns ChildrenAnnotation on parents, apart from the fields
+// ledgerManager owns LedgerAnnotation on parents, apart from the fields
 // the reconciler applies.
 func (d *Declarative[T]) ledgerManager() string { return d.opts.FieldManager + "-ledger" }
 
@@ -139,7 +139,7 @@ func (d *Declarative[T]) ledgerManager() string { return d.opts.FieldManager + "
 // gone (deleted, or replaced by another of its name) is not an error.
 func (d *Declarative[T]) record(ctx context.Context, parent object.Object, changes map[string]string) error {
 	d.ledger.note(parent.GetUID(), changes)
-	return d.writeAnnotation(ctx, parent, "the children", ChildrenAnnotation, d.ledgerManager(), func(fresh metav1.Object) string {
+	return d.writeAnnotation(ctx, parent, "the children", LedgerAnnotation, d.ledgerManager(), func(fresh metav1.Object) string {
 		entries := d.ledger.recorded(fresh)
 		if len(entries) == 0 {
 			return ""

@@ -48,14 +48,14 @@ func withLive(ctx context.Context, d liveReader, parent object.Object) context.C
 // reconciles its parent, so Desired sees each change.
 //
 // Only the parent's own children are seen: objects of a kind listed in
-// Options.Children that the parent owns (see the package documentation).
+// Options.ChildKinds that the parent owns (see the package documentation).
 // Any other object, such as one of the same name that another parent or no
 // one owns, is reported as not found (apierrors.IsNotFound), like a child
 // not created yet, and so is any object of an optional kind the API server
 // does not serve (see Options.RequiredKinds).
 //
 // The child is shared with the cache: do not modify it. Other errors name
-// the cause: example's kind is not in Options.Children, or ctx does not come
+// the cause: example's kind is not in Options.ChildKinds, or ctx does not come
 // from Desired.
 func LiveChild[C object.Object](ctx context.Context, example C, name string) (C, error) {
 	var zero C
@@ -139,7 +139,7 @@ func liveKind(ctx context.Context, example object.Object) (*liveView, *childKind
 func (v *liveView) owns(obj object.Object) bool { return v.d.owns(v.parent, obj) }
 
 // kindOf returns the child kind of example, which must be listed in
-// Options.Children.
+// Options.ChildKinds.
 func (d *Declarative[T]) kindOf(example object.Object) (*childKind, error) {
 	gvk := example.GetObjectKind().GroupVersionKind()
 	if gvk.Kind == "" {
@@ -151,7 +151,7 @@ func (d *Declarative[T]) kindOf(example object.Object) (*childKind, error) {
 	}
 	ck, ok := d.children[gvk.GroupKind()]
 	if !ok {
-		return nil, fmt.Errorf("kind %v is not in declarative.Options.Children", gvk.GroupKind())
+		return nil, fmt.Errorf("kind %v is not in declarative.Options.ChildKinds", gvk.GroupKind())
 	}
 	return ck, nil
 }

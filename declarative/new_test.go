@@ -40,38 +40,38 @@ func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 		want []string // substrings of the error
 	}{
 		{"nil manager", func(*framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
-			return declarative.New(nil, r, declarative.Options{Children: secrets})
+			return declarative.New(nil, r, declarative.Options{ChildKinds: secrets})
 		}, []string{"manager and reconciler must not be nil"}},
 		{"typed nil reconciler", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
-			return declarative.New(mgr, declarative.Func[*corev1.ConfigMap](nil), declarative.Options{Children: secrets})
+			return declarative.New(mgr, declarative.Func[*corev1.ConfigMap](nil), declarative.Options{ChildKinds: secrets})
 		}, []string{"manager and reconciler must not be nil"}},
 		{"no children", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
 			return declarative.New(mgr, r, declarative.Options{})
-		}, []string{"Options.Children is empty"}},
+		}, []string{"Options.ChildKinds is empty"}},
 		{"nil child", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
-			return declarative.New(mgr, r, declarative.Options{Children: []object.Object{(*corev1.Secret)(nil)}})
-		}, []string{"Options.Children holds a nil object"}},
+			return declarative.New(mgr, r, declarative.Options{ChildKinds: []object.Object{(*corev1.Secret)(nil)}})
+		}, []string{"Options.ChildKinds holds a nil object"}},
 		{"unregistered child", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
-			return declarative.New(mgr, r, declarative.Options{Children: []object.Object{&unregistered{}}})
+			return declarative.New(mgr, r, declarative.Options{ChildKinds: []object.Object{&unregistered{}}})
 		}, []string{"child type *declarative_test.unregistered is not registered"}},
 		{"long field manager", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
-			return declarative.New(mgr, r, declarative.Options{Children: secrets, FieldManager: strings.Repeat("m", 129)})
+			return declarative.New(mgr, r, declarative.Options{ChildKinds: secrets, FieldManager: strings.Repeat("m", 129)})
 		}, []string{"Options.FieldManager", "longer than 128 characters"}},
 		{"unqualified finalizer", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
-			return declarative.New(mgr, r, declarative.Options{Children: secrets, Finalizer: "cleanup"})
+			return declarative.New(mgr, r, declarative.Options{ChildKinds: secrets, Finalizer: "cleanup"})
 		}, []string{`Options.Finalizer "cleanup" is not a valid finalizer name (it has no domain)`}},
 		{"invalid finalizer", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
-			return declarative.New(mgr, r, declarative.Options{Children: secrets, Finalizer: "not a/valid/finalizer name!"})
+			return declarative.New(mgr, r, declarative.Options{ChildKinds: secrets, Finalizer: "not a/valid/finalizer name!"})
 		}, []string{`Options.Finalizer "not a/valid/finalizer name!" is not a valid finalizer name (a valid label key must consist of alphanumeric characters`, "like example.com/cleanup"}},
 		{"conflict reason with a space", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
-			return declarative.New(mgr, r, declarative.Options{Children: secrets, Conflict: declarative.ConflictOptions{Reason: "Resource exists"}})
+			return declarative.New(mgr, r, declarative.Options{ChildKinds: secrets, Conflict: declarative.ConflictOptions{Reason: "Resource exists"}})
 		}, []string{`Options.Conflict.Reason "Resource exists" must be UpperCamelCase`}},
 		{"long conflict reason", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
-			return declarative.New(mgr, r, declarative.Options{Children: secrets, Conflict: declarative.ConflictOptions{Reason: "E" + strings.Repeat("x", 128)}})
+			return declarative.New(mgr, r, declarative.Options{ChildKinds: secrets, Conflict: declarative.ConflictOptions{Reason: "E" + strings.Repeat("x", 128)}})
 		}, []string{"Options.Conflict.Reason", "at most 128 characters"}},
 		{"every broken rule at once", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
 			return declarative.New(mgr, r, declarative.Options{
-				Children:     []object.Object{nil, &unregistered{}},
+				ChildKinds:   []object.Object{nil, &unregistered{}},
 				FieldManager: strings.Repeat("m", 129), Finalizer: "cleanup",
 			})
 		}, []string{"holds a nil object", "not registered", "longer than 128", "domain-qualified name"}},
@@ -103,7 +103,7 @@ func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 // The default finalizer is a valid name whatever the field manager.
 func TestDefaultFinalizerIsValidForAnyFieldManager(t *testing.T) {
 	for _, fm := range []string{"converge-site", "example.com/site controller", "_" + strings.Repeat("x", 100) + "-"} {
-		d := declarative.New(newManager(t), declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{Children: []object.Object{&corev1.Secret{}}, FieldManager: fm})
+		d := declarative.New(newManager(t), declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{ChildKinds: []object.Object{&corev1.Secret{}}, FieldManager: fm})
 		if _, err := d.Sources(); err != nil {
 			t.Errorf("FieldManager %q: %v", fm, err)
 		}
@@ -113,7 +113,7 @@ func TestDefaultFinalizerIsValidForAnyFieldManager(t *testing.T) {
 func TestUnregisteredParentIsReported(t *testing.T) {
 	d := declarative.New(newManager(t), declarative.Func[*unregistered](func(context.Context, *unregistered) (declarative.State, error) {
 		return declarative.State{}, nil
-	}), declarative.Options{Children: []object.Object{&corev1.Secret{}}})
+	}), declarative.Options{ChildKinds: []object.Object{&corev1.Secret{}}})
 	if _, err := d.Sources(); err == nil || !strings.Contains(err.Error(), "parent type *declarative_test.unregistered is not registered") {
 		t.Errorf("Sources error %v, want the parent type named as unregistered", err)
 	}
@@ -133,7 +133,7 @@ func TestNewWatchesEveryChildKind(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mgr := newManager(t)
 			d := declarative.New(mgr, declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{
-				Children: []object.Object{&corev1.Secret{}, &corev1.Service{}}, RequiredKinds: tc.required,
+				ChildKinds: []object.Object{&corev1.Secret{}, &corev1.Service{}}, RequiredKinds: tc.required,
 			})
 			srcs, err := d.Sources()
 			if err != nil {
@@ -162,10 +162,10 @@ func TestNewWatchesEveryChildKind(t *testing.T) {
 
 func TestRequiredKindsMustBeChildren(t *testing.T) {
 	d := declarative.New(newManager(t), declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{
-		Children: []object.Object{&corev1.Secret{}}, RequiredKinds: []object.Object{&corev1.Service{}, nil},
+		ChildKinds: []object.Object{&corev1.Secret{}}, RequiredKinds: []object.Object{&corev1.Service{}, nil},
 	})
 	_, err := d.Sources()
-	for _, want := range []string{"Options.RequiredKinds holds kind Service, which Options.Children does not list", "Options.RequiredKinds holds a nil object"} {
+	for _, want := range []string{"Options.RequiredKinds holds kind Service, which Options.ChildKinds does not list", "Options.RequiredKinds holds a nil object"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Sources error %v, want one saying %q", err, want)
 		}

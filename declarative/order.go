@@ -16,13 +16,13 @@ import (
 type dependencyNames struct {
 	// id returns the objectID of a dependency.
 	id func(object.Object) (string, error)
-	// kind returns an object's kind as Options.Children lists it, without
+	// kind returns an object's kind as Options.ChildKinds lists it, without
 	// asking the API server; false for a kind not listed.
 	kind func(object.Object) (*childKind, bool)
 }
 
 // dependencyNames returns how the dependencies of parent's children are
-// named (see objectID): their kind must be in Options.Children, their
+// named (see objectID): their kind must be in Options.ChildKinds, their
 // namespace is the parent's when empty for a namespaced kind. Whether a
 // kind is namespaced is taken from children, prepared, where they have it
 // (asking the REST mapper costs more than the rest of the graph); a kind
@@ -85,7 +85,7 @@ type leftOut struct {
 }
 
 // leftOutOf returns the children left out, objs, of kinds kind names.
-// Objects of a kind not in Options.Children, or without a name, are left
+// Objects of a kind not in Options.ChildKinds, or without a name, are left
 // out of it: a child After one of them is reported as After a child not
 // declared.
 func leftOutOf(parent object.Object, objs []object.Object, kind func(object.Object) (*childKind, bool)) leftOut {

@@ -127,7 +127,7 @@ func labelLinked(parent, child metav1.Object) bool {
 // owns reports whether obj is proven to be parent's child: its controller
 // owner reference names parent's UID or, for children owner references cannot
 // reach, it has no controller, its ParentUIDLabel names parent, and parent's
-// ledger (ChildrenAnnotation) records its UID or the claim it was created
+// ledger (LedgerAnnotation) records its UID or the claim it was created
 // with. Labels alone never prove ownership, nor does a ledger alone: a
 // ledger lists what converge wrote, the label that it is still the
 // parent's.
@@ -179,10 +179,10 @@ func (d *Declarative[T]) mayApply(ctx context.Context, parent T, c child, live m
 		why = fmt.Sprintf("its label %s links it to another parent (uid %s), which exists; declarative.Adopt never takes another parent's child", ParentUIDLabel, other)
 	case live.GetLabels()[ParentUIDLabel] != "":
 		why = fmt.Sprintf("it carries the labels of %s %s, but converge did not create it (annotation %s on the parent does not list its uid %s); declare it with declarative.Adopt to take it over",
-			d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ChildrenAnnotation, live.GetUID())
+			d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), LedgerAnnotation, live.GetUID())
 	case labelLinked(parent, live) && d.ledger.holds(parent, live):
 		why = fmt.Sprintf("annotation %s on %s %s lists it, but its label %s no longer names the parent (removed by hand?): set the label to %s to hand it back",
-			ChildrenAnnotation, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ParentUIDLabel, parent.GetUID())
+			LedgerAnnotation, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ParentUIDLabel, parent.GetUID())
 	default:
 		why = fmt.Sprintf("it was not created by %s %s; declare it with declarative.Adopt to take it over", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
 	}

@@ -93,7 +93,7 @@ func (c *Child[C]) RunOnce() *Child[C] {
 //
 // While its parent exists a retained child carries no owner reference: it
 // is linked to the parent by its labels and the parent's ledger
-// (ChildrenAnnotation), as a child in another namespace is, and the parent
+// (LedgerAnnotation), as a child in another namespace is, and the parent
 // gets converge's finalizer, which is removed once every retained child is
 // released. So the garbage collector never takes it for the parent's, even
 // when the parent is deleted with foreground propagation, and a parent

@@ -30,7 +30,7 @@ func newKnob(name string) *unstructured.Unstructured {
 func TestOptionalKindNotServedWaitsAndHoldsNothingBack(t *testing.T) {
 	example := &unstructured.Unstructured{}
 	example.SetGroupVersionKind(knob)
-	r := startGraphWith(t, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, example, &batchv1.Job{}}}, func() []any {
+	r := startGraphWith(t, declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, example, &batchv1.Job{}}}, func() []any {
 		return []any{configMap("config"), newKnob("dial"), declarative.NewChild(job("migrate")).After(newKnob("dial"))}
 	})
 	// Plain children (no NewChild) among them: the Ready condition says
@@ -112,8 +112,8 @@ func TestRetainedChildHasNoOwnerReferenceAndIsReleasedWhenNoLongerDeclared(t *te
 	}
 	site := &v1alpha1.StaticSite{}
 	r.get("site", site)
-	if !strings.Contains(site.Annotations[declarative.ChildrenAnnotation], string(cm.UID)+"=ConfigMap/ns/data") {
-		t.Errorf("the parent's ledger %q does not record ConfigMap data (uid %s)", site.Annotations[declarative.ChildrenAnnotation], cm.UID)
+	if !strings.Contains(site.Annotations[declarative.LedgerAnnotation], string(cm.UID)+"=ConfigMap/ns/data") {
+		t.Errorf("the parent's ledger %q does not record ConfigMap data (uid %s)", site.Annotations[declarative.LedgerAnnotation], cm.UID)
 	}
 	if len(site.Finalizers) == 0 {
 		t.Error("a parent with a retained child has no finalizer")

@@ -65,12 +65,12 @@ const (
 	// could not be applied: the API server answered 422 Invalid: ...").
 	ChildFailedReason = "ChildFailed"
 	// ChildGraphReason: the State Desired returned cannot be applied as
-	// declared: a child of a kind not in Options.Children, without a
+	// declared: a child of a kind not in Options.ChildKinds, without a
 	// name, not convertible, declared twice, outside the manager's cache
 	// (its namespace, or the label or field selection of its kind), in
 	// another namespace than its parent's in a controller sharded by
 	// namespace; children whose order cannot be followed (a cycle, a
-	// child After one not declared or of a kind not in Options.Children);
+	// child After one not declared or of a kind not in Options.ChildKinds);
 	// State.KeepChildren with Children. Nothing is applied or pruned, the
 	// reconcile fails terminally (it is not retried until the parent or a
 	// child changes), and a Warning Event of this reason is recorded on the

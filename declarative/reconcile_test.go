@@ -26,7 +26,7 @@ func newDeclarative(t *testing.T, r declarative.Reconciler[*corev1.ConfigMap]) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return declarative.New(mgr, r, declarative.Options{Children: []object.Object{&corev1.Secret{}}})
+	return declarative.New(mgr, r, declarative.Options{ChildKinds: []object.Object{&corev1.Secret{}}})
 }
 
 func parent() *corev1.ConfigMap {
@@ -96,7 +96,7 @@ func TestLiveChildErrors(t *testing.T) {
 		return declarative.State{}, errors.New("stop here")
 	}))
 	_, _ = d.Reconcile(t.Context(), parent())
-	for i, want := range []string{"kind Pod is not in declarative.Options.Children", "kind Pod is not in declarative.Options.Children", "example object is nil"} {
+	for i, want := range []string{"kind Pod is not in declarative.Options.ChildKinds", "kind Pod is not in declarative.Options.ChildKinds", "example object is nil"} {
 		if err := inDesired[i]; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("call %d in Desired: got %v, want an error saying %q", i, err, want)
 		}

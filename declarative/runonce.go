@@ -21,7 +21,7 @@ import (
 // parent's own UID, then one "HASH=Kind.group/namespace/name" per child,
 // HASH being the child's RunOnceAnnotation, separated by spaces. A child
 // it records is not created again while its content is unchanged. Like
-// ChildrenAnnotation, one that does not start with the parent's UID (copied
+// LedgerAnnotation, one that does not start with the parent's UID (copied
 // with another parent's YAML) records nothing. converge writes it with the
 // field manager FieldManager + "-ran".
 const RanAnnotation = "converge.dev/ran"

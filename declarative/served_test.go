@@ -12,7 +12,7 @@ import (
 	"github.com/converge-dev/converge/object"
 )
 
-// knobExample is the example of the Knob kind for Options.Children.
+// knobExample is the example of the Knob kind for Options.ChildKinds.
 func knobExample() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(knob)
@@ -24,7 +24,7 @@ func TestChildLeftOutOfAKindNotServedHoldsNothingBack(t *testing.T) {
 	// served, is never looked up, so the parent converges; a child After
 	// it is left out with it, whether it names the Knob declared or
 	// another object of its kind and name.
-	r := startGraphWith(t, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, knobExample(), &batchv1.Job{}}}, func() []any {
+	r := startGraphWith(t, declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, knobExample(), &batchv1.Job{}}}, func() []any {
 		config := configMap("config")
 		dial := newKnob("dial")
 		return []any{
@@ -47,7 +47,7 @@ func TestChildLeftOutOfAKindNotServedHoldsNothingBack(t *testing.T) {
 func TestChildAfterAnUndeclaredChildOfAKindNotServedSaysSo(t *testing.T) {
 	// A child After a Knob that is not declared at all is a configuration
 	// error, named as such, not the REST mapper's "no matches for kind".
-	r := startGraphWith(t, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, knobExample()}}, func() []any {
+	r := startGraphWith(t, declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, knobExample()}}, func() []any {
 		return []any{declarative.NewChild(configMap("after")).After(newKnob("dial"))}
 	})
 	r.waitReady(declarative.ChildGraphReason, "StaticSite ns/site: children: ConfigMap after is After Knob dial, which is not declared in State.Children")

@@ -15,7 +15,7 @@ import (
 )
 
 // unshown remembers, per parent, the entries this process wrote to one of
-// the parent's annotations that list entries (ChildrenAnnotation,
+// the parent's annotations that list entries (LedgerAnnotation,
 // RanAnnotation) which the cache's copy of the parent may not show yet, and
 // lays them over what it shows. It is safe for concurrent use.
 type unshown struct {

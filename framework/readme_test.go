@@ -43,7 +43,7 @@ func readmeWebhooks(mgr *framework.Manager) error {
 	})
 	// v2.Sprocket is the hub (a Hub() method); v1.Sprocket converts to and from
 	// it (ConvertTo, ConvertFrom). Every version in the scheme converts through v2.
-	err = framework.AddConversion[*v2.Sprocket](mgr)
+	err = framework.AddConversion(mgr, &v2.Sprocket{})
 	// README end
 	return err
 }

@@ -400,7 +400,7 @@ func (b *boundKind[C]) listener(ctx context.Context) informers.ListenerFuncs[C] 
 // interface type C: typed when the scheme knows the kind.
 func newExample[C object.Object](mgr *Manager, gvk schema.GroupVersionKind) (C, error) {
 	var zero C
-	obj, err := client.NewForKind(mgr.Scheme(), gvk)
+	obj, err := client.NewObject(mgr.Scheme(), gvk)
 	if err != nil {
 		return zero, fmt.Errorf("%v: %w", gvk, err)
 	}

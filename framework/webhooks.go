@@ -44,14 +44,14 @@ func AddWebhook[T object.Object](mgr *Manager, opts WebhookOptions[T]) error {
 	hopts := mgr.webhookHandlerOptions()
 	var handlers []webhook.Handler
 	if opts.Defaulter != nil {
-		h, err := webhook.NewDefaulting(mgr.Scheme(), opts.Defaulter, hopts)
+		h, err := webhook.DefaultingHandler(mgr.Scheme(), opts.Defaulter, hopts)
 		if err != nil {
 			return fmt.Errorf("framework: %s: WebhookOptions.Defaulter: %w", name, err)
 		}
 		handlers = append(handlers, h)
 	}
 	if opts.Validator != nil {
-		h, err := webhook.NewValidating(mgr.Scheme(), opts.Validator, hopts)
+		h, err := webhook.ValidatingHandler(mgr.Scheme(), opts.Validator, hopts)
 		if err != nil {
 			return fmt.Errorf("framework: %s: WebhookOptions.Validator: %w", name, err)
 		}
@@ -73,18 +73,20 @@ func AddWebhook[T object.Object](mgr *Manager, opts WebhookOptions[T]) error {
 	return nil
 }
 
-// AddConversion serves the conversion webhook (webhook.ConvertPath) for H's
-// kind on the manager's webhook server: every version of that kind
-// registered in the manager's scheme converts through the hub H, and each
-// version other than H must implement webhook.Convertible. It is an error if
-// a version does not, if the kind was registered before, or after Start.
+// AddConversion serves the conversion webhook (webhook.ConvertPath) for
+// hub's kind on the manager's webhook server: every version of that kind
+// registered in the manager's scheme converts through hub's type, and each
+// version other than the hub must implement webhook.Convertible. hub is an
+// example, read only for its type (&v2.Widget{}). It is an error if hub is
+// nil, if a version does not implement webhook.Convertible, if the kind was
+// registered before, or after Start.
 //
 // A manager serving a conversion webhook is ready (/readyz) without waiting
 // for its caches: the API server calls the webhook through a Service, which
 // routes only to ready pods, and a cache of a kind stored at another version
 // cannot sync until that call succeeds.
-func AddConversion[H webhook.Hub](mgr *Manager) error {
-	name := fmt.Sprintf("AddConversion[%v]", reflect.TypeFor[H]())
+func AddConversion(mgr *Manager, hub webhook.Hub) error {
+	name := fmt.Sprintf("AddConversion(%T)", hub)
 	mgr.mu.Lock()
 	defer mgr.mu.Unlock()
 	if err := mgr.canAddWebhookLocked(); err != nil {
@@ -97,7 +99,7 @@ func AddConversion[H webhook.Hub](mgr *Manager) error {
 		}
 		mgr.conversion = c
 	}
-	if err := webhook.AddHub[H](mgr.conversion); err != nil {
+	if err := mgr.conversion.AddHub(hub); err != nil {
 		return fmt.Errorf("framework: %w", err)
 	}
 	mgr.webhooks[webhook.ConvertPath] = mgr.conversion

@@ -116,7 +116,7 @@ func TestConversionDoesNotWaitForCaches(t *testing.T) {
 	testenv.WriteServingCert(t, dir, "server", time.Now().Add(time.Hour))
 	opts := framework.Options{Scheme: sprocketScheme(t), HealthProbeBindAddress: "127.0.0.1:0", Webhook: framework.WebhookServerOptions{Addr: "127.0.0.1:0", CertDir: dir}}
 	converting, admitting := testenv.NewManager(t, unreachable, opts), testenv.NewManager(t, unreachable, opts)
-	if err := framework.AddConversion[*testapi.Sprocket](converting); err != nil {
+	if err := framework.AddConversion(converting, &testapi.Sprocket{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := framework.AddWebhook(admitting, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator}); err != nil {

@@ -71,7 +71,7 @@ func TestWebhookServer(t *testing.T) {
 	if err := framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Defaulter: &sprocketDefaulter{}, Validator: sprocketValidator}); err != nil {
 		t.Fatal(err)
 	}
-	if err := framework.AddConversion[*testapi.Sprocket](mgr); err != nil {
+	if err := framework.AddConversion(mgr, &testapi.Sprocket{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)
@@ -175,7 +175,7 @@ func TestWebhookRegistrationErrors(t *testing.T) {
 	}{
 		{"nothing to serve", "WebhookOptions sets neither Defaulter nor Validator",
 			framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{})},
-		{"typed nil Defaulter", "AddWebhook[*testapi.Sprocket]: WebhookOptions.Defaulter: webhook: NewDefaulting[*testapi.Sprocket]: the Defaulter is nil (*framework_test.sprocketDefaulter)",
+		{"typed nil Defaulter", "AddWebhook[*testapi.Sprocket]: WebhookOptions.Defaulter: webhook: DefaultingHandler[*testapi.Sprocket]: the Defaulter is nil (*framework_test.sprocketDefaulter)",
 			framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Defaulter: (*sprocketDefaulter)(nil)})},
 		{"nil DefaulterFunc", "WebhookOptions.Defaulter",
 			framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Defaulter: webhook.DefaulterFunc[*testapi.Sprocket](nil), Validator: sprocketValidator})},
@@ -185,8 +185,8 @@ func TestWebhookRegistrationErrors(t *testing.T) {
 			framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Validator: sprocketValidator})},
 		{"another version of the kind", "",
 			framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.SprocketV1]{Validator: webhook.ValidatorFuncs[*testapi.SprocketV1]{}})},
-		{"conversion", "", framework.AddConversion[*testapi.Sprocket](mgr)},
-		{"conversion twice", "Sprocket.sprockets.converge.dev already converts through v2", framework.AddConversion[*testapi.Sprocket](mgr)},
+		{"conversion", "", framework.AddConversion(mgr, &testapi.Sprocket{})},
+		{"conversion twice", "Sprocket.sprockets.converge.dev already converts through v2", framework.AddConversion(mgr, &testapi.Sprocket{})},
 	} {
 		switch {
 		case tc.want == "" && tc.err != nil:

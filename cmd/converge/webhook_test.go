@@ -97,7 +97,7 @@ func TestCreateWebhook(t *testing.T) {
 	}
 	spoke := readFile(t, dir, "api/shop/v1alpha1/order_conversion.go")
 	mustContain(t, "the spoke lacks", spoke, "func (src *Order) ConvertTo(hub webhook.Hub) error", "func (dst *Order) ConvertFrom(hub webhook.Hub) error", `shopv1 "example.com/team/op/api/shop/v1"`)
-	if h := readFile(t, dir, "internal/webhook/v1/order_webhook.go"); !strings.Contains(h, "framework.AddConversion[*shopv1.Order](mgr)") || strings.Contains(h, "AddWebhook") {
+	if h := readFile(t, dir, "internal/webhook/v1/order_webhook.go"); !strings.Contains(h, "framework.AddConversion(mgr, &shopv1.Order{})") || strings.Contains(h, "AddWebhook") {
 		t.Errorf("a conversion-only webhook file:\n%s", h)
 	}
 	if suite := readFile(t, dir, "internal/controller/suite_test.go"); !strings.Contains(suite, `"orders.shop.example.com",`) {

@@ -26,7 +26,7 @@ func setup(mgr *framework.Manager) error {
 	}
 	return framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](site.Desired), declarative.Options{
-			Children: site.Children(),
+			ChildKinds: site.Children(),
 		}))
 }
 

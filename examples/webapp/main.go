@@ -32,7 +32,7 @@ func setup(mgr *framework.Manager) error {
 	}
 	return framework.NewBuilder[*v1alpha1.WebApp](mgr, "webapp", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.WebApp](app.Desired), declarative.Options{
-			Children: app.Children(),
+			ChildKinds: app.Children(),
 		}))
 }
 

@@ -35,12 +35,26 @@ const (
 // it does not exist yet). It must not change the name or namespace.
 type MutateFunc func() error
 
+// Client is what CreateOrUpdate and CreateOrPatch read and write through:
+// client.Reader's Get, the writes, and the status subresource. *client.Client
+// implements it; a wrapper around one (recording or refusing writes, say)
+// can too.
+type Client interface {
+	client.Reader
+	Create(ctx context.Context, obj object.Object, opts ...client.WriteOption) error
+	Update(ctx context.Context, obj object.Object, opts ...client.WriteOption) error
+	Patch(ctx context.Context, obj object.Object, pt types.PatchType, data []byte, opts ...client.WriteOption) error
+	Status() client.StatusWriter
+}
+
+var _ Client = (*client.Client)(nil)
+
 // CreateOrUpdate reads obj (by its namespace and name) through c, calls
 // mutate, and creates obj if it did not exist, updates it if mutate changed
 // it, or writes nothing. The update carries the resourceVersion read, so a
 // concurrent change makes it fail with a conflict (retry the reconcile).
 // It fails, writing nothing, when c, obj or mutate is nil.
-func CreateOrUpdate(ctx context.Context, c *client.Client, obj object.Object, mutate MutateFunc) (OperationResult, error) {
+func CreateOrUpdate(ctx context.Context, c Client, obj object.Object, mutate MutateFunc) (OperationResult, error) {
 	existing, err := readForWrite(ctx, c, obj, mutate)
 	if err != nil || existing == nil {
 		return created(err)
@@ -59,7 +73,7 @@ func CreateOrUpdate(ctx context.Context, c *client.Client, obj object.Object, mu
 // Go types do not know survive. A status that mutate changed is patched
 // through the status subresource, or with the rest of the object when the
 // kind has none.
-func CreateOrPatch(ctx context.Context, c *client.Client, obj object.Object, mutate MutateFunc) (OperationResult, error) {
+func CreateOrPatch(ctx context.Context, c Client, obj object.Object, mutate MutateFunc) (OperationResult, error) {
 	existing, err := readForWrite(ctx, c, obj, mutate)
 	if err != nil || existing == nil {
 		return created(err)
@@ -104,7 +118,7 @@ func CreateOrPatch(ctx context.Context, c *client.Client, obj object.Object, mut
 // readForWrite reads obj's current state into obj and runs mutate. It
 // returns a copy of the state read, or nil when obj did not exist, in which
 // case it has created obj. No argument may be nil.
-func readForWrite(ctx context.Context, c *client.Client, obj object.Object, mutate MutateFunc) (object.Object, error) {
+func readForWrite(ctx context.Context, c Client, obj object.Object, mutate MutateFunc) (object.Object, error) {
 	if err := typednil.Check("obj", obj); err != nil {
 		return nil, err
 	}

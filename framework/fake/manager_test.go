@@ -49,7 +49,7 @@ func startManager(t *testing.T, srv *fake.Server, opts framework.Options) (mgr *
 	t.Helper()
 	mgr = testenv.NewManager(t, srv.Config(), opts)
 	err := framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](site.Desired), declarative.Options{Children: site.Children()}))
+		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](site.Desired), declarative.Options{ChildKinds: site.Children()}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,26 +26,26 @@ import (
 // configurations list it in admissionReviewVersions.
 var admissionAPIVersion = admissionv1.SchemeGroupVersion.String()
 
-// NewDefaulting returns the mutating webhook handler that runs d on T's
+// DefaultingHandler returns the mutating webhook handler that runs d on T's
 // creates and updates, served on MutatePath of T's kind. Other operations
 // are allowed unchanged. T must be a pointer to a struct registered in
 // scheme as one kind; d must not be nil, nor a typed nil.
-func NewDefaulting[T object.Object](scheme *runtime.Scheme, d Defaulter[T], opts HandlerOptions) (Handler, error) {
+func DefaultingHandler[T object.Object](scheme *runtime.Scheme, d Defaulter[T], opts HandlerOptions) (Handler, error) {
 	if typednil.Is(d) {
-		return nil, fmt.Errorf("webhook: NewDefaulting[%v]: the Defaulter is nil (%T)", reflectName[T](), d)
+		return nil, fmt.Errorf("webhook: DefaultingHandler[%v]: the Defaulter is nil (%T)", reflectName[T](), d)
 	}
 	return newAdmission(scheme, opts, MutatePath, func(ctx context.Context, a *admissionCall[T]) *admissionv1.AdmissionResponse {
 		return a.mutate(ctx, d)
 	})
 }
 
-// NewValidating returns the validating webhook handler that runs v on T's
+// ValidatingHandler returns the validating webhook handler that runs v on T's
 // creates, updates and deletes, served on ValidatePath of T's kind. CONNECT
 // is allowed. T must be a pointer to a struct registered in scheme as one
 // kind; v must not be nil, nor a typed nil.
-func NewValidating[T object.Object](scheme *runtime.Scheme, v Validator[T], opts HandlerOptions) (Handler, error) {
+func ValidatingHandler[T object.Object](scheme *runtime.Scheme, v Validator[T], opts HandlerOptions) (Handler, error) {
 	if typednil.Is(v) {
-		return nil, fmt.Errorf("webhook: NewValidating[%v]: the Validator is nil (%T)", reflectName[T](), v)
+		return nil, fmt.Errorf("webhook: ValidatingHandler[%v]: the Validator is nil (%T)", reflectName[T](), v)
 	}
 	return newAdmission(scheme, opts, ValidatePath, func(ctx context.Context, a *admissionCall[T]) *admissionv1.AdmissionResponse {
 		return a.validate(ctx, v)

@@ -133,7 +133,7 @@ func TestPaths(t *testing.T) {
 }
 
 func TestDefaultingPatch(t *testing.T) {
-	h, err := webhook.NewDefaulting(testScheme(t), defaultSprocket, webhook.HandlerOptions{})
+	h, err := webhook.DefaultingHandler(testScheme(t), defaultSprocket, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestDefaultingPatch(t *testing.T) {
 }
 
 func TestDefaulterErrorDenies(t *testing.T) {
-	h, err := webhook.NewDefaulting(testScheme(t), defaultSprocket, webhook.HandlerOptions{})
+	h, err := webhook.DefaultingHandler(testScheme(t), defaultSprocket, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestValidation(t *testing.T) {
 			return nil, nil
 		},
 	}
-	h, err := webhook.NewValidating(testScheme(t), v, webhook.HandlerOptions{})
+	h, err := webhook.ValidatingHandler(testScheme(t), v, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestRequestFromContext(t *testing.T) {
 		got, _ = webhook.RequestFromContext(ctx)
 		return nil
 	})
-	h, err := webhook.NewDefaulting(testScheme(t), d, webhook.HandlerOptions{})
+	h, err := webhook.DefaultingHandler(testScheme(t), d, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestRequestFromContext(t *testing.T) {
 
 func TestPanicDenies(t *testing.T) {
 	d := webhook.DefaulterFunc[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) error { panic("boom") })
-	h, err := webhook.NewDefaulting(testScheme(t), d, webhook.HandlerOptions{})
+	h, err := webhook.DefaultingHandler(testScheme(t), d, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,23 +321,23 @@ func TestConstructorErrors(t *testing.T) {
 	s := testScheme(t)
 	for name, fn := range map[string]func() error{
 		"typed nil Defaulter": func() error {
-			_, err := webhook.NewDefaulting[*corev1.Pod](s, (*nilDefaulter)(nil), webhook.HandlerOptions{})
+			_, err := webhook.DefaultingHandler[*corev1.Pod](s, (*nilDefaulter)(nil), webhook.HandlerOptions{})
 			return err
 		},
 		"nil DefaulterFunc": func() error {
-			_, err := webhook.NewDefaulting[*corev1.Pod](s, webhook.DefaulterFunc[*corev1.Pod](nil), webhook.HandlerOptions{})
+			_, err := webhook.DefaultingHandler[*corev1.Pod](s, webhook.DefaulterFunc[*corev1.Pod](nil), webhook.HandlerOptions{})
 			return err
 		},
 		"nil Validator": func() error {
-			_, err := webhook.NewValidating[*corev1.Pod](s, nil, webhook.HandlerOptions{})
+			_, err := webhook.ValidatingHandler[*corev1.Pod](s, nil, webhook.HandlerOptions{})
 			return err
 		},
 		"type not in the scheme": func() error {
-			_, err := webhook.NewValidating[*notRegistered](s, webhook.ValidatorFuncs[*notRegistered]{}, webhook.HandlerOptions{})
+			_, err := webhook.ValidatingHandler[*notRegistered](s, webhook.ValidatorFuncs[*notRegistered]{}, webhook.HandlerOptions{})
 			return err
 		},
 		"negative limit": func() error {
-			_, err := webhook.NewValidating[*corev1.Pod](s, webhook.ValidatorFuncs[*corev1.Pod]{}, webhook.HandlerOptions{MaxRequestBytes: -1})
+			_, err := webhook.ValidatingHandler[*corev1.Pod](s, webhook.ValidatorFuncs[*corev1.Pod]{}, webhook.HandlerOptions{MaxRequestBytes: -1})
 			return err
 		},
 	} {
@@ -350,7 +350,7 @@ func TestConstructorErrors(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	h, err := webhook.NewValidating(testScheme(t), webhook.ValidatorFuncs[*testapi.Sprocket]{}, webhook.HandlerOptions{MaxRequestBytes: 1 << 10})
+	h, err := webhook.ValidatingHandler(testScheme(t), webhook.ValidatorFuncs[*testapi.Sprocket]{}, webhook.HandlerOptions{MaxRequestBytes: 1 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,8 +391,8 @@ func TestBadRequests(t *testing.T) {
 // for the scheme to give, and the error says so instead of a scheme error.
 func TestKindlessTypesRefused(t *testing.T) {
 	s := testScheme(t)
-	_, uerr := webhook.NewValidating[*unstructured.Unstructured](s, webhook.ValidatorFuncs[*unstructured.Unstructured]{}, webhook.HandlerOptions{})
-	_, merr := webhook.NewDefaulting[*metav1.PartialObjectMetadata](s, webhook.DefaulterFunc[*metav1.PartialObjectMetadata](func(context.Context, *metav1.PartialObjectMetadata) error { return nil }), webhook.HandlerOptions{})
+	_, uerr := webhook.ValidatingHandler[*unstructured.Unstructured](s, webhook.ValidatorFuncs[*unstructured.Unstructured]{}, webhook.HandlerOptions{})
+	_, merr := webhook.DefaultingHandler[*metav1.PartialObjectMetadata](s, webhook.DefaulterFunc[*metav1.PartialObjectMetadata](func(context.Context, *metav1.PartialObjectMetadata) error { return nil }), webhook.HandlerOptions{})
 	for _, err := range []error{uerr, merr} {
 		if err == nil || !strings.Contains(err.Error(), "carries no kind of its own") {
 			t.Errorf("error %v, want one saying the type carries no kind", err)

@@ -58,7 +58,7 @@ func TestDefaultingListsKeepUnknownFields(t *testing.T) {
 		}, []string{"app future", "log future", "sidecar"}, []string{"a future"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, err := webhook.NewDefaulting(testScheme(t), webhook.DefaulterFunc[*corev1.Pod](func(_ context.Context, p *corev1.Pod) error {
+			h, err := webhook.DefaultingHandler(testScheme(t), webhook.DefaulterFunc[*corev1.Pod](func(_ context.Context, p *corev1.Pod) error {
 				tc.d(p)
 				return nil
 			}), webhook.HandlerOptions{})
@@ -118,7 +118,7 @@ func TestTypedNilErrorsAreNil(t *testing.T) {
 	v := webhook.ValidatorFuncs[*testapi.Sprocket]{
 		Create: func(context.Context, *testapi.Sprocket) (webhook.Warnings, error) { return webhook.Warnings{"w"}, none },
 	}
-	vh, err := webhook.NewValidating(testScheme(t), v, webhook.HandlerOptions{})
+	vh, err := webhook.ValidatingHandler(testScheme(t), v, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestTypedNilErrorsAreNil(t *testing.T) {
 			return nil, fmt.Errorf("wrapped: %w", (*apierrors.StatusError)(nil))
 		},
 	}
-	wh, err := webhook.NewValidating(testScheme(t), wrapped, webhook.HandlerOptions{})
+	wh, err := webhook.ValidatingHandler(testScheme(t), wrapped, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestTypedNilErrorsAreNil(t *testing.T) {
 		s.Spec.Teeth = 3
 		return none
 	})
-	dh, err := webhook.NewDefaulting(testScheme(t), d, webhook.HandlerOptions{})
+	dh, err := webhook.DefaultingHandler(testScheme(t), d, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestHandlerAnswersWithinTheRequestTimeout(t *testing.T) {
 			return nil, nil
 		},
 	}
-	h, err := webhook.NewValidating(testScheme(t), v, webhook.HandlerOptions{})
+	h, err := webhook.ValidatingHandler(testScheme(t), v, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,11 +255,11 @@ func TestSubresourceOfAnotherKind(t *testing.T) {
 			return nil, nil
 		},
 	}
-	vh, err := webhook.NewValidating(testScheme(t), v, webhook.HandlerOptions{})
+	vh, err := webhook.ValidatingHandler(testScheme(t), v, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dh, err := webhook.NewDefaulting(testScheme(t), defaultSprocket, webhook.HandlerOptions{})
+	dh, err := webhook.DefaultingHandler(testScheme(t), defaultSprocket, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestDecodingIsCaseSensitive(t *testing.T) {
 			return nil, nil
 		},
 	}
-	h, err := webhook.NewValidating(testScheme(t), v, webhook.HandlerOptions{})
+	h, err := webhook.ValidatingHandler(testScheme(t), v, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestHandlerAnswersWhenTheAPIServerHangsUp(t *testing.T) {
 			return nil, nil
 		},
 	}
-	h, err := webhook.NewValidating(testScheme(t), v, webhook.HandlerOptions{})
+	h, err := webhook.ValidatingHandler(testScheme(t), v, webhook.HandlerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

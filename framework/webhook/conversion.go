@@ -53,20 +53,25 @@ func NewConversion(scheme *runtime.Scheme, opts HandlerOptions) (*Conversion, er
 
 var convertibleType = reflect.TypeFor[Convertible]()
 
-// AddHub makes c convert H's kind: every version of that kind registered in
-// c's scheme converts to and from H, and each of them other than H must
-// implement Convertible (on its pointer type). It is an error if the scheme
-// does not know H, if a version does not implement Convertible, or if the
-// kind was added before.
-func AddHub[H Hub](c *Conversion) error {
-	info, err := inspect[H](c.scheme)
-	if err != nil {
-		return fmt.Errorf("webhook: AddHub[%v]: %w", reflectName[H](), err)
+// AddHub makes c convert hub's kind: every version of that kind registered
+// in c's scheme converts to and from hub's type, and each of them other than
+// the hub must implement Convertible (on its pointer type). hub is an
+// example, read only for its type (&v2.Widget{}; a typed nil will do). It is
+// an error if hub is nil, if the scheme does not know its type, if a
+// version does not implement Convertible, or if the kind was added before.
+func (c *Conversion) AddHub(hub Hub) error {
+	if hub == nil {
+		return errors.New("webhook: AddHub: hub is nil")
 	}
-	gk := info.gvk.GroupKind()
+	t := reflect.TypeOf(hub)
+	hubGVK, err := kindOf(c.scheme, t)
+	if err != nil {
+		return fmt.Errorf("webhook: AddHub(%v): %w", t, err)
+	}
+	gk := hubGVK.GroupKind()
 	var errs []error
 	for gvk, t := range c.scheme.AllKnownTypes() {
-		if gvk.GroupKind() != gk || gvk.Version == info.gvk.Version || gvk.Version == runtime.APIVersionInternal {
+		if gvk.GroupKind() != gk || gvk.Version == hubGVK.Version || gvk.Version == runtime.APIVersionInternal {
 			continue
 		}
 		if !reflect.PointerTo(t).Implements(convertibleType) {
@@ -74,14 +79,14 @@ func AddHub[H Hub](c *Conversion) error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("webhook: AddHub[%v]: every version of %s but the hub %s must convert through it: %w", reflectName[H](), gk, info.gvk.Version, errors.Join(errs...))
+		return fmt.Errorf("webhook: AddHub(%v): every version of %s but the hub %s must convert through it: %w", t, gk, hubGVK.Version, errors.Join(errs...))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if prev, ok := c.hubs[gk]; ok {
-		return fmt.Errorf("webhook: AddHub[%v]: %s already converts through %s", reflectName[H](), gk, prev.Version)
+		return fmt.Errorf("webhook: AddHub(%v): %s already converts through %s", t, gk, prev.Version)
 	}
-	c.hubs[gk] = info.gvk
+	c.hubs[gk] = hubGVK
 	return nil
 }
 

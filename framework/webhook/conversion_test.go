@@ -21,7 +21,7 @@ func newConversion(t *testing.T, s *runtime.Scheme) *webhook.Conversion {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := webhook.AddHub[*testapi.Sprocket](c); err != nil {
+	if err := c.AddHub(&testapi.Sprocket{}); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -147,12 +147,12 @@ func TestAddHubErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = webhook.AddHub[*testapi.Sprocket](c)
+	err = c.AddHub(&testapi.Sprocket{})
 	if err == nil || !strings.Contains(err.Error(), "version v4 (*webhook_test.sprocketV4) does not implement webhook.Convertible") {
 		t.Errorf("AddHub with a spoke that does not convert: %v", err)
 	}
 	c = newConversion(t, testScheme(t))
-	if err := webhook.AddHub[*testapi.Sprocket](c); err == nil || !strings.Contains(err.Error(), "Sprocket.sprockets.converge.dev already converts through v2") {
+	if err := c.AddHub(&testapi.Sprocket{}); err == nil || !strings.Contains(err.Error(), "Sprocket.sprockets.converge.dev already converts through v2") {
 		t.Errorf("AddHub twice: %v", err)
 	}
 	if _, err := webhook.NewConversion(nil, webhook.HandlerOptions{}); err == nil {
@@ -208,5 +208,28 @@ func TestConversionKeepsMetadata(t *testing.T) {
 	}
 	if got.Name != "a" || got.Namespace != "ns" || got.UID != "1" || got.Labels["l"] != "v" || got.Annotations["converted"] != "yes" || got.Teeth != 5 {
 		t.Errorf("v1 → v5 gave %+v, want the v1 metadata with the converter's annotation", got)
+	}
+}
+
+// The hub is an example read for its type only: a nil one is refused
+// naming the argument, a typed nil works as well as an empty object, and
+// a type the scheme does not know is named.
+func TestAddHubTakesAnExample(t *testing.T) {
+	c, err := webhook.NewConversion(testScheme(t), webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddHub(nil); err == nil || !strings.Contains(err.Error(), "hub is nil") {
+		t.Errorf("AddHub(nil): %v", err)
+	}
+	if err := c.AddHub((*testapi.Sprocket)(nil)); err != nil {
+		t.Errorf("AddHub of a typed nil: %v", err)
+	}
+	c, err = webhook.NewConversion(runtime.NewScheme(), webhook.HandlerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddHub(&testapi.Sprocket{}); err == nil || !strings.Contains(err.Error(), "AddHub(*testapi.Sprocket): *testapi.Sprocket is not a kind registered in the scheme") {
+		t.Errorf("AddHub of a kind the scheme does not know: %v", err)
 	}
 }

@@ -43,9 +43,9 @@ func review(h http.Handler, configMap string) *admissionv1.AdmissionResponse {
 // A Defaulter changes its own copy of the object; the handler answers with
 // the JSON patch of the change. (framework.AddWebhook serves it on the
 // manager's webhook server.)
-func ExampleNewDefaulting() {
+func ExampleDefaultingHandler() {
 	scheme := clientgoscheme.Scheme
-	h, err := webhook.NewDefaulting(scheme, webhook.DefaulterFunc[*corev1.ConfigMap](func(_ context.Context, cm *corev1.ConfigMap) error {
+	h, err := webhook.DefaultingHandler(scheme, webhook.DefaulterFunc[*corev1.ConfigMap](func(_ context.Context, cm *corev1.ConfigMap) error {
 		if cm.Labels["team"] == "" {
 			if cm.Labels == nil {
 				cm.Labels = map[string]string{}
@@ -71,8 +71,8 @@ func ExampleNewDefaulting() {
 
 // A Validator's error denies the request with its text; its warnings reach
 // the client either way (kubectl prints them).
-func ExampleNewValidating() {
-	h, err := webhook.NewValidating(clientgoscheme.Scheme, webhook.ValidatorFuncs[*corev1.ConfigMap]{
+func ExampleValidatingHandler() {
+	h, err := webhook.ValidatingHandler(clientgoscheme.Scheme, webhook.ValidatorFuncs[*corev1.ConfigMap]{
 		Create: func(_ context.Context, cm *corev1.ConfigMap) (webhook.Warnings, error) {
 			var warnings webhook.Warnings
 			if len(cm.Data) == 0 {
@@ -100,7 +100,7 @@ func ExampleNewValidating() {
 // Hub-and-spoke conversion: testapi's Sprocket v2 is the hub, and v1
 // implements webhook.Convertible (ConvertTo and ConvertFrom the hub). One
 // Conversion handler serves every kind added with AddHub on /convert.
-func ExampleAddHub() {
+func ExampleConversion_AddHub() {
 	scheme := runtime.NewScheme()
 	_ = testapi.AddToScheme(scheme)
 	conv, err := webhook.NewConversion(scheme, webhook.HandlerOptions{})
@@ -108,7 +108,7 @@ func ExampleAddHub() {
 		fmt.Println(err)
 		return
 	}
-	if err := webhook.AddHub[*testapi.Sprocket](conv); err != nil {
+	if err := conv.AddHub(&testapi.Sprocket{}); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -26,11 +26,11 @@ func FuzzAdmission(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"u","desiredAPIVersion":"sprockets.converge.dev/v2","objects":[{"apiVersion":"sprockets.converge.dev/v1","kind":"Sprocket"}]}}`))
 	f.Add([]byte(`{}`))
 	s := testScheme(f)
-	mutate, err := webhook.NewDefaulting(s, defaultSprocket, webhook.HandlerOptions{MaxRequestBytes: 64 << 10})
+	mutate, err := webhook.DefaultingHandler(s, defaultSprocket, webhook.HandlerOptions{MaxRequestBytes: 64 << 10})
 	if err != nil {
 		f.Fatal(err)
 	}
-	validate, err := webhook.NewValidating(s, webhook.ValidatorFuncs[*testapi.Sprocket]{
+	validate, err := webhook.ValidatingHandler(s, webhook.ValidatorFuncs[*testapi.Sprocket]{
 		Create: func(_ context.Context, sp *testapi.Sprocket) (webhook.Warnings, error) {
 			return webhook.Warnings{sp.Spec.Paint.Color}, nil
 		},
@@ -42,7 +42,7 @@ func FuzzAdmission(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	if err := webhook.AddHub[*testapi.Sprocket](conv); err != nil {
+	if err := conv.AddHub(&testapi.Sprocket{}); err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

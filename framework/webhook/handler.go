@@ -140,25 +140,33 @@ type typeInfo[T object.Object] struct {
 // inspect checks that T is a pointer to a struct registered in scheme.
 func inspect[T object.Object](scheme *runtime.Scheme) (typeInfo[T], error) {
 	t := reflect.TypeFor[T]()
+	gvk, err := kindOf(scheme, t)
+	if err != nil {
+		return typeInfo[T]{}, err
+	}
+	return typeInfo[T]{gvk: gvk, elem: t.Elem()}, nil
+}
+
+// kindOf checks that t is a pointer to a struct registered in scheme as
+// one kind, and returns that kind.
+func kindOf(scheme *runtime.Scheme, t reflect.Type) (schema.GroupVersionKind, error) {
 	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return typeInfo[T]{}, fmt.Errorf("%v is not a pointer to a struct", t)
+		return schema.GroupVersionKind{}, fmt.Errorf("%v is not a pointer to a struct", t)
 	}
 	if scheme == nil {
-		return typeInfo[T]{}, errors.New("scheme is nil")
+		return schema.GroupVersionKind{}, errors.New("scheme is nil")
 	}
 	if t == reflect.TypeFor[*unstructured.Unstructured]() || t == reflect.TypeFor[*metav1.PartialObjectMetadata]() {
-		return typeInfo[T]{}, fmt.Errorf("%v carries no kind of its own: a webhook needs a Go type registered in the scheme (a struct with the kind's fields)", t)
+		return schema.GroupVersionKind{}, fmt.Errorf("%v carries no kind of its own: a webhook needs a Go type registered in the scheme (a struct with the kind's fields)", t)
 	}
-	info := typeInfo[T]{elem: t.Elem()}
-	gvks, unversioned, err := scheme.ObjectKinds(info.new())
+	gvks, unversioned, err := scheme.ObjectKinds(reflect.New(t.Elem()).Interface().(runtime.Object))
 	if err != nil || unversioned {
-		return typeInfo[T]{}, fmt.Errorf("%v is not a kind registered in the scheme: %w", t, err)
+		return schema.GroupVersionKind{}, fmt.Errorf("%v is not a kind registered in the scheme: %w", t, err)
 	}
 	if len(gvks) > 1 {
-		return typeInfo[T]{}, fmt.Errorf("%v is registered as several kinds (%v); a webhook serves one", t, gvks)
+		return schema.GroupVersionKind{}, fmt.Errorf("%v is registered as several kinds (%v); a webhook serves one", t, gvks)
 	}
-	info.gvk = gvks[0]
-	return info, nil
+	return gvks[0], nil
 }
 
 func (i typeInfo[T]) new() T {

@@ -79,7 +79,7 @@ func defaulted(t *testing.T, d func(*gizmo), raw string) map[string]any {
 	t.Helper()
 	s := runtime.NewScheme()
 	s.AddKnownTypeWithName(gizmoKind, &gizmo{})
-	h, err := webhook.NewDefaulting(s, webhook.DefaulterFunc[*gizmo](func(_ context.Context, g *gizmo) error {
+	h, err := webhook.DefaultingHandler(s, webhook.DefaulterFunc[*gizmo](func(_ context.Context, g *gizmo) error {
 		d(g)
 		return nil
 	}), webhook.HandlerOptions{})

@@ -71,7 +71,7 @@ func startGraphSites(ctx context.Context, ns string) *runningManager {
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "graph", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](graphDesired), declarative.Options{
-			Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}, &corev1.Service{}},
+			ChildKinds: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}, &corev1.Service{}},
 		}))).To(Succeed())
 	return startManager(ctx, mgr)
 }

@@ -35,7 +35,7 @@ import (
 // Deployment S-web After the Job, ready when "serving" (Available for its
 // generation), failed when "pods cannot be created" (ReplicaFailure). Its annotation e2e.converge.dev/bad breaks the declaration:
 // "kind" (and "kind2") adds a Secret, a kind the controller does not list
-// in Options.Children; "label" declares S-config without the label the
+// in Options.ChildKinds; "label" declares S-config without the label the
 // cache selects ConfigMaps by.
 func truthDesired(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
 	bad := site.Annotations["e2e.converge.dev/bad"]
@@ -97,7 +97,7 @@ func startTruthSites(ctx context.Context, ns string) (*runningManager, *framewor
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "truth", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](truthDesired), declarative.Options{
-			Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}},
+			ChildKinds: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}},
 		}))).To(Succeed())
 	run := startManager(ctx, mgr)
 	Eventually(ctx, mgr.MetricsAddress).ShouldNot(BeEmpty())
@@ -296,8 +296,8 @@ var _ = Describe("declarative parents tell the truth", func() {
 		createSiteWithAnnotations(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: pages}, map[string]string{"e2e.converge.dev/bad": "kind"})
 		createSiteWithAnnotations(ctx, ns, "unlabelled", v1alpha1.StaticSiteSpec{Pages: pages}, map[string]string{"e2e.converge.dev/bad": "label"})
 
-		By("a child of a kind missing from Options.Children")
-		const missingKind = "child Secret site-creds: kind Secret is not in declarative.Options.Children"
+		By("a child of a kind missing from Options.ChildKinds")
+		const missingKind = "child Secret site-creds: kind Secret is not in declarative.Options.ChildKinds"
 		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(And(readyWith(declarative.ChildGraphReason, missingKind), HaveField("Status", metav1.ConditionFalse)))
 		Eventually(ctx, warningEvents(ctx, ns, "site", declarative.ChildGraphReason)).Should(ContainElement(HaveField("Note", ContainSubstring(missingKind))))
 		code, out := explain(ctx, "StaticSite", ns+"/site", "--url", "http://"+mgr.MetricsAddress())
@@ -373,7 +373,7 @@ var _ = Describe("declarative adversarial cases", func() {
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 		err := framework.NewBuilder[*v1alpha1.StaticSite](mgr, "finalizer", framework.ControllerOptions{}).
 			Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](truthDesired), declarative.Options{
-				Children: []object.Object{&corev1.ConfigMap{}}, Finalizer: "not a/valid/finalizer name!",
+				ChildKinds: []object.Object{&corev1.ConfigMap{}}, Finalizer: "not a/valid/finalizer name!",
 			}))
 		Expect(err).To(MatchError(ContainSubstring(`Options.Finalizer "not a/valid/finalizer name!" is not a valid finalizer name`)))
 	})

@@ -27,7 +27,7 @@ func startDeclarative(ctx context.Context, ns string, r declarative.Reconciler[*
 	mgr := newManager(ns, opts)
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, r, declarative.Options{Children: children}))).To(Succeed())
+		Complete(declarative.New(mgr, r, declarative.Options{ChildKinds: children}))).To(Succeed())
 	return mgr, startManager(ctx, mgr)
 }
 

@@ -47,19 +47,19 @@ func rolesOf(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, e
 var clusterRoles = []object.Object{&rbacv1.ClusterRole{}}
 
 // recordedChildren returns a function reporting the UIDs (or claims) StaticSite
-// ns/name records in declarative.ChildrenAnnotation.
+// ns/name records in declarative.LedgerAnnotation.
 func recordedChildren(ctx context.Context, ns, name string) func() ([]string, error) {
 	return func() ([]string, error) {
 		s, err := getSite(ctx, ns, name)
 		if err != nil {
 			return nil, err
 		}
-		fields := strings.Fields(s.GetAnnotations()[declarative.ChildrenAnnotation])
+		fields := strings.Fields(s.GetAnnotations()[declarative.LedgerAnnotation])
 		if len(fields) == 0 {
 			return nil, nil
 		}
 		if fields[0] != string(s.UID) {
-			return nil, fmt.Errorf("annotation %s starts with %s, not the parent's uid %s", declarative.ChildrenAnnotation, fields[0], s.UID)
+			return nil, fmt.Errorf("annotation %s starts with %s, not the parent's uid %s", declarative.LedgerAnnotation, fields[0], s.UID)
 		}
 		var uids []string
 		for _, f := range fields[1:] {
@@ -234,7 +234,7 @@ var _ = Describe("declarative conflict reports", func() {
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
 			Complete(declarative.New(mgr, newPageMaps(), declarative.Options{
-				Children: []object.Object{&corev1.ConfigMap{}},
+				ChildKinds: []object.Object{&corev1.ConfigMap{}},
 				Conflict: declarative.ConflictOptions{
 					Reason: "ErrResourceExists",
 					Note: func(c declarative.Conflict) string {
@@ -275,7 +275,7 @@ var _ = Describe("declarative children applied at once", func() {
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
 			Complete(declarative.New(mgr, newPageMaps(), declarative.Options{
-				Children: []object.Object{&corev1.ConfigMap{}},
+				ChildKinds: []object.Object{&corev1.ConfigMap{}},
 				Conflict: declarative.ConflictOptions{Note: func(declarative.Conflict) string {
 					notes.Add(1)
 					panic("a Note that panics")

@@ -113,7 +113,7 @@ var _ = Describe("declarative child policies", func() {
 
 		example := &unstructured.Unstructured{}
 		example.SetGroupVersionKind(knob)
-		startPolicySites(ctx, ns, knobDesired, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, example}})
+		startPolicySites(ctx, ns, knobDesired, declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, example}})
 		createSite(ctx, ns, "healthy", anySpec)
 		createSiteWithLabels(ctx, ns, "waiting", anySpec, map[string]string{"knob": "yes"})
 		createSiteWithLabels(ctx, ns, "leftout", anySpec, map[string]string{"knob": "no"})
@@ -162,7 +162,7 @@ var _ = Describe("declarative child policies", func() {
 		mgr := newManager(ns, framework.Options{})
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "policies", framework.ControllerOptions{}).
-			Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](knobDesired), declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, example}}))).To(Succeed())
+			Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](knobDesired), declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, example}}))).To(Succeed())
 		startManager(ctx, mgr)
 		createSiteWithLabels(ctx, ns, "dialled", anySpec, map[string]string{"knob": "yes"})
 		createSite(ctx, ns, "healthy", anySpec)
@@ -195,7 +195,7 @@ var _ = Describe("declarative child policies", func() {
 			return declarative.State{Children: []any{
 				job, declarative.NewChild(namedConfigMap(site.Name + "-after")).After(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: site.Name + "-migrate"}}),
 			}, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
-		}, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}})
+		}, declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}})
 		createSite(ctx, ns, "plain", anySpec)
 		createSiteWithLabels(ctx, ns, "replaced", anySpec, map[string]string{"replace": "yes"})
 		for _, site := range []string{"plain", "replaced"} {
@@ -251,7 +251,7 @@ var _ = Describe("declarative child policies", func() {
 				declarative.NewChild(j).RunOnce(), declarative.NewChild(namedConfigMap("after")).After(j),
 			}, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
 		}
-		opts := declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}}
+		opts := declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}}
 		run := startPolicySites(ctx, ns, desired, opts)
 		createSite(ctx, ns, "site", anySpec)
 		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete)"))
@@ -289,7 +289,7 @@ var _ = Describe("declarative child policies", func() {
 				declarative.NewChild(j).RunOnce().ReplaceWhenImmutable(), declarative.NewChild(namedConfigMap("after")).After(j),
 			}, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
 		}
-		startPolicySites(ctx, ns, desired, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}})
+		startPolicySites(ctx, ns, desired, declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}})
 		createSite(ctx, ns, "site", anySpec)
 		Eventually(ctx, jobOf(ctx, ns, "migrate")).ShouldNot(BeNil())
 		first, err := jobOf(ctx, ns, "migrate")()
@@ -311,7 +311,7 @@ var _ = Describe("declarative child policies", func() {
 				declarative.NewChild(j), declarative.NewChild(namedConfigMap("after")).After(j),
 			}, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
 		}
-		startPolicySites(ctx, ns, desired, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}})
+		startPolicySites(ctx, ns, desired, declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}}})
 		createSite(ctx, ns, "site", anySpec)
 		const note = "it runs again each time its ttlSecondsAfterFinished deletes it: declare it RunOnce to run it once"
 		Eventually(ctx, siteReadyCondition(ctx, ns, "site")).Should(readyWith(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete; "+note+") since "))
@@ -339,7 +339,7 @@ var _ = Describe("declarative child policies", func() {
 			}}
 			return declarative.State{Children: []any{declarative.NewChild(pvc).Retain(), declarative.NewChild(namedConfigMap(site.Name + "-config"))},
 				Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
-		}, declarative.Options{Children: []object.Object{&corev1.ConfigMap{}, &corev1.PersistentVolumeClaim{}}})
+		}, declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, &corev1.PersistentVolumeClaim{}}})
 		propagation := map[string]metav1.DeletionPropagation{"background": metav1.DeletePropagationBackground, "foreground": metav1.DeletePropagationForeground}
 		for name := range propagation {
 			createSite(ctx, ns, name, anySpec)

@@ -110,7 +110,7 @@ func startFoosOn(ctx context.Context, restCfg *rest.Config, ns string, r declara
 	mgr.Scheme().AddKnownTypes(fooGV, &Foo{}, &FooList{})
 	metav1.AddToGroupVersion(mgr.Scheme(), fooGV)
 	Expect(framework.NewBuilder[*Foo](mgr, "foo", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, r, declarative.Options{Children: []object.Object{&appsv1.Deployment{}}}))).To(Succeed())
+		Complete(declarative.New(mgr, r, declarative.Options{ChildKinds: []object.Object{&appsv1.Deployment{}}}))).To(Succeed())
 	startManager(ctx, mgr)
 	return mgr
 }

@@ -56,7 +56,7 @@ func startSiteMemberWith(ctx context.Context, c *rest.Config, ring, leases, id s
 	Expect(err).NotTo(HaveOccurred(), "NewManager")
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{Sharded: true}).
-		Complete(declarative.New(mgr, r, declarative.Options{Children: site.Children()}))).To(Succeed())
+		Complete(declarative.New(mgr, r, declarative.Options{ChildKinds: site.Children()}))).To(Succeed())
 	return &siteMember{mgr: mgr, run: startManager(ctx, mgr)}
 }
 

@@ -181,7 +181,7 @@ var _ = Describe("a sharded declarative controller's writes", func() {
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{Sharded: true}).
 			WithPredicates(framework.GenerationChanged[*v1alpha1.StaticSite]).
-			Complete(declarative.New(mgr, r, declarative.Options{Children: site.Children()}))).To(Succeed())
+			Complete(declarative.New(mgr, r, declarative.Options{ChildKinds: site.Children()}))).To(Succeed())
 		a := &siteMember{mgr: mgr, run: startManager(ctx, mgr)}
 		Eventually(ctx, a.serving).WithTimeout(30*time.Second).Should(HaveLen(32), "a serves every bucket")
 		_, nss := siteNamespaces(ctx, ring, 1, a)

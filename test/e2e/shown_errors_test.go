@@ -45,7 +45,7 @@ var _ = Describe("errors shown without object data", func() {
 				j := migrationJob(site.Name+"-migrate", imageOf(site))
 				j.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "DB_PASSWORD", Value: dbPassword}}
 				return declarative.State{Children: []any{declarative.NewChild(j)}, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
-			}), declarative.Options{Children: []object.Object{&batchv1.Job{}}}))).To(Succeed())
+			}), declarative.Options{ChildKinds: []object.Object{&batchv1.Job{}}}))).To(Succeed())
 		startManager(ctx, mgr)
 		Eventually(ctx, mgr.MetricsAddress).ShouldNot(BeEmpty())
 		createSite(ctx, ns, "plain", anySpec)

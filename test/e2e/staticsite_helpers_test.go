@@ -75,7 +75,7 @@ func startSites(ctx context.Context, ns string, r declarative.Reconciler[*v1alph
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
 	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
 		Complete(declarative.New(mgr, r, declarative.Options{
-			Children: site.Children(),
+			ChildKinds: site.Children(),
 		}))).To(Succeed())
 	return mgr, startManager(ctx, mgr)
 }

@@ -112,7 +112,7 @@ func serveSprockets(ctx SpecContext) sprocketServer {
 	Expect(errors.Join(clientgoscheme.AddToScheme(scheme), testapi.AddToScheme(scheme))).To(Succeed())
 	mgr := newManager(ns, framework.Options{Scheme: scheme, Webhook: framework.WebhookServerOptions{Addr: serving.Addr, CertDir: serving.CertDir}})
 	Expect(framework.AddWebhook(mgr, framework.WebhookOptions[*testapi.Sprocket]{Defaulter: sprocketDefaulter, Validator: sprocketValidator})).To(Succeed())
-	Expect(framework.AddConversion[*testapi.Sprocket](mgr)).To(Succeed())
+	Expect(framework.AddConversion(mgr, &testapi.Sprocket{})).To(Succeed())
 	startManager(ctx, mgr)
 
 	c, warnings := recordingWarnings()

@@ -19,7 +19,7 @@ import (
 func runApps(mgr *framework.Manager, opts framework.ControllerOptions) error {
 	return framework.NewBuilder[*workload.App](mgr, "bench", opts).
 		Complete(declarative.New(mgr, declarative.Func[*workload.App](desiredApp), declarative.Options{
-			Children: []object.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}},
+			ChildKinds: []object.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}},
 		}))
 }
 

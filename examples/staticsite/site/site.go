@@ -19,7 +19,7 @@ import (
 )
 
 // Children returns an object of each kind Desired may declare, for
-// declarative.Options.Children.
+// declarative.Options.ChildKinds.
 func Children() []object.Object {
 	return []object.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}}
 }

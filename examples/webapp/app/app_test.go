@@ -53,7 +53,7 @@ func start(t *testing.T, spec v1alpha1.WebAppSpec) *rig {
 		return app.Desired(ctx, web)
 	}
 	err := framework.NewBuilder[*v1alpha1.WebApp](r.mgr, "webapp", framework.ControllerOptions{}).
-		Complete(declarative.New(r.mgr, declarative.Func[*v1alpha1.WebApp](desired), declarative.Options{Children: app.Children()}))
+		Complete(declarative.New(r.mgr, declarative.Func[*v1alpha1.WebApp](desired), declarative.Options{ChildKinds: app.Children()}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,143 @@
+package declarative
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/go-logr/logr"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/object"
+)
+
+// prune deletes the children parent owns (see owns) that are not desired,
+// and drops the label-linked ones it deleted from the parent's ledger. A
+// labelled object that parent does not provably own is left alone. held
+// says, of each child left for a later reconcile because another child is
+// After it, why ("ConfigMap config is deleted once Job migrate, which is
+// After it, is gone").
+func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desired []child) (held []string, err error) {
+	keep := make(map[string]bool, len(desired))
+	for _, c := range desired {
+		keep[c.id()] = true
+	}
+	var errs []error
+	deleted := map[string]string{}        // ledger entries to drop
+	holder := d.heldChildren(ctx, parent) // see Child.After
+	var holds []pruneHold
+	for _, ck := range d.sortedKinds() {
+		found, err := d.labelled(ctx, ck, parent)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, obj := range found {
+			id := objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())
+			if keep[id] || !d.owns(parent, obj) {
+				continue
+			}
+			if retained(obj) {
+				// Released, not deleted: whatever is After it may stay.
+				if err := d.release(ctx, ck, parent, obj); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				d.appliedChildren.drop(parent.GetUID(), obj.GetUID())
+				deleted[id], deleted[claimKey(id)] = "", ""
+				continue
+			}
+			if by, err := holder(ck, obj); by != "" || err != nil {
+				if by != "" {
+					holds = append(holds, pruneHold{child: displayID(parent, id), by: by})
+					logr.FromContextOrDiscard(ctx).V(1).Info("child left for a later prune", "child", displayID(parent, id), "after", by)
+				}
+				errs = append(errs, err)
+				continue
+			}
+			if err := d.deleteChild(ctx, ck, obj); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			d.appliedChildren.drop(parent.GetUID(), obj.GetUID())
+			if labelLinked(parent, obj) {
+				deleted[id], deleted[claimKey(id)] = "", ""
+			}
+		}
+	}
+	if len(deleted) > 0 {
+		errs = append(errs, d.record(ctx, parent, deleted))
+	}
+	// First the children held by one that is not held itself: what the
+	// prune waits for now.
+	slices.SortStableFunc(holds, func(a, b pruneHold) int {
+		aHeld := slices.ContainsFunc(holds, func(h pruneHold) bool { return h.child == a.by })
+		bHeld := slices.ContainsFunc(holds, func(h pruneHold) bool { return h.child == b.by })
+		switch {
+		case aHeld == bHeld:
+			return 0
+		case bHeld:
+			return -1
+		}
+		return 1
+	})
+	for _, h := range holds {
+		held = append(held, fmt.Sprintf("%s is deleted once %s, which is After it, is gone", h.child, h.by))
+	}
+	return held, errors.Join(errs...)
+}
+
+// pruneHold is a child left for a later prune, and the child After it
+// that is still there.
+type pruneHold struct{ child, by string }
+
+// labelled returns the cached children of kind ck that carry parent's labels.
+// It reads the kind's index by ParentUIDLabel (see indexByParent), so its cost
+// is that of parent's children, not of every cached object of the kind.
+//
+// A kind read per bucket by namespace is listed in the parent's namespace
+// only, where its children are (see prepare): should the parent's bucket
+// no longer be held here, the list fails rather than finding no children.
+func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent object.Object) ([]object.Object, error) {
+	if !ck.isServed() {
+		return nil, nil // a kind not served has no objects (see served.go)
+	}
+	sel := labels.SelectorFromSet(labels.Set{ManagerLabel: labelValue(d.opts.FieldManager)})
+	opts := []informers.ListOption{informers.MatchingIndex(ParentUIDLabel, string(parent.GetUID())), informers.MatchingLabels(sel)}
+	if ck.perNamespace(parent) {
+		opts = append(opts, informers.InNamespace(parent.GetNamespace()))
+	}
+	objs, err := ck.cached.List(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s children: %w", ck.gvk.Kind, err)
+	}
+	return objs, nil
+}
+
+// deleteChild deletes obj, a child of kind ck, on condition that it is
+// still the object read (its UID) and, in a sharded reconcile, unchanged
+// since (client.WithPreconditions). A conflict is not an error: the object
+// was replaced (not this parent's to delete), or it changed, and its
+// change reconciles the parent again.
+func (d *Declarative[T]) deleteChild(ctx context.Context, ck *childKind, obj object.Object) error {
+	client.NoteRead(ctx, ck.gvk.GroupKind(), obj)
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(ck.gvk)
+	u.SetNamespace(obj.GetNamespace())
+	u.SetName(obj.GetName())
+	err := d.client.Delete(ctx, u, client.MatchingUID(obj.GetUID()), client.Propagation(metav1.DeletePropagationBackground))
+	switch {
+	case err == nil:
+		logr.FromContextOrDiscard(ctx).Info("deleted child", "child", ck.gvk.Kind+" "+key(obj.GetNamespace(), obj.GetName()))
+	case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
+		return err
+	}
+	return nil
+}
