@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
@@ -187,7 +188,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		started := mgr.started
 		mgr.mu.Unlock()
 		if started { // ring.register checks again, for a Start meanwhile
-			return nil, b.fail(errShardedAfterStart)
+			return nil, b.fail(ring.ErrStarted)
 		}
 		kind, err := primary.kind(mgr)
 		if err != nil {
@@ -195,7 +196,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		}
 		c.kind = kind
 		primary.sel.Kind = kind
-		if sharded, err = newShardedPrimary(*primary, target, mgr.ring, b.name); err != nil {
+		if sharded, err = newShardedPrimary(*primary, target, mgr.ring, &mgr.holds, b.name); err != nil {
 			return nil, b.fail(err)
 		}
 		c.primary, c.shard, reader = sharded, sharded, sharded
@@ -263,18 +264,18 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	}
 	c.reconciler = byKey
 	if sharded != nil {
-		if err := mgr.ring.register(sharded); err != nil {
+		if err := mgr.ring.Register(sharded); err != nil {
 			return nil, b.fail(err)
 		}
 		if err := sharded.routeReads(mgr); err != nil {
-			mgr.ring.unregister(sharded)
+			mgr.ring.Unregister(sharded)
 			return nil, b.fail(err)
 		}
-		c.dropped = mgr.metrics.ring.dropped.WithLabelValues(mgr.ring.opts.Ring, b.name)
+		c.dropped = mgr.metrics.ring.Dropped.WithLabelValues(mgr.ring.Options().Ring, b.name)
 	}
 	if err := mgr.Add(c); err != nil {
 		if sharded != nil {
-			mgr.ring.unregister(sharded)
+			mgr.ring.Unregister(sharded)
 		}
 		return nil, b.fail(err)
 	}

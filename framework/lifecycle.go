@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/converge-dev/converge/framework/internal/syncgc"
 )
 
 // ErrLeaderElectionLost is returned by Start when this process stopped being
@@ -176,7 +178,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	defer cacheGroup.stop(0)
 
 	m.log.V(1).Info("waiting for caches to sync")
-	restoreGC := relaxGC(m.opts.SyncGCPercent)
+	restoreGC := syncgc.Relax(m.opts.SyncGCPercent)
 	err = m.cache.WaitForSync(ctx)
 	restoreGC()
 	if err != nil {
@@ -212,7 +214,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	leaveRing := func() {}
 	if m.ring != nil {
 		ringCtx, stopRing := context.WithCancel(base)
-		if err := m.ring.start(ringCtx); err != nil {
+		if err := m.ring.Start(ringCtx); err != nil {
 			stopRing()
 			return errors.Join(err, stopRunnables())
 		}
@@ -220,7 +222,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 			stopRing()
 			leaveCtx, cancel := context.WithTimeout(base, m.opts.Sharding.Lease.RenewDeadline)
 			defer cancel()
-			m.ring.leave(leaveCtx)
+			m.ring.Leave(leaveCtx)
 		}
 	}
 	stopElection := func() {}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
@@ -123,8 +124,10 @@ type Manager struct {
 	inspected []inspectable
 
 	// ring is this process's membership of the sharding ring; nil without
-	// Options.Sharding.Ring.
-	ring *ring
+	// Options.Sharding.Ring. holds counts the sharded controllers reading
+	// each bucket informer.
+	ring  *ring.Ring
+	holds bucketHolds
 }
 
 // NewManager returns a Manager for the API server cfg points at. A nil cfg is
@@ -233,11 +236,11 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		if err != nil {
 			return nil, fmt.Errorf("framework: sharding client for %s: %w", cfg.Host, err)
 		}
-		m.metrics.ring = newRingMetrics(sh.Ring)
-		m.metrics.ring.register(m.metrics.registry)
-		m.ring = newRing(cs, sh, m.log, m.metrics.ring)
-		m.ring.syncGCPercent = opts.SyncGCPercent
-		m.readyChecks[ringReadyCheck] = func(*http.Request) error { return m.ring.ready() }
+		m.metrics.ring = ring.NewMetrics(sh.Ring)
+		m.metrics.ring.Register(m.metrics.registry)
+		m.ring = ring.New(cs, sh, m.log, m.metrics.ring)
+		m.ring.SyncGCPercent = opts.SyncGCPercent
+		m.readyChecks[ring.ReadyCheck] = func(*http.Request) error { return m.ring.Ready() }
 	}
 	return m, nil
 }
@@ -249,7 +252,7 @@ func (m *Manager) RingStatus() (status sharding.Status, ok bool) {
 	if m.ring == nil {
 		return sharding.Status{}, false
 	}
-	return m.ring.status(), true
+	return m.ring.Status(), true
 }
 
 // Config returns a copy of the manager's API server configuration.
