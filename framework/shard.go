@@ -40,6 +40,9 @@ type shardedPrimary[T object.Object] struct {
 	ctl     string
 	// onDelete, when set, sees each deleted object before its key is queued.
 	onDelete func(T)
+	// dropped counts the keys dropped because another member holds their
+	// bucket (see admit).
+	dropped interface{ Inc() }
 	// owed visits the keys the controller's queue still owes a worker;
 	// set before start.
 	owed func(func(reconcile.Request, reconcile.Reason))
