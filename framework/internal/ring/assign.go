@@ -288,7 +288,10 @@ func (r *Ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why st
 
 // acquire makes every sharded controller read bucket b, then serves it.
 func (r *Ring) acquire(b int, h *heldBucket, users []User) {
-	marks := r.leaseMarks(h.lease)
+	r.mu.RLock()
+	l := h.lease // renewals replace it meanwhile
+	r.mu.RUnlock()
+	marks := r.leaseMarks(l)
 	backoff := time.Second
 	for _, u := range users {
 		// A controller that cannot read the bucket yet (a kind it may not
