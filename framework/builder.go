@@ -151,15 +151,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	if typednil.Is(byKey) && typednil.Is(byObject) {
 		b.errs = append(b.errs, errors.New("reconciler is nil"))
 	}
-	for _, r := range []any{byKey, byObject} {
-		if sp, ok := r.(SourceProvider); ok && !typednil.Is(r) {
-			srcs, err := sp.Sources()
-			if err != nil {
-				b.errs = append(b.errs, err)
-			}
-			b.sources = append(b.sources, srcs...)
-		}
-	}
+	b.addProvidedSources(byKey, byObject)
 	if len(b.errs) > 0 {
 		return nil, b.fail(b.errs...)
 	}
@@ -175,49 +167,72 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	// scheme), and a failed build must leave nothing behind.
 	primary := &kindSource[T]{self: true, sel: opts.Selection, preds: b.preds, resync: opts.ResyncPeriod}
 	target := &watchTarget{mgr: mgr, name: b.name, log: c.log}
-	var (
-		bound   *boundKind[T]
-		sharded *shardedPrimary[T]
-		reader  informers.Reader[T]
-	)
-	if opts.Sharded {
-		if mgr.ring == nil {
-			return nil, b.fail(errors.New("ControllerOptions.Sharded needs a sharding ring: set Options.Sharding.Ring on the manager"))
-		}
-		mgr.mu.Lock()
-		started := mgr.started
-		mgr.mu.Unlock()
-		if started { // ring.register checks again, for a Start meanwhile
-			return nil, b.fail(errShardedAfterStart)
-		}
-		kind, err := primary.kind(mgr)
-		if err != nil {
-			return nil, b.fail(err)
-		}
-		c.kind = kind
-		primary.sel.Kind = kind
-		if sharded, err = newShardedPrimary(*primary, target, mgr.ring, b.name); err != nil {
-			return nil, b.fail(err)
-		}
-		c.primary, c.shard, reader = sharded, sharded, sharded
-	} else {
-		var err error
-		if bound, err = primary.bindKind(target); err != nil {
-			return nil, b.fail(err)
-		}
-		c.kind = bound.inf.Kind()
-		c.primary, reader = bound.inf, bound.inf
-		c.sources = append(c.sources, bound)
+	pb, err := bindPrimary(c, primary, target)
+	if err != nil {
+		return nil, b.fail(err)
 	}
 	target.owner = c.kind
+	if errs := b.bindSources(c, target, pb); len(errs) > 0 {
+		return nil, b.fail(errs...)
+	}
+	if err := mgr.claimName(b.name); err != nil {
+		return nil, err
+	}
+	b.instrument(c)
+	q := workqueue.New(workqueue.Options[reconcile.Request]{
+		Name:            b.name,
+		RateLimiter:     opts.RateLimiter,
+		MetricsProvider: mgr.metrics.queue,
+	})
+	c.queue, target.queue = q, q
+	pb.queued(func(fn func(reconcile.Request, reconcile.Reason)) { hooks.Owed(q, fn) })
+
+	if byObject != nil {
+		adapter := &objectAdapter[T]{reader: pb.reader(), r: byObject}
+		if d, ok := byObject.(reconcile.DeletionReconciler[T]); ok {
+			adapter.deleted = d
+			adapter.tombstones = map[reconcile.Request]T{}
+			pb.keepTombstones(adapter.remember)
+		}
+		byKey = adapter
+	}
+	c.reconciler = byKey
+	if err := pb.register(); err != nil {
+		return nil, b.fail(err)
+	}
+	if err := mgr.Add(c); err != nil {
+		pb.unregister()
+		return nil, b.fail(err)
+	}
+	mgr.addInspected(c)
+	return c, nil
+}
+
+// addProvidedSources adds the sources of the reconcilers that provide
+// them (SourceProvider), and their errors to b's.
+func (b *Builder[T]) addProvidedSources(byKey reconcile.Reconciler, byObject reconcile.ObjectReconciler[T]) {
+	for _, r := range []any{byKey, byObject} {
+		if sp, ok := r.(SourceProvider); ok && !typednil.Is(r) {
+			srcs, err := sp.Sources()
+			if err != nil {
+				b.errs = append(b.errs, err)
+			}
+			b.sources = append(b.sources, srcs...)
+		}
+	}
+}
+
+// bindSources binds b's sources to target, but those the primary binding
+// reads itself, and records the kinds c watches.
+func (b *Builder[T]) bindSources(c *Controller, target *watchTarget, pb primaryBinding[T]) []error {
 	var errs []error
 	for _, src := range b.sources {
 		if bs, ok := src.(bucketSource); ok {
-			if gvk, err := bs.kind(mgr); err == nil && gvk != c.kind && !slices.Contains(c.watched, gvk) {
+			if gvk, err := bs.kind(b.mgr); err == nil && gvk != c.kind && !slices.Contains(c.watched, gvk) {
 				c.watched = append(c.watched, gvk)
 			}
 		}
-		if sharded != nil && sharded.addSecondary(mgr, src, c.log) {
+		if pb.claims(b.mgr, src, c) {
 			continue
 		}
 		s, err := src.bind(target)
@@ -227,60 +242,17 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		}
 		c.sources = append(c.sources, s)
 	}
-	if len(errs) > 0 {
-		return nil, b.fail(errs...)
-	}
-	if err := mgr.claimName(b.name); err != nil {
-		return nil, err
-	}
-	c.deeper = deeperSink(opts.Logger.GetSink())
-	if tp := mgr.opts.TracerProvider; tp != nil {
+	return errs
+}
+
+// instrument gives c its log sink, tracer, metrics and history.
+func (b *Builder[T]) instrument(c *Controller) {
+	c.deeper = deeperSink(c.opts.Logger.GetSink())
+	if tp := b.mgr.opts.TracerProvider; tp != nil {
 		c.tracer = tp.Tracer("github.com/converge-dev/converge/framework")
 	}
-	c.metrics = mgr.metrics.forController(b.name, opts.Workers)
-	c.history = newHistory(opts.HistoryKeys)
-	q := workqueue.New(workqueue.Options[reconcile.Request]{
-		Name:            b.name,
-		RateLimiter:     opts.RateLimiter,
-		MetricsProvider: mgr.metrics.queue,
-	})
-	c.queue, target.queue = q, q
-	if sharded != nil {
-		sharded.owed = func(fn func(reconcile.Request, reconcile.Reason)) { hooks.Owed(q, fn) }
-	}
-
-	if byObject != nil {
-		adapter := &objectAdapter[T]{reader: reader, r: byObject}
-		if d, ok := byObject.(reconcile.DeletionReconciler[T]); ok {
-			adapter.deleted = d
-			adapter.tombstones = map[reconcile.Request]T{}
-			if sharded != nil {
-				sharded.onDelete = adapter.remember
-			} else {
-				bound.keepTombstones(adapter.remember)
-			}
-		}
-		byKey = adapter
-	}
-	c.reconciler = byKey
-	if sharded != nil {
-		if err := mgr.ring.register(sharded); err != nil {
-			return nil, b.fail(err)
-		}
-		if err := sharded.routeReads(mgr); err != nil {
-			mgr.ring.unregister(sharded)
-			return nil, b.fail(err)
-		}
-		c.dropped = mgr.metrics.ring.dropped.WithLabelValues(mgr.ring.opts.Ring, b.name)
-	}
-	if err := mgr.Add(c); err != nil {
-		if sharded != nil {
-			mgr.ring.unregister(sharded)
-		}
-		return nil, b.fail(err)
-	}
-	mgr.addInspected(c)
-	return c, nil
+	c.metrics = b.mgr.metrics.forController(b.name, c.opts.Workers)
+	c.history = newHistory(c.opts.HistoryKeys)
 }
 
 func (b *Builder[T]) fail(errs ...error) error {

@@ -165,9 +165,8 @@ type Controller struct {
 	// primary is the informer of the kind the controller reconciles.
 	primary primaryInformer
 	// shard gates the dispatch of a sharded controller's keys; nil when not
-	// sharded. dropped counts the keys it dropped.
-	shard   shardGate
-	dropped interface{ Inc() }
+	// sharded.
+	shard gate
 
 	mu sync.Mutex
 	// inflight holds the reconciles running now, by ID; mu guards it.
@@ -183,20 +182,6 @@ type primaryInformer interface {
 	Relists() int64
 	Health() error
 	Len() int
-}
-
-// shardGate is what a sharded controller's workers ask of its primary
-// source (a *shardedPrimary[T]).
-type shardGate interface {
-	begin(ctx context.Context)
-	enter(req reconcile.Request) (int, dispatch)
-	exit(req reconcile.Request, b int)
-	reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc)
-	// freeze is called when the controller begins to stop, before its
-	// workers stop taking keys.
-	freeze()
-	// status says where req's object falls in the ring.
-	status(req reconcile.Request) *ShardStatus
 }
 
 // inflightReconcile is a reconcile that has begun and not returned.
@@ -378,11 +363,7 @@ func (c *Controller) worker(ctx context.Context, n int) {
 			c.queue.Done(req)
 			continue
 		}
-		if c.shard != nil {
-			c.reconcileSharded(ctx, req, reason, n)
-		} else {
-			c.reconcileOne(ctx, req, reason, n)
-		}
+		c.dispatch(ctx, req, reason, n)
 		c.queue.Done(req)
 	}
 }
@@ -391,22 +372,23 @@ func (c *Controller) worker(ctx context.Context, n int) {
 // (still syncing, or not renewed lately) is tried again.
 const shardRetry = 100 * time.Millisecond
 
-// reconcileSharded reconciles req when its bucket is served here, on a
-// context fenced by the bucket; it drops keys of buckets held elsewhere.
-func (c *Controller) reconcileSharded(ctx context.Context, req reconcile.Request, reason reconcile.Reason, worker int) {
-	b, d := c.shard.enter(req)
-	switch d {
-	case dispatchDrop:
-		c.queue.Forget(req)
-		c.dropped.Inc()
-		return
-	case dispatchWait:
-		c.queue.Postpone(req, shardRetry) // a replay stays a replay
-		return
+// dispatch reconciles req, unless the controller's gate says otherwise: a
+// sharded controller reconciles req when its bucket is served here, on a
+// context fenced by the bucket, and drops keys of buckets held elsewhere.
+func (c *Controller) dispatch(ctx context.Context, req reconcile.Request, reason reconcile.Reason, worker int) {
+	if c.shard != nil {
+		gated, done, d := c.shard.admit(ctx, req)
+		switch d {
+		case dispatchDrop:
+			c.queue.Forget(req)
+			return
+		case dispatchWait:
+			c.queue.Postpone(req, shardRetry) // a replay stays a replay
+			return
+		}
+		defer done()
+		ctx = gated
 	}
-	defer c.shard.exit(req, b)
-	ctx, cancel := c.shard.reconcileContext(ctx, b)
-	defer cancel()
 	c.reconcileOne(ctx, req, reason, worker)
 }
 
@@ -425,15 +407,8 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 		ctx, cancel = context.WithTimeout(ctx, c.opts.ReconcileTimeout)
 		defer cancel()
 	}
-	var span trace.Span
-	if c.tracer != nil {
-		ctx, span = c.tracer.Start(ctx, "reconcile "+c.name, trace.WithAttributes(
-			attribute.String("converge.controller", c.name),
-			attribute.String("converge.namespace", req.Namespace),
-			attribute.String("converge.name", req.Name),
-			attribute.Int64("converge.reconcile_id", int64(id)),
-			attribute.String("converge.reason", string(reason)),
-		))
+	ctx, span := c.startSpan(ctx, req, id, reason)
+	if span != nil {
 		defer span.End()
 	}
 	start := time.Now()
@@ -457,31 +432,7 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 	took := time.Since(start)
 	timedOut := c.opts.ReconcileTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded)
 
-	var result string
-	retries := 0
-	switch {
-	case panicked:
-		result = resultPanic
-		c.queue.AddRateLimited(req)
-		retries = c.queue.NumRequeues(req)
-	case err != nil && reconcile.IsTerminal(err):
-		result = resultTerminal
-		log.Error(errtext.Error(err), "reconcile failed; not retrying until the object changes")
-		c.queue.Forget(req)
-	case err != nil:
-		result = resultError
-		retries = c.queue.NumRequeues(req)
-		log.Error(errtext.Error(err), "reconcile failed; retrying with backoff", "retries", retries)
-		c.queue.AddRateLimited(req)
-		retries++
-	case res.RequeueAfter > 0:
-		result = resultRequeueAfter
-		c.queue.Forget(req)
-		c.queue.AddAfter(req, res.RequeueAfter)
-	default:
-		result = resultSuccess
-		c.queue.Forget(req)
-	}
+	result, retries := c.settle(log, req, res, err, panicked)
 	if timedOut {
 		log.Info("reconcile ran past its timeout", "timeout", c.opts.ReconcileTimeout)
 	}
@@ -505,6 +456,49 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 	}
 	if v := log.V(5); v.Enabled() {
 		v.Info("reconciled", "result", result, "duration", took)
+	}
+}
+
+// startSpan starts the span of reconcile id of req, when the manager has a
+// tracer; span is nil otherwise.
+func (c *Controller) startSpan(ctx context.Context, req reconcile.Request, id uint64, reason reconcile.Reason) (_ context.Context, span trace.Span) {
+	if c.tracer == nil {
+		return ctx, nil
+	}
+	return c.tracer.Start(ctx, "reconcile "+c.name, trace.WithAttributes(
+		attribute.String("converge.controller", c.name),
+		attribute.String("converge.namespace", req.Namespace),
+		attribute.String("converge.name", req.Name),
+		attribute.Int64("converge.reconcile_id", int64(id)),
+		attribute.String("converge.reason", string(reason)),
+	))
+}
+
+// settle acts on the outcome of a reconcile of req, as the reconcile
+// package documentation's table says: it forgets req, queues it again after
+// res.RequeueAfter, or retries it with backoff. It returns the outcome's
+// metric label and the retries so far.
+func (c *Controller) settle(log logr.Logger, req reconcile.Request, res reconcile.Result, err error, panicked bool) (result string, retries int) {
+	switch {
+	case panicked:
+		c.queue.AddRateLimited(req)
+		return resultPanic, c.queue.NumRequeues(req)
+	case err != nil && reconcile.IsTerminal(err):
+		log.Error(errtext.Error(err), "reconcile failed; not retrying until the object changes")
+		c.queue.Forget(req)
+		return resultTerminal, 0
+	case err != nil:
+		retries = c.queue.NumRequeues(req)
+		log.Error(errtext.Error(err), "reconcile failed; retrying with backoff", "retries", retries)
+		c.queue.AddRateLimited(req)
+		return resultError, retries + 1
+	case res.RequeueAfter > 0:
+		c.queue.Forget(req)
+		c.queue.AddAfter(req, res.RequeueAfter)
+		return resultRequeueAfter, 0
+	default:
+		c.queue.Forget(req)
+		return resultSuccess, 0
 	}
 }
 

@@ -104,6 +104,16 @@
 // save CPU for data that does not compress, such as random or encrypted
 // bytes.
 //
+// # Inside
+//
+// The Lease ring of Options.Sharding lives in framework/internal/ring,
+// which only this package imports: it claims, renews and hands over the
+// buckets, and drives each sharded controller's primary source (sharded.go,
+// shard.go: the informers of the buckets held, read per bucket) through
+// ring.User. A Controller learns of sharding only through its gate, nil
+// when it is not sharded. framework/internal/syncgc raises GOGC while
+// caches first sync, for the manager and the ring.
+//
 // See ExampleNewBuilder, ExampleManager, ExampleManager_APIReader,
 // ExampleBuilder_OwnsMetadata and ExampleAddWebhook.
 package framework

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/converge-dev/converge/framework/internal/syncgc"
 )
 
 // ErrLeaderElectionLost is returned by Start when this process stopped being
@@ -176,7 +178,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	defer cacheGroup.stop(0)
 
 	m.log.V(1).Info("waiting for caches to sync")
-	restoreGC := relaxGC(m.opts.SyncGCPercent)
+	restoreGC := syncgc.Relax(m.opts.SyncGCPercent)
 	err = m.cache.WaitForSync(ctx)
 	restoreGC()
 	if err != nil {
@@ -187,41 +189,10 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	}
 	m.synced.Store(true)
 
-	always := newGroup(base, m.runErr)
-	leaders := newGroup(base, m.runErr)
-	// stopRunnables stops both groups at once, each within the drain
-	// timeout and the grace after it.
-	stopRunnables := func() error {
-		limit := m.drainTimeout() + 2*CancelGrace // controllers abandon stuck reconciles after drainTimeout + CancelGrace
-		errs := make(chan error, 1)
-		go func() { errs <- always.stop(limit) }()
-		return errors.Join(leaders.stop(limit), <-errs)
-	}
-
-	m.mu.Lock()
-	m.always, m.leaders = always, leaders
-	pending := m.runnables
-	m.runnables = nil
-	for _, r := range pending {
-		if !needsLeader(r) {
-			always.start(r)
-		}
-	}
-	m.mu.Unlock()
-
-	leaveRing := func() {}
-	if m.ring != nil {
-		ringCtx, stopRing := context.WithCancel(base)
-		if err := m.ring.start(ringCtx); err != nil {
-			stopRing()
-			return errors.Join(err, stopRunnables())
-		}
-		leaveRing = func() {
-			stopRing()
-			leaveCtx, cancel := context.WithTimeout(base, m.opts.Sharding.Lease.RenewDeadline)
-			defer cancel()
-			m.ring.leave(leaveCtx)
-		}
+	stopRunnables := m.startRunnables(base)
+	leaveRing, err := m.startRing(base)
+	if err != nil {
+		return errors.Join(err, stopRunnables())
 	}
 	stopElection := func() {}
 	if m.opts.LeaderElection.Enabled {
@@ -248,6 +219,49 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	leaveRing()                       // ...then the buckets are released...
 	stopElection()                    // ...then the lease is released...
 	return errors.Join(err, stopErr)  // ...then (deferred) the cache and servers stop.
+}
+
+// startRunnables starts the runnables added so far that need no leader,
+// and returns the function that stops every runnable: both groups at once,
+// each within the drain timeout and the grace after it.
+func (m *Manager) startRunnables(base context.Context) (stop func() error) {
+	always := newGroup(base, m.runErr)
+	leaders := newGroup(base, m.runErr)
+	m.mu.Lock()
+	m.always, m.leaders = always, leaders
+	pending := m.runnables
+	m.runnables = nil
+	for _, r := range pending {
+		if !needsLeader(r) {
+			always.start(r)
+		}
+	}
+	m.mu.Unlock()
+	return func() error {
+		limit := m.drainTimeout() + 2*CancelGrace // controllers abandon stuck reconciles after drainTimeout + CancelGrace
+		errs := make(chan error, 1)
+		go func() { errs <- always.stop(limit) }()
+		return errors.Join(leaders.stop(limit), <-errs)
+	}
+}
+
+// startRing joins the sharding ring, when the manager has one, and returns
+// the function that leaves it, releasing the buckets within RenewDeadline.
+func (m *Manager) startRing(base context.Context) (leave func(), err error) {
+	if m.ring == nil {
+		return func() {}, nil
+	}
+	ringCtx, stopRing := context.WithCancel(base)
+	if err := m.ring.Start(ringCtx); err != nil {
+		stopRing()
+		return nil, err
+	}
+	return func() {
+		stopRing()
+		leaveCtx, cancel := context.WithTimeout(base, m.opts.Sharding.Lease.RenewDeadline)
+		defer cancel()
+		m.ring.Leave(leaveCtx)
+	}, nil
 }
 
 // releaser is a runnable that holds resources before it starts (a

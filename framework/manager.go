@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
@@ -123,8 +124,10 @@ type Manager struct {
 	inspected []inspectable
 
 	// ring is this process's membership of the sharding ring; nil without
-	// Options.Sharding.Ring.
-	ring *ring
+	// Options.Sharding.Ring. holds counts the sharded controllers reading
+	// each bucket informer.
+	ring  *ring.Ring
+	holds bucketHolds
 }
 
 // NewManager returns a Manager for the API server cfg points at. A nil cfg is
@@ -147,16 +150,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	cfg = rest.CopyConfig(cfg)
-	if cfg.QPS == 0 && cfg.RateLimiter == nil {
-		cfg.QPS = -1 // no client-side limit (see above)
-	}
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = "converge"
-	}
-	if opts.DisableCompression {
-		cfg.DisableCompression = true
-	}
+	cfg = clientConfig(cfg, opts)
 	httpClient := opts.Cache.HTTPClient
 	if httpClient == nil {
 		var err error
@@ -175,20 +169,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	cacheOpts.Scheme, cacheOpts.Mapper, cacheOpts.HTTPClient = opts.Scheme, mapper, httpClient
 	metrics := newMetrics()
 	notFound := &kindSignals{}
-	user := cacheOpts.OnRequestError
-	cacheOpts.OnRequestError = func(e informers.RequestError) {
-		resource := e.Resource
-		if resource == "" {
-			resource = e.Kind.GroupKind().String()
-		}
-		metrics.cacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Class).Inc()
-		if e.Class == "not_found" {
-			notFound.signal(e.Kind.GroupKind()) // a CRD deleted? (see WhenServed)
-		}
-		if user != nil {
-			user(e)
-		}
-	}
+	cacheOpts.OnRequestError = countRequestErrors(metrics, notFound, cacheOpts.OnRequestError)
 	c, err := informers.New(cfg, cacheOpts)
 	if err != nil {
 		return nil, err
@@ -211,45 +192,100 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		lost:         make(chan struct{}),
 	}
 	m.metrics.cacheObjectsSource = c.Stats
-	// No Config: the client and the API reader send their requests with
-	// the cache's REST clients, one per group version for the whole manager.
-	copts := client.Options{Scheme: opts.Scheme, Mapper: mapper, Cache: c, RequestLogger: capVerbosity}
-	if m.api, err = client.NewAPIReader(copts); err != nil {
-		return nil, fmt.Errorf("framework: %w", err)
+	if err := m.newClients(); err != nil {
+		return nil, err
 	}
-	copts.Fence = m.allowWrite
-	if m.client, err = client.New(copts); err != nil {
-		return nil, fmt.Errorf("framework: %w", err)
-	}
-	ev, err := eventsv1.NewForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("framework: events client for %s: %w", cfg.Host, err)
-	}
-	m.events = events.NewBroadcaster(newEventSink(ev, m.log))
-	if sh := opts.Sharding; sh.Ring != "" {
-		// The ring's Leases only: the whole clientset would build a client
-		// of every API group, and each member would pay for their code.
-		cs, err := coordclient.NewForConfigAndClient(cfg, httpClient)
-		if err != nil {
-			return nil, fmt.Errorf("framework: sharding client for %s: %w", cfg.Host, err)
+	if opts.Sharding.Ring != "" {
+		if err := m.joinRing(); err != nil {
+			return nil, err
 		}
-		m.metrics.ring = newRingMetrics(sh.Ring)
-		m.metrics.ring.register(m.metrics.registry)
-		m.ring = newRing(cs, sh, m.log, m.metrics.ring)
-		m.ring.syncGCPercent = opts.SyncGCPercent
-		m.readyChecks[ringReadyCheck] = func(*http.Request) error { return m.ring.ready() }
 	}
 	return m, nil
 }
 
-// sharding.Status reports this member's view of its sharding ring: the buckets
+// clientConfig is a copy of cfg as the manager's requests use it: without
+// a client-side rate limit unless cfg sets one, with converge's user agent
+// unless cfg names one, and without compression when opts say so.
+func clientConfig(cfg *rest.Config, opts Options) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 && cfg.RateLimiter == nil {
+		cfg.QPS = -1 // no client-side limit (see NewManager)
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "converge"
+	}
+	if opts.DisableCompression {
+		cfg.DisableCompression = true
+	}
+	return cfg
+}
+
+// countRequestErrors returns the cache's OnRequestError: it counts each
+// failed request in metrics, signals a kind the API server no longer serves
+// to notFound, then calls user, when set.
+func countRequestErrors(metrics *metrics, notFound *kindSignals, user func(informers.RequestError)) func(informers.RequestError) {
+	return func(e informers.RequestError) {
+		resource := e.Resource
+		if resource == "" {
+			resource = e.Kind.GroupKind().String()
+		}
+		metrics.cacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Class).Inc()
+		if e.Class == "not_found" {
+			notFound.signal(e.Kind.GroupKind()) // a CRD deleted? (see WhenServed)
+		}
+		if user != nil {
+			user(e)
+		}
+	}
+}
+
+// newClients makes m's client, API reader and event broadcaster.
+func (m *Manager) newClients() error {
+	// No Config: the client and the API reader send their requests with
+	// the cache's REST clients, one per group version for the whole manager.
+	copts := client.Options{Scheme: m.opts.Scheme, Mapper: m.mapper, Cache: m.cache, RequestLogger: capVerbosity}
+	var err error
+	if m.api, err = client.NewAPIReader(copts); err != nil {
+		return fmt.Errorf("framework: %w", err)
+	}
+	copts.Fence = m.allowWrite
+	if m.client, err = client.New(copts); err != nil {
+		return fmt.Errorf("framework: %w", err)
+	}
+	ev, err := eventsv1.NewForConfigAndClient(m.cfg, m.http)
+	if err != nil {
+		return fmt.Errorf("framework: events client for %s: %w", m.cfg.Host, err)
+	}
+	m.events = events.NewBroadcaster(newEventSink(ev, m.log))
+	return nil
+}
+
+// joinRing makes m a member of the sharding ring of Options.Sharding, not
+// started yet, with its metrics and readiness check.
+func (m *Manager) joinRing() error {
+	sh := m.opts.Sharding
+	// The ring's Leases only: the whole clientset would build a client
+	// of every API group, and each member would pay for their code.
+	cs, err := coordclient.NewForConfigAndClient(m.cfg, m.http)
+	if err != nil {
+		return fmt.Errorf("framework: sharding client for %s: %w", m.cfg.Host, err)
+	}
+	m.metrics.ring = ring.NewMetrics(sh.Ring)
+	m.metrics.ring.Register(m.metrics.registry)
+	m.ring = ring.New(cs, sh, m.log, m.metrics.ring)
+	m.ring.SyncGCPercent = m.opts.SyncGCPercent
+	m.readyChecks[ring.ReadyCheck] = func(*http.Request) error { return m.ring.Ready() }
+	return nil
+}
+
+// RingStatus reports this member's view of its sharding ring: the buckets
 // it serves, syncs and drains, and the live members. ok is false without
 // Options.Sharding.Ring.
 func (m *Manager) RingStatus() (status sharding.Status, ok bool) {
 	if m.ring == nil {
 		return sharding.Status{}, false
 	}
-	return m.ring.status(), true
+	return m.ring.Status(), true
 }
 
 // Config returns a copy of the manager's API server configuration.

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
+	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -63,65 +64,7 @@ type metrics struct {
 	cacheObjects       *prometheus.Desc
 	cacheErrors        *prometheus.CounterVec
 	cacheObjectsSource func() []informers.InformerStats
-	ring               *ringMetrics
-}
-
-// ringMetrics are the series of a sharding ring.
-type ringMetrics struct {
-	ring      string
-	buckets   *prometheus.GaugeVec
-	handovers *prometheus.CounterVec
-	durations *prometheus.HistogramVec
-	abandoned *prometheus.CounterVec
-	dropped   *prometheus.CounterVec
-	refused   *prometheus.CounterVec
-}
-
-// newRingMetrics returns the series of the ring named ring, unregistered.
-func newRingMetrics(ring string) *ringMetrics {
-	return &ringMetrics{
-		ring: ring,
-		buckets: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "converge_shard_buckets",
-			Help: "Buckets of the sharding ring this member holds, by state (serving, syncing, draining).",
-		}, []string{"ring", "state"}),
-		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "converge_shard_handovers_total",
-			Help: "Buckets that moved to this member (in), away from it after draining (out), or away from it without a drain because another member holds them now (lost).",
-		}, []string{"ring", "direction"}),
-		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "converge_shard_handover_duration_seconds",
-			Help:    "How long a handover took here: from claim to serving (sync), or from giving a bucket up to releasing it (drain).",
-			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-		}, []string{"ring", "phase"}),
-		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "converge_shard_abandoned_reconciles_total",
-			Help: "Reconciles still running when their bucket was handed over after HandoverTimeout; their writes are refused.",
-		}, []string{"ring"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "converge_shard_keys_dropped_total",
-			Help: "Keys a sharded controller did not reconcile because their bucket is held by another member (which reconciles them), per controller.",
-		}, []string{"ring", "controller"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "converge_shard_refusals_total",
-			Help: "Times this member was refused by its ring: members of another layout (Buckets.Count, Buckets.By or sharded controllers) held it. sharding.Status.Refused and /readyz say which while it lasts.",
-		}, []string{"ring"}),
-	}
-}
-
-func (m *ringMetrics) register(r *prometheus.Registry) {
-	r.MustRegister(m.buckets, m.handovers, m.durations, m.abandoned, m.dropped, m.refused)
-	m.refused.WithLabelValues(m.ring)
-	for _, d := range []string{"in", "out", "lost"} {
-		m.handovers.WithLabelValues(m.ring, d)
-	}
-}
-
-// set records how many buckets are held in each state.
-func (m *ringMetrics) set(n [3]int) {
-	m.buckets.WithLabelValues(m.ring, "syncing").Set(float64(n[bucketSyncing]))
-	m.buckets.WithLabelValues(m.ring, "serving").Set(float64(n[bucketServing]))
-	m.buckets.WithLabelValues(m.ring, "draining").Set(float64(n[bucketDraining]))
+	ring               *ring.Metrics
 }
 
 func newMetrics() *metrics {

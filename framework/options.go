@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/converge-dev/converge/framework/internal/syncgc"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/sharding"
@@ -270,7 +271,7 @@ func (o Options) withDefaults() Options {
 		o.Metrics.KeyName = "tls.key"
 	}
 	if o.SyncGCPercent == 0 {
-		o.SyncGCPercent = defaultSyncGCPercent
+		o.SyncGCPercent = syncgc.DefaultPercent
 	}
 	if o.GracefulShutdownTimeout == 0 {
 		o.GracefulShutdownTimeout = defaultGracefulShutdownTimeout

@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/object"
@@ -79,7 +79,7 @@ func (m *layoutMember) status() sharding.Status {
 
 // claimedIn counts the buckets m began to hold.
 func (m *layoutMember) claimedIn() float64 {
-	return testutil.ToFloat64(m.mgr.metrics.ring.handovers.WithLabelValues("r", "in"))
+	return testutil.ToFloat64(m.mgr.metrics.ring.Handovers.WithLabelValues("r", "in"))
 }
 
 // A member whose layout differs from the one holding the ring (another
@@ -100,7 +100,7 @@ func TestRingRefusesAnotherLayoutUntilItsMembersAreGone(t *testing.T) {
 			t.Errorf("the refusal does not name %s: %s", want, st.Refused)
 		}
 	}
-	if err := b.mgr.ring.ready(); err == nil || err.Error() != st.Refused {
+	if err := b.mgr.ring.Ready(); err == nil || err.Error() != st.Refused {
 		t.Errorf("b's readiness = %v, want the refusal", err)
 	}
 	// Two LeaseDurations later (as a's renewals of the layout Lease tell)
@@ -110,22 +110,22 @@ func TestRingRefusesAnotherLayoutUntilItsMembersAreGone(t *testing.T) {
 		if st.Refused == "" || len(st.Serving)+len(st.Syncing)+len(st.Draining) > 0 {
 			t.Fatalf("b joined a ring held by another layout: %+v", st)
 		}
-		l := b.mgr.ring.cachedLease(layoutLeaseName("r"))
-		return l != nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.Sub(refused) > 2*b.mgr.ring.opts.Lease.Duration
+		l := b.mgr.ring.CachedLease(ring.LayoutLeaseName("r"))
+		return l != nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.Sub(refused) > 2*b.mgr.ring.Options().Lease.Duration
 	})
 	if n := b.claimedIn(); n != 0 {
 		t.Errorf("b claimed %v buckets while refused", n)
 	}
-	if n := testutil.ToFloat64(b.mgr.metrics.ring.refused.WithLabelValues("r")); n != 1 {
+	if n := testutil.ToFloat64(b.mgr.metrics.ring.Refused.WithLabelValues("r")); n != 1 {
 		t.Errorf("converge_shard_refusals_total = %v, want 1", n)
 	}
-	if st := a.status(); len(st.Serving) != 32 || st.Refused != "" || a.mgr.ring.ready() != nil {
-		t.Errorf("a, holding the ring: %+v, ready %v", st, a.mgr.ring.ready())
+	if st := a.status(); len(st.Serving) != 32 || st.Refused != "" || a.mgr.ring.Ready() != nil {
+		t.Errorf("a, holding the ring: %+v, ready %v", st, a.mgr.ring.Ready())
 	}
 
 	a.stop()
 	ringUntil(t, b.mgr, "b serves all 8 buckets once a left", func(st sharding.Status) bool { return len(st.Serving) == 8 && st.Refused == "" })
-	if err := b.mgr.ring.ready(); err != nil {
+	if err := b.mgr.ring.Ready(); err != nil {
 		t.Errorf("b's readiness once it joined: %v", err)
 	}
 }
@@ -176,8 +176,8 @@ func TestRingLayoutsStartedTogetherNeverBothHoldBuckets(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, l := range leases.Items {
-				if l.Labels[roleLabel] == roleBucket && layoutOf(&l) != winner.mgr.ring.layout {
-					t.Errorf("bucket Lease %s records layout %s, held by %q, not the winner's", l.Name, layoutOf(&l), holder(&l))
+				if l.Labels[ring.RoleLabel] == ring.RoleBucket && ring.LayoutOf(&l) != winner.mgr.ring.Layout() {
+					t.Errorf("bucket Lease %s records layout %s, held by %q, not the winner's", l.Name, ring.LayoutOf(&l), ring.Holder(&l))
 				}
 			}
 		})
@@ -186,14 +186,14 @@ func TestRingLayoutsStartedTogetherNeverBothHoldBuckets(t *testing.T) {
 
 // staleLease is a Lease of ring "r" of role, held by id, renewed at
 // renewed, recording layout.
-func staleLease(name, role, id string, renewed time.Time, layout ringLayout) *coordinationv1.Lease {
+func staleLease(name, role, id string, renewed time.Time, layout ring.Layout) *coordinationv1.Lease {
 	stamp := metav1.NewMicroTime(renewed)
 	secs := int32(3600)
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{ringLabel: "r", roleLabel: role}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{ring.RingLabel: "r", ring.RoleLabel: role}},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &id, LeaseDurationSeconds: &secs, AcquireTime: &stamp, RenewTime: &stamp},
 	}
-	layout.annotate(l)
+	layout.Annotate(l)
 	return l
 }
 
@@ -214,22 +214,22 @@ func TestRingStartedAfterACrashServesTheCrashedMembersBuckets(t *testing.T) {
 		{"judged by changes seen only (negative control)", -1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			layout := ringLayout{cut: "32/" + string(sharding.ByUID), controllers: "cms (ConfigMap)"}
+			layout := ring.Layout{Cut: "32/" + string(sharding.ByUID), Controllers: "cms (ConfigMap)"}
 			// other holds its share of a ring of other and me; the ghost
 			// holds me's.
 			crash, now := time.Now().Add(-2*time.Hour), time.Now()
-			owners := assign(32, []string{"me", "other"})
+			owners := ring.Assign(32, []string{"me", "other"})
 			objs := []object.Object{
-				staleLease(memberLeaseName("r", "ghost"), roleMember, "ghost", crash, layout),
-				staleLease(memberLeaseName("r", "other"), roleMember, "other", now, layout),
-				staleLease(layoutLeaseName("r"), roleLayout, "other", now, layout),
+				staleLease(ring.MemberLeaseName("r", "ghost"), ring.RoleMember, "ghost", crash, layout),
+				staleLease(ring.MemberLeaseName("r", "other"), ring.RoleMember, "other", now, layout),
+				staleLease(ring.LayoutLeaseName("r"), ring.RoleLayout, "other", now, layout),
 			}
 			for b, o := range owners {
 				switch o {
 				case "me":
-					objs = append(objs, staleLease(bucketLeaseName("r", b), roleBucket, "ghost", crash, layout))
+					objs = append(objs, staleLease(ring.BucketLeaseName("r", b), ring.RoleBucket, "ghost", crash, layout))
 				case "other":
-					objs = append(objs, staleLease(bucketLeaseName("r", b), roleBucket, "other", now, layout))
+					objs = append(objs, staleLease(ring.BucketLeaseName("r", b), ring.RoleBucket, "other", now, layout))
 				}
 			}
 			srv := fake.Start(t, fake.Options{Objects: objs})
@@ -250,36 +250,5 @@ func TestRingStartedAfterACrashServesTheCrashedMembersBuckets(t *testing.T) {
 			}
 			ringUntil(t, me.mgr, "me serves its share, the ghost's buckets included", func(st sharding.Status) bool { return len(st.Serving) == mine })
 		})
-	}
-}
-
-// A renewal that arrives further behind this member's clock than
-// MaxClockSkew plus Lease.Duration − RenewDeadline shows a clock (or a
-// watch) off by more than backdating may assume: the member stops judging
-// Leases by the times they carry, and undoes what it judged so.
-func TestRingStopsTrustingCarriedTimesOnAClockFarBehind(t *testing.T) {
-	opts := sharding.Options{Ring: "r", MaxClockSkew: time.Second, Lease: lease.Options{Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}}
-	r := &ring{opts: opts, seen: map[string]observation{}, log: logr.Discard()}
-	now := time.Now()
-	r.seen["old"] = observation{rv: "1", since: now.Add(-time.Hour), at: now}
-	renewal := func(behind time.Duration) (o, n *coordinationv1.Lease) {
-		o = staleLease("x", roleBucket, "other", now.Add(-time.Minute), ringLayout{})
-		n = staleLease("x", roleBucket, "other", time.Now().Add(-behind), ringLayout{})
-		return o, n
-	}
-	r.checkClock(renewal(2 * time.Second))
-	if r.distrust {
-		t.Fatal("a renewal 2 s behind, within 1 s + 15 s − 10 s, made the member distrust carried times")
-	}
-	r.checkClock(renewal(time.Minute))
-	if !r.distrust {
-		t.Fatal("a renewal a minute behind left the member trusting carried times")
-	}
-	if o := r.seen["old"]; !o.since.Equal(o.at) {
-		t.Errorf("a Lease judged by its carried time was not judged again by when it was seen: %+v", o)
-	}
-	l := staleLease("y", roleBucket, "other", now.Add(-time.Hour), ringLayout{})
-	if got := r.backdateLocked(l, now); !got.Equal(now) {
-		t.Errorf("backdate once distrusting = %v, want now (%v)", got, now)
 	}
 }

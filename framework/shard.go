@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/hooks"
 	"github.com/converge-dev/converge/internal/restset"
@@ -34,11 +35,15 @@ import (
 type shardedPrimary[T object.Object] struct {
 	src     kindSource[T]
 	w       *watchTarget
-	ring    *ring
+	ring    *ring.Ring
+	holds   *bucketHolds
 	buckets sharding.Buckets
 	ctl     string
 	// onDelete, when set, sees each deleted object before its key is queued.
 	onDelete func(T)
+	// dropped counts the keys dropped because another member holds their
+	// bucket (see admit).
+	dropped interface{ Inc() }
 	// owed visits the keys the controller's queue still owes a worker;
 	// set before start.
 	owed func(func(reconcile.Request, reconcile.Reason))
@@ -150,9 +155,9 @@ func (rd *bucketRead[T]) see(obj T) {
 	}
 }
 
-func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ring, ctl string) (*shardedPrimary[T], error) {
+func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ring.Ring, holds *bucketHolds, ctl string) (*shardedPrimary[T], error) {
 	p := &shardedPrimary[T]{
-		src: src, w: w, ring: r, buckets: r.buckets, ctl: ctl,
+		src: src, w: w, ring: r, holds: holds, buckets: r.Options().Buckets, ctl: ctl,
 		started:  make(chan struct{}),
 		reads:    map[int]*bucketRead[T]{},
 		serving:  map[int]bool{},
@@ -161,7 +166,7 @@ func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ri
 	}
 	p.idle = sync.NewCond(&p.mu)
 	p.informers.Store(&map[int]*informers.Informer[T]{})
-	shards, err := hooks.NewBucketReader[bucketReader[T]]((*informers.Informer[T])(nil), src.sel.Kind, r.buckets, func() map[int]*informers.Informer[T] { return *p.informers.Load() })
+	shards, err := hooks.NewBucketReader[bucketReader[T]]((*informers.Informer[T])(nil), src.sel.Kind, p.buckets, func() map[int]*informers.Informer[T] { return *p.informers.Load() })
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +189,7 @@ func (p *shardedPrimary[T]) begin(ctx context.Context) {
 	close(p.started)
 }
 
-func (p *shardedPrimary[T]) acquire(ctx context.Context, b int, marks map[string]string) error {
+func (p *shardedPrimary[T]) Acquire(ctx context.Context, b int, marks map[string]string) error {
 	select {
 	case <-p.started:
 	case <-ctx.Done():
@@ -197,7 +202,7 @@ func (p *shardedPrimary[T]) acquire(ctx context.Context, b int, marks map[string
 		// it finds nothing of its own then.
 		p.unreadLocked(b)
 		p.mu.Unlock()
-		rd.release(p.ring)
+		rd.release(p.holds)
 		p.mu.Lock()
 		rd = nil
 	}
@@ -229,7 +234,7 @@ func (p *shardedPrimary[T]) acquire(ctx context.Context, b int, marks map[string
 func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]string) (*bucketRead[T], error) {
 	rd := &bucketRead[T]{ctx: ctx}
 	fail := func(err error) (*bucketRead[T], error) {
-		rd.release(p.ring)
+		rd.release(p.holds)
 		return nil, fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
 	}
 	// The secondary sources first: their informers exist before the
@@ -239,7 +244,7 @@ func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]st
 		if err != nil {
 			return fail(err)
 		}
-		p.ring.holds.hold(sb.informer())
+		p.holds.hold(sb.informer())
 		l := listening{src: sb}
 		l.reg, err = sb.start(p.ctx)
 		rd.secondary = append(rd.secondary, l)
@@ -253,7 +258,7 @@ func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]st
 	if err != nil {
 		return fail(err)
 	}
-	p.ring.holds.hold(bound.inf)
+	p.holds.hold(bound.inf)
 	rd.inf = bound.inf
 	bound.delivered = rd.see
 	if mark, err := strconv.ParseUint(marks[p.ctl], 10, 64); err == nil {
@@ -282,7 +287,7 @@ func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]st
 	// Checked with mu held: a bucket lost from here on is dropped after
 	// its context ended, and drop then finds it in reads.
 	if err := ctx.Err(); err != nil {
-		rd.release(p.ring)
+		rd.release(p.holds)
 		return nil, err
 	}
 	p.reads[b] = rd
@@ -292,18 +297,18 @@ func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]st
 
 // release removes the controller's listeners from rd's informers and lets
 // go of them: the ring stops each once no controller holds it.
-func (rd *bucketRead[T]) release(r *ring) {
+func (rd *bucketRead[T]) release(h *bucketHolds) {
 	if rd.inf != nil {
 		if rd.reg != nil {
 			_ = rd.inf.RemoveListener(rd.reg)
 		}
-		r.holds.letGo(rd.inf)
+		h.letGo(rd.inf)
 	}
 	for _, l := range rd.secondary {
 		if l.reg != nil {
 			_ = l.src.informer().RemoveListener(l.reg)
 		}
-		r.holds.letGo(l.src.informer())
+		h.letGo(l.src.informer())
 	}
 }
 
@@ -354,7 +359,7 @@ func (p *shardedPrimary[T]) routeReads(mgr *Manager) error {
 	return nil
 }
 
-func (p *shardedPrimary[T]) serve(ctx context.Context, b int, on bool) {
+func (p *shardedPrimary[T]) Serve(ctx context.Context, b int, on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if rd := p.reads[b]; rd != nil && rd.ctx != ctx {
@@ -367,7 +372,7 @@ func (p *shardedPrimary[T]) serve(ctx context.Context, b int, on bool) {
 	}
 }
 
-func (p *shardedPrimary[T]) drain(b int, timeout time.Duration) []string {
+func (p *shardedPrimary[T]) Drain(b int, timeout time.Duration) []string {
 	deadline := time.Now().Add(timeout)
 	stop := time.AfterFunc(timeout, func() {
 		p.mu.Lock()
@@ -386,7 +391,7 @@ func (p *shardedPrimary[T]) drain(b int, timeout time.Duration) []string {
 	return []string{fmt.Sprintf("controller %q: %d reconcile(s) of bucket %d", p.ctl, p.inflight[b], b)}
 }
 
-func (p *shardedPrimary[T]) drop(ctx context.Context, b int) {
+func (p *shardedPrimary[T]) Drop(ctx context.Context, b int) {
 	p.mu.Lock()
 	rd := p.reads[b]
 	if rd != nil && rd.ctx != ctx {
@@ -396,7 +401,7 @@ func (p *shardedPrimary[T]) drop(ctx context.Context, b int) {
 	p.unreadLocked(b)
 	p.mu.Unlock()
 	if rd != nil {
-		rd.release(p.ring)
+		rd.release(p.holds)
 	}
 }
 
@@ -434,7 +439,7 @@ func (p *shardedPrimary[T]) enter(req reconcile.Request) (int, dispatch) {
 		return b, dispatchDrop
 	case !serving:
 		return b, dispatchWait
-	case p.ring.check(b) != nil:
+	case p.ring.Check(b) != nil:
 		return b, dispatchWait // not renewed lately: it may come back
 	}
 	p.mu.Lock()
@@ -464,10 +469,10 @@ func (p *shardedPrimary[T]) bucketOf(req reconcile.Request) (int, bool) {
 func (p *shardedPrimary[T]) status(req reconcile.Request) *ShardStatus {
 	b, known := p.bucketOf(req)
 	if !known {
-		st := p.ring.status()
+		st := p.ring.Status()
 		return &ShardStatus{Bucket: -1, Buckets: p.buckets, Serving: st.Serving}
 	}
-	state, holder := p.ring.bucketStatus(b)
+	state, holder := p.ring.BucketStatus(b)
 	return &ShardStatus{Bucket: b, Buckets: p.buckets, State: state, Holder: holder}
 }
 
@@ -487,14 +492,14 @@ func (p *shardedPrimary[T]) exit(req reconcile.Request, b int) {
 // reconcileContext returns the context of a reconcile of bucket b: fenced
 // by the bucket, and cancelled when the bucket is lost or given up.
 func (p *shardedPrimary[T]) reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc) {
-	ctx = restset.WithWriteFence(ctx, func() error { return p.ring.check(b) })
+	ctx = restset.WithWriteFence(ctx, func() error { return p.ring.Check(b) })
 	if !shardtest.PreconditionsDisabled() {
 		// The fence stops writes as they leave; a write that left before
 		// it closed and arrives late is stopped by the server.
 		ctx = client.WithPreconditions(ctx)
 	}
 	ctx = sharding.WithBucket(ctx, b, p.buckets)
-	bctx := p.ring.bucketContext(b)
+	bctx := p.ring.BucketContext(b)
 	if bctx == nil {
 		ctx, cancel := context.WithCancel(ctx)
 		cancel()
@@ -540,7 +545,7 @@ func (p *shardedPrimary[T]) List(ctx context.Context, opts ...informers.ListOpti
 // String, Contains, HasSynced, Relists, Health and Len are what the debug
 // pages read of the primary informer.
 func (p *shardedPrimary[T]) String() string {
-	return fmt.Sprintf("%s in buckets %v of ring %s", p.src.String(), p.heldBuckets(), p.ring.opts.Ring)
+	return fmt.Sprintf("%s in buckets %v of ring %s", p.src.String(), p.heldBuckets(), p.ring.Options().Ring)
 }
 
 func (p *shardedPrimary[T]) Contains(key types.NamespacedName) bool {

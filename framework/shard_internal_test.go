@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -49,7 +50,7 @@ func startFakeMember(t *testing.T, srv *fake.Server, opts sharding.Options) (*Ma
 		cancel()
 		<-done
 	})
-	p := mgr.ring.users[0].(*shardedPrimary[*corev1.ConfigMap])
+	p := mgr.ring.Users()[0].(*shardedPrimary[*corev1.ConfigMap])
 	select {
 	case <-p.started:
 	case <-time.After(time.Minute):
@@ -98,9 +99,9 @@ func TestShardReadOfABucketLostMidwayIsUndone(t *testing.T) {
 	if published != nil {
 		t.Error("read published a bucket lost meanwhile")
 	}
-	mgr.ring.holds.mu.Lock()
-	holds := len(mgr.ring.holds.n)
-	mgr.ring.holds.mu.Unlock()
+	mgr.holds.mu.Lock()
+	holds := len(mgr.holds.n)
+	mgr.holds.mu.Unlock()
 	if holds != 0 {
 		t.Errorf("%d informers still held after the lost read", holds)
 	}
@@ -116,7 +117,7 @@ func TestShardReadOfABucketLostMidwayIsUndone(t *testing.T) {
 // instead of calling the object never seen.
 func TestShardStatusNamesTheBucketsHolder(t *testing.T) {
 	buckets := sharding.Buckets{By: sharding.ByNamespace, Count: 32}
-	owners := assign(32, []string{"me", "other"})
+	owners := ring.Assign(32, []string{"me", "other"})
 	nsOf := map[string]string{} // owner -> a namespace of one of its buckets
 	for i := 0; len(nsOf) < 2; i++ {
 		ns := fmt.Sprint("ns-", i)
@@ -131,17 +132,17 @@ func TestShardStatusNamesTheBucketsHolder(t *testing.T) {
 	other := "other"
 	objs := []object.Object{
 		&coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: memberLeaseName("r", other),
-				Labels:      map[string]string{ringLabel: "r", roleLabel: roleMember},
-				Annotations: map[string]string{layoutAnno: "32/" + string(sharding.ByNamespace), controllersAnno: "cms (ConfigMap)"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: ring.MemberLeaseName("r", other),
+				Labels:      map[string]string{ring.RingLabel: "r", ring.RoleLabel: ring.RoleMember},
+				Annotations: map[string]string{ring.LayoutAnno: "32/" + string(sharding.ByNamespace), ring.ControllersAnno: "cms (ConfigMap)"}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &other, LeaseDurationSeconds: &long, RenewTime: &now},
 		},
 	}
 	for b, owner := range owners {
 		if owner == other {
 			objs = append(objs, &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: bucketLeaseName("r", b),
-					Labels: map[string]string{ringLabel: "r", roleLabel: roleBucket, bucketLabel: fmt.Sprint(b)}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: ring.BucketLeaseName("r", b),
+					Labels: map[string]string{ring.RingLabel: "r", ring.RoleLabel: ring.RoleBucket, ring.BucketLabel: fmt.Sprint(b)}},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &other, LeaseDurationSeconds: &long, AcquireTime: &now, RenewTime: &now},
 			})
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/converge-dev/converge/reconcile"
 )
 
-// marks returns the controller's name and its marks of the buckets of bs
+// Marks returns the controller's name and its marks of the buckets of bs
 // it can say for. The mark of a bucket is the lowest resourceVersion an
 // object of the bucket may have and still carry a change of the primary
 // kind this controller did not reconcile: the lowest resourceVersion of
@@ -25,7 +25,7 @@ import (
 // when the controller is stopping and the bucket was not held when it
 // began to (its queue no longer takes keys). The marks of the buckets held
 // when the controller began to stop are the ones taken then.
-func (p *shardedPrimary[T]) marks(bs []int) (controller string, rvs map[int]string) {
+func (p *shardedPrimary[T]) Marks(bs []int) (controller string, rvs map[int]string) {
 	p.mu.Lock()
 	frozen := p.frozen
 	reads := make(map[int]*bucketRead[T], len(bs))
@@ -99,8 +99,8 @@ func (p *shardedPrimary[T]) marksOf(reads map[int]*bucketRead[T]) map[int]string
 	return rvs
 }
 
-// describe names the controller and its kind: "cms (ConfigMap)".
-func (p *shardedPrimary[T]) describe() string {
+// Describe names the controller and its kind: "cms (ConfigMap)".
+func (p *shardedPrimary[T]) Describe() string {
 	return fmt.Sprintf("%s (%s)", p.ctl, p.src.sel.Kind.GroupKind())
 }
 

@@ -93,6 +93,21 @@ var rules = []struct {
 		forbidden: []string{module + "/framework", module + "/declarative", module + "/informers", module + "/workqueue", module + "/reconcile"},
 	},
 	{
+		name:      "framework/internal/ring, the Lease ring, sits below framework: of converge it imports only sharding, lease and framework/internal/syncgc; the controllers it drives are ring.Users",
+		from:      []string{"framework/internal/ring"},
+		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/declarative", module + "/client", module + "/informers", module + "/workqueue", module + "/reconcile", module + "/object", module + "/internal/..."},
+	},
+	{
+		name:      "only framework drives the Lease ring: no package beside or below it imports framework/internal/ring",
+		from:      []string{"framework/controllerutil", "framework/webhook", "framework/fake", "framework/envtest", "framework/internal/serving", "framework/internal/syncgc", "client", "informers", "workqueue", "sharding", "lease"},
+		forbidden: []string{module + "/framework/internal/ring"},
+	},
+	{
+		name:      "framework/internal/syncgc is a leaf: the standard library only",
+		from:      []string{"framework/internal/syncgc"},
+		forbidden: []string{stdOnly},
+	},
+	{
 		name:      "framework/webhook holds handlers only: it may import object and framework/internal/serving, never the manager, the client, declarative or the test control plane",
 		from:      []string{"framework/webhook"},
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/client", module + "/declarative", module + "/informers", module + "/workqueue", module + "/reconcile"},

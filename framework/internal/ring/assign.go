@@ -1,4 +1,4 @@
-package framework
+package ring
 
 import (
 	"context"
@@ -13,12 +13,14 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/converge-dev/converge/framework/internal/syncgc"
 )
 
 // assess looks at the ring: which members are live, which buckets this
 // member should hold; it claims the buckets it should hold that are free,
 // and starts handing over those it should not.
-func (r *ring) assess(ctx context.Context) {
+func (r *Ring) assess(ctx context.Context) {
 	leases := r.ringLeases()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -48,7 +50,7 @@ func (r *ring) assess(ctx context.Context) {
 // observeLocked notes when each of leases was first seen at its
 // resourceVersion, forgets the Leases gone, and returns leases by name.
 // r.mu must be held.
-func (r *ring) observeLocked(leases []*coordinationv1.Lease, now time.Time) map[string]*coordinationv1.Lease {
+func (r *Ring) observeLocked(leases []*coordinationv1.Lease, now time.Time) map[string]*coordinationv1.Lease {
 	byName := make(map[string]*coordinationv1.Lease, len(leases))
 	for _, l := range leases {
 		byName[l.Name] = l
@@ -72,14 +74,14 @@ func (r *ring) observeLocked(leases []*coordinationv1.Lease, now time.Time) map[
 // this member's layout: itself while its member Lease was renewed within
 // RenewDeadline and it is not refused, and every other member whose Lease
 // changed within Lease.Duration. r.mu must be held.
-func (r *ring) liveMembersLocked(leases []*coordinationv1.Lease, now time.Time) []string {
+func (r *Ring) liveMembersLocked(leases []*coordinationv1.Lease, now time.Time) []string {
 	var members []string
 	if r.member != nil && now.Sub(r.memberRenewed) < r.opts.Lease.RenewDeadline && r.refused == nil {
 		members = append(members, r.opts.Lease.Identity)
 	}
 	for _, l := range leases {
-		id := holder(l)
-		if l.Labels[roleLabel] != roleMember || l.Name == r.memberName || id == "" || l.DeletionTimestamp != nil {
+		id := Holder(l)
+		if l.Labels[RoleLabel] != RoleMember || l.Name == r.memberName || id == "" || l.DeletionTimestamp != nil {
 			continue
 		}
 		if now.Sub(r.seen[l.Name].since) >= r.opts.Lease.Duration {
@@ -109,16 +111,16 @@ type bucketClaim struct {
 // rebalanceLocked starts handing over the held buckets the assignment over
 // members gives to others, and returns those it gives this member that it
 // may claim now. r.mu must be held.
-func (r *ring) rebalanceLocked(ctx context.Context, byName map[string]*coordinationv1.Lease, members []string, now time.Time) []bucketClaim {
+func (r *Ring) rebalanceLocked(ctx context.Context, byName map[string]*coordinationv1.Lease, members []string, now time.Time) []bucketClaim {
 	// Buckets are claimed only while this member holds the ring's layout
 	// (see writeLayout): a member of another layout may then hold none.
 	mayClaim := r.formed && r.refused == nil && now.Sub(r.layoutRenewed) < r.opts.Lease.RenewDeadline
 	var claims []bucketClaim
-	for b, owner := range assign(r.opts.Buckets.Count, members) {
+	for b, owner := range Assign(r.opts.Buckets.Count, members) {
 		h := r.held[b]
 		switch {
 		case owner == r.opts.Lease.Identity && h == nil && mayClaim:
-			l := byName[bucketLeaseName(r.opts.Ring, b)]
+			l := byName[BucketLeaseName(r.opts.Ring, b)]
 			if why := r.claimable(l, now); why != "" {
 				claims = append(claims, bucketClaim{b, l, why})
 			}
@@ -140,13 +142,13 @@ func (r *ring) rebalanceLocked(ctx context.Context, byName map[string]*coordinat
 // that just joined until it has watched it for Lease.Duration). Until then
 // the ring is forming, and the members that join meanwhile are counted in
 // the first claims. r.mu must be held.
-func (r *ring) formingOverLocked(leases []*coordinationv1.Lease, members []string, now time.Time) bool {
+func (r *Ring) formingOverLocked(leases []*coordinationv1.Lease, members []string, now time.Time) bool {
 	if now.Sub(r.joined) >= r.opts.FormationDelay {
 		return true
 	}
 	for _, l := range leases {
-		h := holder(l)
-		if l.Labels[roleLabel] != roleBucket || h == r.opts.Lease.Identity || !slices.Contains(members, h) || r.claimable(l, now) != "" {
+		h := Holder(l)
+		if l.Labels[RoleLabel] != RoleBucket || h == r.opts.Lease.Identity || !slices.Contains(members, h) || r.claimable(l, now) != "" {
 			continue
 		}
 		if l.Spec.RenewTime != nil && now.Sub(l.Spec.RenewTime.Time) < r.opts.Lease.Duration {
@@ -161,11 +163,11 @@ func (r *ring) formingOverLocked(leases []*coordinationv1.Lease, members []strin
 // claimed: "new", "released", or "expired" when this member saw it
 // unchanged for Lease.Duration; "" when a live member holds it. r.mu must be
 // held.
-func (r *ring) claimable(l *coordinationv1.Lease, now time.Time) string {
+func (r *Ring) claimable(l *coordinationv1.Lease, now time.Time) string {
 	switch {
 	case l == nil:
 		return "new"
-	case holder(l) == "":
+	case Holder(l) == "":
 		return "released"
 	case now.Sub(r.seen[l.Name].since) >= r.opts.Lease.Duration:
 		return "expired"
@@ -173,14 +175,14 @@ func (r *ring) claimable(l *coordinationv1.Lease, now time.Time) string {
 	return ""
 }
 
-// assign gives each bucket an owner among members (sorted): the member
+// Assign gives each bucket an owner among members (sorted): the member
 // ranking highest for it by rendezvous hashing, then, while a member owns
 // more than ceil(buckets/members), the bucket of that member whose next
 // choice under the limit ranks highest moves there. "" when there are no
 // members. Every member computes the same assignment from the same
 // members, and a member joining or leaving moves few buckets besides its
 // own.
-func assign(buckets int, members []string) []string {
+func Assign(buckets int, members []string) []string {
 	owners := make([]string, buckets)
 	if len(members) == 0 {
 		return owners
@@ -240,7 +242,7 @@ func score(member string, bucket int) uint64 {
 // claim claims bucket b, whose Lease was last seen as l (nil when it had
 // none), with a compare-and-swap on that resourceVersion: it fails when
 // the Lease changed since.
-func (r *ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why string) {
+func (r *Ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why string) {
 	start := time.Now()
 	stamp := metav1.NewMicroTime(start)
 	secs := int32(r.opts.Lease.Duration.Round(time.Second) / time.Second)
@@ -249,12 +251,12 @@ func (r *ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why st
 		err error
 	)
 	if l == nil {
-		nl := r.newLease(bucketLeaseName(r.opts.Ring, b), roleBucket, start)
-		nl.Labels[bucketLabel] = strconv.Itoa(b)
+		nl := r.newLease(BucketLeaseName(r.opts.Ring, b), RoleBucket, start)
+		nl.Labels[BucketLabel] = strconv.Itoa(b)
 		got, err = r.leases.Create(ctx, nl, metav1.CreateOptions{})
 	} else {
 		c := l.DeepCopy()
-		r.layout.annotate(c)
+		r.layout.Annotate(c)
 		c.Spec.HolderIdentity, c.Spec.AcquireTime, c.Spec.RenewTime, c.Spec.LeaseDurationSeconds = &r.opts.Lease.Identity, &stamp, &stamp, &secs
 		n := int32(1)
 		if c.Spec.LeaseTransitions != nil {
@@ -280,13 +282,16 @@ func (r *ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why st
 	bctx, cancel := context.WithCancel(ctx)
 	h := &heldBucket{lease: got, renewed: start, since: start, ctx: bctx, cancel: cancel}
 	r.held[b] = h
-	r.log.Info("claimed bucket", "bucket", b, "previous", holder(l), "why", why)
+	r.log.Info("claimed bucket", "bucket", b, "previous", Holder(l), "why", why)
 	go r.acquire(b, h, slices.Clone(r.users))
 }
 
 // acquire makes every sharded controller read bucket b, then serves it.
-func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
-	marks := r.leaseMarks(h.lease)
+func (r *Ring) acquire(b int, h *heldBucket, users []User) {
+	r.mu.RLock()
+	l := h.lease // renewals replace it meanwhile
+	r.mu.RUnlock()
+	marks := r.leaseMarks(l)
 	backoff := time.Second
 	for _, u := range users {
 		// A controller that cannot read the bucket yet (a kind it may not
@@ -294,8 +299,8 @@ func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
 		// by themselves once they can, and the bucket stays unserved (and
 		// the member unready) until then.
 		for {
-			restoreGC := relaxGC(r.syncGCPercent)
-			err := u.acquire(h.ctx, b, marks)
+			restoreGC := syncgc.Relax(r.SyncGCPercent)
+			err := u.Acquire(h.ctx, b, marks)
 			restoreGC()
 			if err == nil {
 				break
@@ -319,28 +324,28 @@ func (r *ring) acquire(b int, h *heldBucket, users []shardUser) {
 	}
 	h.state = bucketServing
 	for _, u := range users {
-		u.serve(h.ctx, b, true)
+		u.Serve(h.ctx, b, true)
 	}
 	took := time.Since(h.since)
-	r.metrics.handovers.WithLabelValues(r.opts.Ring, "in").Inc()
-	r.metrics.durations.WithLabelValues(r.opts.Ring, "sync").Observe(took.Seconds())
+	r.metrics.Handovers.WithLabelValues(r.opts.Ring, "in").Inc()
+	r.metrics.Durations.WithLabelValues(r.opts.Ring, "sync").Observe(took.Seconds())
 	r.log.Info("serving bucket", "bucket", b, "synced", took.Round(time.Millisecond))
 	r.metrics.set(r.countLocked())
 }
 
 // handOver gives bucket b up to owner: stop dispatching, drain, stop
 // fencing writes in, release the Lease.
-func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string) {
+func (r *Ring) handOver(ctx context.Context, b int, h *heldBucket, owner string) {
 	start := time.Now()
 	r.mu.RLock()
 	users := slices.Clone(r.users)
 	r.mu.RUnlock()
 	for _, u := range users {
-		u.serve(h.ctx, b, false)
+		u.Serve(h.ctx, b, false)
 	}
 	var stuck []string
 	for _, u := range users {
-		stuck = append(stuck, u.drain(b, r.opts.HandoverTimeout)...)
+		stuck = append(stuck, u.Drain(b, r.opts.HandoverTimeout)...)
 	}
 	r.mu.Lock()
 	if r.held[b] != h {
@@ -353,14 +358,14 @@ func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string)
 	r.mu.Unlock()
 	marks := userMarks([]int{b}, users)[b]
 	for _, u := range users {
-		u.drop(h.ctx, b)
+		u.Drop(h.ctx, b)
 	}
 	r.release(ctx, r.withMarks(lease, marks))
 	took := time.Since(start)
-	r.metrics.handovers.WithLabelValues(r.opts.Ring, "out").Inc()
-	r.metrics.durations.WithLabelValues(r.opts.Ring, "drain").Observe(took.Seconds())
+	r.metrics.Handovers.WithLabelValues(r.opts.Ring, "out").Inc()
+	r.metrics.Durations.WithLabelValues(r.opts.Ring, "drain").Observe(took.Seconds())
 	if len(stuck) > 0 {
-		r.metrics.abandoned.WithLabelValues(r.opts.Ring).Add(float64(len(stuck)))
+		r.metrics.Abandoned.WithLabelValues(r.opts.Ring).Add(float64(len(stuck)))
 		r.log.Info("handed a bucket over with reconciles still running; their writes are refused", "bucket", b, "to", owner, "drained", took.Round(time.Millisecond), "abandoned", stuck)
 	} else {
 		r.log.Info("handed a bucket over", "bucket", b, "to", owner, "drained", took.Round(time.Millisecond))
@@ -372,10 +377,10 @@ func (r *ring) handOver(ctx context.Context, b int, h *heldBucket, owner string)
 
 // userMarks returns the marks of the buckets of bs, by bucket and then by
 // controller, for the users that can say.
-func userMarks(bs []int, users []shardUser) map[int]map[string]string {
+func userMarks(bs []int, users []User) map[int]map[string]string {
 	marks := map[int]map[string]string{}
 	for _, u := range users {
-		ctl, rvs := u.marks(bs)
+		ctl, rvs := u.Marks(bs)
 		for b, rv := range rvs {
 			if marks[b] == nil {
 				marks[b] = map[string]string{}
@@ -396,9 +401,9 @@ type handoverMarks struct {
 
 // leaseMarks returns the marks bucket Lease l carries, by controller; none
 // when it carries none, of another layout, or they do not parse.
-func (r *ring) leaseMarks(l *coordinationv1.Lease) map[string]string {
+func (r *Ring) leaseMarks(l *coordinationv1.Lease) map[string]string {
 	var m handoverMarks
-	if v := l.Annotations[marksAnno]; v == "" || json.Unmarshal([]byte(v), &m) != nil || m.Layout != r.layout.cut {
+	if v := l.Annotations[marksAnno]; v == "" || json.Unmarshal([]byte(v), &m) != nil || m.Layout != r.layout.Cut {
 		return nil
 	}
 	return m.Marks
@@ -406,7 +411,7 @@ func (r *ring) leaseMarks(l *coordinationv1.Lease) map[string]string {
 
 // withMarks returns a copy of bucket Lease l whose marks are marks, and,
 // for controllers that left none, the ones l had.
-func (r *ring) withMarks(l *coordinationv1.Lease, marks map[string]string) *coordinationv1.Lease {
+func (r *Ring) withMarks(l *coordinationv1.Lease, marks map[string]string) *coordinationv1.Lease {
 	if len(marks) == 0 {
 		return l
 	}
@@ -415,7 +420,7 @@ func (r *ring) withMarks(l *coordinationv1.Lease, marks map[string]string) *coor
 		all = map[string]string{}
 	}
 	maps.Copy(all, marks)
-	v, err := json.Marshal(handoverMarks{Layout: r.layout.cut, Marks: all})
+	v, err := json.Marshal(handoverMarks{Layout: r.layout.Cut, Marks: all})
 	if err != nil {
 		return l
 	}

@@ -1,4 +1,4 @@
-package framework
+package ring
 
 import (
 	"context"
@@ -23,9 +23,9 @@ import (
 
 // Labels and annotations of a ring's Leases.
 const (
-	ringLabel   = "converge.dev/ring"
-	roleLabel   = "converge.dev/ring-role"
-	bucketLabel = "converge.dev/bucket"
+	RingLabel   = "converge.dev/ring"
+	RoleLabel   = "converge.dev/ring-role"
+	BucketLabel = "converge.dev/bucket"
 	// marksAnno, on a bucket Lease, holds the marks its holder writes with
 	// each renewal and when it gives the bucket up (handoverMarks): by
 	// controller name, a resourceVersion below which every change of the
@@ -37,33 +37,33 @@ const (
 	// breaks that), so a holder that writes none (its controller could not
 	// say) leaves the one it found.
 	marksAnno        = "converge.dev/handover-marks"
-	roleMember       = "member"
-	roleBucket       = "bucket"
-	ringReadyCheck   = "sharding"
+	RoleMember       = "member"
+	RoleBucket       = "bucket"
+	ReadyCheck       = "sharding"
 	ringKickInterval = 50 * time.Millisecond
 )
 
-// shardUser is a sharded controller, as the ring drives it.
-type shardUser interface {
-	// acquire starts reading bucket b and returns once the reads synced,
+// User is a sharded controller, as the ring drives it.
+type User interface {
+	// Acquire starts reading bucket b and returns once the reads synced,
 	// or with ctx's error. marks are those the bucket's last holders left,
 	// by controller.
-	acquire(ctx context.Context, b int, marks map[string]string) error
-	// serve turns dispatching b's keys on or off. ctx is the context of
+	Acquire(ctx context.Context, b int, marks map[string]string) error
+	// Serve turns dispatching b's keys on or off. ctx is the context of
 	// the holding of b it is for (the one acquire was given): a call for a
 	// holding that ended, made once b was claimed again, does nothing.
-	serve(ctx context.Context, b int, on bool)
-	// drain waits, at most timeout, for b's in-flight reconciles; it
+	Serve(ctx context.Context, b int, on bool)
+	// Drain waits, at most timeout, for b's in-flight reconciles; it
 	// returns the keys of those still running.
-	drain(b int, timeout time.Duration) []string
-	// drop stops reading b for the holding of context ctx, as serve.
-	drop(ctx context.Context, b int)
-	// marks returns the controller's name and its marks of the buckets of
+	Drain(b int, timeout time.Duration) []string
+	// Drop stops reading b for the holding of context ctx, as Serve.
+	Drop(ctx context.Context, b int)
+	// Marks returns the controller's name and its marks of the buckets of
 	// bs it can say for, by bucket (see shardedPrimary.marks).
-	marks(bs []int) (controller string, rvs map[int]string)
-	// describe names the controller and its kind, for the ring's layout:
+	Marks(bs []int) (controller string, rvs map[int]string)
+	// Describe names the controller and its kind, for the ring's layout:
 	// "cms (ConfigMap)".
-	describe() string
+	Describe() string
 }
 
 // bucketState is where a claimed bucket is in its life.
@@ -101,37 +101,35 @@ type observation struct {
 	since, at time.Time
 }
 
-// ring is this process's membership of a sharding ring (see
+// Ring is this process's membership of a sharding ring (see
 // sharding.Options).
-type ring struct {
+type Ring struct {
 	opts    sharding.Options
 	buckets sharding.Buckets
 	leases  coordclient.LeaseInterface
 	log     logr.Logger
-	metrics *ringMetrics
-	// syncGCPercent is Options.SyncGCPercent: the GOGC while a bucket's
-	// reads first sync (see relaxGC).
-	syncGCPercent int
+	metrics *Metrics
+	// SyncGCPercent is Options.SyncGCPercent: the GOGC while a bucket's
+	// reads first sync (see syncgc.Relax). Set it before Start.
+	SyncGCPercent int
 	// memberName is the name of this member's Lease.
 	memberName string
 	// layout is this member's layout, set by start before the ring runs.
-	layout ringLayout
+	layout Layout
 
 	informer cache.SharedIndexInformer
 	kick     chan struct{}
-	// holds counts the sharded controllers reading each bucket informer.
-	holds bucketHolds
 
 	mu sync.RWMutex
 	// users are the sharded controllers; mu guards every field below.
-	users []shardUser
+	users []User
 	// layoutRenewed is when the last successful write of the layout Lease
 	// (recording layout) was sent; refused is set while the Lease records
 	// another layout that live members hold.
 	layoutRenewed time.Time
 	refused       error
 	// refusedBy is the layout that refused this member, while refused.
-	refusedBy ringLayout
+	refusedBy Layout
 	// distrust is set once a Lease's renewal time showed its holder's
 	// clock further behind this member's than MaxClockSkew allows: from
 	// then on no Lease is judged by the time it carries.
@@ -154,20 +152,20 @@ type ring struct {
 	stopped bool
 }
 
-func newRing(cs coordclient.LeasesGetter, opts sharding.Options, log logr.Logger, metrics *ringMetrics) *ring {
-	r := &ring{
+func New(cs coordclient.LeasesGetter, opts sharding.Options, log logr.Logger, metrics *Metrics) *Ring {
+	r := &Ring{
 		opts:       opts,
 		buckets:    opts.Buckets,
 		leases:     cs.Leases(opts.Lease.Namespace),
 		log:        log.WithValues("ring", opts.Ring, "identity", opts.Lease.Identity),
 		metrics:    metrics,
-		memberName: memberLeaseName(opts.Ring, opts.Lease.Identity),
+		memberName: MemberLeaseName(opts.Ring, opts.Lease.Identity),
 		kick:       make(chan struct{}, 1),
 		held:       map[int]*heldBucket{},
 		seen:       map[string]observation{},
 		ignored:    map[string]bool{},
 	}
-	sel := labels.SelectorFromSet(labels.Set{ringLabel: opts.Ring}).String()
+	sel := labels.SelectorFromSet(labels.Set{RingLabel: opts.Ring}).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = sel
@@ -186,13 +184,13 @@ func newRing(cs coordclient.LeasesGetter, opts sharding.Options, log logr.Logger
 			o, n := oldObj.(*coordinationv1.Lease), newObj.(*coordinationv1.Lease)
 			r.checkClock(o, n)
 			switch {
-			case n.Labels[roleLabel] == roleLayout:
+			case n.Labels[RoleLabel] == RoleLayout:
 				// Its holder is the member of its layout that renewed it
 				// last, and changes every renewal.
-				if layoutOf(o) != layoutOf(n) || holder(n) == "" {
+				if LayoutOf(o) != LayoutOf(n) || Holder(n) == "" {
 					r.poke()
 				}
-			case holder(o) != holder(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil):
+			case Holder(o) != Holder(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil):
 				r.poke()
 			}
 		},
@@ -200,30 +198,30 @@ func newRing(cs coordclient.LeasesGetter, opts sharding.Options, log logr.Logger
 	return r
 }
 
-func memberLeaseName(ring, identity string) string {
+func MemberLeaseName(ring, identity string) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(identity))
 	return fmt.Sprintf("%s-member-%08x", ring, h.Sum32())
 }
 
-func bucketLeaseName(ring string, b int) string { return fmt.Sprintf("%s-bucket-%d", ring, b) }
+func BucketLeaseName(ring string, b int) string { return fmt.Sprintf("%s-bucket-%d", ring, b) }
 
 // newLease returns a Lease of the ring named name, of role, held by this
 // member from now, recording its layout.
-func (r *ring) newLease(name, role string, now time.Time) *coordinationv1.Lease {
+func (r *Ring) newLease(name, role string, now time.Time) *coordinationv1.Lease {
 	stamp := metav1.NewMicroTime(now)
 	secs := int32(r.opts.Lease.Duration.Round(time.Second) / time.Second)
 	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.opts.Lease.Namespace, Labels: map[string]string{ringLabel: r.opts.Ring, roleLabel: role}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.opts.Lease.Namespace, Labels: map[string]string{RingLabel: r.opts.Ring, RoleLabel: role}},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &r.opts.Lease.Identity, LeaseDurationSeconds: &secs, AcquireTime: &stamp, RenewTime: &stamp},
 	}
-	r.layout.annotate(l)
+	r.layout.Annotate(l)
 	return l
 }
 
-// cachedLease returns the ring's Lease of that name as the informer
+// CachedLease returns the ring's Lease of that name as the informer
 // shows it, nil for none.
-func (r *ring) cachedLease(name string) *coordinationv1.Lease {
+func (r *Ring) CachedLease(name string) *coordinationv1.Lease {
 	obj, ok, _ := r.informer.GetStore().GetByKey(r.opts.Lease.Namespace + "/" + name)
 	if !ok {
 		return nil
@@ -232,48 +230,65 @@ func (r *ring) cachedLease(name string) *coordinationv1.Lease {
 	return l
 }
 
-func holder(l *coordinationv1.Lease) string {
+func Holder(l *coordinationv1.Lease) string {
 	if l == nil || l.Spec.HolderIdentity == nil {
 		return ""
 	}
 	return *l.Spec.HolderIdentity
 }
 
-func (r *ring) poke() {
+func (r *Ring) poke() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-// register adds a sharded controller; call before start.
-func (r *ring) register(u shardUser) error {
+// Layout is this member's layout, set by Start.
+func (r *Ring) Layout() Layout {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.layout
+}
+
+// Users are the sharded controllers registered, in order.
+func (r *Ring) Users() []User {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.users)
+}
+
+// Options are the ring's options, as New was given them.
+func (r *Ring) Options() sharding.Options { return r.opts }
+
+// Register adds a sharded controller; call before Start.
+func (r *Ring) Register(u User) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.joined.IsZero() {
-		return errShardedAfterStart
+		return ErrStarted
 	}
 	r.users = append(r.users, u)
 	return nil
 }
 
-// errShardedAfterStart refuses a sharded controller built once the manager
+// ErrStarted refuses a sharded controller built once the manager
 // started: the ring has the buckets it claims read by the controllers it
 // knows at the claim.
-var errShardedAfterStart = errors.New("ControllerOptions.Sharded: the manager has started; build sharded controllers before Manager.Start")
+var ErrStarted = errors.New("ControllerOptions.Sharded: the manager has started; build sharded controllers before Manager.Start")
 
-// unregister removes a sharded controller whose build failed after
+// Unregister removes a sharded controller whose build failed after
 // register.
-func (r *ring) unregister(u shardUser) {
+func (r *Ring) Unregister(u User) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.users = slices.DeleteFunc(r.users, func(v shardUser) bool { return v == u })
+	r.users = slices.DeleteFunc(r.users, func(v User) bool { return v == u })
 }
 
-// start joins the ring and runs it until ctx ends; then call leave. A
+// Start joins the ring and runs it until ctx ends; then call Leave. A
 // member of another layout than the ring's is not refused here but by the
 // ring (see writeLayout), which it keeps trying to join.
-func (r *ring) start(ctx context.Context) error {
+func (r *Ring) Start(ctx context.Context) error {
 	r.mu.Lock()
 	r.layout = newLayout(fmt.Sprintf("%d/%s", r.opts.Buckets.Count, r.opts.Buckets.By), r.users)
 	r.mu.Unlock()
@@ -287,15 +302,15 @@ func (r *ring) start(ctx context.Context) error {
 }
 
 // compatible is nil when member Lease l records this member's layout.
-func (r *ring) compatible(l *coordinationv1.Lease) error {
-	if theirs := layoutOf(l); theirs != r.layout {
+func (r *Ring) compatible(l *coordinationv1.Lease) error {
+	if theirs := LayoutOf(l); theirs != r.layout {
 		return fmt.Errorf("member %q (Lease %s) has layout %s, this member (%q) has %s: every member of a ring needs the same Options.Sharding.Buckets.Count and Key and the same sharded controllers",
-			holder(l), l.Name, theirs, r.opts.Lease.Identity, r.layout)
+			Holder(l), l.Name, theirs, r.opts.Lease.Identity, r.layout)
 	}
 	return nil
 }
 
-func (r *ring) ringLeases() []*coordinationv1.Lease {
+func (r *Ring) ringLeases() []*coordinationv1.Lease {
 	objs := r.informer.GetStore().List()
 	out := make([]*coordinationv1.Lease, 0, len(objs))
 	for _, o := range objs {
@@ -304,7 +319,7 @@ func (r *ring) ringLeases() []*coordinationv1.Lease {
 	return out
 }
 
-func (r *ring) run(ctx context.Context) {
+func (r *Ring) run(ctx context.Context) {
 	tick := time.NewTicker(r.opts.Lease.RetryPeriod)
 	defer tick.Stop()
 	r.mu.Lock()
@@ -338,9 +353,9 @@ func (r *ring) run(ctx context.Context) {
 	}
 }
 
-// check is nil while this member holds bucket b and renewed it within
+// Check is nil while this member holds bucket b and renewed it within
 // RenewDeadline; otherwise an error wrapping sharding.ErrBucketNotHeld.
-func (r *ring) check(b int) error {
+func (r *Ring) Check(b int) error {
 	r.mu.RLock()
 	h := r.held[b]
 	var renewed time.Time
@@ -360,7 +375,7 @@ func (r *ring) check(b int) error {
 // renewedLocked is when claimed bucket h was last renewed as far as its
 // fence goes: the older of its own Lease's renewal and the layout Lease's.
 // r.mu must be held.
-func (r *ring) renewedLocked(h *heldBucket) time.Time {
+func (r *Ring) renewedLocked(h *heldBucket) time.Time {
 	if r.layoutRenewed.Before(h.renewed) {
 		return r.layoutRenewed
 	}
@@ -369,13 +384,13 @@ func (r *ring) renewedLocked(h *heldBucket) time.Time {
 
 // lapsed says whether a bucket last renewed at renewed is fenced at now:
 // not renewed within Lease.RenewDeadline.
-func (r *ring) lapsed(renewed, now time.Time) bool {
+func (r *Ring) lapsed(renewed, now time.Time) bool {
 	return now.Sub(renewed) >= r.opts.Lease.RenewDeadline
 }
 
-// bucketContext returns the context of claimed bucket b, nil when not
+// BucketContext returns the context of claimed bucket b, nil when not
 // claimed.
-func (r *ring) bucketContext(b int) context.Context {
+func (r *Ring) BucketContext(b int) context.Context {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if h := r.held[b]; h != nil {
@@ -384,9 +399,9 @@ func (r *ring) bucketContext(b int) context.Context {
 	return nil
 }
 
-// ready is nil once the ring was assessed, has formed, and no claimed
+// Ready is nil once the ring was assessed, has formed, and no claimed
 // bucket is still syncing.
-func (r *ring) ready() error {
+func (r *Ring) Ready() error {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.refused != nil {
@@ -418,12 +433,12 @@ func (r *ring) ready() error {
 	return nil
 }
 
-// bucketStatus returns this member's hold of bucket b ("serving",
+// BucketStatus returns this member's hold of bucket b ("serving",
 // "syncing", "draining" or "" when it holds none), and the holder of b's
 // Lease when another live member holds it.
-func (r *ring) bucketStatus(b int) (state, holderID string) {
+func (r *Ring) BucketStatus(b int) (state, holderID string) {
 	var l *coordinationv1.Lease
-	if obj, ok, _ := r.informer.GetStore().GetByKey(r.opts.Lease.Namespace + "/" + bucketLeaseName(r.opts.Ring, b)); ok {
+	if obj, ok, _ := r.informer.GetStore().GetByKey(r.opts.Lease.Namespace + "/" + BucketLeaseName(r.opts.Ring, b)); ok {
 		l, _ = obj.(*coordinationv1.Lease)
 	}
 	r.mu.RLock()
@@ -431,14 +446,14 @@ func (r *ring) bucketStatus(b int) (state, holderID string) {
 	if h := r.held[b]; h != nil {
 		return h.state.String(), ""
 	}
-	if l != nil && holder(l) != r.opts.Lease.Identity && r.claimable(l, time.Now()) == "" {
-		return "", holder(l)
+	if l != nil && Holder(l) != r.opts.Lease.Identity && r.claimable(l, time.Now()) == "" {
+		return "", Holder(l)
 	}
 	return "", ""
 }
 
-// status reports the ring as this member sees it.
-func (r *ring) status() sharding.Status {
+// Status reports the ring as this member sees it.
+func (r *Ring) Status() sharding.Status {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	s := sharding.Status{Ring: r.opts.Ring, Identity: r.opts.Lease.Identity, Buckets: r.buckets, Forming: r.assessed && !r.formed, Members: slices.Clone(r.members)}
@@ -467,7 +482,7 @@ func (r *ring) status() sharding.Status {
 }
 
 // countLocked counts claimed buckets by state. r.mu must be held.
-func (r *ring) countLocked() [3]int {
+func (r *Ring) countLocked() [3]int {
 	var n [3]int
 	for _, h := range r.held {
 		n[h.state]++

@@ -1,4 +1,4 @@
-package framework
+package ring
 
 import (
 	"context"
@@ -25,17 +25,17 @@ func gogc() int {
 // gcUser is a sharded controller whose reads of a bucket record the GOGC
 // they ran under; its other methods are not called here.
 type gcUser struct {
-	shardUser
+	User
 	during []int
 	served bool
 }
 
-func (u *gcUser) acquire(context.Context, int, map[string]string) error {
+func (u *gcUser) Acquire(context.Context, int, map[string]string) error {
 	u.during = append(u.during, gogc())
 	return nil
 }
 
-func (u *gcUser) serve(_ context.Context, _ int, on bool) { u.served = on }
+func (u *gcUser) Serve(_ context.Context, _ int, on bool) { u.served = on }
 
 func TestBucketReadSyncsUnderSyncGCPercent(t *testing.T) {
 	// A member's buckets are its caches: their first sync decodes most of
@@ -48,14 +48,14 @@ func TestBucketReadSyncsUnderSyncGCPercent(t *testing.T) {
 		Buckets: sharding.Buckets{Count: 4},
 		Lease:   lease.Options{Namespace: "ns", Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 	}
-	r := newRing(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), newRingMetrics(opts.Ring))
-	r.syncGCPercent = 300
+	r := New(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), NewMetrics(opts.Ring))
+	r.SyncGCPercent = 300
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	h := &heldBucket{lease: &coordinationv1.Lease{}, since: time.Now(), ctx: ctx, cancel: cancel}
 	r.held[1] = h
 	a, b := &gcUser{}, &gcUser{}
-	r.acquire(1, h, []shardUser{a, b})
+	r.acquire(1, h, []User{a, b})
 	for name, u := range map[string]*gcUser{"first": a, "second": b} {
 		if len(u.during) != 1 || u.during[0] != 300 {
 			t.Errorf("the %s controller read the bucket with GOGC %v, want once at 300 (SyncGCPercent)", name, u.during)
@@ -77,14 +77,14 @@ func TestBucketReadLeavesGCAloneWhenSyncGCPercentIsNegative(t *testing.T) {
 		Buckets: sharding.Buckets{Count: 4},
 		Lease:   lease.Options{Namespace: "ns", Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 	}
-	r := newRing(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), newRingMetrics(opts.Ring))
-	r.syncGCPercent = -1
+	r := New(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), NewMetrics(opts.Ring))
+	r.SyncGCPercent = -1
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	h := &heldBucket{lease: &coordinationv1.Lease{}, since: time.Now(), ctx: ctx, cancel: cancel}
 	r.held[0] = h
 	u := &gcUser{}
-	r.acquire(0, h, []shardUser{u})
+	r.acquire(0, h, []User{u})
 	if len(u.during) != 1 || u.during[0] != 100 {
 		t.Errorf("with SyncGCPercent negative the bucket was read with GOGC %v, want 100 (untouched)", u.during)
 	}

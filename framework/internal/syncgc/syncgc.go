@@ -1,15 +1,17 @@
-package framework
+// Package syncgc raises the garbage collector's GOGC while caches first
+// sync, process-wide, for the managers and sharding rings of a process.
+package syncgc
 
 import (
 	"runtime/debug"
 	"sync"
 )
 
-// defaultSyncGCPercent is the GOGC used while the caches first sync when
+// DefaultPercent is the GOGC used while the caches first sync when
 // Options.SyncGCPercent is zero.
-const defaultSyncGCPercent = 400
+const DefaultPercent = 400
 
-// syncGC is the process-wide state of relaxGC: GOGC is one setting per
+// syncGC is the process-wide state of Relax: GOGC is one setting per
 // process, and several managers may sync at once. mu guards every field.
 var syncGC struct {
 	mu sync.Mutex
@@ -19,7 +21,7 @@ var syncGC struct {
 	prev int
 }
 
-// relaxGC raises GOGC to percent, unless it is already at least that (or
+// Relax raises GOGC to percent, unless it is already at least that (or
 // off, or percent is negative), for the initial list of the caches, and of
 // each bucket a ring member claims (each try to read it): decoding it
 // allocates, in a second or two, most of what the process keeps, and a
@@ -28,7 +30,7 @@ var syncGC struct {
 // concurrent sync is done and hands the memory the sync freed back to the
 // operating system, so the process does not keep the sync's peak. A memory
 // limit (GOMEMLIMIT) still bounds the heap while GOGC is raised.
-func relaxGC(percent int) (restore func()) {
+func Relax(percent int) (restore func()) {
 	if percent < 0 {
 		return func() {}
 	}

@@ -1,4 +1,4 @@
-package framework
+package ring
 
 import (
 	"context"
@@ -18,64 +18,64 @@ import (
 // Leases record their member's layout; the layout Lease records the layout
 // that may hold buckets.
 const (
-	// layoutAnno holds the cut of the hash space: "32/uid"
+	// LayoutAnno holds the cut of the hash space: "32/uid"
 	// (Buckets.Count/Key).
-	layoutAnno = "converge.dev/layout"
-	// controllersAnno holds the sharded controllers, by name and kind:
+	LayoutAnno = "converge.dev/layout"
+	// ControllersAnno holds the sharded controllers, by name and kind:
 	// "cms (ConfigMap), web (Deployment.apps)".
-	controllersAnno = "converge.dev/controllers"
-	roleLayout      = "layout"
+	ControllersAnno = "converge.dev/controllers"
+	RoleLayout      = "layout"
 )
 
-// ringLayout is what members of one ring must agree on to share its
+// Layout is what members of one ring must agree on to share its
 // buckets: how the hash space is cut (Buckets.Count and Key: a bucket Lease
 // of another cut stands for another range of objects), and which sharded
 // controllers serve each bucket (names and kinds: a member without one of
 // them would leave that controller's objects of its buckets unserved).
-type ringLayout struct {
-	// cut is "32/uid", as handoverMarks records it.
-	cut string
-	// controllers are the sharded controllers, sorted by name:
+type Layout struct {
+	// Cut is "32/uid", as handoverMarks records it.
+	Cut string
+	// Controllers are the sharded controllers, sorted by name:
 	// "cms (ConfigMap), web (Deployment.apps)".
-	controllers string
+	Controllers string
 }
 
 // String describes the layout for errors and logs.
-func (l ringLayout) String() string {
-	count, key, _ := strings.Cut(l.cut, "/")
-	if l.cut == "" {
+func (l Layout) String() string {
+	count, key, _ := strings.Cut(l.Cut, "/")
+	if l.Cut == "" {
 		count, key = "?", "?"
 	}
-	ctls := l.controllers
+	ctls := l.Controllers
 	if ctls == "" {
 		ctls = "none"
 	}
 	return fmt.Sprintf("%s buckets by %s, sharded controllers: %s", count, key, ctls)
 }
 
-// layoutOf returns the layout Lease l records.
-func layoutOf(l *coordinationv1.Lease) ringLayout {
-	return ringLayout{cut: l.Annotations[layoutAnno], controllers: l.Annotations[controllersAnno]}
+// LayoutOf returns the layout Lease l records.
+func LayoutOf(l *coordinationv1.Lease) Layout {
+	return Layout{Cut: l.Annotations[LayoutAnno], Controllers: l.Annotations[ControllersAnno]}
 }
 
-// annotate records layout on Lease l.
-func (l ringLayout) annotate(lease *coordinationv1.Lease) {
-	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, layoutAnno, l.cut)
-	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, controllersAnno, l.controllers)
+// Annotate records layout on Lease l.
+func (l Layout) Annotate(lease *coordinationv1.Lease) {
+	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, LayoutAnno, l.Cut)
+	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, ControllersAnno, l.Controllers)
 }
 
-// layoutLeaseName is the name of the ring's layout Lease.
-func layoutLeaseName(ring string) string { return ring + "-layout" }
+// LayoutLeaseName is the name of the ring's layout Lease.
+func LayoutLeaseName(ring string) string { return ring + "-layout" }
 
 // newLayout returns the layout of a ring cut by buckets, whose sharded
 // controllers are users.
-func newLayout(cut string, users []shardUser) ringLayout {
+func newLayout(cut string, users []User) Layout {
 	names := make([]string, 0, len(users))
 	for _, u := range users {
-		names = append(names, u.describe())
+		names = append(names, u.Describe())
 	}
 	slices.Sort(names)
-	return ringLayout{cut: cut, controllers: strings.Join(names, ", ")}
+	return Layout{Cut: cut, Controllers: strings.Join(names, ", ")}
 }
 
 // writeLayout renews this member's hold of the ring's layout Lease, which
@@ -87,13 +87,13 @@ func newLayout(cut string, users []shardUser) ringLayout {
 // renewal is a JSON patch that tests the layout first, so members of one
 // layout renew at once without conflicts and none renews a layout taken
 // over meanwhile.
-func (r *ring) writeLayout(ctx context.Context) {
+func (r *Ring) writeLayout(ctx context.Context) {
 	start := time.Now()
-	name := layoutLeaseName(r.opts.Ring)
-	cached := r.cachedLease(name)
+	name := LayoutLeaseName(r.opts.Ring)
+	cached := r.CachedLease(name)
 	var err error
 	if cached == nil {
-		_, err = r.leases.Create(ctx, r.newLease(name, roleLayout, start), metav1.CreateOptions{})
+		_, err = r.leases.Create(ctx, r.newLease(name, RoleLayout, start), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return // the cache lags: look again next round
 		}
@@ -104,7 +104,7 @@ func (r *ring) writeLayout(ctx context.Context) {
 	case err == nil:
 		r.heldLayout(start, "")
 		return
-	case !apierrors.IsInvalid(err) || cached == nil || layoutOf(cached) == r.layout:
+	case !apierrors.IsInvalid(err) || cached == nil || LayoutOf(cached) == r.layout:
 		// Failed, or the cache lags: look again next round.
 		r.log.V(1).Info("renewing the ring's layout Lease failed", "error", err.Error())
 		return
@@ -119,23 +119,23 @@ func (r *ring) writeLayout(ctx context.Context) {
 	}
 	c := cached.DeepCopy()
 	now := metav1.NewMicroTime(start)
-	r.layout.annotate(c)
+	r.layout.Annotate(c)
 	c.Spec.HolderIdentity, c.Spec.RenewTime, c.Spec.AcquireTime = &r.opts.Lease.Identity, &now, &now
 	if _, err = r.leases.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
 		r.log.V(1).Info("taking the ring's layout Lease over failed", "error", err.Error())
 		return
 	}
-	r.heldLayout(start, fmt.Sprintf("took the ring over from layout %s (%s)", layoutOf(cached), why))
+	r.heldLayout(start, fmt.Sprintf("took the ring over from layout %s (%s)", LayoutOf(cached), why))
 }
 
 // layoutPatch is the JSON patch of a renewal of the layout Lease sent at
 // now: test that it records this member's layout, then name this member
 // as the last to renew it.
-func (r *ring) layoutPatch(now time.Time) []byte {
+func (r *Ring) layoutPatch(now time.Time) []byte {
 	esc := func(k string) string { return "/metadata/annotations/" + strings.ReplaceAll(k, "/", "~1") }
 	ops := []map[string]any{
-		{"op": "test", "path": esc(layoutAnno), "value": r.layout.cut},
-		{"op": "test", "path": esc(controllersAnno), "value": r.layout.controllers},
+		{"op": "test", "path": esc(LayoutAnno), "value": r.layout.Cut},
+		{"op": "test", "path": esc(ControllersAnno), "value": r.layout.Controllers},
 		{"op": "add", "path": "/spec/holderIdentity", "value": r.opts.Lease.Identity},
 		{"op": "add", "path": "/spec/renewTime", "value": metav1.NewMicroTime(now)},
 	}
@@ -148,7 +148,7 @@ func (r *ring) layoutPatch(now time.Time) []byte {
 
 // heldLayout records a successful write of the layout Lease, sent at
 // start; took says how it was taken over, "" for a renewal.
-func (r *ring) heldLayout(start time.Time, took string) {
+func (r *Ring) heldLayout(start time.Time, took string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if start.After(r.layoutRenewed) {
@@ -159,23 +159,23 @@ func (r *ring) heldLayout(start time.Time, took string) {
 	}
 	if r.refused != nil {
 		r.log.Info("joined the ring: the members of the layout that held it are gone", "layout", r.layout.String())
-		r.refused, r.refusedBy = nil, ringLayout{}
+		r.refused, r.refusedBy = nil, Layout{}
 		r.poke()
 	}
 }
 
 // layoutClaimableLocked says why layout Lease l may be taken over: its
-// holder released it and it was not renewed for RenewDeadline since
+// Holder released it and it was not renewed for RenewDeadline since
 // ("released"), or it was not renewed for Lease.Duration ("expired"); ""
 // while a member of its layout may still write for buckets. The times are
 // measured as claimable measures them. r.mu must be held.
-func (r *ring) layoutClaimableLocked(l *coordinationv1.Lease, now time.Time) string {
+func (r *Ring) layoutClaimableLocked(l *coordinationv1.Lease, now time.Time) string {
 	o, ok := r.seen[l.Name]
 	if !ok || o.rv != l.ResourceVersion {
 		return "" // not assessed in this version yet
 	}
 	switch unchanged := now.Sub(o.since); {
-	case holder(l) == "" && unchanged >= r.opts.Lease.RenewDeadline:
+	case Holder(l) == "" && unchanged >= r.opts.Lease.RenewDeadline:
 		return "released"
 	case unchanged >= r.opts.Lease.Duration:
 		return "expired"
@@ -187,18 +187,18 @@ func (r *ring) layoutClaimableLocked(l *coordinationv1.Lease, now time.Time) str
 // l, records another layout, which live members hold. It gives up every
 // bucket it holds (none, unless the Lease was taken over while it was cut
 // off) and claims none until it can renew the Lease.
-func (r *ring) refuse(l *coordinationv1.Lease) {
-	theirs := layoutOf(l)
+func (r *Ring) refuse(l *coordinationv1.Lease) {
+	theirs := LayoutOf(l)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	holders := []string{}
-	if h := holder(l); h != "" {
+	if h := Holder(l); h != "" {
 		holders = append(holders, h)
 	}
 	now := time.Now()
 	for _, m := range r.ringLeases() {
-		id := holder(m)
-		if m.Labels[roleLabel] != roleMember || id == "" || id == r.opts.Lease.Identity || layoutOf(m) != theirs ||
+		id := Holder(m)
+		if m.Labels[RoleLabel] != RoleMember || id == "" || id == r.opts.Lease.Identity || LayoutOf(m) != theirs ||
 			now.Sub(r.seen[m.Name].since) >= r.opts.Lease.Duration || slices.Contains(holders, id) {
 			continue
 		}
@@ -209,7 +209,7 @@ func (r *ring) refuse(l *coordinationv1.Lease) {
 		r.opts.Ring, r.opts.Lease.Namespace, r.opts.Lease.Identity, r.layout, theirs, holders)
 	if r.refused == nil || r.refusedBy != theirs {
 		r.log.Error(err, "refused by the sharding ring")
-		r.metrics.refused.WithLabelValues(r.opts.Ring).Inc()
+		r.metrics.Refused.WithLabelValues(r.opts.Ring).Inc()
 	}
 	r.refused, r.refusedBy = err, theirs
 	for b := range r.held {
@@ -223,7 +223,7 @@ func (r *ring) refuse(l *coordinationv1.Lease) {
 // of Lease.Duration. The patch tests that the Lease still records this
 // layout and names this member as its last renewer, so a member of the
 // layout that renewed it since keeps it.
-func (r *ring) releaseLayout(ctx context.Context) {
+func (r *Ring) releaseLayout(ctx context.Context) {
 	r.mu.RLock()
 	others := slices.ContainsFunc(r.members, func(m string) bool { return m != r.opts.Lease.Identity })
 	held := r.refused == nil && !r.layoutRenewed.IsZero()
@@ -233,8 +233,8 @@ func (r *ring) releaseLayout(ctx context.Context) {
 	}
 	esc := func(k string) string { return "/metadata/annotations/" + strings.ReplaceAll(k, "/", "~1") }
 	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": esc(layoutAnno), "value": r.layout.cut},
-		{"op": "test", "path": esc(controllersAnno), "value": r.layout.controllers},
+		{"op": "test", "path": esc(LayoutAnno), "value": r.layout.Cut},
+		{"op": "test", "path": esc(ControllersAnno), "value": r.layout.Controllers},
 		{"op": "test", "path": "/spec/holderIdentity", "value": r.opts.Lease.Identity},
 		{"op": "add", "path": "/spec/holderIdentity", "value": ""},
 		{"op": "add", "path": "/spec/renewTime", "value": metav1.NewMicroTime(time.Now())},
@@ -242,7 +242,7 @@ func (r *ring) releaseLayout(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	if _, err := r.leases.Patch(ctx, layoutLeaseName(r.opts.Ring), types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsInvalid(err) && !apierrors.IsNotFound(err) {
+	if _, err := r.leases.Patch(ctx, LayoutLeaseName(r.opts.Ring), types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsInvalid(err) && !apierrors.IsNotFound(err) {
 		r.log.Info("releasing the ring's layout Lease failed; another layout may take the ring over after LeaseDuration", "error", err.Error())
 	}
 }

@@ -1,4 +1,4 @@
-package framework
+package ring
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func TestAssignIsBalancedAndDeterministic(t *testing.T) {
 		for i := range members {
 			members[i] = fmt.Sprintf("member-%d", i)
 		}
-		owners := assign(32, members)
+		owners := Assign(32, members)
 		load := map[string]int{}
 		for b, o := range owners {
 			if o == "" {
@@ -39,18 +39,18 @@ func TestAssignIsBalancedAndDeterministic(t *testing.T) {
 				t.Errorf("%d members: %s owns %d buckets, more than ceil(32/%d) = %d", n, m, l, n, limit)
 			}
 		}
-		if again := assign(32, members); fmt.Sprint(again) != fmt.Sprint(owners) {
+		if again := Assign(32, members); fmt.Sprint(again) != fmt.Sprint(owners) {
 			t.Errorf("%d members: assignment changed between two calls", n)
 		}
 	}
-	if owners := assign(4, nil); owners[0] != "" {
+	if owners := Assign(4, nil); owners[0] != "" {
 		t.Errorf("no members: bucket 0 owned by %q", owners[0])
 	}
 }
 
 func TestAssignMovesFewBucketsWhenAMemberJoins(t *testing.T) {
-	before := assign(32, []string{"a", "b"})
-	after := assign(32, []string{"a", "b", "c"})
+	before := Assign(32, []string{"a", "b"})
+	after := Assign(32, []string{"a", "b", "c"})
 	toNew, between := 0, 0
 	for b := range before {
 		switch {
@@ -69,17 +69,17 @@ func TestAssignMovesFewBucketsWhenAMemberJoins(t *testing.T) {
 }
 
 func TestFenceRefusesBucketsNotHeldOrNotRenewed(t *testing.T) {
-	r := &ring{opts: sharding.Options{Ring: "r", Lease: lease.Options{Namespace: "ns", RenewDeadline: time.Second}}, held: map[int]*heldBucket{}}
-	if err := r.check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "bucket 3 of ring ns/r") {
+	r := &Ring{opts: sharding.Options{Ring: "r", Lease: lease.Options{Namespace: "ns", RenewDeadline: time.Second}}, held: map[int]*heldBucket{}}
+	if err := r.Check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "bucket 3 of ring ns/r") {
 		t.Errorf("check of a bucket never held = %v, want sharding.ErrBucketNotHeld naming it", err)
 	}
 	r.held[3] = &heldBucket{renewed: time.Now()}
 	r.layoutRenewed = time.Now()
-	if err := r.check(3); err != nil {
+	if err := r.Check(3); err != nil {
 		t.Errorf("check of a bucket renewed now = %v", err)
 	}
 	r.held[3].renewed = time.Now().Add(-2 * time.Second)
-	if err := r.check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
+	if err := r.Check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
 		t.Errorf("check of a bucket renewed 2 s ago with a 1 s RenewDeadline = %v, want sharding.ErrBucketNotHeld", err)
 	}
 	// The ring's layout Lease is renewed with the buckets: a member that
@@ -87,7 +87,7 @@ func TestFenceRefusesBucketsNotHeldOrNotRenewed(t *testing.T) {
 	// another layout, whose buckets overlap its own.
 	r.held[3].renewed = time.Now()
 	r.layoutRenewed = time.Now().Add(-2 * time.Second)
-	if err := r.check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
+	if err := r.Check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
 		t.Errorf("check of a bucket renewed now, the layout Lease 2 s ago, with a 1 s RenewDeadline = %v, want sharding.ErrBucketNotHeld", err)
 	}
 }
@@ -96,28 +96,28 @@ func TestFenceRefusesBucketsNotHeldOrNotRenewed(t *testing.T) {
 // them, but neither reports their buckets as served nor says it is ready
 // while their fence is down.
 func TestStatusAndReadinessShowFencedBuckets(t *testing.T) {
-	r := &ring{opts: sharding.Options{Ring: "r", Lease: lease.Options{Namespace: "ns", RenewDeadline: time.Second}},
+	r := &Ring{opts: sharding.Options{Ring: "r", Lease: lease.Options{Namespace: "ns", RenewDeadline: time.Second}},
 		held: map[int]*heldBucket{}, assessed: true, formed: true}
 	r.held[1] = &heldBucket{renewed: time.Now(), state: bucketServing}
 	r.held[2] = &heldBucket{renewed: time.Now(), state: bucketServing}
 	r.layoutRenewed = time.Now()
-	if s := r.status(); fmt.Sprint(s.Serving) != "[1 2]" || len(s.Fenced) != 0 {
+	if s := r.Status(); fmt.Sprint(s.Serving) != "[1 2]" || len(s.Fenced) != 0 {
 		t.Errorf("renewed now: serving %v, fenced %v; want [1 2] and none", s.Serving, s.Fenced)
 	}
-	if err := r.ready(); err != nil {
+	if err := r.Ready(); err != nil {
 		t.Errorf("renewed now: ready() = %v", err)
 	}
 	r.held[2].renewed = time.Now().Add(-2 * time.Second)
-	s := r.status()
+	s := r.Status()
 	if fmt.Sprint(s.Serving) != "[1]" || fmt.Sprint(s.Fenced) != "[2]" {
 		t.Errorf("bucket 2 renewed 2 s ago, RenewDeadline 1 s: serving %v, fenced %v; want [1] and [2]", s.Serving, s.Fenced)
 	}
-	if err := r.ready(); err == nil || !strings.Contains(err.Error(), "buckets [2] not renewed") {
+	if err := r.Ready(); err == nil || !strings.Contains(err.Error(), "buckets [2] not renewed") {
 		t.Errorf("bucket 2 fenced: ready() = %v, want an error naming it", err)
 	}
 	r.held[2].renewed = time.Now()
 	r.layoutRenewed = time.Now().Add(-2 * time.Second)
-	if s := r.status(); len(s.Serving) != 0 || fmt.Sprint(s.Fenced) != "[1 2]" {
+	if s := r.Status(); len(s.Serving) != 0 || fmt.Sprint(s.Fenced) != "[1 2]" {
 		t.Errorf("layout Lease renewed 2 s ago: serving %v, fenced %v; want none and [1 2]", s.Serving, s.Fenced)
 	}
 }
@@ -132,7 +132,7 @@ type barrierLeases struct {
 }
 
 func (l *barrierLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	if lease.Labels[roleLabel] == roleBucket {
+	if lease.Labels[RoleLabel] == RoleBucket {
 		if l.inflight.Add(1) == l.n {
 			close(l.all)
 		}
@@ -156,13 +156,13 @@ func TestRenewSendsTheBucketLeasesAtOnce(t *testing.T) {
 		Buckets: sharding.Buckets{Count: 32},
 		Lease:   lease.Options{Namespace: "ns", Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 	}
-	r := newRing(cs.CoordinationV1(), opts, logr.Discard(), newRingMetrics(opts.Ring))
+	r := New(cs.CoordinationV1(), opts, logr.Discard(), NewMetrics(opts.Ring))
 	leases := &barrierLeases{LeaseInterface: r.leases, n: n, all: make(chan struct{})}
 	r.leases = leases
 	before := time.Now()
 	for b := range n {
 		l, err := cs.CoordinationV1().Leases("ns").Create(t.Context(), &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: bucketLeaseName("r", b), Namespace: "ns", Labels: map[string]string{ringLabel: "r", roleLabel: roleBucket}},
+			ObjectMeta: metav1.ObjectMeta{Name: BucketLeaseName("r", b), Namespace: "ns", Labels: map[string]string{RingLabel: "r", RoleLabel: RoleBucket}},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &opts.Lease.Identity},
 		}, metav1.CreateOptions{})
 		if err != nil {

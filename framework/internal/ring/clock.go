@@ -1,4 +1,4 @@
-package framework
+package ring
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // Lease.Duration; a Lease it saw change is judged by when it saw the
 // change. Now when MaxClockSkew is negative, or once a Lease showed a
 // clock further off than it allows (see checkClock). r.mu must be held.
-func (r *ring) backdateLocked(l *coordinationv1.Lease, now time.Time) time.Time {
+func (r *Ring) backdateLocked(l *coordinationv1.Lease, now time.Time) time.Time {
 	if r.opts.MaxClockSkew < 0 || r.distrust || l.Spec.RenewTime == nil {
 		return now
 	}
@@ -32,8 +32,8 @@ func (r *ring) backdateLocked(l *coordinationv1.Lease, now time.Time) time.Time 
 // holder's clock is off by more than backdateLocked may assume or the
 // watch is that late. Either way this member stops judging Leases by the
 // time they carry, and says so once.
-func (r *ring) checkClock(o, n *coordinationv1.Lease) {
-	if r.opts.MaxClockSkew < 0 || n.Spec.RenewTime == nil || holder(n) == "" || holder(n) == r.opts.Lease.Identity ||
+func (r *Ring) checkClock(o, n *coordinationv1.Lease) {
+	if r.opts.MaxClockSkew < 0 || n.Spec.RenewTime == nil || Holder(n) == "" || Holder(n) == r.opts.Lease.Identity ||
 		o.Spec.RenewTime != nil && o.Spec.RenewTime.Equal(n.Spec.RenewTime) {
 		return
 	}
@@ -53,7 +53,7 @@ func (r *ring) checkClock(o, n *coordinationv1.Lease) {
 			r.seen[name] = o
 		}
 	}
-	r.log.Error(fmt.Errorf("lease %s renewed by %q arrived %v after the renewal time it carries", n.Name, holder(n), lag.Round(time.Millisecond)),
+	r.log.Error(fmt.Errorf("lease %s renewed by %q arrived %v after the renewal time it carries", n.Name, Holder(n), lag.Round(time.Millisecond)),
 		"a member's clock is behind this one's by more than sharding.Options.MaxClockSkew allows, or the watch of the ring's Leases is that late: from now on this member judges Leases only by when it sees them change, as if MaxClockSkew were negative",
 		"maxClockSkew", r.opts.MaxClockSkew)
 }

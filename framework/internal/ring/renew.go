@@ -1,4 +1,4 @@
-package framework
+package ring
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // once. A bucket whose Lease another member now holds is lost. The
 // requests are sent without r.mu held: the write fence (check) reads under
 // it.
-func (r *ring) renew(ctx context.Context) {
+func (r *Ring) renew(ctx context.Context) {
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
@@ -82,7 +82,7 @@ func (r *ring) renew(ctx context.Context) {
 // renewBucket renews bucket b's Lease, last written as l, while h holds
 // it; a bucket whose Lease another member now holds, or that was deleted,
 // is lost.
-func (r *ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, h *heldBucket) {
+func (r *Ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, h *heldBucket) {
 	start := time.Now()
 	now := metav1.NewMicroTime(start)
 	l.Spec.RenewTime = &now
@@ -93,13 +93,13 @@ func (r *ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, 
 	case apierrors.IsConflict(err):
 		cur, gerr := r.leases.Get(ctx, l.Name, metav1.GetOptions{})
 		switch {
-		case gerr == nil && holder(cur) == r.opts.Lease.Identity && layoutOf(cur) == r.layout:
+		case gerr == nil && Holder(cur) == r.opts.Lease.Identity && LayoutOf(cur) == r.layout:
 			got = cur // renewed at the next round
 			start = time.Time{}
-		case gerr == nil && holder(cur) == r.opts.Lease.Identity:
-			lost = "its Lease records another layout: " + layoutOf(cur).String()
+		case gerr == nil && Holder(cur) == r.opts.Lease.Identity:
+			lost = "its Lease records another layout: " + LayoutOf(cur).String()
 		case gerr == nil:
-			lost = "its Lease is held by " + strconv.Quote(holder(cur))
+			lost = "its Lease is held by " + strconv.Quote(Holder(cur))
 		case apierrors.IsNotFound(gerr):
 			lost = "its Lease was deleted"
 		}
@@ -126,10 +126,10 @@ func (r *ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, 
 
 // writeMember creates or renews the member Lease, last written as
 // member (nil when not known).
-func (r *ring) writeMember(ctx context.Context, member *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+func (r *Ring) writeMember(ctx context.Context, member *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	start := time.Now()
 	if member == nil {
-		got, err := r.leases.Create(ctx, r.newLease(r.memberName, roleMember, start), metav1.CreateOptions{})
+		got, err := r.leases.Create(ctx, r.newLease(r.memberName, RoleMember, start), metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
 			return got, err
 		}
@@ -142,13 +142,13 @@ func (r *ring) writeMember(ctx context.Context, member *coordinationv1.Lease) (*
 	now := metav1.NewMicroTime(start)
 	secs := int32(r.opts.Lease.Duration.Round(time.Second) / time.Second)
 	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &r.opts.Lease.Identity, &now, &secs
-	r.layout.annotate(l) // an earlier run's may differ
+	r.layout.Annotate(l) // an earlier run's may differ
 	return r.leases.Update(ctx, l, metav1.UpdateOptions{})
 }
 
 // release clears the holder of bucket Lease l, if this member still holds
 // it, and writes l's annotations with it (the marks withMarks set).
-func (r *ring) release(ctx context.Context, l *coordinationv1.Lease) {
+func (r *Ring) release(ctx context.Context, l *coordinationv1.Lease) {
 	marks, hasMarks := l.Annotations[marksAnno]
 	for range 3 {
 		c := l.DeepCopy()
@@ -162,7 +162,7 @@ func (r *ring) release(ctx context.Context, l *coordinationv1.Lease) {
 			return
 		}
 		cur, err := r.leases.Get(ctx, l.Name, metav1.GetOptions{})
-		if err != nil || holder(cur) != r.opts.Lease.Identity {
+		if err != nil || Holder(cur) != r.opts.Lease.Identity {
 			return
 		}
 		if hasMarks {
@@ -174,7 +174,7 @@ func (r *ring) release(ctx context.Context, l *coordinationv1.Lease) {
 
 // loseLocked forgets bucket b at once: another member holds it. r.mu must
 // be held.
-func (r *ring) loseLocked(b int, why string) {
+func (r *Ring) loseLocked(b int, why string) {
 	h := r.held[b]
 	if h == nil {
 		return
@@ -182,20 +182,20 @@ func (r *ring) loseLocked(b int, why string) {
 	delete(r.held, b)
 	h.cancel()
 	users := slices.Clone(r.users)
-	r.metrics.handovers.WithLabelValues(r.opts.Ring, "lost").Inc()
+	r.metrics.Handovers.WithLabelValues(r.opts.Ring, "lost").Inc()
 	r.log.Info("lost bucket: cancelling its reconciles", "bucket", b, "why", why)
 	go func() {
 		for _, u := range users {
-			u.serve(h.ctx, b, false)
-			u.drop(h.ctx, b)
+			u.Serve(h.ctx, b, false)
+			u.Drop(h.ctx, b)
 		}
 	}()
 }
 
-// leave releases every bucket and deletes the member Lease, so that the
+// Leave releases every bucket and deletes the member Lease, so that the
 // other members take the buckets over at once. Call it once the sharded
 // controllers stopped.
-func (r *ring) leave(ctx context.Context) {
+func (r *Ring) Leave(ctx context.Context) {
 	r.mu.Lock()
 	r.stopped = true
 	held := r.held
