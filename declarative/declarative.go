@@ -25,6 +25,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
@@ -101,7 +102,7 @@ type State struct {
 // When Desired returns an error, or panics, nothing is applied or deleted
 // and no State.Events are recorded: the parent's Ready condition (when its
 // status can hold conditions) is set False with reason DesiredFailedReason
-// and the error, the reconcile notes the same as its framework.Blocker, and
+// and the error, the reconcile notes the same as its introspect.Blocker, and
 // a Warning Event of that reason is recorded once per change of the error.
 // The error then reaches the framework unchanged: reconcile.Terminal(err)
 // is not retried until something changes, any other error is retried with
@@ -625,7 +626,7 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	}
 	var ready metav1.Condition
 	if st.status != "" {
-		var blocker framework.Blocker
+		var blocker introspect.Blocker
 		ready, blocker = readyCondition(parent, st)
 		framework.NoteBlocked(ctx, blocker)
 	}

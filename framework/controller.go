@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/errtext"
 	"github.com/converge-dev/converge/reconcile"
@@ -196,7 +197,7 @@ type shardGate interface {
 	// workers stop taking keys.
 	freeze()
 	// status says where req's object falls in the ring.
-	status(req reconcile.Request) *ShardStatus
+	status(req reconcile.Request) *introspect.ShardStatus
 }
 
 // inflightReconcile is a reconcile that has begun and not returned.

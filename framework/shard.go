@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/restset"
 	"github.com/converge-dev/converge/internal/shardtest"
@@ -452,14 +453,14 @@ func (p *shardedPrimary[T]) bucketOf(req reconcile.Request) (int, bool) {
 
 // status says where req's object falls in the ring. The ring's lock is
 // taken without p.mu held, as in enter.
-func (p *shardedPrimary[T]) status(req reconcile.Request) *ShardStatus {
+func (p *shardedPrimary[T]) status(req reconcile.Request) *introspect.ShardStatus {
 	b, known := p.bucketOf(req)
 	if !known {
 		st := p.ring.status()
-		return &ShardStatus{Bucket: -1, Buckets: p.buckets, Serving: st.Serving}
+		return &introspect.ShardStatus{Bucket: -1, Buckets: p.buckets, Serving: st.Serving}
 	}
 	state, holder := p.ring.bucketStatus(b)
-	return &ShardStatus{Bucket: b, Buckets: p.buckets, State: state, Holder: holder}
+	return &introspect.ShardStatus{Bucket: b, Buckets: p.buckets, State: state, Holder: holder}
 }
 
 // exit counts a reconcile of bucket b out.
