@@ -15,7 +15,7 @@ const stuckAfter = time.Minute
 // Explain says in a few lines where the object stands in the controller and
 // why, as converge explain and the debug page print it, and whether it is
 // converged: its last reconcile succeeded (or asked for a RequeueAfter),
-// noted no Blocker (NoteBlocked), nothing is queued, running, failing or
+// noted no Blocker (framework.NoteBlocked), nothing is queued, running, failing or
 // delayed for a retry, and the informer still holds the object (one
 // reconciled, then deleted, is gone). now is the time the lines count
 // ages from.

@@ -126,7 +126,7 @@ type KeyStatus struct {
 	// History is the key's last reconciles, newest first.
 	History []ReconcileRecord `json:"history"`
 	// Shard is where the object falls in the sharding ring, for a sharded
-	// controller (ControllerOptions.Sharded); nil otherwise.
+	// controller (framework.ControllerOptions.Sharded); nil otherwise.
 	Shard *ShardStatus `json:"shard,omitempty"`
 }
 
@@ -170,7 +170,7 @@ type ReconcileRecord struct {
 	// Failures counts the consecutive failures this one ends (0 for a success).
 	Failures int `json:"failures,omitempty"`
 	// Blocked is why the reconcile noted its object is not converged
-	// (NoteBlocked); nil when it noted nothing.
+	// (framework.NoteBlocked); nil when it noted nothing.
 	Blocked *Blocker `json:"blocked,omitempty"`
 }
 
