@@ -77,6 +77,15 @@
 // applies the children, owns them, prunes those no longer desired, reverts
 // drift, writes the status and runs cleanup before the parent is deleted.
 //
+// # Introspection
+//
+// Package framework/introspect is the manager's debug endpoint
+// (/debug/converge/): the JSON it serves, the page, and KeyStatus.Explain,
+// the lines converge explain prints. It sits below framework, which serves
+// it through introspect.Provider, and serves the lower layers' own types
+// (workqueue.Stats, workqueue.KeyState, informers.InformerStats,
+// sharding.Status) rather than restating them.
+//
 // # Test control planes
 //
 // Package framework/envtest runs a real etcd and kube-apiserver (and

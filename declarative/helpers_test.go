@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/introspect"
 )
 
 func hasEvent(t *testing.T, r *graphRig, reason string) bool {
@@ -45,7 +46,7 @@ func countEvents(t *testing.T, r *graphRig, reason string) int {
 // debugObject returns the debug endpoint's JSON answer about an object.
 func debugObject(t *testing.T, mgr *framework.Manager, kind, ns, name string) string {
 	t.Helper()
-	u := "http://" + mgr.MetricsAddress() + framework.DebugPath + "api/object?" + url.Values{"kind": {kind}, "namespace": {ns}, "name": {name}}.Encode()
+	u := "http://" + mgr.MetricsAddress() + introspect.Path + "api/object?" + url.Values{"kind": {kind}, "namespace": {ns}, "name": {name}}.Encode()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, u, nil)
 	if err != nil {
 		t.Fatal(err)

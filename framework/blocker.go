@@ -2,34 +2,13 @@ package framework
 
 import (
 	"context"
-	"strings"
-	"time"
-	"unicode"
+
+	"github.com/converge-dev/converge/framework/introspect"
 )
 
-// Blocker is why an object is not converged after a reconcile that did
-// what it could: what it waits for, what is not ready, what failed. A
-// reconcile says so with NoteBlocked, and the manager's debug endpoint, its
-// page and converge explain show it, and count the object as not converged
-// until a later reconcile notes no Blocker. A reconciler that also writes a
-// condition (a Ready condition False) should note the same reason and
-// message, so that every view says one thing; package declarative does.
-type Blocker struct {
-	// Reason is the cause in one UpperCamelCase word, as a condition's
-	// reason ("Waiting", "NotReady", "ChildFailed"). Explain spells it in
-	// lower case words ("waiting", "not ready", "child failed"). Required:
-	// a Blocker without one clears the note.
-	Reason string `json:"reason"`
-	// Message says what, for people ("Deployment web waits for Job
-	// migrate (succeeded)"). Messages longer than 512 bytes are cut.
-	Message string `json:"message"`
-	// Since is when the object began to be blocked for this reason and
-	// message. Zero means not known.
-	Since time.Time `json:"since,omitzero"`
-}
-
 // NoteBlocked records, for the reconcile whose context is ctx, why its
-// object is not converged although the reconcile did all it could (b). The
+// object is not converged although the reconcile did all it could (b,
+// an introspect.Blocker). The
 // manager's debug endpoint keeps it with the reconcile in the key's
 // history, and converge explain and the debug page print it; an object
 // whose last reconcile noted a Blocker is not converged, whatever the
@@ -37,7 +16,7 @@ type Blocker struct {
 // a Reason clears it. A reconcile that notes nothing is blocked by nothing.
 // NoteBlocked does nothing when ctx does not come from a controller's
 // reconcile, and is safe to call from goroutines the reconcile starts.
-func NoteBlocked(ctx context.Context, b Blocker) {
+func NoteBlocked(ctx context.Context, b introspect.Blocker) {
 	s, ok := ctx.Value(reasonKey{}).(*reconcileSink)
 	if !ok {
 		return
@@ -47,30 +26,4 @@ func NoteBlocked(ctx context.Context, b Blocker) {
 		return
 	}
 	s.blocked.Store(&b)
-}
-
-// line is how Explain says b: its reason in words, its message, and for
-// how long, when known.
-func (b *Blocker) line(now time.Time) string {
-	line := reasonWords(b.Reason) + ": " + b.Message
-	if !b.Since.IsZero() {
-		line += " (for " + ago(now, b.Since) + ")"
-	}
-	return line
-}
-
-// reasonWords spells an UpperCamelCase reason in lower case words:
-// "NotReady" is "not ready"; acronyms stay whole ("CRDMissing" is "crd
-// missing").
-func reasonWords(reason string) string {
-	var b strings.Builder
-	rs := []rune(reason)
-	for i, r := range rs {
-		upper := unicode.IsUpper(r)
-		if i > 0 && upper && (!unicode.IsUpper(rs[i-1]) || i+1 < len(rs) && unicode.IsLower(rs[i+1])) {
-			b.WriteByte(' ')
-		}
-		b.WriteRune(unicode.ToLower(r))
-	}
-	return b.String()
 }

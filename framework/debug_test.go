@@ -16,6 +16,7 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -72,7 +73,7 @@ func startDebugManager(t *testing.T, objects int) *framework.Manager {
 		case "bad":
 			return reconcile.Result{}, errors.New("quota exceeded for ns/bad")
 		case "waits":
-			framework.NoteBlocked(ctx, framework.Blocker{Reason: "Waiting", Message: "ConfigMap waits waits for Job migrate (Complete)"})
+			framework.NoteBlocked(ctx, introspect.Blocker{Reason: "Waiting", Message: "ConfigMap waits waits for Job migrate (Complete)"})
 		}
 		return reconcile.Result{}, nil
 	})
@@ -93,28 +94,28 @@ func startDebugManager(t *testing.T, objects int) *framework.Manager {
 	return mgr
 }
 
-func objectStatus(t *testing.T, mgr *framework.Manager, name string) framework.KeyStatus {
+func objectStatus(t *testing.T, mgr *framework.Manager, name string) introspect.KeyStatus {
 	t.Helper()
-	code, body := debugGet(t, mgr, framework.DebugPath+"api/object?kind=ConfigMap&namespace=ns&name="+name)
+	code, body := debugGet(t, mgr, introspect.Path+"api/object?kind=ConfigMap&namespace=ns&name="+name)
 	if code != http.StatusOK {
 		t.Fatalf("object %s: %d %s", name, code, body)
 	}
-	st := decode[framework.ObjectStatus](t, body)
+	st := decode[introspect.ObjectStatus](t, body)
 	for _, c := range st.Controllers {
 		if c.Controller == "outcomes" {
 			return c
 		}
 	}
 	t.Fatalf("object %s: no state in controller outcomes: %s", name, body)
-	return framework.KeyStatus{}
+	return introspect.KeyStatus{}
 }
 
 func TestDebugExplainsEachObject(t *testing.T) {
 	mgr := startDebugManager(t, 0)
-	var bad framework.KeyStatus
+	var bad introspect.KeyStatus
 	testenv.Eventually(t, "bad failed twice", func() bool {
 		bad = objectStatus(t, mgr, "bad")
-		return bad.Failures >= 2 && len(bad.History) >= 2
+		return bad.Queue.Retries >= 2 && len(bad.History) >= 2
 	})
 	if h := bad.History[0]; h.Result != "error" || h.Error != "quota exceeded for ns/bad" || h.Reason != "retry" || h.Failures < 2 {
 		t.Errorf("bad's last reconcile: %+v", h)
@@ -125,20 +126,20 @@ func TestDebugExplainsEachObject(t *testing.T) {
 		t.Errorf("bad explained as converged=%v: %q", converged, lines)
 	}
 	// The lines say what the JSON says.
-	if strings.HasPrefix(lines[0], "delayed") != bad.Delayed || strings.HasPrefix(lines[0], "queued") != bad.Queued {
-		t.Errorf("bad explained as %q, with queued=%v and delayed=%v", lines[0], bad.Queued, bad.Delayed)
+	if strings.HasPrefix(lines[0], "delayed") != bad.Queue.Delayed || strings.HasPrefix(lines[0], "queued") != bad.Queue.Queued {
+		t.Errorf("bad explained as %q, with queued=%v and delayed=%v", lines[0], bad.Queue.Queued, bad.Queue.Delayed)
 	}
 	if bad.Informer.Objects != 3 {
 		t.Errorf("bad's informer holds %d objects, want the 3 ConfigMaps", bad.Informer.Objects)
 	}
 
-	var good framework.KeyStatus
+	var good introspect.KeyStatus
 	testenv.Eventually(t, "good reconciled", func() bool { good = objectStatus(t, mgr, "good"); return len(good.History) > 0 })
 	if lines, converged := good.Explain(time.Now()); !converged || !strings.HasPrefix(lines[0], "converged: last reconciled") {
 		t.Errorf("good explained as converged=%v: %q", converged, lines)
 	}
 
-	var waits framework.KeyStatus
+	var waits introspect.KeyStatus
 	testenv.Eventually(t, "waits reconciled", func() bool { waits = objectStatus(t, mgr, "waits"); return len(waits.History) > 0 })
 	if lines, converged := waits.Explain(time.Now()); converged || !strings.Contains(strings.Join(lines, "\n"), "waiting: ConfigMap waits waits for Job migrate (Complete)") {
 		t.Errorf("waits explained as converged=%v: %q", converged, lines)
@@ -146,8 +147,8 @@ func TestDebugExplainsEachObject(t *testing.T) {
 
 	// The failing and the waiting keys are listed as not converged,
 	// newest first; the converged one is not.
-	code, body := debugGet(t, mgr, framework.DebugPath+"api/notconverged?controller=outcomes")
-	nc := decode[framework.NotConvergedPage](t, body)
+	code, body := debugGet(t, mgr, introspect.Path+"api/notconverged?controller=outcomes")
+	nc := decode[introspect.NotConvergedPage](t, body)
 	states := map[string]string{}
 	for _, k := range nc.Keys {
 		states[k.Name] = k.State
@@ -160,8 +161,8 @@ func TestDebugExplainsEachObject(t *testing.T) {
 			t.Errorf("not converged keys out of order: %s", body)
 		}
 	}
-	_, body = debugGet(t, mgr, framework.DebugPath+"api/notconverged?controller=outcomes&offset=1&limit=1")
-	if second := decode[framework.NotConvergedPage](t, body); second.Total != 2 || len(second.Keys) != 1 || states[second.Keys[0].Name] == "" {
+	_, body = debugGet(t, mgr, introspect.Path+"api/notconverged?controller=outcomes&offset=1&limit=1")
+	if second := decode[introspect.NotConvergedPage](t, body); second.Total != 2 || len(second.Keys) != 1 || states[second.Keys[0].Name] == "" {
 		t.Errorf("the second page of one key: %s, want bad or waits", body)
 	}
 
@@ -170,16 +171,16 @@ func TestDebugExplainsEachObject(t *testing.T) {
 		t.Errorf("missing explained as converged=%v: %q", converged, lines)
 	}
 
-	code, body = debugGet(t, mgr, framework.DebugPath+"api/state")
+	code, body = debugGet(t, mgr, introspect.Path+"api/state")
 	if code != http.StatusOK {
 		t.Fatalf("state: %d %s", code, body)
 	}
-	state := decode[framework.DebugState](t, body)
+	state := decode[introspect.State](t, body)
 	if len(state.Controllers) != 2 || state.Controllers[0].Name != "outcomes" || state.Controllers[0].State != "running" ||
 		state.Controllers[0].Totals.Errors < 2 || !state.Leader.Leading {
 		t.Errorf("state: %s", body)
 	}
-	if len(state.Informers) != 1 || !state.Informers[0].Synced || state.Informers[0].Error != "" {
+	if len(state.Informers) != 1 || !state.Informers[0].Synced || state.Informers[0].Err != nil {
 		t.Errorf("informers: %+v", state.Informers)
 	}
 	if strings.Contains(body, "s3cr3t-value") {
@@ -190,10 +191,10 @@ func TestDebugExplainsEachObject(t *testing.T) {
 func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
 	const bulk = 40
 	mgr := startDebugManager(t, bulk)
-	var state framework.DebugState
+	var state introspect.State
 	testenv.Eventually(t, "stuck holds a key and queues the rest", func() bool {
-		_, body := debugGet(t, mgr, framework.DebugPath+"api/state")
-		state = decode[framework.DebugState](t, body)
+		_, body := debugGet(t, mgr, introspect.Path+"api/state")
+		state = decode[introspect.State](t, body)
 		st := state.Controllers[1]
 		return len(st.InFlight) == 1 && st.Queue.Normal.Depth+st.Queue.Replay.Depth == bulk+2
 	})
@@ -204,19 +205,19 @@ func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
 
 	seen := map[string]bool{}
 	for offset := 0; ; offset += 7 {
-		code, body := debugGet(t, mgr, fmt.Sprintf("%sapi/queue?controller=stuck&offset=%d&limit=7", framework.DebugPath, offset))
+		code, body := debugGet(t, mgr, fmt.Sprintf("%sapi/queue?controller=stuck&offset=%d&limit=7", introspect.Path, offset))
 		if code != http.StatusOK {
 			t.Fatalf("queue page: %d %s", code, body)
 		}
-		page := decode[framework.QueuePage](t, body)
+		page := decode[introspect.QueuePage](t, body)
 		if page.Total != bulk+2 || len(page.Keys) > 7 {
 			t.Fatalf("page at %d: total %d, %d keys", offset, page.Total, len(page.Keys))
 		}
 		for _, k := range page.Keys {
-			if seen[k.Name] {
-				t.Fatalf("%s listed twice", k.Name)
+			if seen[k.Key.Name] {
+				t.Fatalf("%s listed twice", k.Key.Name)
 			}
-			seen[k.Name] = true
+			seen[k.Key.Name] = true
 		}
 		if len(page.Keys) < 7 {
 			break
@@ -226,8 +227,8 @@ func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
 		t.Fatalf("paged %d keys (held key listed: %v), want the %d queued", len(seen), seen[held.Name], bulk+2)
 	}
 
-	code, body := debugGet(t, mgr, framework.DebugPath+"api/key?controller=stuck&namespace=ns&name="+held.Name)
-	ks := decode[framework.KeyStatus](t, body)
+	code, body := debugGet(t, mgr, introspect.Path+"api/key?controller=stuck&namespace=ns&name="+held.Name)
+	ks := decode[introspect.KeyStatus](t, body)
 	if code != http.StatusOK || ks.InFlight == nil || ks.InFlight.Worker != 1 {
 		t.Fatalf("held key: %d %s", code, body)
 	}
@@ -238,12 +239,12 @@ func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
 
 func TestDebugPageRendersControllersAndASearchedKey(t *testing.T) {
 	mgr := startDebugManager(t, 0)
-	testenv.Eventually(t, "bad reconciled", func() bool { return objectStatus(t, mgr, "bad").Failures >= 1 })
-	code, body := debugGet(t, mgr, framework.DebugPath)
+	testenv.Eventually(t, "bad reconciled", func() bool { return objectStatus(t, mgr, "bad").Queue.Retries >= 1 })
+	code, body := debugGet(t, mgr, introspect.Path)
 	if code != http.StatusOK || !strings.Contains(body, "outcomes") || !strings.Contains(body, "stuck") {
 		t.Fatalf("GET the page: %d, want 200 naming both controllers:\n%s", code, body)
 	}
-	code, body = debugGet(t, mgr, framework.DebugPath+"?controller=outcomes&key=ns/bad")
+	code, body = debugGet(t, mgr, introspect.Path+"?controller=outcomes&key=ns/bad")
 	if code != http.StatusOK || !strings.Contains(body, "quota exceeded for ns/bad") {
 		t.Fatalf("GET the page for ns/bad: %d, want 200 with its error:\n%s", code, body)
 	}
@@ -265,12 +266,12 @@ func TestDebugRefusesBadRequests(t *testing.T) {
 		{"api/nothing", http.StatusNotFound, "no such debug path"},
 		{"static/../../metrics", http.StatusNotFound, ""},
 	} {
-		code, body := debugGet(t, mgr, framework.DebugPath+tc.path)
+		code, body := debugGet(t, mgr, introspect.Path+tc.path)
 		if code != tc.code || !strings.Contains(body, tc.want) {
 			t.Errorf("GET %s: %d %s, want %d with %q", tc.path, code, body, tc.code, tc.want)
 		}
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+mgr.MetricsAddress()+framework.DebugPath+"api/state", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+mgr.MetricsAddress()+introspect.Path+"api/state", nil)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +291,7 @@ func TestDebugWithPlainMetricsServesLoopbackHostsOnly(t *testing.T) {
 		"10.0.0.1:8080":     http.StatusForbidden,
 		"evil.example:8080": http.StatusForbidden,
 	} {
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+mgr.MetricsAddress()+framework.DebugPath, nil)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+mgr.MetricsAddress()+introspect.Path, nil)
 		if host != "" {
 			req.Host = host
 		}
@@ -314,7 +315,7 @@ func TestDebugDisabled(t *testing.T) {
 	mgr := testenv.NewManager(t, srv.Config(), framework.Options{Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true, DisableDebug: true}})
 	testenv.StartManager(t, mgr)
 	testenv.Eventually(t, "metrics served", func() bool { return mgr.MetricsAddress() != "" })
-	if code, _ := debugGet(t, mgr, framework.DebugPath+"api/state"); code != http.StatusNotFound {
+	if code, _ := debugGet(t, mgr, introspect.Path+"api/state"); code != http.StatusNotFound {
 		t.Fatalf("DisableDebug: %d, want 404", code)
 	}
 	if code, _ := debugGet(t, mgr, "/metrics"); code != http.StatusOK {
@@ -329,24 +330,24 @@ func TestExplainSaysWhereAShardedObjectIs(t *testing.T) {
 	byUID := sharding.Buckets{By: sharding.ByUID, Count: 32}
 	byNS := sharding.Buckets{By: sharding.ByNamespace, Count: 32}
 	for _, tc := range []struct {
-		shard *framework.ShardStatus
+		shard *introspect.ShardStatus
 		want  string
 		alone bool // the shard's line is the only one
 	}{
-		{&framework.ShardStatus{Bucket: 7, Buckets: byNS, Holder: "replica-2"}, "sharded: bucket 7 of 32 (by object.metadata.namespace) is held by member replica-2, which reconciles it", true},
-		{&framework.ShardStatus{Bucket: 7, Buckets: byNS}, "is held by no live member yet", true},
-		{&framework.ShardStatus{Bucket: -1, Buckets: byUID, Serving: []int{1, 2}}, "not cached here, so its bucket cannot be told; this member serves buckets [1 2] of 32", true},
-		{&framework.ShardStatus{Bucket: 7, Buckets: byNS, State: "syncing"}, "is claimed here and still listing", false},
-		{&framework.ShardStatus{Bucket: 7, Buckets: byNS, State: "draining"}, "is being handed over", false},
+		{&introspect.ShardStatus{Bucket: 7, Buckets: byNS, Holder: "replica-2"}, "sharded: bucket 7 of 32 (by object.metadata.namespace) is held by member replica-2, which reconciles it", true},
+		{&introspect.ShardStatus{Bucket: 7, Buckets: byNS}, "is held by no live member yet", true},
+		{&introspect.ShardStatus{Bucket: -1, Buckets: byUID, Serving: []int{1, 2}}, "not cached here, so its bucket cannot be told; this member serves buckets [1 2] of 32", true},
+		{&introspect.ShardStatus{Bucket: 7, Buckets: byNS, State: "syncing"}, "is claimed here and still listing", false},
+		{&introspect.ShardStatus{Bucket: 7, Buckets: byNS, State: "draining"}, "is being handed over", false},
 	} {
-		ks := framework.KeyStatus{Controller: "c", Namespace: "ns", Name: "a", ControllerState: "running", Shard: tc.shard}
+		ks := introspect.KeyStatus{Controller: "c", Namespace: "ns", Name: "a", ControllerState: "running", Shard: tc.shard}
 		lines, converged := ks.Explain(time.Now())
 		if converged || !strings.Contains(lines[0], tc.want) || tc.alone != (len(lines) == 1) {
 			t.Errorf("%+v explained as converged=%v: %q; want first %q (alone: %v)", tc.shard, converged, lines, tc.want, tc.alone)
 		}
 	}
-	served := framework.KeyStatus{Controller: "c", Namespace: "ns", Name: "a", ControllerState: "running",
-		Shard: &framework.ShardStatus{Bucket: 7, Buckets: byNS, State: "serving"}}
+	served := introspect.KeyStatus{Controller: "c", Namespace: "ns", Name: "a", ControllerState: "running",
+		Shard: &introspect.ShardStatus{Bucket: 7, Buckets: byNS, State: "serving"}}
 	if lines, _ := served.Explain(time.Now()); strings.Contains(strings.Join(lines, "\n"), "sharded") {
 		t.Errorf("an object of a bucket served here explained with its shard: %q", lines)
 	}
@@ -363,14 +364,14 @@ func TestDebugSaysWhoWatchesAKindNoneReconciles(t *testing.T) {
 	}
 	testenv.StartManager(t, mgr)
 	testenv.Eventually(t, "metrics served", func() bool { return mgr.MetricsAddress() != "" })
-	_, body := debugGet(t, mgr, framework.DebugPath+"api/object?kind=Secret&namespace=ns&name=s")
-	st := decode[framework.ObjectStatus](t, body)
-	want := []framework.Watcher{{Controller: "parents", Kind: framework.Kind{Version: "v1", Kind: "ConfigMap"}}}
+	_, body := debugGet(t, mgr, introspect.Path+"api/object?kind=Secret&namespace=ns&name=s")
+	st := decode[introspect.ObjectStatus](t, body)
+	want := []introspect.Watcher{{Controller: "parents", Kind: introspect.Kind{Version: "v1", Kind: "ConfigMap"}}}
 	if len(st.Controllers) != 0 || len(st.WatchedBy) != 1 || st.WatchedBy[0] != want[0] {
 		t.Errorf("object status of a Secret: %s, want it watched by %+v", body, want)
 	}
-	_, body = debugGet(t, mgr, framework.DebugPath+"api/object?kind=Pod&namespace=ns&name=p")
-	if st := decode[framework.ObjectStatus](t, body); len(st.WatchedBy) != 0 {
+	_, body = debugGet(t, mgr, introspect.Path+"api/object?kind=Pod&namespace=ns&name=p")
+	if st := decode[introspect.ObjectStatus](t, body); len(st.WatchedBy) != 0 {
 		t.Errorf("object status of a Pod, which nothing watches: %s", body)
 	}
 }

@@ -61,14 +61,15 @@
 // Reconcile outcomes (result, error, terminal error, panic) are described in
 // package reconcile. Metrics use controller-runtime's names (see Manager.Metrics).
 //
-// Next to /metrics, guarded the same way, the debug endpoint (DebugPath)
-// shows each controller's queue by priority, in-flight keys, rates and
-// informers, and for one object where it stands and its last reconciles
-// (KeyStatus.Explain; converge explain prints it). Each controller keeps
-// that history in a fixed budget (ControllerOptions.HistoryKeys). A
-// reconcile that did all it could may say why its object is still not
-// converged (what it waits for, what failed) with NoteBlocked: the object
-// then counts as not converged, and every view says why.
+// Next to /metrics, guarded the same way, the debug endpoint (package
+// framework/introspect, at introspect.Path) shows each controller's queue
+// by priority, in-flight keys, rates and informers, and for one object
+// where it stands and its last reconciles (introspect.KeyStatus.Explain;
+// converge explain prints it). Each controller keeps that history in a
+// fixed budget (ControllerOptions.HistoryKeys). A reconcile that did all
+// it could may say why its object is still not converged (what it waits
+// for, what failed) with NoteBlocked: the object then counts as not
+// converged, and every view says why.
 //
 // Reads the cache cannot serve (another namespace, a kind the identity may
 // get but not list and watch) fail with an error saying so; Manager.APIReader

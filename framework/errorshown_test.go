@@ -19,6 +19,7 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -59,7 +60,7 @@ func TestReconcileErrorsAreShownWithoutObjectData(t *testing.T) {
 	testenv.Eventually(t, "metrics served", func() bool { return mgr.MetricsAddress() != "" })
 
 	const shown = `patch Job ns/migrate: Job.batch "migrate" is invalid: spec.template: Invalid value: field is immutable`
-	var refused, panics framework.KeyStatus
+	var refused, panics introspect.KeyStatus
 	testenv.Eventually(t, "both failed", func() bool {
 		refused, panics = objectStatus(t, mgr, "refused"), objectStatus(t, mgr, "panics")
 		return len(refused.History) > 0 && len(panics.History) > 0
@@ -71,7 +72,7 @@ func TestReconcileErrorsAreShownWithoutObjectData(t *testing.T) {
 		t.Errorf("the history's error of a panic is %q, want its first line", got)
 	}
 	for _, name := range []string{"refused", "panics"} {
-		code, body := debugGet(t, mgr, framework.DebugPath+"api/object?kind=ConfigMap&namespace=ns&name="+name)
+		code, body := debugGet(t, mgr, introspect.Path+"api/object?kind=ConfigMap&namespace=ns&name="+name)
 		if code != http.StatusOK || strings.Contains(body, secret) || strings.Contains(body, "goroutine") {
 			t.Errorf("the debug endpoint's answer for %s holds object data or a stack: %d %s", name, code, body)
 		}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -36,7 +37,7 @@ type reconcileRecord struct {
 	reason       reconcile.Reason
 	result       string
 	err          string
-	blocked      *Blocker // shared, never modified
+	blocked      *introspect.Blocker // shared, never modified
 }
 
 // keyHistory is the slot of one key: its last records, newest at

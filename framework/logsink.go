@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/internal/klogcap"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -22,7 +23,7 @@ type reconcileSink struct {
 	id         uint64
 	reason     reconcile.Reason
 	// blocked is the reconcile's last NoteBlocked, nil for none.
-	blocked atomic.Pointer[Blocker]
+	blocked atomic.Pointer[introspect.Blocker]
 }
 
 var _ logr.LogSink = (*reconcileSink)(nil)

@@ -162,10 +162,11 @@ type MetricsOptions struct {
 	// shuts the door on HTTP/2 Rapid Reset (CVE-2023-44487) style attacks.
 	EnableHTTP2 bool
 
-	// DisableDebug turns off the debug endpoint, served next to /metrics
-	// at DebugPath (/debug/converge/): a page and a JSON API showing each
-	// controller's queue by priority, in-flight keys, rates and errors, the
-	// informers' sync state, leadership, webhooks and, per object, where it
+	// DisableDebug turns off the debug endpoint (package
+	// framework/introspect), served next to /metrics at introspect.Path
+	// (/debug/converge/): a page and a JSON API showing each controller's
+	// queue by priority, in-flight keys, rates and errors, the informers'
+	// sync state, leadership, webhooks and, per object, where it
 	// stands and its last reconciles (see converge explain). It shows names,
 	// namespaces, states and error texts, never an object's contents. It is
 	// guarded as /metrics is: with HTTPS, a TokenReview and a

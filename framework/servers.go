@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/framework/internal/serving"
+	"github.com/converge-dev/converge/framework/introspect"
 )
 
 // startServers opens the configured listeners (failing at once, naming the
@@ -43,7 +44,7 @@ func (m *Manager) startServers(g *group) error {
 		if m.opts.Metrics.Insecure {
 			mux.Handle("/metrics", handler)
 			if debug != nil {
-				mux.Handle(DebugPath, loopbackOnly(debug))
+				mux.Handle(introspect.Path, loopbackOnly(debug))
 			}
 		} else {
 			cs, err := kubernetes.NewForConfig(m.cfg)
@@ -53,7 +54,7 @@ func (m *Manager) startServers(g *group) error {
 			auth := serving.NewAuthFilter(cs, m.log)
 			mux.Handle("/metrics", auth.Wrap(handler))
 			if debug != nil {
-				mux.Handle(DebugPath, auth.Wrap(debug))
+				mux.Handle(introspect.Path, auth.Wrap(debug))
 			}
 			if tlsConfig, err = serving.TLSConfig(m.opts.Metrics.CertDir, m.opts.Metrics.CertName, m.opts.Metrics.KeyName, m.opts.Metrics.EnableHTTP2); err != nil {
 				return err

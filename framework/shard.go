@@ -18,6 +18,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework/internal/ring"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/hooks"
 	"github.com/converge-dev/converge/internal/restset"
@@ -466,14 +467,14 @@ func (p *shardedPrimary[T]) bucketOf(req reconcile.Request) (int, bool) {
 
 // status says where req's object falls in the ring. The ring's lock is
 // taken without p.mu held, as in enter.
-func (p *shardedPrimary[T]) status(req reconcile.Request) *ShardStatus {
+func (p *shardedPrimary[T]) status(req reconcile.Request) *introspect.ShardStatus {
 	b, known := p.bucketOf(req)
 	if !known {
 		st := p.ring.Status()
-		return &ShardStatus{Bucket: -1, Buckets: p.buckets, Serving: st.Serving}
+		return &introspect.ShardStatus{Bucket: -1, Buckets: p.buckets, Serving: st.Serving}
 	}
 	state, holder := p.ring.BucketStatus(b)
-	return &ShardStatus{Bucket: b, Buckets: p.buckets, State: state, Holder: holder}
+	return &introspect.ShardStatus{Bucket: b, Buckets: p.buckets, State: state, Holder: holder}
 }
 
 // exit counts a reconcile of bucket b out.

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/converge-dev/converge/framework/internal/ring"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -27,7 +28,7 @@ type gate interface {
 	// neither.
 	admit(ctx context.Context, req reconcile.Request) (context.Context, func(), dispatch)
 	// status says where req's object falls in the ring.
-	status(req reconcile.Request) *ShardStatus
+	status(req reconcile.Request) *introspect.ShardStatus
 }
 
 // admit is gate.admit.

@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -308,7 +309,10 @@ func (c *Cache) Health() error {
 	return errors.Join(errs...)
 }
 
-// InformerStats describes one informer of the cache.
+// InformerStats describes one informer of the cache. Its JSON, an
+// informer on the manager's debug endpoint, spells Kind in lower-case keys
+// ("group", "version", "kind") and Err as its text ("error"), and leaves
+// Mode out; decoded, Err holds that text only.
 type InformerStats struct {
 	// Description names the informer: kind, and namespace and selectors if any.
 	Description string
@@ -327,6 +331,46 @@ type InformerStats struct {
 	// shard selector (Selection.Shard); false when the informer filters
 	// objects itself, or has no shard selector, or has not asked yet.
 	ServerSharded bool
+}
+
+// informerStatsJSON is InformerStats as JSON.
+type informerStatsJSON struct {
+	Description string `json:"description"`
+	Kind        struct {
+		Group   string `json:"group"`
+		Version string `json:"version"`
+		Kind    string `json:"kind"`
+	} `json:"kind"`
+	Objects       int    `json:"objects"`
+	Relists       int64  `json:"relists"`
+	Synced        bool   `json:"synced"`
+	Error         string `json:"error,omitempty"`
+	ServerSharded bool   `json:"serverSharded,omitempty"`
+}
+
+// MarshalJSON encodes s as the debug endpoint serves it.
+func (s InformerStats) MarshalJSON() ([]byte, error) {
+	j := informerStatsJSON{Description: s.Description, Objects: s.Objects, Relists: s.Relists, Synced: s.Synced, ServerSharded: s.ServerSharded}
+	j.Kind.Group, j.Kind.Version, j.Kind.Kind = s.Kind.Group, s.Kind.Version, s.Kind.Kind
+	if s.Err != nil {
+		j.Error = s.Err.Error()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes; Err holds the error's
+// text only.
+func (s *InformerStats) UnmarshalJSON(b []byte) error {
+	var j informerStatsJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = InformerStats{Description: j.Description, Kind: schema.GroupVersionKind{Group: j.Kind.Group, Version: j.Kind.Version, Kind: j.Kind.Kind},
+		Objects: j.Objects, Relists: j.Relists, Synced: j.Synced, ServerSharded: j.ServerSharded}
+	if j.Error != "" {
+		s.Err = errors.New(j.Error)
+	}
+	return nil
 }
 
 // Stats describes every informer of the cache, sorted by description.

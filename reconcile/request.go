@@ -7,9 +7,9 @@ package reconcile
 // (client.Client.Get, informers' Get), so types.NamespacedName(req) is one.
 type Request struct {
 	// Namespace is empty for cluster-scoped objects.
-	Namespace string
+	Namespace string `json:"namespace"`
 	// Name is the object's name.
-	Name string
+	Name string `json:"name"`
 }
 
 // String returns "namespace/name", or "name" for a cluster-scoped object,

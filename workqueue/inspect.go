@@ -8,61 +8,64 @@ import (
 
 // Stats is a snapshot of a Queue's contents, for monitoring and debugging.
 // Another goroutine may change the queue at any time after it is taken.
+// Its JSON is a controller's queue on the manager's debug endpoint.
 type Stats struct {
 	// Normal and Replay are the keys queued in each priority class.
-	Normal, Replay ClassStats
+	Normal ClassStats `json:"normal"`
+	Replay ClassStats `json:"replay"`
 	// Delayed is the number of keys waiting for the delay of AddAfter,
 	// AddRateLimited or Postpone to pass.
-	Delayed int
+	Delayed int `json:"delayed"`
 	// ShuttingDown reports whether ShutDown has been called.
-	ShuttingDown bool
+	ShuttingDown bool `json:"shuttingDown"`
 }
 
 // ClassStats describes the keys queued in one priority class.
 type ClassStats struct {
 	// Depth is the number of keys queued in the class.
-	Depth int
+	Depth int `json:"depth"`
 	// Oldest is when the key Get would hand out first in the class was
 	// queued: the oldest key of the class (a replay key promoted by Add
 	// keeps its first time but joins the end of the normal class). Zero
 	// when Depth is 0.
-	Oldest time.Time
+	Oldest time.Time `json:"oldest,omitzero"`
 }
 
-// KeyState is where one key stands in a Queue. A key held by a worker is
+// KeyState is where one key stands in a Queue (its JSON is a key's queue
+// on the manager's debug endpoint). A key held by a worker is
 // neither queued nor delayed unless it was added again meanwhile (then it
 // is queued at Done, and Pending is true).
 type KeyState struct {
 	// Queued is true when the key waits for a worker; Replay says it
 	// waits at replay priority, Since since when, and Reason why (the
 	// most significant reason of the adds that queued it).
-	Queued bool
-	Replay bool
-	Since  time.Time
-	Reason reconcile.Reason
+	Queued bool             `json:"queued"`
+	Replay bool             `json:"replay,omitempty"`
+	Since  time.Time        `json:"since,omitzero"`
+	Reason reconcile.Reason `json:"reason,omitempty"`
 
 	// Pending is true when the key was added while a worker holds it: it is
 	// queued again when the worker calls Done.
-	Pending bool
+	Pending bool `json:"pending,omitempty"`
 
 	// Delayed is true when the key waits for the delay of AddAfter
 	// (DelayReason requeue), AddRateLimited (retry) or Postpone (the reason
 	// it was handed out with) to pass, due at Due (the earliest delay
 	// requested).
-	Delayed     bool
-	DelayReason reconcile.Reason
-	Due         time.Time
+	Delayed     bool             `json:"delayed"`
+	DelayReason reconcile.Reason `json:"delayReason,omitempty"`
+	Due         time.Time        `json:"due,omitzero"`
 
 	// Retries is NumRequeues: how many times AddRateLimited was called for
 	// the key since its last Forget.
-	Retries int
+	Retries int `json:"retries"`
 }
 
 // QueuedKey is a key waiting in a Queue, as Keys lists it.
 type QueuedKey[K comparable] struct {
-	Key    K
-	Replay bool
-	Since  time.Time
+	Key    K         `json:"key"`
+	Replay bool      `json:"replay"`
+	Since  time.Time `json:"since"`
 }
 
 // Stats returns the depth and the oldest key's age of each priority class,

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/introspect"
 )
 
 // Exit statuses of converge explain, besides 0 (converged).
@@ -109,7 +109,7 @@ type explainOptions struct {
 type explanation struct {
 	Converged   bool                    `json:"converged"`
 	Controllers []controllerExplanation `json:"controllers"`
-	Status      framework.ObjectStatus  `json:"status"`
+	Status      introspect.ObjectStatus `json:"status"`
 }
 
 type controllerExplanation struct {
@@ -149,9 +149,9 @@ func runExplain(ctx context.Context, u *ui, o explainOptions) error {
 		return err
 	}
 	q := url.Values{"kind": {kind}, "namespace": {ns}, "name": {name}}
-	endpoint := base.JoinPath(framework.DebugPath, "api", "object")
+	endpoint := base.JoinPath(introspect.Path, "api", "object")
 	endpoint.RawQuery = q.Encode()
-	var st framework.ObjectStatus
+	var st introspect.ObjectStatus
 	if err := getJSON(ctx, client, endpoint.String(), token, o.timeout, &st); err != nil {
 		msg := err.Error()
 		if from != "" {
@@ -206,8 +206,8 @@ func printExplanation(u *ui, ex explanation, only string) {
 		}
 		for _, inf := range st.Informers {
 			state := "synced"
-			if inf.Error != "" {
-				state = inf.Error
+			if inf.Err != nil {
+				state = inf.Err.Error()
 			} else if !inf.Synced {
 				state = "not synced"
 			}

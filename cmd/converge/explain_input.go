@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/introspect"
 )
 
 // misnamed returns the error of an explain whose input names nothing the
@@ -14,7 +14,7 @@ import (
 // (--controller) that does not reconcile the kind, or a namespace missing
 // for a namespaced kind or given for a cluster-scoped one. nil when the
 // input is right.
-func misnamed(st framework.ObjectStatus, only string) error {
+func misnamed(st introspect.ObjectStatus, only string) error {
 	if len(st.Controllers) == 0 {
 		msg := fmt.Sprintf("no controller of the manager reconciles kind %q", st.Kind)
 		var names []string
@@ -46,9 +46,9 @@ func misnamed(st framework.ObjectStatus, only string) error {
 		}
 		switch {
 		case ks.Cached:
-		case ks.Scope == framework.ScopeNamespaced && st.Namespace == "":
+		case ks.Scope == introspect.ScopeNamespaced && st.Namespace == "":
 			return exitError{code: exitBadInput, msg: fmt.Sprintf("%s is namespaced: name the object NAMESPACE/%s", ks.Kind.Kind, st.Name)}
-		case ks.Scope == framework.ScopeCluster && st.Namespace != "":
+		case ks.Scope == introspect.ScopeCluster && st.Namespace != "":
 			return exitError{code: exitBadInput, msg: fmt.Sprintf("%s is cluster-scoped: name the object %s, without a namespace", ks.Kind.Kind, st.Name)}
 		}
 	}

@@ -7,19 +7,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/introspect"
+	"github.com/converge-dev/converge/informers"
 )
 
 // Without --url, explain asks the manager whose URL make run wrote to
 // bin/metrics-url, from the project's root or a folder below it; a file
 // left by a make run that ended is named in the error.
 func TestExplainFindsALocalMakeRun(t *testing.T) {
-	converged := framework.KeyStatus{
-		Controller: "order", Kind: framework.Kind{Group: "shop.example.com", Version: "v1alpha1", Kind: "Order"}, Namespace: "default", Name: "order-sample",
-		ControllerState: "running", Cached: true, Informer: framework.InformerStatus{Synced: true},
-		History: []framework.ReconcileRecord{{Started: time.Now().Add(-time.Second), Result: "success", Reason: "change"}},
+	converged := introspect.KeyStatus{
+		Controller: "order", Kind: introspect.Kind{Group: "shop.example.com", Version: "v1alpha1", Kind: "Order"}, Namespace: "default", Name: "order-sample",
+		ControllerState: "running", Cached: true, Informer: informers.InformerStats{Synced: true},
+		History: []introspect.ReconcileRecord{{Started: time.Now().Add(-time.Second), Result: "success", Reason: "change"}},
 	}
-	url := debugServer(t, framework.ObjectStatus{Controllers: []framework.KeyStatus{converged}}, false)
+	url := debugServer(t, introspect.ObjectStatus{Controllers: []introspect.KeyStatus{converged}}, false)
 	project := t.TempDir()
 	writeTestFiles(t, project, map[string]string{
 		"go.mod":                   "module example.com/team/op\n",

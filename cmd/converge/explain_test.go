@@ -2,25 +2,29 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/introspect"
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/workqueue"
 )
 
 // debugServer answers the object API with st, and 401 without the token
 // "t0ken" when auth is set.
-func debugServer(t *testing.T, st framework.ObjectStatus, auth bool) string {
+func debugServer(t *testing.T, st introspect.ObjectStatus, auth bool) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if auth && r.Header.Get("Authorization") != "Bearer t0ken" {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		if r.URL.Path != framework.DebugPath+"api/object" {
+		if r.URL.Path != introspect.Path+"api/object" {
 			http.NotFound(w, r)
 			return
 		}
@@ -35,18 +39,18 @@ func debugServer(t *testing.T, st framework.ObjectStatus, auth bool) string {
 func TestExplainPrintsWhereTheObjectStands(t *testing.T) {
 	now := time.Now()
 	next := now.Add(28 * time.Second)
-	failing := framework.KeyStatus{
-		Controller: "web", Kind: framework.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: "shop", Name: "web",
-		ControllerState: "running", Cached: true, Informer: framework.InformerStatus{Synced: true},
-		NextAttempt: &next, NextReason: "retry", Failures: 5,
-		History: []framework.ReconcileRecord{{Started: now.Add(-12 * time.Second), Result: "error", Error: "quota exceeded", Reason: "retry", Failures: 5}},
+	failing := introspect.KeyStatus{
+		Controller: "web", Kind: introspect.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: "shop", Name: "web",
+		ControllerState: "running", Cached: true, Informer: informers.InformerStats{Synced: true},
+		Queue:   workqueue.KeyState{Delayed: true, Due: next, DelayReason: reconcile.ReasonRetry, Retries: 5},
+		History: []introspect.ReconcileRecord{{Started: now.Add(-12 * time.Second), Result: "error", Error: "quota exceeded", Reason: "retry", Failures: 5}},
 	}
-	converged := framework.KeyStatus{
+	converged := introspect.KeyStatus{
 		Controller: "audit", Kind: failing.Kind, Namespace: "shop", Name: "web", ControllerState: "running", Cached: true,
-		Informer: framework.InformerStatus{Synced: true},
-		History:  []framework.ReconcileRecord{{Started: now.Add(-time.Minute), Result: "success", Reason: "change"}},
+		Informer: informers.InformerStats{Synced: true},
+		History:  []introspect.ReconcileRecord{{Started: now.Add(-time.Minute), Result: "success", Reason: "change"}},
 	}
-	url := debugServer(t, framework.ObjectStatus{Controllers: []framework.KeyStatus{failing, converged}}, true)
+	url := debugServer(t, introspect.ObjectStatus{Controllers: []introspect.KeyStatus{failing, converged}}, true)
 
 	code, out, errOut := converge(t, "explain", "Deployment", "shop/web", "--url", url, "--token", "t0ken")
 	if code != exitNotConverged {
@@ -80,9 +84,9 @@ func TestExplainPrintsWhereTheObjectStands(t *testing.T) {
 }
 
 func TestExplainNeverSeen(t *testing.T) {
-	url := debugServer(t, framework.ObjectStatus{Controllers: []framework.KeyStatus{{
-		Controller: "web", Kind: framework.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}, ControllerState: "syncing",
-		Informer: framework.InformerStatus{Error: "cache for apps/v1 Deployment not ready: forbidden: the controller's identity may not list and watch deployments.apps"},
+	url := debugServer(t, introspect.ObjectStatus{Controllers: []introspect.KeyStatus{{
+		Controller: "web", Kind: introspect.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}, ControllerState: "syncing",
+		Informer: informers.InformerStats{Err: errors.New("cache for apps/v1 Deployment not ready: forbidden: the controller's identity may not list and watch deployments.apps")},
 	}}}, false)
 	code, out, _ := converge(t, "explain", "Deployment", "shop/web", "--url", url)
 	if code != exitNotConverged || !strings.Contains(out, "never seen: the informer for apps/v1 Deployment is not synced: cache for apps/v1 Deployment not ready: forbidden") {
@@ -93,9 +97,9 @@ func TestExplainNeverSeen(t *testing.T) {
 // Input naming nothing the manager reconciles is bad input (exit 2), and
 // the error says what there is.
 func TestExplainBadInputSaysWhatThereIs(t *testing.T) {
-	deployment := framework.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}
-	configMap := framework.Kind{Version: "v1", Kind: "ConfigMap"}
-	kinds := debugServer(t, framework.ObjectStatus{Kinds: []framework.Kind{deployment, configMap}}, false)
+	deployment := introspect.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	configMap := introspect.Kind{Version: "v1", Kind: "ConfigMap"}
+	kinds := debugServer(t, introspect.ObjectStatus{Kinds: []introspect.Kind{deployment, configMap}}, false)
 	code, out, errOut := converge(t, "explain", "Deploymnt", "shop/web", "--url", kinds)
 	if code != exitBadInput || out != "" || !strings.Contains(errOut, `no controller of the manager reconciles kind "Deploymnt": did you mean Deployment? It reconciles apps/v1 Deployment, v1 ConfigMap`) {
 		t.Errorf("mistyped kind: exit %d:\n%s%s", code, out, errOut)
@@ -104,22 +108,22 @@ func TestExplainBadInputSaysWhatThereIs(t *testing.T) {
 	if code != exitBadInput || strings.Contains(errOut, "did you mean") || !strings.Contains(errOut, `reconciles kind "Widget". It reconciles apps/v1 Deployment, v1 ConfigMap.`) {
 		t.Errorf("unknown kind: exit %d: %s", code, errOut)
 	}
-	app := framework.Kind{Group: "example.com", Version: "v1", Kind: "App"}
-	watched := debugServer(t, framework.ObjectStatus{Kinds: []framework.Kind{app}, WatchedBy: []framework.Watcher{{Controller: "app", Kind: app}}}, false)
+	app := introspect.Kind{Group: "example.com", Version: "v1", Kind: "App"}
+	watched := debugServer(t, introspect.ObjectStatus{Kinds: []introspect.Kind{app}, WatchedBy: []introspect.Watcher{{Controller: "app", Kind: app}}}, false)
 	code, _, errOut = converge(t, "explain", "ConfigMap", "shop/shop-config", "--url", watched)
 	if code != exitBadInput || !strings.Contains(errOut, `no controller of the manager reconciles kind "ConfigMap". Controller app watches it for its App objects (a child of one, say): explain that App. It reconciles example.com/v1 App.`) {
 		t.Errorf("a watched kind: exit %d: %s", code, errOut)
 	}
 
-	notCached := framework.KeyStatus{Controller: "web", Kind: deployment, Name: "web", ControllerState: "running", Scope: framework.ScopeNamespaced,
-		Informer: framework.InformerStatus{Synced: true, Description: "apps/v1 Deployment"}}
-	url := debugServer(t, framework.ObjectStatus{Controllers: []framework.KeyStatus{notCached}}, false)
+	notCached := introspect.KeyStatus{Controller: "web", Kind: deployment, Name: "web", ControllerState: "running", Scope: introspect.ScopeNamespaced,
+		Informer: informers.InformerStats{Synced: true, Description: "apps/v1 Deployment"}}
+	url := debugServer(t, introspect.ObjectStatus{Controllers: []introspect.KeyStatus{notCached}}, false)
 	code, _, errOut = converge(t, "explain", "Deployment", "web", "--url", url)
 	if code != exitBadInput || !strings.Contains(errOut, "Deployment is namespaced: name the object NAMESPACE/web") {
 		t.Errorf("forgotten namespace: exit %d: %s", code, errOut)
 	}
 	notCached.Namespace = "shop"
-	url = debugServer(t, framework.ObjectStatus{Controllers: []framework.KeyStatus{notCached}}, false)
+	url = debugServer(t, introspect.ObjectStatus{Controllers: []introspect.KeyStatus{notCached}}, false)
 	code, out, _ = converge(t, "explain", "Deployment", "shop/web", "--url", url)
 	if code != exitNotConverged || !strings.Contains(out, "never seen: apps/v1 Deployment holds no Deployment shop/web") {
 		t.Errorf("a namespace given: exit %d:\n%s", code, out)

@@ -86,7 +86,7 @@ var _ = Describe("debug page in a browser", func() {
 		})
 		page := f.url("?controller=credentials&key=" + f.ns + "/bad")
 		Eventually(ctx, func(g Gomega) {
-			g.Expect(f.object(ctx, "credentials", "bad").Failures).To(BeNumerically(">=", 3))
+			g.Expect(f.object(ctx, "credentials", "bad").Queue.Retries).To(BeNumerically(">=", 3))
 		}).Should(Succeed())
 
 		res, err := httpGet(ctx, http.DefaultClient, page)()

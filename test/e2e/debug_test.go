@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -69,7 +70,7 @@ func newDebugFixture(ctx context.Context, opts framework.Options, bulk int, more
 		case "bad":
 			return reconcile.Result{}, fmt.Errorf("rotate credentials of %s: vault is sealed", req)
 		case "web":
-			framework.NoteBlocked(ctx, framework.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (Complete)"})
+			framework.NoteBlocked(ctx, introspect.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (Complete)"})
 		}
 		return reconcile.Result{}, nil
 	})
@@ -94,9 +95,9 @@ func newDebugFixture(ctx context.Context, opts framework.Options, bulk int, more
 	return f
 }
 
-// url is the debug endpoint's address of path (below framework.DebugPath).
+// url is the debug endpoint's address of path (below introspect.Path).
 func (f *debugFixture) url(path string) string {
-	return "http://" + f.mgr.MetricsAddress() + framework.DebugPath + path
+	return "http://" + f.mgr.MetricsAddress() + introspect.Path + path
 }
 
 func (f *debugFixture) get(ctx context.Context, path string) response {
@@ -114,17 +115,17 @@ func decodeJSON[V any](body string) V {
 }
 
 // object returns the state of ConfigMap name in controller.
-func (f *debugFixture) object(ctx context.Context, controller, name string) framework.KeyStatus {
+func (f *debugFixture) object(ctx context.Context, controller, name string) introspect.KeyStatus {
 	GinkgoHelper()
 	res := f.get(ctx, "api/object?"+url.Values{"kind": {"ConfigMap"}, "namespace": {f.ns}, "name": {name}}.Encode())
 	Expect(res.Code).To(Equal(http.StatusOK), res.Body)
-	for _, ks := range decodeJSON[framework.ObjectStatus](res.Body).Controllers {
+	for _, ks := range decodeJSON[introspect.ObjectStatus](res.Body).Controllers {
 		if ks.Controller == controller {
 			return ks
 		}
 	}
 	Fail("no state of " + name + " in controller " + controller + ": " + res.Body)
-	return framework.KeyStatus{}
+	return introspect.KeyStatus{}
 }
 
 // explain runs converge explain and returns its exit status and output.
@@ -146,11 +147,11 @@ var _ = Describe("debug endpoint", func() {
 		f := newDebugFixture(ctx, framework.Options{}, bulk)
 
 		By("listing the controllers, the informers and the held key")
-		var state framework.DebugState
+		var state introspect.State
 		Eventually(ctx, func(g Gomega) {
 			res := f.get(ctx, "api/state")
 			g.Expect(res.Code).To(Equal(http.StatusOK))
-			state = decodeJSON[framework.DebugState](res.Body)
+			state = decodeJSON[introspect.State](res.Body)
 			g.Expect(state.Controllers).To(HaveLen(3))
 			// Each controller runs once its informers synced, which the
 			// held key's in-flight reconcile does not wait for.
@@ -175,13 +176,13 @@ var _ = Describe("debug endpoint", func() {
 		for offset := 0; offset <= bulk+2; offset += 8 {
 			res := f.get(ctx, fmt.Sprintf("api/queue?controller=held&offset=%d&limit=8", offset))
 			Expect(res.Code).To(Equal(http.StatusOK), res.Body)
-			page := decodeJSON[framework.QueuePage](res.Body)
+			page := decodeJSON[introspect.QueuePage](res.Body)
 			Expect(page.Total).To(Equal(bulk + 2))
 			Expect(len(page.Keys)).To(BeNumerically("<=", 8))
 			for _, k := range page.Keys {
-				Expect(seen).NotTo(HaveKey(k.Name))
-				seen[k.Name] = true
-				Expect(k.Priority).To(Equal("replay"), "keys of the initial list wait at replay priority")
+				Expect(seen).NotTo(HaveKey(k.Key.Name))
+				seen[k.Key.Name] = true
+				Expect(k.Replay).To(BeTrue(), "keys of the initial list wait at replay priority")
 			}
 		}
 		Expect(seen).To(HaveLen(bulk + 2))
@@ -190,16 +191,16 @@ var _ = Describe("debug endpoint", func() {
 		By("keeping the failing key's history, error, failures and next attempt")
 		Eventually(ctx, func(g Gomega) {
 			bad := f.object(ctx, "credentials", "bad")
-			g.Expect(bad.Failures).To(BeNumerically(">=", 3))
+			g.Expect(bad.Queue.Retries).To(BeNumerically(">=", 3))
 			g.Expect(bad.History).NotTo(BeEmpty())
 			g.Expect(bad.History[0].Result).To(Equal("error"))
 			g.Expect(bad.History[0].Error).To(Equal(fmt.Sprintf("rotate credentials of %s/bad: vault is sealed", f.ns)))
-			g.Expect(bad.NextAttempt != nil || bad.Queued || bad.InFlight != nil).To(BeTrue())
+			g.Expect(bad.Queue.Delayed || bad.Queue.Queued || bad.InFlight != nil).To(BeTrue())
 		}).Should(Succeed())
 		Eventually(ctx, func(g Gomega) {
 			web := f.object(ctx, "credentials", "web")
 			g.Expect(web.History).NotTo(BeEmpty())
-			g.Expect(web.History[0].Blocked).To(Equal(&framework.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (Complete)"}))
+			g.Expect(web.History[0].Blocked).To(Equal(&introspect.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (Complete)"}))
 		}).Should(Succeed(), "the waiting key's history has its note")
 
 		By("refusing bad input with a clear error")
@@ -216,7 +217,7 @@ var _ = Describe("debug endpoint", func() {
 			s, err := kube.CoreV1().Secrets(f.ns).Get(ctx, "bad-creds", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(string(s.Data["password"])).To(Equal(secretValue))
-			g.Expect(f.object(ctx, "credentials", "bad").Failures).To(BeNumerically(">=", 2))
+			g.Expect(f.object(ctx, "credentials", "bad").Queue.Retries).To(BeNumerically(">=", 2))
 			g.Expect(f.object(ctx, "credentials", "good").History).NotTo(BeEmpty())
 		}).Should(Succeed())
 		var bodies []string
@@ -253,7 +254,7 @@ var _ = Describe("debug endpoint", func() {
 		Eventually(ctx, allowed(ctx, scraperUser, []string{"system:serviceaccounts"}, nil, &authzv1.NonResourceAttributes{Path: "/metrics", Verb: "get"})).Should(BeTrue())
 		Eventually(ctx, allowed(ctx, debuggerUser, []string{"system:serviceaccounts"}, nil, &authzv1.NonResourceAttributes{Path: "/debug/converge/api/state", Verb: "get"})).Should(BeTrue())
 
-		for _, path := range []string{framework.DebugPath, framework.DebugPath + "api/state"} {
+		for _, path := range []string{introspect.Path, introspect.Path + "api/state"} {
 			res, err := bearerGet(ctx, client, base+path, "")()
 			Expect(err).NotTo(HaveOccurred())
 			Expect(res.Code).To(Equal(http.StatusUnauthorized), path)
@@ -301,10 +302,10 @@ var _ = Describe("converge explain", func() {
 		Expect(out).To(ContainSubstring("waiting: Deployment web waits for Job migrate (Complete)"))
 
 		By("an object a worker holds")
-		var held framework.InFlightKey
+		var held introspect.InFlightKey
 		Eventually(ctx, func(g Gomega) {
 			res := f.get(ctx, "api/state")
-			st := decodeJSON[framework.DebugState](res.Body)
+			st := decodeJSON[introspect.State](res.Body)
 			g.Expect(st.Controllers[1].InFlight).To(HaveLen(1))
 			held = st.Controllers[1].InFlight[0]
 		}).Should(Succeed())
@@ -338,14 +339,14 @@ var _ = Describe("converge explain", func() {
 			g.Expect(code).To(Equal(1), out)
 			var ex struct {
 				Controllers []struct{ Lines []string }
-				Status      framework.ObjectStatus
+				Status      introspect.ObjectStatus
 			}
 			g.Expect(json.Unmarshal([]byte(out), &ex)).To(Succeed())
 			ks := ex.Status.Controllers[0]
 			g.Expect(ex.Controllers[0].Lines[0]).To(HavePrefix("delayed (retry) since "))
-			g.Expect(ks.Delayed).To(BeTrue(), out)
-			g.Expect(ks.Queued).To(BeFalse(), out)
-			state := decodeJSON[framework.DebugState](f.get(ctx, "api/state").Body)
+			g.Expect(ks.Queue.Delayed).To(BeTrue(), out)
+			g.Expect(ks.Queue.Queued).To(BeFalse(), out)
+			state := decodeJSON[introspect.State](f.get(ctx, "api/state").Body)
 			var objects []int
 			for _, inf := range state.Informers {
 				if inf.Description == ks.Informer.Description {

@@ -26,6 +26,7 @@ import (
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/object"
 )
@@ -149,7 +150,7 @@ type truth struct {
 	code     int    // converge explain's exit status
 	explain  string // its output
 	page     string // the debug page explaining the parent
-	listed   *framework.NotConvergedKey
+	listed   *introspect.NotConvergedKey
 	listJSON string
 }
 
@@ -164,13 +165,13 @@ func truthOf(ctx context.Context, mgr *framework.Manager, ns, name string) truth
 	t.ready = meta.FindStatusCondition(site.Status.Conditions, declarative.ReadyCondition)
 	base := "http://" + mgr.MetricsAddress()
 	t.code, t.explain = explain(ctx, "StaticSite", ns+"/"+name, "--url", base)
-	res, err := httpGet(ctx, http.DefaultClient, base+framework.DebugPath+"?"+url.Values{"controller": {"truth"}, "key": {ns + "/" + name}}.Encode())()
+	res, err := httpGet(ctx, http.DefaultClient, base+introspect.Path+"?"+url.Values{"controller": {"truth"}, "key": {ns + "/" + name}}.Encode())()
 	Expect(err).NotTo(HaveOccurred())
 	t.page = html.UnescapeString(res.Body)
-	res, err = httpGet(ctx, http.DefaultClient, base+framework.DebugPath+"api/notconverged?controller=truth")()
+	res, err = httpGet(ctx, http.DefaultClient, base+introspect.Path+"api/notconverged?controller=truth")()
 	Expect(err).NotTo(HaveOccurred())
 	t.listJSON = res.Body
-	var p framework.NotConvergedPage
+	var p introspect.NotConvergedPage
 	Expect(json.Unmarshal([]byte(res.Body), &p)).To(Succeed(), res.Body)
 	for i := range p.Keys {
 		if p.Keys[i].Namespace == ns && p.Keys[i].Name == name {
@@ -317,9 +318,9 @@ var _ = Describe("declarative parents tell the truth", func() {
 		run.stop(ctx)
 		_, mgr = startTruthSites(ctx, ns)
 		Eventually(ctx, func(g Gomega) {
-			res, err := httpGet(ctx, http.DefaultClient, "http://"+mgr.MetricsAddress()+framework.DebugPath+"api/key?"+url.Values{"controller": {"truth"}, "namespace": {ns}, "name": {"site"}}.Encode())()
+			res, err := httpGet(ctx, http.DefaultClient, "http://"+mgr.MetricsAddress()+introspect.Path+"api/key?"+url.Values{"controller": {"truth"}, "namespace": {ns}, "name": {"site"}}.Encode())()
 			g.Expect(err).NotTo(HaveOccurred())
-			var ks framework.KeyStatus
+			var ks introspect.KeyStatus
 			g.Expect(json.Unmarshal([]byte(res.Body), &ks)).To(Succeed())
 			g.Expect(ks.History).To(ContainElement(HaveField("Result", "terminal")))
 		}).Should(Succeed())

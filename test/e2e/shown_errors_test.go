@@ -21,6 +21,7 @@ import (
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -63,10 +64,10 @@ var _ = Describe("errors shown without object data", func() {
 		code, out := explain(ctx, "StaticSite", ns+"/plain", "--url", base)
 		Expect(code).To(Equal(1), out)
 		Expect(out).To(ContainSubstring(cause))
-		object, err := httpGet(ctx, http.DefaultClient, base+framework.DebugPath+"api/object?"+url.Values{"kind": {"StaticSite"}, "namespace": {ns}, "name": {"plain"}}.Encode())()
+		object, err := httpGet(ctx, http.DefaultClient, base+introspect.Path+"api/object?"+url.Values{"kind": {"StaticSite"}, "namespace": {ns}, "name": {"plain"}}.Encode())()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(object.Body).To(ContainSubstring(`Job.batch \"plain-migrate\" is invalid: spec.template: Invalid value: field is immutable`))
-		page, err := httpGet(ctx, http.DefaultClient, base+framework.DebugPath+"?"+url.Values{"controller": {"shown"}, "key": {ns + "/plain"}}.Encode())()
+		page, err := httpGet(ctx, http.DefaultClient, base+introspect.Path+"?"+url.Values{"controller": {"shown"}, "key": {ns + "/plain"}}.Encode())()
 		Expect(err).NotTo(HaveOccurred())
 		site, err := getSite(ctx, ns, "plain")
 		Expect(err).NotTo(HaveOccurred())

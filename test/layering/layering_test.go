@@ -79,8 +79,13 @@ var rules = []struct {
 	},
 	{
 		name:      "the library never imports the fake API server: it is for tests",
-		from:      []string{"client", "informers", "object", "reconcile", "workqueue", "framework", "framework/controllerutil", "framework/envtest", "declarative"},
+		from:      []string{"client", "informers", "object", "reconcile", "workqueue", "framework", "framework/controllerutil", "framework/envtest", "framework/introspect", "declarative"},
 		forbidden: []string{module + "/framework/fake"},
+	},
+	{
+		name:      "framework/introspect is the debug endpoint below framework, which serves it through introspect.Provider: it never imports the manager, the client, declarative or the test control plane",
+		from:      []string{"framework/introspect"},
+		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/framework/webhook", module + "/client", module + "/declarative"},
 	},
 	{
 		name:      "framework/envtest stands alone: it never imports framework",

@@ -1,8 +1,6 @@
-package framework
+package introspect
 
 import (
-	"cmp"
-	"slices"
 	"strconv"
 	"time"
 
@@ -12,7 +10,7 @@ import (
 // NotConvergedPage is one page of the keys of a controller that are not
 // converged, newest first: those whose last reconcile failed or noted a
 // Blocker, among the keys the controller keeps a history of
-// (ControllerOptions.HistoryKeys), and those a worker holds now.
+// (framework.ControllerOptions.HistoryKeys), and those a worker holds now.
 type NotConvergedPage struct {
 	Controller string            `json:"controller"`
 	Offset     int               `json:"offset"`
@@ -42,65 +40,27 @@ type NotConvergedKey struct {
 	NextAttempt *time.Time `json:"nextAttempt,omitempty"`
 }
 
-// candidate is a key the history or the workers show may not be converged,
-// and when it last moved.
-type candidate struct {
-	req reconcile.Request
-	at  time.Time
-}
-
-// notConverged returns the page of keys not converged at offset, of at
-// most limit keys. It reads the last record of every key of the history and
-// the keys in flight (cheap), and the whole state of the keys of the page
-// only (a queue's Inspect is linear in its length).
-func (c *Controller) notConverged(offset, limit int, now time.Time) NotConvergedPage {
-	cands := c.notConvergedCandidates()
-	p := NotConvergedPage{Controller: c.name, Offset: offset, Limit: limit, Total: len(cands), Keys: []NotConvergedKey{}}
+// notConverged returns the page of c's keys not converged at offset, of
+// at most limit keys. It asks for the whole state of the keys of the page
+// only (finding a queued key takes time linear in the queue's length).
+func notConverged(c Controller, offset, limit int, now time.Time) NotConvergedPage {
+	cands := c.Unconverged()
+	p := NotConvergedPage{Controller: c.Name(), Offset: offset, Limit: limit, Total: len(cands), Keys: []NotConvergedKey{}}
 	if offset >= len(cands) {
 		return p
 	}
 	for _, cd := range cands[offset:min(offset+limit, len(cands))] {
-		p.Keys = append(p.Keys, notConvergedKey(c.keyStatus(cd.req, now), cd.at))
+		p.Keys = append(p.Keys, notConvergedKey(c.Key(cd.Key, now), cd.At))
 	}
 	return p
 }
 
-// notConvergedCandidates returns the keys that may not be converged,
-// newest first.
-func (c *Controller) notConvergedCandidates() []candidate {
-	seen := map[reconcile.Request]int{}
-	var out []candidate
-	c.history.eachLast(func(req reconcile.Request, r *reconcileRecord) {
-		if r.blocked == nil && r.err == "" {
-			return
-		}
-		seen[req] = len(out)
-		out = append(out, candidate{req: req, at: r.start.Add(r.took)})
-	})
-	c.mu.Lock()
-	for _, r := range c.inflight {
-		if i, ok := seen[r.req]; ok {
-			out[i].at = r.begun
-			continue
-		}
-		seen[r.req] = len(out)
-		out = append(out, candidate{req: r.req, at: r.begun})
-	}
-	c.mu.Unlock()
-	slices.SortFunc(out, func(a, b candidate) int {
-		if n := b.at.Compare(a.at); n != 0 {
-			return n
-		}
-		return cmp.Or(cmp.Compare(a.req.Namespace, b.req.Namespace), cmp.Compare(a.req.Name, b.req.Name))
-	})
-	return out
-}
-
 // notConvergedKey sums up s, the state of a key last moved at at.
 func notConvergedKey(s KeyStatus, at time.Time) NotConvergedKey {
-	k := NotConvergedKey{Namespace: s.Namespace, Name: s.Name, At: at, Failures: s.Failures}
-	if s.NextReason == string(reconcile.ReasonRetry) {
-		k.NextAttempt = s.NextAttempt
+	k := NotConvergedKey{Namespace: s.Namespace, Name: s.Name, At: at, Failures: s.Queue.Retries}
+	if s.Queue.Delayed && s.Queue.DelayReason == reconcile.ReasonRetry {
+		due := s.Queue.Due
+		k.NextAttempt = &due
 	}
 	var last *ReconcileRecord
 	if len(s.History) > 0 {
@@ -119,10 +79,10 @@ func notConvergedKey(s KeyStatus, at time.Time) NotConvergedKey {
 		k.State, k.Detail = "failing", last.Error
 	case last != nil && last.Blocked != nil:
 		k.State, k.Detail = reasonWords(last.Blocked.Reason), last.Blocked.Message
-	case s.NextAttempt != nil && s.NextReason != string(reconcile.ReasonRequeue):
-		k.State, k.Detail = "delayed", "next attempt at "+s.NextAttempt.UTC().Format(time.TimeOnly)
+	case s.Queue.Delayed && s.Queue.DelayReason != reconcile.ReasonRequeue:
+		k.State, k.Detail = "delayed", "next attempt at "+s.Queue.Due.UTC().Format(time.TimeOnly)
 	default:
-		k.State, k.Detail = "queued", "queued ("+s.Reason+")"
+		k.State, k.Detail = "queued", "queued ("+string(s.Queue.Reason)+")"
 	}
 	return k
 }

@@ -1,4 +1,4 @@
-package framework
+package introspect
 
 import (
 	"embed"
@@ -51,7 +51,7 @@ var debugPage = sync.OnceValue(func() *template.Template {
 // pageData is what the page template renders.
 type pageData struct {
 	Now   time.Time
-	State DebugState
+	State State
 	// Controller and Key are the search; Status is the key's state in
 	// that controller and Lines its explanation, when one was searched.
 	Controller, Key string
@@ -83,9 +83,9 @@ const pageRows = 20
 // servePage renders the page: the controllers, and the key searched with
 // ?controller=C&key=NAMESPACE/NAME. Its script fetches the same URL every
 // two seconds and swaps in the live parts.
-func (m *Manager) servePage(w http.ResponseWriter, r *http.Request) {
+func (m handler) servePage(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	d := pageData{Now: now.UTC(), State: m.debugState(now)}
+	d := pageData{Now: now.UTC(), State: m.p.State(now)}
 	q := r.URL.Query()
 	d.Controller, d.Key = q.Get("controller"), strings.TrimSpace(q.Get("key"))
 	d.List = q.Get("list")
@@ -107,23 +107,23 @@ func (m *Manager) servePage(w http.ResponseWriter, r *http.Request) {
 		case c == nil:
 			d.Problem = fmt.Sprintf("no controller named %q in this manager", d.Controller)
 		default:
-			s := c.keyStatus(req, now)
+			s := c.Key(req, now)
 			d.Status = &s
 			d.Lines, d.Converged = s.Explain(now)
 		}
 	}
-	for _, c := range m.inspectedControllers() {
+	for _, c := range m.p.Controllers() {
 		offset := 0
 		if c.Name() == d.List {
 			offset = d.Offset
 		}
-		p := c.notConverged(offset, pageRows, now)
+		p := notConverged(c, offset, pageRows, now)
 		if p.Total == 0 {
 			continue
 		}
 		if offset >= p.Total { // past the end, as the list shrank: its last page
 			offset = (p.Total - 1) / pageRows * pageRows
-			p = c.notConverged(offset, pageRows, now)
+			p = notConverged(c, offset, pageRows, now)
 		}
 		l := notConvergedList{NotConvergedPage: p, From: min(offset+1, p.Total), To: offset + len(p.Keys)}
 		link := func(offset int) string {

@@ -1,9 +1,11 @@
-package framework
+package introspect
 
 import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/converge-dev/converge/reconcile"
 )
 
 // stuckAfter is how long a reconcile may run before Explain asks whether it
@@ -13,7 +15,7 @@ const stuckAfter = time.Minute
 // Explain says in a few lines where the object stands in the controller and
 // why, as converge explain and the debug page print it, and whether it is
 // converged: its last reconcile succeeded (or asked for a RequeueAfter),
-// noted no Blocker (NoteBlocked), nothing is queued, running, failing or
+// noted no Blocker (framework.NoteBlocked), nothing is queued, running, failing or
 // delayed for a retry, and the informer still holds the object (one
 // reconciled, then deleted, is gone). now is the time the lines count
 // ages from.
@@ -27,8 +29,8 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 		lastError = ": last error: " + last.Error
 	}
 	failures := ""
-	if s.Failures > 0 {
-		failures = fmt.Sprintf(" after %d failure%s", s.Failures, plural(s.Failures))
+	if s.Queue.Retries > 0 {
+		failures = fmt.Sprintf(" after %d failure%s", s.Queue.Retries, plural(s.Queue.Retries))
 	}
 	if line, here := s.Shard.explain(); !here {
 		return []string{line}, false
@@ -42,37 +44,23 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 			line += " (reconcile ignores its context?)"
 		}
 		lines = append(lines, line)
-	case s.Queued:
-		line := fmt.Sprintf("queued (%s) since %s", s.Reason, ago(now, *s.QueuedSince))
-		if s.Priority == "replay" {
+	case s.Queue.Queued:
+		line := fmt.Sprintf("queued (%s) since %s", s.Queue.Reason, ago(now, s.Queue.Since))
+		if s.Queue.Replay {
 			line += " at replay priority (a resync or the initial list: behind real changes)"
 		}
 		lines = append(lines, line+failures+lastError)
-	case s.NextAttempt != nil:
+	case s.Queue.Delayed:
 		since := ""
 		if last != nil {
 			since = " since " + ago(now, last.Started.Add(time.Duration(last.DurationSeconds*float64(time.Second))))
 		}
-		lines = append(lines, fmt.Sprintf("delayed (%s)%s, next attempt in %s%s%s", s.NextReason, since, age(s.NextAttempt.Sub(now)), failures, lastError))
-	case last == nil && !s.Cached && !s.Informer.Synced:
-		cause := "its initial list is in progress"
-		if s.Informer.Error != "" {
-			cause = s.Informer.Error
-		}
-		lines = append(lines, fmt.Sprintf("never seen: the informer for %s is not synced: %s", s.Kind, cause))
-	case last == nil && !s.Cached && s.Scope == ScopeNamespaced && s.Namespace == "":
-		lines = append(lines, fmt.Sprintf("never seen: %s is namespaced and no namespace was given: name it NAMESPACE/%s", s.Kind.Kind, s.Name))
-	case last == nil && !s.Cached && s.Scope == ScopeCluster && s.Namespace != "":
-		lines = append(lines, fmt.Sprintf("never seen: %s is cluster-scoped and a namespace was given: name it %s, without %s/", s.Kind.Kind, s.Name, s.Namespace))
-	case last == nil && !s.Cached:
-		lines = append(lines, fmt.Sprintf("never seen: %s holds no %s %s (no such object, or outside the controller's selection)", s.Informer.Description, s.Kind.Kind, s.key()))
-	case last == nil && s.ControllerState != "running":
-		lines = append(lines, fmt.Sprintf("not reconciled yet: controller %s is %s%s", s.Controller, s.ControllerState, stateHint(s.ControllerState)))
+		lines = append(lines, fmt.Sprintf("delayed (%s)%s, next attempt in %s%s%s", s.Queue.DelayReason, since, age(s.Queue.Due.Sub(now)), failures, lastError))
 	case last == nil:
-		lines = append(lines, "not reconciled recently (the history keeps the most recently reconciled keys only)")
+		lines = append(lines, s.notReconciled())
 	}
-	if s.InFlight == nil && !s.Queued && s.NextAttempt == nil && s.Informer.Error != "" && (last != nil || s.Cached) {
-		lines = append(lines, "informer unhealthy: "+s.Informer.Error)
+	if s.InFlight == nil && !s.Queue.Queued && !s.Queue.Delayed && s.Informer.Err != nil && (last != nil || s.Cached) {
+		lines = append(lines, "informer unhealthy: "+s.Informer.Err.Error())
 	}
 	if last != nil {
 		if b := last.Blocked; b != nil && !saysBlocker(last.Error, b.Message) {
@@ -83,7 +71,7 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 		case resultTerminal:
 			lines = append(lines, fmt.Sprintf("failed %s ago with a terminal error, not retried until the object changes: %s", age(now.Sub(finished)), strings.TrimPrefix(last.Error, "terminal error: ")))
 		case resultError, resultPanic:
-			if s.InFlight != nil || s.Queued || s.NextAttempt == nil {
+			if s.InFlight != nil || s.Queue.Queued || !s.Queue.Delayed {
 				lines = append(lines, fmt.Sprintf("last reconcile failed %s ago (%s)%s", age(now.Sub(finished)), last.Result, lastError))
 			}
 		default:
@@ -91,20 +79,42 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 			if last.RequeueAfterSeconds > 0 {
 				line += fmt.Sprintf(", requeued after %s", age(time.Duration(last.RequeueAfterSeconds*float64(time.Second))))
 			}
-			if !s.Cached && s.Informer.Synced && s.InFlight == nil && !s.Queued {
+			if !s.Cached && s.Informer.Synced && s.InFlight == nil && !s.Queue.Queued {
 				// Reconciled, then deleted: nothing to converge.
 				lines = append(lines, fmt.Sprintf("gone: %s holds no %s %s any more (deleted, or out of the controller's selection)", s.Informer.Description, s.Kind.Kind, s.key()), line)
 				break
 			}
 			lines = append(lines, line)
-			converged = s.InFlight == nil && !s.Queued && last.Blocked == nil && s.Failures == 0 &&
-				(s.NextAttempt == nil || s.NextReason == "requeue")
+			converged = s.InFlight == nil && !s.Queue.Queued && last.Blocked == nil && s.Queue.Retries == 0 &&
+				(!s.Queue.Delayed || s.Queue.DelayReason == reconcile.ReasonRequeue)
 		}
 	}
 	if converged {
 		lines[len(lines)-1] = "converged: " + lines[len(lines)-1]
 	}
 	return lines, converged
+}
+
+// notReconciled says why the history holds no reconcile of the key.
+func (s KeyStatus) notReconciled() string {
+	switch {
+	case !s.Cached && !s.Informer.Synced:
+		cause := "its initial list is in progress"
+		if s.Informer.Err != nil {
+			cause = s.Informer.Err.Error()
+		}
+		return fmt.Sprintf("never seen: the informer for %s is not synced: %s", s.Kind, cause)
+	case !s.Cached && s.Scope == ScopeNamespaced && s.Namespace == "":
+		return fmt.Sprintf("never seen: %s is namespaced and no namespace was given: name it NAMESPACE/%s", s.Kind.Kind, s.Name)
+	case !s.Cached && s.Scope == ScopeCluster && s.Namespace != "":
+		return fmt.Sprintf("never seen: %s is cluster-scoped and a namespace was given: name it %s, without %s/", s.Kind.Kind, s.Name, s.Namespace)
+	case !s.Cached:
+		return fmt.Sprintf("never seen: %s holds no %s %s (no such object, or outside the controller's selection)", s.Informer.Description, s.Kind.Kind, s.key())
+	case s.ControllerState != "running":
+		return fmt.Sprintf("not reconciled yet: controller %s is %s%s", s.Controller, s.ControllerState, stateHint(s.ControllerState))
+	default:
+		return "not reconciled recently (the history keeps the most recently reconciled keys only)"
+	}
 }
 
 // explain says where the object falls in the ring, when it matters, and
@@ -141,7 +151,7 @@ func saysBlocker(errText, msg string) bool {
 	if errText == "" || msg == "" {
 		return false
 	}
-	msg = strings.TrimSuffix(msg, historyTruncatedTag)
+	msg = strings.TrimSuffix(msg, Truncated)
 	return strings.Contains(errText, msg[:min(len(msg), 128)])
 }
 
