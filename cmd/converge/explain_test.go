@@ -156,7 +156,7 @@ func TestExplainBadCommandLines(t *testing.T) {
 // A one-letter flag reads as one in the help: -o, not --o.
 func TestExplainHelpSpellsOneLetterFlags(t *testing.T) {
 	_, out, _ := converge(t, "explain", "--help")
-	if !strings.Contains(out, "\n  -o string\n") || strings.Contains(out, "--o ") || !strings.Contains(out, "\n  --url string\n") {
+	if !strings.Contains(out, "\n  -o string\n") || strings.Contains(out, "--o ") || !strings.Contains(out, "\n  --url URL\n") {
 		t.Errorf("explain --help:\n%s", out)
 	}
 }
