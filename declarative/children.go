@@ -163,7 +163,7 @@ func placed(ctx context.Context, parent object.Object, ck *childKind, u *unstruc
 		// Only the member holding the parent's bucket reconciles it,
 		// and its controller reads the kind of its buckets'
 		// namespaces only, whatever informer reads go to.
-		return fmt.Errorf("child %s %s: namespace %q is not its parent's, and the controller is sharded by namespace (sharding.Options.Key): the member reconciling the parent sees only the namespaces of its buckets, so it might not see the child to revert drift or prune it; declare it in %q",
+		return fmt.Errorf("child %s %s: namespace %q is not its parent's, and the controller is sharded by namespace (sharding.Options.Buckets.By): the member reconciling the parent sees only the namespaces of its buckets, so it might not see the child to revert drift or prune it; declare it in %q",
 			gvk.Kind, key(u.GetNamespace(), u.GetName()), u.GetNamespace(), parent.GetNamespace())
 	}
 	return nil

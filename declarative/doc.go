@@ -145,7 +145,7 @@
 // (framework.Options.Cache.Namespace), namespaced children must be declared
 // in it: converge could not watch them elsewhere, so it rejects them. In a
 // controller sharded by namespace (framework.ControllerOptions.Sharded,
-// with sharding.Options.Key sharding.ByNamespace), a
+// with sharding.Options.Buckets.By sharding.ByNamespace), a
 // namespaced parent's namespaced children must be in the parent's
 // namespace, for the same reason: each member watches the namespaces of
 // its buckets only.

@@ -82,7 +82,7 @@ type Flags struct {
 	// (ControllerOptions.Sharded). Empty means no sharding.
 	ShardRing string
 	// ShardKey is --shard-key: what places an object in a bucket of the
-	// ring, "uid" or "namespace" (sharding.Options.Key; by namespace, the
+	// ring, "uid" or "namespace" (sharding.Options.Buckets.By; by namespace, the
 	// objects a sharded controller owns go with their parents). It needs
 	// --shard-ring. Empty means "uid".
 	ShardKey string

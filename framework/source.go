@@ -138,7 +138,7 @@ func Map[C object.Object](fn func(ctx context.Context, obj C) []reconcile.Reques
 // maps each object only to requests in the object's own namespace, as
 // Owned and OwnedByAny do by nature (owner references do not cross
 // namespaces). A sharded controller whose ring shards by namespace
-// (sharding.Options.Key = sharding.ByNamespace) reads such a source of
+// (sharding.Options.Buckets.By = sharding.ByNamespace) reads such a source of
 // a namespaced kind per held bucket, as it reads its own kind, instead of
 // caching the kind whole in every member: the events of a namespace then
 // reach only the member that holds its bucket. A request the function
