@@ -8,7 +8,7 @@ import (
 // ErrBucketNotHeld is wrapped by the errors of writes a sharded
 // controller's reconcile makes after this process gave up, lost, or failed
 // to renew the key's bucket: another member may reconcile the key now.
-var ErrBucketNotHeld = errors.New("framework: this process no longer holds the object's bucket; its client no longer writes for it")
+var ErrBucketNotHeld = errors.New("sharding: this process no longer holds the object's bucket; its client no longer writes for it")
 
 // bucketKey is the context key of a sharded reconcile's bucket.
 type bucketKey struct{}
