@@ -1,7 +1,6 @@
 package declarative_test
 
 import (
-	"io"
 	"net/http"
 	"net/url"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/introspect"
+	"github.com/converge-dev/converge/internal/testenv"
 )
 
 func hasEvent(t *testing.T, r *graphRig, reason string) bool {
@@ -46,24 +46,11 @@ func countEvents(t *testing.T, r *graphRig, reason string) int {
 // debugObject returns the debug endpoint's JSON answer about an object.
 func debugObject(t *testing.T, mgr *framework.Manager, kind, ns, name string) string {
 	t.Helper()
-	u := "http://" + mgr.MetricsAddress() + introspect.Path + "api/object?" + url.Values{"kind": {kind}, "namespace": {ns}, "name": {name}}.Encode()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, u, nil)
-	if err != nil {
-		t.Fatal(err)
+	code, body := testenv.MetricsGet(t, mgr, introspect.Path+"api/object?"+url.Values{"kind": {kind}, "namespace": {ns}, "name": {name}}.Encode())
+	if code != http.StatusOK {
+		t.Fatalf("debug object %s/%s: %d: %s", ns, name, code, body)
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("debug object %s/%s: %s: %s", ns, name, res.Status, b)
-	}
-	return string(b)
+	return body
 }
 
 // panics returns the reconcile panics the rig's manager counted.

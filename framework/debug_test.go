@@ -23,26 +23,6 @@ import (
 	"github.com/converge-dev/converge/sharding"
 )
 
-// debugGet fetches path from the manager's debug endpoint and returns the
-// status and body.
-func debugGet(t *testing.T, mgr *framework.Manager, path string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+mgr.MetricsAddress()+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, string(b)
-}
-
 func decode[V any](t *testing.T, body string) V {
 	t.Helper()
 	var v V
@@ -96,7 +76,7 @@ func startDebugManager(t *testing.T, objects int) *framework.Manager {
 
 func objectStatus(t *testing.T, mgr *framework.Manager, name string) introspect.KeyStatus {
 	t.Helper()
-	code, body := debugGet(t, mgr, introspect.Path+"api/object?kind=ConfigMap&namespace=ns&name="+name)
+	code, body := testenv.MetricsGet(t, mgr, introspect.Path+"api/object?kind=ConfigMap&namespace=ns&name="+name)
 	if code != http.StatusOK {
 		t.Fatalf("object %s: %d %s", name, code, body)
 	}
@@ -147,7 +127,7 @@ func TestDebugExplainsEachObject(t *testing.T) {
 
 	// The failing and the waiting keys are listed as not converged,
 	// newest first; the converged one is not.
-	code, body := debugGet(t, mgr, introspect.Path+"api/notconverged?controller=outcomes")
+	code, body := testenv.MetricsGet(t, mgr, introspect.Path+"api/notconverged?controller=outcomes")
 	nc := decode[introspect.NotConvergedPage](t, body)
 	states := map[string]string{}
 	for _, k := range nc.Keys {
@@ -161,7 +141,7 @@ func TestDebugExplainsEachObject(t *testing.T) {
 			t.Errorf("not converged keys out of order: %s", body)
 		}
 	}
-	_, body = debugGet(t, mgr, introspect.Path+"api/notconverged?controller=outcomes&offset=1&limit=1")
+	_, body = testenv.MetricsGet(t, mgr, introspect.Path+"api/notconverged?controller=outcomes&offset=1&limit=1")
 	if second := decode[introspect.NotConvergedPage](t, body); second.Total != 2 || len(second.Keys) != 1 || states[second.Keys[0].Name] == "" {
 		t.Errorf("the second page of one key: %s, want bad or waits", body)
 	}
@@ -171,7 +151,7 @@ func TestDebugExplainsEachObject(t *testing.T) {
 		t.Errorf("missing explained as converged=%v: %q", converged, lines)
 	}
 
-	code, body = debugGet(t, mgr, introspect.Path+"api/state")
+	code, body = testenv.MetricsGet(t, mgr, introspect.Path+"api/state")
 	if code != http.StatusOK {
 		t.Fatalf("state: %d %s", code, body)
 	}
@@ -193,7 +173,7 @@ func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
 	mgr := startDebugManager(t, bulk)
 	var state introspect.State
 	testenv.Eventually(t, "stuck holds a key and queues the rest", func() bool {
-		_, body := debugGet(t, mgr, introspect.Path+"api/state")
+		_, body := testenv.MetricsGet(t, mgr, introspect.Path+"api/state")
 		state = decode[introspect.State](t, body)
 		st := state.Controllers[1]
 		return len(st.InFlight) == 1 && st.Queue.Normal.Depth+st.Queue.Replay.Depth == bulk+2
@@ -205,7 +185,7 @@ func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
 
 	seen := map[string]bool{}
 	for offset := 0; ; offset += 7 {
-		code, body := debugGet(t, mgr, fmt.Sprintf("%sapi/queue?controller=stuck&offset=%d&limit=7", introspect.Path, offset))
+		code, body := testenv.MetricsGet(t, mgr, fmt.Sprintf("%sapi/queue?controller=stuck&offset=%d&limit=7", introspect.Path, offset))
 		if code != http.StatusOK {
 			t.Fatalf("queue page: %d %s", code, body)
 		}
@@ -227,7 +207,7 @@ func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
 		t.Fatalf("paged %d keys (held key listed: %v), want the %d queued", len(seen), seen[held.Name], bulk+2)
 	}
 
-	code, body := debugGet(t, mgr, introspect.Path+"api/key?controller=stuck&namespace=ns&name="+held.Name)
+	code, body := testenv.MetricsGet(t, mgr, introspect.Path+"api/key?controller=stuck&namespace=ns&name="+held.Name)
 	ks := decode[introspect.KeyStatus](t, body)
 	if code != http.StatusOK || ks.InFlight == nil || ks.InFlight.Worker != 1 {
 		t.Fatalf("held key: %d %s", code, body)
@@ -240,11 +220,11 @@ func TestDebugPagesTheQueueAndShowsInFlightKeys(t *testing.T) {
 func TestDebugPageRendersControllersAndASearchedKey(t *testing.T) {
 	mgr := startDebugManager(t, 0)
 	testenv.Eventually(t, "bad reconciled", func() bool { return objectStatus(t, mgr, "bad").Queue.Retries >= 1 })
-	code, body := debugGet(t, mgr, introspect.Path)
+	code, body := testenv.MetricsGet(t, mgr, introspect.Path)
 	if code != http.StatusOK || !strings.Contains(body, "outcomes") || !strings.Contains(body, "stuck") {
 		t.Fatalf("GET the page: %d, want 200 naming both controllers:\n%s", code, body)
 	}
-	code, body = debugGet(t, mgr, introspect.Path+"?controller=outcomes&key=ns/bad")
+	code, body = testenv.MetricsGet(t, mgr, introspect.Path+"?controller=outcomes&key=ns/bad")
 	if code != http.StatusOK || !strings.Contains(body, "quota exceeded for ns/bad") {
 		t.Fatalf("GET the page for ns/bad: %d, want 200 with its error:\n%s", code, body)
 	}
@@ -266,7 +246,7 @@ func TestDebugRefusesBadRequests(t *testing.T) {
 		{"api/nothing", http.StatusNotFound, "no such debug path"},
 		{"static/../../metrics", http.StatusNotFound, ""},
 	} {
-		code, body := debugGet(t, mgr, introspect.Path+tc.path)
+		code, body := testenv.MetricsGet(t, mgr, introspect.Path+tc.path)
 		if code != tc.code || !strings.Contains(body, tc.want) {
 			t.Errorf("GET %s: %d %s, want %d with %q", tc.path, code, body, tc.code, tc.want)
 		}
@@ -315,10 +295,10 @@ func TestDebugDisabled(t *testing.T) {
 	mgr := testenv.NewManager(t, srv.Config(), framework.Options{Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true, DisableDebug: true}})
 	testenv.StartManager(t, mgr)
 	testenv.Eventually(t, "metrics served", func() bool { return mgr.MetricsAddress() != "" })
-	if code, _ := debugGet(t, mgr, introspect.Path+"api/state"); code != http.StatusNotFound {
+	if code, _ := testenv.MetricsGet(t, mgr, introspect.Path+"api/state"); code != http.StatusNotFound {
 		t.Fatalf("DisableDebug: %d, want 404", code)
 	}
-	if code, _ := debugGet(t, mgr, "/metrics"); code != http.StatusOK {
+	if code, _ := testenv.MetricsGet(t, mgr, "/metrics"); code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
 }
@@ -364,13 +344,13 @@ func TestDebugSaysWhoWatchesAKindNoneReconciles(t *testing.T) {
 	}
 	testenv.StartManager(t, mgr)
 	testenv.Eventually(t, "metrics served", func() bool { return mgr.MetricsAddress() != "" })
-	_, body := debugGet(t, mgr, introspect.Path+"api/object?kind=Secret&namespace=ns&name=s")
+	_, body := testenv.MetricsGet(t, mgr, introspect.Path+"api/object?kind=Secret&namespace=ns&name=s")
 	st := decode[introspect.ObjectStatus](t, body)
 	want := []introspect.Watcher{{Controller: "parents", Kind: introspect.Kind{Version: "v1", Kind: "ConfigMap"}}}
 	if len(st.Controllers) != 0 || len(st.WatchedBy) != 1 || st.WatchedBy[0] != want[0] {
 		t.Errorf("object status of a Secret: %s, want it watched by %+v", body, want)
 	}
-	_, body = debugGet(t, mgr, introspect.Path+"api/object?kind=Pod&namespace=ns&name=p")
+	_, body = testenv.MetricsGet(t, mgr, introspect.Path+"api/object?kind=Pod&namespace=ns&name=p")
 	if st := decode[introspect.ObjectStatus](t, body); len(st.WatchedBy) != 0 {
 		t.Errorf("object status of a Pod, which nothing watches: %s", body)
 	}

@@ -72,7 +72,7 @@ func TestReconcileErrorsAreShownWithoutObjectData(t *testing.T) {
 		t.Errorf("the history's error of a panic is %q, want its first line", got)
 	}
 	for _, name := range []string{"refused", "panics"} {
-		code, body := debugGet(t, mgr, introspect.Path+"api/object?kind=ConfigMap&namespace=ns&name="+name)
+		code, body := testenv.MetricsGet(t, mgr, introspect.Path+"api/object?kind=ConfigMap&namespace=ns&name="+name)
 		if code != http.StatusOK || strings.Contains(body, secret) || strings.Contains(body, "goroutine") {
 			t.Errorf("the debug endpoint's answer for %s holds object data or a stack: %d %s", name, code, body)
 		}
