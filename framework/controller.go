@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
+	"github.com/converge-dev/converge/framework/internal/shard"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/errtext"
 	"github.com/converge-dev/converge/reconcile"
@@ -166,7 +167,7 @@ type Controller struct {
 	primary primaryInformer
 	// shard gates the dispatch of a sharded controller's keys; nil when not
 	// sharded.
-	shard gate
+	shard *gate
 
 	mu sync.Mutex
 	// inflight holds the reconciles running now, by ID; mu guards it.
@@ -280,7 +281,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 
 	if c.shard != nil {
-		c.shard.begin(ctx)
+		c.shard.Begin(ctx)
 	}
 	// Reconciles run on a context that outlives ctx by the drain timeout.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -294,7 +295,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	<-ctx.Done()
 
 	if c.shard != nil {
-		c.shard.freeze() // what the queue owes, for the buckets' next holders
+		c.shard.Freeze() // what the queue owes, for the buckets' next holders
 	}
 	c.stopping.Store(true)
 	c.queue.ShutDown()
@@ -377,12 +378,12 @@ const shardRetry = 100 * time.Millisecond
 // context fenced by the bucket, and drops keys of buckets held elsewhere.
 func (c *Controller) dispatch(ctx context.Context, req reconcile.Request, reason reconcile.Reason, worker int) {
 	if c.shard != nil {
-		gated, done, d := c.shard.admit(ctx, req)
+		gated, done, d := c.shard.Admit(ctx, req)
 		switch d {
-		case dispatchDrop:
+		case shard.DispatchDrop:
 			c.queue.Forget(req)
 			return
-		case dispatchWait:
+		case shard.DispatchWait:
 			c.queue.Postpone(req, shardRetry) // a replay stays a replay
 			return
 		}

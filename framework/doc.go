@@ -109,10 +109,13 @@
 //
 // The Lease ring of Options.Sharding lives in framework/internal/ring,
 // which only this package imports: it claims, renews and hands over the
-// buckets, and drives each sharded controller's primary source (sharded.go,
-// shard.go: the informers of the buckets held, read per bucket) through
-// ring.User. A Controller learns of sharding only through its gate, nil
-// when it is not sharded. framework/internal/syncgc raises GOGC while
+// buckets, and drives each sharded controller's primary source through
+// ring.User. That source, the informers of the buckets held, read per
+// bucket, with the marks a bucket's next holder starts from, lives in
+// framework/internal/shard (shard.Primary); sharded.go binds the
+// controller's sources to it through shard.Source. A Controller learns of
+// sharding only through its gate (shard.Gate), nil when it is not
+// sharded. framework/internal/syncgc raises GOGC while
 // caches first sync, for the manager and the ring.
 //
 // See ExampleNewBuilder, ExampleManager, ExampleManager_APIReader,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework/internal/ring"
+	"github.com/converge-dev/converge/framework/internal/shard"
 	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
@@ -127,7 +128,7 @@ type Manager struct {
 	// Options.Sharding.Ring. holds counts the sharded controllers reading
 	// each bucket informer.
 	ring  *ring.Ring
-	holds bucketHolds
+	holds shard.Holds
 }
 
 // NewManager returns a Manager for the API server cfg points at. A nil cfg is

@@ -14,6 +14,7 @@ import (
 
 	"github.com/converge-dev/converge/framework/fake"
 	"github.com/converge-dev/converge/framework/internal/ring"
+	"github.com/converge-dev/converge/framework/internal/shard"
 	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -28,8 +29,8 @@ import (
 // startFakeMember starts a manager on srv, in ring "r" of namespace
 // default as member "me" with opts' other options, with a sharded
 // controller of ConfigMaps that does nothing, and returns it with the
-// controller's shardedPrimary once the controller started.
-func startFakeMember(t *testing.T, srv *fake.Server, opts sharding.Options) (*Manager, *shardedPrimary[*corev1.ConfigMap]) {
+// controller's shard.Primary once the controller started.
+func startFakeMember(t *testing.T, srv *fake.Server, opts sharding.Options) (*Manager, *shard.Primary[*corev1.ConfigMap]) {
 	t.Helper()
 	opts.Ring, opts.Lease.Namespace, opts.Lease.Identity = "r", "default", "me"
 	mgr, err := NewManager(srv.Config(), Options{Sharding: opts})
@@ -50,9 +51,9 @@ func startFakeMember(t *testing.T, srv *fake.Server, opts sharding.Options) (*Ma
 		cancel()
 		<-done
 	})
-	p := mgr.ring.Users()[0].(*shardedPrimary[*corev1.ConfigMap])
+	p := mgr.ring.Users()[0].(*shard.Primary[*corev1.ConfigMap])
 	select {
-	case <-p.started:
+	case <-p.Started():
 	case <-time.After(time.Minute):
 		t.Fatal("the sharded controller did not start within a minute")
 	}
@@ -89,19 +90,14 @@ func TestShardReadOfABucketLostMidwayIsUndone(t *testing.T) {
 
 	lost, lose := context.WithCancel(ctx)
 	lose()
-	rd, err := p.read(lost, 3, nil)
+	rd, err := p.Read(lost, 3, nil)
 	if !errors.Is(err, context.Canceled) || rd != nil {
 		t.Fatalf("read of a bucket lost meanwhile = %v, %v; want nothing and context.Canceled", rd, err)
 	}
-	p.mu.Lock()
-	published := p.reads[3]
-	p.mu.Unlock()
-	if published != nil {
+	if p.Reading(3) {
 		t.Error("read published a bucket lost meanwhile")
 	}
-	mgr.holds.mu.Lock()
-	holds := len(mgr.holds.n)
-	mgr.holds.mu.Unlock()
+	holds := mgr.holds.Len()
 	if holds != 0 {
 		t.Errorf("%d informers still held after the lost read", holds)
 	}

@@ -1,49 +1,24 @@
 package framework
 
 import (
-	"context"
 	"errors"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apisharding "k8s.io/apimachinery/pkg/sharding"
+
 	"github.com/converge-dev/converge/framework/internal/ring"
+	"github.com/converge-dev/converge/framework/internal/shard"
 	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
-// gate is all a Controller knows of sharding: what its workers ask before
-// dispatching a key. An unsharded controller has a nil gate; a sharded
-// one's is its *shardedPrimary[T].
-type gate interface {
-	// begin is called once the controller's informers synced, before its
-	// workers start.
-	begin(ctx context.Context)
-	// freeze is called when the controller begins to stop, before its
-	// workers stop taking keys.
-	freeze()
-	// admit decides whether req runs here. When it does (dispatchRun) it
-	// returns the context to reconcile req on, fenced by req's bucket, and
-	// done, to call when the reconcile returned; dispatchDrop (the keys of
-	// a bucket another member holds, counted) and dispatchWait return
-	// neither.
-	admit(ctx context.Context, req reconcile.Request) (context.Context, func(), dispatch)
-	// status says where req's object falls in the ring.
-	status(req reconcile.Request) *introspect.ShardStatus
-}
+// gate is a sharded controller's shard.Gate, all the Controller knows of
+// sharding; status is its Status, as the debug page asks it.
+type gate struct{ shard.Gate }
 
-// admit is gate.admit.
-func (p *shardedPrimary[T]) admit(ctx context.Context, req reconcile.Request) (context.Context, func(), dispatch) {
-	b, d := p.enter(req)
-	switch d {
-	case dispatchDrop:
-		p.dropped.Inc()
-		return nil, nil, d
-	case dispatchWait:
-		return nil, nil, d
-	}
-	ctx, cancel := p.reconcileContext(ctx, b)
-	return ctx, func() { cancel(); p.exit(req, b) }, dispatchRun
-}
+func (g *gate) status(req reconcile.Request) *introspect.ShardStatus { return g.Status(req) }
 
 // primaryBinding is the primary source of a controller as Builder.build
 // wires it: its informer (unsharded) or the informers of the buckets this
@@ -91,10 +66,10 @@ func bindPrimary[T object.Object](c *Controller, primary *kindSource[T], target 
 }
 
 // sharded is the primary binding of a sharded controller: its
-// shardedPrimary, which the manager's ring drives.
+// shard.Primary, which the manager's ring drives.
 type sharded[T object.Object] struct {
-	p   *shardedPrimary[T]
-	mgr *Manager
+	p *shard.Primary[T]
+	w *watchTarget
 }
 
 // bindSharded binds the primary source of sharded controller c to the
@@ -116,34 +91,57 @@ func bindSharded[T object.Object](c *Controller, primary *kindSource[T], target 
 	}
 	c.kind = kind
 	primary.sel.Kind = kind
-	p, err := newShardedPrimary(*primary, target, mgr.ring, &mgr.holds, c.name)
+	p, err := shard.New(shard.Config[T]{
+		Controller: c.name, Kind: kind, Source: shardSource{primary, target},
+		Bind: func(sel apisharding.Selector, h shard.Hooks[T]) (shard.Bound[T], error) {
+			s := *primary
+			s.sel.Shard = sel
+			b, err := s.bindKind(target)
+			if err != nil {
+				return shard.Bound[T]{}, err
+			}
+			b.delivered, b.changed, b.onDelete = h.Delivered, h.Changed, h.OnDelete
+			return shard.Bound[T]{Informer: b.inf, Start: b.start}, nil
+		},
+		Ring: mgr.ring, Holds: &mgr.holds, Cache: mgr.cache,
+		Dropped: mgr.metrics.ring.Dropped.WithLabelValues(mgr.ring.Options().Ring, c.name),
+	})
 	if err != nil {
 		return nil, err
 	}
-	p.dropped = mgr.metrics.ring.Dropped.WithLabelValues(mgr.ring.Options().Ring, c.name)
-	c.primary, c.shard = p, p
-	return sharded[T]{p: p, mgr: mgr}, nil
+	c.primary, c.shard = p, &gate{p}
+	return sharded[T]{p: p, w: target}, nil
 }
-
-func (s sharded[T]) reader() informers.Reader[T] { return s.p }
 
 func (s sharded[T]) claims(mgr *Manager, src Source, c *Controller) bool {
-	return s.p.addSecondary(mgr, src, c.log)
+	bs, ok := src.(bucketSource)
+	return ok && s.p.AddSecondary(shardSource{bs, s.w}, mgr.mapper, c.log)
 }
 
-func (s sharded[T]) queued(owed func(func(reconcile.Request, reconcile.Reason))) { s.p.owed = owed }
+func (s sharded[T]) reader() informers.Reader[T]                                 { return s.p }
+func (s sharded[T]) queued(owed func(func(reconcile.Request, reconcile.Reason))) { s.p.Queued(owed) }
+func (s sharded[T]) keepTombstones(remember func(T))                             { s.p.KeepTombstones(remember) }
+func (s sharded[T]) register() error                                             { return s.p.Register() }
+func (s sharded[T]) unregister()                                                 { s.p.Unregister() }
 
-func (s sharded[T]) keepTombstones(remember func(T)) { s.p.onDelete = remember }
-
-func (s sharded[T]) register() error {
-	if err := s.mgr.ring.Register(s.p); err != nil {
-		return err
-	}
-	if err := s.p.routeReads(s.mgr); err != nil {
-		s.mgr.ring.Unregister(s.p)
-		return err
-	}
-	return nil
+// shardSource is a bucketSource of the controller of w, as shard.Source.
+type shardSource struct {
+	bs bucketSource
+	w  *watchTarget
 }
 
-func (s sharded[T]) unregister() { s.mgr.ring.Unregister(s.p) }
+func (s shardSource) String() string                         { return s.bs.String() }
+func (s shardSource) Check() error                           { return s.bs.check() }
+func (s shardSource) Local() bool                            { return s.bs.local() }
+func (s shardSource) Kind() (schema.GroupVersionKind, error) { return s.bs.kind(s.w.mgr) }
+func (s shardSource) ReadsAs() (object.Object, informers.Selection, error) {
+	return s.bs.readsAs(s.w.mgr)
+}
+
+func (s shardSource) BindBucket(sel apisharding.Selector) (shard.Listener, error) {
+	b, err := s.bs.bindShard(s.w, sel)
+	if err != nil {
+		return shard.Listener{}, err
+	}
+	return shard.Listener{Informer: b.informer(), Start: b.start}, nil
+}

@@ -103,6 +103,16 @@ var rules = []struct {
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/declarative", module + "/client", module + "/informers", module + "/workqueue", module + "/reconcile", module + "/object", module + "/internal/..."},
 	},
 	{
+		name:      "framework/internal/shard, a sharded controller's reads per bucket, sits below framework beside the ring it is driven by: it never imports the manager, its webhooks, declarative, the fake API server or the test control plane; framework binds its sources through shard.Source",
+		from:      []string{"framework/internal/shard"},
+		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/framework/fake", module + "/framework/webhook", module + "/declarative"},
+	},
+	{
+		name:      "only framework binds a sharded controller's reads: no package beside or below it imports framework/internal/shard",
+		from:      []string{"framework/controllerutil", "framework/webhook", "framework/fake", "framework/envtest", "framework/introspect", "framework/internal/ring", "framework/internal/serving", "framework/internal/syncgc"},
+		forbidden: []string{module + "/framework/internal/shard"},
+	},
+	{
 		name:      "only framework drives the Lease ring: no package beside or below it imports framework/internal/ring",
 		from:      []string{"framework/controllerutil", "framework/webhook", "framework/fake", "framework/envtest", "framework/internal/serving", "framework/internal/syncgc", "client", "informers", "workqueue", "sharding", "lease"},
 		forbidden: []string{module + "/framework/internal/ring"},

@@ -29,7 +29,7 @@ const (
 	// marksAnno, on a bucket Lease, holds the marks its holder writes with
 	// each renewal and when it gives the bucket up (handoverMarks): by
 	// controller name, a resourceVersion below which every change of the
-	// bucket's primary objects was reconciled (see shardedPrimary.marks).
+	// bucket's primary objects was reconciled (see shard.Primary.Marks).
 	// The next holder queues the objects of its initial list at or above
 	// its controller's mark as changes, the rest as replays. A mark stays
 	// true once written (what was reconciled stays reconciled; only
@@ -59,7 +59,7 @@ type User interface {
 	// Drop stops reading b for the holding of context ctx, as Serve.
 	Drop(ctx context.Context, b int)
 	// Marks returns the controller's name and its marks of the buckets of
-	// bs it can say for, by bucket (see shardedPrimary.marks).
+	// bs it can say for, by bucket (see shard.Primary.Marks).
 	Marks(bs []int) (controller string, rvs map[int]string)
 	// Describe names the controller and its kind, for the ring's layout:
 	// "cms (ConfigMap)".

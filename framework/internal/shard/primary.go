@@ -1,11 +1,8 @@
-package framework
+package shard
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,6 +10,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apisharding "k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
@@ -28,29 +27,30 @@ import (
 	"github.com/converge-dev/converge/sharding"
 )
 
-// shardedPrimary is the primary source of a sharded controller: one
-// informer per bucket this member holds, each with the bucket's shard
-// selection, feeding the controller's queue. It is also the controller's
-// reader of the primary kind and what its workers ask before dispatching a
-// key.
-type shardedPrimary[T object.Object] struct {
-	src     kindSource[T]
-	w       *watchTarget
+// Primary is the primary source of a sharded controller: one informer
+// per bucket this member holds, each with the bucket's shard selection,
+// feeding the controller's queue. It is also the controller's reader of
+// the primary kind and its Gate, and the ring's User.
+type Primary[T object.Object] struct {
+	src     Source
+	bind    func(sel apisharding.Selector, h Hooks[T]) (Bound[T], error)
+	kind    schema.GroupVersionKind
 	ring    *ring.Ring
-	holds   *bucketHolds
+	holds   *Holds
+	cache   *informers.Cache
 	buckets sharding.Buckets
 	ctl     string
 	// onDelete, when set, sees each deleted object before its key is queued.
 	onDelete func(T)
 	// dropped counts the keys dropped because another member holds their
-	// bucket (see admit).
+	// bucket (see Admit).
 	dropped interface{ Inc() }
 	// owed visits the keys the controller's queue still owes a worker;
 	// set before start.
 	owed func(func(reconcile.Request, reconcile.Reason))
 	// secondaries are the controller's sources read per bucket, as the
-	// primary kind is (see addSecondary); set before start.
-	secondaries []bucketSource
+	// primary kind is (see AddSecondary); set before start.
+	secondaries []Source
 
 	// started is closed once the controller started, and ctx is its
 	// context, on which listeners run.
@@ -61,8 +61,8 @@ type shardedPrimary[T object.Object] struct {
 	// reads are the informers of the held buckets; serving the buckets whose
 	// keys are dispatched; inflight counts the running reconciles of each
 	// bucket, and idle is signalled when one ends; gone remembers the bucket
-	// of deleted objects by key, for ShardByUID (the key alone does not say).
-	// mu guards them.
+	// of deleted objects by key, for sharding.ByUID (the key alone does
+	// not say). mu guards them.
 	reads    map[int]*bucketRead[T]
 	serving  map[int]bool
 	inflight map[int]int
@@ -103,18 +103,18 @@ type bucketRead[T object.Object] struct {
 	unordered atomic.Bool
 }
 
-// bucketHolds counts the controllers of a ring that read each bucket
+// Holds counts the controllers of a ring that read each bucket
 // informer, by its description (one per informer key): one controller's
 // own kind may be another's owned kind, and both then read the same
 // informer of a bucket, which is stopped when the last of them lets go.
-type bucketHolds struct {
+type Holds struct {
 	mu sync.Mutex
 	// n counts the holders of each informer; mu guards it.
 	n map[string]int
 }
 
 // hold counts one more holder of inf.
-func (h *bucketHolds) hold(inf sourceInformer) {
+func (h *Holds) hold(inf Informer) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.n == nil {
@@ -124,7 +124,7 @@ func (h *bucketHolds) hold(inf sourceInformer) {
 }
 
 // letGo counts one holder of inf less, and stops inf when it was the last.
-func (h *bucketHolds) letGo(inf sourceInformer) {
+func (h *Holds) letGo(inf Informer) {
 	h.mu.Lock()
 	k := inf.String()
 	h.n[k]--
@@ -140,7 +140,7 @@ func (h *bucketHolds) letGo(inf sourceInformer) {
 
 // listening is a source bound to a bucket, and its listener.
 type listening struct {
-	src boundSource
+	src Listener
 	reg cache.ResourceEventHandlerRegistration
 }
 
@@ -156,9 +156,11 @@ func (rd *bucketRead[T]) see(obj T) {
 	}
 }
 
-func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ring.Ring, holds *bucketHolds, ctl string) (*shardedPrimary[T], error) {
-	p := &shardedPrimary[T]{
-		src: src, w: w, ring: r, holds: holds, buckets: r.Options().Buckets, ctl: ctl,
+// New returns the primary source of a sharded controller as cfg says.
+func New[T object.Object](cfg Config[T]) (*Primary[T], error) {
+	p := &Primary[T]{
+		src: cfg.Source, bind: cfg.Bind, kind: cfg.Kind, ring: cfg.Ring, holds: cfg.Holds, cache: cfg.Cache,
+		buckets: cfg.Ring.Options().Buckets, ctl: cfg.Controller, dropped: cfg.Dropped,
 		started:  make(chan struct{}),
 		reads:    map[int]*bucketRead[T]{},
 		serving:  map[int]bool{},
@@ -167,7 +169,7 @@ func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ri
 	}
 	p.idle = sync.NewCond(&p.mu)
 	p.informers.Store(&map[int]*informers.Informer[T]{})
-	shards, err := hooks.NewBucketReader[bucketReader[T]]((*informers.Informer[T])(nil), src.sel.Kind, p.buckets, func() map[int]*informers.Informer[T] { return *p.informers.Load() })
+	shards, err := hooks.NewBucketReader[bucketReader[T]]((*informers.Informer[T])(nil), p.kind, p.buckets, func() map[int]*informers.Informer[T] { return *p.informers.Load() })
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +178,7 @@ func newShardedPrimary[T object.Object](src kindSource[T], w *watchTarget, r *ri
 }
 
 // publishLocked copies reads into informers. p.mu must be held.
-func (p *shardedPrimary[T]) publishLocked() {
+func (p *Primary[T]) publishLocked() {
 	infs := make(map[int]*informers.Informer[T], len(p.reads))
 	for b, rd := range p.reads {
 		infs[b] = rd.inf
@@ -184,13 +186,13 @@ func (p *shardedPrimary[T]) publishLocked() {
 	p.informers.Store(&infs)
 }
 
-// begin is called by the controller's Start.
-func (p *shardedPrimary[T]) begin(ctx context.Context) {
+// Begin is Gate.Begin.
+func (p *Primary[T]) Begin(ctx context.Context) {
 	p.ctx = ctx
 	close(p.started)
 }
 
-func (p *shardedPrimary[T]) Acquire(ctx context.Context, b int, marks map[string]string) error {
+func (p *Primary[T]) Acquire(ctx context.Context, b int, marks map[string]string) error {
 	select {
 	case <-p.started:
 	case <-ctx.Done():
@@ -213,12 +215,12 @@ func (p *shardedPrimary[T]) Acquire(ctx context.Context, b int, marks map[string
 	}
 	if rd == nil {
 		var err error
-		if rd, err = p.read(ctx, b, marks); err != nil {
+		if rd, err = p.Read(ctx, b, marks); err != nil {
 			return err
 		}
 	}
 	for _, l := range rd.secondary {
-		if err := l.src.informer().WaitForSync(ctx); err != nil {
+		if err := l.src.Informer.WaitForSync(ctx); err != nil {
 			return fmt.Errorf("controller %q: bucket %d: %w", p.ctl, b, err)
 		}
 	}
@@ -228,11 +230,11 @@ func (p *shardedPrimary[T]) Acquire(ctx context.Context, b int, marks map[string
 	return nil
 }
 
-// read makes the informers of bucket b, of the primary kind and of the
+// Read makes the informers of bucket b, of the primary kind and of the
 // secondary sources, starts the controller's listeners on them and
 // publishes them in reads, unless ctx ended meanwhile (the bucket was
-// lost): then it undoes what it did, as drop would.
-func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]string) (*bucketRead[T], error) {
+// lost): then it undoes what it did, as Drop would. Acquire calls it.
+func (p *Primary[T]) Read(ctx context.Context, b int, marks map[string]string) (*bucketRead[T], error) {
 	rd := &bucketRead[T]{ctx: ctx}
 	fail := func(err error) (*bucketRead[T], error) {
 		rd.release(p.holds)
@@ -241,46 +243,44 @@ func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]st
 	// The secondary sources first: their informers exist before the
 	// cache's reads of their kinds come to the bucket.
 	for _, s := range p.secondaries {
-		sb, err := s.bindShard(p.w, p.buckets.Selector(b))
+		sb, err := s.BindBucket(p.buckets.Selector(b))
 		if err != nil {
 			return fail(err)
 		}
-		p.holds.hold(sb.informer())
+		p.holds.hold(sb.Informer)
 		l := listening{src: sb}
-		l.reg, err = sb.start(p.ctx)
+		l.reg, err = sb.Start(p.ctx)
 		rd.secondary = append(rd.secondary, l)
 		if err != nil {
 			return fail(err)
 		}
 	}
-	src := p.src
-	src.sel.Shard = p.buckets.Selector(b)
-	bound, err := src.bindKind(p.w)
-	if err != nil {
-		return fail(err)
-	}
-	p.holds.hold(bound.inf)
-	rd.inf = bound.inf
-	bound.delivered = rd.see
+	h := Hooks[T]{Delivered: rd.see}
 	if mark, err := strconv.ParseUint(marks[p.ctl], 10, 64); err == nil {
 		// The member that handed b over had reconciled every change below
 		// mark: objects at or above it may carry one it had not.
-		bound.changed = func(obj T) bool {
+		h.Changed = func(obj T) bool {
 			rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
 			return err != nil || rv >= mark
 		}
 	}
-	bound.onDelete = func(obj T) {
+	h.OnDelete = func(obj T) {
 		if p.buckets.By == sharding.ByUID {
 			p.mu.Lock()
-			p.gone[requestFor(obj)] = b
+			p.gone[reconcile.Request{Namespace: obj.GetNamespace(), Name: obj.GetName()}] = b
 			p.mu.Unlock()
 		}
 		if p.onDelete != nil {
 			p.onDelete(obj)
 		}
 	}
-	if rd.reg, err = bound.start(p.ctx); err != nil {
+	bound, err := p.bind(p.buckets.Selector(b), h)
+	if err != nil {
+		return fail(err)
+	}
+	p.holds.hold(bound.Informer)
+	rd.inf = bound.Informer
+	if rd.reg, err = bound.Start(p.ctx); err != nil {
 		return fail(err)
 	}
 	p.mu.Lock()
@@ -298,7 +298,7 @@ func (p *shardedPrimary[T]) read(ctx context.Context, b int, marks map[string]st
 
 // release removes the controller's listeners from rd's informers and lets
 // go of them: the ring stops each once no controller holds it.
-func (rd *bucketRead[T]) release(h *bucketHolds) {
+func (rd *bucketRead[T]) release(h *Holds) {
 	if rd.inf != nil {
 		if rd.reg != nil {
 			_ = rd.inf.RemoveListener(rd.reg)
@@ -307,31 +307,30 @@ func (rd *bucketRead[T]) release(h *bucketHolds) {
 	}
 	for _, l := range rd.secondary {
 		if l.reg != nil {
-			_ = l.src.informer().RemoveListener(l.reg)
+			_ = l.src.Informer.RemoveListener(l.reg)
 		}
-		h.letGo(l.src.informer())
+		h.letGo(l.src.Informer)
 	}
 }
 
-// addSecondary reads src per held bucket, as the primary kind is read, and
+// AddSecondary reads src per held bucket, as the primary kind is read, and
 // reports whether it does: when the ring shards by namespace, the primary
 // kind and src's kind are namespaced, and src's requests stay in each
 // object's namespace (Owned, OwnedByAny, SameNamespace). The member that
 // holds a namespace's bucket then caches the namespace's objects of that
 // kind, and no other member does. A kind whose scope the REST mapper
 // cannot tell yet (a custom resource not yet served) is cached whole, as
-// the log says. Call it before start.
-func (p *shardedPrimary[T]) addSecondary(mgr *Manager, src Source, log logr.Logger) bool {
-	bs, ok := src.(bucketSource)
-	if !ok || p.buckets.By != sharding.ByNamespace || !bs.local() || bs.check() != nil {
+// the log says. mapper tells the scopes. Call it before start.
+func (p *Primary[T]) AddSecondary(src Source, mapper meta.RESTMapper, log logr.Logger) bool {
+	if p.buckets.By != sharding.ByNamespace || !src.Local() || src.Check() != nil {
 		return false // bind reports what check found
 	}
-	for _, s := range []bucketSource{&p.src, bs} {
-		gvk, err := s.kind(mgr)
+	for _, s := range []Source{p.src, src} {
+		gvk, err := s.Kind()
 		if err != nil {
 			return false // bind reports it
 		}
-		m, err := mgr.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		switch {
 		case err != nil:
 			log.Info("a watched kind is cached whole, not per bucket: the API server does not say whether it (or the controller's own kind) is namespaced", "source", src.String(), "kind", gvk.String(), "error", err.Error())
@@ -340,27 +339,42 @@ func (p *shardedPrimary[T]) addSecondary(mgr *Manager, src Source, log logr.Logg
 			return false // a cluster-scoped owner's children are in every namespace
 		}
 	}
-	p.secondaries = append(p.secondaries, bs)
+	p.secondaries = append(p.secondaries, src)
 	return true
 }
 
-// routeReads routes the cache's reads of the primary kind and of the
-// secondary sources' kinds, as their informers make them, to the held
-// buckets' informers (hooks.RouteReads).
-func (p *shardedPrimary[T]) routeReads(mgr *Manager) error {
-	for _, s := range append([]bucketSource{&p.src}, p.secondaries...) {
-		example, sel, err := s.readsAs(mgr)
+// Register joins p to its ring, which must not have started, and routes
+// the cache's reads of the primary kind and of the secondary sources'
+// kinds, as their informers make them, to the held buckets' informers
+// (hooks.RouteReads).
+func (p *Primary[T]) Register() error {
+	if err := p.ring.Register(p); err != nil {
+		return err
+	}
+	if err := p.routeReads(); err != nil {
+		p.ring.Unregister(p)
+		return err
+	}
+	return nil
+}
+
+// Unregister undoes Register, when the manager refused the controller.
+func (p *Primary[T]) Unregister() { p.ring.Unregister(p) }
+
+func (p *Primary[T]) routeReads() error {
+	for _, s := range append([]Source{p.src}, p.secondaries...) {
+		example, sel, err := s.ReadsAs()
 		if err != nil {
 			return err
 		}
-		if err := hooks.RouteReads(mgr.Cache(), example, sel, p.buckets, p.heldBuckets); err != nil {
+		if err := hooks.RouteReads(p.cache, example, sel, p.buckets, p.heldBuckets); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (p *shardedPrimary[T]) Serve(ctx context.Context, b int, on bool) {
+func (p *Primary[T]) Serve(ctx context.Context, b int, on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if rd := p.reads[b]; rd != nil && rd.ctx != ctx {
@@ -373,7 +387,7 @@ func (p *shardedPrimary[T]) Serve(ctx context.Context, b int, on bool) {
 	}
 }
 
-func (p *shardedPrimary[T]) Drain(b int, timeout time.Duration) []string {
+func (p *Primary[T]) Drain(b int, timeout time.Duration) []string {
 	deadline := time.Now().Add(timeout)
 	stop := time.AfterFunc(timeout, func() {
 		p.mu.Lock()
@@ -392,7 +406,7 @@ func (p *shardedPrimary[T]) Drain(b int, timeout time.Duration) []string {
 	return []string{fmt.Sprintf("controller %q: %d reconcile(s) of bucket %d", p.ctl, p.inflight[b], b)}
 }
 
-func (p *shardedPrimary[T]) Drop(ctx context.Context, b int) {
+func (p *Primary[T]) Drop(ctx context.Context, b int) {
 	p.mu.Lock()
 	rd := p.reads[b]
 	if rd != nil && rd.ctx != ctx {
@@ -408,7 +422,7 @@ func (p *shardedPrimary[T]) Drop(ctx context.Context, b int) {
 
 // unreadLocked forgets b's reads and the deleted objects of b. p.mu must
 // be held.
-func (p *shardedPrimary[T]) unreadLocked(b int) {
+func (p *Primary[T]) unreadLocked(b int) {
 	delete(p.reads, b)
 	p.publishLocked()
 	for req, gb := range p.gone {
@@ -418,44 +432,35 @@ func (p *shardedPrimary[T]) unreadLocked(b int) {
 	}
 }
 
-// dispatch says what a worker does with req.
-type dispatch int
-
-const (
-	dispatchRun  dispatch = iota // reconcile it here
-	dispatchWait                 // its bucket is held here but not served yet: try again later
-	dispatchDrop                 // another member holds its bucket
-)
-
-// enter decides whether req runs here; when it does (dispatchRun), it counts
+// enter decides whether req runs here; when it does (DispatchRun), it counts
 // the reconcile in until exit and returns its bucket. The ring's lock is
 // never taken with p.mu held: the ring calls serve with its own held.
-func (p *shardedPrimary[T]) enter(req reconcile.Request) (int, dispatch) {
+func (p *Primary[T]) enter(req reconcile.Request) (int, Dispatch) {
 	b, known := p.bucketOf(req)
 	p.mu.Lock()
 	serving, reading := p.serving[b], p.reads[b] != nil
 	p.mu.Unlock()
 	switch {
 	case !known || !serving && !reading:
-		return b, dispatchDrop
+		return b, DispatchDrop
 	case !serving:
-		return b, dispatchWait
+		return b, DispatchWait
 	case p.ring.Check(b) != nil:
-		return b, dispatchWait // not renewed lately: it may come back
+		return b, DispatchWait // not renewed lately: it may come back
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.serving[b] {
-		return b, dispatchWait // given up meanwhile: the next try drops it
+		return b, DispatchWait // given up meanwhile: the next try drops it
 	}
 	p.inflight[b]++
-	return b, dispatchRun
+	return b, DispatchRun
 }
 
 // bucketOf returns the bucket of req's object, when it can be told: from
-// the object (see Shards.BucketOf), or for one deleted by UID from its
+// the object (see bucketReader.BucketOf), or for one deleted by UID from its
 // delete event.
-func (p *shardedPrimary[T]) bucketOf(req reconcile.Request) (int, bool) {
+func (p *Primary[T]) bucketOf(req reconcile.Request) (int, bool) {
 	if b, ok := p.shards.BucketOf(types.NamespacedName(req)); ok {
 		return b, true
 	}
@@ -465,9 +470,9 @@ func (p *shardedPrimary[T]) bucketOf(req reconcile.Request) (int, bool) {
 	return b, ok
 }
 
-// status says where req's object falls in the ring. The ring's lock is
-// taken without p.mu held, as in enter.
-func (p *shardedPrimary[T]) status(req reconcile.Request) *introspect.ShardStatus {
+// Status is Gate.Status. The ring's lock is taken without p.mu held, as
+// in enter.
+func (p *Primary[T]) Status(req reconcile.Request) *introspect.ShardStatus {
 	b, known := p.bucketOf(req)
 	if !known {
 		st := p.ring.Status()
@@ -478,7 +483,7 @@ func (p *shardedPrimary[T]) status(req reconcile.Request) *introspect.ShardStatu
 }
 
 // exit counts a reconcile of bucket b out.
-func (p *shardedPrimary[T]) exit(req reconcile.Request, b int) {
+func (p *Primary[T]) exit(req reconcile.Request, b int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.inflight[b]--
@@ -492,7 +497,7 @@ func (p *shardedPrimary[T]) exit(req reconcile.Request, b int) {
 
 // reconcileContext returns the context of a reconcile of bucket b: fenced
 // by the bucket, and cancelled when the bucket is lost or given up.
-func (p *shardedPrimary[T]) reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc) {
+func (p *Primary[T]) reconcileContext(ctx context.Context, b int) (context.Context, context.CancelFunc) {
 	ctx = restset.WithWriteFence(ctx, func() error { return p.ring.Check(b) })
 	if !shardtest.PreconditionsDisabled() {
 		// The fence stops writes as they leave; a write that left before
@@ -509,84 +514,4 @@ func (p *shardedPrimary[T]) reconcileContext(ctx context.Context, b int) (contex
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(bctx, cancel)
 	return ctx, func() { stop(); cancel() }
-}
-
-// held returns the held buckets' informers, by bucket.
-func (p *shardedPrimary[T]) held() []*informers.Informer[T] {
-	infs := *p.informers.Load()
-	out := make([]*informers.Informer[T], 0, len(infs))
-	for _, b := range slices.Sorted(maps.Keys(infs)) {
-		out = append(out, infs[b])
-	}
-	return out
-}
-
-// heldBuckets returns the buckets whose informers exist, for the cache's
-// read routing.
-func (p *shardedPrimary[T]) heldBuckets() []int {
-	return slices.Sorted(maps.Keys(*p.informers.Load()))
-}
-
-// Get reads the object of key from the held bucket that holds it, and
-// notes it as read for the preconditions of the reconcile's writes (see
-// client.WithPreconditions).
-func (p *shardedPrimary[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
-	obj, err := p.shards.Get(ctx, key)
-	if err == nil {
-		client.NoteRead(ctx, p.src.sel.Kind.GroupKind(), obj)
-	}
-	return obj, err
-}
-
-// List lists the objects of every held bucket.
-func (p *shardedPrimary[T]) List(ctx context.Context, opts ...informers.ListOption) ([]T, error) {
-	return p.shards.List(ctx, opts...)
-}
-
-// String, Contains, HasSynced, Relists, Health and Len are what the debug
-// pages read of the primary informer.
-func (p *shardedPrimary[T]) String() string {
-	return fmt.Sprintf("%s in buckets %v of ring %s", p.src.String(), p.heldBuckets(), p.ring.Options().Ring)
-}
-
-func (p *shardedPrimary[T]) Contains(key types.NamespacedName) bool {
-	for _, inf := range p.held() {
-		if inf.Contains(key) {
-			return true
-		}
-	}
-	return false
-}
-
-func (p *shardedPrimary[T]) HasSynced() bool {
-	for _, inf := range p.held() {
-		if !inf.HasSynced() {
-			return false
-		}
-	}
-	return true
-}
-
-func (p *shardedPrimary[T]) Relists() int64 {
-	var n int64
-	for _, inf := range p.held() {
-		n += inf.Relists()
-	}
-	return n
-}
-
-func (p *shardedPrimary[T]) Len() int {
-	n := 0
-	for _, inf := range p.held() {
-		n += inf.Len()
-	}
-	return n
-}
-
-func (p *shardedPrimary[T]) Health() error {
-	var errs []error
-	for _, inf := range p.held() {
-		errs = append(errs, inf.Health())
-	}
-	return errors.Join(errs...)
 }

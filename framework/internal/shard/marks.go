@@ -1,4 +1,4 @@
-package framework
+package shard
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ import (
 // when the controller is stopping and the bucket was not held when it
 // began to (its queue no longer takes keys). The marks of the buckets held
 // when the controller began to stop are the ones taken then.
-func (p *shardedPrimary[T]) Marks(bs []int) (controller string, rvs map[int]string) {
+func (p *Primary[T]) Marks(bs []int) (controller string, rvs map[int]string) {
 	p.mu.Lock()
 	frozen := p.frozen
 	reads := make(map[int]*bucketRead[T], len(bs))
@@ -47,12 +47,12 @@ func (p *shardedPrimary[T]) Marks(bs []int) (controller string, rvs map[int]stri
 	return p.ctl, rvs
 }
 
-// marksOf takes the marks of the buckets reads reads (see marks). Each
+// marksOf takes the marks of the buckets reads reads (see Marks). Each
 // bucket's delivered is read before the queue is: whatever the listener
 // queued after that read is above it, and what it queued up to there, the
 // queue still owes or a worker reconciled. An owed key is looked up once,
 // in the bucket that holds it.
-func (p *shardedPrimary[T]) marksOf(reads map[int]*bucketRead[T]) map[int]string {
+func (p *Primary[T]) marksOf(reads map[int]*bucketRead[T]) map[int]string {
 	rvs := map[int]string{}
 	if p.owed == nil || len(reads) == 0 {
 		return rvs
@@ -100,14 +100,14 @@ func (p *shardedPrimary[T]) marksOf(reads map[int]*bucketRead[T]) map[int]string
 }
 
 // Describe names the controller and its kind: "cms (ConfigMap)".
-func (p *shardedPrimary[T]) Describe() string {
-	return fmt.Sprintf("%s (%s)", p.ctl, p.src.sel.Kind.GroupKind())
+func (p *Primary[T]) Describe() string {
+	return fmt.Sprintf("%s (%s)", p.ctl, p.kind.GroupKind())
 }
 
-// freeze takes the marks of every held bucket, for the controller's stop:
-// its workers then stop taking keys, so the queue no longer says what is
-// owed.
-func (p *shardedPrimary[T]) freeze() {
+// Freeze is Gate.Freeze: it takes the marks of every held bucket, for
+// the controller's stop: its workers then stop taking keys, so the queue
+// no longer says what is owed.
+func (p *Primary[T]) Freeze() {
 	p.mu.Lock()
 	reads := maps.Clone(p.reads)
 	p.mu.Unlock()
