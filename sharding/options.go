@@ -6,72 +6,9 @@ import (
 	"github.com/converge-dev/converge/lease"
 )
 
-// Options configures this process's membership of a sharding ring.
-//
-// The hash space of the shard field (Buckets.By: KEP-5866's FNV-1a 64 of each object's UID
-// or namespace) is cut into Buckets.Count equal ranges. Each member holds a member
-// Lease; each bucket has a Lease naming the member that holds it, claimed
-// with a compare-and-swap on its resourceVersion and renewed by its holder
-// every Lease.RetryPeriod. The buckets are assigned by rendezvous hashing over the
-// live members, at most ceil(Buckets.Count/members) each, so every member computes
-// the same assignment. A member gives a bucket up when the assignment moves
-// it: it stops dispatching the bucket's keys, waits for their in-flight
-// reconciles (at most HandoverTimeout), then releases the Lease; the new
-// holder claims it, lists the bucket's objects and only then dispatches its
-// keys. A bucket whose Lease was not renewed for Lease.Duration (its holder
-// crashed or was cut off) is claimed by its new owner after that.
-//
-// Changes cross a handover at change priority. The holder of a bucket
-// writes on the bucket's Lease, for each sharded controller, a mark: the
-// lowest resourceVersion an object of the bucket may have and still carry
-// a change of the primary kind it did not reconcile (its queue still owed
-// the key a change or a retry, or the event had not reached it). It writes
-// the mark with every renewal of the Lease, and a last one when it gives
-// the bucket up (on a rebalance, or when it stops). The next holder queues
-// the objects of its initial list at or above the mark as changes and the
-// others as replays, behind real changes. After a crash, the mark is the
-// one of the last renewal, at most Lease.RetryPeriod older than the crash, so the
-// changes since count as changes too. One owed key whose object is old (a
-// retry, or a parent queued for a child's change) lowers the mark, and
-// more objects then count as changes. A holder that cannot say (its
-// informer listed again since it synced; resourceVersions are not decimal
-// integers, as etcd's are) leaves the mark the Lease carries, which is
-// older and so counts more objects as changes, or none: then every object
-// is a replay. Changes of owned or watched kinds in flight at the handover
-// are not marked: the keys they map to are replayed.
-//
-// Writes are fenced per bucket: the client refuses a sharded reconcile's
-// writes (ErrBucketNotHeld) once its bucket was given up, lost, or not
-// renewed within Lease.RenewDeadline of the start of its last successful renewal.
-// Another member can claim it only Lease.Duration after it last saw that
-// renewal. A write that left the process before the fence closed but
-// reaches the API server later (a process frozen between the check and the
-// send, a partition that heals) is stopped by the server: every write of a
-// sharded reconcile is conditional on the object as the reconcile read it
-// (client.WithPreconditions): its resourceVersion, and its UID for a
-// deletion. Once the next holder (or anyone) changed the object, the late
-// write fails with a Conflict, and the key is reconciled by whoever holds
-// its bucket now. The window that remains is the writes with no version to
-// name: a Create, a server-side apply of an object the reconcile never
-// read, and DeleteAllOf. A create is refused only when the object exists
-// (AlreadyExists; a declarative child's first apply, alike), so a create
-// delayed past the next holder's deletion of that object makes it again.
-//
-// Members share buckets only with members of the same layout: Buckets.Count,
-// Buckets.By, and the sharded controllers (their names and kinds). The ring's
-// layout Lease (named after the ring, "-layout") records the layout that
-// holds the ring; each member of it renews the Lease every Lease.RetryPeriod
-// with a patch that first tests the layout, and a bucket's writes are
-// fenced unless its holder renewed both the bucket's Lease and the layout
-// Lease within Lease.RenewDeadline. A member of another layout is refused,
-// whatever the timing: it claims no bucket, is not ready (its readiness
-// and Status.Refused name both members and both layouts), the metric
-// converge_shard_refusals_total counts it, and it keeps trying: it takes
-// the ring over once no member of the layout the Lease records renewed it
-// for Lease.Duration, or for Lease.RenewDeadline after the last of them released
-// it on leaving. To change a ring's layout, stop its members before the
-// new ones start (a Deployment's Recreate strategy), or let the new ones
-// wait, unready, until the old ones are gone; the README says more.
+// Options configures this process's membership of a sharding ring. The
+// package documentation describes how the ring assigns, hands over and
+// fences its buckets, and how it refuses a member of another layout.
 type Options struct {
 	// Ring names the ring; processes with the same Ring and Lease.Namespace
 	// share its buckets. It prefixes the Leases' names, so it must be a DNS

@@ -34,10 +34,12 @@ type NotConvergedKey struct {
 	At time.Time `json:"at"`
 	// Detail is the error, the Blocker's message, or where the key stands.
 	Detail string `json:"detail"`
-	// Failures counts the failed reconciles since the last success.
-	Failures int `json:"failures,omitempty"`
-	// NextAttempt is when a retry's backoff ends, when it waits for one.
-	NextAttempt *time.Time `json:"nextAttempt,omitempty"`
+	// Retries counts the failed reconciles since the last success: the
+	// queue's workqueue.KeyState.Retries.
+	Retries int `json:"retries,omitempty"`
+	// Due is when a retry's backoff ends, when the key waits for one: the
+	// queue's workqueue.KeyState.Due.
+	Due *time.Time `json:"due,omitempty"`
 }
 
 // notConverged returns the page of c's keys not converged at offset, of
@@ -57,10 +59,10 @@ func notConverged(c Controller, offset, limit int, now time.Time) NotConvergedPa
 
 // notConvergedKey sums up s, the state of a key last moved at at.
 func notConvergedKey(s KeyStatus, at time.Time) NotConvergedKey {
-	k := NotConvergedKey{Namespace: s.Namespace, Name: s.Name, At: at, Failures: s.Queue.Retries}
+	k := NotConvergedKey{Namespace: s.Namespace, Name: s.Name, At: at, Retries: s.Queue.Retries}
 	if s.Queue.Delayed && s.Queue.DelayReason == reconcile.ReasonRetry {
 		due := s.Queue.Due
-		k.NextAttempt = &due
+		k.Due = &due
 	}
 	var last *ReconcileRecord
 	if len(s.History) > 0 {
