@@ -1,7 +1,8 @@
 // Package reconcilelog is the log sink of one reconcile: it adds the
 // controller, the object, the reconcile ID and the reason to each line a
 // reconcile logs, caps verbosity at klogcap.MaxLevel, and carries the
-// reconcile's last NoteBlocked.
+// reconcile's last NoteBlocked. The reconcile's context holds the sink
+// (Context), where From finds it.
 package reconcilelog
 
 import (
