@@ -166,9 +166,6 @@ type Declarative[T object.Object] struct {
 	parentGVK schema.GroupVersionKind
 	// children maps each child kind to its example and informer.
 	children map[schema.GroupKind]*childKind
-	// err is the configuration error New found, or nil. When it is set,
-	// every other field is zero: Sources and Reconcile return err (see New).
-	err error
 	// recorder records State.Events and ownership conflicts on parents.
 	recorder events.EventRecorder
 	// statuses remembers the status last applied to each parent.
@@ -221,26 +218,13 @@ var (
 // New returns a declarative reconciler for parents of kind T. Pass it to the
 // Complete of a framework.NewBuilder[T].
 //
-// New returns no error so that it can be written inline in Complete, and it
-// never returns nil. A configuration error (a nil manager or reconciler, a
+// New fails on a configuration error: a nil manager or reconciler, a
 // parent or child type missing from the manager's scheme, Options breaking
-// a rule) is kept in the Declarative it returns, which then does nothing
-// else: Sources returns the error, so Builder.Complete fails with it before
-// anything is watched, and Reconcile returns it as a terminal error.
-// Options that break a rule make no informer: New checks them before it
-// asks the cache for the children's informers.
-func New[T object.Object](mgr *framework.Manager, r Reconciler[T], opts Options) *Declarative[T] {
-	d, err := newDeclarative(mgr, r, opts)
-	if err != nil {
-		return &Declarative[T]{err: err}
-	}
-	return d
-}
-
-// newDeclarative builds a Declarative in two steps: check the arguments and
-// Options, which has no side effects, then get the cache's informer for
-// every child kind.
-func newDeclarative[T object.Object](mgr *framework.Manager, r Reconciler[T], opts Options) (*Declarative[T], error) {
+// a rule (every rule broken is named). It works in two steps: it checks the
+// arguments and Options, which has no side effects, then gets the cache's
+// informer for every child kind, so that Options that break a rule make no
+// informer.
+func New[T object.Object](mgr *framework.Manager, r Reconciler[T], opts Options) (*Declarative[T], error) {
 	if mgr == nil || typednil.Is(r) {
 		return nil, errors.New("declarative.New: manager and reconciler must not be nil")
 	}
@@ -356,9 +340,6 @@ func indexByParent(cache *informers.Cache, gk schema.GroupKind) error {
 // Sources watches every child kind: a change to a child (found by its
 // labels) reconciles its parent.
 func (d *Declarative[T]) Sources() ([]framework.Source, error) {
-	if d.err != nil {
-		return nil, d.err
-	}
 	srcs := make([]framework.Source, 0, len(d.children))
 	for _, ck := range d.children {
 		gk := ck.gvk.GroupKind()
@@ -379,9 +360,6 @@ func (d *Declarative[T]) Sources() ([]framework.Source, error) {
 
 // Reconcile applies the state the Reconciler declares for parent.
 func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Result, error) {
-	if d.err != nil {
-		return reconcile.Result{}, reconcile.Terminal(d.err)
-	}
 	if parent.GetDeletionTimestamp() != nil {
 		return reconcile.Result{}, d.finalizeParent(ctx, parent)
 	}

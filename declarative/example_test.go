@@ -44,12 +44,15 @@ func ExampleNew() {
 			},
 		}}}, nil
 	}
-	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "web", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, declarative.Func[*corev1.ConfigMap](desired), declarative.Options{
-			ChildKinds: []object.Object{&appsv1.Deployment{}},
-		}))
+	d, err := declarative.New(mgr, declarative.Func[*corev1.ConfigMap](desired), declarative.Options{
+		ChildKinds: []object.Object{&appsv1.Deployment{}},
+	})
 	if err != nil {
-		fmt.Println(err) // New's configuration errors surface here
+		fmt.Println(err) // a configuration error (see ExampleNew_configurationError)
+		return
+	}
+	if err := framework.NewBuilder[*corev1.ConfigMap](mgr, "web", framework.ControllerOptions{}).Complete(d); err != nil {
+		fmt.Println(err)
 		return
 	}
 	if err := mgr.Start(ctx); err != nil {
@@ -57,8 +60,8 @@ func ExampleNew() {
 	}
 }
 
-// New reports no error itself: a configuration that breaks a rule fails
-// the Builder's Complete, naming every broken rule, and nothing is watched.
+// New fails on a configuration that breaks a rule, naming every broken
+// rule, and nothing is watched.
 func ExampleNew_configurationError() {
 	// A manager is built without contacting its API server.
 	mgr, err := framework.NewManager(&rest.Config{Host: "https://cluster.invalid"}, framework.Options{})
@@ -69,10 +72,9 @@ func ExampleNew_configurationError() {
 	noop := declarative.Func[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) (declarative.State, error) {
 		return declarative.State{}, nil
 	})
-	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "broken", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, noop, declarative.Options{Finalizer: "cleanup"}))
+	_, err = declarative.New(mgr, noop, declarative.Options{Finalizer: "cleanup"})
 	fmt.Println(err)
 	// Output:
-	// controller "broken" for *v1.ConfigMap: declarative: Options.ChildKinds is empty; list an example object of every child kind
+	// declarative: Options.ChildKinds is empty; list an example object of every child kind
 	// declarative: Options.Finalizer "cleanup" is not a valid finalizer name (it has no domain): use a domain-qualified name, like example.com/cleanup
 }

@@ -64,9 +64,12 @@ func benchmarkReconcile(b *testing.B, children func() []any) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
+	d, err := declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
 		return declarative.State{Children: children(), Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
 	}), declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(b.Context())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

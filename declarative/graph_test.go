@@ -87,9 +87,11 @@ func startGraphOn(t *testing.T, mgrOpts framework.Options, opts declarative.Opti
 		}
 		return declarative.State{Children: children, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
 	}
-	err := framework.NewBuilder[*v1alpha1.StaticSite](r.mgr, "site", framework.ControllerOptions{}).
-		Complete(declarative.New(r.mgr, declarative.Func[*v1alpha1.StaticSite](desired), opts))
+	d, err := declarative.New(r.mgr, declarative.Func[*v1alpha1.StaticSite](desired), opts)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.NewBuilder[*v1alpha1.StaticSite](r.mgr, "site", framework.ControllerOptions{}).Complete(d); err != nil {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, r.mgr)

@@ -12,7 +12,6 @@ import (
 	"github.com/converge-dev/converge/declarative"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/object"
-	"github.com/converge-dev/converge/reconcile"
 )
 
 // unregistered is a kind no scheme knows.
@@ -31,45 +30,45 @@ func noChildren(context.Context, *corev1.ConfigMap) (declarative.State, error) {
 	return declarative.State{}, nil
 }
 
-func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
+func TestNewReportsConfigurationErrors(t *testing.T) {
 	r := declarative.Func[*corev1.ConfigMap](noChildren)
 	secrets := []object.Object{&corev1.Secret{}}
 	for _, tc := range []struct {
 		name string
-		new  func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap]
+		new  func(mgr *framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error)
 		want []string // substrings of the error
 	}{
-		{"nil manager", func(*framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+		{"nil manager", func(*framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error) {
 			return declarative.New(nil, r, declarative.Options{ChildKinds: secrets})
 		}, []string{"manager and reconciler must not be nil"}},
-		{"typed nil reconciler", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+		{"typed nil reconciler", func(mgr *framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error) {
 			return declarative.New(mgr, declarative.Func[*corev1.ConfigMap](nil), declarative.Options{ChildKinds: secrets})
 		}, []string{"manager and reconciler must not be nil"}},
-		{"no children", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+		{"no children", func(mgr *framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error) {
 			return declarative.New(mgr, r, declarative.Options{})
 		}, []string{"Options.ChildKinds is empty"}},
-		{"nil child", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+		{"nil child", func(mgr *framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error) {
 			return declarative.New(mgr, r, declarative.Options{ChildKinds: []object.Object{(*corev1.Secret)(nil)}})
 		}, []string{"Options.ChildKinds holds a nil object"}},
-		{"unregistered child", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+		{"unregistered child", func(mgr *framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error) {
 			return declarative.New(mgr, r, declarative.Options{ChildKinds: []object.Object{&unregistered{}}})
 		}, []string{"child type *declarative_test.unregistered is not registered"}},
-		{"long field manager", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+		{"long field manager", func(mgr *framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error) {
 			return declarative.New(mgr, r, declarative.Options{ChildKinds: secrets, FieldManager: strings.Repeat("m", 129)})
 		}, []string{"Options.FieldManager", "longer than 128 characters"}},
-		{"unqualified finalizer", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+		{"unqualified finalizer", func(mgr *framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error) {
 			return declarative.New(mgr, r, declarative.Options{ChildKinds: secrets, Finalizer: "cleanup"})
 		}, []string{`Options.Finalizer "cleanup" is not a valid finalizer name (it has no domain)`}},
-		{"invalid finalizer", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+		{"invalid finalizer", func(mgr *framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error) {
 			return declarative.New(mgr, r, declarative.Options{ChildKinds: secrets, Finalizer: "not a/valid/finalizer name!"})
 		}, []string{`Options.Finalizer "not a/valid/finalizer name!" is not a valid finalizer name (a valid label key must consist of alphanumeric characters`, "like example.com/cleanup"}},
-		{"conflict reason with a space", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+		{"conflict reason with a space", func(mgr *framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error) {
 			return declarative.New(mgr, r, declarative.Options{ChildKinds: secrets, Conflict: declarative.ConflictOptions{Reason: "Resource exists"}})
 		}, []string{`Options.Conflict.Reason "Resource exists" must be UpperCamelCase`}},
-		{"long conflict reason", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+		{"long conflict reason", func(mgr *framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error) {
 			return declarative.New(mgr, r, declarative.Options{ChildKinds: secrets, Conflict: declarative.ConflictOptions{Reason: "E" + strings.Repeat("x", 128)}})
 		}, []string{"Options.Conflict.Reason", "at most 128 characters"}},
-		{"every broken rule at once", func(mgr *framework.Manager) *declarative.Declarative[*corev1.ConfigMap] {
+		{"every broken rule at once", func(mgr *framework.Manager) (*declarative.Declarative[*corev1.ConfigMap], error) {
 			return declarative.New(mgr, r, declarative.Options{
 				ChildKinds:   []object.Object{nil, &unregistered{}},
 				FieldManager: strings.Repeat("m", 129), Finalizer: "cleanup",
@@ -78,19 +77,14 @@ func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mgr := newManager(t)
-			d := tc.new(mgr)
-			if d == nil {
-				t.Fatal("New returned nil")
+			d, err := tc.new(mgr)
+			if d != nil {
+				t.Error("New returned a Declarative with its error")
 			}
-			_, err := d.Sources()
 			for _, w := range tc.want {
 				if err == nil || !strings.Contains(err.Error(), w) {
-					t.Errorf("Sources error %v, want one containing %q", err, w)
+					t.Errorf("New error %v, want one containing %q", err, w)
 				}
-			}
-			_, rerr := d.Reconcile(t.Context(), parent())
-			if !reconcile.IsTerminal(rerr) || err == nil || !strings.Contains(rerr.Error(), err.Error()) {
-				t.Errorf("Reconcile error %v, want a terminal error holding %v", rerr, err)
 			}
 			// A broken configuration watches nothing: no informer is made.
 			if stats := mgr.Cache().Stats(); len(stats) != 0 {
@@ -103,19 +97,18 @@ func TestNewReportsConfigurationErrorsFromSourcesAndReconcile(t *testing.T) {
 // The default finalizer is a valid name whatever the field manager.
 func TestDefaultFinalizerIsValidForAnyFieldManager(t *testing.T) {
 	for _, fm := range []string{"converge-site", "example.com/site controller", "_" + strings.Repeat("x", 100) + "-"} {
-		d := declarative.New(newManager(t), declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{ChildKinds: []object.Object{&corev1.Secret{}}, FieldManager: fm})
-		if _, err := d.Sources(); err != nil {
+		if _, err := declarative.New(newManager(t), declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{ChildKinds: []object.Object{&corev1.Secret{}}, FieldManager: fm}); err != nil {
 			t.Errorf("FieldManager %q: %v", fm, err)
 		}
 	}
 }
 
 func TestUnregisteredParentIsReported(t *testing.T) {
-	d := declarative.New(newManager(t), declarative.Func[*unregistered](func(context.Context, *unregistered) (declarative.State, error) {
+	_, err := declarative.New(newManager(t), declarative.Func[*unregistered](func(context.Context, *unregistered) (declarative.State, error) {
 		return declarative.State{}, nil
 	}), declarative.Options{ChildKinds: []object.Object{&corev1.Secret{}}})
-	if _, err := d.Sources(); err == nil || !strings.Contains(err.Error(), "parent type *declarative_test.unregistered is not registered") {
-		t.Errorf("Sources error %v, want the parent type named as unregistered", err)
+	if err == nil || !strings.Contains(err.Error(), "parent type *declarative_test.unregistered is not registered") {
+		t.Errorf("New error %v, want the parent type named as unregistered", err)
 	}
 }
 
@@ -132,9 +125,12 @@ func TestNewWatchesEveryChildKind(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mgr := newManager(t)
-			d := declarative.New(mgr, declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{
+			d, err := declarative.New(mgr, declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{
 				ChildKinds: []object.Object{&corev1.Secret{}, &corev1.Service{}}, RequiredKinds: tc.required,
 			})
+			if err != nil {
+				t.Fatal(err)
+			}
 			srcs, err := d.Sources()
 			if err != nil {
 				t.Fatal(err)
@@ -161,13 +157,12 @@ func TestNewWatchesEveryChildKind(t *testing.T) {
 }
 
 func TestRequiredKindsMustBeChildren(t *testing.T) {
-	d := declarative.New(newManager(t), declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{
+	_, err := declarative.New(newManager(t), declarative.Func[*corev1.ConfigMap](noChildren), declarative.Options{
 		ChildKinds: []object.Object{&corev1.Secret{}}, RequiredKinds: []object.Object{&corev1.Service{}, nil},
 	})
-	_, err := d.Sources()
 	for _, want := range []string{"Options.RequiredKinds holds kind Service, which Options.ChildKinds does not list", "Options.RequiredKinds holds a nil object"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Sources error %v, want one saying %q", err, want)
+			t.Errorf("New error %v, want one saying %q", err, want)
 		}
 	}
 }

@@ -26,7 +26,11 @@ func newDeclarative(t *testing.T, r declarative.Reconciler[*corev1.ConfigMap]) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return declarative.New(mgr, r, declarative.Options{ChildKinds: []object.Object{&corev1.Secret{}}})
+	d, err := declarative.New(mgr, r, declarative.Options{ChildKinds: []object.Object{&corev1.Secret{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func parent() *corev1.ConfigMap {

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 
+	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/framework/introspect"
 )
 
@@ -17,13 +18,13 @@ import (
 // NoteBlocked does nothing when ctx does not come from a controller's
 // reconcile, and is safe to call from goroutines the reconcile starts.
 func NoteBlocked(ctx context.Context, b introspect.Blocker) {
-	s, ok := ctx.Value(reasonKey{}).(*reconcileSink)
-	if !ok {
+	s := reconcilelog.From(ctx)
+	if s == nil {
 		return
 	}
 	if b.Reason == "" {
-		s.blocked.Store(nil)
+		s.Blocked.Store(nil)
 		return
 	}
-	s.blocked.Store(&b)
+	s.Blocked.Store(&b)
 }

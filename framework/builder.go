@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework/internal/history"
+	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/hooks"
 	"github.com/converge-dev/converge/internal/typednil"
@@ -247,12 +249,12 @@ func (b *Builder[T]) bindSources(c *Controller, target *watchTarget, pb primaryB
 
 // instrument gives c its log sink, tracer, metrics and history.
 func (b *Builder[T]) instrument(c *Controller) {
-	c.deeper = deeperSink(c.opts.Logger.GetSink())
+	c.deeper = reconcilelog.Deeper(c.opts.Logger.GetSink())
 	if tp := b.mgr.opts.TracerProvider; tp != nil {
 		c.tracer = tp.Tracer("github.com/converge-dev/converge/framework")
 	}
 	c.metrics = b.mgr.metrics.forController(b.name, c.opts.Workers)
-	c.history = newHistory(c.opts.HistoryKeys)
+	c.history = history.New(c.opts.HistoryKeys)
 }
 
 func (b *Builder[T]) fail(errs ...error) error {

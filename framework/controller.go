@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
+	"github.com/converge-dev/converge/framework/internal/history"
+	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/framework/internal/shard"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/errtext"
@@ -162,7 +164,7 @@ type Controller struct {
 	// phase is where the controller is in its life (see controllerPhase).
 	phase atomic.Int32
 	// history holds the last reconciles of recently reconciled keys.
-	history *history
+	history *history.History
 	// primary is the informer of the kind the controller reconciles.
 	primary primaryInformer
 	// shard gates the dispatch of a sharded controller's keys; nil when not
@@ -398,8 +400,8 @@ func (c *Controller) dispatch(ctx context.Context, req reconcile.Request, reason
 // and records it in the history.
 func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, reason reconcile.Reason, worker int) {
 	id := c.ids.Add(1)
-	rc := &reconcileContext{sink: reconcileSink{base: c.log.GetSink(), deeper: c.deeper, controller: c.name, req: req, id: id, reason: reason}}
-	sink := &rc.sink
+	rc := &reconcilelog.Context{Sink: reconcilelog.Sink{Base: c.log.GetSink(), Deeper: c.deeper, Controller: c.name, Req: req, ID: id, Reason: reason}}
+	sink := &rc.Sink
 	log := logr.New(sink)
 	rc.Context = logr.NewContext(ctx, log)
 	ctx = rc
@@ -438,21 +440,21 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 		log.Info("reconcile ran past its timeout", "timeout", c.opts.ReconcileTimeout)
 	}
 	c.metrics.observe(result, reason, took, timedOut)
-	rec := reconcileRecord{start: start, took: took, requeueAfter: res.RequeueAfter, retries: retries, worker: worker, reason: reason, result: result}
+	rec := history.Record{Start: start, Took: took, RequeueAfter: res.RequeueAfter, Retries: retries, Worker: worker, Reason: reason, Result: result}
 	if err != nil {
 		// Shown by the debug endpoint, its page and converge explain:
 		// without the values the API server quotes, on one line.
-		rec.err = errtext.Of(err)
+		rec.Err = errtext.Of(err)
 	}
-	if b := sink.blocked.Load(); b != nil {
-		rec.blocked = b
+	if b := sink.Blocked.Load(); b != nil {
+		rec.Blocked = b
 	}
-	c.history.record(req, rec)
+	c.history.Record(req, rec)
 	if span != nil {
 		span.SetAttributes(attribute.String("converge.result", result))
 		if err != nil {
 			span.RecordError(errtext.Error(err))
-			span.SetStatus(codes.Error, rec.err)
+			span.SetStatus(codes.Error, rec.Err)
 		}
 	}
 	if v := log.V(5); v.Enabled() {
@@ -536,25 +538,6 @@ func (e *panicError) Unwrap() error { return e.whole }
 // QueueLen returns the number of keys waiting to be reconciled.
 func (c *Controller) QueueLen() int { return c.queue.Len() }
 
-// reasonKey is the context key under which a reconcile's context holds its
-// *reconcileSink, which carries the reason.
-type reasonKey struct{}
-
-// reconcileContext is the context of one reconcile: Context (which holds
-// the reconcile's logger) with its sink under reasonKey. The sink lives in
-// the context itself, so the two take one allocation, not two.
-type reconcileContext struct {
-	context.Context
-	sink reconcileSink
-}
-
-func (c *reconcileContext) Value(key any) any {
-	if _, ok := key.(reasonKey); ok {
-		return &c.sink
-	}
-	return c.Context.Value(key)
-}
-
 // ReasonFrom returns why the reconcile whose context is ctx runs: change (a
 // watched object changed), replay (the cache's initial list or a periodic
 // resync, with no change), retry (after a failed reconcile) or requeue (after
@@ -567,8 +550,8 @@ func (c *reconcileContext) Value(key any) any {
 // depend on it for correctness. The same value is in the reconcile's log
 // lines (reason=...) and in converge_reconciles_total.
 func ReasonFrom(ctx context.Context) reconcile.Reason {
-	if s, ok := ctx.Value(reasonKey{}).(*reconcileSink); ok {
-		return s.reason
+	if s := reconcilelog.From(ctx); s != nil {
+		return s.Reason
 	}
 	return ""
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
+	"github.com/converge-dev/converge/framework/internal/history"
+	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
 )
@@ -95,9 +97,9 @@ func newTestController(t *testing.T, r reconcile.Reconciler, timeout time.Durati
 		queue:      q,
 		reconciler: r,
 		log:        log.WithValues("controller", "test"),
-		deeper:     deeperSink(log.GetSink()),
+		deeper:     reconcilelog.Deeper(log.GetSink()),
 		metrics:    m.forController("test", 1),
-		history:    newHistory(0),
+		history:    history.New(0),
 	}
 	return c, q, logs, m
 }
@@ -268,14 +270,6 @@ func TestReconcileLoggerCarriesObjectAndID(t *testing.T) {
 	}
 	if ids[0] == ids[1] {
 		t.Errorf("two reconciles share a reconcile ID: %v", ids)
-	}
-}
-
-func TestReconcileLoggerNeverGetsBodyDumpLevels(t *testing.T) {
-	verbose := funcr.New(func(string, string) {}, funcr.Options{Verbosity: 10})
-	sink := &reconcileSink{base: verbose.GetSink(), deeper: deeperSink(verbose.GetSink())}
-	if !sink.Enabled(7) || sink.Enabled(8) || sink.WithValues("k", "v").Enabled(8) {
-		t.Error("a reconcile's logger must drop V(8) and up: client-go logs request bodies through it")
 	}
 }
 

@@ -118,6 +118,14 @@
 // sharded. framework/internal/syncgc raises GOGC while
 // caches first sync, for the manager and the ring.
 //
+// Four more rooms below framework, each imported only by it, hold one
+// concept each: framework/internal/history keeps each controller's recent
+// reconciles, which the debug endpoint shows; framework/internal/reconcilelog
+// is the log sink of one reconcile (what ReasonFrom and NoteBlocked read);
+// framework/internal/recorder completes, sends and redacts the events of
+// Manager.EventRecorder; and framework/internal/served watches the kind of a
+// WhenServed source while the API server serves it.
+//
 // See ExampleNewBuilder, ExampleManager, ExampleManager_APIReader,
 // ExampleBuilder_OwnsMetadata and ExampleAddWebhook.
 package framework

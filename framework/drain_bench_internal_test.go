@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/converge-dev/converge/framework/internal/history"
+	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
 )
@@ -59,9 +61,9 @@ func BenchmarkDrain(b *testing.B) {
 					return reconcile.Result{}, nil
 				}),
 				log:     log,
-				deeper:  deeperSink(log.GetSink()),
+				deeper:  reconcilelog.Deeper(log.GetSink()),
 				metrics: m.forController("bench", workers),
-				history: newHistory(0),
+				history: history.New(0),
 			}
 			w := &watchTarget{owner: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, queue: q}
 			h := asListener(benchSource(&kindSource[*corev1.ConfigMap]{self: true}, w, nil).listener(b.Context()))

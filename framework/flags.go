@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/converge-dev/converge/internal/klogcap"
 	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/sharding"
 )
@@ -223,7 +224,7 @@ func NewLogger(o LogOptions) (logr.Logger, error) {
 		return logr.Logger{}, fmt.Errorf("framework: log verbosity must not be negative, got %d", o.Verbosity)
 	}
 	log := logr.FromSlogHandler(h)
-	klog.SetLoggerWithOptions(capVerbosity(log).WithName("client-go"), klog.ContextualLogger(true))
+	klog.SetLoggerWithOptions(klogcap.Logger(log).WithName("client-go"), klog.ContextualLogger(true))
 	return log, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/converge-dev/converge/framework/internal/history"
 	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
@@ -68,15 +69,15 @@ func (c *Controller) status(now time.Time) introspect.ControllerStatus {
 		Workers:     c.opts.Workers,
 		Queue:       c.queue.Stats(),
 		InFlight:    c.inFlight(now),
-		HistoryKeys: c.history.keys(),
+		HistoryKeys: c.history.Keys(),
 	}
-	points, total, errs := c.history.recent(now)
+	points, total, errs := c.history.Recent(now)
 	s.Totals = introspect.ReconcileTotals{Reconciles: total, Errors: errs}
 	s.Series = make([]introspect.SeriesPoint, len(points))
 	for i, p := range points {
-		sp := introspect.SeriesPoint{Start: time.Unix(0, p.bucket*int64(seriesBucket)).UTC(), Reconciles: p.n, Errors: p.errors}
-		if p.n > 0 {
-			sp.MeanSeconds = (p.took / time.Duration(p.n)).Seconds()
+		sp := introspect.SeriesPoint{Start: time.Unix(0, p.Bucket*int64(history.SeriesBucket)).UTC(), Reconciles: p.N, Errors: p.Errors}
+		if p.N > 0 {
+			sp.MeanSeconds = (p.Took / time.Duration(p.N)).Seconds()
 		}
 		s.Series[i] = sp
 	}
@@ -132,17 +133,17 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) introspect.
 		}
 	}
 	c.mu.Unlock()
-	for _, r := range c.history.of(req) {
+	for _, r := range c.history.Of(req) {
 		s.History = append(s.History, introspect.ReconcileRecord{
-			Started:             r.start,
-			DurationSeconds:     r.took.Seconds(),
-			Worker:              r.worker,
-			Reason:              string(r.reason),
-			Result:              r.result,
-			Error:               r.err,
-			RequeueAfterSeconds: r.requeueAfter.Seconds(),
-			Failures:            r.retries,
-			Blocked:             r.blocked,
+			Started:             r.Start,
+			DurationSeconds:     r.Took.Seconds(),
+			Worker:              r.Worker,
+			Reason:              string(r.Reason),
+			Result:              r.Result,
+			Error:               r.Err,
+			RequeueAfterSeconds: r.RequeueAfter.Seconds(),
+			Failures:            r.Retries,
+			Blocked:             r.Blocked,
 		})
 	}
 	return s
@@ -162,12 +163,12 @@ func (c *Controller) queuePage(offset, limit int) introspect.QueuePage {
 func (c *Controller) notConvergedCandidates() []introspect.Moved {
 	seen := map[reconcile.Request]int{}
 	var out []introspect.Moved
-	c.history.eachLast(func(req reconcile.Request, r *reconcileRecord) {
-		if r.blocked == nil && r.err == "" {
+	c.history.EachLast(func(req reconcile.Request, r *history.Record) {
+		if r.Blocked == nil && r.Err == "" {
 			return
 		}
 		seen[req] = len(out)
-		out = append(out, introspect.Moved{Key: req, At: r.start.Add(r.took)})
+		out = append(out, introspect.Moved{Key: req, At: r.Start.Add(r.Took)})
 	})
 	c.mu.Lock()
 	for _, r := range c.inflight {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/converge-dev/converge/framework/internal/syncgc"
+	"github.com/converge-dev/converge/internal/klogcap"
 )
 
 // ErrLeaderElectionLost is returned by Start when this process stopped being
@@ -165,7 +166,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	// shutdown order is ours: runnables, lease, cache, servers.
 	// client-go (reflectors, leader election) logs through the context's
 	// logger: the manager's.
-	base := klog.NewContext(context.WithoutCancel(ctx), capVerbosity(m.log))
+	base := klog.NewContext(context.WithoutCancel(ctx), klogcap.Logger(m.log))
 	servers := newGroup(base, m.runErr)
 	defer servers.stop(0)
 	if err := m.startServers(servers); err != nil {

@@ -18,10 +18,13 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework/internal/recorder"
 	"github.com/converge-dev/converge/framework/internal/ring"
+	"github.com/converge-dev/converge/framework/internal/served"
 	"github.com/converge-dev/converge/framework/internal/shard"
 	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/klogcap"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/sharding"
 )
@@ -76,7 +79,7 @@ type Manager struct {
 	events  events.EventBroadcaster
 	// notFound tells the sources made by WhenServed of a list or watch of
 	// their kind that found no such resource.
-	notFound *kindSignals
+	notFound *served.Signals
 
 	// synced is set once the caches first synced (readiness needs it).
 	synced atomic.Bool
@@ -169,7 +172,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	cacheOpts := opts.Cache
 	cacheOpts.Scheme, cacheOpts.Mapper, cacheOpts.HTTPClient = opts.Scheme, mapper, httpClient
 	metrics := newMetrics()
-	notFound := &kindSignals{}
+	notFound := &served.Signals{}
 	cacheOpts.OnRequestError = countRequestErrors(metrics, notFound, cacheOpts.OnRequestError)
 	c, err := informers.New(cfg, cacheOpts)
 	if err != nil {
@@ -224,7 +227,7 @@ func clientConfig(cfg *rest.Config, opts Options) *rest.Config {
 // countRequestErrors returns the cache's OnRequestError: it counts each
 // failed request in metrics, signals a kind the API server no longer serves
 // to notFound, then calls user, when set.
-func countRequestErrors(metrics *metrics, notFound *kindSignals, user func(informers.RequestError)) func(informers.RequestError) {
+func countRequestErrors(metrics *metrics, notFound *served.Signals, user func(informers.RequestError)) func(informers.RequestError) {
 	return func(e informers.RequestError) {
 		resource := e.Resource
 		if resource == "" {
@@ -232,7 +235,7 @@ func countRequestErrors(metrics *metrics, notFound *kindSignals, user func(infor
 		}
 		metrics.cacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Class).Inc()
 		if e.Class == "not_found" {
-			notFound.signal(e.Kind.GroupKind()) // a CRD deleted? (see WhenServed)
+			notFound.Signal(e.Kind.GroupKind()) // a CRD deleted? (see WhenServed)
 		}
 		if user != nil {
 			user(e)
@@ -244,7 +247,7 @@ func countRequestErrors(metrics *metrics, notFound *kindSignals, user func(infor
 func (m *Manager) newClients() error {
 	// No Config: the client and the API reader send their requests with
 	// the cache's REST clients, one per group version for the whole manager.
-	copts := client.Options{Scheme: m.opts.Scheme, Mapper: m.mapper, Cache: m.cache, RequestLogger: capVerbosity}
+	copts := client.Options{Scheme: m.opts.Scheme, Mapper: m.mapper, Cache: m.cache, RequestLogger: klogcap.Logger}
 	var err error
 	if m.api, err = client.NewAPIReader(copts); err != nil {
 		return fmt.Errorf("framework: %w", err)
@@ -257,7 +260,7 @@ func (m *Manager) newClients() error {
 	if err != nil {
 		return fmt.Errorf("framework: events client for %s: %w", m.cfg.Host, err)
 	}
-	m.events = events.NewBroadcaster(newEventSink(ev, m.log))
+	m.events = events.NewBroadcaster(recorder.NewSink(ev, m.log))
 	return nil
 }
 

@@ -24,10 +24,13 @@ func setup(mgr *framework.Manager) error {
 	if err := v1alpha1.AddToScheme(mgr.Scheme()); err != nil {
 		return err
 	}
-	return framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](site.Desired), declarative.Options{
-			ChildKinds: site.Children(),
-		}))
+	d, err := declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](site.Desired), declarative.Options{
+		ChildKinds: site.Children(),
+	})
+	if err != nil {
+		return err
+	}
+	return framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).Complete(d)
 }
 
 func main() {

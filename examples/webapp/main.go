@@ -30,10 +30,13 @@ func setup(mgr *framework.Manager) error {
 	if err := v1alpha1.AddToScheme(mgr.Scheme()); err != nil {
 		return err
 	}
-	return framework.NewBuilder[*v1alpha1.WebApp](mgr, "webapp", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.WebApp](app.Desired), declarative.Options{
-			ChildKinds: app.Children(),
-		}))
+	d, err := declarative.New(mgr, declarative.Func[*v1alpha1.WebApp](app.Desired), declarative.Options{
+		ChildKinds: app.Children(),
+	})
+	if err != nil {
+		return err
+	}
+	return framework.NewBuilder[*v1alpha1.WebApp](mgr, "webapp", framework.ControllerOptions{}).Complete(d)
 }
 
 func main() {

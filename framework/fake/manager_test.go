@@ -48,8 +48,11 @@ func staticSiteScheme(t *testing.T) *runtime.Scheme {
 func startManager(t *testing.T, srv *fake.Server, opts framework.Options) (mgr *framework.Manager, stop func()) {
 	t.Helper()
 	mgr = testenv.NewManager(t, srv.Config(), opts)
-	err := framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](site.Desired), declarative.Options{ChildKinds: site.Children()}))
+	d, err := declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](site.Desired), declarative.Options{ChildKinds: site.Children()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).Complete(d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,10 +69,11 @@ func startGraphSites(ctx context.Context, ns string) *runningManager {
 	GinkgoHelper()
 	mgr := newManager(ns, framework.Options{})
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "graph", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](graphDesired), declarative.Options{
-			ChildKinds: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}, &corev1.Service{}},
-		}))).To(Succeed())
+	d, err := declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](graphDesired), declarative.Options{
+		ChildKinds: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}, &corev1.Service{}},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "graph", framework.ControllerOptions{}).Complete(d)).To(Succeed())
 	return startManager(ctx, mgr)
 }
 

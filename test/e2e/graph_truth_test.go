@@ -96,10 +96,11 @@ func startTruthSites(ctx context.Context, ns string) (*runningManager, *framewor
 		}},
 	})
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "truth", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](truthDesired), declarative.Options{
-			ChildKinds: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}},
-		}))).To(Succeed())
+	d, err := declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](truthDesired), declarative.Options{
+		ChildKinds: []object.Object{&corev1.ConfigMap{}, &batchv1.Job{}, &appsv1.Deployment{}},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "truth", framework.ControllerOptions{}).Complete(d)).To(Succeed())
 	run := startManager(ctx, mgr)
 	Eventually(ctx, mgr.MetricsAddress).ShouldNot(BeEmpty())
 	return run, mgr
@@ -369,13 +370,12 @@ var _ = Describe("declarative adversarial cases", func() {
 		Expect(err).NotTo(HaveOccurred(), "the hand-made copy, not the parent's, was deleted")
 	}, SpecTimeout(2*time.Minute))
 
-	It("refuses an invalid Options.Finalizer at Complete, naming it", func() {
+	It("refuses an invalid Options.Finalizer at New, naming it", func() {
 		mgr := newManager(ns, framework.Options{})
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-		err := framework.NewBuilder[*v1alpha1.StaticSite](mgr, "finalizer", framework.ControllerOptions{}).
-			Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](truthDesired), declarative.Options{
-				ChildKinds: []object.Object{&corev1.ConfigMap{}}, Finalizer: "not a/valid/finalizer name!",
-			}))
+		_, err := declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](truthDesired), declarative.Options{
+			ChildKinds: []object.Object{&corev1.ConfigMap{}}, Finalizer: "not a/valid/finalizer name!",
+		})
 		Expect(err).To(MatchError(ContainSubstring(`Options.Finalizer "not a/valid/finalizer name!" is not a valid finalizer name`)))
 	})
 })

@@ -232,16 +232,17 @@ var _ = Describe("declarative conflict reports", func() {
 		createConfigMap(ctx, ns, "taken", map[string]string{"content": "by hand"})
 		mgr := newManager(ns, framework.Options{})
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
-			Complete(declarative.New(mgr, newPageMaps(), declarative.Options{
-				ChildKinds: []object.Object{&corev1.ConfigMap{}},
-				Conflict: declarative.ConflictOptions{
-					Reason: "ErrResourceExists",
-					Note: func(c declarative.Conflict) string {
-						return fmt.Sprintf("Resource %q already exists and is not managed by %s", c.Object.GetName(), c.Parent.GetName())
-					},
+		d, err := declarative.New(mgr, newPageMaps(), declarative.Options{
+			ChildKinds: []object.Object{&corev1.ConfigMap{}},
+			Conflict: declarative.ConflictOptions{
+				Reason: "ErrResourceExists",
+				Note: func(c declarative.Conflict) string {
+					return fmt.Sprintf("Resource %q already exists and is not managed by %s", c.Object.GetName(), c.Parent.GetName())
 				},
-			}))).To(Succeed())
+			},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).Complete(d)).To(Succeed())
 		startManager(ctx, mgr)
 		site := createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: map[string]string{"taken": "converge"}})
 		note := `Resource "taken" already exists and is not managed by site`
@@ -273,14 +274,15 @@ var _ = Describe("declarative children applied at once", func() {
 		var notes atomic.Int32
 		mgr := newManager(ns, framework.Options{})
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
-			Complete(declarative.New(mgr, newPageMaps(), declarative.Options{
-				ChildKinds: []object.Object{&corev1.ConfigMap{}},
-				Conflict: declarative.ConflictOptions{Note: func(declarative.Conflict) string {
-					notes.Add(1)
-					panic("a Note that panics")
-				}},
-			}))).To(Succeed())
+		d, err := declarative.New(mgr, newPageMaps(), declarative.Options{
+			ChildKinds: []object.Object{&corev1.ConfigMap{}},
+			Conflict: declarative.ConflictOptions{Note: func(declarative.Conflict) string {
+				notes.Add(1)
+				panic("a Note that panics")
+			}},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).Complete(d)).To(Succeed())
 		startManager(ctx, mgr)
 		pages := map[string]string{"taken": "converge"}
 		for i := range 6 {

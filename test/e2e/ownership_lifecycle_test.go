@@ -63,8 +63,9 @@ var _ = Describe("declarative children ownership over time", func() {
 		// A failed reconcile is retried an hour later: only an event can
 		// reconcile the parent again within the spec.
 		hourly := clientworkqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Hour, time.Hour)
-		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{RateLimiter: hourly}).
-			Complete(declarative.New(mgr, pages, declarative.Options{ChildKinds: configMaps}))).To(Succeed())
+		d, err := declarative.New(mgr, pages, declarative.Options{ChildKinds: configMaps})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{RateLimiter: hourly}).Complete(d)).To(Succeed())
 		startManager(ctx, mgr)
 		site := createSite(ctx, ns, "site", v1alpha1.StaticSiteSpec{Pages: map[string]string{"taken": "converge"}})
 		Eventually(ctx, siteConditions(ctx, ns, site.Name)).WithTimeout(30 * time.Second).Should(
@@ -94,8 +95,9 @@ var _ = Describe("declarative children ownership over time", func() {
 		withStatus := declarative.Func[*corev1.ConfigMap](func(context.Context, *corev1.ConfigMap) (declarative.State, error) {
 			return declarative.State{Status: map[string]string{"phase": "Ready"}}, nil
 		})
-		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "statusless", framework.ControllerOptions{}).
-			Complete(declarative.New(mgr, withStatus, declarative.Options{ChildKinds: []object.Object{&corev1.Secret{}}}))).To(Succeed())
+		d, err := declarative.New(mgr, withStatus, declarative.Options{ChildKinds: []object.Object{&corev1.Secret{}}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(framework.NewBuilder[*corev1.ConfigMap](mgr, "statusless", framework.ControllerOptions{}).Complete(d)).To(Succeed())
 		startManager(ctx, mgr)
 		createConfigMap(ctx, ns, "parent", map[string]string{"a": "b"})
 		Eventually(ctx, loggedErrors(logs, "status subresource", "ConfigMap "+ns+"/parent")).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())

@@ -36,8 +36,9 @@ func startPolicySites(ctx context.Context, ns string, desired declarative.Func[*
 	GinkgoHelper()
 	mgr := newManager(ns, framework.Options{})
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "policies", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, desired, opts))).To(Succeed())
+	d, err := declarative.New(mgr, desired, opts)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "policies", framework.ControllerOptions{}).Complete(d)).To(Succeed())
 	return startManager(ctx, mgr)
 }
 
@@ -161,8 +162,9 @@ var _ = Describe("declarative child policies", func() {
 		example.SetGroupVersionKind(knob)
 		mgr := newManager(ns, framework.Options{})
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "policies", framework.ControllerOptions{}).
-			Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](knobDesired), declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, example}}))).To(Succeed())
+		d, err := declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](knobDesired), declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, example}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "policies", framework.ControllerOptions{}).Complete(d)).To(Succeed())
 		startManager(ctx, mgr)
 		createSiteWithLabels(ctx, ns, "dialled", anySpec, map[string]string{"knob": "yes"})
 		createSite(ctx, ns, "healthy", anySpec)

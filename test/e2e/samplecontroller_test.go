@@ -109,8 +109,9 @@ func startFoosOn(ctx context.Context, restCfg *rest.Config, ns string, r declara
 	Expect(err).NotTo(HaveOccurred(), "NewManager")
 	mgr.Scheme().AddKnownTypes(fooGV, &Foo{}, &FooList{})
 	metav1.AddToGroupVersion(mgr.Scheme(), fooGV)
-	Expect(framework.NewBuilder[*Foo](mgr, "foo", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, r, declarative.Options{ChildKinds: []object.Object{&appsv1.Deployment{}}}))).To(Succeed())
+	d, err := declarative.New(mgr, r, declarative.Options{ChildKinds: []object.Object{&appsv1.Deployment{}}})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(framework.NewBuilder[*Foo](mgr, "foo", framework.ControllerOptions{}).Complete(d)).To(Succeed())
 	startManager(ctx, mgr)
 	return mgr
 }

@@ -55,8 +55,9 @@ func startSiteMemberWith(ctx context.Context, c *rest.Config, ring, leases, id s
 	mgr, err := framework.NewManager(c, opts)
 	Expect(err).NotTo(HaveOccurred(), "NewManager")
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{Sharded: true}).
-		Complete(declarative.New(mgr, r, declarative.Options{ChildKinds: site.Children()}))).To(Succeed())
+	d, err := declarative.New(mgr, r, declarative.Options{ChildKinds: site.Children()})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{Sharded: true}).Complete(d)).To(Succeed())
 	return &siteMember{mgr: mgr, run: startManager(ctx, mgr)}
 }
 

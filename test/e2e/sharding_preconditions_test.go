@@ -179,9 +179,10 @@ var _ = Describe("a sharded declarative controller's writes", func() {
 		mgr, err := framework.NewManager(cfg, opts)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
+		d, err := declarative.New(mgr, r, declarative.Options{ChildKinds: site.Children()})
+		Expect(err).NotTo(HaveOccurred())
 		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{Sharded: true}).
-			WithPredicates(framework.GenerationChanged[*v1alpha1.StaticSite]).
-			Complete(declarative.New(mgr, r, declarative.Options{ChildKinds: site.Children()}))).To(Succeed())
+			WithPredicates(framework.GenerationChanged[*v1alpha1.StaticSite]).Complete(d)).To(Succeed())
 		a := &siteMember{mgr: mgr, run: startManager(ctx, mgr)}
 		Eventually(ctx, a.serving).WithTimeout(30*time.Second).Should(HaveLen(32), "a serves every bucket")
 		_, nss := siteNamespaces(ctx, ring, 1, a)

@@ -41,12 +41,13 @@ var _ = Describe("errors shown without object data", func() {
 			Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true},
 		})
 		Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "shown", framework.ControllerOptions{}).
-			Complete(declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
-				j := migrationJob(site.Name+"-migrate", imageOf(site))
-				j.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "DB_PASSWORD", Value: dbPassword}}
-				return declarative.State{Children: []any{declarative.NewChild(j)}, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
-			}), declarative.Options{ChildKinds: []object.Object{&batchv1.Job{}}}))).To(Succeed())
+		d, err := declarative.New(mgr, declarative.Func[*v1alpha1.StaticSite](func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
+			j := migrationJob(site.Name+"-migrate", imageOf(site))
+			j.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "DB_PASSWORD", Value: dbPassword}}
+			return declarative.State{Children: []any{declarative.NewChild(j)}, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
+		}), declarative.Options{ChildKinds: []object.Object{&batchv1.Job{}}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "shown", framework.ControllerOptions{}).Complete(d)).To(Succeed())
 		startManager(ctx, mgr)
 		Eventually(ctx, mgr.MetricsAddress).ShouldNot(BeEmpty())
 		createSite(ctx, ns, "plain", anySpec)

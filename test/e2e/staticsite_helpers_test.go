@@ -73,10 +73,11 @@ func startSites(ctx context.Context, ns string, r declarative.Reconciler[*v1alph
 	GinkgoHelper()
 	mgr := newManager(ns, opts)
 	Expect(v1alpha1.AddToScheme(mgr.Scheme())).To(Succeed())
-	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).
-		Complete(declarative.New(mgr, r, declarative.Options{
-			ChildKinds: site.Children(),
-		}))).To(Succeed())
+	d, err := declarative.New(mgr, r, declarative.Options{
+		ChildKinds: site.Children(),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(framework.NewBuilder[*v1alpha1.StaticSite](mgr, "staticsite", framework.ControllerOptions{}).Complete(d)).To(Succeed())
 	return mgr, startManager(ctx, mgr)
 }
 

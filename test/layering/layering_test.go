@@ -123,6 +123,31 @@ var rules = []struct {
 		forbidden: []string{stdOnly},
 	},
 	{
+		name:      "framework/internal/history, a controller's reconcile history, sits below framework: of converge it imports only reconcile and framework/introspect (whose Blocker a record keeps)",
+		from:      []string{"framework/internal/history"},
+		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/framework/webhook", module + "/framework/internal/...", module + "/client", module + "/declarative", module + "/internal/klogcap", module + "/internal/errtext"},
+	},
+	{
+		name:      "framework/internal/reconcilelog, a reconcile's log sink, sits below framework: of converge it imports only reconcile, framework/introspect and internal/klogcap",
+		from:      []string{"framework/internal/reconcilelog"},
+		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/framework/webhook", module + "/framework/internal/...", module + "/client", module + "/declarative", module + "/internal/errtext"},
+	},
+	{
+		name:      "framework/internal/recorder, Event recording, sits below framework: of framework's rooms it imports only framework/internal/reconcilelog, and never the manager, the client or declarative",
+		from:      []string{"framework/internal/recorder"},
+		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/framework/webhook", module + "/framework/internal/history", module + "/framework/internal/served", module + "/framework/internal/ring", module + "/framework/internal/serving", module + "/framework/internal/syncgc", module + "/client", module + "/declarative"},
+	},
+	{
+		name:      "framework/internal/served, watching a kind while the API server serves it, sits below framework: of converge it imports only reconcile (the source it watches is handed in as functions)",
+		from:      []string{"framework/internal/served"},
+		forbidden: []string{module + "/framework/...", module + "/client", module + "/informers", module + "/workqueue", module + "/object", module + "/sharding", module + "/lease", module + "/declarative", module + "/internal/..."},
+	},
+	{
+		name:      "framework's rooms for history, reconcile logs, events and served kinds are framework's alone: no package beside or below it imports them",
+		from:      []string{"framework/controllerutil", "framework/webhook", "framework/fake", "framework/envtest", "framework/introspect", "framework/internal/serving", "framework/internal/syncgc", "framework/internal/ring"},
+		forbidden: []string{module + "/framework/internal/history", module + "/framework/internal/reconcilelog", module + "/framework/internal/recorder", module + "/framework/internal/served"},
+	},
+	{
 		name:      "framework/webhook holds handlers only: it may import object and framework/internal/serving, never the manager, the client, declarative or the test control plane",
 		from:      []string{"framework/webhook"},
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/client", module + "/declarative", module + "/informers", module + "/workqueue", module + "/reconcile"},

@@ -17,10 +17,13 @@ import (
 // section shows: Desired returns the two children and the status, and
 // converge applies, watches and prunes them and writes the status.
 func runApps(mgr *framework.Manager, opts framework.ControllerOptions) error {
-	return framework.NewBuilder[*workload.App](mgr, "bench", opts).
-		Complete(declarative.New(mgr, declarative.Func[*workload.App](desiredApp), declarative.Options{
-			ChildKinds: []object.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}},
-		}))
+	d, err := declarative.New(mgr, declarative.Func[*workload.App](desiredApp), declarative.Options{
+		ChildKinds: []object.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}},
+	})
+	if err != nil {
+		return err
+	}
+	return framework.NewBuilder[*workload.App](mgr, "bench", opts).Complete(d)
 }
 
 // desiredApp is what should exist for one App.

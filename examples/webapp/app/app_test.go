@@ -52,8 +52,11 @@ func start(t *testing.T, spec v1alpha1.WebAppSpec) *rig {
 		r.calls.Add(1)
 		return app.Desired(ctx, web)
 	}
-	err := framework.NewBuilder[*v1alpha1.WebApp](r.mgr, "webapp", framework.ControllerOptions{}).
-		Complete(declarative.New(r.mgr, declarative.Func[*v1alpha1.WebApp](desired), declarative.Options{ChildKinds: app.Children()}))
+	d, err := declarative.New(r.mgr, declarative.Func[*v1alpha1.WebApp](desired), declarative.Options{ChildKinds: app.Children()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = framework.NewBuilder[*v1alpha1.WebApp](r.mgr, "webapp", framework.ControllerOptions{}).Complete(d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package framework
+package recorder
 
 import (
 	"context"
@@ -71,7 +71,7 @@ func TestEventSinkReportsRejectionsItself(t *testing.T) {
 		{"transport: client-go retries", transport, false, false, transport, false},
 	} {
 		var lines []string
-		s := &eventSink{EventSink: fakeEventSink{err: tc.err}, log: funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})}
+		s := &Sink{EventSink: fakeEventSink{err: tc.err}, log: funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})}
 		ev := &eventsv1.Event{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cm.1"},
 			Reason:     "Noted", Note: "secret note",
@@ -102,7 +102,7 @@ func TestEventSinkReportsRejectionsItself(t *testing.T) {
 
 func TestRedactObjects(t *testing.T) {
 	var line string
-	log := redactObjects(funcr.New(func(prefix, args string) { line = args }, funcr.Options{}))
+	log := Redact(funcr.New(func(prefix, args string) { line = args }, funcr.Options{}))
 	var nilPod *corev1.Pod
 	log.Info("x", "event", &eventsv1.Event{Type: "Warning", Reason: "R", Note: "body", Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "p"}},
 		"object", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}, Data: map[string]string{"k": "body"}},

@@ -1,4 +1,8 @@
-package framework
+// Package history keeps a controller's recent reconciles in a fixed memory
+// budget: the last few of each recently reconciled key, and a five-minute
+// series of counts, errors and durations, which the debug endpoint, its
+// page and converge explain show.
+package history
 
 import (
 	"strings"
@@ -10,34 +14,34 @@ import (
 )
 
 // The memory budget of a controller's history: the last historyDepth
-// reconciles of each of the HistoryKeys most recently reconciled keys, each
-// error text cut to maxErrorText bytes. A key holds as many records as it
-// had reconciles, up to historyDepth: with the default 1024 keys each
-// reconciled once (a controller after its first sync) that is about
-// 0.4 MB per controller (BenchmarkHistory100kKeys measures it), about
-// 0.9 MB when each holds historyDepth records, and 3.5 MB at most when
-// every record holds a long error, however many objects the controller
-// reconciles.
+// reconciles of each of the HistoryKeys (ControllerOptions.HistoryKeys)
+// most recently reconciled keys, each error text cut to maxErrorText
+// bytes. A key holds as many records as it had reconciles, up to
+// historyDepth: with the default 1024 keys each reconciled once (a
+// controller after its first sync) that is about 0.4 MB per controller
+// (BenchmarkHistory100kKeys measures it), about 0.9 MB when each holds
+// historyDepth records, and 3.5 MB at most when every record holds a long
+// error, however many objects the controller reconciles.
 const (
 	historyDepth        = 5
 	maxErrorText        = 512
 	defaultHistoryKeys  = 1024
-	seriesBucket        = 5 * time.Second
+	SeriesBucket        = 5 * time.Second
 	seriesBuckets       = 60 // five minutes
 	historyTruncatedTag = " …(truncated)"
 )
 
-// reconcileRecord is one finished reconcile, as the history keeps it.
-type reconcileRecord struct {
-	start        time.Time
-	took         time.Duration
-	requeueAfter time.Duration
-	retries      int
-	worker       int
-	reason       reconcile.Reason
-	result       string
-	err          string
-	blocked      *introspect.Blocker // shared, never modified
+// Record is one finished reconcile, as the history keeps it.
+type Record struct {
+	Start        time.Time
+	Took         time.Duration
+	RequeueAfter time.Duration
+	Retries      int
+	Worker       int
+	Reason       reconcile.Reason
+	Result       string
+	Err          string
+	Blocked      *introspect.Blocker // shared, never modified
 }
 
 // keyHistory is the slot of one key: its last records, newest at
@@ -46,26 +50,26 @@ type reconcileRecord struct {
 // when the slot is recycled for another key.
 type keyHistory struct {
 	req        reconcile.Request
-	recs       []reconcileRecord
+	recs       []Record
 	n          int
 	prev, next int32
 }
 
-// seriesPoint is one bucket of a controller's recent activity.
-type seriesPoint struct {
-	bucket int64 // start of the bucket, in seriesBucket units since the epoch
-	n      int
-	errors int
-	took   time.Duration
+// Point is one bucket of a controller's recent activity.
+type Point struct {
+	Bucket int64 // start of the bucket, in SeriesBucket units since the epoch
+	N      int
+	Errors int
+	Took   time.Duration
 }
 
-// history keeps a controller's recent reconciles: per key, in a fixed array
-// of slots recycled least recently used first, and per five-second bucket
+// History keeps a controller's recent reconciles: per key, in a fixed array
+// Of slots recycled least recently used first, and per five-second bucket
 // for the last five minutes. Recording takes mu once and allocates nothing
 // once the slots hold as many records as their keys get (an error text cut
-// to size is copied), so it stays off the cost of a reconcile. A history
+// to size is copied), so it stays off the cost of a reconcile. A History
 // is safe for concurrent use.
-type history struct {
+type History struct {
 	mu sync.Mutex
 	// slots, index, head and tail are the LRU of keys; mu guards every
 	// field. head is the most recently used slot, tail the least; -1 when
@@ -75,33 +79,33 @@ type history struct {
 	index      map[reconcile.Request]int32
 	head, tail int32
 	// series is a ring of buckets, by bucket number modulo seriesBuckets.
-	series [seriesBuckets]seriesPoint
+	series [seriesBuckets]Point
 	// total and errors count every reconcile recorded.
 	total, errors uint64
 }
 
-// newHistory returns a history of size keys; size < 0 keeps only the
+// New returns a History of size keys; size < 0 keeps only the
 // series and totals.
-func newHistory(size int) *history {
+func New(size int) *History {
 	if size == 0 {
 		size = defaultHistoryKeys
 	}
-	return &history{size: max(size, 0), head: -1, tail: -1}
+	return &History{size: max(size, 0), head: -1, tail: -1}
 }
 
-// record adds r, a reconcile of req.
-func (h *history) record(req reconcile.Request, r reconcileRecord) {
-	if len(r.err) > maxErrorText {
+// Record adds r, a reconcile of req.
+func (h *History) Record(req reconcile.Request, r Record) {
+	if len(r.Err) > maxErrorText {
 		// Copy, so that the history does not keep a huge error alive.
-		r.err = strings.Clone(r.err[:maxErrorText]) + historyTruncatedTag
+		r.Err = strings.Clone(r.Err[:maxErrorText]) + historyTruncatedTag
 	}
-	if r.blocked != nil && len(r.blocked.Message) > maxErrorText {
-		b := *r.blocked
+	if r.Blocked != nil && len(r.Blocked.Message) > maxErrorText {
+		b := *r.Blocked
 		b.Message = strings.Clone(b.Message[:maxErrorText]) + historyTruncatedTag
-		r.blocked = &b
+		r.Blocked = &b
 	}
-	failed := r.err != ""
-	b := r.start.UnixNano() / int64(seriesBucket)
+	failed := r.Err != ""
+	b := r.Start.UnixNano() / int64(SeriesBucket)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.total++
@@ -109,21 +113,21 @@ func (h *history) record(req reconcile.Request, r reconcileRecord) {
 		h.errors++
 	}
 	p := &h.series[b%seriesBuckets]
-	if p.bucket != b {
-		*p = seriesPoint{bucket: b}
+	if p.Bucket != b {
+		*p = Point{Bucket: b}
 	}
-	p.n++
+	p.N++
 	if failed {
-		p.errors++
+		p.Errors++
 	}
-	p.took += r.took
+	p.Took += r.Took
 	if h.size == 0 {
 		return
 	}
 	s := h.slotLocked(req)
 	if len(s.recs) < historyDepth {
 		if len(s.recs) == cap(s.recs) {
-			grown := make([]reconcileRecord, len(s.recs), min(max(2*cap(s.recs), 1), historyDepth))
+			grown := make([]Record, len(s.recs), min(max(2*cap(s.recs), 1), historyDepth))
 			copy(grown, s.recs)
 			s.recs = grown
 		}
@@ -135,7 +139,7 @@ func (h *history) record(req reconcile.Request, r reconcileRecord) {
 
 // slotLocked returns req's slot, made most recently used; a key seen for
 // the first time takes a free slot or the least recently used one.
-func (h *history) slotLocked(req reconcile.Request) *keyHistory {
+func (h *History) slotLocked(req reconcile.Request) *keyHistory {
 	if h.slots == nil {
 		h.slots = make([]keyHistory, 0, h.size)
 		h.index = make(map[reconcile.Request]int32, h.size)
@@ -170,7 +174,7 @@ func (h *history) slotLocked(req reconcile.Request) *keyHistory {
 	return s
 }
 
-func (h *history) unlinkLocked(i int32) {
+func (h *History) unlinkLocked(i int32) {
 	s := &h.slots[i]
 	if s.prev >= 0 {
 		h.slots[s.prev].next = s.next
@@ -185,7 +189,7 @@ func (h *history) unlinkLocked(i int32) {
 }
 
 // of returns req's records, newest first; nil when none is kept.
-func (h *history) of(req reconcile.Request) []reconcileRecord {
+func (h *History) Of(req reconcile.Request) []Record {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i, ok := h.index[req]
@@ -194,17 +198,17 @@ func (h *history) of(req reconcile.Request) []reconcileRecord {
 	}
 	s := &h.slots[i]
 	n := min(s.n, historyDepth)
-	out := make([]reconcileRecord, n)
+	out := make([]Record, n)
 	for j := range n {
 		out[j] = s.recs[(s.n-1-j)%historyDepth]
 	}
 	return out
 }
 
-// eachLast calls fn with the last record of every key the history holds,
+// EachLast calls fn with the last record of every key the history holds,
 // most recently used first, with the history's lock held: fn must be quick
 // and must not keep r.
-func (h *history) eachLast(fn func(req reconcile.Request, r *reconcileRecord)) {
+func (h *History) EachLast(fn func(req reconcile.Request, r *Record)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i := h.head; i >= 0; i = h.slots[i].next {
@@ -215,26 +219,26 @@ func (h *history) eachLast(fn func(req reconcile.Request, r *reconcileRecord)) {
 	}
 }
 
-// keys returns how many keys the history holds.
-func (h *history) keys() int {
+// Keys returns how many keys the history holds.
+func (h *History) Keys() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.index)
 }
 
-// recent returns the buckets of the last five minutes up to now, oldest
+// Recent returns the buckets of the last five minutes up to now, oldest
 // first, and the totals.
-func (h *history) recent(now time.Time) (points []seriesPoint, total, errors uint64) {
-	last := now.UnixNano() / int64(seriesBucket)
-	points = make([]seriesPoint, seriesBuckets)
+func (h *History) Recent(now time.Time) (points []Point, total, errors uint64) {
+	last := now.UnixNano() / int64(SeriesBucket)
+	points = make([]Point, seriesBuckets)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for j := range seriesBuckets {
 		b := last - int64(seriesBuckets-1-j)
-		if p := h.series[b%seriesBuckets]; p.bucket == b {
+		if p := h.series[b%seriesBuckets]; p.Bucket == b {
 			points[j] = p
 		} else {
-			points[j] = seriesPoint{bucket: b}
+			points[j] = Point{Bucket: b}
 		}
 	}
 	return points, h.total, h.errors
