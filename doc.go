@@ -62,6 +62,26 @@
 // make: controller owner references, finalizers, merge patches, and
 // create-or-update / create-or-patch through the manager's client.
 //
+// Inside framework, the Lease ring of framework.Options.Sharding lives in
+// framework/internal/ring,
+// which only this package imports: it claims, renews and hands over the
+// buckets, and drives each sharded controller's primary source through
+// ring.User. That source, the informers of the buckets held, read per
+// bucket, with the marks a bucket's next holder starts from, lives in
+// framework/internal/shard (shard.Primary); sharded.go binds the
+// controller's sources to it through shard.Source. A Controller learns of
+// sharding only through its gate (shard.Gate), nil when it is not
+// sharded. framework/internal/syncgc raises GOGC while
+// caches first sync, for the manager and the ring.
+//
+// Four more rooms below framework, each imported only by it, hold one
+// concept each: framework/internal/history keeps each controller's recent
+// reconciles, which the debug endpoint shows; framework/internal/reconcilelog
+// is the log sink of one reconcile (what ReasonFrom and NoteBlocked read);
+// framework/internal/recorder completes, sends and redacts the events of
+// Manager.EventRecorder; and framework/internal/served watches the kind of a
+// WhenServed source while the API server serves it.
+//
 // # Webhooks
 //
 // Package framework/webhook holds admission (Defaulter, Validator) and

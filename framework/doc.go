@@ -90,42 +90,6 @@
 // too: to drop every line, pass logr.FromSlogHandler(slog.DiscardHandler),
 // which leaves klog as it is.
 //
-// # Tuning
-//
-// Options.SyncGCPercent raises GOGC while the caches first sync, and while
-// a sharding ring member first reads the buckets it claims: decoding the
-// initial lists allocates, within a second or two, most of what the process
-// will keep, and a larger heap target then saves about a quarter of the CPU
-// of starting up; the memory the lists left behind is then returned to the
-// operating system. Compression (Options.DisableCompression) pays off for
-// objects that compress, such as Pods: the API server compresses large lists
-// and the watches client-go starts with a streamed list, and in the
-// benchmark, without it a backlog of Pod changes drained about a third
-// slower and changes made during start-up waited longer. Disabling it may
-// save CPU for data that does not compress, such as random or encrypted
-// bytes.
-//
-// # Inside
-//
-// The Lease ring of Options.Sharding lives in framework/internal/ring,
-// which only this package imports: it claims, renews and hands over the
-// buckets, and drives each sharded controller's primary source through
-// ring.User. That source, the informers of the buckets held, read per
-// bucket, with the marks a bucket's next holder starts from, lives in
-// framework/internal/shard (shard.Primary); sharded.go binds the
-// controller's sources to it through shard.Source. A Controller learns of
-// sharding only through its gate (shard.Gate), nil when it is not
-// sharded. framework/internal/syncgc raises GOGC while
-// caches first sync, for the manager and the ring.
-//
-// Four more rooms below framework, each imported only by it, hold one
-// concept each: framework/internal/history keeps each controller's recent
-// reconciles, which the debug endpoint shows; framework/internal/reconcilelog
-// is the log sink of one reconcile (what ReasonFrom and NoteBlocked read);
-// framework/internal/recorder completes, sends and redacts the events of
-// Manager.EventRecorder; and framework/internal/served watches the kind of a
-// WhenServed source while the API server serves it.
-//
 // See ExampleNewBuilder, ExampleManager, ExampleManager_APIReader,
 // ExampleBuilder_OwnsMetadata and ExampleAddWebhook.
 package framework

@@ -87,7 +87,7 @@ type Options struct {
 	// the manager's clients. Zero (false) leaves the rest.Config's setting
 	// as it is (compressed, unless the config says otherwise). It sets the
 	// transport the manager builds, so it cannot be set with
-	// Cache.HTTPClient. See the package doc (# Tuning) for when it pays.
+	// Cache.HTTPClient. The README (Performance, Tuning) says when it pays.
 	DisableCompression bool
 
 	// SyncGCPercent is the garbage collector's GOGC while the caches first
@@ -96,7 +96,7 @@ type Options struct {
 	// restored and the memory the sync freed is returned to the operating
 	// system. A
 	// larger GOGC (or GOGC=off) is left alone, and a memory limit
-	// (GOMEMLIMIT) still bounds the heap. See the package doc (# Tuning).
+	// (GOMEMLIMIT) still bounds the heap; the README (Performance, Tuning) says what it saves.
 	// Zero means 400; negative means the GC settings are never touched.
 	SyncGCPercent int
 
