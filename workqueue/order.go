@@ -183,7 +183,7 @@ func (o *order[K]) drop(l *lane[K]) {
 		delete(o.byName, l.name)
 	}
 	l.dropped, l.paused = true, false
-	l.normal, l.replay = fifo[entry[K]]{}, fifo[entry[K]]{}
+	l.normal, l.replay, l.replayLive = fifo[entry[K]]{}, fifo[entry[K]]{}, 0
 	if l.held == 0 {
 		o.freeLane(l)
 	}
