@@ -449,6 +449,9 @@ func TestDropFlowLeavesNothingBehind(t *testing.T) {
 	q.AddAfter("a/held", time.Millisecond)
 	q.AddRateLimited("a/held")
 	q.Postpone("a/held", time.Millisecond)
+	if s := q.Inspect("a/held"); s.Pending || s.Delayed || s.Queued {
+		t.Errorf("a/held re-added during its reconcile after DropFlow: %+v; want nothing owed", s)
+	}
 	q.Done("a/held")
 	if n := q.NumRequeues("a/held"); n != 0 {
 		t.Errorf("NumRequeues(a/held) is %d after its Done; want 0", n)
@@ -561,5 +564,40 @@ func TestFlowsReportsWaits(t *testing.T) {
 	}
 	if !within(s.WaitP99, 99*time.Millisecond) {
 		t.Errorf("WaitP99 is %v; want 99ms to 123.75ms", s.WaitP99)
+	}
+}
+
+// Keys lists the keys in the order Get hands them out: the runnable flows
+// round-robin, each up to its limit, then the keys of flows at their limit
+// and of paused flows, flow by flow.
+func TestKeysWithFlows(t *testing.T) {
+	q, _ := newFakeQueue(t, workqueue.Options[string]{Flow: flowOf, FlowLimit: 2})
+	q.PauseFlow("c")
+	for _, k := range []string{"a/1", "a/2", "a/3", "c/1", "b/1", "b/2"} {
+		q.Add(k)
+	}
+	keys := func(offset, limit int) []string {
+		var out []string
+		for _, k := range q.Keys(offset, limit) {
+			out = append(out, k.Key)
+		}
+		return out
+	}
+	want := []string{"a/1", "b/1", "a/2", "b/2", "a/3", "c/1"}
+	if got := keys(0, 100); !slices.Equal(got, want) {
+		t.Fatalf("Keys listed %q; want %q", got, want)
+	}
+	if got := keys(3, 2); !slices.Equal(got, want[3:5]) {
+		t.Fatalf("Keys(3, 2) listed %q; want %q", got, want[3:5])
+	}
+	var got []string
+	for range 4 {
+		got = append(got, mustGet(t, q)) // held: a reaches its limit
+	}
+	if !slices.Equal(got, want[:4]) {
+		t.Fatalf("Get handed out %q; Keys listed %q first", got, want[:4])
+	}
+	if got := keys(0, 100); !slices.Equal(got, want[4:]) {
+		t.Fatalf("Keys listed %q after the Gets; want %q", got, want[4:])
 	}
 }
