@@ -90,18 +90,19 @@ type core[K comparable] struct {
 //     are discarded until Done, which forgets it.
 type keyState struct {
 	dirty, processing, dropped bool
-	hint                       hint
+	// inReplay is true while the key's live entry is in its lane's replay
+	// fifo, with sequence number replaySeq.
+	inReplay bool
+	hint     hint
+	// out is the hint the key was last handed out with, for Postpone.
+	out hint
 	// lane is the index of the key's flow's lane in order.lanes, chosen
-	// when the state is made and kept until it is freed.
-	lane uint32
-	// inReplay is true while the key's live entry is in order's replay fifo, with
-	// sequence number replaySeq.
-	inReplay  bool
+	// when the state is made and kept until it is freed. (The fields are
+	// ordered so that a keyState stays in the 48-byte size class.)
+	lane      uint32
 	replaySeq uint64
 	// heldAt is the key's index in core.held while processing.
 	heldAt int
-	// out is the hint the key was last handed out with, for Postpone.
-	out hint
 	// added is the ordering time of the first add since it was last handed
 	// out, and started that of the Get that handed it out: the queue and
 	// work durations of the metrics.

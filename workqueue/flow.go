@@ -64,10 +64,11 @@ func (q *Queue[K]) ResumeFlow(flow string) { q.core.resume(flow) }
 //     discarded: the reconcile of a dropped key cannot bring it back;
 //   - rate limiting is reset (as by Forget) for each of them, for held keys
 //     at Done;
-//   - the flow's pause, limit count and statistics are forgotten.
+//   - the flow's pause and statistics are forgotten.
 //
 // Keys of the flow added afterwards (and not held by a worker since before
-// DropFlow) start the flow anew. Dropping a flow the queue has no record of
+// DropFlow) start the flow anew: not paused, and with the held keys of the
+// dropped flow not counted toward its FlowLimit. Dropping a flow the queue has no record of
 // drops its delayed keys, if any, and returns their number.
 func (q *Queue[K]) DropFlow(flow string) int {
 	n, forget := q.core.dropFlow(flow)

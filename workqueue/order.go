@@ -263,6 +263,12 @@ func (o *order[K]) pop(l *lane[K]) entry[K] {
 	e := l.pop()
 	o.n--
 	l.held++
+	if o.flow != nil && l.len() == 0 {
+		// Many flows must not each keep the buffers of their largest
+		// burst (see keepFIFO): an idle flow keeps minFIFO entries.
+		l.normal.trim()
+		l.replay.trim()
+	}
 	if o.ring.len() > 1 || !o.runnable(l) {
 		o.ring.pop()
 		l.inRing = false

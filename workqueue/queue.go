@@ -72,9 +72,8 @@ type Options[K comparable] struct {
 	// quick, must not call the queue, and should return the same flow for
 	// a key each time. A key whose flow changes stays in the flow it was
 	// queued in until Done(k) finds it not added again. The queue keeps a
-	// record of each flow it has seen (a few hundred bytes, with its wait
-	// histogram) until DropFlow, so Flow should map keys to a bounded set
-	// of flows.
+	// record of each flow it has seen (about 2 KB, with its wait histogram)
+	// until DropFlow, so Flow should map keys to a bounded set of flows.
 	// Zero means one flow, named "": every key is in it.
 	Flow func(K) string
 
@@ -83,7 +82,7 @@ type Options[K comparable] struct {
 	// worker calls Done for one of its keys, so that a flow whose keys are
 	// slow to process (its cluster unreachable, say) cannot occupy every
 	// worker. Set it below the number of workers to keep one free for the
-	// other flows. Keys of a dropped flow count until Done.
+	// other flows.
 	// Zero (or negative) means no limit.
 	FlowLimit int
 }
@@ -113,8 +112,8 @@ func DefaultRateLimiter[K comparable]() workqueue.TypedRateLimiter[K] {
 }
 
 // Queue is a rate-limited queue of keys, drained by controller workers, with
-// two priority classes. See the package documentation for the ordering and
-// the guarantees.
+// two priority classes and fair flows. See the package documentation for
+// the ordering and the guarantees.
 //
 // All methods are safe for concurrent use. A worker loops on Get, processes
 // the key, calls Forget on success (or when giving up) or AddRateLimited to
