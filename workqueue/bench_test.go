@@ -144,3 +144,108 @@ func itoa(n int) string {
 	}
 	return string(buf[i:])
 }
+
+// flowQueue returns a queue whose keys are spread over n flows (n = 0:
+// Flow nil).
+func flowQueue(n int) *workqueue.Queue[int] {
+	if n == 0 {
+		return workqueue.New(workqueue.Options[int]{})
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "flow-" + itoa(i)
+	}
+	return workqueue.New(workqueue.Options[int]{Flow: func(k int) string { return names[k%n] }})
+}
+
+var flowCounts = []int{0, 1, 10, 100}
+
+// BenchmarkFlowsRoundTrip is BenchmarkRoundTrip with the keys spread over
+// flows (flows=0: no Flow function).
+func BenchmarkFlowsRoundTrip(b *testing.B) {
+	for _, n := range flowCounts {
+		b.Run("flows="+itoa(n), func(b *testing.B) {
+			q := flowQueue(n)
+			defer q.ShutDown()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				q.Add(i & 1023)
+				k, _ := q.Get()
+				q.Done(k)
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkFlowsBatch queues a batch of 4096 keys spread over flows, then
+// drains it: the cost per key of the lanes and the ring of flows.
+func BenchmarkFlowsBatch(b *testing.B) {
+	const batch = 4096
+	for _, n := range flowCounts {
+		b.Run("flows="+itoa(n), func(b *testing.B) {
+			q := flowQueue(n)
+			defer q.ShutDown()
+			b.ReportAllocs()
+			for b.Loop() {
+				for k := range batch {
+					q.Add(k)
+				}
+				for range batch {
+					k, _ := q.Get()
+					q.Done(k)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/key")
+		})
+	}
+}
+
+// BenchmarkFlood queues a backlog of 10,000 keys in one flow, then one key
+// in another, and reports how many Gets it takes to hand that key out:
+// the harm a flood does to a quiet flow without flows (the whole backlog),
+// and its absence with them (two Gets).
+func BenchmarkFlood(b *testing.B) {
+	const backlog = 10000
+	const quiet = backlog // the quiet key; the flood is 0..backlog-1
+	for _, flows := range []bool{false, true} {
+		name := "flows=off"
+		opts := workqueue.Options[int]{}
+		if flows {
+			name = "flows=on"
+			opts.Flow = func(k int) string {
+				if k == quiet {
+					return "quiet"
+				}
+				return "flood"
+			}
+		}
+		b.Run(name, func(b *testing.B) {
+			q := workqueue.New(opts)
+			defer q.ShutDown()
+			gets := 0
+			for b.Loop() {
+				for k := range backlog {
+					q.Add(k)
+				}
+				q.Add(quiet)
+				for n := 1; ; n++ {
+					k, _ := q.Get()
+					q.Done(k)
+					if k == quiet {
+						gets = n
+						break
+					}
+				}
+				b.StopTimer()
+				for q.Len() > 0 {
+					k, _ := q.Get()
+					q.Done(k)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(gets), "gets-to-quiet-key")
+		})
+	}
+}
