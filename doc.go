@@ -2,7 +2,7 @@
 // package holds no code; it maps the packages a controller author uses.
 // Imports go one way: reconcile, object, lease and sharding, then
 // workqueue and informers (which never import each other), then client,
-// then framework, then declarative; test/layering checks it. The one exception is
+// then cluster, then framework, then declarative; test/layering checks it. The one exception is
 // internal/testenv, test support that imports framework: only _test.go files
 // may import it, which test/layering checks too.
 // internal/hooks lets framework and declarative call the few functions
@@ -53,6 +53,16 @@
 // delete, delete-all-of, the status subresource, and an APIReader for reads
 // the cache cannot serve. Writes are fenced (refused once the manager says
 // so) and every error names the object.
+//
+// # Clusters
+//
+// Package cluster is the clusters a manager talks to: a Cluster is one API
+// server with its cache, client, API reader, REST mapper and health; the Set
+// is the registry of the engaged ones, the manager's own (named "") among
+// them; Providers engage and disengage the others, and cluster.From(ctx)
+// is the cluster of a reconcile's request (reconcile.Request.Cluster).
+// Engagement never blocks a provider, and a disengaged cluster's client
+// refuses writes (ErrDisengaged).
 //
 // # Managers and controllers
 //

@@ -16,7 +16,11 @@ import (
 // object from the cache and hands it over, or hands a tombstone to the
 // optional DeletionReconciler when the object is gone.
 type objectAdapter[T object.Object] struct {
-	reader  informers.Reader[T]
+	reader informers.Reader[T] // the manager's own cluster's
+	// remote returns the reader of another engaged cluster, nil when the
+	// controller does not watch it (any more); nil for a controller of
+	// the manager's own cluster only.
+	remote  func(cluster string) informers.Reader[T]
 	r       reconcile.ObjectReconciler[T]
 	deleted reconcile.DeletionReconciler[T] // nil: deletions are dropped
 
@@ -26,15 +30,29 @@ type objectAdapter[T object.Object] struct {
 	tombstones map[reconcile.Request]T
 }
 
-// remember keeps the last state of a deleted object for ReconcileDeleted.
-func (a *objectAdapter[T]) remember(obj T) {
-	a.mu.Lock()
-	a.tombstones[requestFor(obj)] = obj
-	a.mu.Unlock()
+// remember keeps the last state of a deleted object of the manager's own
+// cluster for ReconcileDeleted.
+func (a *objectAdapter[T]) remember(obj T) { a.rememberIn("")(obj) }
+
+// rememberIn returns remember for the objects of the named cluster.
+func (a *objectAdapter[T]) rememberIn(cluster string) func(T) {
+	return func(obj T) {
+		req := requestFor(obj)
+		req.Cluster = cluster
+		a.mu.Lock()
+		a.tombstones[req] = obj
+		a.mu.Unlock()
+	}
 }
 
 func (a *objectAdapter[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	obj, err := a.reader.Get(ctx, types.NamespacedName(req))
+	reader := a.reader
+	if req.Cluster != "" {
+		if reader = a.remote(req.Cluster); reader == nil {
+			return reconcile.Result{}, nil // disengaged meanwhile: its keys are dropped
+		}
+	}
+	obj, err := reader.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name})
 	found := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
+	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework/internal/history"
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/framework/internal/shard"
@@ -94,6 +95,18 @@ type ControllerOptions struct {
 	// election).
 	Sharded bool
 
+	// Clusters says which of the manager's engaged clusters (package
+	// cluster) the controller watches and reconciles. With Remote, each
+	// engaged cluster's keys form a flow of the queue (workqueue.Options.
+	// Flow): a cluster's keys wait until its informers synced, workers
+	// hold at most max(1, Workers-1) keys of one cluster at once so
+	// another cluster always gets a worker, and a disengaged cluster's
+	// keys are dropped. A reconcile finds its cluster with cluster.From,
+	// and runs on a context cancelled when that cluster is disengaged. It
+	// cannot be combined with Sharded. Zero means the manager's own
+	// cluster only.
+	Clusters cluster.Scope
+
 	// HistoryKeys is how many keys the controller remembers the last five
 	// reconciles of (start, duration, reason, result, error text cut to 512
 	// bytes, requeue-after, NoteBlocked's Blocker), for the manager's debug
@@ -125,6 +138,9 @@ func (o ControllerOptions) validate() error {
 	}
 	if o.ResyncPeriod > 0 && o.ResyncPeriod < informers.MinResyncPeriod {
 		errs = append(errs, fmt.Errorf("ControllerOptions.ResyncPeriod must be at least %v (or negative for none), got %v", informers.MinResyncPeriod, o.ResyncPeriod))
+	}
+	if o.Sharded && o.Clusters.Remote {
+		errs = append(errs, errors.New("ControllerOptions.Sharded and Clusters.Remote cannot be combined: a sharded controller reads the manager's own cluster only"))
 	}
 	if o.ReconcileTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ControllerOptions.ReconcileTimeout must not be negative, got %v", o.ReconcileTimeout))
@@ -174,6 +190,22 @@ type Controller struct {
 	mu sync.Mutex
 	// inflight holds the reconciles running now, by ID; mu guards it.
 	inflight map[uint64]inflightReconcile
+
+	// local is the manager's own cluster, which From returns in its
+	// reconciles; set by the builder.
+	local *cluster.Cluster
+	// bindCluster binds the sources to an engaged cluster other than the
+	// manager's own, and flows is the queue's flows (one per cluster); both
+	// nil unless ControllerOptions.Clusters.Remote.
+	bindCluster func(*cluster.Cluster) (*clusterBinding, error)
+	flows       flowQueue
+	bindMu      sync.Mutex
+	// runCtx is Start's context once the workers run; bindMu guards it,
+	// bindings (by cluster name) and pending (clusters engaged before
+	// Start, bound then).
+	runCtx   context.Context
+	bindings map[string]*clusterBinding
+	pending  map[string]*cluster.Cluster
 }
 
 // primaryInformer is what the debug pages read of the informer of the kind
@@ -266,8 +298,12 @@ func (c *Controller) Start(ctx context.Context) error {
 	defer c.queue.ShutDown() // also when Start returns before its workers run
 	c.phase.Store(int32(phaseSyncing))
 	defer c.phase.Store(int32(phaseStopped))
+	srcCtx := ctx
+	if c.local != nil {
+		srcCtx = cluster.NewContext(ctx, c.local)
+	}
 	for _, s := range c.sources {
-		reg, err := s.start(ctx)
+		reg, err := s.start(srcCtx)
 		if err != nil {
 			return fmt.Errorf("controller %q: %w", c.name, err)
 		}
@@ -293,6 +329,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	for i := range c.opts.Workers {
 		wg.Go(func() { c.worker(workCtx, i+1) })
 	}
+	c.startClusters(ctx)
 	c.log.Info("controller started", "workers", c.opts.Workers) // caches synced: the one line a healthy controller logs
 	<-ctx.Done()
 
@@ -379,6 +416,25 @@ const shardRetry = 100 * time.Millisecond
 // sharded controller reconciles req when its bucket is served here, on a
 // context fenced by the bucket, and drops keys of buckets held elsewhere.
 func (c *Controller) dispatch(ctx context.Context, req reconcile.Request, reason reconcile.Reason, worker int) {
+	if req.Cluster != "" {
+		// A key of another cluster: reconciled while the controller
+		// watches that cluster, on a context that ends with its
+		// engagement; dropped otherwise.
+		b := c.binding(req.Cluster)
+		if b == nil {
+			c.queue.Forget(req)
+			return
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(cluster.NewContext(ctx, b.cluster))
+		defer cancel()
+		defer b.track(&cancel)() // cancelled when the cluster is disengaged
+		c.reconcileOne(ctx, req, reason, worker)
+		return
+	}
+	if c.local != nil {
+		ctx = cluster.NewContext(ctx, c.local)
+	}
 	if c.shard != nil {
 		gated, done, d := c.shard.Admit(ctx, req)
 		switch d {

@@ -110,7 +110,7 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) introspect.
 		History:         []introspect.ReconcileRecord{},
 	}
 	if c.primary != nil {
-		s.Cached = c.primary.Contains(types.NamespacedName(req))
+		s.Cached = c.primary.Contains(types.NamespacedName{Namespace: req.Namespace, Name: req.Name})
 		s.Informer = informers.InformerStats{Description: c.primary.String(), Kind: c.kind, Objects: c.primary.Len(), Synced: c.primary.HasSynced(), Relists: c.primary.Relists(), Err: c.primary.Health()}
 	}
 	if !s.Cached && c.mgr != nil {

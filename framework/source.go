@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
@@ -58,11 +59,14 @@ var _ sourceInformer = (*informers.Informer[object.Object])(nil)
 
 // watchTarget is what a source needs from the controller that watches it.
 type watchTarget struct {
-	mgr   *Manager
-	name  string // controller name
-	owner schema.GroupVersionKind
-	queue workqueue.Enqueuer[reconcile.Request]
-	log   logr.Logger
+	mgr *Manager
+	// cluster is the engaged cluster the sources read, nil for the
+	// manager's own; its requests name it.
+	cluster *cluster.Cluster
+	name    string // controller name
+	owner   schema.GroupVersionKind
+	queue   workqueue.Enqueuer[reconcile.Request]
+	log     logr.Logger
 	// ownerScope caches whether owner is namespaced: 0 unknown, 1 yes, 2 no.
 	ownerScope atomic.Int32
 }
@@ -130,6 +134,11 @@ func OwnedByAny[C object.Object](example C, preds ...Predicate[C]) Source {
 // Map watches objects of type C and enqueues the requests fn returns for each
 // event (for a deletion, fn sees the last state). fn runs on the informer's
 // event goroutine: keep it fast and read only from the cache.
+//
+// cluster.From(ctx) is the cluster of the event. A request fn returns with
+// an empty Cluster is in that cluster, so a function written for one
+// cluster serves every cluster a controller watches (ControllerOptions.
+// Clusters); a request naming a cluster is in that one.
 func Map[C object.Object](fn func(ctx context.Context, obj C) []reconcile.Request, preds ...Predicate[C]) Source {
 	return &kindSource[C]{preds: preds, mapFn: fn, mapper: true}
 }
@@ -291,7 +300,11 @@ func (s *kindSource[C]) bindKind(w *watchTarget) (*boundKind[C], error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch %v: %w", describeType(example), err)
 	}
-	inf, err := informers.ForObject(w.mgr.cache, example, sel)
+	c := w.mgr.cache
+	if w.cluster != nil {
+		c = w.cluster.Cache()
+	}
+	inf, err := informers.ForObject(c, example, sel)
 	if err != nil {
 		return nil, fmt.Errorf("watch %v: %w", describeType(example), err)
 	}
@@ -434,7 +447,11 @@ func (s *kindSource[C]) handlerOptions() cache.HandlerOptions {
 }
 
 // add queues req: behind real changes when it only replays cached state.
+// A request that names no cluster is in the cluster of the event.
 func (w *watchTarget) add(req reconcile.Request, replay bool) {
+	if w.cluster != nil && req.Cluster == "" {
+		req.Cluster = w.cluster.Name()
+	}
 	if replay {
 		w.queue.AddReplay(req)
 	} else {
@@ -496,7 +513,11 @@ func (w *watchTarget) ownerNamespaced() bool {
 	case 2:
 		return false
 	}
-	m, err := w.mgr.mapper.RESTMapping(w.owner.GroupKind(), w.owner.Version)
+	mapper := w.mgr.mapper
+	if w.cluster != nil {
+		mapper = w.cluster.RESTMapper()
+	}
+	m, err := mapper.RESTMapping(w.owner.GroupKind(), w.owner.Version)
 	if err != nil {
 		return true // unknown yet: most kinds are namespaced; not cached
 	}

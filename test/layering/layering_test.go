@@ -1,6 +1,6 @@
 // Package layering checks that converge's packages import one way:
 // reconcile, object, lease and sharding (leaves) → workqueue and informers (siblings) →
-// client → framework → declarative, that the test helpers stay out of the library, and that
+// client → cluster → framework → declarative, that the test helpers stay out of the library, and that
 // nothing depends on controller-runtime.
 package layering
 
@@ -68,6 +68,16 @@ var rules = []struct {
 		forbidden: []string{module + "/framework/...", module + "/declarative"},
 	},
 	{
+		name:      "cluster sits between client and framework: the clusters a manager talks to are built of informers and client, never of workqueue, the manager, declarative or the test helpers",
+		from:      []string{"cluster/..."},
+		forbidden: []string{module + "/workqueue", module + "/framework/...", module + "/declarative", module + "/internal/testenv", module + "/internal/testapi"},
+	},
+	{
+		name:      "the layers below cluster never import it: workqueue, informers and client know nothing of many clusters",
+		from:      []string{"workqueue", "informers", "client", "object", "sharding", "lease", "internal/hooks", "internal/restset"},
+		forbidden: []string{module + "/cluster/..."},
+	},
+	{
 		name:      "framework never imports the test control plane, the examples, or declarative above it",
 		from:      []string{"framework", "framework/controllerutil"},
 		forbidden: []string{module + "/framework/envtest", module + "/examples/...", module + "/declarative"},
@@ -79,7 +89,7 @@ var rules = []struct {
 	},
 	{
 		name:      "the library never imports the fake API server: it is for tests",
-		from:      []string{"client", "informers", "object", "reconcile", "workqueue", "framework", "framework/controllerutil", "framework/envtest", "framework/introspect", "declarative"},
+		from:      []string{"client", "informers", "object", "reconcile", "workqueue", "cluster/...", "framework", "framework/controllerutil", "framework/envtest", "framework/introspect", "declarative"},
 		forbidden: []string{module + "/framework/fake"},
 	},
 	{
