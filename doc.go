@@ -62,7 +62,9 @@
 // them; Providers engage and disengage the others, and cluster.From(ctx)
 // is the cluster of a reconcile's request (reconcile.Request.Cluster).
 // Engagement never blocks a provider, and a disengaged cluster's client
-// refuses writes (ErrDisengaged).
+// refuses writes (ErrDisengaged). Packages cluster/secrets (kubeconfig
+// Secrets) and cluster/namespaces (each namespace a cluster, for tests) are
+// providers; they import cluster and informers, never framework.
 //
 // # Managers and controllers
 //

@@ -6,7 +6,9 @@
 // The manager's own cluster, the one its rest.Config points at, is named
 // "" and is engaged by the manager itself, through the same Set, when its
 // cache has synced. Other clusters are engaged from Targets that providers
-// hand to an Engager (the Set).
+// hand to an Engager (the Set): package cluster/secrets reads kubeconfigs
+// from Secrets of the manager's own cluster, package cluster/namespaces
+// makes each namespace of it a cluster (for tests and demos).
 //
 // Guarantees:
 //   - Engage never blocks: it records the wish and returns. The Set
