@@ -160,7 +160,7 @@ func TestDisengagingClusterDropsItsKeysAndFencesItsClient(t *testing.T) {
 			<-release // ignores its context
 			cp := cm.DeepCopy()
 			cp.Data["k"] = "written after disengagement"
-			werr := cluster.From(ctx).Client().Update(ctx, cp)
+			werr := cluster.From(ctx).Client().Update(context.WithoutCancel(ctx), cp) // ignores its context
 			out <- outcome{ctx.Err(), werr}
 			return reconcile.Result{}, werr
 		}))
