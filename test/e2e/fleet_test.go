@@ -117,18 +117,26 @@ var _ = Describe("a manager of a fleet of clusters", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 	}
 
-	It("reconciles each cluster's object with that cluster's client", func(ctx SpecContext) {
-		ns := newNamespace(ctx)
+	// engageA creates namespace ns and ConfigMap ns/cm holding k=v in A,
+	// and the Secret "a" of A's kubeconfig in ns of the local plane, then
+	// starts a fleetManager of ns.
+	engageA := func(ctx context.Context, ns, v string, seen *reconciled) *framework.Manager {
+		GinkgoHelper()
 		mirrorNamespace(ctx, ns)
-		createConfigMap(ctx, ns, "cm", map[string]string{"k": "local"})
-		_, err := kubeA.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"k": "in-a"}}, metav1.CreateOptions{})
+		_, err := kubeA.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"k": v}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = kube.CoreV1().Secrets(ns).Create(ctx, fleetSecret(ns, "a", kubeconfigA), metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-
-		seen := &reconciled{}
 		mgr := fleetManager(ns, seen, nil)
 		startManager(ctx, mgr)
+		return mgr
+	}
+
+	It("reconciles each cluster's object with that cluster's client", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		createConfigMap(ctx, ns, "cm", map[string]string{"k": "local"})
+		seen := &reconciled{}
+		mgr := engageA(ctx, ns, "in-a", seen)
 		Eventually(has(seen, ":cm=local")).Should(BeTrue(), "the manager's own cluster's object is reconciled")
 		Eventually(has(seen, "a:cm=in-a")).WithTimeout(30*time.Second).Should(BeTrue(), "A's object is reconciled with A's data")
 		Eventually(annotation(ctx, kube, ns, "cm")).Should(Equal("/local"), "written through the manager's own cluster's client")
@@ -143,16 +151,10 @@ var _ = Describe("a manager of a fleet of clusters", Ordered, func() {
 
 	It("disengages a deleted Secret within seconds", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		mirrorNamespace(ctx, ns)
 		createConfigMap(ctx, ns, "marker", map[string]string{"k": "0"})
-		_, err := kubeA.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"k": "0"}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		_, err = kube.CoreV1().Secrets(ns).Create(ctx, fleetSecret(ns, "a", kubeconfigA), metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
 		seen := &reconciled{}
-		mgr := fleetManager(ns, seen, nil)
-		startManager(ctx, mgr)
-		Eventually(annotation(ctx, kubeA, ns, "cm")).WithTimeout(30*time.Second).Should(Equal("a/0"))
+		mgr := engageA(ctx, ns, "0", seen)
+		Eventually(annotation(ctx, kubeA, ns, "cm")).WithTimeout(30 * time.Second).Should(Equal("a/0"))
 
 		Expect(kube.CoreV1().Secrets(ns).Delete(ctx, "a", metav1.DeleteOptions{})).To(Succeed())
 		Eventually(mgr.Clusters().Names).Should(Equal([]string{""}), "A is disengaged")
@@ -197,8 +199,8 @@ var _ = Describe("a manager of a fleet of clusters", Ordered, func() {
 				return "absent"
 			}
 		}
-		Eventually(healthOf("Secret "+ns+"/garbage")).Should(ContainSubstring("failed: Secret " + ns + "/garbage: data.kubeconfig: not a kubeconfig"))
-		Eventually(healthOf("Secret "+ns+"/token-file")).Should(ContainSubstring("failed: Secret " + ns + "/token-file: data.kubeconfig: refused: users[converge-admin].tokenFile names a local file"))
+		Eventually(healthOf("Secret " + ns + "/garbage")).Should(ContainSubstring("failed: Secret " + ns + "/garbage: data.kubeconfig: not a kubeconfig"))
+		Eventually(healthOf("Secret " + ns + "/token-file")).Should(ContainSubstring("failed: Secret " + ns + "/token-file: data.kubeconfig: refused: users[converge-admin].tokenFile names a local file"))
 		Eventually(func() []string {
 			var dup []string
 			for _, h := range mgr.Clusters().Health() {
