@@ -31,9 +31,11 @@ type Options struct {
 	// starve the process. Zero means 4.
 	MaxEngaging int
 
-	// ProbeTimeout bounds the probe (GET /readyz) an engagement must pass
-	// before the cluster is engaged. Zero means 5 seconds.
-	ProbeTimeout time.Duration
+	// Health configures the probes (GET /readyz) of the clusters: the one
+	// an engagement must pass before the cluster is engaged, and those
+	// that watch an engaged cluster. Zero means the defaults of
+	// HealthOptions.
+	Health HealthOptions
 
 	// Cache is the template of the caches of the engaged clusters; each
 	// gets a REST mapper and an HTTP client of its own, so Mapper and
@@ -51,12 +53,35 @@ type Options struct {
 	Logger logr.Logger
 }
 
+// HealthOptions configures the probes of the clusters. A probe is a GET
+// of /readyz: it also catches an API server that stopped answering without
+// breaking its watches' connections, which no informer error shows.
+type HealthOptions struct {
+	// Interval is the time between the probes of an engaged cluster. Zero
+	// means 10 seconds; negative means engaged clusters are not probed.
+	Interval time.Duration
+	// Timeout bounds each probe. Zero means 5 seconds.
+	Timeout time.Duration
+	// FailureThreshold is how many probes in a row must fail for an
+	// engaged cluster to turn unhealthy (StateUnhealthy: HealthListeners
+	// hear Unhealthy, and controllers hold its keys until a probe
+	// passes). Zero means 3.
+	FailureThreshold int
+}
+
 func (o Options) withDefaults() Options {
 	if o.MaxEngaging == 0 {
 		o.MaxEngaging = 4
 	}
-	if o.ProbeTimeout == 0 {
-		o.ProbeTimeout = 5 * time.Second
+	h := &o.Health
+	if h.Interval == 0 {
+		h.Interval = 10 * time.Second
+	}
+	if h.Timeout == 0 {
+		h.Timeout = 5 * time.Second
+	}
+	if h.FailureThreshold == 0 {
+		h.FailureThreshold = 3
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
@@ -69,8 +94,11 @@ func (o Options) validate() error {
 	if o.MaxEngaging < 0 {
 		errs = append(errs, fmt.Errorf("MaxEngaging must not be negative, got %d", o.MaxEngaging))
 	}
-	if o.ProbeTimeout < 0 {
-		errs = append(errs, fmt.Errorf("ProbeTimeout must not be negative, got %v", o.ProbeTimeout))
+	if o.Health.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("Health.Timeout must not be negative, got %v", o.Health.Timeout))
+	}
+	if o.Health.FailureThreshold < 0 {
+		errs = append(errs, fmt.Errorf("Health.FailureThreshold must not be negative, got %d", o.Health.FailureThreshold))
 	}
 	if o.Cache.Mapper != nil || o.Cache.HTTPClient != nil {
 		errs = append(errs, errors.New("Cache.Mapper and Cache.HTTPClient must be nil: each cluster gets its own"))
@@ -96,6 +124,16 @@ type Listener interface {
 	// Disengaged is called when c is disengaged, before its client is
 	// fenced and its cache stopped.
 	Disengaged(c *Cluster)
+}
+
+// HealthListener is the optional interface of a Listener that hears when
+// an engaged cluster turns unhealthy (HealthOptions.FailureThreshold probes
+// in a row failed) and when a probe passes again. Subscribe checks for it
+// with a type assertion. Its calls are ordered with Engaged and
+// Disengaged, and come only between them.
+type HealthListener interface {
+	Unhealthy(c *Cluster)
+	Healthy(c *Cluster)
 }
 
 // Set is the registry of the clusters a manager talks to: its own, named
@@ -438,7 +476,7 @@ func (s *Set) connect(ctx context.Context, w *wish) error {
 		return err
 	}
 	s.wg.Go(c.run)
-	if err := c.probe(ctx, s.opts.ProbeTimeout); err != nil {
+	if err := c.probe(ctx, s.opts.Health.Timeout); err != nil {
 		c.disengage()
 		return fmt.Errorf("cluster %s: %w", w.target.describe(), err)
 	}
@@ -465,5 +503,65 @@ func (s *Set) connect(ctx context.Context, w *wish) error {
 		l.Engaged(c)
 	}
 	s.opts.Logger.Info("engaged cluster", "cluster", c.name, "source", w.target.Source, "host", c.cfg.Host)
+	if s.opts.Health.Interval > 0 {
+		s.wg.Go(func() { s.watchHealth(c) })
+	}
 	return nil
+}
+
+// watchHealth probes engaged cluster c every Health.Interval until it is
+// disengaged, and tells the HealthListeners when it turns unhealthy and
+// healthy again.
+func (s *Set) watchHealth(c *Cluster) {
+	ticker := time.NewTicker(s.opts.Health.Interval)
+	defer ticker.Stop()
+	failures := 0
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		err := c.probe(c.ctx, s.opts.Health.Timeout)
+		switch {
+		case c.ctx.Err() != nil:
+			return
+		case err != nil:
+			failures++
+			if failures == s.opts.Health.FailureThreshold {
+				s.opts.Logger.Error(err, "cluster turned unhealthy; its keys wait", "cluster", c.name, "failures", failures)
+				s.tellHealth(c, StateUnhealthy, err)
+			}
+		default:
+			if failures >= s.opts.Health.FailureThreshold {
+				s.opts.Logger.Info("cluster is healthy again", "cluster", c.name)
+				s.tellHealth(c, StateReady, nil)
+			}
+			failures = 0
+		}
+	}
+}
+
+// tellHealth records c's state and tells the HealthListeners, while c is
+// engaged.
+func (s *Set) tellHealth(c *Cluster, state State, err error) {
+	s.notify.Lock()
+	defer s.notify.Unlock()
+	s.mu.Lock()
+	engaged := s.engaged[c.name] == c
+	listeners := slices.Clone(s.listeners)
+	s.mu.Unlock()
+	if !engaged {
+		return
+	}
+	c.setState(state, err)
+	for _, l := range listeners {
+		if hl, ok := l.(HealthListener); ok {
+			if state == StateUnhealthy {
+				hl.Unhealthy(c)
+			} else {
+				hl.Healthy(c)
+			}
+		}
+	}
 }

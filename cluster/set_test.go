@@ -122,7 +122,7 @@ func TestEngageRefusesANameAnotherSourceEngaged(t *testing.T) {
 func TestEngageNeverWaitsOnAnUnreachableCluster(t *testing.T) {
 	// One slot: the unreachable cluster takes it first, fails its probe,
 	// and retries with its backoff; the good one is engaged meanwhile.
-	s, rec := newSet(t, cluster.Options{MaxEngaging: 1, ProbeTimeout: time.Second})
+	s, rec := newSet(t, cluster.Options{MaxEngaging: 1, Health: cluster.HealthOptions{Timeout: time.Second}})
 	dead := &rest.Config{Host: "https://127.0.0.1:1"}
 	start := time.Now()
 	if err := s.Engage(cluster.Target{Name: "dead", Config: dead}); err != nil {

@@ -120,6 +120,9 @@ const (
 	StateEngaging State = "engaging"
 	// StateReady: engaged; controllers bind its sources.
 	StateReady State = "ready"
+	// StateUnhealthy: engaged, but its last HealthOptions.FailureThreshold
+	// probes failed; controllers hold its keys until a probe passes.
+	StateUnhealthy State = "unhealthy"
 	// StateFailed: the target cannot be engaged (Fail), or the last
 	// attempt failed and the next waits for the backoff.
 	StateFailed State = "failed"

@@ -25,6 +25,10 @@ type clusterBinding struct {
 	regs []cache.ResourceEventHandlerRegistration
 	// stop cancels the context the sources were started on.
 	stop context.CancelFunc
+	// synced is set once the sources' informers synced, unhealthy while
+	// the cluster is unhealthy; the controller's bindMu guards both. The
+	// cluster's flow runs when synced and not unhealthy.
+	synced, unhealthy bool
 
 	mu sync.Mutex
 	// running holds the cancel functions of the cluster's reconciles in
@@ -78,7 +82,39 @@ type flowQueue interface {
 // not export the listener's methods.
 type clusters struct{ c *Controller }
 
-var _ cluster.Listener = clusters{}
+var (
+	_ cluster.Listener       = clusters{}
+	_ cluster.HealthListener = clusters{}
+)
+
+// Unhealthy holds cl's keys: they stay queued, deduplicated, until
+// Healthy.
+func (l clusters) Unhealthy(cl *cluster.Cluster) { l.c.setHealthy(cl, false) }
+
+// Healthy hands cl's keys out again, once its informers synced.
+func (l clusters) Healthy(cl *cluster.Cluster) { l.c.setHealthy(cl, true) }
+
+// setHealthy records whether cl is healthy and pauses or resumes its flow.
+func (c *Controller) setHealthy(cl *cluster.Cluster, healthy bool) {
+	c.bindMu.Lock()
+	defer c.bindMu.Unlock()
+	b := c.bindings[cl.Name()]
+	if b == nil || b.cluster != cl {
+		return
+	}
+	b.unhealthy = !healthy
+	c.runFlowLocked(b)
+}
+
+// runFlowLocked resumes b's flow when its informers synced and its
+// cluster is healthy, and pauses it otherwise. c.bindMu must be held.
+func (c *Controller) runFlowLocked(b *clusterBinding) {
+	if b.synced && !b.unhealthy {
+		c.flows.ResumeFlow(b.cluster.Name())
+	} else {
+		c.flows.PauseFlow(b.cluster.Name())
+	}
+}
 
 // Engaged binds the controller's sources to cl, or records cl for Start
 // when the controller has not started.
@@ -154,7 +190,12 @@ func (c *Controller) attachLocked(cl *cluster.Cluster) {
 				return
 			}
 		}
-		c.flows.ResumeFlow(name)
+		c.bindMu.Lock()
+		if c.bindings[name] == b {
+			b.synced = true
+			c.runFlowLocked(b)
+		}
+		c.bindMu.Unlock()
 		c.log.V(1).Info("watching cluster", "cluster", name)
 	}()
 }

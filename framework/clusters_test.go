@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,8 +34,14 @@ type fleet struct {
 // newFleet starts nothing: it builds a manager on local whose provider
 // hands its Engager to f.engager once the manager runs.
 func newFleet(t *testing.T, local *fake.Server) *fleet {
+	return newFleetProbed(t, local, cluster.HealthOptions{})
+}
+
+// newFleetProbed is newFleet with health probes as h says.
+func newFleetProbed(t *testing.T, local *fake.Server, h cluster.HealthOptions) *fleet {
 	f := &fleet{engager: make(chan cluster.Engager, 1)}
 	f.mgr = testenv.NewManager(t, local.Config(), framework.Options{Clusters: cluster.Options{
+		Health: h,
 		Providers: []cluster.Provider{cluster.ProviderFunc(func(ctx context.Context, e cluster.Engager) error {
 			f.engager <- e
 			<-ctx.Done()
@@ -40,6 +49,18 @@ func newFleet(t *testing.T, local *fake.Server) *fleet {
 		})},
 	}})
 	return f
+}
+
+// start runs the manager until the test ends and engages cluster
+// "edge-1" at cfg; it returns the provider's Engager.
+func (f *fleet) start(t *testing.T, cfg *rest.Config) cluster.Engager {
+	t.Helper()
+	testenv.StartManager(t, f.mgr)
+	e := <-f.engager
+	if err := e.Engage(cluster.Target{Name: "edge-1", Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 // memberConfigMap returns ConfigMap ns/name holding data k=v.
@@ -100,11 +121,7 @@ func TestControllerReconcilesEachClusterWithThatClustersClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.StartManager(t, f.mgr)
-	e := <-f.engager
-	if err := e.Engage(cluster.Target{Name: "edge-1", Config: edge.Config()}); err != nil {
-		t.Fatal(err)
-	}
+	f.start(t, edge.Config())
 	testenv.Eventually(t, "each cluster's object is reconciled with its own data", func() bool {
 		return remote.has(`"" local`) && remote.has(`"edge-1" edge`)
 	})
@@ -167,11 +184,7 @@ func TestDisengagingClusterDropsItsKeysAndFencesItsClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.StartManager(t, f.mgr)
-	e := <-f.engager
-	if err := e.Engage(cluster.Target{Name: "edge-1", Config: edge.Config()}); err != nil {
-		t.Fatal(err)
-	}
+	e := f.start(t, edge.Config())
 	<-entered
 	e.Disengage("edge-1")
 	if _, err := f.mgr.Clusters().Get("edge-1"); !errors.Is(err, cluster.ErrNotEngaged) {
@@ -201,5 +214,108 @@ func TestDisengagingClusterDropsItsKeysAndFencesItsClient(t *testing.T) {
 	testenv.Eventually(t, "the marker in the manager's own cluster is reconciled", func() bool { return calls.has(":marker") })
 	if calls.has("edge-1:late") {
 		t.Error("a change in the disengaged cluster was reconciled")
+	}
+}
+
+// failingReadyz fails the /readyz probes of the transport it wraps while
+// set; other requests (lists, watches) go through.
+type failingReadyz struct {
+	next http.RoundTripper
+	fail *atomic.Bool
+}
+
+func (f failingReadyz) RoundTrip(r *http.Request) (*http.Response, error) {
+	if f.fail.Load() && r.URL.Path == "/readyz" {
+		return nil, errors.New("probe blackholed")
+	}
+	return f.next.RoundTrip(r)
+}
+
+func TestUnhealthyClusterKeysWaitUntilItIsHealthyAgain(t *testing.T) {
+	local := fake.Start(t, fake.Options{})
+	edge := fake.Start(t, fake.Options{Objects: []object.Object{memberConfigMap("ns", "first", "x")}})
+	var fail atomic.Bool
+	edgeCfg := edge.Config()
+	edgeCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return failingReadyz{rt, &fail} }
+	f := newFleetProbed(t, local, cluster.HealthOptions{Interval: 10 * time.Millisecond, FailureThreshold: 2})
+	var calls seen
+	c, err := framework.NewBuilder[*corev1.ConfigMap](f.mgr, "health", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).
+		Build(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
+			calls.add(cluster.From(ctx).Name() + ":" + cm.Name)
+			return reconcile.Result{}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start(t, edgeCfg)
+	testenv.Eventually(t, "edge-1's object is reconciled", func() bool { return calls.has("edge-1:first") })
+
+	fail.Store(true)
+	state := func() cluster.State {
+		cl, err := f.mgr.Clusters().Get("edge-1")
+		if err != nil {
+			return ""
+		}
+		return cl.Health().State
+	}
+	testenv.Eventually(t, "edge-1 turns unhealthy", func() bool { return state() == cluster.StateUnhealthy })
+	edgeMgr := testenv.NewManager(t, edge.Config(), framework.Options{})
+	if err := edgeMgr.Client().Create(t.Context(), memberConfigMap("ns", "second", "x")); err != nil {
+		t.Fatal(err)
+	}
+	localMgr := testenv.NewManager(t, local.Config(), framework.Options{})
+	if err := localMgr.Client().Create(t.Context(), memberConfigMap("ns", "marker", "x")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the marker is reconciled while edge-1's new key waits in the queue", func() bool {
+		return calls.has(":marker") && c.QueueLen() == 1
+	})
+	if calls.has("edge-1:second") {
+		t.Fatal("a key of an unhealthy cluster was reconciled")
+	}
+	fail.Store(false)
+	testenv.Eventually(t, "edge-1's waiting key is reconciled once it is healthy", func() bool { return calls.has("edge-1:second") })
+	if s := state(); s != cluster.StateReady {
+		t.Errorf("edge-1 is %s, want ready", s)
+	}
+}
+
+func TestToLocalMapsAnotherClustersEventToTheManagersOwnCluster(t *testing.T) {
+	local := fake.Start(t, fake.Options{Objects: []object.Object{memberConfigMap("ns", "hub", "x")}})
+	edge := fake.Start(t, fake.Options{})
+	f := newFleet(t, local)
+	var calls, mapped seen
+	toHub := func(ctx context.Context, s *corev1.Secret) []reconcile.Request {
+		mapped.add(fmt.Sprintf("%q %s", cluster.From(ctx).Name(), s.Name))
+		return []reconcile.Request{{Namespace: "ns", Name: "hub"}}
+	}
+	err := framework.NewBuilder[*corev1.ConfigMap](f.mgr, "hub", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).
+		Watches(framework.ToLocal(framework.Map(toHub))).
+		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
+			calls.add(fmt.Sprintf("%q %s", cluster.From(ctx).Name(), cm.Name))
+			return reconcile.Result{}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start(t, edge.Config())
+	testenv.Eventually(t, "the hub is reconciled", func() bool { return calls.has(`"" hub`) })
+	testenv.Eventually(t, "edge-1 is watched", func() bool {
+		return slices.Equal(f.mgr.Clusters().Names(), []string{"", "edge-1"})
+	})
+	before := len(calls.all())
+	edgeMgr := testenv.NewManager(t, edge.Config(), framework.Options{})
+	if err := edgeMgr.Client().Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "member-secret"}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the Map saw edge-1's Secret in edge-1", func() bool { return mapped.has(`"edge-1" member-secret`) })
+	testenv.Eventually(t, "the hub is reconciled again in the manager's own cluster", func() bool {
+		all := calls.all()
+		return len(all) > before && slices.Contains(all[before:], `"" hub`)
+	})
+	for _, c := range calls.all() {
+		if c != `"" hub` {
+			t.Errorf("reconciled %s, want only the hub of the manager's own cluster", c)
+		}
 	}
 }

@@ -87,6 +87,9 @@ type kindSource[C object.Object] struct {
 	// sameNamespace is set by SameNamespace: mapFn returns requests in
 	// the namespace of the object it maps only.
 	sameNamespace bool
+	// toLocal is set by ToLocal: the requests of a Map function are in the
+	// manager's own cluster, whatever the cluster of the event.
+	toLocal bool
 	// resync is the listener's own resync period (ControllerOptions.
 	// ResyncPeriod): zero for the cache's period for the kind, negative for
 	// none.
@@ -161,6 +164,27 @@ func SameNamespace(src Source) Source {
 		return src
 	}
 	return s.withSameNamespace()
+}
+
+// ToLocal marks src, a source built by Map, as one whose requests are in
+// the manager's own cluster, whatever cluster its events come from: a
+// controller of many clusters (ControllerOptions.Clusters) then reconciles
+// an object of its own cluster when an object it maps from changes in
+// another. Without it, a request the function returns with an empty
+// Cluster is in the cluster of the event. Other sources are returned as
+// they are.
+func ToLocal(src Source) Source {
+	s, ok := src.(interface{ withToLocal() Source })
+	if !ok {
+		return src
+	}
+	return s.withToLocal()
+}
+
+func (s *kindSource[C]) withToLocal() Source {
+	cp := *s
+	cp.toLocal = s.mapper
+	return &cp
 }
 
 func (s *kindSource[C]) withSameNamespace() Source {
@@ -353,6 +377,10 @@ func (b *boundKind[C]) listener(ctx context.Context) informers.ListenerFuncs[C] 
 			w.add(requestFor(e.Object), replay)
 		case s.mapFn != nil:
 			for _, req := range s.mapFn(ctx, e.Object) {
+				if s.toLocal {
+					w.addLocal(req, replay) // in the manager's own cluster
+					continue
+				}
 				if b.bucket && req.Namespace != e.Object.GetNamespace() && b.strayed.CompareAndSwap(false, true) {
 					w.log.Info("a source read per bucket (SameNamespace) mapped an object to a request in another namespace: this member sees only the events of its buckets' namespaces, so it may miss changes behind such requests",
 						"source", b.String(), "object", cache.NewObjectName(e.Object.GetNamespace(), e.Object.GetName()).String(), "request", req.String())
@@ -452,6 +480,12 @@ func (w *watchTarget) add(req reconcile.Request, replay bool) {
 	if w.cluster != nil && req.Cluster == "" {
 		req.Cluster = w.cluster.Name()
 	}
+	w.addLocal(req, replay)
+}
+
+// addLocal queues req as it is: a request that names no cluster is in the
+// manager's own.
+func (w *watchTarget) addLocal(req reconcile.Request, replay bool) {
 	if replay {
 		w.queue.AddReplay(req)
 	} else {
