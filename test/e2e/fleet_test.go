@@ -170,6 +170,71 @@ var _ = Describe("a manager of a fleet of clusters", Ordered, func() {
 		Expect(annotation(ctx, kubeA, ns, "cm")()).To(Equal("a/0"), "the disengaged cluster was written")
 	})
 
+	It("re-engages a rotated kubeconfig and reconciles through the new identity", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		seen := &reconciled{}
+		mgr := engageA(ctx, ns, "0", seen)
+		Eventually(annotation(ctx, kubeA, ns, "cm")).WithTimeout(30 * time.Second).Should(Equal("a/0"))
+		first, err := mgr.Clusters().Get("a")
+		Expect(err).NotTo(HaveOccurred())
+
+		rotatedCfg, err := planeA.AddUser(envtest.User{Name: "fleet-rotated", Groups: []string{"system:masters"}})
+		Expect(err).NotTo(HaveOccurred())
+		rotated, err := envtest.Kubeconfig(rotatedCfg)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = kube.CoreV1().Secrets(ns).Update(ctx, fleetSecret(ns, "a", rotated), metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() bool {
+			c, err := mgr.Clusters().Get("a")
+			return err == nil && c != first && string(c.Config().CertData) == string(rotatedCfg.CertData)
+		}).WithTimeout(30*time.Second).Should(BeTrue(), "A is engaged anew with the rotated identity")
+		Expect(first.Context().Err()).To(HaveOccurred(), "the old connection is disengaged")
+
+		_, err = kubeA.CoreV1().ConfigMaps(ns).Patch(ctx, "cm", types.MergePatchType, []byte(`{"data":{"k":"1"}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(annotation(ctx, kubeA, ns, "cm")).WithTimeout(30*time.Second).Should(Equal("a/1"), "a change after the rotation is reconciled and written")
+	})
+
+	It("fences the write of a reconcile that ignores its context while its cluster is disengaged", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		mirrorNamespace(ctx, ns)
+		_, err := kubeA.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"k": "0"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = kube.CoreV1().Secrets(ns).Create(ctx, fleetSecret(ns, "a", kubeconfigA), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		p, err := secrets.New(secrets.Options{Namespace: ns})
+		Expect(err).NotTo(HaveOccurred())
+		mgr := newManager(ns, framework.Options{Clusters: cluster.Options{Providers: []cluster.Provider{p}}})
+		entered, release := make(chan struct{}), make(chan struct{})
+		written := make(chan error, 1)
+		err = framework.NewBuilder[*corev1.ConfigMap](mgr, "stuck", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).
+			Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
+				c := cluster.From(ctx)
+				if c.Name() != "a" {
+					return reconcile.Result{}, nil
+				}
+				close(entered)
+				<-release // ignores its context
+				cp := cm.DeepCopy()
+				cp.Data["k"] = "written after disengagement"
+				err := c.Client().Update(context.WithoutCancel(ctx), cp)
+				written <- err
+				return reconcile.Result{}, err
+			}))
+		Expect(err).NotTo(HaveOccurred())
+		startManager(ctx, mgr)
+		Eventually(entered).WithTimeout(30 * time.Second).Should(BeClosed())
+		Expect(kube.CoreV1().Secrets(ns).Delete(ctx, "a", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(mgr.Clusters().Names).Should(Equal([]string{""}), "A is disengaged")
+		close(release)
+		var werr error
+		Eventually(written).Should(Receive(&werr))
+		Expect(werr).To(MatchError(cluster.ErrDisengaged))
+		cm, err := kubeA.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cm.Data["k"]).To(Equal("0"), "the disengaged cluster's object was written")
+	})
+
 	It("reports a garbage, a tokenFile and a duplicate kubeconfig Secret by name and field, and engages the good one", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		mirrorNamespace(ctx, ns)
