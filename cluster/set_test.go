@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -192,5 +193,57 @@ func TestFailIsReportedOnceUntilTheNameIsDisengaged(t *testing.T) {
 	s.Disengage("a")
 	if _, ok := health(s, "Secret fleet/a"); ok {
 		t.Error("a disengaged name's failure is still in Health")
+	}
+}
+
+// blockingReadyz holds each /readyz probe until release is closed,
+// counting the probes in flight and the most at once.
+type blockingReadyz struct {
+	next    http.RoundTripper
+	release chan struct{}
+	mu      *sync.Mutex
+	now     *int
+	most    *int
+}
+
+func (b blockingReadyz) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path != "/readyz" {
+		return b.next.RoundTrip(r)
+	}
+	b.mu.Lock()
+	*b.now++
+	*b.most = max(*b.most, *b.now)
+	b.mu.Unlock()
+	<-b.release
+	b.mu.Lock()
+	*b.now--
+	b.mu.Unlock()
+	return b.next.RoundTrip(r)
+}
+
+func TestAtMostMaxEngagingClustersConnectAtOnce(t *testing.T) {
+	s, rec := newSet(t, cluster.Options{MaxEngaging: 2, Health: cluster.HealthOptions{Interval: -1}})
+	var mu sync.Mutex
+	var now, most int
+	release := make(chan struct{})
+	for _, name := range []string{"a", "b", "c"} {
+		cfg := fake.Start(t, fake.Options{}).Config()
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return blockingReadyz{next: rt, release: release, mu: &mu, now: &now, most: &most}
+		}
+		if err := s.Engage(cluster.Target{Name: name, Config: cfg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "two probes are in flight", func() bool { mu.Lock(); defer mu.Unlock(); return now >= 2 })
+	close(release)
+	eventually(t, "all three are engaged", func() bool { return len(s.Names()) == 4 })
+	mu.Lock()
+	defer mu.Unlock()
+	if most != 2 {
+		t.Errorf("at most %d probes were in flight at once, want MaxEngaging (2)", most)
+	}
+	if got := strings.Count(rec.String(), "+"); got != 4 {
+		t.Errorf("listener heard %q", rec.String())
 	}
 }
