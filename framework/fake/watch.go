@@ -112,21 +112,39 @@ func (s *Server) startWatchStream(w http.ResponseWriter, r *http.Request, q requ
 // position pos on, until the request ends, the server closes or timeout
 // fires.
 func (s *Server) followWatch(r *http.Request, q request, sel selection, pos int, send func(watch.EventType, runtime.Object) error, timeout <-chan time.Time) {
+	identity := identityOf(r.Context())
+	// held are the events LagWatches holds back, oldest first.
+	type heldEvent struct {
+		typ watch.EventType
+		obj object.Object
+	}
+	var held []heldEvent
 	for {
 		s.mu.Lock()
 		batch := s.history[pos:]
 		pos = len(s.history)
 		changed := s.changed
+		lag := s.lag[identity]
 		s.mu.Unlock()
+		release := 0 // held events that must go now: up to the identity's own last change
 		for _, e := range batch {
 			if e.kind != q.kind {
 				continue
 			}
-			typ, ok := filtered(e, sel)
-			if ok && send(typ, e.obj) != nil {
+			if typ, ok := filtered(e, sel); ok {
+				held = append(held, heldEvent{typ, e.obj})
+				if e.writer == identity {
+					release = len(held)
+				}
+			}
+		}
+		release = max(release, len(held)-lag)
+		for _, e := range held[:release] {
+			if send(e.typ, e.obj) != nil {
 				return
 			}
 		}
+		held = held[release:]
 		select {
 		case <-changed:
 		case <-r.Context().Done():
