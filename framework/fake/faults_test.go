@@ -182,4 +182,3 @@ func TestLagWatchesHoldsEvents(t *testing.T) {
 		t.Fatalf("after the lag ended: %s, want ADDED five", got)
 	}
 }
-
