@@ -192,10 +192,10 @@ func (s *Server) serveFaulty(w http.ResponseWriter, r *http.Request, q request) 
 		defer c.mu.Unlock()
 		if c.hasFired() {
 			if fw, ok := w.(*responseWriter); ok {
-				fw.fail(fmt.Errorf("%s by %q: %w after %d writes", req, req.Identity, ErrCrashed, c.after))
+				fw.fail(fmt.Errorf("%s by %q: %w after %d writes", req, req.Identity, ErrCrashed, c.committed))
 				return
 			}
-			s.writeError(w, r, &q, fmt.Errorf("%s by %q: %w after %d writes", req, req.Identity, ErrCrashed, c.after))
+			s.writeError(w, r, &q, fmt.Errorf("%s by %q: %w after %d writes", req, req.Identity, ErrCrashed, c.committed))
 			return
 		}
 	}
