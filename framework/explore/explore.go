@@ -315,7 +315,7 @@ func deletes(writes []Write) map[objectKey]int {
 	out := map[objectKey]int{}
 	for _, w := range writes {
 		if w.Manager != "" && w.Verb == "delete" && w.Committed() {
-			out[objectKey{w.Kind.String(), w.Namespace, w.Name}]++
+			out[objectKey{w.Kind.GroupVersion().String() + " " + w.Kind.Kind, w.Namespace, w.Name}]++
 		}
 	}
 	return out

@@ -23,9 +23,13 @@ const (
 	// cluster.
 	Crash
 	// Lag makes the manager's watches hold back up to
-	// FaultOptions.MaxLag events while one step is applied and until the
-	// controllers are quiet (stale reads), then releases them in order;
-	// changes the manager makes itself are never held.
+	// FaultOptions.MaxLag events (per watch) from one step on: the next
+	// step is applied before the controllers have seen this one, and the
+	// held events are released, in order per watch, once the controllers
+	// are quiet after it (stale reads, in the windows between kinds). A
+	// change the manager makes itself is never held back, nor is what
+	// came before it on its watch. Invariants are not checked between the
+	// two steps.
 	Lag
 )
 
@@ -64,7 +68,7 @@ func (f Fault) String() string {
 	case Crash:
 		return fmt.Sprintf("crash after write %d, restart", f.Write)
 	case Lag:
-		return fmt.Sprintf("watches lag during step %d", f.Step)
+		return fmt.Sprintf("watches lag from step %d", f.Step)
 	}
 	return f.Kind.String()
 }

@@ -74,6 +74,9 @@ type schedule struct {
 	managers int
 	current  *managerRun
 	lagging  bool
+	// holdLag keeps a Lag through the next settle: the step after the
+	// lagging one comes before the controllers have seen it.
+	holdLag bool
 	state    *State
 }
 
@@ -143,6 +146,18 @@ func runSchedule(ctx context.Context, opts Options, faults []Fault) (out *outcom
 			out.broken = &broken{what: "scenario", err: fmt.Errorf("step %d (%s): %w", i, step.Name, err)}
 			return out, nil
 		}
+		if s.lagging && !s.holdLag && i+1 < len(opts.Steps) {
+			// The next step comes while the controllers still lag behind
+			// this one: wait for quiet, keep the events held, check nothing
+			// (the controllers have not seen the step).
+			s.holdLag = true
+			if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i, step.Name), quietPeriod); b != nil || err != nil {
+				out.broken = b
+				return out, err
+			}
+			continue
+		}
+		s.holdLag = false
 		if b, err := s.settleAndCheck(ctx, fmt.Sprintf("step %d (%s)", i, step.Name)); b != nil || err != nil {
 			out.broken = b
 			return out, err
@@ -330,7 +345,7 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		case quietSince.IsZero():
 			quietSince = now
 		case now.Sub(quietSince) >= quiet:
-			if !s.lagging {
+			if !s.lagging || s.holdLag {
 				return nil, nil
 			}
 			s.lagging = false // quiet on stale reads: now let the events through
