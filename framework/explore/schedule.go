@@ -77,7 +77,7 @@ type schedule struct {
 	// holdLag keeps a Lag through the next settle: the step after the
 	// lagging one comes before the controllers have seen it.
 	holdLag bool
-	state    *State
+	state   *State
 }
 
 // managerRun is one started manager.
