@@ -3,6 +3,7 @@ package explore
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -73,7 +74,8 @@ func (f Fault) String() string {
 	return f.Kind.String()
 }
 
-// plan draws a schedule's faults from its seed: 1 to max faults, each of
+// plan draws a schedule's faults from its seed: 1 to max faults (a
+// fault drawn twice counts once), each of
 // a kind among kinds, a write trigger among the writes of the reference
 // schedule and a step trigger among the steps. The same arguments draw
 // the same plan.
@@ -94,7 +96,9 @@ func plan(seed uint64, kinds []FaultKind, maxFaults, writes, steps int) []Fault 
 			}
 			f.Write = 1 + rng.IntN(writes)
 		}
-		out = append(out, f)
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
 	}
 	return out
 }

@@ -142,10 +142,23 @@ func runSchedule(ctx context.Context, opts Options, faults []Fault) (out *outcom
 				srv.LagWatches(s.current.identity, opts.Faults.MaxLag)
 			}
 		}
-		if err := step.Do(ctx, scenario); err != nil {
+		err := step.Do(ctx, scenario)
+		if err != nil && s.holdLag {
+			// The step may need the controllers' reaction to the one
+			// before, which the lag holds back: let them catch up, and
+			// apply it again.
+			s.holdLag = false
+			if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i-1, opts.Steps[i-1].Name), quietPeriod); b != nil || err != nil {
+				out.broken = b
+				return out, err
+			}
+			err = step.Do(ctx, scenario)
+		}
+		if err != nil {
 			out.broken = &broken{what: "scenario", err: fmt.Errorf("step %d (%s): %w", i, step.Name, err)}
 			return out, nil
 		}
+		s.state.steps = i + 1
 		if s.lagging && !s.holdLag && i+1 < len(opts.Steps) {
 			// The next step comes while the controllers still lag behind
 			// this one: wait for quiet, keep the events held, check nothing

@@ -77,7 +77,13 @@ type State struct {
 	reader *client.APIReader
 	scheme *runtime.Scheme
 	writes []Write
+	steps  int
 }
+
+// Steps returns how many steps of the scenario have been applied: 0 at
+// the start, len(Options.Steps) at the end. An invariant that holds only
+// once the whole scenario ran checks it.
+func (s *State) Steps() int { return s.steps }
 
 // Writes returns every write the controllers and the scenario sent in the
 // schedule so far, in the order the server took them.

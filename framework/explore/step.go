@@ -18,7 +18,10 @@ type Step struct {
 	Name string
 	// Do acts on the cluster through c, a client of the scenario's own
 	// identity (never faulted); its reads come from a cache of that
-	// identity. An error fails the schedule.
+	// identity. An error fails the schedule, except while the controllers
+	// lag behind the step before (see Lag): then they catch up first and Do
+	// is called again, so a step that fails with no effect when what it
+	// needs is not there yet (a child the controllers create) still runs.
 	Do func(ctx context.Context, c *client.Client) error
 }
 
