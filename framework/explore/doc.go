@@ -68,8 +68,8 @@
 // same plans on every run; -converge.schedules explores more (a nightly
 // job), -converge.seed replays one schedule.
 //
-// Schedules run two at a time, so Setup may be called from two goroutines
-// at once, and must not change shared state (such as a scheme). The
+// Schedules run two at a time (Options.Parallel), so Setup may be called
+// from two goroutines at once. The
 // package registers its flags on flag.CommandLine: import it from tests
 // only.
 //

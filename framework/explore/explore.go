@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -189,10 +188,10 @@ func (e explorer) check(ctx context.Context, opts Options) (*Failure, error) {
 		}
 		runs = append(runs, &planned{schedule: i + 1, seed: seed, plan: p, idx: idx, faults: faults})
 	}
-	// Schedules run parallel at a time; the first to fail in seed order
+	// Schedules run Options.Parallel at a time; the first to fail in seed order
 	// is reported, whatever the timing.
 	for len(runs) > 0 {
-		batch := runs[:min(parallel, len(runs))]
+		batch := runs[:min(opts.Parallel, len(runs))]
 		runs = runs[len(batch):]
 		var wg sync.WaitGroup
 		for _, r := range batch {
@@ -210,9 +209,6 @@ func (e explorer) check(ctx context.Context, opts Options) (*Failure, error) {
 	}
 	return nil, nil
 }
-
-// parallel is how many schedules run at once.
-var parallel = max(1, min(2, runtime.GOMAXPROCS(0)))
 
 // shrink finds the smallest subset of the faults idx of plan that still
 // breaks b's property, and returns the failure.

@@ -3,6 +3,7 @@ package explore
 import (
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -61,6 +62,12 @@ type Options struct {
 	// Zero means DefaultSchedules.
 	Schedules int
 
+	// Parallel is how many schedules run at once. Setup is then called
+	// from that many goroutines at once, so it must not change shared
+	// state; a Setup that adds types to the manager's scheme (which every
+	// schedule shares) needs 1. Zero means 2 (1 on a single CPU).
+	Parallel int
+
 	// Seed is the first schedule's seed (schedule i has Seed+i). The
 	// -converge.seed flag, when set, wins and replays that one schedule.
 	// Zero means one derived from the test's name in Run (so a test's
@@ -105,6 +112,9 @@ func (o Options) withDefaults() Options {
 	if o.Schedules == 0 {
 		o.Schedules = DefaultSchedules
 	}
+	if o.Parallel == 0 {
+		o.Parallel = max(1, min(2, goruntime.GOMAXPROCS(0)))
+	}
 	if o.ConvergeTimeout == 0 {
 		o.ConvergeTimeout = 30 * time.Second
 	}
@@ -146,6 +156,9 @@ func (o Options) validate() error {
 	}
 	if o.Schedules < 0 {
 		errs = append(errs, fmt.Errorf("Options.Schedules is %d: it must not be negative", o.Schedules))
+	}
+	if o.Parallel < 0 {
+		errs = append(errs, fmt.Errorf("Options.Parallel is %d: it must not be negative", o.Parallel))
 	}
 	if o.Faults.MaxLag < 0 {
 		errs = append(errs, fmt.Errorf("Options.Faults.MaxLag is %d: it must not be negative", o.Faults.MaxLag))

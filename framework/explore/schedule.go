@@ -343,6 +343,9 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		default:
 		}
 		why := idle(s.current.mgr)
+		if why == "" && !s.srv.WatchesCaughtUp(s.current.identity) {
+			why = "watch events are on their way to " + s.current.identity
+		}
 		select {
 		case err := <-s.current.done:
 			return nil, fmt.Errorf("explore: %s stopped by itself during %s: %v", s.current.identity, what, err)

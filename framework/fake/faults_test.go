@@ -1,6 +1,7 @@
 package fake_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 
@@ -177,8 +179,20 @@ func TestLagWatchesHoldsEvents(t *testing.T) {
 		}
 	}
 	create(admin, "five")
+	// Caught up but for what the lag holds, once the stream took "five".
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return srv.WatchesCaughtUp("a"), nil
+	}); err != nil {
+		t.Error("WatchesCaughtUp stays false with every event sent or held back by the lag")
+	}
 	srv.LagWatches("a", 0)
 	if got := eventName(next(t, w)); got != "ADDED five" {
 		t.Fatalf("after the lag ended: %s, want ADDED five", got)
+	}
+	// The stream records what it sent just after sending it.
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return srv.WatchesCaughtUp("a"), nil
+	}); err != nil {
+		t.Error("WatchesCaughtUp stays false after every event was received")
 	}
 }

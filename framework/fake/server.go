@@ -59,6 +59,8 @@ type Server struct {
 	// lag is how many events each identity's watches hold back (see
 	// LagWatches).
 	lag map[string]int
+	// watches are the open watch streams.
+	watches map[*watchStream]struct{}
 
 	// faults are the hooks of Intercept and CrashAfter.
 	faults faults
@@ -95,6 +97,7 @@ func NewServer(opts Options) (*Server, error) {
 		managers: map[managerKey]*managedfields.FieldManager{},
 		closed:   make(chan struct{}),
 		lag:      map[string]int{},
+		watches:  map[*watchStream]struct{}{},
 	}
 	s.handler = s.routes()
 	s.mu.Lock()
