@@ -41,7 +41,6 @@ func TestExplore(t *testing.T) {
 		Steps:     []explore.Step{explore.Create(docs), edit, explore.Delete(docs)},
 		Converged: []explore.Invariant{{Name: "each site serves its pages and observes its generation", Check: serves}, {Name: "every child is controlled by a site", Check: noOrphans}},
 		Schedules: 30,
-		Parallel:  1, // setup adds the StaticSite types to the manager's scheme, which schedules share
 	})
 }
 

@@ -56,7 +56,7 @@ func TestEachFaultBreaksWhatOnlyItCanBreak(t *testing.T) {
 			}
 
 			without := tc.opts
-			without.Schedules = 25
+			without.Schedules = 15
 			without.Faults.Kinds = nil
 			for _, k := range []explore.FaultKind{explore.Conflict, explore.ServerError, explore.Crash, explore.Lag} {
 				if k != tc.kind && !(tc.kind == explore.Conflict && k == explore.ServerError) && !(tc.kind == explore.ServerError && k == explore.Conflict) {

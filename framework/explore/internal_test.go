@@ -3,6 +3,11 @@ package explore
 import (
 	"slices"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	bugsapi "github.com/converge-dev/converge/framework/explore/internal/bugs/api"
 )
 
 func TestDdminFindsTheSmallestFailingSubset(t *testing.T) {
@@ -53,5 +58,27 @@ func TestAPlanIsDrawnFromItsSeed(t *testing.T) {
 	}
 	if p := plan(7, kinds, -1, 10, 4); p != nil {
 		t.Errorf("no faults allowed, drew %v", p)
+	}
+}
+
+// A manager's scheme is a copy: it decodes the custom types of the
+// source, and types added to it stay out of the source.
+func TestCopySchemeKeepsTheSourceApart(t *testing.T) {
+	src := bugsapi.NewScheme()
+	dst, err := copyScheme(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := bugsapi.GroupVersion.WithKind("DB")
+	if !dst.Recognizes(db) || !dst.Recognizes(corev1.SchemeGroupVersion.WithKind("Pod")) {
+		t.Fatal("the copy lost a type")
+	}
+	extra := schema.GroupVersion{Group: "extra.converge.dev", Version: "v1"}
+	dst.AddKnownTypes(extra, &bugsapi.DB{})
+	if src.Recognizes(extra.WithKind("DB")) {
+		t.Error("a type added to the copy reached the source")
+	}
+	if _, err := dst.New(db.GroupVersion().WithKind("DBList")); err != nil {
+		t.Error(err)
 	}
 }

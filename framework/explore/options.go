@@ -28,8 +28,13 @@ type Options struct {
 	Setup func(*framework.Manager) error
 
 	// Scheme holds every kind the controllers and the scenario use; the
-	// fake API server serves them (see fake.Options.Scheme). Zero means
-	// client-go's scheme of built-in types.
+	// fake API server serves them (see fake.Options.Scheme). Each manager
+	// gets a copy of its known types (client-go's built-in types as
+	// clientgoscheme registers them, the others with metav1's options
+	// conversions; defaulting and conversion functions of custom types are
+	// not copied), so a Setup that adds types to the manager's scheme
+	// changes only its own copy. Zero means client-go's scheme of built-in
+	// types.
 	Scheme *runtime.Scheme
 
 	// CRDs are the CustomResourceDefinitions of the custom resources of
@@ -63,9 +68,9 @@ type Options struct {
 	Schedules int
 
 	// Parallel is how many schedules run at once. Setup is then called
-	// from that many goroutines at once, so it must not change shared
-	// state; a Setup that adds types to the manager's scheme (which every
-	// schedule shares) needs 1. Zero means 2 (1 on a single CPU).
+	// from that many goroutines at once, so it must not change state the
+	// schedules share (package variables) but its manager's. Zero means 2
+	// (1 on a single CPU).
 	Parallel int
 
 	// Seed is the first schedule's seed (schedule i has Seed+i). The

@@ -246,8 +246,12 @@ func (s *schedule) record(w Write) {
 func (s *schedule) start(ctx context.Context) error {
 	s.managers++
 	id := fmt.Sprintf("manager-%d", s.managers)
+	scheme, err := copyScheme(s.opts.Scheme)
+	if err != nil {
+		return fmt.Errorf("explore: Options.Scheme: %w", err)
+	}
 	mgr, err := framework.NewManager(s.srv.ConfigAs(id), framework.Options{
-		Scheme:                  s.opts.Scheme,
+		Scheme:                  scheme,
 		Logger:                  logr.FromSlogHandler(slog.DiscardHandler), // logr.Discard() is the zero Logger: the default
 		GracefulShutdownTimeout: -1,                                        // a crash does not drain
 		SyncGCPercent:           -1,                                        // schedules share the process's GC settings
