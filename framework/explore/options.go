@@ -41,6 +41,11 @@ type Options struct {
 	// Scheme, as fake.Options.CRDs. Zero means none.
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 
+	// ClusterScoped lists, by an example object, the custom kinds of
+	// Scheme that are not namespaced, as fake.Options.ClusterScoped. Zero
+	// means every custom kind not in CRDs is namespaced.
+	ClusterScoped []object.Object
+
 	// Objects are stored before the first manager starts, as
 	// fake.Options.Objects. Zero means none.
 	Objects []object.Object
@@ -147,6 +152,11 @@ func (o Options) validate() error {
 			if inv.Name == "" {
 				errs = append(errs, fmt.Errorf("Options.%s[%d] has no Name", field, i))
 			}
+		}
+	}
+	for i, obj := range o.ClusterScoped {
+		if typednil.Is(obj) {
+			errs = append(errs, fmt.Errorf("Options.ClusterScoped[%d] is nil (%T)", i, obj))
 		}
 	}
 	for i, obj := range o.Objects {

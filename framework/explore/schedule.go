@@ -89,7 +89,7 @@ type managerRun struct {
 }
 
 func runSchedule(ctx context.Context, opts Options, faults []Fault) (out *outcome, err error) {
-	srv, err := fake.NewServer(fake.Options{Scheme: opts.Scheme, CRDs: opts.CRDs, Objects: opts.Objects})
+	srv, err := fake.NewServer(fake.Options{Scheme: opts.Scheme, CRDs: opts.CRDs, ClusterScoped: opts.ClusterScoped, Objects: opts.Objects})
 	if err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
