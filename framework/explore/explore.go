@@ -186,7 +186,11 @@ func (e explorer) check(ctx context.Context, opts Options) (*Failure, error) {
 		if len(faults) == 0 && e.replaySeed == 0 {
 			continue // the reference already ran this
 		}
-		runs = append(runs, &planned{schedule: i + 1, seed: seed, plan: p, idx: idx, faults: faults})
+		n := i + 1
+		if e.replaySeed != 0 {
+			n = int(seed - opts.Seed) // the schedule's number when it comes from this test's seeds
+		}
+		runs = append(runs, &planned{schedule: n, seed: seed, plan: p, idx: idx, faults: faults})
 	}
 	// Schedules run Options.Parallel at a time; the first to fail in seed order
 	// is reported, whatever the timing.
