@@ -106,6 +106,16 @@
 // (workqueue.Stats, workqueue.KeyState, informers.InformerStats,
 // sharding.Status) rather than restating them.
 //
+// # Finding controller bugs
+//
+// Package framework/explore runs a program's controllers (the setup
+// function its main calls) on framework/fake, the API server in memory,
+// under seeded schedules of faults: 409 Conflicts and 500s on writes, a
+// crash right after a write and a restart, watches lagging behind. It
+// checks the invariants a test writes and convergence at each quiet point
+// and counts deletes against the fault-free schedule, shrinks a failing
+// schedule's faults, and prints the command that replays it.
+//
 // # Test control planes
 //
 // Package framework/envtest runs a real etcd and kube-apiserver (and

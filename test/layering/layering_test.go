@@ -83,6 +83,26 @@ var rules = []struct {
 		forbidden: []string{module + "/framework/fake"},
 	},
 	{
+		name:      "framework/explore is a test helper on top of framework and framework/fake: the library, the fake and the test control plane never import it",
+		from:      []string{"client", "informers", "object", "reconcile", "workqueue", "framework", "framework/controllerutil", "framework/envtest", "framework/introspect", "framework/fake", "framework/webhook", "declarative"},
+		forbidden: []string{module + "/framework/explore/..."},
+	},
+	{
+		name:      "framework/explore runs controllers on the fake API server in process: it never imports the test control plane, declarative or the test helpers",
+		from:      []string{"framework/explore"},
+		forbidden: []string{module + "/framework/envtest", module + "/declarative", module + "/internal/testenv"},
+	},
+	{
+		name:      "framework/internal/seam is framework's one opening for framework/explore, below framework: it never imports the manager, the client, the fake or declarative",
+		from:      []string{"framework/internal/seam"},
+		forbidden: []string{module + "/framework", module + "/framework/fake", module + "/client", module + "/declarative"},
+	},
+	{
+		name:      "framework/internal/seam is for framework (which sets it) and framework/explore (which reads it): the packages below framework never import it",
+		from:      []string{"framework/fake", "framework/introspect", "framework/webhook", "framework/envtest", "framework/internal/ring", "framework/internal/serving"},
+		forbidden: []string{module + "/framework/internal/seam"},
+	},
+	{
 		name:      "framework/introspect is the debug endpoint below framework, which serves it through introspect.Provider: it never imports the manager, the client, declarative or the test control plane",
 		from:      []string{"framework/introspect"},
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/framework/webhook", module + "/client", module + "/declarative"},
