@@ -36,8 +36,9 @@
 // # Work queues
 //
 // Package workqueue is the rate-limited, de-duplicating queue of keys between
-// watches and reconcilers, with per-key backoff and a replay priority for
-// replays of the cache.
+// watches and reconcilers, with per-key backoff, a replay priority for
+// replays of the cache, and fair flows (one per cluster, say) that can be
+// capped, paused and dropped.
 //
 // # The shared cache
 //

@@ -38,6 +38,9 @@ var benchQueues = []struct {
 	{"converge", func() benchQueue { return workqueue.New(workqueue.Options[int]{}) }},
 	// ReplayDelay < 0: one FIFO, the clock is never read.
 	{"converge-FIFO", func() benchQueue { return workqueue.New(workqueue.Options[int]{ReplayDelay: -1}) }},
+	// Keys spread over 10 and 100 flows (key % flows), served round-robin.
+	{"converge-flows=10", func() benchQueue { return flowQueue(10) }},
+	{"converge-flows=100", func() benchQueue { return flowQueue(100) }},
 }
 
 // BenchmarkRoundTrip is one Add, Get and Done on one goroutine.
@@ -99,10 +102,7 @@ func BenchmarkReplayMix(b *testing.B) {
 							q.Add(k)
 						}
 					}
-					for range batch {
-						k, _ := q.Get()
-						q.Done(k)
-					}
+					finishN(q, batch)
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/key")
 			})
@@ -124,12 +124,20 @@ func BenchmarkPromote(b *testing.B) {
 		for k := 0; k < batch; k += 2 {
 			q.Add(k)
 		}
-		for range batch {
-			k, _ := q.Get()
-			q.Done(k)
-		}
+		finishN(q, batch)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/key")
+}
+
+// finishN gets and finishes n keys.
+func finishN(q interface {
+	Get() (int, bool)
+	Done(int)
+}, n int) {
+	for range n {
+		k, _ := q.Get()
+		q.Done(k)
+	}
 }
 
 func itoa(n int) string {
@@ -143,4 +151,61 @@ func itoa(n int) string {
 		buf[i] = byte('0' + n%10)
 	}
 	return string(buf[i:])
+}
+
+// flowQueue returns a queue whose keys are spread over n flows.
+func flowQueue(n int) *workqueue.Queue[int] {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "flow-" + itoa(i)
+	}
+	return workqueue.New(workqueue.Options[int]{Flow: func(k int) string { return names[k%n] }})
+}
+
+// BenchmarkFlood queues a backlog of 10,000 keys in one flow, then one key
+// in another, and reports how many Gets it takes to hand that key out:
+// the harm a flood does to a quiet flow without flows (the whole backlog),
+// and its absence with them (two Gets).
+func BenchmarkFlood(b *testing.B) {
+	const backlog = 10000
+	const quiet = backlog // the quiet key; the flood is 0..backlog-1
+	for _, flows := range []bool{false, true} {
+		name := "flows=off"
+		opts := workqueue.Options[int]{}
+		if flows {
+			name = "flows=on"
+			opts.Flow = func(k int) string {
+				if k == quiet {
+					return "quiet"
+				}
+				return "flood"
+			}
+		}
+		b.Run(name, func(b *testing.B) {
+			q := workqueue.New(opts)
+			defer q.ShutDown()
+			gets := 0
+			for b.Loop() {
+				for k := range backlog {
+					q.Add(k)
+				}
+				q.Add(quiet)
+				for n := 1; ; n++ {
+					k, _ := q.Get()
+					q.Done(k)
+					if k == quiet {
+						gets = n
+						break
+					}
+				}
+				b.StopTimer()
+				for q.Len() > 0 {
+					k, _ := q.Get()
+					q.Done(k)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(gets), "gets-to-quiet-key")
+		})
+	}
 }

@@ -69,6 +69,10 @@ type core[K comparable] struct {
 	// keysPeak and delayedPeak are the most keys the keys and delayed maps
 	// held since they were made (see remakeAt).
 	keysPeak, delayedPeak int
+	// droppedHeld counts the held keys whose flow was dropped (their
+	// keyState's dropped is set), droppedDelayed the delayed records whose
+	// flow was dropped (their dropped is set).
+	droppedHeld, droppedDelayed int
 	// shuttingDown never goes back to false; drain is true while a
 	// ShutDownWithDrain waits.
 	shuttingDown, drain bool
@@ -82,17 +86,23 @@ type core[K comparable] struct {
 //   - hint: the merged hint of the adds since it was last handed out: the
 //     cause Get returns, and for a held key the priority it is pushed with.
 //   - processing: held by a worker, between Get and Done.
+//   - dropped: held by a worker when DropFlow dropped its flow. Adds of it
+//     are discarded until Done, which forgets it.
 type keyState struct {
-	dirty, processing bool
-	hint              hint
-	// inReplay is true while the key's live entry is in order's replay fifo, with
-	// sequence number replaySeq.
-	inReplay  bool
+	dirty, processing, dropped bool
+	// inReplay is true while the key's live entry is in its lane's replay
+	// fifo, with sequence number replaySeq.
+	inReplay bool
+	hint     hint
+	// out is the hint the key was last handed out with, for Postpone.
+	out hint
+	// lane is the index of the key's flow's lane in order.lanes, chosen
+	// when the state is made and kept until it is freed. (The fields are
+	// ordered so that a keyState stays in the 48-byte size class.)
+	lane      uint32
 	replaySeq uint64
 	// heldAt is the key's index in core.held while processing.
 	heldAt int
-	// out is the hint the key was last handed out with, for Postpone.
-	out hint
 	// added is the ordering time of the first add since it was last handed
 	// out, and started that of the Get that handed it out: the queue and
 	// work durations of the metrics.
@@ -100,10 +110,12 @@ type keyState struct {
 }
 
 // delayed is what a core keeps of a key waiting in the delaying queue: the
-// merged hint it is added with once due, and when that is.
+// merged hint it is added with once due, and when that is. A dropped record
+// is one whose flow DropFlow dropped: the key is discarded when due.
 type delayed struct {
-	hint hint
-	due  time.Time
+	hint    hint
+	due     time.Time
+	dropped bool
 }
 
 // coreMetrics are the series client-go's Typed queue records.
@@ -121,7 +133,12 @@ func newCore[K comparable](opts Options[K], c clock.WithTicker) *core[K] {
 		stop:    make(chan struct{}),
 		keys:    make(map[K]*keyState),
 		delayed: make(map[K]delayed),
-		order:   order[K]{base: c.Now(), delay: int64(opts.ReplayDelay)},
+		order: order[K]{
+			base:  c.Now(),
+			delay: int64(opts.ReplayDelay),
+			flow:  opts.Flow,
+			limit: opts.FlowLimit,
+		},
 	}
 	q.ready.L, q.drained.L = &q.mu, &q.mu
 	if mp := opts.MetricsProvider; opts.Name != "" && mp != nil {
@@ -156,8 +173,11 @@ func (q *core[K]) addLocked(k K, h hint) {
 	st := q.keys[k]
 	if st == nil {
 		st = q.newState()
+		st.lane = q.order.laneOf(k)
 		q.keys[k] = st
 		q.keysPeak = max(q.keysPeak, len(q.keys))
+	} else if st.dropped {
+		return // forgotten at Done
 	}
 	if st.dirty {
 		st.hint = st.hint.merge(h)
@@ -177,8 +197,9 @@ func (q *core[K]) addLocked(k K, h hint) {
 	if st.processing {
 		return
 	}
-	q.order.push(k, st, h.prio, now)
-	q.ready.Signal()
+	if q.order.push(k, st, h.prio, now) {
+		q.ready.Signal()
+	}
 }
 
 // newState returns a zero keyState, reused when one is free.
@@ -196,34 +217,45 @@ func (q *core[K]) newState() *keyState {
 func (q *core[K]) get() (k K, c cause, shutdown bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.order.len() == 0 && !q.shuttingDown {
+	var l *lane[K]
+	for {
+		if l = q.order.next(); l != nil {
+			break
+		}
+		// After shutdown, wait only for keys that can become runnable
+		// without a ResumeFlow: those of flows at their limit.
+		if q.shuttingDown && !q.order.waiting() {
+			return k, 0, true
+		}
 		q.ready.Wait()
 	}
-	if q.order.len() == 0 {
-		return k, 0, true
-	}
-	e := q.order.pop()
+	e := q.order.pop(l)
 	st := e.st
 	st.dirty, st.processing, st.out = false, true, st.hint
 	st.heldAt = len(q.held)
 	q.held = append(q.held, st)
-	if m := q.metrics; m != nil {
-		st.started = q.now()
-		m.depth.Dec()
-		m.latency.Observe(time.Duration(st.started - st.added).Seconds())
+	if m := q.metrics; m != nil || q.order.flow != nil {
+		now := q.now()
+		l.waits.observe(now - st.added)
+		if m != nil {
+			st.started = now
+			m.depth.Dec()
+			m.latency.Observe(time.Duration(st.started - st.added).Seconds())
+		}
 	}
 	return e.key, st.hint.cause, false
 }
 
 // done marks k, handed out by get, as processed; if k was added meanwhile,
 // it is queued again with the hint of those adds. A k that is not held is
-// ignored.
-func (q *core[K]) done(k K) {
+// ignored. It reports whether k's flow was dropped while k was held: k is
+// then forgotten, and its rate limiting must be too.
+func (q *core[K]) done(k K) (dropped bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := q.keys[k]
 	if st == nil || !st.processing {
-		return
+		return false
 	}
 	st.processing = false
 	last := q.held[len(q.held)-1]
@@ -235,61 +267,89 @@ func (q *core[K]) done(k K) {
 		now = q.now()
 		m.workDuration.Observe(time.Duration(now - st.started).Seconds())
 	}
-	if st.dirty {
+	if q.order.release(st) {
+		q.ready.Signal() // the flow was at its limit
+	}
+	dropped = st.dropped
+	switch {
+	case dropped:
+		q.droppedHeld--
+		q.forgetLocked(k, st)
+	case st.dirty:
 		if q.metrics == nil {
 			now = q.now()
 		}
-		q.order.push(k, st, st.hint.prio, now)
-		q.ready.Signal()
-	} else {
-		delete(q.keys, k)
-		if len(q.keys) == 0 && q.keysPeak >= remakeAt {
-			q.keys, q.keysPeak = make(map[K]*keyState), 0
+		if q.order.push(k, st, st.hint.prio, now) {
+			q.ready.Signal()
 		}
-		if len(q.free) < maxFree {
-			*st = keyState{}
-			q.free = append(q.free, st)
-		}
+	default:
+		q.forgetLocked(k, st)
 	}
 	if len(q.held) == 0 && q.drain {
 		q.drained.Broadcast()
+	}
+	return dropped
+}
+
+// forgetLocked deletes the state st of k, which is neither queued nor held.
+func (q *core[K]) forgetLocked(k K, st *keyState) {
+	delete(q.keys, k)
+	if len(q.keys) == 0 && q.keysPeak >= remakeAt {
+		q.keys, q.keysPeak = make(map[K]*keyState), 0
+	}
+	if len(q.free) < maxFree {
+		*st = keyState{}
+		q.free = append(q.free, st)
 	}
 }
 
 // delay records that k is about to be handed to the delaying queue with
 // hint h, to be added after d, for Add to find when the delay has passed
-// and Inspect to report meanwhile.
-func (q *core[K]) delay(k K, h hint, d time.Duration) {
+// and Inspect to report meanwhile. It reports false when k must not be
+// handed to the delaying queue: a worker holds k and k's flow was dropped.
+func (q *core[K]) delay(k K, h hint, d time.Duration) bool {
 	due := q.clock.Now().Add(d)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.shuttingDown {
-		return // the delaying queue drops it
+		return true // the delaying queue drops it
+	}
+	if q.droppedHeld > 0 {
+		if st := q.keys[k]; st != nil && st.dropped {
+			return false
+		}
 	}
 	old, ok := q.delayed[k]
 	if !ok {
 		q.delayed[k] = delayed{hint: h, due: due}
 		q.delayedPeak = max(q.delayedPeak, len(q.delayed))
-		return
+		return true
+	}
+	if old.dropped {
+		// The dropped delay asked for nothing that still counts.
+		q.droppedDelayed--
+		old.dropped, old.hint = false, h
+	} else {
+		old.hint = old.hint.merge(h)
 	}
 	// The delaying queue keeps the earlier time of two delays of one key.
 	if due.Before(old.due) {
 		old.due = due
 	}
-	old.hint = old.hint.merge(h)
 	q.delayed[k] = old
+	return true
 }
 
 // postpone is delay with the hint k was handed out with, when a worker
 // holds k, and a requeue's otherwise.
-func (q *core[K]) postpone(k K, d time.Duration) {
+func (q *core[K]) postpone(k K, d time.Duration) bool {
 	h := hint{prio: normal, cause: causeRequeue}
 	q.mu.Lock()
 	if st := q.keys[k]; st != nil && st.processing {
 		h = st.out
 	}
 	q.mu.Unlock()
-	q.delay(k, h, d)
+	return q.delay(k, h, d)
 }
 
 // eachOwed calls fn for each key queued, held or delayed, with the most
@@ -299,6 +359,9 @@ func (q *core[K]) eachOwed(fn func(K, cause)) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for k, st := range q.keys {
+		if st.dropped {
+			continue
+		}
 		c := st.hint.cause
 		if st.processing {
 			c = st.out.cause
@@ -306,13 +369,13 @@ func (q *core[K]) eachOwed(fn func(K, cause)) {
 				c = max(c, st.hint.cause)
 			}
 		}
-		if d, ok := q.delayed[k]; ok {
+		if d, ok := q.delayed[k]; ok && !d.dropped {
 			c = max(c, d.hint.cause)
 		}
 		fn(k, c)
 	}
 	for k, d := range q.delayed {
-		if q.keys[k] == nil {
+		if !d.dropped && q.keys[k] == nil {
 			fn(k, d.hint.cause)
 		}
 	}
@@ -327,6 +390,7 @@ func (q *core[K]) shutDown(drain bool) {
 	defer q.mu.Unlock()
 	q.shuttingDown, q.drain = true, drain
 	clear(q.delayed) // the delaying queue drops the keys it waits on
+	q.droppedDelayed = 0
 	q.ready.Broadcast()
 	if !drain {
 		q.drained.Broadcast()
@@ -386,6 +450,10 @@ func (q *core[K]) Add(k K) {
 		delete(q.delayed, k)
 		if len(q.delayed) == 0 && q.delayedPeak >= remakeAt {
 			q.delayed, q.delayedPeak = make(map[K]delayed), 0
+		}
+		if d.dropped {
+			q.droppedDelayed--
+			return
 		}
 		h = d.hint
 	}

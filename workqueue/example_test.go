@@ -52,3 +52,37 @@ func reconcile(key string) error {
 	}
 	return nil
 }
+
+// This example gives each cluster of a fleet a flow: a backlog in one
+// cluster does not delay another's keys, a cluster that cannot be reached
+// is paused, and a cluster that leaves is dropped.
+func ExampleOptions_flow() {
+	type request struct{ cluster, name string }
+	q := workqueue.New(workqueue.Options[request]{
+		Flow:      func(r request) string { return r.cluster },
+		FlowLimit: 3, // of 4 workers: one is always free for the other clusters
+	})
+	defer q.ShutDown()
+
+	for _, name := range []string{"a", "b", "c"} {
+		q.Add(request{"flood", name})
+	}
+	q.Add(request{"quiet", "x"})
+	q.Add(request{"gone", "y"})
+	q.Add(request{"down", "z"})
+	q.PauseFlow("down")             // its keys wait, and run after ResumeFlow
+	fmt.Println(q.DropFlow("gone")) // its keys are forgotten
+	for range 4 {
+		r, _ := q.Get()
+		fmt.Println(r.cluster, r.name)
+		q.Done(r)
+	}
+	fmt.Printf("%+v\n", q.Flows()[0])
+	// Output:
+	// 1
+	// flood a
+	// quiet x
+	// flood b
+	// flood c
+	// {Flow:down Queued:1 Held:0 Paused:true WaitP50:0s WaitP99:0s}
+}

@@ -51,6 +51,13 @@ func (r *fifo[T]) pop() T {
 	return v
 }
 
+// trim releases the buffer of an empty fifo larger than minFIFO.
+func (r *fifo[T]) trim() {
+	if r.n == 0 && len(r.buf) > minFIFO {
+		r.buf, r.head = nil, 0
+	}
+}
+
 func (r *fifo[T]) resize(size int) {
 	buf := make([]T, size)
 	if r.n > 0 {

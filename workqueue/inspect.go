@@ -1,6 +1,8 @@
 package workqueue
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/converge-dev/converge/reconcile"
@@ -69,23 +71,33 @@ type QueuedKey[K comparable] struct {
 }
 
 // Stats returns the depth and the oldest key's age of each priority class,
-// and the number of delayed keys. It takes the queue's lock briefly and
-// does not allocate; workers are not held up beyond that.
+// and the number of delayed keys (Flows has the same per flow). It takes
+// the queue's lock for time linear in the number of flows and does not
+// allocate; workers are not held up beyond that.
 func (q *Queue[K]) Stats() Stats {
 	q.core.mu.Lock()
 	defer q.core.mu.Unlock()
 	o := &q.core.order
 	s := Stats{
-		Normal:       ClassStats{Depth: o.normal.len()},
-		Replay:       ClassStats{Depth: o.replayLive},
-		Delayed:      len(q.core.delayed),
+		Delayed:      len(q.core.delayed) - q.core.droppedDelayed,
 		ShuttingDown: q.core.shuttingDown,
 	}
-	if o.normal.len() > 0 {
-		s.Normal.Oldest = o.time(o.normal.front().queued)
+	oldest := func(c *ClassStats, f *fifo[entry[K]]) {
+		if f.len() == 0 {
+			return
+		}
+		if t := o.time(f.front().queued); c.Oldest.IsZero() || t.Before(c.Oldest) {
+			c.Oldest = t
+		}
 	}
-	if o.replay.len() > 0 {
-		s.Replay.Oldest = o.time(o.replay.front().queued)
+	for _, l := range o.lanes {
+		if l == nil {
+			continue
+		}
+		s.Normal.Depth += l.normal.len()
+		s.Replay.Depth += l.replayLive
+		oldest(&s.Normal, &l.normal)
+		oldest(&s.Replay, &l.replay)
 	}
 	return s
 }
@@ -97,20 +109,21 @@ func (q *Queue[K]) Stats() Stats {
 func (q *Queue[K]) Inspect(k K) KeyState {
 	var s KeyState
 	q.core.mu.Lock()
-	if d, ok := q.core.delayed[k]; ok {
+	if d, ok := q.core.delayed[k]; ok && !d.dropped {
 		s.Delayed, s.DelayReason, s.Due = true, d.hint.cause.reason(), d.due
 	}
 	if st := q.core.keys[k]; st != nil && st.dirty {
 		s.Pending = st.processing
 		o := &q.core.order
+		l := o.lanes[st.lane]
 		switch {
 		case st.processing:
 		case st.inReplay:
-			e := o.replay.at(int(st.replaySeq - o.replayHead))
+			e := l.replay.at(int(st.replaySeq - l.replayHead))
 			s.Queued, s.Replay, s.Since = true, true, o.time(e.queued)
 		default:
-			for i := range o.normal.len() {
-				if e := o.normal.at(i); e.st == st {
+			for i := range l.normal.len() {
+				if e := l.normal.at(i); e.st == st {
 					s.Queued, s.Since = true, o.time(e.queued)
 					break
 				}
@@ -126,8 +139,12 @@ func (q *Queue[K]) Inspect(k K) KeyState {
 }
 
 // Keys returns up to limit queued keys, skipping the first offset, in the
-// order Get would hand them out if nothing changed meanwhile. It takes time
-// linear in offset+limit, so that a huge queue can be paged.
+// order Get would hand them out if nothing changed meanwhile: the flows Get
+// may take a key from round-robin, each up to its FlowLimit; then, flow by
+// flow in name order, the keys Get would not hand out until something
+// changes (those of paused flows and of flows at their limit). It takes
+// time linear in offset+limit plus the number of flows, so that a huge
+// queue can be paged.
 func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
 	if limit <= 0 || offset < 0 {
 		return nil
@@ -136,31 +153,92 @@ func (q *Queue[K]) Keys(offset, limit int) []QueuedKey[K] {
 	defer q.core.mu.Unlock()
 	o := &q.core.order
 	out := make([]QueuedKey[K], 0, min(limit, o.len()))
-	// Merge the two fifos as pop does, without popping.
-	n, b := 0, 0
-	for len(out) < limit {
-		for b < o.replay.len() && o.replay.at(b).dead {
-			b++
-		}
-		var e *entry[K]
-		inReplay := false
-		switch {
-		case b < o.replay.len() && (n == o.normal.len() || o.replay.at(b).at < o.normal.at(n).at):
-			e, inReplay = o.replay.at(b), true
-			b++
-		case n < o.normal.len():
-			e = o.normal.at(n)
-			n++
-		default:
-			return out
-		}
+	// emit adds e after offset, and reports whether more keys are wanted.
+	emit := func(e *entry[K], inReplay bool) bool {
 		if offset > 0 {
 			offset--
-			continue
+			return true
 		}
 		out = append(out, QueuedKey[K]{Key: e.key, Replay: inReplay, Since: o.time(e.queued)})
+		return len(out) < limit
+	}
+	curs := make([]laneCursor[K], len(o.lanes))
+	// The runnable lanes, in ring order, served round-robin.
+	var active []*laneCursor[K]
+	for i := range o.ring.len() {
+		if l := *o.ring.at(i); o.runnable(l) {
+			c := &curs[l.idx]
+			c.l, c.budget = l, -1
+			if o.limit > 0 {
+				c.budget = o.limit - l.held
+			}
+			active = append(active, c)
+		}
+	}
+	for len(active) > 0 {
+		live := active[:0]
+		for _, c := range active {
+			e, inReplay := c.next()
+			if !emit(e, inReplay) {
+				return out
+			}
+			if c.budget--; c.budget != 0 && c.more() {
+				live = append(live, c)
+			}
+		}
+		active = live
+	}
+	// The keys left, flow by flow.
+	var rest []*laneCursor[K]
+	for _, l := range o.lanes {
+		if l == nil {
+			continue
+		}
+		c := &curs[l.idx]
+		c.l = l
+		if c.more() {
+			rest = append(rest, c)
+		}
+	}
+	slices.SortFunc(rest, func(a, b *laneCursor[K]) int { return strings.Compare(a.l.name, b.l.name) })
+	for _, c := range rest {
+		for c.more() {
+			if e, inReplay := c.next(); !emit(e, inReplay) {
+				return out
+			}
+		}
 	}
 	return out
+}
+
+// laneCursor walks a lane's queued keys in the order pop takes them,
+// without popping: n and b are the next entries of normal and replay.
+type laneCursor[K comparable] struct {
+	l      *lane[K]
+	n, b   int
+	budget int // keys the lane may still hand out; negative: no limit
+}
+
+// more reports whether the lane has a key after the cursor, skipping dead
+// replay entries.
+func (c *laneCursor[K]) more() bool {
+	for c.b < c.l.replay.len() && c.l.replay.at(c.b).dead {
+		c.b++
+	}
+	return c.n < c.l.normal.len() || c.b < c.l.replay.len()
+}
+
+// next returns the next entry, which more reported, merging the two fifos as
+// pop does.
+func (c *laneCursor[K]) next() (*entry[K], bool) {
+	c.more()
+	l := c.l
+	if c.b < l.replay.len() && (c.n == l.normal.len() || l.replay.at(c.b).at < l.normal.at(c.n).at) {
+		c.b++
+		return l.replay.at(c.b - 1), true
+	}
+	c.n++
+	return l.normal.at(c.n - 1), false
 }
 
 // owed calls fn for every key the queue still owes a worker: queued, held

@@ -58,6 +58,35 @@ type Options[K comparable] struct {
 	// Zero means DefaultReplayDelay (5 s). Negative means no penalty:
 	// AddReplay is Add, and the queue is one FIFO.
 	ReplayDelay time.Duration
+
+	// Flow names the flow a key belongs to (for a controller of many
+	// clusters, the key's cluster). Get takes keys from the flows
+	// round-robin, passing over flows that have no key it may hand out
+	// (none queued, paused, or at FlowLimit), so that a flow with a large
+	// backlog delays another flow's key by at most one Get per other flow;
+	// inside a flow keys are ordered as in a queue without flows. FlowLimit,
+	// PauseFlow, ResumeFlow, DropFlow and Flows act per flow.
+	//
+	// The queue calls Flow when it starts tracking a key: at the key's
+	// first add, or its first add after a Done that found it not added
+	// again (and in DropFlow, for a key that only waits out a delay). It
+	// calls it with its lock held: Flow must be quick and must not call
+	// the queue. A key keeps the flow it got while the queue tracks it,
+	// even if Flow would now name another. The queue keeps a record of
+	// each flow it has seen (its statistics, about 1.2 KB, and room for a
+	// few queued keys) until DropFlow, so Flow should map keys to a
+	// bounded set of flows.
+	// Zero means one flow, named "": every key is in it.
+	Flow func(K) string
+
+	// FlowLimit is the most keys of one flow that workers hold at once
+	// (between Get and Done): Get skips a flow at its limit until a
+	// worker calls Done for one of its keys, so that a flow whose keys are
+	// slow to process (its cluster unreachable, say) cannot occupy every
+	// worker. Set it below the number of workers to keep one free for the
+	// other flows.
+	// Zero (or negative) means no limit.
+	FlowLimit int
 }
 
 func (o Options[K]) withDefaults() Options[K] {
@@ -85,8 +114,8 @@ func DefaultRateLimiter[K comparable]() workqueue.TypedRateLimiter[K] {
 }
 
 // Queue is a rate-limited queue of keys, drained by controller workers, with
-// two priority classes. See the package documentation for the ordering and
-// the guarantees.
+// two priority classes and fair flows. See the package documentation for
+// the ordering and the guarantees.
 //
 // All methods are safe for concurrent use. A worker loops on Get, processes
 // the key, calls Forget on success (or when giving up) or AddRateLimited to
@@ -160,8 +189,9 @@ func (q *Queue[K]) AddReplay(k K) { q.core.add(k, q.replayHint) }
 // passed (at once if d <= 0). If AddAfter is called again for k before then,
 // the earlier time wins.
 func (q *Queue[K]) AddAfter(k K, d time.Duration) {
-	q.core.delay(k, hint{prio: normal, cause: causeRequeue}, d)
-	q.rl.AddAfter(k, d)
+	if q.core.delay(k, hint{prio: normal, cause: causeRequeue}, d) {
+		q.rl.AddAfter(k, d)
+	}
 }
 
 // Postpone queues k again once d has passed, with the priority and reason
@@ -170,8 +200,9 @@ func (q *Queue[K]) AddAfter(k K, d time.Duration) {
 // replay stays a replay and a change a change. Call it before Done(k). If
 // k is added meanwhile, the adds merge as for AddAfter.
 func (q *Queue[K]) Postpone(k K, d time.Duration) {
-	q.core.postpone(k, d)
-	q.rl.AddAfter(k, d)
+	if q.core.postpone(k, d) {
+		q.rl.AddAfter(k, d)
+	}
 }
 
 // AddRateLimited queues k at normal priority, with reason retry, after the
@@ -180,8 +211,9 @@ func (q *Queue[K]) Postpone(k K, d time.Duration) {
 func (q *Queue[K]) AddRateLimited(k K) {
 	// What client-go's AddRateLimited does, with the delay kept for Inspect.
 	d := q.limiter.When(k)
-	q.core.delay(k, hint{prio: normal, cause: causeRetry}, d)
-	q.rl.AddAfter(k, d)
+	if q.core.delay(k, hint{prio: normal, cause: causeRetry}, d) {
+		q.rl.AddAfter(k, d)
+	}
 }
 
 // Forget resets k's rate limiting: the next AddRateLimited(k) starts from
@@ -217,8 +249,13 @@ func (q *Queue[K]) GetWithReason() (k K, r reconcile.Reason, shutdown bool) {
 
 // Done marks k, returned by Get, as processed. If k was added again since
 // Get, it is queued again now, once, with the highest priority requested
-// since Get.
-func (q *Queue[K]) Done(k K) { q.core.done(k) }
+// since Get. If k's flow was dropped since Get, k is forgotten instead,
+// with its rate limiting (as by Forget).
+func (q *Queue[K]) Done(k K) {
+	if q.core.done(k) {
+		q.rl.Forget(k)
+	}
+}
 
 // Len returns the number of queued keys, not counting keys held by workers
 // or waiting for AddAfter or AddRateLimited. It is for information only:
