@@ -559,6 +559,7 @@ func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error
 		return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
 	}
 	e.informer = inf
+	e.indexes.Store(int64(len(indexers)))
 	return e, nil
 }
 

@@ -65,8 +65,11 @@ type entry struct {
 	// informer's events (so that counting them allocates nothing); it lags
 	// the store by the events not yet handed to listeners.
 	objects atomic.Int64
-	// size estimates the bytes of the informer's objects.
-	size sizeSampler
+	// size estimates the bytes of the informer's objects, and indexes
+	// counts its indexes (client-go's count is not safe to read while an
+	// index is added).
+	size    sizeSampler
+	indexes atomic.Int64
 	// startedByRead is set when a read (not For or ForObject) made the
 	// informer; it never changes after.
 	startedByRead bool

@@ -320,6 +320,7 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
 	if err != nil {
 		return fmt.Errorf("informers: add index %q to %s: %w", name, i.e.desc, err)
 	}
+	i.e.indexes.Add(1)
 	return nil
 }
 

@@ -71,9 +71,8 @@ func (e *entry) bytes(objects int) int64 {
 	if objects <= 0 {
 		return 0
 	}
-	indexes := len(e.informer.GetIndexer().GetIndexers())
 	return int64(float64(objects)*e.size.perObject()) +
-		memsize.Map(objects, storeSlot, true) + int64(indexes)*memsize.Map(objects, indexSlot, true)
+		memsize.Map(objects, storeSlot, true) + e.indexes.Load()*memsize.Map(objects, indexSlot, true)
 }
 
 // counter keeps entry.objects.

@@ -43,6 +43,10 @@ func createConfigMaps(t *testing.T, cs kubernetes.Interface, ns string, n int) {
 	}
 }
 
+// indexSlotBytes is the least an index costs per object: the key's string
+// header in its value's set.
+const indexSlotBytes = 16
+
 func statsOf(c *informers.Cache, desc string) (informers.InformerStats, bool) {
 	for _, st := range c.Stats() {
 		if st.Description == desc {
@@ -97,6 +101,25 @@ func TestStatsCountAndSizeObjects(t *testing.T) {
 	if st.StartedByRead {
 		t.Errorf("an informer made by For is flagged as started by a read: %+v", st)
 	}
+
+	// Stats may run while an index is added, and counts the index's
+	// entries once it is.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			c.Stats()
+		}
+	}()
+	if err := inf.AddIndex("label.app", func(cm *corev1.ConfigMap) []string { return []string{cm.Labels["app"]} }); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	indexed, _ := statsOf(c, inf.String())
+	if added := indexed.Bytes - st.Bytes; added < n*indexSlotBytes {
+		t.Errorf("an index of %d objects added %d B to the estimate, want at least %d B", n, added, n*indexSlotBytes)
+	}
+	st = indexed
 
 	for i := range 10 {
 		if err := cs.CoreV1().ConfigMaps(ns).Delete(t.Context(), "cm-"+strconv.Itoa(i), metav1.DeleteOptions{}); err != nil {
