@@ -174,6 +174,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	metrics := newMetrics()
 	notFound := &served.Signals{}
 	cacheOpts.OnRequestError = countRequestErrors(metrics, notFound, cacheOpts.OnRequestError)
+	cacheOpts.OnUnwatchedRead = noteUnwatchedReads(metrics, opts.Logger, cacheOpts.OnUnwatchedRead)
 	c, err := informers.New(cfg, cacheOpts)
 	if err != nil {
 		return nil, err
@@ -195,7 +196,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		elected:      make(chan struct{}),
 		lost:         make(chan struct{}),
 	}
-	m.metrics.cacheObjectsSource = c.Stats
+	m.metrics.cacheObjectsSource, m.metrics.sharedBytesSource = c.Stats, c.SharedBytes
 	if err := m.newClients(); err != nil {
 		return nil, err
 	}

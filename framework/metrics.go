@@ -3,6 +3,7 @@ package framework
 import (
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -62,8 +63,14 @@ type metrics struct {
 	leaderStatus       *prometheus.GaugeVec
 	queue              *queueMetrics
 	cacheObjects       *prometheus.Desc
+	cacheBytes         *prometheus.Desc
+	informerObjects    *prometheus.Desc
+	informerBytes      *prometheus.Desc
+	sharedBytes        *prometheus.Desc
 	cacheErrors        *prometheus.CounterVec
+	readStarts         *prometheus.CounterVec
 	cacheObjectsSource func() []informers.InformerStats
+	sharedBytesSource  func() int64
 	ring               *ring.Metrics
 }
 
@@ -115,6 +122,22 @@ func newMetrics() *metrics {
 		cacheObjects: prometheus.NewDesc("converge_cache_objects",
 			"Number of objects the shared cache holds, per kind (summed over its informers).",
 			[]string{"group", "version", "kind"}, nil),
+		cacheBytes: prometheus.NewDesc("converge_cache_bytes",
+			"Estimated heap bytes of the objects the shared cache holds, per kind (summed over its informers; values shared between objects are in converge_cache_shared_bytes).",
+			[]string{"group", "version", "kind"}, nil),
+		informerObjects: prometheus.NewDesc("converge_cache_informer_objects",
+			"Number of objects one informer of the shared cache holds; informer describes it (kind, mode, namespace, selectors).",
+			[]string{"informer", "group", "version", "kind"}, nil),
+		informerBytes: prometheus.NewDesc("converge_cache_informer_bytes",
+			"Estimated heap bytes of one informer's objects and store: its objects times the mean size of a sample of every 32nd object, plus its store's map and indexes.",
+			[]string{"informer", "group", "version", "kind"}, nil),
+		sharedBytes: prometheus.NewDesc("converge_cache_shared_bytes",
+			"Estimated heap bytes of the values (labels, annotations, owner references, namespaces, resource lists) the cached objects share, counted once.",
+			nil, nil),
+		readStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "converge_cache_informers_started_by_reads_total",
+			Help: "Informers started by a Get or List of a kind no informer held (kept from then on), by kind and mode (typed, unstructured, metadata).",
+		}, []string{"group", "version", "kind", "mode"}),
 		cacheErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "converge_cache_request_errors_total",
 			Help: "Failed list and watch requests of the shared cache, by resource, namespace, verb and reason (forbidden, unauthorized, not_found, unreachable, timeout, other).",
@@ -125,7 +148,7 @@ func newMetrics() *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconcileTotal, m.reconcileErrors, m.reconcileTerminal, m.reconcilePanics, m.reconcileTimeouts, m.reconcilesByReason,
-		m.reconcileTime, m.workersMax, m.workersActive, m.leaderStatus, m.cacheErrors,
+		m.reconcileTime, m.workersMax, m.workersActive, m.leaderStatus, m.cacheErrors, m.readStarts,
 		cacheCollector{m},
 	)
 	m.registry.MustRegister(restClientCollectors()...)
@@ -188,21 +211,57 @@ func (cm *controllerMetrics) observe(result string, reason reconcile.Reason, too
 	cm.duration.Observe(took.Seconds())
 }
 
-// cacheCollector reports the number of cached objects per kind at scrape time.
+// cacheCollector reports, at scrape time, the objects and estimated bytes
+// of each informer and of each kind, and the bytes of shared values.
 type cacheCollector struct{ m *metrics }
 
-func (c cacheCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.cacheObjects }
+func (c cacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.m.cacheObjects
+	ch <- c.m.cacheBytes
+	ch <- c.m.informerObjects
+	ch <- c.m.informerBytes
+	ch <- c.m.sharedBytes
+}
 
 func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.m.cacheObjectsSource == nil {
 		return
 	}
-	byKind := map[schema.GroupVersionKind]int{}
-	for _, st := range c.m.cacheObjectsSource() {
-		byKind[st.Kind] += st.Objects
+	type total struct {
+		objects int
+		bytes   int64
 	}
-	for k, n := range byKind {
-		ch <- prometheus.MustNewConstMetric(c.m.cacheObjects, prometheus.GaugeValue, float64(n), k.Group, k.Version, k.Kind)
+	byKind := map[schema.GroupVersionKind]total{}
+	for _, st := range c.m.cacheObjectsSource() {
+		t := byKind[st.Kind]
+		t.objects += st.Objects
+		t.bytes += st.Bytes
+		byKind[st.Kind] = t
+		k := st.Kind
+		ch <- prometheus.MustNewConstMetric(c.m.informerObjects, prometheus.GaugeValue, float64(st.Objects), st.Description, k.Group, k.Version, k.Kind)
+		ch <- prometheus.MustNewConstMetric(c.m.informerBytes, prometheus.GaugeValue, float64(st.Bytes), st.Description, k.Group, k.Version, k.Kind)
+	}
+	for k, t := range byKind {
+		ch <- prometheus.MustNewConstMetric(c.m.cacheObjects, prometheus.GaugeValue, float64(t.objects), k.Group, k.Version, k.Kind)
+		ch <- prometheus.MustNewConstMetric(c.m.cacheBytes, prometheus.GaugeValue, float64(t.bytes), k.Group, k.Version, k.Kind)
+	}
+	if c.m.sharedBytesSource != nil {
+		ch <- prometheus.MustNewConstMetric(c.m.sharedBytes, prometheus.GaugeValue, float64(c.m.sharedBytesSource()))
+	}
+}
+
+// noteUnwatchedReads returns the cache's OnUnwatchedRead: it counts each
+// informer a read started in metrics and logs it, then calls user, when
+// set.
+func noteUnwatchedReads(metrics *metrics, log logr.Logger, user func(informers.UnwatchedRead)) func(informers.UnwatchedRead) {
+	return func(r informers.UnwatchedRead) {
+		metrics.readStarts.WithLabelValues(r.Kind.Group, r.Kind.Version, r.Kind.Kind, r.Mode.String()).Inc()
+		log.Info("a read of a kind no informer held started an informer, which the cache keeps: watch the kind, declare it in Options.Cache.ByKind, "+
+			"or read it with Manager.APIReader (Options.Cache.RefuseUnwatchedReads refuses such reads)",
+			"informer", r.Informer, "kind", r.Kind.String(), "mode", r.Mode.String())
+		if user != nil {
+			user(r)
+		}
 	}
 }
 

@@ -24,6 +24,8 @@ type State struct {
 	Ring        *sharding.Status          `json:"ring,omitempty"`
 	Controllers []ControllerStatus        `json:"controllers"`
 	Informers   []informers.InformerStats `json:"informers"`
+	// Memory is the process's heap and the cache's part of it.
+	Memory Memory `json:"memory"`
 	// Webhooks are the paths of the admission and conversion webhooks served.
 	Webhooks []string `json:"webhooks"`
 }

@@ -193,6 +193,11 @@ var rules = []struct {
 		forbidden: []string{stdOnly},
 	},
 	{
+		name:      "internal/memsize, the heap estimate of cached objects, is a leaf: the standard library only",
+		from:      []string{"internal/memsize"},
+		forbidden: []string{stdOnly},
+	},
+	{
 		name:      "internal/shardtest is a leaf: the standard library only",
 		from:      []string{"internal/shardtest"},
 		forbidden: []string{stdOnly},
