@@ -75,13 +75,18 @@
 // sharded. framework/internal/syncgc raises GOGC while
 // caches first sync, for the manager and the ring.
 //
-// Four more rooms below framework, each imported only by it, hold one
+// Five more rooms below framework, each imported only by it, hold one
 // concept each: framework/internal/history keeps each controller's recent
 // reconciles, which the debug endpoint shows; framework/internal/reconcilelog
 // is the log sink of one reconcile (what ReasonFrom and NoteBlocked read);
 // framework/internal/recorder completes, sends and redacts the events of
-// Manager.EventRecorder; and framework/internal/served watches the kind of a
-// WhenServed source while the API server serves it.
+// Manager.EventRecorder; framework/internal/served watches the kind of a
+// WhenServed source while the API server serves it; and
+// framework/internal/metrics holds the Prometheus series a manager exports
+// (reconciles by outcome, work queues, the shared cache, the leader lease,
+// client-go's requests), which Manager.Metrics returns. Its words for a
+// reconcile's outcome (success, requeue_after, error, terminal, panic) are
+// the ones the controller logs, traces and keeps in its history.
 //
 // # Webhooks
 //

@@ -184,7 +184,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	q := workqueue.New(workqueue.Options[reconcile.Request]{
 		Name:            b.name,
 		RateLimiter:     opts.RateLimiter,
-		MetricsProvider: mgr.metrics.queue,
+		MetricsProvider: mgr.metrics.Queue,
 	})
 	c.queue, target.queue = q, q
 	pb.queued(func(fn func(reconcile.Request, reconcile.Reason)) { hooks.Owed(q, fn) })
@@ -253,7 +253,7 @@ func (b *Builder[T]) instrument(c *Controller) {
 	if tp := b.mgr.opts.TracerProvider; tp != nil {
 		c.tracer = tp.Tracer("github.com/converge-dev/converge/framework")
 	}
-	c.metrics = b.mgr.metrics.forController(b.name, c.opts.Workers)
+	c.metrics = b.mgr.metrics.ForController(b.name, c.opts.Workers)
 	c.history = history.New(c.opts.HistoryKeys)
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/recorder"
 	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/framework/internal/served"
@@ -74,7 +75,7 @@ type Manager struct {
 	client  *client.Client
 	api     *client.APIReader
 	log     logr.Logger
-	metrics *metrics
+	metrics *metrics.Metrics
 	http    *http.Client
 	events  events.EventBroadcaster
 	// notFound tells the sources made by WhenServed of a list or watch of
@@ -127,11 +128,12 @@ type Manager struct {
 	// debug endpoint.
 	inspected []inspectable
 
-	// ring is this process's membership of the sharding ring; nil without
-	// Options.Sharding.Ring. holds counts the sharded controllers reading
-	// each bucket informer.
-	ring  *ring.Ring
-	holds shard.Holds
+	// ring is this process's membership of the sharding ring, and
+	// ringMetrics its series; nil without Options.Sharding.Ring. holds
+	// counts the sharded controllers reading each bucket informer.
+	ring        *ring.Ring
+	ringMetrics *ring.Metrics
+	holds       shard.Holds
 }
 
 // NewManager returns a Manager for the API server cfg points at. A nil cfg is
@@ -171,10 +173,10 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	cacheOpts := opts.Cache
 	cacheOpts.Scheme, cacheOpts.Mapper, cacheOpts.HTTPClient = opts.Scheme, mapper, httpClient
-	metrics := newMetrics()
+	mets := metrics.New()
 	notFound := &served.Signals{}
-	cacheOpts.OnRequestError = countRequestErrors(metrics, notFound, cacheOpts.OnRequestError)
-	cacheOpts.OnUnwatchedRead = noteUnwatchedReads(metrics, opts.Logger, cacheOpts.OnUnwatchedRead)
+	cacheOpts.OnRequestError = countRequestErrors(mets, notFound, cacheOpts.OnRequestError)
+	cacheOpts.OnUnwatchedRead = mets.NoteUnwatchedReads(opts.Logger, cacheOpts.OnUnwatchedRead)
 	c, err := informers.New(cfg, cacheOpts)
 	if err != nil {
 		return nil, err
@@ -190,13 +192,13 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		readyChecks:  map[string]Check{},
 		webhooks:     map[string]webhook.Handler{},
 		runErr:       make(chan error, 1),
-		metrics:      metrics,
+		metrics:      mets,
 		notFound:     notFound,
 		http:         httpClient,
 		elected:      make(chan struct{}),
 		lost:         make(chan struct{}),
 	}
-	m.metrics.cacheObjectsSource, m.metrics.sharedBytesSource = c.Stats, c.SharedBytes
+	m.metrics.CacheStats, m.metrics.SharedBytes = c.Stats, c.SharedBytes
 	if err := m.newClients(); err != nil {
 		return nil, err
 	}
@@ -228,13 +230,13 @@ func clientConfig(cfg *rest.Config, opts Options) *rest.Config {
 // countRequestErrors returns the cache's OnRequestError: it counts each
 // failed request in metrics, signals a kind the API server no longer serves
 // to notFound, then calls user, when set.
-func countRequestErrors(metrics *metrics, notFound *served.Signals, user func(informers.RequestError)) func(informers.RequestError) {
+func countRequestErrors(mets *metrics.Metrics, notFound *served.Signals, user func(informers.RequestError)) func(informers.RequestError) {
 	return func(e informers.RequestError) {
 		resource := e.Resource
 		if resource == "" {
 			resource = e.Kind.GroupKind().String()
 		}
-		metrics.cacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Class).Inc()
+		mets.CacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Class).Inc()
 		if e.Class == "not_found" {
 			notFound.Signal(e.Kind.GroupKind()) // a CRD deleted? (see WhenServed)
 		}
@@ -275,9 +277,9 @@ func (m *Manager) joinRing() error {
 	if err != nil {
 		return fmt.Errorf("framework: sharding client for %s: %w", m.cfg.Host, err)
 	}
-	m.metrics.ring = ring.NewMetrics(sh.Ring)
-	m.metrics.ring.Register(m.metrics.registry)
-	m.ring = ring.New(cs, sh, m.log, m.metrics.ring)
+	m.ringMetrics = ring.NewMetrics(sh.Ring)
+	m.ringMetrics.Register(m.metrics.Registry)
+	m.ring = ring.New(cs, sh, m.log, m.ringMetrics)
 	m.ring.SyncGCPercent = m.opts.SyncGCPercent
 	m.readyChecks[ring.ReadyCheck] = func(*http.Request) error { return m.ring.Ready() }
 	return nil
@@ -355,7 +357,7 @@ func (m *Manager) Elected() <-chan struct{} { return m.elected }
 
 // Metrics returns the manager's Prometheus registry, which holds the
 // framework's series; register your own collectors on it to export them too.
-func (m *Manager) Metrics() *prometheus.Registry { return m.metrics.registry }
+func (m *Manager) Metrics() *prometheus.Registry { return m.metrics.Registry }
 
 // Logger returns the manager's root logger.
 func (m *Manager) Logger() logr.Logger { return m.log }

@@ -79,7 +79,7 @@ func (m *layoutMember) status() sharding.Status {
 
 // claimedIn counts the buckets m began to hold.
 func (m *layoutMember) claimedIn() float64 {
-	return testutil.ToFloat64(m.mgr.metrics.ring.Handovers.WithLabelValues("r", "in"))
+	return testutil.ToFloat64(m.mgr.ringMetrics.Handovers.WithLabelValues("r", "in"))
 }
 
 // A member whose layout differs from the one holding the ring (another
@@ -116,7 +116,7 @@ func TestRingRefusesAnotherLayoutUntilItsMembersAreGone(t *testing.T) {
 	if n := b.claimedIn(); n != 0 {
 		t.Errorf("b claimed %v buckets while refused", n)
 	}
-	if n := testutil.ToFloat64(b.mgr.metrics.ring.Refused.WithLabelValues("r")); n != 1 {
+	if n := testutil.ToFloat64(b.mgr.ringMetrics.Refused.WithLabelValues("r")); n != 1 {
 		t.Errorf("converge_shard_refusals_total = %v, want 1", n)
 	}
 	// a keeps the ring: never refused, and serving all 32 buckets (on a

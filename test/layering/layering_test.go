@@ -168,6 +168,16 @@ var rules = []struct {
 		forbidden: []string{module + "/framework/internal/history", module + "/framework/internal/reconcilelog", module + "/framework/internal/recorder", module + "/framework/internal/served"},
 	},
 	{
+		name:      "framework/internal/metrics, the series a manager exports, sits below framework: of converge it imports only informers (whose stats and unwatched reads it counts) and reconcile, never the manager, its other rooms, the client, workqueue or declarative",
+		from:      []string{"framework/internal/metrics"},
+		forbidden: []string{module + "/framework/...", module + "/client", module + "/workqueue", module + "/declarative", module + "/internal/errtext", module + "/internal/klogcap"},
+	},
+	{
+		name:      "only framework exports a manager's series: no package beside or below it imports framework/internal/metrics",
+		from:      []string{"framework/controllerutil", "framework/webhook", "framework/fake", "framework/envtest", "framework/introspect", "framework/internal/history", "framework/internal/reconcilelog", "framework/internal/recorder", "framework/internal/served", "framework/internal/ring", "framework/internal/serving", "framework/internal/shard", "framework/internal/syncgc", "informers", "workqueue", "client"},
+		forbidden: []string{module + "/framework/internal/metrics"},
+	},
+	{
 		name:      "framework/webhook holds handlers only: it may import object and framework/internal/serving, never the manager, the client, declarative or the test control plane",
 		from:      []string{"framework/webhook"},
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/client", module + "/declarative", module + "/informers", module + "/workqueue", module + "/reconcile"},
