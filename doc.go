@@ -12,7 +12,8 @@
 // # Reconcilers
 //
 // Package reconcile holds what user code implements and returns: Request,
-// Result, Reconciler and ObjectReconciler, and TerminalError. It depends only
+// Result, Reconciler and ObjectReconciler, TerminalError, and Blocker (why an
+// object is not converged yet, which framework.NoteBlocked records). It depends only
 // on the standard library.
 //
 // # Objects

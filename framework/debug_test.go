@@ -53,7 +53,7 @@ func startDebugManager(t *testing.T, objects int) *framework.Manager {
 		case "bad":
 			return reconcile.Result{}, errors.New("quota exceeded for ns/bad")
 		case "waits":
-			framework.NoteBlocked(ctx, introspect.Blocker{Reason: "Waiting", Message: "ConfigMap waits waits for Job migrate (Complete)"})
+			framework.NoteBlocked(ctx, reconcile.Blocker{Reason: "Waiting", Message: "ConfigMap waits waits for Job migrate (Complete)"})
 		}
 		return reconcile.Result{}, nil
 	})

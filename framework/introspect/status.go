@@ -173,7 +173,7 @@ type ReconcileRecord struct {
 	Failures int `json:"failures,omitempty"`
 	// Blocked is why the reconcile noted its object is not converged
 	// (framework.NoteBlocked); nil when it noted nothing.
-	Blocked *Blocker `json:"blocked,omitempty"`
+	Blocked *reconcile.Blocker `json:"blocked,omitempty"`
 }
 
 // Values of ReconcileRecord.Result that Explain tells apart.
