@@ -61,7 +61,10 @@ type ControllerOptions struct {
 	// this long and the reconcile is counted as timed out. Zero means no bound.
 	ReconcileTimeout time.Duration
 
-	// Logger is the controller's logger. Zero means the manager's.
+	// Logger is the controller's logger. Zero means the manager's. Since
+	// logr.Discard() is the zero logr.Logger, it too selects the manager's:
+	// to silence one controller, pass
+	// logr.FromSlogHandler(slog.DiscardHandler).
 	Logger logr.Logger
 
 	// WithoutLeaderElection runs the controller in every process, leader or
