@@ -12,7 +12,8 @@
 // # Reconcilers
 //
 // Package reconcile holds what user code implements and returns: Request,
-// Result, Reconciler and ObjectReconciler, and TerminalError. It depends only
+// Result, Reconciler and ObjectReconciler, TerminalError, and Blocker (why an
+// object is not converged yet, which framework.NoteBlocked records). It depends only
 // on the standard library.
 //
 // # Objects
@@ -87,13 +88,18 @@
 // sharded. framework/internal/syncgc raises GOGC while
 // caches first sync, for the manager and the ring.
 //
-// Four more rooms below framework, each imported only by it, hold one
+// Five more rooms below framework, each imported only by it, hold one
 // concept each: framework/internal/history keeps each controller's recent
 // reconciles, which the debug endpoint shows; framework/internal/reconcilelog
 // is the log sink of one reconcile (what ReasonFrom and NoteBlocked read);
 // framework/internal/recorder completes, sends and redacts the events of
-// Manager.EventRecorder; and framework/internal/served watches the kind of a
-// WhenServed source while the API server serves it.
+// Manager.EventRecorder; framework/internal/served watches the kind of a
+// WhenServed source while the API server serves it; and
+// framework/internal/metrics holds the Prometheus series a manager exports
+// (reconciles by outcome, work queues, the shared cache, the leader lease,
+// client-go's requests), which Manager.Metrics returns. Its words for a
+// reconcile's outcome (success, requeue_after, error, terminal, panic) are
+// the ones the controller logs, traces and keeps in its history.
 //
 // # Webhooks
 //
@@ -118,6 +124,16 @@
 // it through introspect.Provider, and serves the lower layers' own types
 // (workqueue.Stats, workqueue.KeyState, informers.InformerStats,
 // sharding.Status) rather than restating them.
+//
+// # Finding controller bugs
+//
+// Package framework/explore runs a program's controllers (the setup
+// function its main calls) on framework/fake, the API server in memory,
+// under seeded schedules of faults: 409 Conflicts and 500s on writes, a
+// crash right after a write and a restart, watches lagging behind. It
+// checks the invariants a test writes and convergence at each quiet point
+// and counts deletes against the fault-free schedule, shrinks a failing
+// schedule's faults, and prints the command that replays it.
 //
 // # Test control planes
 //

@@ -22,7 +22,6 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
@@ -99,7 +98,7 @@ type State struct {
 // When Desired returns an error, or panics, nothing is applied or deleted
 // and no State.Events are recorded: the parent's Ready condition (when its
 // status can hold conditions) is set False with reason DesiredFailedReason
-// and the error, the reconcile notes the same as its introspect.Blocker, and
+// and the error, the reconcile notes the same as its reconcile.Blocker, and
 // a Warning Event of that reason is recorded once per change of the error.
 // The error then reaches the framework unchanged: reconcile.Terminal(err)
 // is not retried until something changes, any other error is retried with
@@ -472,7 +471,7 @@ func (d *Declarative[T]) writeStatus(ctx context.Context, parent T, state State,
 	}
 	var ready metav1.Condition
 	if st.status != "" {
-		var blocker introspect.Blocker
+		var blocker reconcile.Blocker
 		ready, blocker = readyCondition(parent, st)
 		framework.NoteBlocked(ctx, blocker)
 	}

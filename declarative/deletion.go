@@ -70,7 +70,7 @@ func deletionWait(parent object.Object, kinds []*childKind, found [][]object.Obj
 	return first
 }
 
-// noteDeletionWait notes, as the reconcile's introspect.Blocker, that the
+// noteDeletionWait notes, as the reconcile's reconcile.Blocker, that the
 // deletion of parent waits (msg says for what), and says so in its Ready
 // condition (see setReadyCondition).
 func (d *Declarative[T]) noteDeletionWait(ctx context.Context, parent T, msg string) error {

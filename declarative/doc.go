@@ -12,7 +12,7 @@
 //     Child.Retain), then remove the finalizer, whoever added it. Nothing
 //     else. While the deletion waits (a child another is After is deleted
 //     once that one is gone, and someone's finalizer may hold it), the
-//     reconcile's introspect.Blocker and the Ready condition say for what
+//     reconcile's reconcile.Blocker and the Ready condition say for what
 //     ("deletion waits for Deployment web (Terminating, finalizer
 //     example.com/hold)").
 //  2. Add the finalizer when cleanup is needed (a Finalizer, or children that
@@ -102,7 +102,7 @@
 // every child is ready, else the first failed, waiting or unready child,
 // with what it waits for (its kind's readiness, or the words of its
 // ReadyWhen) and since when. The reconcile notes the same reason and
-// message as its introspect.Blocker, so the manager's debug page and
+// message as its reconcile.Blocker, so the manager's debug page and
 // converge explain say what the condition says, and count the parent as
 // not converged until it is True.
 //

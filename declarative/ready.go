@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/client"
-	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/object"
+	"github.com/converge-dev/converge/reconcile"
 )
 
 // ReadyCondition is the type of the condition converge sets in the status
@@ -30,7 +30,7 @@ import (
 // parent whose status has conditions.
 //
 // Whenever it is False, the reconcile also notes it, same reason and
-// message, as its introspect.Blocker: converge explain and the manager's
+// message, as its reconcile.Blocker: converge explain and the manager's
 // debug page then say what the condition says, and count the parent as
 // not converged.
 const ReadyCondition = "Ready"
@@ -159,10 +159,10 @@ func (v vertex) rerunNote() string {
 
 // readyCondition returns the Ready condition st calls for on parent, the
 // time a wait began in its message (kept from parent's condition while the
-// wait lasts), and, when it is not True, the same as the introspect.Blocker
+// wait lasts), and, when it is not True, the same as the reconcile.Blocker
 // the reconcile notes: the condition, converge explain and the debug page
 // say one thing.
-func readyCondition(parent object.Object, st readyState) (metav1.Condition, introspect.Blocker) {
+func readyCondition(parent object.Object, st readyState) (metav1.Condition, reconcile.Blocker) {
 	current := parentConditions(parent)
 	cond := NewConditions(current, parent.GetGeneration()).Set(ReadyCondition, st.status, st.reason, st.message).out[0]
 	var since time.Time
@@ -170,9 +170,9 @@ func readyCondition(parent object.Object, st readyState) (metav1.Condition, intr
 		cond.Message, since = sinceMessage(current, cond, st.message)
 	}
 	if cond.Status == metav1.ConditionTrue {
-		return cond, introspect.Blocker{}
+		return cond, reconcile.Blocker{}
 	}
-	return cond, introspect.Blocker{Reason: cond.Reason, Message: cond.Message, Since: since}
+	return cond, reconcile.Blocker{Reason: cond.Reason, Message: cond.Message, Since: since}
 }
 
 // withReadyCondition returns status with cond in its conditions list, in

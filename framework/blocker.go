@@ -4,12 +4,12 @@ import (
 	"context"
 
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
-	"github.com/converge-dev/converge/framework/introspect"
+	"github.com/converge-dev/converge/reconcile"
 )
 
 // NoteBlocked records, for the reconcile whose context is ctx, why its
 // object is not converged although the reconcile did all it could (b,
-// an introspect.Blocker). The
+// an reconcile.Blocker). The
 // manager's debug endpoint keeps it with the reconcile in the key's
 // history, and converge explain and the debug page print it; an object
 // whose last reconcile noted a Blocker is not converged, whatever the
@@ -17,7 +17,7 @@ import (
 // a Reason clears it. A reconcile that notes nothing is blocked by nothing.
 // NoteBlocked does nothing when ctx does not come from a controller's
 // reconcile, and is safe to call from goroutines the reconcile starts.
-func NoteBlocked(ctx context.Context, b introspect.Blocker) {
+func NoteBlocked(ctx context.Context, b reconcile.Blocker) {
 	s := reconcilelog.From(ctx)
 	if s == nil {
 		return

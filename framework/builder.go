@@ -186,7 +186,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	qopts := workqueue.Options[reconcile.Request]{
 		Name:            b.name,
 		RateLimiter:     opts.RateLimiter,
-		MetricsProvider: mgr.metrics.queue,
+		MetricsProvider: mgr.metrics.Queue,
 	}
 	if opts.Clusters.Remote {
 		qopts.Flow, qopts.FlowLimit = clusterFlow, max(1, opts.Workers-1)
@@ -275,7 +275,7 @@ func (b *Builder[T]) instrument(c *Controller) {
 	if tp := b.mgr.opts.TracerProvider; tp != nil {
 		c.tracer = tp.Tracer("github.com/converge-dev/converge/framework")
 	}
-	c.metrics = b.mgr.metrics.forController(b.name, c.opts.Workers)
+	c.metrics = b.mgr.metrics.ForController(b.name, c.opts.Workers)
 	c.history = history.New(c.opts.HistoryKeys)
 }
 

@@ -11,7 +11,7 @@ import (
 
 // ErrNoConfig is returned by LoadConfig when no kubeconfig is found and the
 // process does not run in a cluster.
-var ErrNoConfig = errors.New("no Kubernetes configuration: no --kubeconfig given, no file in $KUBECONFIG or at ~/.kube/config, and not running in a cluster")
+var ErrNoConfig = errors.New("framework: no Kubernetes configuration: no --kubeconfig given, no file in $KUBECONFIG or at ~/.kube/config, and not running in a cluster")
 
 // LoadConfig returns the configuration to reach the API server, looked up in
 // this order: the kubeconfig file at path (when path is not empty), the files

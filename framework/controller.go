@@ -21,6 +21,7 @@ import (
 
 	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework/internal/history"
+	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/framework/internal/shard"
 	"github.com/converge-dev/converge/informers"
@@ -61,7 +62,10 @@ type ControllerOptions struct {
 	// this long and the reconcile is counted as timed out. Zero means no bound.
 	ReconcileTimeout time.Duration
 
-	// Logger is the controller's logger. Zero means the manager's.
+	// Logger is the controller's logger. Zero means the manager's. Since
+	// logr.Discard() is the zero logr.Logger, it too selects the manager's:
+	// to silence one controller, pass
+	// logr.FromSlogHandler(slog.DiscardHandler).
 	Logger logr.Logger
 
 	// WithoutLeaderElection runs the controller in every process, leader or
@@ -167,7 +171,7 @@ type Controller struct {
 	watched []schema.GroupVersionKind
 	log     logr.Logger
 	deeper  logr.LogSink
-	metrics *controllerMetrics
+	metrics *metrics.Controller
 	tracer  trace.Tracer // nil: no tracing
 
 	// ids numbers reconciles for logs.
@@ -479,12 +483,12 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 	// The active gauge is set under mu, which the reconcile takes anyway:
 	// a store, not the compare-and-swap loop of Inc and Dec that workers
 	// would contend on.
-	c.metrics.active.Set(float64(len(c.inflight)))
+	c.metrics.Active.Set(float64(len(c.inflight)))
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.inflight, id)
-		c.metrics.active.Set(float64(len(c.inflight)))
+		c.metrics.Active.Set(float64(len(c.inflight)))
 		c.mu.Unlock()
 	}()
 	res, err, panicked := c.call(ctx, req)
@@ -495,7 +499,7 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 	if timedOut {
 		log.Info("reconcile ran past its timeout", "timeout", c.opts.ReconcileTimeout)
 	}
-	c.metrics.observe(result, reason, took, timedOut)
+	c.metrics.Observe(result, reason, took, timedOut)
 	rec := history.Record{Start: start, Took: took, RequeueAfter: res.RequeueAfter, Retries: retries, Worker: worker, Reason: reason, Result: result}
 	if err != nil {
 		// Shown by the debug endpoint, its page and converge explain:
@@ -541,23 +545,23 @@ func (c *Controller) settle(log logr.Logger, req reconcile.Request, res reconcil
 	switch {
 	case panicked:
 		c.queue.AddRateLimited(req)
-		return resultPanic, c.queue.NumRequeues(req)
+		return metrics.ResultPanic, c.queue.NumRequeues(req)
 	case err != nil && reconcile.IsTerminal(err):
 		log.Error(errtext.Error(err), "reconcile failed; not retrying until the object changes")
 		c.queue.Forget(req)
-		return resultTerminal, 0
+		return metrics.ResultTerminal, 0
 	case err != nil:
 		retries = c.queue.NumRequeues(req)
 		log.Error(errtext.Error(err), "reconcile failed; retrying with backoff", "retries", retries)
 		c.queue.AddRateLimited(req)
-		return resultError, retries + 1
+		return metrics.ResultError, retries + 1
 	case res.RequeueAfter > 0:
 		c.queue.Forget(req)
 		c.queue.AddAfter(req, res.RequeueAfter)
-		return resultRequeueAfter, 0
+		return metrics.ResultRequeueAfter, 0
 	default:
 		c.queue.Forget(req)
-		return resultSuccess, 0
+		return metrics.ResultSuccess, 0
 	}
 }
 

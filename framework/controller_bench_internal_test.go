@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/converge-dev/converge/framework/internal/history"
+	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
@@ -59,7 +60,7 @@ func BenchmarkReconcileOne(b *testing.B) {
 				}),
 				log:     log,
 				deeper:  reconcilelog.Deeper(log.GetSink()),
-				metrics: newMetrics().forController("bench", 1),
+				metrics: metrics.New().ForController("bench", 1),
 				history: history.New(bc.historyKeys),
 			}
 			b.ReportAllocs()

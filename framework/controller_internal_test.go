@@ -11,10 +11,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/framework/internal/history"
+	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
@@ -85,10 +86,10 @@ func (l *logLines) all() []string {
 	return append([]string(nil), l.lines...)
 }
 
-func newTestController(t *testing.T, r reconcile.Reconciler, timeout time.Duration) (*Controller, *recordingQueue, *logLines, *metrics) {
+func newTestController(t *testing.T, r reconcile.Reconciler, timeout time.Duration) (*Controller, *recordingQueue, *logLines, *metrics.Metrics) {
 	t.Helper()
 	logs := &logLines{}
-	m := newMetrics()
+	m := metrics.New()
 	q := &recordingQueue{requeues: map[reconcile.Request]int{}}
 	log := logs.logger()
 	c := &Controller{
@@ -98,7 +99,7 @@ func newTestController(t *testing.T, r reconcile.Reconciler, timeout time.Durati
 		reconciler: r,
 		log:        log.WithValues("controller", "test"),
 		deeper:     reconcilelog.Deeper(log.GetSink()),
-		metrics:    m.forController("test", 1),
+		metrics:    m.ForController("test", 1),
 		history:    history.New(0),
 	}
 	return c, q, logs, m
@@ -121,7 +122,7 @@ func TestReconcileOutcomes(t *testing.T) {
 			name:   "success forgets the key",
 			fn:     func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil },
 			calls:  []string{"forget"},
-			result: resultSuccess,
+			result: metrics.ResultSuccess,
 		},
 		{
 			name: "requeue after forgets and re-adds after the delay",
@@ -129,7 +130,7 @@ func TestReconcileOutcomes(t *testing.T) {
 				return reconcile.Result{RequeueAfter: 42 * time.Second}, nil
 			},
 			calls:     []string{"forget", "add-after"},
-			result:    resultRequeueAfter,
+			result:    metrics.ResultRequeueAfter,
 			afterWant: 42 * time.Second,
 		},
 		{
@@ -138,7 +139,7 @@ func TestReconcileOutcomes(t *testing.T) {
 				return reconcile.Result{RequeueAfter: time.Hour}, boom
 			},
 			calls:  []string{"add-rate-limited"},
-			result: resultError,
+			result: metrics.ResultError,
 			logged: []string{"reconcile failed; retrying with backoff", "boom", `"retries"=0`},
 		},
 		{
@@ -147,7 +148,7 @@ func TestReconcileOutcomes(t *testing.T) {
 				return reconcile.Result{}, reconcile.Terminal(boom)
 			},
 			calls:  []string{"forget"},
-			result: resultTerminal,
+			result: metrics.ResultTerminal,
 			logged: []string{"not retrying", "terminal error: boom"},
 		},
 		{
@@ -156,7 +157,7 @@ func TestReconcileOutcomes(t *testing.T) {
 				panic("kaboom")
 			},
 			calls:  []string{"add-rate-limited"},
-			result: resultPanic,
+			result: metrics.ResultPanic,
 			logged: []string{"reconcile panicked", "panic: kaboom", "controller_internal_test.go"},
 		},
 		{
@@ -167,7 +168,7 @@ func TestReconcileOutcomes(t *testing.T) {
 				return reconcile.Result{}, ctx.Err()
 			},
 			calls:    []string{"add-rate-limited"},
-			result:   resultError,
+			result:   metrics.ResultError,
 			logged:   []string{"context deadline exceeded"},
 			timedOut: true,
 		},
@@ -183,7 +184,7 @@ func TestReconcileOutcomes(t *testing.T) {
 				t.Errorf("AddAfter delays = %v, want [%v]", q.afterDelays, tc.afterWant)
 			}
 			// controller-runtime's labels: terminal errors and panics are "error".
-			label := map[string]string{resultTerminal: "error", resultPanic: "error"}[tc.result]
+			label := map[string]string{metrics.ResultTerminal: "error", metrics.ResultPanic: "error"}[tc.result]
 			if label == "" {
 				label = tc.result
 			}
@@ -192,20 +193,20 @@ func TestReconcileOutcomes(t *testing.T) {
 				if r == label {
 					want = 1
 				}
-				if got := testutil.ToFloat64(m.reconcileTotal.WithLabelValues("test", r)); got != want {
+				if got := counter(t, m.Registry, "controller_runtime_reconcile_total", "controller", "test", "result", r); got != want {
 					t.Errorf("reconcile_total{result=%q} = %v, want %v", r, got, want)
 				}
 			}
-			if got, want := testutil.ToFloat64(m.reconcilePanics.WithLabelValues("test")), b2f(tc.result == resultPanic); got != want {
+			if got, want := counter(t, m.Registry, "controller_runtime_reconcile_panics_total", "controller", "test"), b2f(tc.result == metrics.ResultPanic); got != want {
 				t.Errorf("panics_total = %v, want %v", got, want)
 			}
-			if got, want := testutil.ToFloat64(m.reconcileTerminal.WithLabelValues("test")), b2f(tc.result == resultTerminal); got != want {
+			if got, want := counter(t, m.Registry, "controller_runtime_terminal_reconcile_errors_total", "controller", "test"), b2f(tc.result == metrics.ResultTerminal); got != want {
 				t.Errorf("terminal_reconcile_errors_total = %v, want %v", got, want)
 			}
-			if got, want := testutil.ToFloat64(m.reconcileErrors.WithLabelValues("test")), b2f(label == "error"); got != want {
+			if got, want := counter(t, m.Registry, "controller_runtime_reconcile_errors_total", "controller", "test"), b2f(label == "error"); got != want {
 				t.Errorf("reconcile_errors_total = %v, want %v", got, want)
 			}
-			if got, want := testutil.ToFloat64(m.reconcileTimeouts.WithLabelValues("test")), b2f(tc.timedOut); got != want {
+			if got, want := counter(t, m.Registry, "converge_reconcile_timeouts_total", "controller", "test"), b2f(tc.timedOut); got != want {
 				t.Errorf("timeouts_total = %v, want %v", got, want)
 			}
 			var errLines []string
@@ -229,6 +230,36 @@ func TestReconcileOutcomes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// counter is the value of the counter name in reg whose labels include
+// the name-value pairs labels; it fails t when reg has no such series.
+func counter(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no series %s%v", name, labels)
+	return 0
 }
 
 func b2f(b bool) float64 {
@@ -327,7 +358,7 @@ func TestReconcileReasonInLogsMetricsAndContext(t *testing.T) {
 	}
 	counts := map[reconcile.Reason]float64{reconcile.ReasonChange: 2, reconcile.ReasonReplay: 1, reconcile.ReasonRetry: 1, reconcile.ReasonRequeue: 1}
 	for reason, wantN := range counts {
-		if got := testutil.ToFloat64(m.reconcilesByReason.WithLabelValues("test", string(reason))); got != wantN {
+		if got := counter(t, m.Registry, "converge_reconciles_total", "controller", "test", "reason", string(reason)); got != wantN {
 			t.Errorf("converge_reconciles_total{reason=%q} = %v, want %v", reason, got, wantN)
 		}
 	}

@@ -64,6 +64,7 @@ func (m *Manager) debugState(now time.Time) introspect.State {
 		s.Controllers = append(s.Controllers, c.status(now))
 	}
 	s.Informers = m.cache.Stats()
+	s.Memory = introspect.MemoryOf(s.Informers, m.cache.SharedBytes())
 	return s
 }
 

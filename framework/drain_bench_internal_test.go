@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/converge-dev/converge/framework/internal/history"
+	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
@@ -50,8 +51,8 @@ func BenchmarkDrain(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			var reconciled sync.WaitGroup
 			log := logr.FromSlogHandler(slog.DiscardHandler)
-			m := newMetrics()
-			q := workqueue.New(workqueue.Options[reconcile.Request]{Name: "bench", MetricsProvider: m.queue})
+			m := metrics.New()
+			q := workqueue.New(workqueue.Options[reconcile.Request]{Name: "bench", MetricsProvider: m.Queue})
 			c := &Controller{
 				name:  "bench",
 				opts:  ControllerOptions{Workers: workers},
@@ -62,7 +63,7 @@ func BenchmarkDrain(b *testing.B) {
 				}),
 				log:     log,
 				deeper:  reconcilelog.Deeper(log.GetSink()),
-				metrics: m.forController("bench", workers),
+				metrics: m.ForController("bench", workers),
 				history: history.New(0),
 			}
 			w := &watchTarget{owner: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, queue: q}

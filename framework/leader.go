@@ -31,7 +31,7 @@ func (m *Manager) runElection(base context.Context) (stop func(), err error) {
 		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Lease.Identity},
 	}
 	log := m.log.WithValues("lease", le.Lease.Namespace+"/"+le.ID, "identity", le.Lease.Identity)
-	status := m.metrics.leaderStatus.WithLabelValues(le.ID)
+	status := m.metrics.LeaderStatus.WithLabelValues(le.ID)
 	ctx, cancel := context.WithCancel(base)
 	stopping := make(chan struct{})
 	var elector *leaderelection.LeaderElector

@@ -38,7 +38,7 @@ func needsLeader(r Runnable) bool {
 // CancelGrace after their contexts were cancelled: Start left them
 // running and returned. The error names each of them; the client refuses
 // their writes from then on.
-var ErrNotStopped = errors.New("framework: did not stop when cancelled")
+var ErrNotStopped = errors.New("framework: left running after its context was cancelled")
 
 // CancelGrace is how long a reconcile, or another runnable, whose context
 // was cancelled may take to return before the manager abandons it: leaves

@@ -20,6 +20,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/cluster"
+	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/recorder"
 	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/framework/internal/served"
@@ -78,7 +79,7 @@ type Manager struct {
 	// client and API reader are the three above, and its providers'.
 	clusters *cluster.Set
 	log      logr.Logger
-	metrics  *metrics
+	metrics  *metrics.Metrics
 	http     *http.Client
 	events   events.EventBroadcaster
 	// notFound tells the sources made by WhenServed of a list or watch of
@@ -131,11 +132,12 @@ type Manager struct {
 	// debug endpoint.
 	inspected []inspectable
 
-	// ring is this process's membership of the sharding ring; nil without
-	// Options.Sharding.Ring. holds counts the sharded controllers reading
-	// each bucket informer.
-	ring  *ring.Ring
-	holds shard.Holds
+	// ring is this process's membership of the sharding ring, and
+	// ringMetrics its series; nil without Options.Sharding.Ring. holds
+	// counts the sharded controllers reading each bucket informer.
+	ring        *ring.Ring
+	ringMetrics *ring.Metrics
+	holds       shard.Holds
 }
 
 // NewManager returns a Manager for the API server cfg points at. A nil cfg is
@@ -175,9 +177,10 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	cacheOpts := opts.Cache
 	cacheOpts.Scheme, cacheOpts.Mapper, cacheOpts.HTTPClient = opts.Scheme, mapper, httpClient
-	metrics := newMetrics()
+	mets := metrics.New()
 	notFound := &served.Signals{}
-	cacheOpts.OnRequestError = countRequestErrors(metrics, notFound, cacheOpts.OnRequestError)
+	cacheOpts.OnRequestError = countRequestErrors(mets, notFound, cacheOpts.OnRequestError)
+	cacheOpts.OnUnwatchedRead = mets.NoteUnwatchedReads(opts.Logger, cacheOpts.OnUnwatchedRead)
 	m := &Manager{
 		opts:         opts,
 		cfg:          cfg,
@@ -188,7 +191,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		readyChecks:  map[string]Check{},
 		webhooks:     map[string]webhook.Handler{},
 		runErr:       make(chan error, 1),
-		metrics:      metrics,
+		metrics:      mets,
 		notFound:     notFound,
 		http:         httpClient,
 		elected:      make(chan struct{}),
@@ -200,7 +203,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m.cache, m.client, m.api = local.Cache(), local.Client(), local.APIReader()
-	m.metrics.cacheObjectsSource = m.cache.Stats
+	m.metrics.CacheStats, m.metrics.SharedBytes = m.cache.Stats, m.cache.SharedBytes
 	if m.clusters, err = cluster.NewSet(local, m.clusterOptions()); err != nil {
 		return nil, fmt.Errorf("framework: Options.Clusters: %w", err)
 	}
@@ -235,13 +238,13 @@ func clientConfig(cfg *rest.Config, opts Options) *rest.Config {
 // countRequestErrors returns the cache's OnRequestError: it counts each
 // failed request in metrics, signals a kind the API server no longer serves
 // to notFound, then calls user, when set.
-func countRequestErrors(metrics *metrics, notFound *served.Signals, user func(informers.RequestError)) func(informers.RequestError) {
+func countRequestErrors(mets *metrics.Metrics, notFound *served.Signals, user func(informers.RequestError)) func(informers.RequestError) {
 	return func(e informers.RequestError) {
 		resource := e.Resource
 		if resource == "" {
 			resource = e.Kind.GroupKind().String()
 		}
-		metrics.cacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Class).Inc()
+		mets.CacheErrors.WithLabelValues(resource, e.Namespace, e.Verb, e.Class).Inc()
 		if e.Class == "not_found" {
 			notFound.Signal(e.Kind.GroupKind()) // a CRD deleted? (see WhenServed)
 		}
@@ -271,9 +274,9 @@ func (m *Manager) joinRing() error {
 	if err != nil {
 		return fmt.Errorf("framework: sharding client for %s: %w", m.cfg.Host, err)
 	}
-	m.metrics.ring = ring.NewMetrics(sh.Ring)
-	m.metrics.ring.Register(m.metrics.registry)
-	m.ring = ring.New(cs, sh, m.log, m.metrics.ring)
+	m.ringMetrics = ring.NewMetrics(sh.Ring)
+	m.ringMetrics.Register(m.metrics.Registry)
+	m.ring = ring.New(cs, sh, m.log, m.ringMetrics)
 	m.ring.SyncGCPercent = m.opts.SyncGCPercent
 	m.readyChecks[ring.ReadyCheck] = func(*http.Request) error { return m.ring.Ready() }
 	return nil
@@ -384,7 +387,7 @@ func (m *Manager) Elected() <-chan struct{} { return m.elected }
 
 // Metrics returns the manager's Prometheus registry, which holds the
 // framework's series; register your own collectors on it to export them too.
-func (m *Manager) Metrics() *prometheus.Registry { return m.metrics.registry }
+func (m *Manager) Metrics() *prometheus.Registry { return m.metrics.Registry }
 
 // Logger returns the manager's root logger.
 func (m *Manager) Logger() logr.Logger { return m.log }

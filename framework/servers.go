@@ -34,7 +34,7 @@ func (m *Manager) startServers(g *group) error {
 		g.start(serve(serving.NewServer(mux), l, nil))
 	}
 	if addr := m.opts.Metrics.BindAddress; addr != "" {
-		handler := promhttp.HandlerFor(m.metrics.registry, promhttp.HandlerOpts{ErrorLog: nil, Registry: m.metrics.registry})
+		handler := promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{ErrorLog: nil, Registry: m.metrics.Registry})
 		mux := http.NewServeMux()
 		var tlsConfig *tls.Config
 		var debug http.Handler

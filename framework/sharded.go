@@ -104,7 +104,7 @@ func bindSharded[T object.Object](c *Controller, primary *kindSource[T], target 
 			return shard.Bound[T]{Informer: b.inf, Start: b.start}, nil
 		},
 		Ring: mgr.ring, Holds: &mgr.holds, Cache: mgr.cache,
-		Dropped: mgr.metrics.ring.Dropped.WithLabelValues(mgr.ring.Options().Ring, c.name),
+		Dropped: mgr.ringMetrics.Dropped.WithLabelValues(mgr.ring.Options().Ring, c.name),
 	})
 	if err != nil {
 		return nil, err

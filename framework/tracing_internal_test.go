@@ -10,6 +10,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -22,9 +23,9 @@ func TestReconcileSpans(t *testing.T) {
 		err    error
 		result string
 	}{
-		{"success", nil, resultSuccess},
-		{"error", errors.New("boom"), resultError},
-		{"terminal", reconcile.Terminal(errors.New("bad spec")), resultTerminal},
+		{"success", nil, metrics.ResultSuccess},
+		{"error", errors.New("boom"), metrics.ResultError},
+		{"terminal", reconcile.Terminal(errors.New("bad spec")), metrics.ResultTerminal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spans := tracetest.NewSpanRecorder()

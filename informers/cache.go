@@ -319,9 +319,22 @@ type InformerStats struct {
 	// Kind is the informer's kind and Mode how it stores objects.
 	Kind schema.GroupVersionKind
 	Mode Mode
-	// Objects is the number of objects it holds; Relists how often it listed.
+	// Objects is the number of objects it holds (counted as its events
+	// are handed to listeners, so it may lag the store by a few); Relists
+	// how often it listed.
 	Objects int
 	Relists int64
+	// Bytes estimates the heap bytes of its objects and its store, without
+	// the values the cache shares between objects (Cache.SharedBytes):
+	// Objects times the mean size of a sample of them (every 32nd object
+	// stored, the first included, measured by a walk of its fields that
+	// rounds each allocation to the Go allocator's size class), plus the
+	// store's map and indexes.
+	Bytes int64
+	// StartedByRead is set when a read of a kind no informer held (a
+	// Cache.Get or List, or a KindReader's) started the informer, rather
+	// than For or ForObject (the framework's controllers use those).
+	StartedByRead bool
 	// Synced reports whether it has listed its objects once.
 	Synced bool
 	// Err is nil while it is healthy; otherwise a *SyncError saying why it
@@ -342,6 +355,8 @@ type informerStatsJSON struct {
 		Kind    string `json:"kind"`
 	} `json:"kind"`
 	Objects       int    `json:"objects"`
+	Bytes         int64  `json:"bytes"`
+	StartedByRead bool   `json:"startedByRead,omitempty"`
 	Relists       int64  `json:"relists"`
 	Synced        bool   `json:"synced"`
 	Error         string `json:"error,omitempty"`
@@ -350,7 +365,8 @@ type informerStatsJSON struct {
 
 // MarshalJSON encodes s as the debug endpoint serves it.
 func (s InformerStats) MarshalJSON() ([]byte, error) {
-	j := informerStatsJSON{Description: s.Description, Objects: s.Objects, Relists: s.Relists, Synced: s.Synced, ServerSharded: s.ServerSharded}
+	j := informerStatsJSON{Description: s.Description, Objects: s.Objects, Bytes: s.Bytes, StartedByRead: s.StartedByRead,
+		Relists: s.Relists, Synced: s.Synced, ServerSharded: s.ServerSharded}
 	j.Kind.Group, j.Kind.Version, j.Kind.Kind = s.Kind.Group, s.Kind.Version, s.Kind.Kind
 	if s.Err != nil {
 		j.Error = s.Err.Error()
@@ -366,23 +382,25 @@ func (s *InformerStats) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*s = InformerStats{Description: j.Description, Kind: schema.GroupVersionKind{Group: j.Kind.Group, Version: j.Kind.Version, Kind: j.Kind.Kind},
-		Objects: j.Objects, Relists: j.Relists, Synced: j.Synced, ServerSharded: j.ServerSharded}
+		Objects: j.Objects, Bytes: j.Bytes, StartedByRead: j.StartedByRead, Relists: j.Relists, Synced: j.Synced, ServerSharded: j.ServerSharded}
 	if j.Error != "" {
 		s.Err = errors.New(j.Error)
 	}
 	return nil
 }
 
-// Stats describes every informer of the cache, sorted by description.
+// Stats describes every informer of the cache, sorted by description. It
+// takes time linear in the number of informers, not of objects.
 func (c *Cache) Stats() []InformerStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	started := c.runCtx != nil
 	out := make([]InformerStats, 0, len(c.entries))
 	for _, e := range c.entries {
+		n := int(max(e.objects.Load(), 0))
 		out = append(out, InformerStats{
 			Description: e.desc, Kind: e.key.gvk, Mode: e.key.mode,
-			Objects: len(e.informer.GetStore().ListKeys()), Relists: e.lists.Load(),
+			Objects: n, Bytes: e.bytes(n), StartedByRead: e.startedByRead, Relists: e.lists.Load(),
 			Synced: e.informer.HasSynced(), Err: e.health(started),
 			ServerSharded: e.serverSharded.Load(),
 		})
@@ -406,22 +424,35 @@ func (c *Cache) lookup(obj runtime.Object, sel Selection, pin bool) (*entry, err
 		}
 	}
 
+	e, byRead, err := c.lookupOrCreate(key, sel, filter, obj, pin)
+	if byRead && err == nil && c.opts.OnUnwatchedRead != nil {
+		c.opts.OnUnwatchedRead(UnwatchedRead{Informer: e.desc, Kind: key.gvk, Mode: key.mode})
+	}
+	return e, err
+}
+
+// lookupOrCreate is lookup once the key is known; byRead reports that a
+// read (pin false) made the informer.
+func (c *Cache) lookupOrCreate(key informerKey, sel Selection, filter *shardFilter, obj runtime.Object, pin bool) (_ *entry, byRead bool, _ error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[key]; ok {
 		e.pinned = e.pinned || pin
-		return e, nil
+		return e, false, nil
 	}
 	if !pin && key.shard == "" && c.routed(key) != nil {
 		// A read of a routed selection, whose informer of the whole
 		// selection went away since the read chose it: read the buckets.
-		return nil, errRouted
+		return nil, false, errRouted
+	}
+	if _, declared := c.opts.ByKind[key.gvk.GroupKind()]; !pin && c.opts.RefuseUnwatchedReads && !declared {
+		return nil, false, notWatched(key)
 	}
 	e, err := c.newEntry(key, obj)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	e.pinned = pin
+	e.pinned, e.startedByRead = pin, !pin
 	if sel.Labels != nil && !sel.Labels.Empty() {
 		e.selector = sel.Labels
 	}
@@ -433,7 +464,19 @@ func (c *Cache) lookup(obj runtime.Object, sel Selection, pin bool) (*entry, err
 	if c.runCtx != nil {
 		c.runLocked(e)
 	}
-	return e, nil
+	return e, !pin, nil
+}
+
+// notWatched is the error of a read that Options.RefuseUnwatchedReads
+// refuses.
+func notWatched(key informerKey) error {
+	where := ""
+	if key.namespace != "" {
+		where = " in namespace " + key.namespace
+	}
+	return fmt.Errorf("informers: no informer holds %s as %s objects%s, and Options.RefuseUnwatchedReads refuses to start one for a read: "+
+		"watch the kind (a controller's For, Owns or Watches, or informers.For), declare it in Options.ByKind, "+
+		"or read it from the API server (the framework's Manager.APIReader): %w", describe(key.gvk), key.mode, where, ErrNotWatched)
 }
 
 // keyFor returns the key of the informer for obj's Go type and sel, and
@@ -506,13 +549,17 @@ func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error
 		Indexers:          indexers,
 		ObjectDescription: e.desc,
 	})
-	if err := inf.SetTransform(c.transform()); err != nil {
+	if err := inf.SetTransform(c.transform(e)); err != nil {
 		return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
 	}
 	if err := inf.SetWatchErrorHandlerWithContext(e.onWatchError); err != nil {
 		return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
 	}
+	if _, err := inf.AddEventHandler(e.counter()); err != nil {
+		return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
+	}
 	e.informer = inf
+	e.indexes.Store(int64(len(indexers)))
 	return e, nil
 }
 

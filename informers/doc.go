@@ -44,6 +44,19 @@
 //     instead once one exists, since it holds every bucket. An index of a
 //     kind (Cache.AddIndex) reaches every informer of it, the buckets'
 //     made later included.
+//   - Reads of a kind nothing watches: a Cache.Get, Cache.List or
+//     KindReader read of a kind no informer holds in the mode read starts
+//     an informer for the kind's default selection (Options.ByKind, else
+//     Options.Namespace, else the whole cluster), waits for its initial
+//     list and keeps it: later reads are served from memory, and the
+//     memory grows with the kind. Such informers are flagged
+//     (InformerStats.StartedByRead) and reported (Options.OnUnwatchedRead);
+//     Options.RefuseUnwatchedReads refuses the read instead, with an error
+//     wrapping ErrNotWatched.
+//   - Memory accounted per informer: InformerStats counts each informer's
+//     objects without listing them and estimates their heap bytes from a
+//     sample (InformerStats.Bytes); values shared between objects are
+//     counted once (Cache.SharedBytes).
 //   - No silent field filters: MatchingFields evaluates metadata.name and
 //     metadata.namespace and refuses other fields, which only the API server
 //     knows (Selection.Fields narrows an informer on the server).

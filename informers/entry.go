@@ -61,6 +61,19 @@ type entry struct {
 	// per relist after a watch expired or failed.
 	lists atomic.Int64
 
+	// objects counts the objects the store holds, kept by a handler of the
+	// informer's events (so that counting them allocates nothing); it lags
+	// the store by the events not yet handed to listeners.
+	objects atomic.Int64
+	// size estimates the bytes of the informer's objects, and indexes
+	// counts its indexes (client-go's count is not safe to read while an
+	// index is added).
+	size    sizeSampler
+	indexes atomic.Int64
+	// startedByRead is set when a read (not For or ForObject) made the
+	// informer; it never changes after.
+	startedByRead bool
+
 	mu sync.Mutex
 	// lastErr is the cause of the last failed list or watch, nil once one
 	// succeeds again; mu guards it and lastErrAt.

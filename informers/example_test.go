@@ -2,6 +2,7 @@ package informers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -79,4 +81,30 @@ func ExampleMatchingFields() {
 	running, _ := informers.For[*corev1.Pod](c, informers.Selection{Fields: fields.OneTermEqualSelector("status.phase", "Running")})
 	pods, _ := running.List(ctx)
 	fmt.Println(len(pods))
+}
+
+// With RefuseUnwatchedReads, a read of a kind nothing watches fails at
+// once instead of starting an informer of the whole kind; Stats shows
+// each informer's objects and estimated bytes.
+func ExampleOptions_refuseUnwatchedReads() {
+	ctx := context.Background()
+	cfg := &rest.Config{Host: "https://my-cluster:6443"} // usually from a kubeconfig
+
+	c, err := informers.New(cfg, informers.Options{RefuseUnwatchedReads: true})
+	if err != nil {
+		panic(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	if _, err := informers.For[*corev1.ConfigMap](c, informers.Selection{}); err != nil {
+		panic(err)
+	}
+
+	var secret corev1.Secret
+	err = c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "token"}, &secret)
+	if errors.Is(err, informers.ErrNotWatched) {
+		fmt.Println(err) // names v1 Secret, typed, and the ways to fix it
+	}
+	for _, st := range c.Stats() {
+		fmt.Printf("%s: %d objects, about %d bytes\n", st.Description, st.Objects, st.Bytes)
+	}
 }

@@ -39,6 +39,11 @@ var ErrStopped = errors.New("informers: the cache has stopped")
 // exist yet.
 var ErrNotCached = errors.New("informers: outside what the cache holds")
 
+// ErrNotWatched is wrapped by the error of a read of a kind no informer
+// holds in the mode read, when Options.RefuseUnwatchedReads refuses to
+// start one.
+var ErrNotWatched = errors.New("informers: no informer holds the kind")
+
 // ErrIndexExists is wrapped by the error of Informer.AddIndex when the
 // informer already has an index of that name. Packages that add an index of
 // their own under a name only they use (such as declarative's index of
@@ -315,6 +320,7 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
 	if err != nil {
 		return fmt.Errorf("informers: add index %q to %s: %w", name, i.e.desc, err)
 	}
+	i.e.indexes.Add(1)
 	return nil
 }
 

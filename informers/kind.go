@@ -49,6 +49,9 @@ func (c *Cache) AddIndex(kind schema.GroupKind, name string, fn func(obj object.
 		e.indexMu.Lock()
 		err := e.informer.AddIndexers(index)
 		e.indexMu.Unlock()
+		if err == nil {
+			e.indexes.Add(1)
+		}
 		if err != nil && !e.dropped.Load() { // a stopped informer is read no more
 			errs = append(errs, fmt.Errorf("%s: %s: %w", what, e.desc, err))
 		}

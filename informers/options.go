@@ -89,6 +89,30 @@ type Options struct {
 	// JSON, as they would anyway.
 	DisableCBOR bool
 
+	// RefuseUnwatchedReads makes a Get or List of a kind no informer holds
+	// fail with an error wrapping ErrNotWatched that names the kind, the
+	// mode read (typed, unstructured or metadata) and the ways to fix it,
+	// instead of starting an informer. A read is of a kind no informer
+	// holds when no informer holds the kind in that mode with the kind's
+	// default selection (Options.ByKind, else Namespace) and ByKind does
+	// not name the kind: a kind named in ByKind is declared, and reads of
+	// it in any mode may start its informer. This covers Cache.Get and
+	// Cache.List (so a framework Manager's client) and KindReader; For and
+	// ForObject start informers whatever this says. Zero (false) means
+	// such a read starts an informer for the kind's default selection,
+	// waits for its initial list (up to SyncTimeout) and keeps it for the
+	// life of the cache, as a watched kind's: memory then grows with every
+	// object of the kind in that selection, often the whole cluster
+	// (InformerStats.StartedByRead flags such informers, and
+	// OnUnwatchedRead hears of each).
+	RefuseUnwatchedReads bool
+
+	// OnUnwatchedRead is called once for each informer a read started
+	// (see RefuseUnwatchedReads), from the reading goroutine, before the
+	// read waits for its sync; it must not block. Zero means none. The
+	// framework's Manager logs each and counts them in its metrics.
+	OnUnwatchedRead func(UnwatchedRead)
+
 	// OnRequestError is called for each failed list or watch request (not
 	// for the routine expiry of a watch), from the informer's goroutine; it
 	// must not block. Zero means none. The framework's Manager counts them
@@ -139,6 +163,17 @@ type Selection struct {
 	// the kind's namespace, labels and fields from Options.ByKind. Zero
 	// (nil or Empty) means all.
 	Shard apisharding.Selector
+}
+
+// UnwatchedRead describes an informer a read started: see
+// Options.OnUnwatchedRead.
+type UnwatchedRead struct {
+	// Informer names the informer started: kind, mode, namespace and
+	// selectors if any.
+	Informer string
+	// Kind is the kind read and Mode how the reader holds it.
+	Kind schema.GroupVersionKind
+	Mode Mode
 }
 
 const defaultSyncTimeout = 2 * time.Minute

@@ -36,7 +36,9 @@ import (
 // and the server's answer. Reads inside the selection, and every read of
 // a kind without a label or field selection, ask nobody. A kind whose
 // reads the framework routes to a sharded controller's held buckets is read
-// from those buckets' informers instead.
+// from those buckets' informers instead. A kind no informer holds in into's
+// mode gets one, kept from then on, unless Options.RefuseUnwatchedReads
+// refuses the read (see there); List does the same.
 func (c *Cache) Get(ctx context.Context, key types.NamespacedName, into object.Object) error {
 	namespace, name := key.Namespace, key.Name
 	if err := typednil.Check("into", into); err != nil {

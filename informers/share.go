@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/converge-dev/converge/internal/memsize"
 )
 
 // sharer makes equal values of different cached objects one value. Objects
@@ -180,4 +182,54 @@ func sameBool(a, b *bool) bool {
 		return a == b
 	}
 	return *a == *b
+}
+
+// exclude tells s which of obj's values the sharer's tables hold (those
+// object shares), so that measuring obj leaves them out: bytes counts
+// them, once.
+func (s *sharer) exclude(obj any, sz *memsize.Sizer) {
+	if _, ok := obj.(*unstructured.Unstructured); ok {
+		return
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	sz.Exclude(m.GetNamespace())
+	sz.Exclude(m.GetLabels())
+	sz.Exclude(m.GetAnnotations())
+	sz.Exclude(m.GetOwnerReferences())
+	lists := func(r corev1.ResourceRequirements) {
+		sz.Exclude(r.Requests)
+		sz.Exclude(r.Limits)
+	}
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		sz.Exclude(o.Spec.NodeSelector)
+		sz.Exclude(o.Spec.Overhead)
+		for _, cs := range [][]corev1.Container{o.Spec.InitContainers, o.Spec.Containers} {
+			for i := range cs {
+				lists(cs[i].Resources)
+			}
+		}
+		if r := o.Spec.Resources; r != nil {
+			lists(*r)
+		}
+	case *corev1.Node:
+		sz.Exclude(o.Status.Capacity)
+		sz.Exclude(o.Status.Allocatable)
+	}
+}
+
+// bytes estimates the heap bytes of the values in s's tables, and of the
+// tables.
+func (s *sharer) bytes() int64 {
+	var sz memsize.Sizer
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return tableBytes(&sz, &s.strings) + tableBytes(&sz, &s.labels) + tableBytes(&sz, &s.resources) + tableBytes(&sz, &s.ownerships)
+}
+
+func tableBytes[V any](sz *memsize.Sizer, t *table[V]) int64 {
+	return sz.Of(t.cur) + sz.Of(t.old)
 }

@@ -5,14 +5,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// transform returns the function applied to each object before it is stored:
-// managedFields stripped unless kept, then the user's Transform, then equal
-// values shared with other cached objects unless sharing is disabled.
-func (c *Cache) transform() cache.TransformFunc {
+// transform returns the function applied to each object e's informer
+// stores: managedFields stripped unless kept, then the user's Transform,
+// then equal values shared with other cached objects unless sharing is
+// disabled; last, every sampleEvery-th object is measured (see
+// sizeSampler).
+func (c *Cache) transform(e *entry) cache.TransformFunc {
 	user, strip, share := c.opts.Transform, !c.opts.KeepManagedFields, c.share
-	if !strip && share == nil {
-		return user
-	}
 	return func(obj any) (any, error) {
 		if m, ok := obj.(metav1.Object); strip && ok && m.GetManagedFields() != nil {
 			m.SetManagedFields(nil)
@@ -26,6 +25,7 @@ func (c *Cache) transform() cache.TransformFunc {
 		if share != nil {
 			share.object(obj)
 		}
+		e.size.observe(obj, share)
 		return obj, nil
 	}
 }

@@ -38,6 +38,9 @@ var benchQueues = []struct {
 	{"converge", func() benchQueue { return workqueue.New(workqueue.Options[int]{}) }},
 	// ReplayDelay < 0: one FIFO, the clock is never read.
 	{"converge-FIFO", func() benchQueue { return workqueue.New(workqueue.Options[int]{ReplayDelay: -1}) }},
+	// Keys spread over 10 and 100 flows (key % flows), served round-robin.
+	{"converge-flows=10", func() benchQueue { return flowQueue(10) }},
+	{"converge-flows=100", func() benchQueue { return flowQueue(100) }},
 }
 
 // BenchmarkRoundTrip is one Add, Get and Done on one goroutine.
@@ -99,10 +102,7 @@ func BenchmarkReplayMix(b *testing.B) {
 							q.Add(k)
 						}
 					}
-					for range batch {
-						k, _ := q.Get()
-						q.Done(k)
-					}
+					finishN(q, batch)
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/key")
 			})
@@ -124,12 +124,20 @@ func BenchmarkPromote(b *testing.B) {
 		for k := 0; k < batch; k += 2 {
 			q.Add(k)
 		}
-		for range batch {
-			k, _ := q.Get()
-			q.Done(k)
-		}
+		finishN(q, batch)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/key")
+}
+
+// finishN gets and finishes n keys.
+func finishN(q interface {
+	Get() (int, bool)
+	Done(int)
+}, n int) {
+	for range n {
+		k, _ := q.Get()
+		q.Done(k)
+	}
 }
 
 func itoa(n int) string {
@@ -145,61 +153,13 @@ func itoa(n int) string {
 	return string(buf[i:])
 }
 
-// flowQueue returns a queue whose keys are spread over n flows (n = 0:
-// Flow nil).
+// flowQueue returns a queue whose keys are spread over n flows.
 func flowQueue(n int) *workqueue.Queue[int] {
-	if n == 0 {
-		return workqueue.New(workqueue.Options[int]{})
-	}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = "flow-" + itoa(i)
 	}
 	return workqueue.New(workqueue.Options[int]{Flow: func(k int) string { return names[k%n] }})
-}
-
-var flowCounts = []int{0, 1, 10, 100}
-
-// BenchmarkFlowsRoundTrip is BenchmarkRoundTrip with the keys spread over
-// flows (flows=0: no Flow function).
-func BenchmarkFlowsRoundTrip(b *testing.B) {
-	for _, n := range flowCounts {
-		b.Run("flows="+itoa(n), func(b *testing.B) {
-			q := flowQueue(n)
-			defer q.ShutDown()
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				q.Add(i & 1023)
-				k, _ := q.Get()
-				q.Done(k)
-				i++
-			}
-		})
-	}
-}
-
-// BenchmarkFlowsBatch queues a batch of 4096 keys spread over flows, then
-// drains it: the cost per key of the lanes and the ring of flows.
-func BenchmarkFlowsBatch(b *testing.B) {
-	const batch = 4096
-	for _, n := range flowCounts {
-		b.Run("flows="+itoa(n), func(b *testing.B) {
-			q := flowQueue(n)
-			defer q.ShutDown()
-			b.ReportAllocs()
-			for b.Loop() {
-				for k := range batch {
-					q.Add(k)
-				}
-				for range batch {
-					k, _ := q.Get()
-					q.Done(k)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*batch), "ns/key")
-		})
-	}
 }
 
 // BenchmarkFlood queues a backlog of 10,000 keys in one flow, then one key

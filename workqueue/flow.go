@@ -49,9 +49,10 @@ func (q *Queue[K]) Flows() []FlowStats {
 // once every key still queued is in a paused flow.
 func (q *Queue[K]) PauseFlow(flow string) { q.core.pause(flow) }
 
-// ResumeFlow ends PauseFlow(flow): Get hands its queued keys out again, the
-// flow taking its turn after the flows already waiting. Resuming a flow that
-// is not paused does nothing.
+// ResumeFlow ends PauseFlow(flow): Get hands its queued keys out again,
+// round-robin with the other flows, and wakes the Gets waiting. Resuming a
+// flow that is not paused, or that the queue has no record of, does
+// nothing.
 func (q *Queue[K]) ResumeFlow(flow string) { q.core.resume(flow) }
 
 // DropFlow forgets flow and every key the queue owes in it, and returns how

@@ -92,119 +92,131 @@ func TestFlowsKeepAFloodFromDelayingAQuietFlow(t *testing.T) {
 //     flows, k being the most flows with a key queued meanwhile.
 func TestFlowsMatchModel(t *testing.T) {
 	const delay = 5 * time.Second
-	for seed := range uint64(40) {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			rnd := rand.New(rand.NewPCG(seed, 1))
-			q, clk := newFakeQueue(t, workqueue.Options[string]{ReplayDelay: delay, Flow: flowOf})
-			flows := []string{"a", "b", "c", ""}
-			models := map[string]*model{}
-			for _, f := range flows {
-				models[f] = newModel(delay)
-			}
-			// waited[f] counts the Gets of other flows since f was last
-			// served or last had no key queued; most[f] is the most flows
-			// with a key queued since then.
-			waited, most := map[string]int{}, map[string]int{}
-			busy := func() int {
-				n := 0
-				for _, m := range models {
-					if m.len() > 0 {
-						n++
-					}
+	for _, tt := range []struct {
+		name      string
+		keys, ops int // keys per flow, operations
+		seeds     uint64
+		maxStep   time.Duration
+	}{
+		{name: "few keys", keys: 5, ops: 600, seeds: 40, maxStep: 4 * time.Second},
+		// Thousands of queued keys: the lanes' fifos grow, wrap around,
+		// shrink and are trimmed.
+		{name: "many keys", keys: 1500, ops: 12000, seeds: 2, maxStep: 20 * time.Millisecond},
+	} {
+		for seed := range tt.seeds {
+			t.Run(fmt.Sprintf("%s/seed=%d", tt.name, seed), func(t *testing.T) {
+				rnd := rand.New(rand.NewPCG(seed, 1))
+				q, clk := newFakeQueue(t, workqueue.Options[string]{ReplayDelay: delay, Flow: flowOf})
+				flows := []string{"a", "b", "c", ""}
+				models := map[string]*model{}
+				for _, f := range flows {
+					models[f] = newModel(delay)
 				}
-				return n
-			}
-			// track restarts the window of a flow that has no key queued
-			// and updates the others' most.
-			track := func() {
-				k := busy()
-				for f, m := range models {
-					if m.len() == 0 {
-						waited[f], most[f] = 0, 0
-					} else {
-						most[f] = max(most[f], k)
-					}
-				}
-			}
-			var held []string
-			get := func(i int) {
-				t.Helper()
-				k := mustGet(t, q)
-				f := flowOf(k)
-				if want := models[f].get(); k != want {
-					t.Fatalf("op %d: Get returned %q, the model of flow %q says %q", i, k, f, want)
-				}
-				if waited[f] > most[f]-1 {
-					t.Fatalf("op %d: flow %q served after %d Gets of other flows, with at most %d flows queued", i, f, waited[f], most[f])
-				}
-				for g, m := range models {
-					if g != f && m.len() > 0 {
-						waited[g]++
-					}
-				}
-				waited[f], most[f] = 0, 0
-				held = append(held, k)
-				track()
-			}
-			for i := range 600 {
-				f := flows[rnd.IntN(len(flows))]
-				k := strconv.Itoa(rnd.IntN(5))
-				if f != "" {
-					k = f + "/" + k
-				}
-				w := [4]int{30, 30, 25, 10}
-				if i >= 300 {
-					w = [4]int{5, 5, 50, 35}
-				}
-				switch op := rnd.IntN(100); {
-				case op < w[0]:
-					q.Add(k)
-					models[f].add(k, true)
-				case op < w[0]+w[1]:
-					q.AddReplay(k)
-					models[f].add(k, false)
-				case op < w[0]+w[1]+w[2]:
-					if q.Len() > 0 {
-						get(i)
-					}
-				case op < w[0]+w[1]+w[2]+w[3]:
-					if len(held) > 0 {
-						j := rnd.IntN(len(held))
-						q.Done(held[j])
-						models[flowOf(held[j])].done(held[j])
-						held = slices.Delete(held, j, j+1)
-					}
-				default:
-					d := time.Duration(rnd.Int64N(int64(4 * time.Second)))
-					clk.Step(d)
+				// waited[f] counts the Gets of other flows since f was last
+				// served or last had no key queued; most[f] is the most flows
+				// with a key queued since then.
+				waited, most := map[string]int{}, map[string]int{}
+				busy := func() int {
+					n := 0
 					for _, m := range models {
-						m.now = m.now.Add(d)
+						if m.len() > 0 {
+							n++
+						}
+					}
+					return n
+				}
+				// track restarts the window of a flow that has no key queued
+				// and updates the others' most.
+				track := func() {
+					k := busy()
+					for f, m := range models {
+						if m.len() == 0 {
+							waited[f], most[f] = 0, 0
+						} else {
+							most[f] = max(most[f], k)
+						}
 					}
 				}
-				track()
-				total := 0
-				for _, m := range models {
-					total += m.len()
+				var held []string
+				get := func(i int) {
+					t.Helper()
+					k := mustGet(t, q)
+					f := flowOf(k)
+					if want := models[f].get(); k != want {
+						t.Fatalf("op %d: Get returned %q, the model of flow %q says %q", i, k, f, want)
+					}
+					if waited[f] > most[f]-1 {
+						t.Fatalf("op %d: flow %q served after %d Gets of other flows, with at most %d flows queued", i, f, waited[f], most[f])
+					}
+					for g, m := range models {
+						if g != f && m.len() > 0 {
+							waited[g]++
+						}
+					}
+					waited[f], most[f] = 0, 0
+					held = append(held, k)
+					track()
 				}
-				if got := q.Len(); got != total {
-					t.Fatalf("op %d: Len is %d, the models say %d", i, got, total)
+				for i := range tt.ops {
+					f := flows[rnd.IntN(len(flows))]
+					k := strconv.Itoa(rnd.IntN(tt.keys))
+					if f != "" {
+						k = f + "/" + k
+					}
+					w := [4]int{30, 30, 25, 10}
+					if i >= tt.ops/2 {
+						w = [4]int{5, 5, 50, 35}
+					}
+					switch op := rnd.IntN(100); {
+					case op < w[0]:
+						q.Add(k)
+						models[f].add(k, true)
+					case op < w[0]+w[1]:
+						q.AddReplay(k)
+						models[f].add(k, false)
+					case op < w[0]+w[1]+w[2]:
+						if q.Len() > 0 {
+							get(i)
+						}
+					case op < w[0]+w[1]+w[2]+w[3]:
+						if len(held) > 0 {
+							j := rnd.IntN(len(held))
+							q.Done(held[j])
+							models[flowOf(held[j])].done(held[j])
+							held = slices.Delete(held, j, j+1)
+						}
+					default:
+						d := time.Duration(rnd.Int64N(int64(tt.maxStep)))
+						clk.Step(d)
+						for _, m := range models {
+							m.now = m.now.Add(d)
+						}
+					}
+					track()
+					total := 0
+					for _, m := range models {
+						total += m.len()
+					}
+					if got := q.Len(); got != total {
+						t.Fatalf("op %d: Len is %d, the models say %d", i, got, total)
+					}
 				}
-			}
-			for q.Len() > 0 || len(held) > 0 {
-				for q.Len() > 0 {
-					get(600)
+				for q.Len() > 0 || len(held) > 0 {
+					for q.Len() > 0 {
+						get(tt.ops)
+					}
+					for _, k := range held {
+						q.Done(k)
+						models[flowOf(k)].done(k)
+					}
+					held = held[:0]
+					track()
 				}
-				for _, k := range held {
-					q.Done(k)
-					models[flowOf(k)].done(k)
+				if n := workqueue.TrackedCauses(q); n != 0 {
+					t.Errorf("%d keys still tracked with none queued or in flight", n)
 				}
-				held = held[:0]
-				track()
-			}
-			if n := workqueue.TrackedCauses(q); n != 0 {
-				t.Errorf("%d keys still tracked with none queued or in flight", n)
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -70,7 +70,7 @@ type QueuedKey[K comparable] struct {
 	Since  time.Time `json:"since"`
 }
 
-// Stats returns the depth and the oldest key's age of each priority class,
+// Stats returns the depth and the oldest key's time of each priority class,
 // and the number of delayed keys (Flows has the same per flow). It takes
 // the queue's lock for time linear in the number of flows and does not
 // allocate; workers are not held up beyond that.

@@ -59,19 +59,34 @@ func TestPriorityTraces(t *testing.T) {
 		{name: "shutdown hands out queued keys and ignores adds", trace: "add a; replay x; shutdown; add b; replay c; after d 0s; len 2", want: "a x"},
 		{name: "re-add while processing survives shutdown", trace: "add k; get k; replay k; shutdown; done k; len 1", want: "k"},
 	}
+	// Each trace runs without flows, and with every key in one named flow,
+	// whose lane must keep the same order.
+	oneFlow := func(string) string { return "one" }
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			q, clk := newFakeQueue(t, workqueue.Options[string]{ReplayDelay: tt.delay})
-			for op := range strings.SplitSeq(tt.trace, ";") {
-				runOp(t, q, clk, strings.Fields(op))
+		for _, flow := range []func(string) string{nil, oneFlow} {
+			name := tt.name
+			if flow != nil {
+				name += " (one named flow)"
 			}
-			if got := strings.Join(drain(t, q), " "); got != tt.want {
-				t.Errorf("trace %q: drained %q, want %q", tt.trace, got, tt.want)
-			}
-			if n := workqueue.TrackedCauses(q); n != 0 {
-				t.Errorf("%d keys still tracked with none queued or in flight", n)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				runTrace(t, workqueue.Options[string]{ReplayDelay: tt.delay, Flow: flow}, tt.trace, tt.want)
+			})
+		}
+	}
+}
+
+// runTrace runs a golden trace of TestPriorityTraces on a queue with opts.
+func runTrace(t *testing.T, opts workqueue.Options[string], trace, want string) {
+	t.Helper()
+	q, clk := newFakeQueue(t, opts)
+	for op := range strings.SplitSeq(trace, ";") {
+		runOp(t, q, clk, strings.Fields(op))
+	}
+	if got := strings.Join(drain(t, q), " "); got != want {
+		t.Errorf("trace %q: drained %q, want %q", trace, got, want)
+	}
+	if n := workqueue.TrackedCauses(q); n != 0 {
+		t.Errorf("%d keys still tracked with none queued or in flight", n)
 	}
 }
 

@@ -60,20 +60,22 @@ type Options[K comparable] struct {
 	ReplayDelay time.Duration
 
 	// Flow names the flow a key belongs to (for a controller of many
-	// clusters, the key's cluster). Get serves the flows that have a key
-	// it may hand out round-robin, so that a flow with a large backlog
-	// delays another flow's key by at most one key per other flow; inside
-	// a flow keys are ordered as in a queue without flows. FlowLimit,
-	// PauseFlow, ResumeFlow, DropFlow and Stats.Flows act per flow.
+	// clusters, the key's cluster). Get takes keys from the flows
+	// round-robin, passing over flows that have no key it may hand out
+	// (none queued, paused, or at FlowLimit), so that a flow with a large
+	// backlog delays another flow's key by at most one Get per other flow;
+	// inside a flow keys are ordered as in a queue without flows. FlowLimit,
+	// PauseFlow, ResumeFlow, DropFlow and Flows act per flow.
 	//
-	// The queue calls Flow when it starts tracking a key (at its first add
-	// since it was last handed out and done with, and in DropFlow for a
-	// key that only waits out a delay), with its lock held: Flow must be
-	// quick, must not call the queue, and should return the same flow for
-	// a key each time. A key whose flow changes stays in the flow it was
-	// queued in until Done(k) finds it not added again. The queue keeps a
-	// record of each flow it has seen (about 2 KB, with its wait histogram)
-	// until DropFlow, so Flow should map keys to a bounded set of flows.
+	// The queue calls Flow when it starts tracking a key: at the key's
+	// first add, or its first add after a Done that found it not added
+	// again (and in DropFlow, for a key that only waits out a delay). It
+	// calls it with its lock held: Flow must be quick and must not call
+	// the queue. A key keeps the flow it got while the queue tracks it,
+	// even if Flow would now name another. The queue keeps a record of
+	// each flow it has seen (its statistics, about 1.2 KB, and room for a
+	// few queued keys) until DropFlow, so Flow should map keys to a
+	// bounded set of flows.
 	// Zero means one flow, named "": every key is in it.
 	Flow func(K) string
 

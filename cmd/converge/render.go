@@ -364,6 +364,7 @@ var apiControllerFiles = []fileSpec{
 	{tmpl: "api/controller.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller.go"},
 	{tmpl: "api/controller_test.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller_test.go"},
 	{tmpl: "api/controller_unit_test.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller_unit_test.go"},
+	{tmpl: "api/controller_explore_test.go.tmpl", out: "internal/controller/{{.R.IdentLower}}_controller_explore_test.go"},
 	{tmpl: "api/rbac/admin_role.yaml.tmpl", out: "config/rbac/{{.R.IdentLower}}_admin_role.yaml"},
 	{tmpl: "api/rbac/editor_role.yaml.tmpl", out: "config/rbac/{{.R.IdentLower}}_editor_role.yaml"},
 	{tmpl: "api/rbac/viewer_role.yaml.tmpl", out: "config/rbac/{{.R.IdentLower}}_viewer_role.yaml"},

@@ -105,6 +105,17 @@
 // kept in memory for the server's lifetime (watches may start from any
 // resourceVersion): a Server is meant for one test.
 //
+// # Faults
+//
+// A test may make the server misbehave as a real cluster sometimes does,
+// per client identity (each Config from ConfigAs carries one):
+// Intercept answers chosen requests itself (a 409 Conflict, a 500 without
+// Retry-After) and sees how the others were answered; CrashAfter lets an
+// identity commit k more writes and refuses every later one with no answer,
+// as after kill -9 of its process; LagWatches has the identity's watches
+// hold back up to n events, released in order (stale reads). Package
+// framework/explore draws these faults from seeds to test controllers.
+//
 // A Server is safe for concurrent use; writes are applied one at a time in
 // the order they arrive. Close (Start does it at the test's end) ends every
 // watch; later requests fail with ErrClosed.

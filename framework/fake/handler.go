@@ -83,7 +83,7 @@ func (s *Server) routes() http.Handler {
 			s.writeError(w, r, nil, err)
 			return
 		}
-		s.serveResource(w, r, q)
+		s.serveFaulty(w, r, q)
 	})
 }
 
@@ -220,8 +220,7 @@ func (s *Server) create(r *http.Request, q request) (runtime.Object, error) {
 		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
 			Message: "resourceVersion should not be set on objects to be created"}}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockWrite(r)()
 	return s.createLocked(q.kind, q.ns, obj, manager(r), false, false)
 }
 
@@ -234,8 +233,7 @@ func (s *Server) update(r *http.Request, q request) (runtime.Object, error) {
 		// Custom resources allow no unconditional update.
 		return nil, invalid(q.kind, q.name, field.Invalid(field.NewPath("metadata", "resourceVersion"), 0, "must be specified for an update"))
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockWrite(r)()
 	return s.updateLocked(q.kind, q.ns, q.name, q.sub, obj, manager(r), false)
 }
 
@@ -250,15 +248,14 @@ func (s *Server) patch(r *http.Request, q request) (out runtime.Object, created 
 	if types.PatchType(pt) == types.ApplyPatchType {
 		return s.apply(r, q, data)
 	}
-	out, err = s.mergePatch(q, types.PatchType(pt), data, manager(r))
+	out, err = s.mergePatch(r, q, types.PatchType(pt), data, manager(r))
 	return out, false, err
 }
 
 // mergePatch applies a JSON patch, JSON merge patch or strategic merge
 // patch, recorded under manager.
-func (s *Server) mergePatch(q request, pt types.PatchType, data []byte, manager string) (runtime.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *Server) mergePatch(r *http.Request, q request, pt types.PatchType, data []byte, manager string) (runtime.Object, error) {
+	defer s.lockWrite(r)()
 	old, err := s.getLocked(q.kind, q.ns, q.name)
 	if err != nil {
 		return nil, err
@@ -334,8 +331,7 @@ func (s *Server) apply(r *http.Request, q request, data []byte) (out runtime.Obj
 	}
 	force := r.URL.Query().Get("force") == "true"
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockWrite(r)()
 	live, err := s.getLocked(q.kind, q.ns, q.name)
 	exists := err == nil
 	uid := applied.GetUID()
@@ -402,8 +398,7 @@ func (s *Server) delete(r *http.Request, q request) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockWrite(r)()
 	return s.deleteLocked(q.kind, q.ns, q.name, opts)
 }
 
@@ -505,8 +500,7 @@ func (s *Server) deleteCollection(r *http.Request, q request) (runtime.Object, e
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.lockWrite(r)()
 	var deleted []object.Object
 	for _, obj := range s.selectLocked(q.kind, sel) {
 		out, err := s.deleteLocked(q.kind, obj.GetNamespace(), obj.GetName(), opts)

@@ -54,6 +54,16 @@ type Server struct {
 	closed chan struct{}
 	// closeOnce guards closed.
 	closeOnce sync.Once
+	// writer is the identity of the request holding mu to write.
+	writer string
+	// lag is how many events each identity's watches hold back (see
+	// LagWatches).
+	lag map[string]int
+	// watches are the open watch streams.
+	watches map[*watchStream]struct{}
+
+	// faults are the hooks of Intercept and CrashAfter.
+	faults faults
 }
 
 // NewServer returns a server holding opts.Objects. Close it when done (or
@@ -86,6 +96,8 @@ func NewServer(opts Options) (*Server, error) {
 		changed:  make(chan struct{}),
 		managers: map[managerKey]*managedfields.FieldManager{},
 		closed:   make(chan struct{}),
+		lag:      map[string]int{},
+		watches:  map[*watchStream]struct{}{},
 	}
 	s.handler = s.routes()
 	s.mu.Lock()
@@ -124,10 +136,15 @@ func Start(t testing.TB, opts Options) *Server {
 // Config returns a configuration for clients of this server: requests go
 // to the server in memory, through no network. Each call returns a new
 // Config.
-func (s *Server) Config() *rest.Config {
+func (s *Server) Config() *rest.Config { return s.ConfigAs("") }
+
+// ConfigAs is Config for clients of the given identity: Intercept,
+// CrashAfter and LagWatches tell apart the requests of each identity
+// (Config's identity is ""). Several configurations may share one.
+func (s *Server) ConfigAs(identity string) *rest.Config {
 	return &rest.Config{
 		Host:      "http://fake.invalid",
-		Transport: &transport{server: s},
+		Transport: &transport{server: s, identity: identity},
 		// The server never throttles; neither should its clients.
 		QPS:   -1,
 		Burst: -1,

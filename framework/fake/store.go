@@ -29,6 +29,9 @@ type event struct {
 	// prev is the object before a modification (nil otherwise): a filtered
 	// watch sees an object leave or enter its selection.
 	prev object.Object
+	// writer is the identity of the client whose request made the change
+	// (see Server.ConfigAs).
+	writer string
 }
 
 // ref locates a stored object.
@@ -90,7 +93,7 @@ func (s *Server) commitLocked(k *kind, typ watch.EventType, obj, prev object.Obj
 		s.objects[k][key] = obj
 		s.uids[obj.GetUID()] = ref{kind: k, key: key}
 	}
-	s.history = append(s.history, event{rv: s.rv, kind: k, typ: typ, obj: obj, prev: prev})
+	s.history = append(s.history, event{rv: s.rv, kind: k, typ: typ, obj: obj, prev: prev, writer: s.writer})
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return obj

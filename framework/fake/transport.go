@@ -11,7 +11,10 @@ import (
 // response is returned as soon as the handler writes its header, and its
 // body streams what the handler writes next (a watch); closing the body
 // cancels the request's context.
-type transport struct{ server *Server }
+type transport struct {
+	server   *Server
+	identity string
+}
 
 func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	select {
@@ -22,7 +25,7 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, ErrClosed
 	default:
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), identityKey{}, t.identity))
 	r = r.WithContext(ctx)
 	pr, pw := io.Pipe()
 	w := &responseWriter{header: http.Header{}, body: pw, ready: make(chan struct{})}
@@ -35,6 +38,11 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}()
 	select {
 	case <-w.ready:
+		if w.err != nil {
+			cancel()
+			_ = pr.Close()
+			return nil, w.err
+		}
 	case <-ctx.Done():
 		_ = pr.CloseWithError(ctx.Err())
 		cancel()
@@ -69,8 +77,19 @@ type responseWriter struct {
 	body   *io.PipeWriter
 	once   sync.Once
 	code   int
-	// ready is closed once the header is written.
+	// ready is closed once the header is written, or fail was called.
 	ready chan struct{}
+	// err, set by fail before ready is closed, is the transport's error:
+	// the request got no answer.
+	err error
+}
+
+// fail ends the request with no answer: the round trip returns err.
+func (w *responseWriter) fail(err error) {
+	w.once.Do(func() {
+		w.err = err
+		close(w.ready)
+	})
 }
 
 func (w *responseWriter) Header() http.Header { return w.header }

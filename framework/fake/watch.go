@@ -112,21 +112,52 @@ func (s *Server) startWatchStream(w http.ResponseWriter, r *http.Request, q requ
 // position pos on, until the request ends, the server closes or timeout
 // fires.
 func (s *Server) followWatch(r *http.Request, q request, sel selection, pos int, send func(watch.EventType, runtime.Object) error, timeout <-chan time.Time) {
+	identity := identityOf(r.Context())
+	// held are the events LagWatches holds back, oldest first.
+	type heldEvent struct {
+		typ watch.EventType
+		obj object.Object
+	}
+	var held []heldEvent
+	stream := &watchStream{identity: identity, sent: pos}
+	s.mu.Lock()
+	s.watches[stream] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.watches, stream)
+		s.mu.Unlock()
+	}()
 	for {
 		s.mu.Lock()
+		stream.sent, stream.held = pos, len(held) // what the last round sent
 		batch := s.history[pos:]
 		pos = len(s.history)
 		changed := s.changed
+		lag := s.lag[identity]
 		s.mu.Unlock()
+		release := 0 // held events that must go now: up to the identity's own last change
 		for _, e := range batch {
 			if e.kind != q.kind {
 				continue
 			}
-			typ, ok := filtered(e, sel)
-			if ok && send(typ, e.obj) != nil {
+			if typ, ok := filtered(e, sel); ok {
+				held = append(held, heldEvent{typ, e.obj})
+				if e.writer == identity {
+					release = len(held)
+				}
+			}
+		}
+		release = max(release, len(held)-lag)
+		for _, e := range held[:release] {
+			if send(e.typ, e.obj) != nil {
 				return
 			}
 		}
+		held = held[release:]
+		s.mu.Lock()
+		stream.sent, stream.held = pos, len(held)
+		s.mu.Unlock()
 		select {
 		case <-changed:
 		case <-r.Context().Done():
@@ -137,6 +168,31 @@ func (s *Server) followWatch(r *http.Request, q request, sel selection, pos int,
 			return
 		}
 	}
+}
+
+// watchStream is one open watch, for WatchesCaughtUp.
+type watchStream struct {
+	identity string
+	// sent is the history position up to which the stream has sent or
+	// holds every event; held is how many it holds back. The server's mu
+	// guards both.
+	sent, held int
+}
+
+// WatchesCaughtUp reports whether every open watch of the client identity
+// (see ConfigAs) has sent every change the server has made so far, but
+// those a lag the identity still has (LagWatches) holds back. A watch's
+// reader may still be decoding the last event it was sent.
+func (s *Server) WatchesCaughtUp(identity string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lagging := s.lag[identity] > 0
+	for w := range s.watches {
+		if w.identity == identity && (w.sent < len(s.history) || w.held > 0 && !lagging) {
+			return false
+		}
+	}
+	return true
 }
 
 // parseResourceVersion reads a request's resourceVersion parameter: 0

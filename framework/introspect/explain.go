@@ -64,7 +64,7 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 	}
 	if last != nil {
 		if b := last.Blocked; b != nil && !saysBlocker(last.Error, b.Message) {
-			lines = append(lines, b.line(now))
+			lines = append(lines, blockerLine(b, now))
 		}
 		finished := last.Started.Add(time.Duration(last.DurationSeconds * float64(time.Second)))
 		switch last.Result {

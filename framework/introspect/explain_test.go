@@ -7,6 +7,7 @@ import (
 
 	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
 )
 
 // A Blocker its last reconcile noted keeps an object from converging, and
@@ -26,15 +27,15 @@ func TestExplainSaysWhatBlocksAnObject(t *testing.T) {
 		converged bool
 	}{
 		{"nothing noted", introspect.ReconcileRecord{Result: "success"}, []string{"converged: last reconciled 3s ago: success in 0s (change)"}, true},
-		{"waiting", introspect.ReconcileRecord{Result: "success", Blocked: &introspect.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (succeeded)", Since: now.Add(-2 * time.Minute)}},
+		{"waiting", introspect.ReconcileRecord{Result: "success", Blocked: &reconcile.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (succeeded)", Since: now.Add(-2 * time.Minute)}},
 			[]string{"waiting: Deployment web waits for Job migrate (succeeded) (for 2m0s)", "last reconciled 3s ago: success in 0s (change)"}, false},
-		{"not ready, since unknown", introspect.ReconcileRecord{Result: "success", Blocked: &introspect.Blocker{Reason: "NotReady", Message: "Deployment web is not ready yet (Available)"}},
+		{"not ready, since unknown", introspect.ReconcileRecord{Result: "success", Blocked: &reconcile.Blocker{Reason: "NotReady", Message: "Deployment web is not ready yet (Available)"}},
 			[]string{"not ready: Deployment web is not ready yet (Available)", "last reconciled 3s ago: success in 0s (change)"}, false},
-		{"a requeue does not hide it", introspect.ReconcileRecord{Result: "requeue_after", RequeueAfterSeconds: 30, Blocked: &introspect.Blocker{Reason: "ChildFailed", Message: "Job migrate failed (BackoffLimitExceeded)"}},
+		{"a requeue does not hide it", introspect.ReconcileRecord{Result: "requeue_after", RequeueAfterSeconds: 30, Blocked: &reconcile.Blocker{Reason: "ChildFailed", Message: "Job migrate failed (BackoffLimitExceeded)"}},
 			[]string{"child failed: Job migrate failed (BackoffLimitExceeded)", "last reconciled 3s ago: requeue_after in 0s (change), requeued after 30s"}, false},
-		{"an acronym", introspect.ReconcileRecord{Result: "success", Blocked: &introspect.Blocker{Reason: "CRDMissing", Message: "widgets.example.com is not installed"}},
+		{"an acronym", introspect.ReconcileRecord{Result: "success", Blocked: &reconcile.Blocker{Reason: "CRDMissing", Message: "widgets.example.com is not installed"}},
 			[]string{"crd missing: widgets.example.com is not installed", "last reconciled 3s ago: success in 0s (change)"}, false},
-		{"said once when it is the error", introspect.ReconcileRecord{Result: "terminal", Error: "terminal error: Site ns/a: children: a cycle", Blocked: &introspect.Blocker{Reason: "InvalidChildGraph", Message: "Site ns/a: children: a cycle"}},
+		{"said once when it is the error", introspect.ReconcileRecord{Result: "terminal", Error: "terminal error: Site ns/a: children: a cycle", Blocked: &reconcile.Blocker{Reason: "InvalidChildGraph", Message: "Site ns/a: children: a cycle"}},
 			[]string{"failed 3s ago with a terminal error, not retried until the object changes: Site ns/a: children: a cycle"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

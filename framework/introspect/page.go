@@ -32,6 +32,7 @@ var debugPage = sync.OnceValue(func() *template.Template {
 		"clock": func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
 		"plus":  func(t time.Time, sec float64) time.Time { return t.Add(time.Duration(sec * float64(time.Second))) },
 		"words": reasonWords,
+		"bytes": bytesText,
 		"explainURL": func(controller, namespace, name string) string {
 			k := name
 			if namespace != "" {

@@ -24,6 +24,8 @@ type State struct {
 	Ring        *sharding.Status          `json:"ring,omitempty"`
 	Controllers []ControllerStatus        `json:"controllers"`
 	Informers   []informers.InformerStats `json:"informers"`
+	// Memory is the process's heap and the cache's part of it.
+	Memory Memory `json:"memory"`
 	// Webhooks are the paths of the admission and conversion webhooks served.
 	Webhooks []string `json:"webhooks"`
 }
@@ -171,7 +173,7 @@ type ReconcileRecord struct {
 	Failures int `json:"failures,omitempty"`
 	// Blocked is why the reconcile noted its object is not converged
 	// (framework.NoteBlocked); nil when it noted nothing.
-	Blocked *Blocker `json:"blocked,omitempty"`
+	Blocked *reconcile.Blocker `json:"blocked,omitempty"`
 }
 
 // Values of ReconcileRecord.Result that Explain tells apart.

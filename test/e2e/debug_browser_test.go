@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/converge-dev/converge/framework"
 )
@@ -84,6 +85,9 @@ var _ = Describe("debug page in a browser", func() {
 			Expect(framework.NewBuilder[*appsv1.Deployment](mgr, "webapp-deployments-and-services-reconciler", framework.ControllerOptions{Workers: 10}).
 				CompleteByKey(countingReconciler(newRecorder()))).To(Succeed())
 		})
+		// A read of a kind nothing watches starts an informer, which the
+		// page flags.
+		Expect(f.mgr.Client().List(ctx, &corev1.ServiceAccountList{})).To(Succeed())
 		page := f.url("?controller=credentials&key=" + f.ns + "/bad")
 		Eventually(ctx, func(g Gomega) {
 			g.Expect(f.object(ctx, "credentials", "bad").Queue.Retries).To(BeNumerically(">=", 3))
@@ -107,6 +111,13 @@ var _ = Describe("debug page in a browser", func() {
 		Expect(dom).To(MatchRegexp(`<body data-refreshed="[1-9]`), "the script never refreshed the page")
 		Expect(totalOf(dom)).To(BeNumerically(">", served), "the ticker's reconciles did not move without a reload")
 		Expect(dom).NotTo(ContainSubstring(secretValue))
+
+		By("showing each informer's objects and estimated bytes, flagging the one a read started, the totals per kind and the process's heap")
+		Expect(dom).To(MatchRegexp(`<tr class="informer-row"><td>v1 ConfigMap in namespace [^<]+</td><td class="num">\d+</td><td class="num bytes">[0-9.]+ [KM]iB</td>`))
+		Expect(dom).To(MatchRegexp(`<tr class="informer-row" data-started-by-read=""><td>v1 ServiceAccount in namespace [^<]+ <span class="warn flag"[^>]*>started by a read</span>`))
+		Expect(dom).To(MatchRegexp(`<tr class="kind-total" data-kind="v1 ConfigMap"><td>v1 ConfigMap</td><td class="num">1</td><td class="num">\d+</td><td class="num bytes">[0-9.]+ [KM]iB</td>`))
+		Expect(dom).To(MatchRegexp(`<tr class="kind-total" data-kind="v1 ServiceAccount"><td>v1 ServiceAccount <span class="warn flag">1 started by a read</span>`))
+		Expect(dom).To(MatchRegexp(`heap: <b class="live">[0-9.]+ MiB</b> live · cache estimate <b class="cache">[0-9.]+ [KM]iB</b> \(shared values [0-9.]+ [KM]?i?B\) · unattributed <b class="rest">[0-9.]+ MiB</b>`))
 
 		By("listing the failing and the waiting object among those not converged, each linking to its explanation")
 		list := regexp.MustCompile(`(?s)<table class="notconverged" data-controller="credentials">.*?</table>`).FindString(dom)

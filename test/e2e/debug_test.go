@@ -70,7 +70,7 @@ func newDebugFixture(ctx context.Context, opts framework.Options, bulk int, more
 		case "bad":
 			return reconcile.Result{}, fmt.Errorf("rotate credentials of %s: vault is sealed", req)
 		case "web":
-			framework.NoteBlocked(ctx, introspect.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (Complete)"})
+			framework.NoteBlocked(ctx, reconcile.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (Complete)"})
 		}
 		return reconcile.Result{}, nil
 	})
@@ -200,7 +200,7 @@ var _ = Describe("debug endpoint", func() {
 		Eventually(ctx, func(g Gomega) {
 			web := f.object(ctx, "credentials", "web")
 			g.Expect(web.History).NotTo(BeEmpty())
-			g.Expect(web.History[0].Blocked).To(Equal(&introspect.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (Complete)"}))
+			g.Expect(web.History[0].Blocked).To(Equal(&reconcile.Blocker{Reason: "Waiting", Message: "Deployment web waits for Job migrate (Complete)"}))
 		}).Should(Succeed(), "the waiting key's history has its note")
 
 		By("refusing bad input with a clear error")

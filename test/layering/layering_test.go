@@ -93,6 +93,26 @@ var rules = []struct {
 		forbidden: []string{module + "/framework/fake"},
 	},
 	{
+		name:      "framework/explore is a test helper on top of framework and framework/fake: the library, the fake and the test control plane never import it",
+		from:      []string{"client", "informers", "object", "reconcile", "workqueue", "framework", "framework/controllerutil", "framework/envtest", "framework/introspect", "framework/fake", "framework/webhook", "declarative"},
+		forbidden: []string{module + "/framework/explore/..."},
+	},
+	{
+		name:      "framework/explore runs controllers on the fake API server in process: it never imports the test control plane, declarative or the test helpers",
+		from:      []string{"framework/explore"},
+		forbidden: []string{module + "/framework/envtest", module + "/declarative", module + "/internal/testenv"},
+	},
+	{
+		name:      "framework/internal/seam is framework's one opening for framework/explore, below framework: it never imports the manager, the client, the fake or declarative",
+		from:      []string{"framework/internal/seam"},
+		forbidden: []string{module + "/framework", module + "/framework/fake", module + "/client", module + "/declarative"},
+	},
+	{
+		name:      "framework/internal/seam is for framework (which sets it) and framework/explore (which reads it): the packages below framework never import it",
+		from:      []string{"framework/fake", "framework/introspect", "framework/webhook", "framework/envtest", "framework/internal/ring", "framework/internal/serving"},
+		forbidden: []string{module + "/framework/internal/seam"},
+	},
+	{
 		name:      "framework/introspect is the debug endpoint below framework, which serves it through introspect.Provider: it never imports the manager, the client, declarative or the test control plane",
 		from:      []string{"framework/introspect"},
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/framework/webhook", module + "/client", module + "/declarative"},
@@ -158,6 +178,16 @@ var rules = []struct {
 		forbidden: []string{module + "/framework/internal/history", module + "/framework/internal/reconcilelog", module + "/framework/internal/recorder", module + "/framework/internal/served"},
 	},
 	{
+		name:      "framework/internal/metrics, the series a manager exports, sits below framework: of converge it imports only informers (whose stats and unwatched reads it counts) and reconcile, never the manager, its other rooms, the client, workqueue or declarative",
+		from:      []string{"framework/internal/metrics"},
+		forbidden: []string{module + "/framework/...", module + "/client", module + "/workqueue", module + "/declarative", module + "/internal/errtext", module + "/internal/klogcap"},
+	},
+	{
+		name:      "only framework exports a manager's series: no package beside or below it imports framework/internal/metrics",
+		from:      []string{"framework/controllerutil", "framework/webhook", "framework/fake", "framework/envtest", "framework/introspect", "framework/internal/history", "framework/internal/reconcilelog", "framework/internal/recorder", "framework/internal/served", "framework/internal/ring", "framework/internal/serving", "framework/internal/shard", "framework/internal/syncgc", "informers", "workqueue", "client"},
+		forbidden: []string{module + "/framework/internal/metrics"},
+	},
+	{
 		name:      "framework/webhook holds handlers only: it may import object and framework/internal/serving, never the manager, the client, declarative or the test control plane",
 		from:      []string{"framework/webhook"},
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/client", module + "/declarative", module + "/informers", module + "/workqueue", module + "/reconcile"},
@@ -180,6 +210,11 @@ var rules = []struct {
 	{
 		name:      "internal/typednil is a leaf: the standard library only",
 		from:      []string{"internal/typednil"},
+		forbidden: []string{stdOnly},
+	},
+	{
+		name:      "internal/memsize, the heap estimate of cached objects, is a leaf: the standard library only",
+		from:      []string{"internal/memsize"},
 		forbidden: []string{stdOnly},
 	},
 	{

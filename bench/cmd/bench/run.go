@@ -28,8 +28,12 @@ type Result struct {
 	SyncSeconds    float64 `json:"syncSeconds"`    // start to every object reconciled once
 	SyncCPUSeconds float64 `json:"syncCpuSeconds"` // CPU used by then
 	HeapBytes      float64 `json:"heapBytes"`      // HeapAlloc after sync, after a GC
-	RSSBytes       float64 `json:"rssBytes"`       // VmRSS after sync
-	PeakRSSBytes   float64 `json:"peakRssBytes"`   // VmHWM at the end
+	// CacheEstimateBytes is converge's own estimate of its cache's heap
+	// bytes after sync (the informers' InformerStats.Bytes and the shared
+	// values'), asked right after HeapBytes; 0 for the other contenders.
+	CacheEstimateBytes float64 `json:"cacheEstimateBytes,omitempty"`
+	RSSBytes           float64 `json:"rssBytes"`     // VmRSS after sync
+	PeakRSSBytes       float64 `json:"peakRssBytes"` // VmHWM at the end
 
 	StormCount int     `json:"stormCount"` // changes made while the initial keys drained
 	StormP50Ms float64 `json:"stormP50Ms"`
@@ -240,6 +244,21 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 		res.HeapBytes = float64(m.heapAlloc)
 	case <-time.After(30 * time.Second):
 		return fail("no memory stats")
+	}
+	if name == "converge" {
+		if _, err := io.WriteString(stdin, "status\n"); err != nil {
+			return fail("ask for status: %v", err)
+		}
+		select {
+		case line := <-t.status:
+			for _, f := range strings.Fields(line) {
+				if v, ok := strings.CutPrefix(f, "cacheBytes="); ok {
+					res.CacheEstimateBytes, _ = strconv.ParseFloat(v, 64)
+				}
+			}
+		case <-time.After(30 * time.Second):
+			return fail("no status")
+		}
 	}
 	if o.profileDir != "" {
 		p := filepath.Join(o.profileDir, tag+".heap.pprof")

@@ -149,7 +149,12 @@ type scalePoint struct {
 	// smaller size added: (heap - heap there) / (N - N there); 0 at the
 	// smallest size.
 	HeapPerAdded float64 `json:"heapBytesPerAddedObject,omitempty"`
-	RSSPerObject float64 `json:"rssBytesPerObject"`
+	// CacheEstimate is converge's own estimate of its cache's bytes
+	// (Result.CacheEstimateBytes), and EstimatePerAdded its growth per
+	// added object as HeapPerAdded is the heap's; 0 for other contenders.
+	CacheEstimate    float64 `json:"cacheEstimateBytes,omitempty"`
+	EstimatePerAdded float64 `json:"cacheEstimateBytesPerAddedObject,omitempty"`
+	RSSPerObject     float64 `json:"rssBytesPerObject"`
 	// Missed: objects (or updates) not reconciled within the deadline; the
 	// other figures of a point that missed some are not of all N.
 	Missed float64 `json:"missed"`
@@ -184,11 +189,11 @@ func summarizeScale(results []*Result, floors []FloorRun, names []string, plan [
 			}
 			heap := map[string]float64{}
 			for _, name := range names {
-				var sync, cpu, hp, rss, missed []float64
+				var sync, cpu, hp, rss, est, missed []float64
 				for _, r := range results {
 					if r.Workload == w && r.Objects == n && r.Contender == name {
 						sync, cpu = append(sync, r.SyncSeconds), append(cpu, r.SyncCPUSeconds)
-						hp, rss = append(hp, r.HeapBytes), append(rss, r.RSSBytes)
+						hp, rss, est = append(hp, r.HeapBytes), append(rss, r.RSSBytes), append(est, r.CacheEstimateBytes)
 						missed = append(missed, float64(r.Missed))
 					}
 				}
@@ -196,12 +201,13 @@ func summarizeScale(results []*Result, floors []FloorRun, names []string, plan [
 					continue
 				}
 				p := scalePoint{Workload: w, Objects: n, Contender: name, Runs: len(sync),
-					SyncSeconds: median(sync), SyncCPUSeconds: median(cpu), HeapBytes: median(hp), RSSBytes: median(rss), Missed: median(missed)}
+					SyncSeconds: median(sync), SyncCPUSeconds: median(cpu), HeapBytes: median(hp), RSSBytes: median(rss), CacheEstimate: median(est), Missed: median(missed)}
 				p.SyncPer1000 = p.SyncSeconds / float64(n) * 1000
 				p.HeapPerObject, p.RSSPerObject = p.HeapBytes/float64(n), p.RSSBytes/float64(n)
 				heap[name] = p.HeapPerObject
 				if prev, ok := s.point(w, prevN, name); ok {
 					p.HeapPerAdded = (p.HeapBytes - prev.HeapBytes) / float64(n-prevN)
+					p.EstimatePerAdded = (p.CacheEstimate - prev.CacheEstimate) / float64(n-prevN)
 				}
 				s.Points = append(s.Points, p)
 			}
@@ -321,6 +327,15 @@ func renderScale(sum *Summary) string {
 				row(&b, count(n), name, fmt.Sprintf("%.2f", p.SyncSeconds), fmt.Sprintf("%.3f", p.SyncPer1000), fmt.Sprintf("%.2f", p.SyncCPUSeconds),
 					fmt.Sprintf("%.0f", p.HeapPerObject), added, fmt.Sprintf("%.0f", p.RSSPerObject), vs, fmt.Sprintf("%.0f", p.Missed), goal)
 			}
+		}
+		var est []string
+		for _, n := range s.WorkloadSizes[w] {
+			if p, ok := s.point(w, n, "converge"); ok && p.EstimatePerAdded != 0 && p.HeapPerAdded != 0 {
+				est = append(est, fmt.Sprintf("%.2f at N=%s", p.EstimatePerAdded/p.HeapPerAdded, count(n)))
+			}
+		}
+		if len(est) > 0 {
+			fmt.Fprintf(&b, "\nconverge's own estimate of its cache (converge_cache_bytes plus converge_cache_shared_bytes) ÷ the heap, per added object: %s.\n", strings.Join(est, ", "))
 		}
 		var ts []target
 		for _, t := range s.Targets {

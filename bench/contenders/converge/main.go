@@ -48,7 +48,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	report.SetStatus(func() string { return ringStatus(mgr) })
+	report.SetStatus(func() string { return ringStatus(mgr) + " " + cacheStatus(mgr) })
 	report.Start()
 	opts := framework.ControllerOptions{Workers: *workers, Sharded: *ring != ""}
 	switch workload.Kind(*kind) {
@@ -86,6 +86,16 @@ func ringStatus(mgr *framework.Manager) string {
 	}
 	return fmt.Sprintf("ring=%s identity=%s buckets=%d serving=%d syncing=%d draining=%d members=%d",
 		st.Ring, st.Identity, st.Buckets.Count, len(st.Serving), len(st.Syncing), len(st.Draining), len(st.Members))
+}
+
+// cacheStatus is the cache's own estimate of its heap bytes: every
+// informer's, and the values its objects share.
+func cacheStatus(mgr *framework.Manager) string {
+	total := mgr.Cache().SharedBytes()
+	for _, st := range mgr.Cache().Stats() {
+		total += st.Bytes
+	}
+	return fmt.Sprintf("cacheBytes=%d", total)
 }
 
 // run registers the controller: each reconcile is handed the object from the

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -41,7 +40,7 @@ type Record struct {
 	Reason       reconcile.Reason
 	Result       string
 	Err          string
-	Blocked      *introspect.Blocker // shared, never modified
+	Blocked      *reconcile.Blocker // shared, never modified
 }
 
 // keyHistory is the slot of one key: its last records, newest at

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/internal/klogcap"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -29,7 +28,7 @@ type Sink struct {
 	ID         uint64
 	Reason     reconcile.Reason
 	// Blocked is the reconcile's last NoteBlocked, nil for none.
-	Blocked atomic.Pointer[introspect.Blocker]
+	Blocked atomic.Pointer[reconcile.Blocker]
 }
 
 var _ logr.LogSink = (*Sink)(nil)

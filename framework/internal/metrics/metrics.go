@@ -1,32 +1,42 @@
-package framework
+// Package metrics holds the Prometheus series a manager exports: its
+// reconciles per controller (outcome, reason, duration, workers), its work
+// queues (client-go's workqueue MetricsProvider), its shared cache (objects
+// and estimated bytes per informer and kind, failed requests, informers a
+// read of an unwatched kind started), its leader lease and client-go's REST
+// requests. Names, labels and help texts are controller-runtime's, so
+// existing dashboards and alerts keep working; the series converge adds use
+// the converge_ prefix. Package framework wires them (Manager.Metrics).
+package metrics
 
 import (
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
-	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
 
-// Reconcile outcomes, as logs and spans name them.
+// Reconcile outcomes, as logs, spans and the history name them; all but
+// ResultTerminal and ResultPanic are also values of
+// controller_runtime_reconcile_total's "result" label.
 const (
-	resultSuccess      = "success"
-	resultRequeueAfter = "requeue_after"
-	resultError        = "error"
-	resultTerminal     = "terminal"
-	resultPanic        = "panic"
+	ResultSuccess      = "success"
+	ResultRequeueAfter = "requeue_after"
+	ResultError        = "error"
+	ResultTerminal     = "terminal"
+	ResultPanic        = "panic"
 )
 
 // resultLabels are the values of controller_runtime_reconcile_total's
 // "result" label: controller-runtime's, so its dashboards keep working.
 // "requeue" (controller-runtime's Result.Requeue) has no converge
 // equivalent and stays 0; it is exported so queries over all four find it.
-var resultLabels = []string{resultSuccess, resultError, "requeue", resultRequeueAfter}
+var resultLabels = []string{ResultSuccess, ResultError, "requeue", ResultRequeueAfter}
 
 // reasonLabels are the values of converge_reconciles_total's "reason"
 // label, exported from the start so queries over all of them find each.
@@ -38,17 +48,29 @@ var reasonLabels = []reconcile.Reason{reconcile.ReasonChange, reconcile.ReasonRe
 // reconcile_panics_total).
 func resultLabel(result string) string {
 	switch result {
-	case resultTerminal, resultPanic:
-		return resultError
+	case ResultTerminal, ResultPanic:
+		return ResultError
 	}
 	return result
 }
 
-// metrics holds the series one manager exports. Names and labels follow
+// Metrics holds the series one manager exports. Names and labels follow
 // controller-runtime's, so existing dashboards and alerts keep working; the
 // series converge adds use the converge_ prefix.
-type metrics struct {
-	registry *prometheus.Registry
+type Metrics struct {
+	// Registry holds every series (Manager.Metrics returns it).
+	Registry *prometheus.Registry
+	// Queue is the work queues' MetricsProvider.
+	Queue *Queue
+	// LeaderStatus is 1 while the process holds the leader lease its
+	// label names.
+	LeaderStatus *prometheus.GaugeVec
+	// CacheErrors counts the shared cache's failed list and watch requests.
+	CacheErrors *prometheus.CounterVec
+	// CacheStats and SharedBytes are the shared cache's, read at scrape
+	// time; until set, the cache's series are empty.
+	CacheStats  func() []informers.InformerStats
+	SharedBytes func() int64
 
 	reconcileTotal     *prometheus.CounterVec
 	reconcileErrors    *prometheus.CounterVec
@@ -59,17 +81,19 @@ type metrics struct {
 	reconcileTime      *prometheus.HistogramVec
 	workersMax         *prometheus.GaugeVec
 	workersActive      *prometheus.GaugeVec
-	leaderStatus       *prometheus.GaugeVec
-	queue              *queueMetrics
 	cacheObjects       *prometheus.Desc
-	cacheErrors        *prometheus.CounterVec
-	cacheObjectsSource func() []informers.InformerStats
-	ring               *ring.Metrics
+	cacheBytes         *prometheus.Desc
+	informerObjects    *prometheus.Desc
+	informerBytes      *prometheus.Desc
+	sharedBytes        *prometheus.Desc
+	readStarts         *prometheus.CounterVec
 }
 
-func newMetrics() *metrics {
-	m := &metrics{
-		registry: prometheus.NewRegistry(),
+// New returns a manager's series, registered in a new registry with the Go
+// and process collectors and client-go's REST request series.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
 		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "controller_runtime_reconcile_total",
 			Help: "Total number of reconciliations per controller and result (success, error, requeue, requeue_after; terminal errors and panics count as error).",
@@ -108,34 +132,56 @@ func newMetrics() *metrics {
 			Name: "controller_runtime_active_workers",
 			Help: "Number of currently used workers per controller.",
 		}, []string{"controller"}),
-		leaderStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		LeaderStatus: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "leader_election_master_status",
 			Help: "1 while this process holds the leader lease named by the label, 0 otherwise.",
 		}, []string{"name"}),
 		cacheObjects: prometheus.NewDesc("converge_cache_objects",
 			"Number of objects the shared cache holds, per kind (summed over its informers).",
 			[]string{"group", "version", "kind"}, nil),
-		cacheErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		cacheBytes: prometheus.NewDesc("converge_cache_bytes",
+			"Estimated heap bytes of the objects the shared cache holds, per kind (summed over its informers; values shared between objects are in converge_cache_shared_bytes).",
+			[]string{"group", "version", "kind"}, nil),
+		informerObjects: prometheus.NewDesc("converge_cache_informer_objects",
+			"Number of objects one informer of the shared cache holds; informer describes it (kind, mode, namespace, selectors).",
+			[]string{"informer", "group", "version", "kind"}, nil),
+		informerBytes: prometheus.NewDesc("converge_cache_informer_bytes",
+			"Estimated heap bytes of one informer's objects and store: its objects times the mean size of a sample of every 32nd object, plus its store's map and indexes.",
+			[]string{"informer", "group", "version", "kind"}, nil),
+		sharedBytes: prometheus.NewDesc("converge_cache_shared_bytes",
+			"Estimated heap bytes of the values (labels, annotations, owner references, namespaces, resource lists) the cached objects share, counted once.",
+			nil, nil),
+		readStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "converge_cache_informers_started_by_reads_total",
+			Help: "Informers started by a Get or List of a kind no informer held (kept from then on), by kind and mode (typed, unstructured, metadata).",
+		}, []string{"group", "version", "kind", "mode"}),
+		CacheErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "converge_cache_request_errors_total",
 			Help: "Failed list and watch requests of the shared cache, by resource, namespace, verb and reason (forbidden, unauthorized, not_found, unreachable, timeout, other).",
 		}, []string{"resource", "namespace", "verb", "reason"}),
-		queue: newQueueMetrics(),
+		Queue: newQueue(),
 	}
-	m.registry.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.reconcileTotal, m.reconcileErrors, m.reconcileTerminal, m.reconcilePanics, m.reconcileTimeouts, m.reconcilesByReason,
-		m.reconcileTime, m.workersMax, m.workersActive, m.leaderStatus, m.cacheErrors,
-		cacheCollector{m},
-	)
-	m.registry.MustRegister(restClientCollectors()...)
-	m.queue.register(m.registry)
+	m.register()
 	return m
 }
 
-// controllerMetrics are one controller's pre-bound series, so the hot path
-// does no label lookups.
-type controllerMetrics struct {
+// register registers m's series, the Go and process collectors and
+// client-go's REST request series in m.Registry.
+func (m *Metrics) register() {
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.reconcileTotal, m.reconcileErrors, m.reconcileTerminal, m.reconcilePanics, m.reconcileTimeouts, m.reconcilesByReason,
+		m.reconcileTime, m.workersMax, m.workersActive, m.LeaderStatus, m.CacheErrors, m.readStarts,
+		cacheCollector{m},
+	)
+	m.Registry.MustRegister(restClientCollectors()...)
+	m.Queue.register(m.Registry)
+}
+
+// Controller holds one controller's pre-bound series, so the hot path does
+// no label lookups.
+type Controller struct {
 	results  map[string]prometheus.Counter
 	reasons  map[reconcile.Reason]prometheus.Counter
 	errors   prometheus.Counter
@@ -143,11 +189,14 @@ type controllerMetrics struct {
 	panics   prometheus.Counter
 	timeouts prometheus.Counter
 	duration prometheus.Observer
-	active   prometheus.Gauge
+	// Active is the number of the controller's busy workers.
+	Active prometheus.Gauge
 }
 
-func (m *metrics) forController(name string, workers int) *controllerMetrics {
-	cm := &controllerMetrics{
+// ForController binds the series of the controller name, which runs
+// workers workers.
+func (m *Metrics) ForController(name string, workers int) *Controller {
+	cm := &Controller{
 		results:  map[string]prometheus.Counter{},
 		reasons:  map[reconcile.Reason]prometheus.Counter{},
 		errors:   m.reconcileErrors.WithLabelValues(name),
@@ -155,7 +204,7 @@ func (m *metrics) forController(name string, workers int) *controllerMetrics {
 		panics:   m.reconcilePanics.WithLabelValues(name),
 		timeouts: m.reconcileTimeouts.WithLabelValues(name),
 		duration: m.reconcileTime.WithLabelValues(name),
-		active:   m.workersActive.WithLabelValues(name),
+		Active:   m.workersActive.WithLabelValues(name),
 	}
 	for _, r := range resultLabels {
 		cm.results[r] = m.reconcileTotal.WithLabelValues(name, r)
@@ -167,18 +216,20 @@ func (m *metrics) forController(name string, workers int) *controllerMetrics {
 	return cm
 }
 
-func (cm *controllerMetrics) observe(result string, reason reconcile.Reason, took time.Duration, timedOut bool) {
+// Observe counts one reconcile: its outcome (a Result* constant), why it
+// ran, how long it took and whether it ran past its timeout.
+func (cm *Controller) Observe(result string, reason reconcile.Reason, took time.Duration, timedOut bool) {
 	cm.results[resultLabel(result)].Inc()
 	if c := cm.reasons[reason]; c != nil {
 		c.Inc()
 	}
 	switch result {
-	case resultError:
+	case ResultError:
 		cm.errors.Inc()
-	case resultPanic:
+	case ResultPanic:
 		cm.errors.Inc()
 		cm.panics.Inc()
-	case resultTerminal:
+	case ResultTerminal:
 		cm.errors.Inc()
 		cm.terminal.Inc()
 	}
@@ -188,27 +239,62 @@ func (cm *controllerMetrics) observe(result string, reason reconcile.Reason, too
 	cm.duration.Observe(took.Seconds())
 }
 
-// cacheCollector reports the number of cached objects per kind at scrape time.
-type cacheCollector struct{ m *metrics }
+// cacheCollector reports, at scrape time, the objects and estimated bytes
+// of each informer and of each kind, and the bytes of shared values.
+type cacheCollector struct{ m *Metrics }
 
-func (c cacheCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.m.cacheObjects }
+func (c cacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.m.cacheObjects
+	ch <- c.m.cacheBytes
+	ch <- c.m.informerObjects
+	ch <- c.m.informerBytes
+	ch <- c.m.sharedBytes
+}
 
 func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.m.cacheObjectsSource == nil {
+	if c.m.CacheStats == nil {
 		return
 	}
-	byKind := map[schema.GroupVersionKind]int{}
-	for _, st := range c.m.cacheObjectsSource() {
-		byKind[st.Kind] += st.Objects
+	type total struct {
+		objects int
+		bytes   int64
 	}
-	for k, n := range byKind {
-		ch <- prometheus.MustNewConstMetric(c.m.cacheObjects, prometheus.GaugeValue, float64(n), k.Group, k.Version, k.Kind)
+	byKind := map[schema.GroupVersionKind]total{}
+	for _, st := range c.m.CacheStats() {
+		t := byKind[st.Kind]
+		t.objects += st.Objects
+		t.bytes += st.Bytes
+		byKind[st.Kind] = t
+		k := st.Kind
+		ch <- prometheus.MustNewConstMetric(c.m.informerObjects, prometheus.GaugeValue, float64(st.Objects), st.Description, k.Group, k.Version, k.Kind)
+		ch <- prometheus.MustNewConstMetric(c.m.informerBytes, prometheus.GaugeValue, float64(st.Bytes), st.Description, k.Group, k.Version, k.Kind)
+	}
+	for k, t := range byKind {
+		ch <- prometheus.MustNewConstMetric(c.m.cacheObjects, prometheus.GaugeValue, float64(t.objects), k.Group, k.Version, k.Kind)
+		ch <- prometheus.MustNewConstMetric(c.m.cacheBytes, prometheus.GaugeValue, float64(t.bytes), k.Group, k.Version, k.Kind)
+	}
+	if c.m.SharedBytes != nil {
+		ch <- prometheus.MustNewConstMetric(c.m.sharedBytes, prometheus.GaugeValue, float64(c.m.SharedBytes()))
 	}
 }
 
-// queueMetrics implements client-go's workqueue MetricsProvider with the
+// NoteUnwatchedReads returns the cache's OnUnwatchedRead: it counts each
+// informer a read started and logs it, then calls user, when set.
+func (m *Metrics) NoteUnwatchedReads(log logr.Logger, user func(informers.UnwatchedRead)) func(informers.UnwatchedRead) {
+	return func(r informers.UnwatchedRead) {
+		m.readStarts.WithLabelValues(r.Kind.Group, r.Kind.Version, r.Kind.Kind, r.Mode.String()).Inc()
+		log.Info("a read of a kind no informer held started an informer, which the cache keeps: watch the kind, declare it in Options.Cache.ByKind, "+
+			"or read it with Manager.APIReader (Options.Cache.RefuseUnwatchedReads refuses such reads)",
+			"informer", r.Informer, "kind", r.Kind.String(), "mode", r.Mode.String())
+		if user != nil {
+			user(r)
+		}
+	}
+}
+
+// Queue implements client-go's workqueue MetricsProvider with the
 // workqueue_* series controller-runtime exports (labels: name, controller).
-type queueMetrics struct {
+type Queue struct {
 	depth      *prometheus.GaugeVec
 	adds       *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
@@ -218,12 +304,12 @@ type queueMetrics struct {
 	retries    *prometheus.CounterVec
 }
 
-var _ clientworkqueue.MetricsProvider = (*queueMetrics)(nil)
+var _ clientworkqueue.MetricsProvider = (*Queue)(nil)
 
-func newQueueMetrics() *queueMetrics {
+func newQueue() *Queue {
 	labels := []string{"name", "controller"}
 	buckets := prometheus.ExponentialBuckets(10e-9, 10, 12)
-	return &queueMetrics{
+	return &Queue{
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "workqueue_depth", Help: "Current depth of workqueue.",
 		}, labels),
@@ -252,36 +338,36 @@ func newQueueMetrics() *queueMetrics {
 	}
 }
 
-func (q *queueMetrics) register(r *prometheus.Registry) {
+func (q *Queue) register(r *prometheus.Registry) {
 	r.MustRegister(q.depth, q.adds, q.latency, q.work, q.unfinished, q.longest, q.retries)
 }
 
 // The queue of a controller is named after it; both labels carry the name.
 
-func (q *queueMetrics) NewDepthMetric(name string) clientworkqueue.GaugeMetric {
+func (q *Queue) NewDepthMetric(name string) clientworkqueue.GaugeMetric {
 	return q.depth.WithLabelValues(name, name)
 }
 
-func (q *queueMetrics) NewAddsMetric(name string) clientworkqueue.CounterMetric {
+func (q *Queue) NewAddsMetric(name string) clientworkqueue.CounterMetric {
 	return q.adds.WithLabelValues(name, name)
 }
 
-func (q *queueMetrics) NewLatencyMetric(name string) clientworkqueue.HistogramMetric {
+func (q *Queue) NewLatencyMetric(name string) clientworkqueue.HistogramMetric {
 	return q.latency.WithLabelValues(name, name)
 }
 
-func (q *queueMetrics) NewWorkDurationMetric(name string) clientworkqueue.HistogramMetric {
+func (q *Queue) NewWorkDurationMetric(name string) clientworkqueue.HistogramMetric {
 	return q.work.WithLabelValues(name, name)
 }
 
-func (q *queueMetrics) NewUnfinishedWorkSecondsMetric(name string) clientworkqueue.SettableGaugeMetric {
+func (q *Queue) NewUnfinishedWorkSecondsMetric(name string) clientworkqueue.SettableGaugeMetric {
 	return q.unfinished.WithLabelValues(name, name)
 }
 
-func (q *queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) clientworkqueue.SettableGaugeMetric {
+func (q *Queue) NewLongestRunningProcessorSecondsMetric(name string) clientworkqueue.SettableGaugeMetric {
 	return q.longest.WithLabelValues(name, name)
 }
 
-func (q *queueMetrics) NewRetriesMetric(name string) clientworkqueue.CounterMetric {
+func (q *Queue) NewRetriesMetric(name string) clientworkqueue.CounterMetric {
 	return q.retries.WithLabelValues(name, name)
 }

@@ -1,0 +1,65 @@
+package explore
+
+import (
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/framework/internal/seam"
+)
+
+// idle returns "" when mgr's controllers are converged: every informer
+// synced, every controller running, nothing queued or in flight, and no
+// key whose last reconcile failed (a key that noted a Blocker counts as
+// converged: it did all it could). Otherwise it says what is not.
+func idle(mgr *framework.Manager) string {
+	p := seam.Provider(mgr)
+	now := time.Now()
+	st := p.State(now)
+	var reasons []string
+	for _, inf := range st.Informers {
+		if !inf.Synced {
+			reasons = append(reasons, fmt.Sprintf("informer %s has not synced", inf.Description))
+		}
+	}
+	for _, c := range st.Controllers {
+		if c.State != "running" {
+			reasons = append(reasons, fmt.Sprintf("controller %q is %s", c.Name, c.State))
+		}
+		if n := c.Queue.Normal.Depth + c.Queue.Replay.Depth; n > 0 {
+			reasons = append(reasons, fmt.Sprintf("controller %q has %d keys queued", c.Name, n))
+		}
+		for _, k := range c.InFlight {
+			reasons = append(reasons, fmt.Sprintf("controller %q is reconciling %s/%s", c.Name, k.Namespace, k.Name))
+		}
+	}
+	for _, c := range p.Controllers() {
+		for _, m := range c.Unconverged() {
+			ks := c.Key(m.Key, now)
+			if ks.InFlight != nil || len(ks.History) == 0 {
+				continue
+			}
+			switch last := ks.History[0]; last.Result {
+			case "error", "terminal", "panic":
+				retry := "waiting for a retry"
+				if !ks.Queue.Delayed && !ks.Queue.Queued {
+					retry = "not retried"
+				}
+				reasons = append(reasons, fmt.Sprintf("controller %q: the last reconcile of %s failed (%s, %s): %s", c.Name(), m.Key, last.Result, retry, last.Error))
+			}
+		}
+	}
+	return summary(reasons)
+}
+
+func apiConflict(req fake.Request) error {
+	return apierrors.NewConflict(schema.GroupResource{Group: req.Kind.Group, Resource: req.Kind.Kind}, req.Name, fmt.Errorf("explore: injected conflict"))
+}
+
+func apiInternal(req fake.Request) error {
+	return apierrors.NewInternalError(fmt.Errorf("explore: injected server error on %s", req))
+}

@@ -1,0 +1,28 @@
+package staledelete
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/explore/internal/bugs/api"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// Buggy deletes a backup whose DB its cache does not hold.
+func Buggy(mgr *framework.Manager) error {
+	c := mgr.Client()
+	return builder(mgr).Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
+		key, ok := dbOf(cm)
+		if !ok {
+			return reconcile.Result{}, nil
+		}
+		err := c.Get(ctx, key, &api.DB{})
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, c.Delete(ctx, cm) // "the DB is gone": maybe only from this cache
+		}
+		return reconcile.Result{}, err
+	}))
+}

@@ -1,0 +1,146 @@
+package informers_test
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/memsize"
+	"github.com/converge-dev/converge/internal/testenv"
+)
+
+// createConfigMaps makes n ConfigMaps named cm-0… in ns, each with a
+// payload of 1 KiB and a label shared by all, eight writers at a time.
+func createConfigMaps(t *testing.T, cs kubernetes.Interface, ns string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 {
+				_, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: "cm-" + strconv.Itoa(i), Labels: map[string]string{"app": "memory"}},
+					Data:       map[string]string{"payload": strings.Repeat(strconv.Itoa(i%10), 1024)},
+				}, metav1.CreateOptions{})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// indexSlotBytes is the least an index costs per object: the key's string
+// header in its value's set.
+const indexSlotBytes = 16
+
+func statsOf(c *informers.Cache, desc string) (informers.InformerStats, bool) {
+	for _, st := range c.Stats() {
+		if st.Description == desc {
+			return st, true
+		}
+	}
+	return informers.InformerStats{}, false
+}
+
+// An informer's Stats count its objects as they come and go, and estimate
+// their bytes close to a walk of every object the informer holds.
+func TestStatsCountAndSizeObjects(t *testing.T) {
+	admin := plane.Config(t)
+	cs := kubernetes.NewForConfigOrDie(admin)
+	ns := testenv.Namespace(t, cs)
+	const n = 500
+	createConfigMaps(t, cs, ns, n)
+
+	c := started(t, admin, informers.Options{Namespace: ns})
+	inf, err := informers.For[*corev1.ConfigMap](c, informers.Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := inf.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != n {
+		t.Fatalf("listed %d ConfigMaps, want %d", len(objs), n)
+	}
+	var st informers.InformerStats
+	eventually(t, "Stats counts every ConfigMap", func() bool {
+		st, _ = statsOf(c, inf.String())
+		return st.Objects == n
+	})
+
+	// Every object walked with one Sizer: the shared label map and
+	// namespace count once, as the estimate counts them in SharedBytes.
+	var sz memsize.Sizer
+	var walked int64
+	for _, o := range objs {
+		walked += sz.Of(o)
+	}
+	est := st.Bytes + c.SharedBytes()
+	if r := float64(est) / float64(walked); r < 1 || r > 1.3 {
+		t.Errorf("estimate %d B (informer %d + shared %d) ÷ a walk of every object %d B = %.2f, want 1 to 1.3 (the store's map and index on top)",
+			est, st.Bytes, c.SharedBytes(), walked, r)
+	}
+	if per := st.Bytes / n; per < 1024 || per > 4096 {
+		t.Errorf("estimate of %d B per ConfigMap of 1 KiB, want 1 to 4 KiB", per)
+	}
+	if st.StartedByRead {
+		t.Errorf("an informer made by For is flagged as started by a read: %+v", st)
+	}
+
+	// Stats may run while an index is added, and counts the index's
+	// entries once it is.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			c.Stats()
+		}
+	}()
+	if err := inf.AddIndex("label.app", func(cm *corev1.ConfigMap) []string { return []string{cm.Labels["app"]} }); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	indexed, _ := statsOf(c, inf.String())
+	if added := indexed.Bytes - st.Bytes; added < n*indexSlotBytes {
+		t.Errorf("an index of %d objects added %d B to the estimate, want at least %d B", n, added, n*indexSlotBytes)
+	}
+	st = indexed
+
+	for i := range 10 {
+		if err := cs.CoreV1().ConfigMaps(ns).Delete(t.Context(), "cm-"+strconv.Itoa(i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "Stats counts the deletions", func() bool {
+		st, _ = statsOf(c, inf.String())
+		return st.Objects == n-10
+	})
+
+	// Stats costs about the same whatever the informers hold: it does not
+	// list their keys (500 string headers, 8 KB, per informer and call).
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const calls = 100
+	for range calls {
+		c.Stats()
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / calls; per > 2048 {
+		t.Errorf("Stats allocates %d B per call with %d objects cached, want under 2 KiB", per, n-10)
+	}
+}
