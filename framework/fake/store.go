@@ -143,7 +143,11 @@ func (s *Server) createLocked(k *kind, ns string, obj object.Object, manager str
 		}
 		obj = out
 	}
-	return s.commitLocked(k, watch.Added, obj, nil), nil
+	out := s.commitLocked(k, watch.Added, obj, nil)
+	if !seeded {
+		s.collectDanglingLocked(k, out)
+	}
+	return out, nil
 }
 
 // placeLocked checks obj's name and namespace (from the request's ns) and
@@ -253,7 +257,9 @@ func (s *Server) updateLocked(k *kind, ns, name, sub string, obj object.Object, 
 	if apiequality.Semantic.DeepEqual(old, next) {
 		return old, nil // a write that changes nothing keeps the resourceVersion
 	}
-	return s.commitLocked(k, watch.Modified, next, old), nil
+	out := s.commitLocked(k, watch.Modified, next, old)
+	s.collectDanglingLocked(k, out)
+	return out, nil
 }
 
 // removeLocked deletes obj (the object's final state) and collects the
@@ -348,6 +354,28 @@ func (s *Server) collectLocked(uid types.UID) {
 			continue
 		}
 		s.setOwnersLocked(r, obj, live)
+	}
+}
+
+// collectDanglingLocked is the garbage collector for obj, just written,
+// as kube's collects it shortly after the write: when an owner it refers
+// to is gone (no object has its UID), obj is deleted if no owner is left,
+// or loses the dangling references. The writer's answer is obj as
+// written.
+func (s *Server) collectDanglingLocked(k *kind, obj object.Object) {
+	owners := obj.GetOwnerReferences()
+	var live []metav1.OwnerReference
+	for _, o := range owners {
+		if _, ok := s.uids[o.UID]; ok {
+			live = append(live, o)
+		}
+	}
+	switch {
+	case len(live) == len(owners):
+	case len(live) == 0:
+		_, _ = s.deleteLocked(k, obj.GetNamespace(), obj.GetName(), &metav1.DeleteOptions{})
+	default:
+		s.setOwnersLocked(ref{kind: k, key: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}, obj, live)
 	}
 }
 
