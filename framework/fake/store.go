@@ -339,21 +339,9 @@ func (s *Server) dependentsLocked(uid types.UID) []ref {
 // that exists loses its reference to uid.
 func (s *Server) collectLocked(uid types.UID) {
 	for _, r := range s.dependentsLocked(uid) {
-		obj, ok := s.objects[r.kind][r.key]
-		if !ok {
-			continue // collected meanwhile
+		if obj, ok := s.objects[r.kind][r.key]; ok { // else collected meanwhile
+			s.dropGoneOwnersLocked(r, obj)
 		}
-		var live []metav1.OwnerReference
-		for _, o := range obj.GetOwnerReferences() {
-			if _, ok := s.uids[o.UID]; ok {
-				live = append(live, o)
-			}
-		}
-		if len(live) == 0 {
-			_, _ = s.deleteLocked(r.kind, r.key.Namespace, r.key.Name, &metav1.DeleteOptions{})
-			continue
-		}
-		s.setOwnersLocked(r, obj, live)
 	}
 }
 
@@ -363,6 +351,13 @@ func (s *Server) collectLocked(uid types.UID) {
 // or loses the dangling references. The writer's answer is obj as
 // written.
 func (s *Server) collectDanglingLocked(k *kind, obj object.Object) {
+	s.dropGoneOwnersLocked(ref{kind: k, key: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}, obj)
+}
+
+// dropGoneOwnersLocked deletes obj, stored at r, when none of its owners
+// exists any more, or removes its references to the owners that are gone;
+// an object whose owners all exist is left as it is.
+func (s *Server) dropGoneOwnersLocked(r ref, obj object.Object) {
 	owners := obj.GetOwnerReferences()
 	var live []metav1.OwnerReference
 	for _, o := range owners {
@@ -373,9 +368,9 @@ func (s *Server) collectDanglingLocked(k *kind, obj object.Object) {
 	switch {
 	case len(live) == len(owners):
 	case len(live) == 0:
-		_, _ = s.deleteLocked(k, obj.GetNamespace(), obj.GetName(), &metav1.DeleteOptions{})
+		_, _ = s.deleteLocked(r.kind, r.key.Namespace, r.key.Name, &metav1.DeleteOptions{})
 	default:
-		s.setOwnersLocked(ref{kind: k, key: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}, obj, live)
+		s.setOwnersLocked(r, obj, live)
 	}
 }
 
