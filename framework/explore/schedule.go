@@ -158,7 +158,7 @@ func (s *schedule) scenario(ctx context.Context, scenario *client.Client) (*brok
 	steps := s.opts.Steps
 	for i, step := range steps {
 		s.startLag(i)
-		err := do(ctx, step, scenario)
+		err := recovered(func() error { return step.Do(ctx, scenario) })
 		if err != nil && s.holdLag {
 			// The step may need the controllers' reaction to the one
 			// before, which the lag holds back: let them catch up, and
@@ -167,7 +167,7 @@ func (s *schedule) scenario(ctx context.Context, scenario *client.Client) (*brok
 			if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i-1, steps[i-1].Name), quietPeriod); b != nil || err != nil {
 				return b, err
 			}
-			err = do(ctx, step, scenario)
+			err = recovered(func() error { return step.Do(ctx, scenario) })
 		}
 		if err != nil {
 			return &broken{what: "scenario", err: fmt.Errorf("step %d (%s): %w", i, step.Name, err)}, nil
@@ -204,14 +204,15 @@ func (s *schedule) startLag(i int) {
 	}
 }
 
-// do calls step's Do, turning a panic into an error.
-func do(ctx context.Context, step Step, c *client.Client) (err error) {
+// recovered calls f, turning a panic in it (a user's step or invariant)
+// into an error.
+func recovered(f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
 		}
 	}()
-	return step.Do(ctx, c)
+	return f()
 }
 
 // intercept records every write, injects the Conflict and ServerError
@@ -338,14 +339,15 @@ func (s *schedule) settleAndCheck(ctx context.Context, what string) (*broken, er
 	if b, err := s.settle(ctx, what, quietPeriod); b != nil || err != nil {
 		return b, err
 	}
-	b := s.check(ctx, append(s.opts.Invariants[:len(s.opts.Invariants):len(s.opts.Invariants)], s.opts.Converged...), what)
+	all := append(s.opts.Invariants[:len(s.opts.Invariants):len(s.opts.Invariants)], s.opts.Converged...)
+	b := s.check(ctx, all, what)
 	if b == nil {
 		return nil, nil
 	}
 	if b2, err := s.settle(ctx, what, confirmPeriod); b2 != nil || err != nil {
 		return b2, err
 	}
-	return s.check(ctx, append(s.opts.Invariants[:len(s.opts.Invariants):len(s.opts.Invariants)], s.opts.Converged...), what), nil
+	return s.check(ctx, all, what), nil
 }
 
 func (s *schedule) check(ctx context.Context, invs []Invariant, when string) *broken {
@@ -353,21 +355,11 @@ func (s *schedule) check(ctx context.Context, invs []Invariant, when string) *br
 	s.state.writes = s.writes
 	s.mu.Unlock()
 	for _, inv := range invs {
-		if err := checkOne(ctx, inv, s.state); err != nil {
+		if err := recovered(func() error { return inv.Check(ctx, s.state) }); err != nil {
 			return &broken{what: inv.Name, err: fmt.Errorf("after %s: %w", when, err)}
 		}
 	}
 	return nil
-}
-
-// checkOne calls inv's Check, turning a panic into an error.
-func checkOne(ctx context.Context, inv Invariant, st *Snapshot) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v", p)
-		}
-	}()
-	return inv.Check(ctx, st)
 }
 
 // settle waits until the current manager's controllers have been idle
