@@ -30,7 +30,7 @@ test: ## Everything: lint, unit, integration, chaos and sharding tests with -rac
 	@hack/stages.sh lint assets test-unit test-e2e
 
 test-unit: ## Unit and integration tests, with the race detector.
-	$(GO) test -race -count=1 $(UNIT_PKGS)
+	$(GO) test -race -count=1 -timeout 30m $(UNIT_PKGS)
 
 test-e2e: assets browser ## End-to-end suites against a real control plane (the debug page's in headless Chromium).
 	$(GO) test -race -count=1 -timeout 30m ./test/e2e/... -ginkgo.v=false

@@ -23,10 +23,7 @@ func TestDesiredErrorSetsReadyFalseOnceAnEvent(t *testing.T) {
 	r.waitReady(declarative.ChildrenReadyReason, "all 1 children are ready")
 
 	const msg = `spec.storage "lots": quantities must match the regular expression`
-	r.mu.Lock()
-	r.fail = errors.New(msg)
-	r.mu.Unlock()
-	r.touch()
+	r.change(func() { r.fail = errors.New(msg) })
 	c := r.waitReady(declarative.DesiredFailedReason, msg)
 	if c.Status != metav1.ConditionFalse {
 		t.Errorf("Ready = %+v, want False", c)
@@ -46,17 +43,11 @@ func TestDesiredErrorSetsReadyFalseOnceAnEvent(t *testing.T) {
 	}
 
 	// Another error: another Event.
-	r.mu.Lock()
-	r.fail = reconcile.Terminal(errors.New("spec.image is empty"))
-	r.mu.Unlock()
-	r.touch()
+	r.change(func() { r.fail = reconcile.Terminal(errors.New("spec.image is empty")) })
 	r.waitReady(declarative.DesiredFailedReason, "spec.image is empty")
 	testenv.Eventually(t, "a second Warning Event", func() bool { return countEvents(t, r, declarative.DesiredFailedReason) == 2 })
 
-	r.mu.Lock()
-	r.fail = nil
-	r.mu.Unlock()
-	r.touch()
+	r.change(func() { r.fail = nil })
 	r.waitReady(declarative.ChildrenReadyReason, "all 1 children are ready")
 }
 

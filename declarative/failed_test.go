@@ -60,8 +60,7 @@ func TestDeploymentPastItsProgressDeadlineFailed(t *testing.T) {
 	setStatus(r, "web", &appsv1.Deployment{}, stuck)
 	r.waitReady(declarative.ChildFailedReason, `Deployment web failed (ProgressDeadlineExceeded: ReplicaSet "web-5d4f" has timed out progressing.)`)
 
-	image = "nginx:good" // a new rollout: the deadline counts again
-	r.declare(children)
+	r.change(func() { image = "nginx:good" }) // a new rollout: the deadline counts again
 	r.waitReady(declarative.NotReadyReason, "Deployment web is not ready yet (serving)")
 
 	setStatus(r, "web", &appsv1.Deployment{}, availableDeployment)

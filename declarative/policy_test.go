@@ -92,10 +92,7 @@ func TestRunOnceChildIsNotCreatedAgainUntilItsContentChanges(t *testing.T) {
 	r.waitReady(declarative.ChildrenReadyReason, "all 2 children are ready")
 
 	// A new content runs again, and what is After it waits for it.
-	r.mu.Lock()
-	image = "migrate:2"
-	r.mu.Unlock()
-	r.touch()
+	r.change(func() { image = "migrate:2" })
 	testenv.Eventually(t, "Job migrate is created for its new content", func() bool { return r.get("migrate", &batchv1.Job{}) })
 	r.waitReady(declarative.WaitingReason, "ConfigMap after waits for Job migrate (Complete)")
 }

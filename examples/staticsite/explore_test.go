@@ -44,7 +44,7 @@ func TestExplore(t *testing.T) {
 	})
 }
 
-func serves(ctx context.Context, s *explore.State) error {
+func serves(ctx context.Context, s *explore.Snapshot) error {
 	sites, err := explore.List[*v1alpha1.StaticSite](ctx, s)
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func serves(ctx context.Context, s *explore.State) error {
 	return nil
 }
 
-func noOrphans(ctx context.Context, s *explore.State) error {
+func noOrphans(ctx context.Context, s *explore.Snapshot) error {
 	cms, err := explore.List[*corev1.ConfigMap](ctx, s)
 	if err != nil {
 		return err

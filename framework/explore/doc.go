@@ -34,7 +34,11 @@
 //     on each watch and in any order between watches (stale reads).
 //
 // Writes are numbered among the controllers' writes, which the explorer
-// serialises; n is drawn among the writes of the reference schedule.
+// serialises. A plan is drawn from the seed alone, never from what a run
+// did: n among writes 1 to 12, k among the steps, no two faults on the
+// same write. A fault on a write the run does not reach does not fire; the
+// report says so, and a passing Run logs how many faults of each kind
+// were injected and how many did not fire.
 //
 // # Properties
 //
@@ -58,15 +62,21 @@
 // debugging), and Run fails the test with the seed, the broken property,
 // the faults and the writes they hit, and the command that replays it:
 //
-//	go test -run '^TestDB$' ./internal/controller -converge.seed=6782173 -converge.faults=2
+//	go test -run '^TestDB$' ./internal/controller -converge.faults=500@w4,lag@s1
 //
-// A replay repeats the fault plan, each fault on the same numbered write
-// or step, not the goroutines' interleaving: the controllers run as in
-// production, on real goroutines and wall time, so a replay fails again
-// when the bug does not hang on a race, and usually when it does. Run
-// derives the first seed from the test's name, so a test explores the
-// same plans on every run; -converge.schedules explores more (a nightly
-// job), -converge.seed replays one schedule.
+// -converge.faults carries the faults themselves (409@wN, 500@wN and
+// crash@wN on the N-th write, from 1; lag@sK from step K, from 0), so a
+// replay does not depend on the seed or on the reference schedule: it runs
+// the reference, then one schedule with exactly these faults, each on the
+// same numbered write or step. It does not repeat the goroutines'
+// interleaving: the controllers run as in production, on real goroutines
+// and wall time, so the n-th write may be another request when the
+// controllers race, and a replay fails again when the bug does not hang
+// on a race, and usually when it does. -converge.seed runs one seed's
+// whole plan. Run derives the first seed from the test's name, so a test
+// explores the same plans on every run; -converge.schedules explores more
+// (a nightly job). An Invariant's Check or a Step's Do that panics breaks
+// its property, reported as any other.
 //
 // Schedules run two at a time (Options.Parallel), so Setup may be called
 // from two goroutines at once. The
@@ -79,6 +89,6 @@
 // no relist after an expired watch, no restart that reads an older view,
 // no sharding. The fake runs no built-in controllers (a scenario plays
 // them, as the StatefulSet controller's status in a step) and collects
-// garbage within the deleting request. Each schedule costs a fake API
+// garbage within the request that leaves it. Each schedule costs a fake API
 // server and a manager start or more, about 0.1 s on one core.
 package explore

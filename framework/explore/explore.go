@@ -15,9 +15,9 @@ import (
 )
 
 var (
-	seedFlag      = flag.Uint64("converge.seed", 0, "replay the schedule of this seed (printed by a failure); 0 explores")
+	seedFlag      = flag.Uint64("converge.seed", 0, "replay the schedule of this seed: its whole fault plan; 0 explores")
 	schedulesFlag = flag.Int("converge.schedules", 0, "schedules to explore (0: the test's Options.Schedules, else 200)")
-	faultsFlag    = flag.String("converge.faults", "", "with -converge.seed, inject only these faults of the schedule's plan (numbers from 1, comma-separated)")
+	faultsFlag    = flag.String("converge.faults", "", "replay one schedule with exactly these faults (printed by a failure): 409@wN, 500@wN, crash@wN (the N-th write, from 1), lag@sK (from step K), comma-separated")
 )
 
 // Failure is a schedule that broke a property.
@@ -25,23 +25,27 @@ type Failure struct {
 	// Test is the test's name (empty from Check).
 	Test string
 	// Seed is the schedule's seed, Schedule its number (0 is the
-	// fault-free reference) and Schedules how many were to run.
+	// fault-free reference) and Schedules how many were to run. Seed is 0
+	// when the faults came from the -converge.faults flag.
 	Seed                uint64
 	Schedule, Schedules int
 	// Broken is the broken property: an Invariant's name, "convergence"
 	// (the controllers did not converge in time), "deletes" (an object was
 	// deleted more often than in the fault-free schedule) or "scenario" (a
-	// step failed); Err says how.
+	// step failed); Err says how. An Invariant's Check or a Step's Do
+	// that panics breaks its property (the Invariant's, or "scenario").
 	Broken string
 	Err    error
 	// Plan is the schedule's faults; Shrunk the numbers (from 1) of the
 	// smallest subset of them found that still breaks Broken.
 	Plan   []Fault
 	Shrunk []int
-	// Hit describes the write each fault of Shrunk hit, when it hit one.
+	// Hit describes the write each fault of Shrunk hit, or says that it
+	// did not fire.
 	Hit map[int]string
-	// Replay is the command that replays the shrunk schedule.
-	Replay string
+	// Command is the go test command that replays the shrunk schedule:
+	// its faults, each on its numbered write or step.
+	Command string
 }
 
 func (f *Failure) Error() string {
@@ -50,17 +54,21 @@ func (f *Failure) Error() string {
 	if name == "" {
 		name = "explore"
 	}
-	fmt.Fprintf(&b, "%s: schedule %d of %d (seed %d) broke %q: %v\n", name, f.Schedule, f.Schedules, f.Seed, f.Broken, f.Err)
-	if f.Schedule == 0 {
+	if f.Seed == 0 && len(f.Plan) > 0 {
+		fmt.Fprintf(&b, "%s: the replayed faults %s broke %q: %v\n", name, tokens(f.Plan), f.Broken, f.Err)
+	} else {
+		fmt.Fprintf(&b, "%s: schedule %d of %d (seed %d) broke %q: %v\n", name, f.Schedule, f.Schedules, f.Seed, f.Broken, f.Err)
+	}
+	if f.Schedule == 0 && f.Seed != 0 {
 		b.WriteString("  the fault-free reference schedule breaks it: the scenario fails without faults\n")
 	}
 	if len(f.Plan) > 0 {
 		fmt.Fprintf(&b, "  faults: %s\n", describeFaults(f.Plan, nil, nil))
 		fmt.Fprintf(&b, "  shrunk to %d of %d: %s\n", len(f.Shrunk), len(f.Plan), describeFaults(f.Plan, f.Shrunk, f.Hit))
 	}
-	if f.Replay != "" {
-		fmt.Fprintf(&b, "  replay: %s\n", f.Replay)
-		b.WriteString("  (a replay repeats the fault plan, each fault on the same numbered write or step, not the goroutines' interleaving)\n")
+	if f.Command != "" {
+		fmt.Fprintf(&b, "  replay: %s\n", f.Command)
+		b.WriteString("  (a replay repeats these faults, each on the same numbered write or step, not the goroutines' interleaving)\n")
 	}
 	return b.String()
 }
@@ -84,25 +92,16 @@ func describeFaults(plan []Fault, idx []int, hit map[int]string) string {
 }
 
 // Run explores opts's schedules and fails t with a Failure's report if
-// one breaks a property. Flags -converge.seed, -converge.schedules and
+// one breaks a property; a passing run logs how many schedules ran and
+// the faults they injected. Flags -converge.seed, -converge.schedules and
 // -converge.faults override Options.Seed and Options.Schedules, and
 // replay one schedule; with none, the seed derives from t's name, so a
 // test explores the same schedules on every run.
 func Run(t *testing.T, opts Options) {
 	t.Helper()
-	if opts.Seed == 0 {
-		opts.Seed = seedOf(t.Name())
-	}
-	e := explorer{test: t.Name(), replaySeed: *seedFlag}
-	if *schedulesFlag != 0 {
-		opts.Schedules = *schedulesFlag
-	}
-	var err error
-	if e.replayFaults, err = parseFaults(*faultsFlag); err != nil {
+	e, opts, err := fromFlags(t.Name(), opts)
+	if err != nil {
 		t.Fatal(err)
-	}
-	if e.replayFaults != nil && e.replaySeed == 0 {
-		t.Fatal("explore: -converge.faults needs -converge.seed")
 	}
 	f, err := e.check(t.Context(), opts)
 	if err != nil {
@@ -111,6 +110,26 @@ func Run(t *testing.T, opts Options) {
 	if f != nil {
 		t.Fatal(f.Error())
 	}
+	t.Log(e.stats.String())
+}
+
+// fromFlags returns test's explorer and opts as Run's flags set them.
+func fromFlags(test string, opts Options) (*explorer, Options, error) {
+	if opts.Seed == 0 {
+		opts.Seed = seedOf(test)
+	}
+	e := &explorer{test: test, replaySeed: *seedFlag}
+	if *schedulesFlag < 0 {
+		return nil, opts, fmt.Errorf("explore: -converge.schedules=%d: it must not be negative", *schedulesFlag)
+	}
+	if *schedulesFlag != 0 {
+		opts.Schedules = *schedulesFlag
+	}
+	var err error
+	if e.replayFaults, err = parseFaults(*faultsFlag, len(opts.Steps)); err != nil {
+		return nil, opts, fmt.Errorf("explore: %w", err)
+	}
+	return e, opts, nil
 }
 
 // Check explores opts's schedules and returns the first Failure, shrunk,
@@ -120,28 +139,80 @@ func Check(ctx context.Context, opts Options) (*Failure, error) {
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
-	return explorer{}.check(ctx, opts)
+	return (&explorer{}).check(ctx, opts)
 }
 
-// explorer is one exploration: a test's name and a replay's seed and
-// faults, if any.
+// explorer is one exploration: a test's name, a replay's seed or faults,
+// if any, and what the schedules injected.
 type explorer struct {
 	test         string
 	replaySeed   uint64
-	replayFaults []int
+	replayFaults []Fault
+	stats        stats
 }
 
-func (e explorer) check(ctx context.Context, opts Options) (*Failure, error) {
+// stats counts what an exploration's schedules injected.
+type stats struct {
+	schedules int
+	injected  map[FaultKind]int
+	unfired   int
+}
+
+func (s stats) String() string {
+	if s.schedules <= 1 && len(s.injected) == 0 && s.unfired == 0 {
+		return fmt.Sprintf("explore: %d schedule, the fault-free reference: no fault injected", s.schedules)
+	}
+	var kinds []string
+	for _, k := range []FaultKind{Conflict, ServerError, Crash, Lag} {
+		if n := s.injected[k]; n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d %s", n, k))
+		}
+	}
+	inj := "no fault injected"
+	if len(kinds) > 0 {
+		inj = "faults injected: " + strings.Join(kinds, ", ")
+	}
+	return fmt.Sprintf("explore: %d schedules (the fault-free reference included), %s; %d drawn faults did not fire (the run did not reach their write, or the write failed before a crash)", s.schedules, inj, s.unfired)
+}
+
+func (s *stats) add(faults []Fault, o *outcome) {
+	s.schedules++
+	if o == nil {
+		return
+	}
+	if s.injected == nil {
+		s.injected = map[FaultKind]int{}
+	}
+	for i, f := range faults {
+		if o.fired[i] {
+			s.injected[f.Kind]++
+		} else {
+			s.unfired++
+		}
+	}
+}
+
+// planned is one schedule to run.
+type planned struct {
+	schedule int
+	seed     uint64
+	plan     []Fault
+	out      *outcome
+	err      error
+}
+
+func (e *explorer) check(ctx context.Context, opts Options) (*Failure, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
 	ref, err := runSchedule(ctx, opts, nil)
+	e.stats.add(nil, ref)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w\n  in the fault-free reference schedule (seed %d)%s", err, opts.Seed, e.replayHint(nil))
 	}
 	if ref.broken != nil {
-		return &Failure{Test: e.test, Seed: opts.Seed, Schedules: opts.Schedules, Broken: ref.broken.what, Err: ref.broken.err, Replay: e.replay(opts.Seed, nil)}, nil
+		return &Failure{Test: e.test, Seed: opts.Seed, Schedules: opts.Schedules, Broken: ref.broken.what, Err: ref.broken.err, Command: e.replay(nil)}, nil
 	}
 	refDeletes := deletes(ref.writes)
 	judge := func(o *outcome) *broken {
@@ -150,48 +221,7 @@ func (e explorer) check(ctx context.Context, opts Options) (*Failure, error) {
 		}
 		return moreDeletes(o.writes, refDeletes)
 	}
-	planOf := func(seed uint64) []Fault {
-		return plan(seed, opts.Faults.Kinds, opts.Faults.Max, ref.attempts, len(opts.Steps))
-	}
-	seeds := make([]uint64, 0, opts.Schedules)
-	for i := 1; i < opts.Schedules; i++ {
-		seeds = append(seeds, opts.Seed+uint64(i))
-	}
-	if e.replaySeed != 0 {
-		seeds = []uint64{e.replaySeed}
-	}
-	type planned struct {
-		schedule int
-		seed     uint64
-		plan     []Fault
-		idx      []int
-		faults   []Fault
-		out      *outcome
-		err      error
-	}
-	var runs []*planned
-	for i, seed := range seeds {
-		p := planOf(seed)
-		idx := make([]int, len(p))
-		for j := range p {
-			idx[j] = j + 1
-		}
-		if e.replaySeed != 0 && e.replayFaults != nil {
-			idx = e.replayFaults
-		}
-		faults, err := subset(p, idx)
-		if err != nil {
-			return nil, fmt.Errorf("explore: -converge.faults: %w", err)
-		}
-		if len(faults) == 0 && e.replaySeed == 0 {
-			continue // the reference already ran this
-		}
-		n := i + 1
-		if e.replaySeed != 0 {
-			n = int(seed - opts.Seed) // the schedule's number when it comes from this test's seeds
-		}
-		runs = append(runs, &planned{schedule: n, seed: seed, plan: p, idx: idx, faults: faults})
-	}
+	runs := e.plans(opts)
 	// Schedules run Options.Parallel at a time; the first to fail in seed order
 	// is reported, whatever the timing.
 	for len(runs) > 0 {
@@ -199,63 +229,96 @@ func (e explorer) check(ctx context.Context, opts Options) (*Failure, error) {
 		runs = runs[len(batch):]
 		var wg sync.WaitGroup
 		for _, r := range batch {
-			wg.Go(func() { r.out, r.err = runSchedule(ctx, opts, r.faults) })
+			wg.Go(func() { r.out, r.err = runSchedule(ctx, opts, r.plan) })
 		}
 		wg.Wait()
 		for _, r := range batch {
+			e.stats.add(r.plan, r.out)
 			if r.err != nil {
-				return nil, r.err
+				return nil, fmt.Errorf("%w\n  in schedule %d of %d (seed %d, faults %s)%s", r.err, r.schedule, opts.Schedules, r.seed, tokens(r.plan), e.replayHint(r.plan))
 			}
 			if b := judge(r.out); b != nil {
-				return e.shrink(ctx, opts, judge, r.schedule, r.seed, r.plan, r.idx, b)
+				return e.shrink(ctx, opts, judge, r, b)
 			}
 		}
 	}
 	return nil, nil
 }
 
-// shrink finds the smallest subset of the faults idx of plan that still
-// breaks b's property, and returns the failure.
-func (e explorer) shrink(ctx context.Context, opts Options, judge func(*outcome) *broken, schedule int, seed uint64, p []Fault, idx []int, b *broken) (*Failure, error) {
+// plans returns the schedules to run after the reference: the faults of
+// -converge.faults, the plan of -converge.seed, or those of opts's seeds.
+func (e *explorer) plans(opts Options) []*planned {
+	planOf := func(seed uint64) []Fault {
+		return plan(seed, opts.Faults.Kinds, opts.Faults.Max, len(opts.Steps))
+	}
+	switch {
+	case e.replayFaults != nil:
+		return []*planned{{plan: e.replayFaults}}
+	case e.replaySeed != 0:
+		// The schedule's number when the seed comes from this test's seeds.
+		return []*planned{{schedule: int(e.replaySeed - opts.Seed), seed: e.replaySeed, plan: planOf(e.replaySeed)}}
+	}
+	var runs []*planned
+	for i := 1; i < opts.Schedules; i++ {
+		seed := opts.Seed + uint64(i)
+		if p := planOf(seed); len(p) > 0 { // a fault-free plan is the reference's
+			runs = append(runs, &planned{schedule: i, seed: seed, plan: p})
+		}
+	}
+	return runs
+}
+
+// shrink finds the smallest subset of r's faults that still breaks b's
+// property, and returns the failure.
+func (e *explorer) shrink(ctx context.Context, opts Options, judge func(*outcome) *broken, r *planned, b *broken) (*Failure, error) {
 	fails := func(sub []int) bool {
-		fs, _ := subset(p, sub)
-		o, err := runSchedule(ctx, opts, fs)
+		o, err := runSchedule(ctx, opts, subset(r.plan, sub))
 		if err != nil {
 			return false
 		}
 		b2 := judge(o)
 		return b2 != nil && b2.what == b.what
 	}
+	idx := make([]int, len(r.plan))
+	for j := range r.plan {
+		idx[j] = j + 1
+	}
 	shrunk := ddmin(idx, fails)
 	// Run the shrunk schedule once more, to report its own failure and
 	// the writes its faults hit.
 	hit := map[int]string{}
-	fs, _ := subset(p, shrunk)
+	fs := subset(r.plan, shrunk)
 	o, err := runSchedule(ctx, opts, fs)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w\n  in a shrunk schedule (faults %s)%s", err, tokens(fs), e.replayHint(fs))
 	}
 	if b2 := judge(o); b2 != nil && b2.what == b.what {
 		b = b2
 		for k, n := range shrunk {
-			hit[n] = hitOf(fs[k], o.writes)
+			hit[n] = hitOf(fs[k], o.fired[k], o)
 		}
 	}
-	return &Failure{Test: e.test, Seed: seed, Schedule: schedule, Schedules: opts.Schedules, Broken: b.what, Err: b.err,
-		Plan: p, Shrunk: shrunk, Hit: hit, Replay: e.replay(seed, shrunk)}, nil
+	return &Failure{Test: e.test, Seed: r.seed, Schedule: r.schedule, Schedules: opts.Schedules, Broken: b.what, Err: b.err,
+		Plan: r.plan, Shrunk: shrunk, Hit: hit, Command: e.replay(fs)}, nil
 }
 
-// hitOf describes the write f hit in writes.
-func hitOf(f Fault, writes []Write) string {
+// hitOf describes the write f hit in o, or says that it did not fire.
+func hitOf(f Fault, fired bool, o *outcome) string {
 	if f.Kind == Lag {
+		if !fired {
+			return "did not fire: the scenario stopped before"
+		}
 		return ""
 	}
-	for _, w := range writes {
+	for _, w := range o.writes {
 		if w.attempt == f.Write {
+			if !fired {
+				return "did not fire: " + w.String()
+			}
 			return w.String()
 		}
 	}
-	return "no such write in this run"
+	return fmt.Sprintf("did not fire: the controllers sent %d writes", o.attempts)
 }
 
 // ddmin returns a smallest subset of idx (Zeller's delta debugging) for
@@ -310,7 +373,8 @@ type objectKey struct {
 	kind, namespace, name string
 }
 
-// deletes counts the managers' committed deletes per object.
+// deletes counts the managers' deletes that removed something (answered
+// 2xx: a delete answered 404 found nothing to remove), per object.
 func deletes(writes []Write) map[objectKey]int {
 	out := map[objectKey]int{}
 	for _, w := range writes {
@@ -348,9 +412,9 @@ func seedOf(name string) uint64 {
 	return 1
 }
 
-// replay returns the command that replays the schedule of seed with the
-// faults numbered idx (all of them when nil).
-func (e explorer) replay(seed uint64, idx []int) string {
+// replay returns the command that replays faults (a fault-free
+// schedule when empty).
+func (e *explorer) replay(faults []Fault) string {
 	if e.test == "" {
 		return ""
 	}
@@ -358,11 +422,19 @@ func (e explorer) replay(seed uint64, idx []int) string {
 	for i, p := range parts {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
-	cmd := fmt.Sprintf("go test -run '%s' %s -converge.seed=%d", strings.Join(parts, "/"), packageDir(), seed)
-	if idx != nil {
-		cmd += " -converge.faults=" + joinInts(idx)
+	cmd := fmt.Sprintf("go test -run '%s' %s", strings.Join(parts, "/"), packageDir())
+	if len(faults) == 0 {
+		return cmd + " -converge.schedules=1"
 	}
-	return cmd
+	return cmd + " -converge.faults=" + tokens(faults)
+}
+
+// replayHint is "; replay: <command>" for Run, empty for Check.
+func (e *explorer) replayHint(faults []Fault) string {
+	if e.test == "" {
+		return ""
+	}
+	return "; replay: " + e.replay(faults)
 }
 
 // packageDir returns the test's package as a path from its module's root

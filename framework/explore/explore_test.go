@@ -52,7 +52,7 @@ func configMap(name string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string]string{"k": "v"}}
 }
 
-var eachHasMirror = explore.Invariant{Name: "each ConfigMap has its mirror Secret", Check: func(ctx context.Context, s *explore.State) error {
+var eachHasMirror = explore.Invariant{Name: "each ConfigMap has its mirror Secret", Check: func(ctx context.Context, s *explore.Snapshot) error {
 	cms, err := explore.List[*corev1.ConfigMap](ctx, s)
 	if err != nil {
 		return err

@@ -74,12 +74,16 @@ func (f Fault) String() string {
 	return f.Kind.String()
 }
 
-// plan draws a schedule's faults from its seed: 1 to max faults (a
-// fault drawn twice counts once), each of
-// a kind among kinds, a write trigger among the writes of the reference
-// schedule and a step trigger among the steps. The same arguments draw
-// the same plan.
-func plan(seed uint64, kinds []FaultKind, maxFaults, writes, steps int) []Fault {
+// writeRange is the range write triggers are drawn in: writes 1 to
+// writeRange. A fault on a write the run does not reach does not fire.
+const writeRange = 12
+
+// plan draws a schedule's faults from its seed alone: 1 to max faults,
+// each of a kind among kinds, a write trigger among writes 1 to
+// writeRange (never a write another fault of the plan has) and a step
+// trigger among the steps (never a step another Lag has). The same
+// arguments draw the same plan, whatever the controllers do.
+func plan(seed uint64, kinds []FaultKind, maxFaults, steps int) []Fault {
 	if maxFaults <= 0 {
 		return nil
 	}
@@ -91,51 +95,111 @@ func plan(seed uint64, kinds []FaultKind, maxFaults, writes, steps int) []Fault 
 		if f.Kind == Lag {
 			f.Step = rng.IntN(steps)
 		} else {
-			if writes == 0 {
-				continue // the controllers write nothing to fault
-			}
-			f.Write = 1 + rng.IntN(writes)
+			f.Write = 1 + rng.IntN(writeRange)
 		}
-		if !slices.Contains(out, f) {
+		if !slices.ContainsFunc(out, f.collides) {
 			out = append(out, f)
 		}
 	}
 	return out
 }
 
-// parseFaults reads a -converge.faults list: indexes (from 1) into a
-// plan, separated by commas.
-func parseFaults(s string) ([]int, error) {
+// collides reports whether f and g share a trigger: the same write, or
+// two Lags from the same step.
+func (f Fault) collides(g Fault) bool {
+	if (f.Kind == Lag) != (g.Kind == Lag) {
+		return false
+	}
+	if f.Kind == Lag {
+		return f.Step == g.Step
+	}
+	return f.Write == g.Write
+}
+
+// token is f as -converge.faults writes it: 409@w3, 500@w4, crash@w2,
+// lag@s1.
+func (f Fault) token() string {
+	switch f.Kind {
+	case Conflict:
+		return fmt.Sprintf("409@w%d", f.Write)
+	case ServerError:
+		return fmt.Sprintf("500@w%d", f.Write)
+	case Crash:
+		return fmt.Sprintf("crash@w%d", f.Write)
+	}
+	return fmt.Sprintf("lag@s%d", f.Step)
+}
+
+func tokens(fs []Fault) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = f.token()
+	}
+	return strings.Join(s, ",")
+}
+
+// parseFaults reads a -converge.faults list of fault tokens (see
+// Fault.token), separated by commas; steps must be below steps.
+func parseFaults(s string, steps int) ([]Fault, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("-converge.faults=%s: %q is not a fault's number (from 1)", s, f)
+	var out []Fault
+	for _, tok := range strings.Split(s, ",") {
+		f, err := parseFault(strings.TrimSpace(tok), steps)
+		if err != nil {
+			return nil, fmt.Errorf("-converge.faults=%s: %w", s, err)
 		}
-		out = append(out, n)
+		if slices.ContainsFunc(out, f.collides) {
+			return nil, fmt.Errorf("-converge.faults=%s: %q: another fault has the same trigger", s, tok)
+		}
+		out = append(out, f)
 	}
 	return out, nil
+}
+
+func parseFault(tok string, steps int) (Fault, error) {
+	bad := fmt.Errorf("%q is not a fault: want 409@wN, 500@wN or crash@wN (on the N-th write, from 1), or lag@sK (from step K, from 0)", tok)
+	kind, trig, ok := strings.Cut(tok, "@")
+	if !ok || len(trig) < 2 {
+		return Fault{}, bad
+	}
+	n, err := strconv.Atoi(trig[1:])
+	if err != nil || n < 0 {
+		return Fault{}, bad
+	}
+	var f Fault
+	switch kind {
+	case "409":
+		f.Kind = Conflict
+	case "500":
+		f.Kind = ServerError
+	case "crash":
+		f.Kind = Crash
+	case "lag":
+		f.Kind = Lag
+	default:
+		return Fault{}, bad
+	}
+	switch {
+	case f.Kind == Lag && trig[0] == 's':
+		if n >= steps {
+			return Fault{}, fmt.Errorf("%q: the scenario has steps 0 to %d", tok, steps-1)
+		}
+		f.Step = n
+	case f.Kind != Lag && trig[0] == 'w' && n >= 1:
+		f.Write = n
+	default:
+		return Fault{}, bad
+	}
+	return f, nil
 }
 
 // subset returns the faults of p at indexes idx (from 1).
-func subset(p []Fault, idx []int) ([]Fault, error) {
+func subset(p []Fault, idx []int) []Fault {
 	out := make([]Fault, 0, len(idx))
 	for _, i := range idx {
-		if i > len(p) {
-			return nil, fmt.Errorf("fault %d: the schedule's plan has %d faults", i, len(p))
-		}
 		out = append(out, p[i-1])
 	}
-	return out, nil
-}
-
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = strconv.Itoa(x)
-	}
-	return strings.Join(s, ",")
+	return out
 }

@@ -14,7 +14,7 @@ import (
 // breaks when schedules draw it, and holds when they draw every other
 // kind (the negative control).
 func TestEachFaultBreaksWhatOnlyItCanBreak(t *testing.T) {
-	onlyFirstManagerWrites := explore.Invariant{Name: "only manager-1 writes", Check: func(_ context.Context, s *explore.State) error {
+	onlyFirstManagerWrites := explore.Invariant{Name: "only manager-1 writes", Check: func(_ context.Context, s *explore.Snapshot) error {
 		for _, w := range s.Writes() {
 			if w.Manager != "" && w.Manager != "manager-1" {
 				return fmt.Errorf("%s wrote: %s", w.Manager, w)

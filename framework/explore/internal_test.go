@@ -42,30 +42,71 @@ func TestDdminFindsTheSmallestFailingSubset(t *testing.T) {
 	}
 }
 
-func TestReplayCommandSelectsTheTest(t *testing.T) {
-	e := explorer{test: "TestDB/scale.down"}
-	got := e.replay(17, []int{2, 5})
-	want := `go test -run '^TestDB$/^scale\.down$' ./framework/explore -converge.seed=17 -converge.faults=2,5`
+func TestReplayCommandCarriesTheFaults(t *testing.T) {
+	e := &explorer{test: "TestDB/scale.down"}
+	got := e.replay([]Fault{{Kind: ServerError, Write: 4}, {Kind: Crash, Write: 2}, {Kind: Lag, Step: 2}, {Kind: Conflict, Write: 7}})
+	want := `go test -run '^TestDB$/^scale\.down$' ./framework/explore -converge.faults=500@w4,crash@w2,lag@s2,409@w7`
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
+	if got, want := e.replay(nil), `go test -run '^TestDB$/^scale\.down$' ./framework/explore -converge.schedules=1`; got != want {
+		t.Errorf("fault-free replay: got  %s\nwant %s", got, want)
+	}
 }
 
-func TestAPlanIsDrawnFromItsSeed(t *testing.T) {
+func TestFaultTokensRoundTrip(t *testing.T) {
+	p := []Fault{{Kind: ServerError, Write: 4}, {Kind: Crash, Write: 2}, {Kind: Lag, Step: 2}, {Kind: Conflict, Write: 7}}
+	got, err := parseFaults(tokens(p), 3)
+	if err != nil || !slices.Equal(got, p) {
+		t.Fatalf("parseFaults(%q) = %v, %v", tokens(p), got, err)
+	}
+	for _, bad := range []string{"2", "500@w0", "500@s1", "lag@w1", "lag@s3", "boom@w1", "crash@w2,500@w2", "lag@s1,lag@s1"} {
+		if _, err := parseFaults(bad, 3); err == nil {
+			t.Errorf("parseFaults(%q) took it", bad)
+		} else {
+			t.Logf("%s: %v", bad, err)
+		}
+	}
+}
+
+// A plan is drawn from its seed alone, its write triggers in a fixed
+// range, and no two of its faults share a trigger.
+func TestAPlanIsDrawnFromItsSeedAlone(t *testing.T) {
 	kinds := []FaultKind{Conflict, ServerError, Crash, Lag}
-	a, b := plan(7, kinds, 3, 10, 4), plan(7, kinds, 3, 10, 4)
+	a, b := plan(7, kinds, 3, 4), plan(7, kinds, 3, 4)
 	if !slices.Equal(a, b) || len(a) == 0 {
 		t.Fatalf("seed 7 drew %v, then %v", a, b)
 	}
-	for seed := range uint64(200) {
-		for _, f := range plan(seed, kinds, 3, 10, 4) {
-			if f.Kind != Lag && (f.Write < 1 || f.Write > 10) || f.Step < 0 || f.Step >= 4 {
+	for seed := range uint64(2000) {
+		p := plan(seed, kinds, 3, 4)
+		for i, f := range p {
+			if f.Kind != Lag && (f.Write < 1 || f.Write > writeRange) || f.Step < 0 || f.Step >= 4 {
 				t.Fatalf("seed %d drew %v: out of range", seed, f)
+			}
+			for _, g := range p[:i] {
+				if f.collides(g) {
+					t.Fatalf("seed %d drew %v and %v: the same trigger", seed, g, f)
+				}
 			}
 		}
 	}
-	if p := plan(7, kinds, -1, 10, 4); p != nil {
+	if p := plan(7, kinds, -1, 4); p != nil {
 		t.Errorf("no faults allowed, drew %v", p)
+	}
+}
+
+// The delete-count oracle counts the deletes that removed something: a
+// delete answered 404 found nothing.
+func TestTheDeleteOracleCountsOnlyDeletesThatRemoved(t *testing.T) {
+	cm := corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	del := func(code int) Write {
+		return Write{Manager: "manager-1", Verb: "delete", Kind: cm, Namespace: "ns", Name: "a", Code: code, attempt: 1}
+	}
+	if b := moreDeletes([]Write{del(404), del(404)}, deletes([]Write{del(200)})); b != nil {
+		t.Errorf("two deletes answered 404 against one that removed: %v", b.err)
+	}
+	if b := moreDeletes([]Write{del(200), del(200)}, deletes([]Write{del(200)})); b == nil {
+		t.Error("two deletes that removed, one in the reference: not caught")
 	}
 }
 
@@ -116,7 +157,7 @@ func TestReplayRunsTheShrunkFaults(t *testing.T) {
 				}))
 		},
 		Steps: []Step{Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}})},
-		Converged: []Invariant{{Name: "both Secrets", Check: func(ctx context.Context, s *State) error {
+		Converged: []Invariant{{Name: "both Secrets", Check: func(ctx context.Context, s *Snapshot) error {
 			if s.Steps() == 0 {
 				return nil
 			}
@@ -127,19 +168,23 @@ func TestReplayRunsTheShrunkFaults(t *testing.T) {
 		}}},
 		Seed: 9,
 	}
-	first, err := explorer{test: "TestX"}.check(t.Context(), opts)
+	first, err := (&explorer{test: "TestX"}).check(t.Context(), opts)
 	if err != nil || first == nil {
 		t.Fatalf("not caught: %v", err)
 	}
-	again, err := explorer{test: "TestX", replaySeed: first.Seed, replayFaults: first.Shrunk}.check(t.Context(), opts)
+	shrunk := subset(first.Plan, first.Shrunk)
+	if !strings.HasSuffix(first.Command, " -converge.faults="+tokens(shrunk)) {
+		t.Errorf("replay command %q", first.Command)
+	}
+	again, err := (&explorer{test: "TestX", replayFaults: shrunk}).check(t.Context(), opts)
 	if err != nil || again == nil {
 		t.Fatalf("the replay passed: %v\nfirst:\n%s", err, first)
 	}
-	if again.Seed != first.Seed || again.Schedule != first.Schedule || again.Broken != first.Broken ||
-		!slices.Equal(again.Shrunk, first.Shrunk) || fmt.Sprint(again.Hit) != fmt.Sprint(first.Hit) {
+	if again.Broken != first.Broken || fmt.Sprint(subset(again.Plan, again.Shrunk)) != fmt.Sprint(shrunk) ||
+		fmt.Sprint(again.Hit) != fmt.Sprint(map[int]string{1: first.Hit[first.Shrunk[0]]}) && len(shrunk) == 1 {
 		t.Fatalf("the replay differs:\n%s\n%s", first, again)
 	}
-	if !strings.Contains(first.Replay, fmt.Sprintf("-converge.seed=%d -converge.faults=%s", first.Seed, joinInts(first.Shrunk))) {
-		t.Errorf("replay command %q", first.Replay)
+	if !strings.Contains(again.Error(), "the replayed faults "+tokens(shrunk)) {
+		t.Errorf("the replay's report:\n%s", again)
 	}
 }

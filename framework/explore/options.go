@@ -143,6 +143,9 @@ func (o Options) validate() error {
 		if s.Do == nil {
 			errs = append(errs, fmt.Errorf("Options.Steps[%d] (%q) has no Do", i, s.Name))
 		}
+		if s.obj != nil && typednil.Is(s.obj) {
+			errs = append(errs, fmt.Errorf("Options.Steps[%d] (%q): its object is nil (%T)", i, s.Name, s.obj))
+		}
 	}
 	for field, list := range map[string][]Invariant{"Invariants": o.Invariants, "Converged": o.Converged} {
 		for i, inv := range list {

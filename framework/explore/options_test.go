@@ -18,7 +18,7 @@ func TestInvalidOptionsNameTheField(t *testing.T) {
 	_, err := explore.Check(t.Context(), explore.Options{
 		Steps:      []explore.Step{{Name: "nothing"}},
 		Converged:  []explore.Invariant{{Name: "x"}},
-		Invariants: []explore.Invariant{{Check: func(context.Context, *explore.State) error { return nil }}},
+		Invariants: []explore.Invariant{{Check: func(context.Context, *explore.Snapshot) error { return nil }}},
 		Faults:     explore.FaultOptions{Kinds: []explore.FaultKind{7}},
 	})
 	for _, want := range []string{"Options.Setup is nil", `Options.Steps[0] ("nothing") has no Do`, `Options.Converged[0] ("x") has no Check`,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,8 @@ type outcome struct {
 	writes []Write
 	// attempts is how many writes the managers sent.
 	attempts int
+	// fired says, for each fault of the schedule, whether it fired.
+	fired []bool
 	// broken is the first property the schedule broke; nil if none.
 	broken *broken
 }
@@ -67,6 +70,8 @@ type schedule struct {
 	writes    []Write
 	attempts  int
 	committed int
+	// fired says, for each fault, whether it fired.
+	fired []bool
 	// crashed receives a manager's identity when a Crash fault fires.
 	crashed chan string
 
@@ -77,7 +82,7 @@ type schedule struct {
 	// holdLag keeps a Lag through the next settle: the step after the
 	// lagging one comes before the controllers have seen it.
 	holdLag bool
-	state   *State
+	state   *Snapshot
 }
 
 // managerRun is one started manager.
@@ -94,29 +99,14 @@ func runSchedule(ctx context.Context, opts Options, faults []Fault) (out *outcom
 		return nil, fmt.Errorf("explore: %w", err)
 	}
 	defer srv.Close()
-	s := &schedule{opts: opts, faults: faults, srv: srv, crashed: make(chan string, 1)}
+	s := &schedule{opts: opts, faults: faults, srv: srv, crashed: make(chan string, 1), fired: make([]bool, len(faults))}
 	srv.Intercept(s.intercept)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-
-	if s.mapper, err = informers.NewRESTMapper(srv.ConfigAs(invariantIdentity), nil); err != nil {
-		return nil, fmt.Errorf("explore: discovery on the fake API server: %w", err)
-	}
-	reader, err := client.NewAPIReader(client.Options{Config: srv.ConfigAs(invariantIdentity), Scheme: opts.Scheme, Mapper: s.mapper})
+	scenario, err := s.clients(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("explore: %w", err)
+		return nil, err
 	}
-	s.state = &State{reader: reader, scheme: opts.Scheme}
-	cache, err := informers.New(srv.ConfigAs(scenarioIdentity), informers.Options{Scheme: opts.Scheme, Mapper: s.mapper})
-	if err != nil {
-		return nil, fmt.Errorf("explore: scenario cache: %w", err)
-	}
-	go func() { _ = cache.Start(ctx) }()
-	scenario, err := client.New(client.Options{Scheme: opts.Scheme, Mapper: s.mapper, Cache: cache})
-	if err != nil {
-		return nil, fmt.Errorf("explore: scenario client: %w", err)
-	}
-
 	if err := s.start(ctx); err != nil {
 		return nil, err
 	}
@@ -128,55 +118,101 @@ func runSchedule(ctx context.Context, opts Options, faults []Fault) (out *outcom
 	out = &outcome{}
 	defer func() {
 		s.mu.Lock()
-		out.writes, out.attempts = s.writes, s.attempts
+		out.writes, out.attempts, out.fired = s.writes, s.attempts, slices.Clone(s.fired)
 		s.mu.Unlock()
 	}()
-	if b, err := s.settleAndCheck(ctx, "the start"); b != nil || err != nil {
-		out.broken = b
-		return out, err
+	out.broken, err = s.scenario(ctx, scenario)
+	return out, err
+}
+
+// clients sets up the invariants' reader and returns the scenario's
+// client, with a cache of its own.
+func (s *schedule) clients(ctx context.Context) (*client.Client, error) {
+	var err error
+	if s.mapper, err = informers.NewRESTMapper(s.srv.ConfigAs(invariantIdentity), nil); err != nil {
+		return nil, fmt.Errorf("explore: discovery on the fake API server: %w", err)
 	}
-	for i, step := range opts.Steps {
-		for _, f := range faults {
-			if f.Kind == Lag && f.Step == i && !s.lagging {
-				s.lagging = true
-				srv.LagWatches(s.current.identity, opts.Faults.MaxLag)
-			}
-		}
-		err := step.Do(ctx, scenario)
+	reader, err := client.NewAPIReader(client.Options{Config: s.srv.ConfigAs(invariantIdentity), Scheme: s.opts.Scheme, Mapper: s.mapper})
+	if err != nil {
+		return nil, fmt.Errorf("explore: %w", err)
+	}
+	s.state = &Snapshot{reader: reader, scheme: s.opts.Scheme}
+	cache, err := informers.New(s.srv.ConfigAs(scenarioIdentity), informers.Options{Scheme: s.opts.Scheme, Mapper: s.mapper})
+	if err != nil {
+		return nil, fmt.Errorf("explore: scenario cache: %w", err)
+	}
+	go func() { _ = cache.Start(ctx) }()
+	scenario, err := client.New(client.Options{Scheme: s.opts.Scheme, Mapper: s.mapper, Cache: cache})
+	if err != nil {
+		return nil, fmt.Errorf("explore: scenario client: %w", err)
+	}
+	return scenario, nil
+}
+
+// scenario applies the steps, waiting for the controllers and checking
+// the invariants after each, and returns the first property broken.
+func (s *schedule) scenario(ctx context.Context, scenario *client.Client) (*broken, error) {
+	if b, err := s.settleAndCheck(ctx, "the start"); b != nil || err != nil {
+		return b, err
+	}
+	steps := s.opts.Steps
+	for i, step := range steps {
+		s.startLag(i)
+		err := recovered(func() error { return step.Do(ctx, scenario) })
 		if err != nil && s.holdLag {
 			// The step may need the controllers' reaction to the one
 			// before, which the lag holds back: let them catch up, and
 			// apply it again.
 			s.holdLag = false
-			if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i-1, opts.Steps[i-1].Name), quietPeriod); b != nil || err != nil {
-				out.broken = b
-				return out, err
+			if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i-1, steps[i-1].Name), quietPeriod); b != nil || err != nil {
+				return b, err
 			}
-			err = step.Do(ctx, scenario)
+			err = recovered(func() error { return step.Do(ctx, scenario) })
 		}
 		if err != nil {
-			out.broken = &broken{what: "scenario", err: fmt.Errorf("step %d (%s): %w", i, step.Name, err)}
-			return out, nil
+			return &broken{what: "scenario", err: fmt.Errorf("step %d (%s): %w", i, step.Name, err)}, nil
 		}
 		s.state.steps = i + 1
-		if s.lagging && !s.holdLag && i+1 < len(opts.Steps) {
+		if s.lagging && !s.holdLag && i+1 < len(steps) {
 			// The next step comes while the controllers still lag behind
 			// this one: wait for quiet, keep the events held, check nothing
 			// (the controllers have not seen the step).
 			s.holdLag = true
 			if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i, step.Name), quietPeriod); b != nil || err != nil {
-				out.broken = b
-				return out, err
+				return b, err
 			}
 			continue
 		}
 		s.holdLag = false
 		if b, err := s.settleAndCheck(ctx, fmt.Sprintf("step %d (%s)", i, step.Name)); b != nil || err != nil {
-			out.broken = b
-			return out, err
+			return b, err
 		}
 	}
-	return out, nil
+	return nil, nil
+}
+
+// startLag starts the Lag fault of step i, if any.
+func (s *schedule) startLag(i int) {
+	for k, f := range s.faults {
+		if f.Kind == Lag && f.Step == i && !s.lagging {
+			s.lagging = true
+			s.mu.Lock()
+			s.fired[k] = true
+			s.mu.Unlock()
+			s.srv.LagWatches(s.current.identity, s.opts.Faults.MaxLag)
+		}
+	}
+}
+
+// recovered calls f, turning a panic in it (a user's step or invariant)
+// into an error.
+func recovered(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return f()
 }
 
 // intercept records every write, injects the Conflict and ServerError
@@ -202,27 +238,32 @@ func (s *schedule) intercept(req fake.Request, serve func() int) error {
 	w.attempt = n
 	for i := range s.faults {
 		f := &s.faults[i]
-		if f.Write != n {
+		if f.Write != n || f.Kind != Conflict && f.Kind != ServerError {
 			continue
 		}
-		switch f.Kind {
-		case Conflict:
-			w.Code, w.Injected = 409, f
+		s.mu.Lock()
+		s.fired[i] = true
+		s.mu.Unlock()
+		w.Injected = f
+		if f.Kind == Conflict {
+			w.Code = 409
 			s.record(w)
 			return apiConflict(req)
-		case ServerError:
-			w.Code, w.Injected = 500, f
-			s.record(w)
-			return apiInternal(req)
 		}
+		w.Code = 500
+		s.record(w)
+		return apiInternal(req)
 	}
 	w.Code = serve()
 	s.record(w)
 	if !w.Committed() {
 		return nil
 	}
-	for _, f := range s.faults {
+	for i, f := range s.faults {
 		if f.Kind == Crash && f.Write == n {
+			s.mu.Lock()
+			s.fired[i] = true
+			s.mu.Unlock()
 			s.srv.CrashAfter(req.Identity, 0)
 			select {
 			case s.crashed <- req.Identity:
@@ -298,14 +339,15 @@ func (s *schedule) settleAndCheck(ctx context.Context, what string) (*broken, er
 	if b, err := s.settle(ctx, what, quietPeriod); b != nil || err != nil {
 		return b, err
 	}
-	b := s.check(ctx, append(s.opts.Invariants[:len(s.opts.Invariants):len(s.opts.Invariants)], s.opts.Converged...), what)
+	all := append(s.opts.Invariants[:len(s.opts.Invariants):len(s.opts.Invariants)], s.opts.Converged...)
+	b := s.check(ctx, all, what)
 	if b == nil {
 		return nil, nil
 	}
 	if b2, err := s.settle(ctx, what, confirmPeriod); b2 != nil || err != nil {
 		return b2, err
 	}
-	return s.check(ctx, append(s.opts.Invariants[:len(s.opts.Invariants):len(s.opts.Invariants)], s.opts.Converged...), what), nil
+	return s.check(ctx, all, what), nil
 }
 
 func (s *schedule) check(ctx context.Context, invs []Invariant, when string) *broken {
@@ -313,7 +355,7 @@ func (s *schedule) check(ctx context.Context, invs []Invariant, when string) *br
 	s.state.writes = s.writes
 	s.mu.Unlock()
 	for _, inv := range invs {
-		if err := inv.Check(ctx, s.state); err != nil {
+		if err := recovered(func() error { return inv.Check(ctx, s.state) }); err != nil {
 			return &broken{what: inv.Name, err: fmt.Errorf("after %s: %w", when, err)}
 		}
 	}

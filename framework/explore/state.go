@@ -23,7 +23,7 @@ type Invariant struct {
 	Name string
 	// Check returns nil when the property holds in s, else an error
 	// saying what breaks it.
-	Check func(ctx context.Context, s *State) error
+	Check func(ctx context.Context, s *Snapshot) error
 }
 
 // Write is a write request the controllers or the scenario sent, and how
@@ -70,10 +70,10 @@ func (w Write) String() string {
 	return s + fmt.Sprintf(" → %d", w.Code)
 }
 
-// State is the cluster as an Invariant sees it: reads go to the fake API
-// server (never to a cache), and Writes lists every write so far. A State
+// Snapshot is the cluster as an Invariant sees it: reads go to the fake API
+// server (never to a cache), and Writes lists every write so far. A Snapshot
 // is valid during its Check only.
-type State struct {
+type Snapshot struct {
 	reader *client.APIReader
 	scheme *runtime.Scheme
 	writes []Write
@@ -83,14 +83,14 @@ type State struct {
 // Steps returns how many steps of the scenario have been applied: 0 at
 // the start, len(Options.Steps) at the end. An invariant that holds only
 // once the whole scenario ran checks it.
-func (s *State) Steps() int { return s.steps }
+func (s *Snapshot) Steps() int { return s.steps }
 
 // Writes returns every write the controllers and the scenario sent in the
 // schedule so far, in the order the server took them.
-func (s *State) Writes() []Write { return slices.Clone(s.writes) }
+func (s *Snapshot) Writes() []Write { return slices.Clone(s.writes) }
 
 // Get returns the object of type T named key, and whether it exists.
-func Get[T object.Object](ctx context.Context, s *State, key types.NamespacedName) (T, bool, error) {
+func Get[T object.Object](ctx context.Context, s *Snapshot, key types.NamespacedName) (T, bool, error) {
 	obj := newObject[T]()
 	err := s.reader.Get(ctx, key, obj)
 	if apierrors.IsNotFound(err) {
@@ -106,7 +106,7 @@ func Get[T object.Object](ctx context.Context, s *State, key types.NamespacedNam
 
 // List returns the objects of type T that opts select, sorted by namespace
 // and name.
-func List[T object.Object](ctx context.Context, s *State, opts ...informers.ListOption) ([]T, error) {
+func List[T object.Object](ctx context.Context, s *Snapshot, opts ...informers.ListOption) ([]T, error) {
 	example := newObject[T]()
 	gvk, err := client.KindOf(s.scheme, example)
 	if err != nil {

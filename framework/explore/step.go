@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
 
@@ -23,12 +24,16 @@ type Step struct {
 	// is called again, so a step that fails with no effect when what it
 	// needs is not there yet (a child the controllers create) still runs.
 	Do func(ctx context.Context, c *client.Client) error
+
+	// obj is the object of a Create, Update or Delete step, checked by
+	// Options validation (a typed nil is refused there).
+	obj object.Object
 }
 
 // Create is a Step that creates obj (a copy of it, so the step can run in
 // every schedule).
 func Create(obj object.Object) Step {
-	return Step{Name: "create " + describe(obj), Do: func(ctx context.Context, c *client.Client) error {
+	return Step{Name: "create " + describe(obj), obj: obj, Do: func(ctx context.Context, c *client.Client) error {
 		return c.Create(ctx, obj.DeepCopyObject().(object.Object))
 	}}
 }
@@ -57,12 +62,15 @@ func Update[T object.Object](key types.NamespacedName, mutate func(T)) Step {
 // Delete is a Step that deletes the object obj names (its kind,
 // namespace and name).
 func Delete(obj object.Object) Step {
-	return Step{Name: "delete " + describe(obj), Do: func(ctx context.Context, c *client.Client) error {
+	return Step{Name: "delete " + describe(obj), obj: obj, Do: func(ctx context.Context, c *client.Client) error {
 		return c.Delete(ctx, obj.DeepCopyObject().(object.Object))
 	}}
 }
 
 func describe(obj object.Object) string {
+	if typednil.Is(obj) {
+		return fmt.Sprintf("%T <nil>", obj)
+	}
 	name := obj.GetName()
 	if ns := obj.GetNamespace(); ns != "" {
 		name = ns + "/" + name

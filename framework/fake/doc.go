@@ -50,7 +50,9 @@
 //     owner reference to it and no other existing owner is deleted (its own
 //     dependents follow); one with another owner loses the dangling
 //     reference. Orphan deletion removes the references instead; foreground
-//     deletion deletes the dependents first.
+//     deletion deletes the dependents first. An object created or updated
+//     with an owner reference to an owner that is gone is collected the
+//     same way once the write commits.
 //   - Server-side apply with field ownership, from client-go's schemas for
 //     the built-in kinds, the structural schemas of Options.CRDs for their
 //     custom resources, and for the others ObjectMeta's schema, status
@@ -89,9 +91,12 @@
 // no quota, no pod security), no defaulting and no validation beyond names,
 // namespaces and apply configurations, no immutable fields but
 // metadata.uid, and no conversion between versions (each version of a kind
-// is stored apart). Garbage collection runs within the deleting request
-// rather than later, and owner references that were dangling at create
-// are not collected; a foreground deletion removes the owner at once,
+// is stored apart). Garbage collection runs within the request that
+// leaves garbage rather than later: the deleting request, or a create or
+// update whose owner reference names an owner that is gone (the object is
+// deleted, or loses that reference if another owner is left, right after
+// the write commits; the write's answer is the object as written, and
+// Options.Objects are not collected); a foreground deletion removes the owner at once,
 // after its dependents, with no foregroundDeletion finalizer.
 // Pods are deleted at once (no graceful termination). Subresources other
 // than status (scale, eviction, ...) are not served, nor are dry runs (a

@@ -143,7 +143,13 @@ func TestLagWatchesHoldsEvents(t *testing.T) {
 	srv := fake.Start(t, fake.Options{Scheme: scheme.Scheme})
 	admin, a := clientset(t, srv, ""), clientset(t, srv, "a")
 	srv.LagWatches("a", 2)
-	w, err := a.CoreV1().ConfigMaps("ns").Watch(ctx, metav1.ListOptions{})
+	// The watch starts at the list's resourceVersion, so the creates below
+	// reach it as events, whenever its request is served.
+	list, err := a.CoreV1().ConfigMaps("ns").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := a.CoreV1().ConfigMaps("ns").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -429,3 +429,49 @@ func TestForegroundDeletion(t *testing.T) {
 		}
 	}
 }
+
+// A dependent written after its owner is gone is collected, as kube's
+// garbage collector collects it shortly after: deleted when no owner is
+// left, else stripped of the dangling reference. The write is answered
+// with the object as written.
+func TestADependentOfAGoneOwnerIsCollectedAfterItsWrite(t *testing.T) {
+	cs, _ := clients(t, fake.Options{})
+	ctx := t.Context()
+	cms := cs.CoreV1().ConfigMaps("ns")
+	parent, err := cms.Create(ctx, configMap("parent"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctx, "parent", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cms.Create(ctx, owned("late", parent), metav1.CreateOptions{})
+	if err != nil || got.Name != "late" {
+		t.Fatalf("create of a dependent of a gone owner: %v, %v", got, err)
+	}
+	if _, err := cms.Get(ctx, "late", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a dependent created after its owner's deletion: got %v, want NotFound", err)
+	}
+
+	// An update that adds a reference to a gone owner: the same.
+	kept, _ := cms.Create(ctx, configMap("kept"), metav1.CreateOptions{})
+	kept.OwnerReferences = owned("x", parent).OwnerReferences
+	if _, err := cms.Update(ctx, kept, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Get(ctx, "kept", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a dependent updated to a gone owner: got %v, want NotFound", err)
+	}
+
+	// With another owner that exists, only the dangling reference goes.
+	other, _ := cms.Create(ctx, configMap("other"), metav1.CreateOptions{})
+	shared := owned("shared", parent)
+	shared.OwnerReferences = append(shared.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: other.UID})
+	if _, err := cms.Create(ctx, shared, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cms.Get(ctx, "shared", metav1.GetOptions{})
+	if err != nil || len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != other.UID {
+		t.Errorf("a dependent with another owner: %v, owners %v; want it kept with the other owner only", err, s.GetOwnerReferences())
+	}
+}

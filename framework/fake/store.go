@@ -143,7 +143,11 @@ func (s *Server) createLocked(k *kind, ns string, obj object.Object, manager str
 		}
 		obj = out
 	}
-	return s.commitLocked(k, watch.Added, obj, nil), nil
+	out := s.commitLocked(k, watch.Added, obj, nil)
+	if !seeded {
+		s.collectDanglingLocked(k, out)
+	}
+	return out, nil
 }
 
 // placeLocked checks obj's name and namespace (from the request's ns) and
@@ -253,7 +257,9 @@ func (s *Server) updateLocked(k *kind, ns, name, sub string, obj object.Object, 
 	if apiequality.Semantic.DeepEqual(old, next) {
 		return old, nil // a write that changes nothing keeps the resourceVersion
 	}
-	return s.commitLocked(k, watch.Modified, next, old), nil
+	out := s.commitLocked(k, watch.Modified, next, old)
+	s.collectDanglingLocked(k, out)
+	return out, nil
 }
 
 // removeLocked deletes obj (the object's final state) and collects the
@@ -333,20 +339,37 @@ func (s *Server) dependentsLocked(uid types.UID) []ref {
 // that exists loses its reference to uid.
 func (s *Server) collectLocked(uid types.UID) {
 	for _, r := range s.dependentsLocked(uid) {
-		obj, ok := s.objects[r.kind][r.key]
-		if !ok {
-			continue // collected meanwhile
+		if obj, ok := s.objects[r.kind][r.key]; ok { // else collected meanwhile
+			s.dropGoneOwnersLocked(r, obj)
 		}
-		var live []metav1.OwnerReference
-		for _, o := range obj.GetOwnerReferences() {
-			if _, ok := s.uids[o.UID]; ok {
-				live = append(live, o)
-			}
+	}
+}
+
+// collectDanglingLocked is the garbage collector for obj, just written,
+// as kube's collects it shortly after the write: when an owner it refers
+// to is gone (no object has its UID), obj is deleted if no owner is left,
+// or loses the dangling references. The writer's answer is obj as
+// written.
+func (s *Server) collectDanglingLocked(k *kind, obj object.Object) {
+	s.dropGoneOwnersLocked(ref{kind: k, key: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}, obj)
+}
+
+// dropGoneOwnersLocked deletes obj, stored at r, when none of its owners
+// exists any more, or removes its references to the owners that are gone;
+// an object whose owners all exist is left as it is.
+func (s *Server) dropGoneOwnersLocked(r ref, obj object.Object) {
+	owners := obj.GetOwnerReferences()
+	var live []metav1.OwnerReference
+	for _, o := range owners {
+		if _, ok := s.uids[o.UID]; ok {
+			live = append(live, o)
 		}
-		if len(live) == 0 {
-			_, _ = s.deleteLocked(r.kind, r.key.Namespace, r.key.Name, &metav1.DeleteOptions{})
-			continue
-		}
+	}
+	switch {
+	case len(live) == len(owners):
+	case len(live) == 0:
+		_, _ = s.deleteLocked(r.kind, r.key.Namespace, r.key.Name, &metav1.DeleteOptions{})
+	default:
 		s.setOwnersLocked(r, obj, live)
 	}
 }

@@ -130,7 +130,6 @@ func (s *Server) followWatch(r *http.Request, q request, sel selection, pos int,
 	}()
 	for {
 		s.mu.Lock()
-		stream.sent, stream.held = pos, len(held) // what the last round sent
 		batch := s.history[pos:]
 		pos = len(s.history)
 		changed := s.changed

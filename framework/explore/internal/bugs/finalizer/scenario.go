@@ -42,7 +42,7 @@ func Options(setup func(*framework.Manager) error) explore.Options {
 	}
 }
 
-func noLeak(ctx context.Context, s *explore.State) error {
+func noLeak(ctx context.Context, s *explore.Snapshot) error {
 	records, err := explore.List[*corev1.ConfigMap](ctx, s)
 	if err != nil {
 		return err

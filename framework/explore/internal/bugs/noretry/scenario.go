@@ -33,7 +33,7 @@ func Options(setup func(*framework.Manager) error) explore.Options {
 	}
 }
 
-func observed(ctx context.Context, s *explore.State) error {
+func observed(ctx context.Context, s *explore.Snapshot) error {
 	dbs, err := explore.List[*api.DB](ctx, s)
 	if err != nil {
 		return err

@@ -32,7 +32,7 @@ func Options(setup func(*framework.Manager) error) explore.Options {
 	}
 }
 
-func owned(ctx context.Context, s *explore.State) error {
+func owned(ctx context.Context, s *explore.Snapshot) error {
 	secrets, err := explore.List[*corev1.Secret](ctx, s)
 	if err != nil {
 		return err

@@ -61,7 +61,7 @@ func rollOut(ctx context.Context, c *client.Client) error {
 	}
 }
 
-func readyShown(ctx context.Context, s *explore.State) error {
+func readyShown(ctx context.Context, s *explore.Snapshot) error {
 	if s.Steps() < 3 {
 		return nil // the DB reports its StatefulSet when the DB changes
 	}

@@ -31,7 +31,7 @@ func Options(setup func(*framework.Manager) error) explore.Options {
 	}
 }
 
-func bothSecrets(ctx context.Context, s *explore.State) error {
+func bothSecrets(ctx context.Context, s *explore.Snapshot) error {
 	dbs, err := explore.List[*api.DB](ctx, s)
 	if err != nil {
 		return err
