@@ -88,6 +88,17 @@
 // sharded. framework/internal/syncgc raises GOGC while
 // caches first sync, for the manager and the ring.
 //
+// A controller of many clusters (ControllerOptions.Clusters) keeps its
+// sources bound to each engaged cluster other than the manager's own in
+// framework/internal/binding (binding.Set, a listener of the manager's
+// cluster.Set): it binds them at engagement, runs the cluster's flow of the
+// queue once they synced and while the cluster is healthy, and drops the
+// cluster's keys and cancels its reconciles at disengagement; framework's
+// binding.go hands it the sources through binding.Source.
+// framework/internal/adapter turns an ObjectReconciler into the Reconciler
+// the workers call, reading each key's object from its cluster's cache and
+// keeping the tombstones a DeletionReconciler is handed.
+//
 // Five more rooms below framework, each imported only by it, hold one
 // concept each: framework/internal/history keeps each controller's recent
 // reconciles, which the debug endpoint shows; framework/internal/reconcilelog

@@ -9,7 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/converge-dev/converge/client"
-	"github.com/converge-dev/converge/cluster"
+	"github.com/converge-dev/converge/framework/internal/adapter"
+	"github.com/converge-dev/converge/framework/internal/binding"
 	"github.com/converge-dev/converge/framework/internal/history"
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/informers"
@@ -197,26 +198,25 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 
 	var tombstones func(cluster string) func(T)
 	if byObject != nil {
-		adapter := &objectAdapter[T]{reader: pb.reader(), r: byObject}
-		if d, ok := byObject.(reconcile.DeletionReconciler[T]); ok {
-			adapter.deleted = d
-			adapter.tombstones = map[reconcile.Request]T{}
-			pb.keepTombstones(adapter.remember)
-			tombstones = adapter.rememberIn
-		}
-		adapter.remote = func(name string) informers.Reader[T] {
-			if b := c.binding(name); b != nil {
-				return b.reader.(informers.Reader[T])
+		local := pb.reader()
+		a := adapter.New(byObject, func(name string) informers.Reader[T] {
+			if name == "" {
+				return local
+			}
+			if b := c.remote.Get(name); b != nil {
+				return b.Reader.(informers.Reader[T])
 			}
 			return nil
+		})
+		if remember := a.Remember(""); remember != nil {
+			pb.keepTombstones(remember)
+			tombstones = a.Remember
 		}
-		byKey = adapter
+		byKey = a
 	}
 	c.reconciler = byKey
 	if opts.Clusters.Remote {
-		c.bindCluster = bindRemote(c, primary, b.sources, tombstones)
-		c.flows = q
-		c.bindings, c.pending = map[string]*clusterBinding{}, map[string]*cluster.Cluster{}
+		c.remote = binding.New(bindRemote(c, primary, b.sources, tombstones), q, c.log)
 	}
 	if err := pb.register(); err != nil {
 		return nil, b.fail(err)
@@ -227,7 +227,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	}
 	mgr.addInspected(c)
 	if opts.Clusters.Remote {
-		mgr.clusters.Subscribe(clusters{c})
+		mgr.clusters.Subscribe(c.remote)
 	}
 	return c, nil
 }

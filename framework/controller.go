@@ -16,10 +16,10 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/cluster"
+	"github.com/converge-dev/converge/framework/internal/binding"
 	"github.com/converge-dev/converge/framework/internal/history"
 	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
@@ -198,29 +198,9 @@ type Controller struct {
 	// local is the manager's own cluster, which From returns in its
 	// reconciles; set by the builder.
 	local *cluster.Cluster
-	// bindCluster binds the sources to an engaged cluster other than the
-	// manager's own, and flows is the queue's flows (one per cluster); both
-	// nil unless ControllerOptions.Clusters.Remote.
-	bindCluster func(*cluster.Cluster) (*clusterBinding, error)
-	flows       flowQueue
-	bindMu      sync.Mutex
-	// runCtx is Start's context once the workers run; bindMu guards it,
-	// bindings (by cluster name) and pending (clusters engaged before
-	// Start, bound then).
-	runCtx   context.Context
-	bindings map[string]*clusterBinding
-	pending  map[string]*cluster.Cluster
-}
-
-// primaryInformer is what the debug pages read of the informer of the kind
-// a controller reconciles: an *informers.Informer[T] for the builder's T.
-type primaryInformer interface {
-	fmt.Stringer
-	Contains(key types.NamespacedName) bool
-	HasSynced() bool
-	Relists() int64
-	Health() error
-	Len() int
+	// remote are the controller's bindings to the engaged clusters other
+	// than the manager's own; nil unless ControllerOptions.Clusters.Remote.
+	remote *binding.Set
 }
 
 // inflightReconcile is a reconcile that has begun and not returned.
@@ -228,28 +208,6 @@ type inflightReconcile struct {
 	req    reconcile.Request
 	begun  time.Time
 	worker int
-}
-
-// controllerPhase is where a controller is in its life.
-type controllerPhase int32
-
-const (
-	phasePending controllerPhase = iota // built; the manager has not started it (not started, or not leading)
-	phaseSyncing                        // started; waiting for its informers to sync
-	phaseRunning                        // workers run
-	phaseStopped                        // Start returned
-)
-
-func (p controllerPhase) String() string {
-	switch p {
-	case phaseSyncing:
-		return "syncing"
-	case phaseRunning:
-		return "running"
-	case phaseStopped:
-		return "stopped"
-	}
-	return "pending"
 }
 
 // queue is what a controller needs of its work queue; *workqueue.Queue is
@@ -333,7 +291,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	for i := range c.opts.Workers {
 		wg.Go(func() { c.worker(workCtx, i+1) })
 	}
-	c.startClusters(ctx)
+	if c.remote != nil {
+		c.remote.Start(ctx)
+	}
 	c.log.Info("controller started", "workers", c.opts.Workers) // caches synced: the one line a healthy controller logs
 	<-ctx.Done()
 
@@ -424,15 +384,12 @@ func (c *Controller) dispatch(ctx context.Context, req reconcile.Request, reason
 		// A key of another cluster: reconciled while the controller
 		// watches that cluster, on a context that ends with its
 		// engagement; dropped otherwise.
-		b := c.binding(req.Cluster)
-		if b == nil {
+		ctx, done, ok := c.remote.Context(ctx, req.Cluster)
+		defer done()
+		if !ok {
 			c.queue.Forget(req)
 			return
 		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(cluster.NewContext(ctx, b.cluster))
-		defer cancel()
-		defer b.track(&cancel)() // cancelled when the cluster is disengaged
 		c.reconcileOne(ctx, req, reason, worker)
 		return
 	}

@@ -188,6 +188,21 @@ var rules = []struct {
 		forbidden: []string{module + "/framework/internal/metrics"},
 	},
 	{
+		name:      "framework/internal/binding, a controller's sources bound to each engaged cluster, sits below framework: of converge it imports cluster and what cluster imports, never the manager, its other rooms, workqueue or declarative; framework binds its sources through binding.Source",
+		from:      []string{"framework/internal/binding"},
+		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/framework/fake", module + "/framework/webhook", module + "/framework/introspect", module + "/framework/internal/metrics", module + "/framework/internal/shard", module + "/framework/internal/ring", module + "/framework/internal/adapter", module + "/workqueue", module + "/declarative"},
+	},
+	{
+		name:      "framework/internal/adapter, an ObjectReconciler as a Reconciler, sits below framework: of converge it imports only informers (whose readers it is handed), object and reconcile",
+		from:      []string{"framework/internal/adapter"},
+		forbidden: []string{module + "/framework/...", module + "/client", module + "/cluster", module + "/workqueue", module + "/declarative", module + "/internal/errtext", module + "/internal/klogcap"},
+	},
+	{
+		name:      "only framework binds clusters and adapts object reconcilers: no package beside or below it imports framework/internal/binding or framework/internal/adapter",
+		from:      []string{"framework/controllerutil", "framework/webhook", "framework/fake", "framework/envtest", "framework/introspect", "framework/internal/history", "framework/internal/reconcilelog", "framework/internal/recorder", "framework/internal/served", "framework/internal/ring", "framework/internal/serving", "framework/internal/shard", "framework/internal/syncgc", "framework/internal/metrics", "cluster/...", "informers", "workqueue", "client"},
+		forbidden: []string{module + "/framework/internal/binding", module + "/framework/internal/adapter"},
+	},
+	{
 		name:      "framework/webhook holds handlers only: it may import object and framework/internal/serving, never the manager, the client, declarative or the test control plane",
 		from:      []string{"framework/webhook"},
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/client", module + "/declarative", module + "/informers", module + "/workqueue", module + "/reconcile"},
