@@ -2,7 +2,7 @@
 // package holds no code; it maps the packages a controller author uses.
 // Imports go one way: reconcile, object, lease and sharding, then
 // workqueue and informers (which never import each other), then client,
-// then framework, then declarative; test/layering checks it. The one exception is
+// then cluster, then framework, then declarative; test/layering checks it. The one exception is
 // internal/testenv, test support that imports framework: only _test.go files
 // may import it, which test/layering checks too.
 // internal/hooks lets framework and declarative call the few functions
@@ -55,6 +55,18 @@
 // the cache cannot serve. Writes are fenced (refused once the manager says
 // so) and every error names the object.
 //
+// # Clusters
+//
+// Package cluster is the clusters a manager talks to: a Cluster is one API
+// server with its cache, client, API reader, REST mapper and health; the Set
+// is the registry of the engaged ones, the manager's own (named "") among
+// them; Providers engage and disengage the others, and cluster.From(ctx)
+// is the cluster of a reconcile's request (reconcile.Request.Cluster).
+// Engagement never blocks a provider, and a disengaged cluster's client
+// refuses writes (ErrDisengaged). Packages cluster/secrets (kubeconfig
+// Secrets) and cluster/namespaces (each namespace a cluster, for tests) are
+// providers; they import cluster and informers, never framework.
+//
 // # Managers and controllers
 //
 // Package framework holds the Manager (cache, client, lifecycle), the
@@ -75,6 +87,17 @@
 // sharding only through its gate (shard.Gate), nil when it is not
 // sharded. framework/internal/syncgc raises GOGC while
 // caches first sync, for the manager and the ring.
+//
+// A controller of many clusters (ControllerOptions.Clusters) keeps its
+// sources bound to each engaged cluster other than the manager's own in
+// framework/internal/binding (binding.Set, a listener of the manager's
+// cluster.Set): it binds them at engagement, runs the cluster's flow of the
+// queue once they synced and while the cluster is healthy, and drops the
+// cluster's keys and cancels its reconciles at disengagement; framework's
+// binding.go hands it the sources through binding.Source.
+// framework/internal/adapter turns an ObjectReconciler into the Reconciler
+// the workers call, reading each key's object from its cluster's cache and
+// keeping the tombstones a DeletionReconciler is handed.
 //
 // Five more rooms below framework, each imported only by it, hold one
 // concept each: framework/internal/history keeps each controller's recent

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework/internal/adapter"
+	"github.com/converge-dev/converge/framework/internal/binding"
 	"github.com/converge-dev/converge/framework/internal/history"
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/informers"
@@ -160,10 +162,11 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	mgr := b.mgr
 	opts := b.opts.withDefaults(mgr)
 	c := &Controller{
-		name: b.name,
-		mgr:  mgr,
-		opts: opts,
-		log:  opts.Logger.WithValues("controller", b.name),
+		name:  b.name,
+		mgr:   mgr,
+		opts:  opts,
+		log:   opts.Logger.WithValues("controller", b.name),
+		local: mgr.clusters.Local(),
 	}
 	// Bind every source first: binding can fail (a kind missing from the
 	// scheme), and a failed build must leave nothing behind.
@@ -181,24 +184,40 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		return nil, err
 	}
 	b.instrument(c)
-	q := workqueue.New(workqueue.Options[reconcile.Request]{
+	qopts := workqueue.Options[reconcile.Request]{
 		Name:            b.name,
 		RateLimiter:     opts.RateLimiter,
 		MetricsProvider: mgr.metrics.Queue,
-	})
+	}
+	if opts.Clusters.Remote {
+		qopts.Flow, qopts.FlowLimit = clusterFlow, max(1, opts.Workers-1)
+	}
+	q := workqueue.New(qopts)
 	c.queue, target.queue = q, q
 	pb.queued(func(fn func(reconcile.Request, reconcile.Reason)) { hooks.Owed(q, fn) })
 
+	var tombstones func(cluster string) func(T)
 	if byObject != nil {
-		adapter := &objectAdapter[T]{reader: pb.reader(), r: byObject}
-		if d, ok := byObject.(reconcile.DeletionReconciler[T]); ok {
-			adapter.deleted = d
-			adapter.tombstones = map[reconcile.Request]T{}
-			pb.keepTombstones(adapter.remember)
+		local := pb.reader()
+		a := adapter.New(byObject, func(name string) informers.Reader[T] {
+			if name == "" {
+				return local
+			}
+			if b := c.remote.Get(name); b != nil {
+				return b.Reader.(informers.Reader[T])
+			}
+			return nil
+		})
+		if remember := a.Remember(""); remember != nil {
+			pb.keepTombstones(remember)
+			tombstones = a.Remember
 		}
-		byKey = adapter
+		byKey = a
 	}
 	c.reconciler = byKey
+	if opts.Clusters.Remote {
+		c.remote = binding.New(bindRemote(c, primary, b.sources, tombstones), q, c.log)
+	}
 	if err := pb.register(); err != nil {
 		return nil, b.fail(err)
 	}
@@ -207,6 +226,9 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		return nil, b.fail(err)
 	}
 	mgr.addInspected(c)
+	if opts.Clusters.Remote {
+		mgr.clusters.Subscribe(c.remote)
+	}
 	return c, nil
 }
 

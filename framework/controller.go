@@ -16,9 +16,10 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
+	"github.com/converge-dev/converge/cluster"
+	"github.com/converge-dev/converge/framework/internal/binding"
 	"github.com/converge-dev/converge/framework/internal/history"
 	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
@@ -98,6 +99,18 @@ type ControllerOptions struct {
 	// election).
 	Sharded bool
 
+	// Clusters says which of the manager's engaged clusters (package
+	// cluster) the controller watches and reconciles. With Remote, each
+	// engaged cluster's keys form a flow of the queue (workqueue.Options.
+	// Flow): a cluster's keys wait until its informers synced, workers
+	// hold at most max(1, Workers-1) keys of one cluster at once so
+	// another cluster always gets a worker, and a disengaged cluster's
+	// keys are dropped. A reconcile finds its cluster with cluster.From,
+	// and runs on a context cancelled when that cluster is disengaged. It
+	// cannot be combined with Sharded. Zero means the manager's own
+	// cluster only.
+	Clusters cluster.Scope
+
 	// HistoryKeys is how many keys the controller remembers the last five
 	// reconciles of (start, duration, reason, result, error text cut to 512
 	// bytes, requeue-after, NoteBlocked's Blocker), for the manager's debug
@@ -129,6 +142,9 @@ func (o ControllerOptions) validate() error {
 	}
 	if o.ResyncPeriod > 0 && o.ResyncPeriod < informers.MinResyncPeriod {
 		errs = append(errs, fmt.Errorf("ControllerOptions.ResyncPeriod must be at least %v (or negative for none), got %v", informers.MinResyncPeriod, o.ResyncPeriod))
+	}
+	if o.Sharded && o.Clusters.Remote {
+		errs = append(errs, errors.New("ControllerOptions.Sharded and Clusters.Remote cannot be combined: a sharded controller reads the manager's own cluster only"))
 	}
 	if o.ReconcileTimeout < 0 {
 		errs = append(errs, fmt.Errorf("ControllerOptions.ReconcileTimeout must not be negative, got %v", o.ReconcileTimeout))
@@ -178,17 +194,13 @@ type Controller struct {
 	mu sync.Mutex
 	// inflight holds the reconciles running now, by ID; mu guards it.
 	inflight map[uint64]inflightReconcile
-}
 
-// primaryInformer is what the debug pages read of the informer of the kind
-// a controller reconciles: an *informers.Informer[T] for the builder's T.
-type primaryInformer interface {
-	fmt.Stringer
-	Contains(key types.NamespacedName) bool
-	HasSynced() bool
-	Relists() int64
-	Health() error
-	Len() int
+	// local is the manager's own cluster, which From returns in its
+	// reconciles; set by the builder.
+	local *cluster.Cluster
+	// remote are the controller's bindings to the engaged clusters other
+	// than the manager's own; nil unless ControllerOptions.Clusters.Remote.
+	remote *binding.Set
 }
 
 // inflightReconcile is a reconcile that has begun and not returned.
@@ -196,28 +208,6 @@ type inflightReconcile struct {
 	req    reconcile.Request
 	begun  time.Time
 	worker int
-}
-
-// controllerPhase is where a controller is in its life.
-type controllerPhase int32
-
-const (
-	phasePending controllerPhase = iota // built; the manager has not started it (not started, or not leading)
-	phaseSyncing                        // started; waiting for its informers to sync
-	phaseRunning                        // workers run
-	phaseStopped                        // Start returned
-)
-
-func (p controllerPhase) String() string {
-	switch p {
-	case phaseSyncing:
-		return "syncing"
-	case phaseRunning:
-		return "running"
-	case phaseStopped:
-		return "stopped"
-	}
-	return "pending"
 }
 
 // queue is what a controller needs of its work queue; *workqueue.Queue is
@@ -270,8 +260,12 @@ func (c *Controller) Start(ctx context.Context) error {
 	defer c.queue.ShutDown() // also when Start returns before its workers run
 	c.phase.Store(int32(phaseSyncing))
 	defer c.phase.Store(int32(phaseStopped))
+	srcCtx := ctx
+	if c.local != nil {
+		srcCtx = cluster.NewContext(ctx, c.local)
+	}
 	for _, s := range c.sources {
-		reg, err := s.start(ctx)
+		reg, err := s.start(srcCtx)
 		if err != nil {
 			return fmt.Errorf("controller %q: %w", c.name, err)
 		}
@@ -296,6 +290,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.phase.Store(int32(phaseRunning))
 	for i := range c.opts.Workers {
 		wg.Go(func() { c.worker(workCtx, i+1) })
+	}
+	if c.remote != nil {
+		c.remote.Start(ctx)
 	}
 	c.log.Info("controller started", "workers", c.opts.Workers) // caches synced: the one line a healthy controller logs
 	<-ctx.Done()
@@ -383,6 +380,22 @@ const shardRetry = 100 * time.Millisecond
 // sharded controller reconciles req when its bucket is served here, on a
 // context fenced by the bucket, and drops keys of buckets held elsewhere.
 func (c *Controller) dispatch(ctx context.Context, req reconcile.Request, reason reconcile.Reason, worker int) {
+	if req.Cluster != "" {
+		// A key of another cluster: reconciled while the controller
+		// watches that cluster, on a context that ends with its
+		// engagement; dropped otherwise.
+		ctx, done, ok := c.remote.Context(ctx, req.Cluster)
+		defer done()
+		if !ok {
+			c.queue.Forget(req)
+			return
+		}
+		c.reconcileOne(ctx, req, reason, worker)
+		return
+	}
+	if c.local != nil {
+		ctx = cluster.NewContext(ctx, c.local)
+	}
 	if c.shard != nil {
 		gated, done, d := c.shard.Admit(ctx, req)
 		switch d {

@@ -80,7 +80,7 @@ func ExampleBuilder_CompleteByKey() {
 	err = framework.NewBuilder[*corev1.Service](mgr, "services", framework.ControllerOptions{}).
 		CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 			var svc corev1.Service
-			if err := c.Get(ctx, types.NamespacedName(req), &svc); err != nil {
+			if err := c.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, &svc); err != nil {
 				return reconcile.Result{}, err
 			}
 			return reconcile.Result{}, nil

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -110,7 +111,7 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) introspect.
 		History:         []introspect.ReconcileRecord{},
 	}
 	if c.primary != nil {
-		s.Cached = c.primary.Contains(types.NamespacedName(req))
+		s.Cached = c.primary.Contains(types.NamespacedName{Namespace: req.Namespace, Name: req.Name})
 		s.Informer = informers.InformerStats{Description: c.primary.String(), Kind: c.kind, Objects: c.primary.Len(), Synced: c.primary.HasSynced(), Relists: c.primary.Relists(), Err: c.primary.Health()}
 	}
 	if !s.Cached && c.mgr != nil {
@@ -187,4 +188,37 @@ func (c *Controller) notConvergedCandidates() []introspect.Moved {
 		return cmp.Or(cmp.Compare(a.Key.Namespace, b.Key.Namespace), cmp.Compare(a.Key.Name, b.Key.Name))
 	})
 	return out
+}
+
+// primaryInformer is what the debug pages read of the informer of the kind
+// a controller reconciles: an *informers.Informer[T] for the builder's T.
+type primaryInformer interface {
+	fmt.Stringer
+	Contains(key types.NamespacedName) bool
+	HasSynced() bool
+	Relists() int64
+	Health() error
+	Len() int
+}
+
+// controllerPhase is where a controller is in its life.
+type controllerPhase int32
+
+const (
+	phasePending controllerPhase = iota // built; the manager has not started it (not started, or not leading)
+	phaseSyncing                        // started; waiting for its informers to sync
+	phaseRunning                        // workers run
+	phaseStopped                        // Start returned
+)
+
+func (p controllerPhase) String() string {
+	switch p {
+	case phaseSyncing:
+		return "syncing"
+	case phaseRunning:
+		return "running"
+	case phaseStopped:
+		return "stopped"
+	}
+	return "pending"
 }

@@ -189,6 +189,12 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("framework: start manager: %w", err)
 	}
 	m.synced.Store(true)
+	// The manager's own cluster is engaged now that its cache synced; the
+	// providers engage the others. They are disengaged (deferred) after
+	// the controllers stopped, and before the cache stops.
+	clusters := newGroup(base, m.runErr)
+	clusters.start(RunnableFunc(m.clusters.Run))
+	defer clusters.stop(0)
 
 	stopRunnables := m.startRunnables(base)
 	leaveRing, err := m.startRing(base)

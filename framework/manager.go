@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/recorder"
 	"github.com/converge-dev/converge/framework/internal/ring"
@@ -25,7 +27,6 @@ import (
 	"github.com/converge-dev/converge/framework/internal/shard"
 	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/informers"
-	"github.com/converge-dev/converge/internal/klogcap"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/sharding"
 )
@@ -68,16 +69,19 @@ func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 //
 // Build controllers with NewBuilder, then call Start once.
 type Manager struct {
-	opts    Options
-	cfg     *rest.Config
-	mapper  meta.RESTMapper
-	cache   *informers.Cache
-	client  *client.Client
-	api     *client.APIReader
-	log     logr.Logger
-	metrics *metrics.Metrics
-	http    *http.Client
-	events  events.EventBroadcaster
+	opts   Options
+	cfg    *rest.Config
+	mapper meta.RESTMapper
+	cache  *informers.Cache
+	client *client.Client
+	api    *client.APIReader
+	// clusters are the engaged clusters: the manager's own, whose cache,
+	// client and API reader are the three above, and its providers'.
+	clusters *cluster.Set
+	log      logr.Logger
+	metrics  *metrics.Metrics
+	http     *http.Client
+	events   events.EventBroadcaster
 	// notFound tells the sources made by WhenServed of a list or watch of
 	// their kind that found no such resource.
 	notFound *served.Signals
@@ -177,15 +181,10 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	notFound := &served.Signals{}
 	cacheOpts.OnRequestError = countRequestErrors(mets, notFound, cacheOpts.OnRequestError)
 	cacheOpts.OnUnwatchedRead = mets.NoteUnwatchedReads(opts.Logger, cacheOpts.OnUnwatchedRead)
-	c, err := informers.New(cfg, cacheOpts)
-	if err != nil {
-		return nil, err
-	}
 	m := &Manager{
 		opts:         opts,
 		cfg:          cfg,
 		mapper:       mapper,
-		cache:        c,
 		log:          opts.Logger,
 		names:        map[string]bool{},
 		healthChecks: map[string]Check{},
@@ -198,8 +197,17 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		elected:      make(chan struct{}),
 		lost:         make(chan struct{}),
 	}
-	m.metrics.CacheStats, m.metrics.SharedBytes = c.Stats, c.SharedBytes
-	if err := m.newClients(); err != nil {
+	// The manager's own cluster is built, and engaged, like any other.
+	local, err := cluster.New(cluster.Target{Name: "", Config: cfg, Source: "the manager's configuration"}, cacheOpts, m.allowWrite)
+	if err != nil {
+		return nil, err
+	}
+	m.cache, m.client, m.api = local.Cache(), local.Client(), local.APIReader()
+	m.metrics.CacheStats, m.metrics.SharedBytes = m.cache.Stats, m.cache.SharedBytes
+	if m.clusters, err = cluster.NewSet(local, m.clusterOptions()); err != nil {
+		return nil, fmt.Errorf("framework: Options.Clusters: %w", err)
+	}
+	if err := m.newEvents(); err != nil {
 		return nil, err
 	}
 	if opts.Sharding.Ring != "" {
@@ -246,19 +254,8 @@ func countRequestErrors(mets *metrics.Metrics, notFound *served.Signals, user fu
 	}
 }
 
-// newClients makes m's client, API reader and event broadcaster.
-func (m *Manager) newClients() error {
-	// No Config: the client and the API reader send their requests with
-	// the cache's REST clients, one per group version for the whole manager.
-	copts := client.Options{Scheme: m.opts.Scheme, Mapper: m.mapper, Cache: m.cache, RequestLogger: klogcap.Logger}
-	var err error
-	if m.api, err = client.NewAPIReader(copts); err != nil {
-		return fmt.Errorf("framework: %w", err)
-	}
-	copts.Fence = m.allowWrite
-	if m.client, err = client.New(copts); err != nil {
-		return fmt.Errorf("framework: %w", err)
-	}
+// newEvents makes m's event broadcaster.
+func (m *Manager) newEvents() error {
 	ev, err := eventsv1.NewForConfigAndClient(m.cfg, m.http)
 	if err != nil {
 		return fmt.Errorf("framework: events client for %s: %w", m.cfg.Host, err)
@@ -305,6 +302,39 @@ func (m *Manager) Scheme() *runtime.Scheme { return m.opts.Scheme }
 // RESTMapper returns the manager's REST mapper: Options.Cache.Mapper, else
 // one backed by discovery.
 func (m *Manager) RESTMapper() meta.RESTMapper { return m.mapper }
+
+// Clusters returns the set of engaged clusters: the manager's own, named
+// "" (whose cache, client and API reader are Cache, Client and APIReader),
+// and those the providers of Options.Clusters engage.
+func (m *Manager) Clusters() *cluster.Set { return m.clusters }
+
+// clusterOptions are the options of m's Set: Options.Clusters, with the
+// template of remote caches made from Options.Cache when it is zero, the
+// manager's write fence before the options' own, and a logger.
+func (m *Manager) clusterOptions() cluster.Options {
+	o := m.opts.Clusters
+	if reflect.ValueOf(o.Cache).IsZero() {
+		o.Cache = m.opts.Cache
+		o.Cache.Mapper, o.Cache.HTTPClient, o.Cache.OnRequestError = nil, nil, nil
+	}
+	if o.Cache.Scheme == nil {
+		o.Cache.Scheme = m.opts.Scheme
+	}
+	user := o.Fence
+	o.Fence = func() error {
+		if err := m.allowWrite(); err != nil {
+			return err
+		}
+		if user != nil {
+			return user()
+		}
+		return nil
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = m.log.WithName("clusters")
+	}
+	return o
+}
 
 // Cache returns the shared cache.
 func (m *Manager) Cache() *informers.Cache { return m.cache }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework/internal/syncgc"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/lease"
@@ -51,6 +52,16 @@ type Options struct {
 	// (informers.NewRESTMapper) and an HTTP client built from the
 	// rest.Config.
 	Cache informers.Options
+
+	// Clusters configures the clusters the manager talks to besides its
+	// own: the providers that discover them, and how they are engaged
+	// (see package cluster). Controllers watch them when their
+	// ControllerOptions.Clusters says so. Its Cache, when zero, is
+	// Options.Cache without its Mapper, HTTPClient and OnRequestError;
+	// its Fence is asked after the manager's own (leadership, stop); its
+	// Logger, when zero, is the manager's. Zero means the manager's own
+	// cluster only.
+	Clusters cluster.Options
 
 	// LeaderElection makes the processes of one deployment elect a leader
 	// that alone runs the controllers, while the others keep warm caches.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
@@ -58,11 +59,14 @@ var _ sourceInformer = (*informers.Informer[object.Object])(nil)
 
 // watchTarget is what a source needs from the controller that watches it.
 type watchTarget struct {
-	mgr   *Manager
-	name  string // controller name
-	owner schema.GroupVersionKind
-	queue workqueue.Enqueuer[reconcile.Request]
-	log   logr.Logger
+	mgr *Manager
+	// cluster is the engaged cluster the sources read, nil for the
+	// manager's own; its requests name it.
+	cluster *cluster.Cluster
+	name    string // controller name
+	owner   schema.GroupVersionKind
+	queue   workqueue.Enqueuer[reconcile.Request]
+	log     logr.Logger
 	// ownerScope caches whether owner is namespaced: 0 unknown, 1 yes, 2 no.
 	ownerScope atomic.Int32
 }
@@ -83,6 +87,9 @@ type kindSource[C object.Object] struct {
 	// sameNamespace is set by SameNamespace: mapFn returns requests in
 	// the namespace of the object it maps only.
 	sameNamespace bool
+	// toLocal is set by ToLocal: the requests of a Map function are in the
+	// manager's own cluster, whatever the cluster of the event.
+	toLocal bool
 	// resync is the listener's own resync period (ControllerOptions.
 	// ResyncPeriod): zero for the cache's period for the kind, negative for
 	// none.
@@ -130,6 +137,11 @@ func OwnedByAny[C object.Object](example C, preds ...Predicate[C]) Source {
 // Map watches objects of type C and enqueues the requests fn returns for each
 // event (for a deletion, fn sees the last state). fn runs on the informer's
 // event goroutine: keep it fast and read only from the cache.
+//
+// cluster.From(ctx) is the cluster of the event. A request fn returns with
+// an empty Cluster is in that cluster, so a function written for one
+// cluster serves every cluster a controller watches (ControllerOptions.
+// Clusters); a request naming a cluster is in that one.
 func Map[C object.Object](fn func(ctx context.Context, obj C) []reconcile.Request, preds ...Predicate[C]) Source {
 	return &kindSource[C]{preds: preds, mapFn: fn, mapper: true}
 }
@@ -152,6 +164,27 @@ func SameNamespace(src Source) Source {
 		return src
 	}
 	return s.withSameNamespace()
+}
+
+// ToLocal marks src, a source built by Map, as one whose requests are in
+// the manager's own cluster, whatever cluster its events come from: a
+// controller of many clusters (ControllerOptions.Clusters) then reconciles
+// an object of its own cluster when an object it maps from changes in
+// another. Without it, a request the function returns with an empty
+// Cluster is in the cluster of the event. Other sources are returned as
+// they are.
+func ToLocal(src Source) Source {
+	s, ok := src.(interface{ withToLocal() Source })
+	if !ok {
+		return src
+	}
+	return s.withToLocal()
+}
+
+func (s *kindSource[C]) withToLocal() Source {
+	cp := *s
+	cp.toLocal = s.mapper
+	return &cp
 }
 
 func (s *kindSource[C]) withSameNamespace() Source {
@@ -291,7 +324,11 @@ func (s *kindSource[C]) bindKind(w *watchTarget) (*boundKind[C], error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch %v: %w", describeType(example), err)
 	}
-	inf, err := informers.ForObject(w.mgr.cache, example, sel)
+	c := w.mgr.cache
+	if w.cluster != nil {
+		c = w.cluster.Cache()
+	}
+	inf, err := informers.ForObject(c, example, sel)
 	if err != nil {
 		return nil, fmt.Errorf("watch %v: %w", describeType(example), err)
 	}
@@ -340,6 +377,10 @@ func (b *boundKind[C]) listener(ctx context.Context) informers.ListenerFuncs[C] 
 			w.add(requestFor(e.Object), replay)
 		case s.mapFn != nil:
 			for _, req := range s.mapFn(ctx, e.Object) {
+				if s.toLocal {
+					w.addLocal(req, replay) // in the manager's own cluster
+					continue
+				}
 				if b.bucket && req.Namespace != e.Object.GetNamespace() && b.strayed.CompareAndSwap(false, true) {
 					w.log.Info("a source read per bucket (SameNamespace) mapped an object to a request in another namespace: this member sees only the events of its buckets' namespaces, so it may miss changes behind such requests",
 						"source", b.String(), "object", cache.NewObjectName(e.Object.GetNamespace(), e.Object.GetName()).String(), "request", req.String())
@@ -434,7 +475,17 @@ func (s *kindSource[C]) handlerOptions() cache.HandlerOptions {
 }
 
 // add queues req: behind real changes when it only replays cached state.
+// A request that names no cluster is in the cluster of the event.
 func (w *watchTarget) add(req reconcile.Request, replay bool) {
+	if w.cluster != nil && req.Cluster == "" {
+		req.Cluster = w.cluster.Name()
+	}
+	w.addLocal(req, replay)
+}
+
+// addLocal queues req as it is: a request that names no cluster is in the
+// manager's own.
+func (w *watchTarget) addLocal(req reconcile.Request, replay bool) {
 	if replay {
 		w.queue.AddReplay(req)
 	} else {
@@ -496,7 +547,11 @@ func (w *watchTarget) ownerNamespaced() bool {
 	case 2:
 		return false
 	}
-	m, err := w.mgr.mapper.RESTMapping(w.owner.GroupKind(), w.owner.Version)
+	mapper := w.mgr.mapper
+	if w.cluster != nil {
+		mapper = w.cluster.RESTMapper()
+	}
+	m, err := mapper.RESTMapping(w.owner.GroupKind(), w.owner.Version)
 	if err != nil {
 		return true // unknown yet: most kinds are namespaced; not cached
 	}

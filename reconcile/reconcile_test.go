@@ -17,6 +17,8 @@ func TestRequestString(t *testing.T) {
 	}{
 		{reconcile.Request{Namespace: "ns", Name: "a"}, "ns/a"},
 		{reconcile.Request{Name: "node-1"}, "node-1"},
+		{reconcile.Request{Cluster: "edge-1", Namespace: "ns", Name: "a"}, "edge-1:ns/a"},
+		{reconcile.Request{Cluster: "edge-1", Name: "node-1"}, "edge-1:node-1"},
 	} {
 		if got := tc.req.String(); got != tc.want {
 			t.Errorf("%#v.String() = %q, want %q", tc.req, got, tc.want)

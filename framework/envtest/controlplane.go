@@ -232,14 +232,29 @@ func (lp *localPlane) stopAll() error {
 // certificate, as Start and AddUser make them), for processes that take
 // --kubeconfig. A bearer token in cfg is written too.
 func WriteKubeconfig(path string, cfg *rest.Config) error {
+	if err := clientcmd.WriteToFile(*kubeconfig(cfg), path); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
+
+// Kubeconfig returns the kubeconfig WriteKubeconfig writes, as YAML: every
+// certificate embedded, no file named, so it can travel in a Secret.
+func Kubeconfig(cfg *rest.Config) ([]byte, error) {
+	data, err := clientcmd.Write(*kubeconfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig for %s: %w", cfg.Host, err)
+	}
+	return data, nil
+}
+
+// kubeconfig is cfg as a kubeconfig of one context.
+func kubeconfig(cfg *rest.Config) *clientcmdapi.Config {
 	const name = "converge-envtest"
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos[adminUser] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
 	kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: adminUser, Namespace: "default"}
 	kc.CurrentContext = name
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		return fmt.Errorf("write kubeconfig %s: %w", path, err)
-	}
-	return nil
+	return kc
 }

@@ -81,7 +81,8 @@
 //     answers (as=PartialObjectMetadata[List]) for the metadata client.
 //     Requests may be sent as JSON, YAML (apply) or protobuf.
 //   - Discovery (/api, /apis and each group version) for the kinds of
-//     Options.Scheme, enough for converge's RESTMapper.
+//     Options.Scheme, enough for converge's RESTMapper; /readyz, /livez and
+//     /healthz answer ok (the probes of a cluster's engagement).
 //
 // # What is not
 //

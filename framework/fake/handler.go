@@ -53,6 +53,10 @@ func (s *Server) routes() http.Handler {
 		case len(segs) == 1 && segs[0] == "version":
 			s.serveVersion(w)
 			return
+		case len(segs) == 1 && (segs[0] == "readyz" || segs[0] == "livez" || segs[0] == "healthz"):
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write([]byte("ok"))
+			return
 		case len(segs) == 1 && segs[0] == "api":
 			s.serveAPIVersions(w)
 			return

@@ -1,6 +1,6 @@
 // Package layering checks that converge's packages import one way:
 // reconcile, object, lease and sharding (leaves) → workqueue and informers (siblings) →
-// client → framework → declarative, that the test helpers stay out of the library, and that
+// client → cluster → framework → declarative, that the test helpers stay out of the library, and that
 // nothing depends on controller-runtime.
 package layering
 
@@ -68,6 +68,16 @@ var rules = []struct {
 		forbidden: []string{module + "/framework/...", module + "/declarative"},
 	},
 	{
+		name:      "cluster sits between client and framework: the clusters a manager talks to are built of informers and client, never of workqueue, the manager, declarative or the test helpers",
+		from:      []string{"cluster/..."},
+		forbidden: []string{module + "/workqueue", module + "/framework/...", module + "/declarative", module + "/internal/testenv", module + "/internal/testapi"},
+	},
+	{
+		name:      "the layers below cluster never import it: workqueue, informers and client know nothing of many clusters",
+		from:      []string{"workqueue", "informers", "client", "object", "sharding", "lease", "internal/hooks", "internal/restset"},
+		forbidden: []string{module + "/cluster/..."},
+	},
+	{
 		name:      "framework never imports the test control plane, the examples, or declarative above it",
 		from:      []string{"framework", "framework/controllerutil"},
 		forbidden: []string{module + "/framework/envtest", module + "/examples/...", module + "/declarative"},
@@ -79,7 +89,7 @@ var rules = []struct {
 	},
 	{
 		name:      "the library never imports the fake API server: it is for tests",
-		from:      []string{"client", "informers", "object", "reconcile", "workqueue", "framework", "framework/controllerutil", "framework/envtest", "framework/introspect", "declarative"},
+		from:      []string{"client", "informers", "object", "reconcile", "workqueue", "cluster/...", "framework", "framework/controllerutil", "framework/envtest", "framework/introspect", "declarative"},
 		forbidden: []string{module + "/framework/fake"},
 	},
 	{
@@ -176,6 +186,21 @@ var rules = []struct {
 		name:      "only framework exports a manager's series: no package beside or below it imports framework/internal/metrics",
 		from:      []string{"framework/controllerutil", "framework/webhook", "framework/fake", "framework/envtest", "framework/introspect", "framework/internal/history", "framework/internal/reconcilelog", "framework/internal/recorder", "framework/internal/served", "framework/internal/ring", "framework/internal/serving", "framework/internal/shard", "framework/internal/syncgc", "informers", "workqueue", "client"},
 		forbidden: []string{module + "/framework/internal/metrics"},
+	},
+	{
+		name:      "framework/internal/binding, a controller's sources bound to each engaged cluster, sits below framework: of converge it imports cluster and what cluster imports, never the manager, its other rooms, workqueue or declarative; framework binds its sources through binding.Source",
+		from:      []string{"framework/internal/binding"},
+		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/framework/envtest", module + "/framework/fake", module + "/framework/webhook", module + "/framework/introspect", module + "/framework/internal/metrics", module + "/framework/internal/shard", module + "/framework/internal/ring", module + "/framework/internal/adapter", module + "/workqueue", module + "/declarative"},
+	},
+	{
+		name:      "framework/internal/adapter, an ObjectReconciler as a Reconciler, sits below framework: of converge it imports only informers (whose readers it is handed), object and reconcile",
+		from:      []string{"framework/internal/adapter"},
+		forbidden: []string{module + "/framework/...", module + "/client", module + "/cluster", module + "/workqueue", module + "/declarative", module + "/internal/errtext", module + "/internal/klogcap"},
+	},
+	{
+		name:      "only framework binds clusters and adapts object reconcilers: no package beside or below it imports framework/internal/binding or framework/internal/adapter",
+		from:      []string{"framework/controllerutil", "framework/webhook", "framework/fake", "framework/envtest", "framework/introspect", "framework/internal/history", "framework/internal/reconcilelog", "framework/internal/recorder", "framework/internal/served", "framework/internal/ring", "framework/internal/serving", "framework/internal/shard", "framework/internal/syncgc", "framework/internal/metrics", "cluster/...", "informers", "workqueue", "client"},
+		forbidden: []string{module + "/framework/internal/binding", module + "/framework/internal/adapter"},
 	},
 	{
 		name:      "framework/webhook holds handlers only: it may import object and framework/internal/serving, never the manager, the client, declarative or the test control plane",

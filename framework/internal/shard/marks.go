@@ -76,7 +76,7 @@ func (p *Primary[T]) marksOf(reads map[int]*bucketRead[T]) map[int]string {
 		}
 	}
 	for _, req := range owed {
-		key := types.NamespacedName(req)
+		key := types.NamespacedName{Namespace: req.Namespace, Name: req.Name}
 		b, ok := p.shards.BucketOf(key)
 		mark, marked := marks[b]
 		if !ok || !marked {

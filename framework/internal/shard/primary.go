@@ -461,7 +461,7 @@ func (p *Primary[T]) enter(req reconcile.Request) (int, Dispatch) {
 // the object (see bucketReader.BucketOf), or for one deleted by UID from its
 // delete event.
 func (p *Primary[T]) bucketOf(req reconcile.Request) (int, bool) {
-	if b, ok := p.shards.BucketOf(types.NamespacedName(req)); ok {
+	if b, ok := p.shards.BucketOf(types.NamespacedName{Namespace: req.Namespace, Name: req.Name}); ok {
 		return b, true
 	}
 	p.mu.Lock()
@@ -488,7 +488,7 @@ func (p *Primary[T]) exit(req reconcile.Request, b int) {
 	defer p.mu.Unlock()
 	p.inflight[b]--
 	if gb, ok := p.gone[req]; ok && gb == b {
-		if rd := p.reads[b]; rd == nil || !rd.inf.Contains(types.NamespacedName(req)) {
+		if rd := p.reads[b]; rd == nil || !rd.inf.Contains(types.NamespacedName{Namespace: req.Namespace, Name: req.Name}) {
 			delete(p.gone, req)
 		}
 	}

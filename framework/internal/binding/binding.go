@@ -1,0 +1,283 @@
+// Package binding keeps the sources of a controller of many clusters
+// bound to each engaged cluster other than the manager's own: it hears the
+// manager's cluster.Set (a Set is its Listener and HealthListener), binds
+// the controller's sources to a cluster's cache when it is engaged, hands
+// the cluster's keys to the workers (its flow of the queue) once their
+// informers synced and while the cluster is healthy, and at
+// disengagement drops its keys, cancels its reconciles in flight and
+// removes its listeners. The framework hands in how to bind the sources
+// (a Bind function) and the queue's flows; the manager's own cluster is
+// bound by the framework's builder, never here.
+package binding
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/converge-dev/converge/cluster"
+)
+
+// Source is one of a controller's sources bound to one cluster's cache.
+type Source interface {
+	fmt.Stringer
+	// Start registers the source's listener; its events then flow into
+	// the controller's queue.
+	Start(ctx context.Context) (cache.ResourceEventHandlerRegistration, error)
+	// WaitForSync waits until the source's informer synced or ctx ends.
+	WaitForSync(ctx context.Context) error
+	// RemoveListener removes a listener Start registered.
+	RemoveListener(reg cache.ResourceEventHandlerRegistration) error
+}
+
+// Binding is a controller's sources bound to the cache of one engaged
+// cluster.
+type Binding struct {
+	Cluster *cluster.Cluster
+	Sources []Source
+	// Reader reads the primary kind in the cluster: an
+	// informers.Reader[T] for the controller's T.
+	Reader any
+
+	// regs are the sources' listener registrations, once started.
+	regs []cache.ResourceEventHandlerRegistration
+	// stop cancels the context the sources were started on.
+	stop context.CancelFunc
+	// synced is set once the sources' informers synced, unhealthy while
+	// the cluster is unhealthy; the Set's mu guards both. The cluster's
+	// flow runs when synced and not unhealthy.
+	synced, unhealthy bool
+
+	mu sync.Mutex
+	// running holds the cancel functions of the cluster's reconciles in
+	// flight; gone is set once the cluster was disengaged. mu guards both.
+	running map[*context.CancelFunc]struct{}
+	gone    bool
+}
+
+// track runs cancel, the cancellation of one of the cluster's reconciles,
+// when the cluster is disengaged (at once if it was), until untrack.
+func (b *Binding) track(cancel *context.CancelFunc) (untrack func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gone {
+		(*cancel)()
+		return func() {}
+	}
+	if b.running == nil {
+		b.running = map[*context.CancelFunc]struct{}{}
+	}
+	b.running[cancel] = struct{}{}
+	return func() {
+		b.mu.Lock()
+		delete(b.running, cancel)
+		b.mu.Unlock()
+	}
+}
+
+// cancelRunning cancels the cluster's reconciles in flight, and those that
+// begin later.
+func (b *Binding) cancelRunning() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.gone = true
+	for cancel := range b.running {
+		(*cancel)()
+	}
+}
+
+// Flows is what a Set needs of the controller's queue: a flow per
+// cluster, named by the cluster (workqueue.Options.Flow).
+type Flows interface {
+	PauseFlow(flow string)
+	ResumeFlow(flow string)
+	DropFlow(flow string) int
+}
+
+// Bind binds a controller's sources to an engaged cluster.
+type Bind func(*cluster.Cluster) (*Binding, error)
+
+// Set is one controller's bindings, by cluster name. Its methods are safe
+// for concurrent use.
+type Set struct {
+	bind  Bind
+	flows Flows
+	log   logr.Logger
+
+	mu sync.Mutex
+	// runCtx is Start's context; mu guards it, bindings and pending
+	// (clusters engaged before Start, bound then).
+	runCtx   context.Context
+	bindings map[string]*Binding
+	pending  map[string]*cluster.Cluster
+}
+
+var (
+	_ cluster.Listener       = (*Set)(nil)
+	_ cluster.HealthListener = (*Set)(nil)
+)
+
+// New returns a Set that binds clusters with bind and runs their flows of
+// flows; it logs to log.
+func New(bind Bind, flows Flows, log logr.Logger) *Set {
+	return &Set{bind: bind, flows: flows, log: log, bindings: map[string]*Binding{}, pending: map[string]*cluster.Cluster{}}
+}
+
+// Start binds the clusters engaged before it, and those engaged later,
+// on ctx: the controller's workers run.
+func (s *Set) Start(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runCtx = ctx
+	for name, cl := range s.pending {
+		delete(s.pending, name)
+		s.attachLocked(cl)
+	}
+}
+
+// Get returns the binding of the cluster named name, nil when the
+// controller does not watch it (any more) or s is nil.
+func (s *Set) Get(name string) *Binding {
+	if s == nil {
+		return nil // a controller of the manager's own cluster only
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bindings[name]
+}
+
+// Context returns the context of a reconcile of a key of the cluster
+// named name: ctx with the cluster (cluster.From), cancelled when the
+// cluster is disengaged; done releases it. ok is false when the
+// controller does not watch the cluster (any more): its key is dropped.
+func (s *Set) Context(ctx context.Context, name string) (rctx context.Context, done func(), ok bool) {
+	b := s.Get(name)
+	if b == nil {
+		return ctx, func() {}, false
+	}
+	var cancel context.CancelFunc
+	rctx, cancel = context.WithCancel(cluster.NewContext(ctx, b.Cluster))
+	untrack := b.track(&cancel)
+	return rctx, func() { untrack(); cancel() }, true
+}
+
+// Unhealthy holds cl's keys: they stay queued, deduplicated, until
+// Healthy.
+func (s *Set) Unhealthy(cl *cluster.Cluster) { s.setHealthy(cl, false) }
+
+// Healthy hands cl's keys out again, once its informers synced.
+func (s *Set) Healthy(cl *cluster.Cluster) { s.setHealthy(cl, true) }
+
+// setHealthy records whether cl is healthy and pauses or resumes its flow.
+func (s *Set) setHealthy(cl *cluster.Cluster, healthy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.bindings[cl.Name()]
+	if b == nil || b.Cluster != cl {
+		return
+	}
+	b.unhealthy = !healthy
+	s.runFlowLocked(b)
+}
+
+// runFlowLocked resumes b's flow when its informers synced and its
+// cluster is healthy, and pauses it otherwise. s.mu must be held.
+func (s *Set) runFlowLocked(b *Binding) {
+	if b.synced && !b.unhealthy {
+		s.flows.ResumeFlow(b.Cluster.Name())
+	} else {
+		s.flows.PauseFlow(b.Cluster.Name())
+	}
+}
+
+// Engaged binds the controller's sources to cl, or records cl for Start
+// when the controller has not started. The manager's own cluster is left
+// to the builder.
+func (s *Set) Engaged(cl *cluster.Cluster) {
+	if cl.Name() == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runCtx == nil {
+		s.pending[cl.Name()] = cl
+		return
+	}
+	s.attachLocked(cl)
+}
+
+// Disengaged drops cl's keys from the queue, cancels its reconciles in
+// flight and removes the listeners of its sources; its informers stop
+// with its cache.
+func (s *Set) Disengaged(cl *cluster.Cluster) {
+	s.mu.Lock()
+	if s.pending[cl.Name()] == cl {
+		delete(s.pending, cl.Name())
+	}
+	b := s.bindings[cl.Name()]
+	if b == nil || b.Cluster != cl {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.bindings, cl.Name())
+	s.mu.Unlock()
+	s.flows.PauseFlow(cl.Name())
+	dropped := s.flows.DropFlow(cl.Name())
+	b.cancelRunning()
+	b.stop()
+	for i, reg := range b.regs {
+		_ = b.Sources[i].RemoveListener(reg)
+	}
+	s.log.Info("stopped watching a disengaged cluster", "cluster", cl.Name(), "dropped", dropped)
+}
+
+// attachLocked binds the sources to cl and starts them; cl's flow is
+// paused until their informers have synced. s.mu must be held and the
+// Set started.
+func (s *Set) attachLocked(cl *cluster.Cluster) {
+	name := cl.Name()
+	s.flows.PauseFlow(name)
+	b, err := s.bind(cl)
+	if err != nil {
+		s.log.Error(err, "cannot watch cluster", "cluster", name)
+		return
+	}
+	ctx, cancel := context.WithCancel(cluster.NewContext(s.runCtx, cl))
+	stopAfter := context.AfterFunc(cl.Context(), cancel)
+	b.stop = func() { stopAfter(); cancel() }
+	started := b.Sources[:0]
+	for _, src := range b.Sources {
+		reg, err := src.Start(ctx)
+		if err != nil {
+			s.log.Error(err, "cannot watch cluster", "cluster", name, "source", src.String())
+			continue
+		}
+		started, b.regs = append(started, src), append(b.regs, reg)
+	}
+	b.Sources = started
+	s.bindings[name] = b
+	go s.waitForSync(ctx, b)
+}
+
+// waitForSync runs b's flow once its sources' informers synced.
+func (s *Set) waitForSync(ctx context.Context, b *Binding) {
+	name := b.Cluster.Name()
+	for _, src := range b.Sources {
+		if err := src.WaitForSync(ctx); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error(err, "cluster's informers did not sync; its keys wait", "cluster", name)
+			}
+			return
+		}
+	}
+	s.mu.Lock()
+	if s.bindings[name] == b {
+		b.synced = true
+		s.runFlowLocked(b)
+	}
+	s.mu.Unlock()
+	s.log.V(1).Info("watching cluster", "cluster", name)
+}

@@ -1,0 +1,100 @@
+package binding_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/converge-dev/converge/cluster"
+	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/framework/internal/binding"
+	"github.com/converge-dev/converge/informers"
+)
+
+// flows records the calls a Set makes on a queue's flows.
+type flows struct {
+	mu     sync.Mutex
+	calls  []string
+	synced chan struct{}
+}
+
+func (f *flows) record(s string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, s)
+}
+func (f *flows) PauseFlow(flow string) { f.record("pause " + flow) }
+func (f *flows) ResumeFlow(flow string) {
+	f.record("resume " + flow)
+	close(f.synced)
+}
+func (f *flows) DropFlow(flow string) int { f.record("drop " + flow); return 0 }
+
+// source is a binding.Source whose Start fails when failing is set.
+type source struct {
+	name    string
+	failing bool
+	removed *[]string
+}
+
+type reg struct {
+	cache.ResourceEventHandlerRegistration
+}
+
+func (s source) String() string { return s.name }
+func (s source) Start(context.Context) (cache.ResourceEventHandlerRegistration, error) {
+	if s.failing {
+		return nil, errors.New("no such kind")
+	}
+	return reg{}, nil
+}
+func (s source) WaitForSync(context.Context) error { return nil }
+func (s source) RemoveListener(cache.ResourceEventHandlerRegistration) error {
+	*s.removed = append(*s.removed, s.name)
+	return nil
+}
+
+func TestDisengagedRemovesTheListenersOfTheSourcesThatStarted(t *testing.T) {
+	cl, err := cluster.New(cluster.Target{Name: "edge-1", Config: fake.Start(t, fake.Options{}).Config()}, informers.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed []string
+	f := &flows{synced: make(chan struct{})}
+	s := binding.New(func(c *cluster.Cluster) (*binding.Binding, error) {
+		return &binding.Binding{Cluster: c, Sources: []binding.Source{
+			source{name: "a", removed: &removed},
+			source{name: "b", failing: true, removed: &removed},
+			source{name: "c", removed: &removed},
+		}}, nil
+	}, f, logr.Discard())
+	s.Engaged(cl) // before Start: bound then
+	if s.Get("edge-1") != nil {
+		t.Fatal("a cluster engaged before Start is bound before it")
+	}
+	s.Start(t.Context())
+	<-f.synced
+	ctx, done, ok := s.Context(t.Context(), "edge-1")
+	if !ok || cluster.From(ctx) != cl {
+		t.Fatalf("Context: ok %v, cluster %v; want the engaged cluster", ok, cluster.From(ctx))
+	}
+	s.Disengaged(cl)
+	if ctx.Err() == nil {
+		t.Error("a reconcile's context outlived its cluster's engagement")
+	}
+	done()
+	if want := []string{"a", "c"}; !slices.Equal(removed, want) {
+		t.Errorf("listeners removed of %v, want %v (the sources that started)", removed, want)
+	}
+	if want := []string{"pause edge-1", "resume edge-1", "pause edge-1", "drop edge-1"}; !slices.Equal(f.calls, want) {
+		t.Errorf("flow calls %v, want %v", f.calls, want)
+	}
+	if _, _, ok := s.Context(t.Context(), "edge-1"); ok {
+		t.Error("a disengaged cluster's key is still reconciled")
+	}
+}
