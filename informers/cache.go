@@ -58,6 +58,10 @@ type Cache struct {
 	// swept is when expired marks were last dropped; marksMu guards it.
 	swept time.Time
 
+	// codecs holds the codec of each compact kind and mode, shared by
+	// the kind's informers; mu guards it.
+	codecs map[codecKey]*compactCodec
+
 	// share makes equal values of cached objects one; nil with
 	// Options.DisableSharing.
 	share *sharer
@@ -82,6 +86,12 @@ type Cache struct {
 	// probes shares the probe of a resource between the informers that ask
 	// at once.
 	probes singleflight.Group
+}
+
+// codecKey identifies the codec of a compact kind and mode.
+type codecKey struct {
+	gvk  schema.GroupVersionKind
+	mode Mode
 }
 
 // informerKey identifies one informer: kind, mode and selection.
@@ -528,6 +538,9 @@ func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error
 		}
 		e.goType = reflect.TypeOf(decoded)
 	}
+	if o, ok := c.opts.Compact[key.gvk.GroupKind()]; ok && key.mode != Metadata {
+		e.compact = c.codecLocked(key, e.goType, o)
+	}
 	lw, err := c.listWatch(e)
 	if err != nil {
 		return nil, err
@@ -561,6 +574,21 @@ func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error
 	e.informer = inf
 	e.indexes.Store(int64(len(indexers)))
 	return e, nil
+}
+
+// codecLocked returns the codec of key's kind and mode, made on first use.
+// c.mu must be held.
+func (c *Cache) codecLocked(key informerKey, goType reflect.Type, o CompactOptions) *compactCodec {
+	ck := codecKey{key.gvk, key.mode}
+	if cc, ok := c.codecs[ck]; ok {
+		return cc
+	}
+	if c.codecs == nil {
+		c.codecs = map[codecKey]*compactCodec{}
+	}
+	cc := newCompactCodec(key.gvk, key.mode, goType, o, c.share)
+	c.codecs[ck] = cc
+	return cc
 }
 
 func (k informerKey) describe() string {
