@@ -74,6 +74,9 @@ type compactCodec struct {
 	// decoded keeps recently decoded objects; nil for none.
 	decoded *decodedCache
 	share   *sharer
+	// dropLabels, a test hook, makes records lose their objects' labels:
+	// the negative control of the suites that read labels from records.
+	dropLabels bool
 }
 
 // protoMessage is what generated protobuf code gives a typed API object.
@@ -176,7 +179,7 @@ func (c *compactCodec) encode(obj any) (*compactObject, runtime.Object, error) {
 		return nil, nil, err
 	}
 	r := &compactObject{codec: c, strs: name + uid + rv, nameLen: uint16(len(name)), uidLe: uint16(len(uid)), kindSet: kindSet}
-	if len(labels) == 0 {
+	if len(labels) == 0 || c.dropLabels {
 		labels = nil
 	}
 	if len(owners) == 0 {

@@ -146,3 +146,40 @@ func TestCompactReadersChangingObjectsDoNotChangeTheCache(t *testing.T) {
 		t.Errorf("List app=web after a reader changed an object's labels returned %d objects, want 2", len(web))
 	}
 }
+
+// The negative control of the compact suites: records that lose their
+// objects' labels break the readers that find objects by label (the
+// declarative children index among them), and the checks those suites make
+// see it.
+func TestCompactRecordsWithoutLabelsAreSeen(t *testing.T) {
+	admin := plane.Config(t)
+	cs := kubernetes.NewForConfigOrDie(admin)
+	ns := testenv.Namespace(t, cs)
+	gk := schema.GroupKind{Kind: "ConfigMap"}
+	// None kept decoded: every read decodes the record.
+	c := started(t, admin, informers.Options{Namespace: ns, Compact: map[schema.GroupKind]informers.CompactOptions{gk: {Decoded: -1}}})
+	if err := c.AddIndex(gk, "parent", func(o object.Object) []string { return []string{o.GetLabels()["parent"]} }); err != nil {
+		t.Fatal(err)
+	}
+	inf, err := informers.For[*corev1.ConfigMap](c, informers.Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inf.WaitForSync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	informers.DropCompactLabels(c, gk)
+	testenv.CreateConfigMap(t, cs, ns, "child", map[string]string{"parent": "p"})
+	eventually(t, "the cache holds the child", func() bool { return inf.Contains(types.NamespacedName{Namespace: ns, Name: "child"}) })
+	byIndex, err := inf.List(t.Context(), informers.MatchingIndex("parent", "p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLabel, err := inf.List(t.Context(), informers.MatchingLabels(labels.SelectorFromSet(labels.Set{"parent": "p"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(byIndex) != 0 || len(byLabel) != 0 {
+		t.Errorf("with records losing labels, the child was found by index (%d) or by label (%d): the compact suites could not see a record losing labels", len(byIndex), len(byLabel))
+	}
+}
