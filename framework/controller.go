@@ -187,8 +187,7 @@ type primaryInformer interface {
 	Contains(key types.NamespacedName) bool
 	HasSynced() bool
 	Relists() int64
-	Health() error
-	Len() int
+	Stats() informers.InformerStats
 }
 
 // inflightReconcile is a reconcile that has begun and not returned.

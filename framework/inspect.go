@@ -11,7 +11,6 @@ import (
 
 	"github.com/converge-dev/converge/framework/internal/history"
 	"github.com/converge-dev/converge/framework/introspect"
-	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/workqueue"
 )
@@ -111,7 +110,8 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) introspect.
 	}
 	if c.primary != nil {
 		s.Cached = c.primary.Contains(types.NamespacedName(req))
-		s.Informer = informers.InformerStats{Description: c.primary.String(), Kind: c.kind, Objects: c.primary.Len(), Synced: c.primary.HasSynced(), Relists: c.primary.Relists(), Err: c.primary.Health()}
+		s.Informer = c.primary.Stats()
+		s.Informer.Description, s.Informer.Kind = c.primary.String(), c.kind
 	}
 	if !s.Cached && c.mgr != nil {
 		if m, err := c.mgr.RESTMapper().RESTMapping(c.kind.GroupKind(), c.kind.Version); err == nil {

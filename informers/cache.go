@@ -407,17 +407,26 @@ func (c *Cache) Stats() []InformerStats {
 	started := c.runCtx != nil
 	out := make([]InformerStats, 0, len(c.entries))
 	for _, e := range c.entries {
-		n := int(max(e.objects.Load(), 0))
-		out = append(out, InformerStats{
-			Description: e.desc, Kind: e.key.gvk, Mode: e.key.mode,
-			Objects: n, Bytes: e.bytes(n), StartedByRead: e.startedByRead, Relists: e.lists.Load(),
-			Synced: e.informer.HasSynced(), Err: e.health(started),
-			ServerSharded: e.serverSharded.Load(),
-		})
+		out = append(out, e.stats(started))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Description < out[j].Description })
 	return out
 }
+
+// stats describes e; started says whether the cache runs.
+func (e *entry) stats(started bool) InformerStats {
+	n := e.len()
+	return InformerStats{
+		Description: e.desc, Kind: e.key.gvk, Mode: e.key.mode,
+		Objects: n, Bytes: e.bytes(n), StartedByRead: e.startedByRead, Relists: e.lists.Load(),
+		Synced: e.informer.HasSynced(), Err: e.health(started),
+		ServerSharded: e.serverSharded.Load(),
+	}
+}
+
+// len is the number of objects e holds, as its counter (see
+// entry.objects) counts them.
+func (e *entry) len() int { return int(max(e.objects.Load(), 0)) }
 
 // lookup returns the informer for obj's Go type and sel, creating it (and
 // starting it, when the cache runs) on first use. pin keeps it for good (see

@@ -195,9 +195,19 @@ func (i *Informer[T]) Health() error {
 	return i.e.health(started)
 }
 
-// Len returns the number of objects the informer holds now. It takes time
-// linear in that number: it is for monitoring, not for the reconcile path.
-func (i *Informer[T]) Len() int { return len(i.e.informer.GetStore().ListKeys()) }
+// Len returns the number of objects the informer holds, as
+// InformerStats.Objects counts them: as its events reach listeners, so it
+// may lag the store by the events not yet handed to them. It takes
+// constant time.
+func (i *Informer[T]) Len() int { return i.e.len() }
+
+// Stats describes the informer as Cache.Stats does.
+func (i *Informer[T]) Stats() InformerStats {
+	i.e.cache.mu.Lock()
+	started := i.e.cache.runCtx != nil
+	i.e.cache.mu.Unlock()
+	return i.e.stats(started)
+}
 
 // Contains reports whether the informer holds the object of key now,
 // without waiting for a sync or for the manager's own writes.
