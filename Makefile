@@ -11,7 +11,7 @@ ASSETS := $(shell hack/control-plane.sh --print-dir)
 # Unit and integration packages; e2e suites run separately with Ginkgo's flags.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/e2e)
 
-.PHONY: help assets browser run test test-unit test-e2e test-scaffold fuzz chaos sharding explore bench bench-quick generate lint fmt
+.PHONY: help assets browser run test test-unit test-e2e test-e2e-compact test-e2e-compact-quick test-scaffold fuzz chaos sharding explore bench bench-quick generate lint fmt
 
 help: ## Show the targets.
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -26,14 +26,25 @@ run: assets ## Run the podlogger example (an embedded control plane when no kube
 	$(GO) build -o bin/podlogger ./examples/podlogger
 	exec bin/podlogger $(ARGS)
 
-test: ## Everything: lint, unit, integration, chaos and sharding tests with -race (fuzz seed corpora included), e2e suites; prints each stage's time.
-	@hack/stages.sh lint assets test-unit test-e2e
+test: ## Everything: lint, unit, integration, chaos and sharding tests with -race (fuzz seed corpora included), e2e suites (the graph and children-selection specs a second time with the cache compact); prints each stage's time.
+	@hack/stages.sh lint assets test-unit test-e2e test-e2e-compact-quick
 
 test-unit: ## Unit and integration tests, with the race detector.
 	$(GO) test -race -count=1 -timeout 30m $(UNIT_PKGS)
 
 test-e2e: assets browser ## End-to-end suites against a real control plane (the debug page's in headless Chromium).
 	$(GO) test -race -count=1 -timeout 30m ./test/e2e/... -ginkgo.v=false
+
+# The declarative e2e specs: the ones test-e2e-compact runs with every kind
+# cached compact, and the quick share of them make test runs that way.
+COMPACT_SPECS = -ginkgo.focus-file='declarative_test.go' -ginkgo.focus-file='ownership.*_test.go' -ginkgo.focus-file='graph_test.go' -ginkgo.focus-file='children_selection_test.go'
+COMPACT_QUICK_SPECS = -ginkgo.focus-file='graph_test.go' -ginkgo.focus-file='children_selection_test.go'
+
+test-e2e-compact: assets ## The declarative e2e specs (declarative, ownership, graph, children selection) with every kind the managers cache stored compact (CONVERGE_E2E_COMPACT=1).
+	CONVERGE_E2E_COMPACT=1 $(GO) test -race -count=1 -timeout 30m ./test/e2e/ -ginkgo.v=false $(COMPACT_SPECS)
+
+test-e2e-compact-quick: assets ## The graph and children-selection e2e specs with every kind cached compact; part of make test.
+	CONVERGE_E2E_COMPACT=1 $(GO) test -race -count=1 -timeout 30m ./test/e2e/ -ginkgo.v=false $(COMPACT_QUICK_SPECS)
 
 test-scaffold: assets ## A new user's whole path on a clean folder (init, create, the project's make test, make run with the debug page and converge explain, deploy, build-installer), and the project's CI steps after init and each create: several minutes. Not part of `make test`, which builds, lints and tests scaffolded projects too.
 	CONVERGE_TEST_WHOLE_PATH=1 $(GO) test -race -count=1 -timeout 90m -run 'TestScaffoldWholePath|TestScaffoldCI' -v ./cmd/converge

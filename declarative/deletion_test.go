@@ -29,6 +29,10 @@ func setFinalizers(r *graphRig, name string, obj object.Object, finalizers ...st
 }
 
 func TestChildBeingDeletedIsNotReady(t *testing.T) {
+	testenv.InBothForms(t, testChildBeingDeletedIsNotReady)
+}
+
+func testChildBeingDeletedIsNotReady(t *testing.T) {
 	// A ConfigMap held by someone's finalizer, left out then declared
 	// again while it is being deleted, is not ready: the old object is
 	// going away, and a new one is applied once it is gone.
@@ -60,6 +64,10 @@ func TestChildBeingDeletedIsNotReady(t *testing.T) {
 }
 
 func TestParentDeletionWaitingForAChildSaysSo(t *testing.T) {
+	testenv.InBothForms(t, testParentDeletionWaitingForAChildSaysSo)
+}
+
+func testParentDeletionWaitingForAChildSaysSo(t *testing.T) {
 	// A parent's deletion waits for Deployment web, which a finalizer of
 	// someone else's holds, before it deletes ConfigMap config, which web
 	// is After: its Ready condition and its reconcile's Blocker say so.

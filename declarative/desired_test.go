@@ -16,6 +16,10 @@ import (
 )
 
 func TestDesiredErrorSetsReadyFalseOnceAnEvent(t *testing.T) {
+	testenv.InBothForms(t, testDesiredErrorSetsReadyFalseOnceAnEvent)
+}
+
+func testDesiredErrorSetsReadyFalseOnceAnEvent(t *testing.T) {
 	r := startGraphOn(t, framework.Options{Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true}},
 		declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}}}, func() []any {
 			return []any{declarative.NewChild(configMap("config"))}
@@ -52,6 +56,10 @@ func TestDesiredErrorSetsReadyFalseOnceAnEvent(t *testing.T) {
 }
 
 func TestDesiredPanicSetsReadyFalse(t *testing.T) {
+	testenv.InBothForms(t, testDesiredPanicSetsReadyFalse)
+}
+
+func testDesiredPanicSetsReadyFalse(t *testing.T) {
 	r := startGraph(t, func() []any { panic("chaos: Desired panics\ngoroutine 1 [running]:") })
 	c := r.waitReady(declarative.DesiredFailedReason, "Desired panicked: chaos: Desired panics")
 	if c.Status != metav1.ConditionFalse || strings.Contains(c.Message, "goroutine") {

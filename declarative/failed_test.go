@@ -1,6 +1,8 @@
 package declarative_test
 
 import (
+	"github.com/converge-dev/converge/internal/testenv"
+
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,6 +15,10 @@ import (
 // the words given; what is After it is not applied; once FailedWhen no
 // longer holds, it is a wait again, and ready in the end.
 func TestFailedWhenSaysAChildFailed(t *testing.T) {
+	testenv.InBothForms(t, testFailedWhenSaysAChildFailed)
+}
+
+func testFailedWhenSaysAChildFailed(t *testing.T) {
 	state := func(s string) func() []any {
 		return func() []any {
 			cm := configMap("config")
@@ -40,6 +46,10 @@ func TestFailedWhenSaysAChildFailed(t *testing.T) {
 // without a ReadyWhen; once its spec changes (a newer generation than the
 // status observed), it is a wait again.
 func TestDeploymentPastItsProgressDeadlineFailed(t *testing.T) {
+	testenv.InBothForms(t, testDeploymentPastItsProgressDeadlineFailed)
+}
+
+func testDeploymentPastItsProgressDeadlineFailed(t *testing.T) {
 	image := "nginx:bad"
 	children := func() []any {
 		d := deployment("web")

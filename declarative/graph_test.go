@@ -28,6 +28,7 @@ import (
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
 )
@@ -76,6 +77,9 @@ func startGraphOn(t *testing.T, mgrOpts framework.Options, opts declarative.Opti
 	srv := fake.Start(t, fake.Options{Scheme: s, Objects: []object.Object{site}})
 	r := &graphRig{t: t, key: types.NamespacedName{Namespace: "ns", Name: "site"}, children: children}
 	mgrOpts.Scheme = s
+	if testenv.Compact(t) {
+		mgrOpts.Cache.Compact = testenv.CompactKinds(s, informers.CompactOptions{Decoded: 4})
+	}
 	r.mgr = testenv.NewManager(t, srv.Config(), mgrOpts)
 	desired := func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
 		r.calls.Add(1)
@@ -240,6 +244,10 @@ func startWebAfterMigrate(t *testing.T) *graphRig {
 }
 
 func TestGraphAppliesEachChildOnceWhatItIsAfterIsReady(t *testing.T) {
+	testenv.InBothForms(t, testGraphAppliesEachChildOnceWhatItIsAfterIsReady)
+}
+
+func testGraphAppliesEachChildOnceWhatItIsAfterIsReady(t *testing.T) {
 	r := startGraph(t, threeLevels)
 	c := r.waitReady(declarative.WaitingReason, "Deployment web waits for Job migrate (Complete) since ")
 	if c.Status != metav1.ConditionFalse || c.ObservedGeneration == 0 {
@@ -280,6 +288,10 @@ func TestGraphAppliesEachChildOnceWhatItIsAfterIsReady(t *testing.T) {
 }
 
 func TestGraphDeletesDependentsFirst(t *testing.T) {
+	testenv.InBothForms(t, testGraphDeletesDependentsFirst)
+}
+
+func testGraphDeletesDependentsFirst(t *testing.T) {
 	r := startWebAfterMigrate(t)
 	// A finalizer of someone else's keeps web on the API server once deleted.
 	web := &appsv1.Deployment{}
@@ -318,6 +330,10 @@ func TestGraphDeletesDependentsFirst(t *testing.T) {
 // naming one of its children holds nothing back: the parent does not own
 // it.
 func TestGraphPrunesWhatAHandMadeCopyIsAfter(t *testing.T) {
+	testenv.InBothForms(t, testGraphPrunesWhatAHandMadeCopyIsAfter)
+}
+
+func testGraphPrunesWhatAHandMadeCopyIsAfter(t *testing.T) {
 	r := startGraph(t, func() []any { return []any{declarative.NewChild(configMap("config"))} })
 	r.waitReady(declarative.ChildrenReadyReason, "all 1 children are ready")
 	site := &v1alpha1.StaticSite{}
@@ -340,6 +356,10 @@ func TestGraphPrunesWhatAHandMadeCopyIsAfter(t *testing.T) {
 // parent's Ready condition and in one Warning Event, nothing is applied,
 // and the reconcile is not retried.
 func TestGraphReportsConfigurationErrorsOnce(t *testing.T) {
+	testenv.InBothForms(t, testGraphReportsConfigurationErrorsOnce)
+}
+
+func testGraphReportsConfigurationErrorsOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		children func() []any
@@ -376,6 +396,10 @@ func TestGraphReportsConfigurationErrorsOnce(t *testing.T) {
 }
 
 func TestGraphReportsCyclesAndUndeclaredChildren(t *testing.T) {
+	testenv.InBothForms(t, testGraphReportsCyclesAndUndeclaredChildren)
+}
+
+func testGraphReportsCyclesAndUndeclaredChildren(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		children func() []any
@@ -411,6 +435,10 @@ func TestGraphReportsCyclesAndUndeclaredChildren(t *testing.T) {
 }
 
 func TestGraphIncludeWhenLeavesOutTheChildAndItsDependents(t *testing.T) {
+	testenv.InBothForms(t, testGraphIncludeWhenLeavesOutTheChildAndItsDependents)
+}
+
+func testGraphIncludeWhenLeavesOutTheChildAndItsDependents(t *testing.T) {
 	include := true
 	children := func() []any {
 		cm := configMap("optional")
@@ -432,6 +460,10 @@ func TestGraphIncludeWhenLeavesOutTheChildAndItsDependents(t *testing.T) {
 }
 
 func TestGraphKeepsADependentWhoseDependencyIsDeletedByHand(t *testing.T) {
+	testenv.InBothForms(t, testGraphKeepsADependentWhoseDependencyIsDeletedByHand)
+}
+
+func testGraphKeepsADependentWhoseDependencyIsDeletedByHand(t *testing.T) {
 	r := startWebAfterMigrate(t)
 	web := &appsv1.Deployment{}
 	r.get("web", web)
@@ -453,6 +485,10 @@ func TestGraphKeepsADependentWhoseDependencyIsDeletedByHand(t *testing.T) {
 }
 
 func TestGraphReadinessFlappingWritesTheStatusOncePerChange(t *testing.T) {
+	testenv.InBothForms(t, testGraphReadinessFlappingWritesTheStatusOncePerChange)
+}
+
+func testGraphReadinessFlappingWritesTheStatusOncePerChange(t *testing.T) {
 	r := startGraph(t, func() []any {
 		return []any{declarative.NewChild(job("flappy"))}
 	})
@@ -542,6 +578,10 @@ func rv(t *testing.T, obj metav1.Object) uint64 {
 }
 
 func TestGraphReadyWhenPanicIsRecoveredCountedAndReported(t *testing.T) {
+	testenv.InBothForms(t, testGraphReadyWhenPanicIsRecoveredCountedAndReported)
+}
+
+func testGraphReadyWhenPanicIsRecoveredCountedAndReported(t *testing.T) {
 	var logs testenv.Buffer
 	r := startGraphOn(t, framework.Options{
 		Logger:  logr.FromSlogHandler(slog.NewTextHandler(&logs, nil)),

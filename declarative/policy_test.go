@@ -28,6 +28,10 @@ func newKnob(name string) *unstructured.Unstructured {
 }
 
 func TestOptionalKindNotServedWaitsAndHoldsNothingBack(t *testing.T) {
+	testenv.InBothForms(t, testOptionalKindNotServedWaitsAndHoldsNothingBack)
+}
+
+func testOptionalKindNotServedWaitsAndHoldsNothingBack(t *testing.T) {
 	example := &unstructured.Unstructured{}
 	example.SetGroupVersionKind(knob)
 	r := startGraphWith(t, declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, example, &batchv1.Job{}}}, func() []any {
@@ -52,6 +56,10 @@ func TestOptionalKindNotServedWaitsAndHoldsNothingBack(t *testing.T) {
 }
 
 func TestRunOnceChildIsNotCreatedAgainUntilItsContentChanges(t *testing.T) {
+	testenv.InBothForms(t, testRunOnceChildIsNotCreatedAgainUntilItsContentChanges)
+}
+
+func testRunOnceChildIsNotCreatedAgainUntilItsContentChanges(t *testing.T) {
 	image := "migrate:1"
 	migrate := func() *batchv1.Job {
 		j := job("migrate")
@@ -98,6 +106,10 @@ func TestRunOnceChildIsNotCreatedAgainUntilItsContentChanges(t *testing.T) {
 }
 
 func TestRetainedChildHasNoOwnerReferenceAndIsReleasedWhenNoLongerDeclared(t *testing.T) {
+	testenv.InBothForms(t, testRetainedChildHasNoOwnerReferenceAndIsReleasedWhenNoLongerDeclared)
+}
+
+func testRetainedChildHasNoOwnerReferenceAndIsReleasedWhenNoLongerDeclared(t *testing.T) {
 	data := func() *corev1.ConfigMap { return configMap("data") }
 	r := startGraph(t, func() []any { return []any{declarative.NewChild(data()).Retain(), configMap("plain")} })
 	r.waitReady(declarative.ChildrenReadyReason, "all 2 children are ready")
@@ -140,6 +152,10 @@ func TestRetainedChildHasNoOwnerReferenceAndIsReleasedWhenNoLongerDeclared(t *te
 }
 
 func TestRetainedCopyMadeByHandIsNeitherReleasedNorApplied(t *testing.T) {
+	testenv.InBothForms(t, testRetainedCopyMadeByHandIsNeitherReleasedNorApplied)
+}
+
+func testRetainedCopyMadeByHandIsNeitherReleasedNorApplied(t *testing.T) {
 	r := startGraph(t, func() []any { return []any{declarative.NewChild(configMap("plain"))} })
 	r.waitReady(declarative.ChildrenReadyReason, "all 1 children are ready")
 	site := &v1alpha1.StaticSite{}

@@ -15,6 +15,10 @@ import (
 // saying so, whatever the reruns, and its Ready condition says it; with
 // RunOnce neither.
 func TestJobWithATTLWithoutRunOnceIsReported(t *testing.T) {
+	testenv.InBothForms(t, testJobWithATTLWithoutRunOnceIsReported)
+}
+
+func testJobWithATTLWithoutRunOnceIsReported(t *testing.T) {
 	children := func(runOnce bool) func() []any {
 		return func() []any {
 			migrate := job("migrate")

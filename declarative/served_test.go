@@ -1,6 +1,8 @@
 package declarative_test
 
 import (
+	"github.com/converge-dev/converge/internal/testenv"
+
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -20,6 +22,10 @@ func knobExample() *unstructured.Unstructured {
 }
 
 func TestChildLeftOutOfAKindNotServedHoldsNothingBack(t *testing.T) {
+	testenv.InBothForms(t, testChildLeftOutOfAKindNotServedHoldsNothingBack)
+}
+
+func testChildLeftOutOfAKindNotServedHoldsNothingBack(t *testing.T) {
 	// A Knob left out by IncludeWhen(false) is not declared: its kind, not
 	// served, is never looked up, so the parent converges; a child After
 	// it is left out with it, whether it names the Knob declared or
@@ -45,6 +51,10 @@ func TestChildLeftOutOfAKindNotServedHoldsNothingBack(t *testing.T) {
 }
 
 func TestChildAfterAnUndeclaredChildOfAKindNotServedSaysSo(t *testing.T) {
+	testenv.InBothForms(t, testChildAfterAnUndeclaredChildOfAKindNotServedSaysSo)
+}
+
+func testChildAfterAnUndeclaredChildOfAKindNotServedSaysSo(t *testing.T) {
 	// A child After a Knob that is not declared at all is a configuration
 	// error, named as such, not the REST mapper's "no matches for kind".
 	r := startGraphWith(t, declarative.Options{ChildKinds: []object.Object{&corev1.ConfigMap{}, knobExample()}}, func() []any {

@@ -112,7 +112,8 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) introspect.
 	}
 	if c.primary != nil {
 		s.Cached = c.primary.Contains(types.NamespacedName{Namespace: req.Namespace, Name: req.Name})
-		s.Informer = informers.InformerStats{Description: c.primary.String(), Kind: c.kind, Objects: c.primary.Len(), Synced: c.primary.HasSynced(), Relists: c.primary.Relists(), Err: c.primary.Health()}
+		s.Informer = c.primary.Stats()
+		s.Informer.Description, s.Informer.Kind = c.primary.String(), c.kind
 	}
 	if !s.Cached && c.mgr != nil {
 		if m, err := c.mgr.RESTMapper().RESTMapping(c.kind.GroupKind(), c.kind.Version); err == nil {
@@ -197,8 +198,7 @@ type primaryInformer interface {
 	Contains(key types.NamespacedName) bool
 	HasSynced() bool
 	Relists() int64
-	Health() error
-	Len() int
+	Stats() informers.InformerStats
 }
 
 // controllerPhase is where a controller is in its life.

@@ -58,6 +58,10 @@ type Cache struct {
 	// swept is when expired marks were last dropped; marksMu guards it.
 	swept time.Time
 
+	// codecs holds the codec of each compact kind and mode, shared by
+	// the kind's informers; mu guards it.
+	codecs map[codecKey]*compactCodec
+
 	// share makes equal values of cached objects one; nil with
 	// Options.DisableSharing.
 	share *sharer
@@ -82,6 +86,12 @@ type Cache struct {
 	// probes shares the probe of a resource between the informers that ask
 	// at once.
 	probes singleflight.Group
+}
+
+// codecKey identifies the codec of a compact kind and mode.
+type codecKey struct {
+	gvk  schema.GroupVersionKind
+	mode Mode
 }
 
 // informerKey identifies one informer: kind, mode and selection.
@@ -397,17 +407,26 @@ func (c *Cache) Stats() []InformerStats {
 	started := c.runCtx != nil
 	out := make([]InformerStats, 0, len(c.entries))
 	for _, e := range c.entries {
-		n := int(max(e.objects.Load(), 0))
-		out = append(out, InformerStats{
-			Description: e.desc, Kind: e.key.gvk, Mode: e.key.mode,
-			Objects: n, Bytes: e.bytes(n), StartedByRead: e.startedByRead, Relists: e.lists.Load(),
-			Synced: e.informer.HasSynced(), Err: e.health(started),
-			ServerSharded: e.serverSharded.Load(),
-		})
+		out = append(out, e.stats(started))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Description < out[j].Description })
 	return out
 }
+
+// stats describes e; started says whether the cache runs.
+func (e *entry) stats(started bool) InformerStats {
+	n := e.len()
+	return InformerStats{
+		Description: e.desc, Kind: e.key.gvk, Mode: e.key.mode,
+		Objects: n, Bytes: e.bytes(n), StartedByRead: e.startedByRead, Relists: e.lists.Load(),
+		Synced: e.informer.HasSynced(), Err: e.health(started),
+		ServerSharded: e.serverSharded.Load(),
+	}
+}
+
+// len is the number of objects e holds, as its counter (see
+// entry.objects) counts them.
+func (e *entry) len() int { return int(max(e.objects.Load(), 0)) }
 
 // lookup returns the informer for obj's Go type and sel, creating it (and
 // starting it, when the cache runs) on first use. pin keeps it for good (see
@@ -528,6 +547,9 @@ func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error
 		}
 		e.goType = reflect.TypeOf(decoded)
 	}
+	if o, ok := c.opts.Compact[key.gvk.GroupKind()]; ok && key.mode != Metadata {
+		e.compact = c.codecLocked(key, e.goType, o)
+	}
 	lw, err := c.listWatch(e)
 	if err != nil {
 		return nil, err
@@ -561,6 +583,21 @@ func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error
 	e.informer = inf
 	e.indexes.Store(int64(len(indexers)))
 	return e, nil
+}
+
+// codecLocked returns the codec of key's kind and mode, made on first use.
+// c.mu must be held.
+func (c *Cache) codecLocked(key informerKey, goType reflect.Type, o CompactOptions) *compactCodec {
+	ck := codecKey{key.gvk, key.mode}
+	if cc, ok := c.codecs[ck]; ok {
+		return cc
+	}
+	if c.codecs == nil {
+		c.codecs = map[codecKey]*compactCodec{}
+	}
+	cc := newCompactCodec(key.gvk, key.mode, goType, o, c.share)
+	c.codecs[ck] = cc
+	return cc
 }
 
 func (k informerKey) describe() string {

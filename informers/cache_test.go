@@ -27,6 +27,9 @@ import (
 // started returns a running cache for cfg, stopped when t ends.
 func started(t *testing.T, cfg *rest.Config, opts informers.Options) *informers.Cache {
 	t.Helper()
+	if compactForm(t) {
+		opts = compactOptions(opts)
+	}
 	c, err := informers.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +57,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func TestOneWatchPerSelection(t *testing.T) {
+func TestOneWatchPerSelection(t *testing.T) { inBothForms(t, testOneWatchPerSelection) }
+
+func testOneWatchPerSelection(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
@@ -100,7 +105,9 @@ func TestOneWatchPerSelection(t *testing.T) {
 	}
 }
 
-func TestModesAndManagedFields(t *testing.T) {
+func TestModesAndManagedFields(t *testing.T) { inBothForms(t, testModesAndManagedFields) }
+
+func testModesAndManagedFields(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
@@ -156,7 +163,9 @@ func TestModesAndManagedFields(t *testing.T) {
 	}
 }
 
-func TestReaderQueries(t *testing.T) {
+func TestReaderQueries(t *testing.T) { inBothForms(t, testReaderQueries) }
+
+func testReaderQueries(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns1, ns2 := testenv.Namespace(t, cs, "1"), testenv.Namespace(t, cs, "2")
@@ -254,7 +263,9 @@ func webOnly(t *testing.T) (string, *informers.Cache) {
 	})
 }
 
-func TestSelectionFiltersOnTheServer(t *testing.T) {
+func TestSelectionFiltersOnTheServer(t *testing.T) { inBothForms(t, testSelectionFiltersOnTheServer) }
+
+func testSelectionFiltersOnTheServer(t *testing.T) {
 	_, c := webOnly(t)
 	inf, err := informers.For[*corev1.ConfigMap](c, informers.Selection{})
 	if err != nil {

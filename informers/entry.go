@@ -28,6 +28,10 @@ type entry struct {
 	// object of a typed informer has; nil for unstructured and metadata
 	// ones.
 	goType reflect.Type
+	// compact is the codec of the kind's compact form when Options.Compact
+	// names it (and the informer is not a metadata one): the store then
+	// holds *compactObject records. Nil means objects are stored decoded.
+	compact *compactCodec
 	// selector is the informer's label selector, nil for all labels.
 	selector labels.Selector
 	// shard is the informer's shard selector compiled, and shardSel the

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/sharding"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -178,7 +177,7 @@ func (e *entry) shows(p pendingWrite, lo ListOptions) bool {
 		if lo.Labels == nil {
 			return true
 		}
-		o, ok := obj.(object.Object)
+		o, ok := obj.(metav1.Object)
 		return !ok || lo.Labels.Matches(labels.Set(o.GetLabels())) || !p.m.gone && lo.Labels.Matches(labels.Set(p.m.labels))
 	}
 	if p.m.gone || e.key.fields != "" || e.outsideShard(p) {
@@ -251,11 +250,11 @@ func (e *entry) fresh(key string, m *writeMark) bool {
 		if !exists {
 			return true
 		}
-		o, ok := obj.(object.Object)
+		o, ok := obj.(metav1.Object)
 		return ok && m.uid != "" && string(o.GetUID()) != m.uid
 	}
 	if exists {
-		if o, ok := obj.(object.Object); ok {
+		if o, ok := obj.(metav1.Object); ok {
 			if rv, err := strconv.ParseUint(o.GetResourceVersion(), 10, 64); err == nil {
 				return rv >= m.rv
 			}

@@ -18,7 +18,9 @@ import (
 
 var configMapKind = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 
-func TestReadYourOwnWrites(t *testing.T) {
+func TestReadYourOwnWrites(t *testing.T) { inBothForms(t, testReadYourOwnWrites) }
+
+func testReadYourOwnWrites(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
@@ -194,9 +195,19 @@ func (i *Informer[T]) Health() error {
 	return i.e.health(started)
 }
 
-// Len returns the number of objects the informer holds now. It takes time
-// linear in that number: it is for monitoring, not for the reconcile path.
-func (i *Informer[T]) Len() int { return len(i.e.informer.GetStore().ListKeys()) }
+// Len returns the number of objects the informer holds, as
+// InformerStats.Objects counts them: as its events reach listeners, so it
+// may lag the store by the events not yet handed to them. It takes
+// constant time.
+func (i *Informer[T]) Len() int { return i.e.len() }
+
+// Stats describes the informer as Cache.Stats does.
+func (i *Informer[T]) Stats() InformerStats {
+	i.e.cache.mu.Lock()
+	started := i.e.cache.runCtx != nil
+	i.e.cache.mu.Unlock()
+	return i.e.stats(started)
+}
 
 // Contains reports whether the informer holds the object of key now,
 // without waiting for a sync or for the manager's own writes.
@@ -307,8 +318,8 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
 		return fmt.Errorf("informers: add index %q to %s: %w", name, i.e.desc, ErrIndexExists)
 	}
 	err := i.e.informer.AddIndexers(cache.Indexers{name: func(obj any) ([]string, error) {
-		t, ok := obj.(T)
-		if !ok {
+		t, err := as[T](i.e, obj)
+		if err != nil {
 			return nil, nil
 		}
 		// One key per value, the value itself: a query in one namespace
@@ -326,25 +337,34 @@ func (i *Informer[T]) AddIndex(name string, fn func(obj T) []string) error {
 
 // Get returns the cached object key. See Reader.
 func (i *Informer[T]) Get(ctx context.Context, key types.NamespacedName) (T, error) {
-	var zero T
+	obj, err := i.stored(ctx, key)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return i.typed(obj)
+}
+
+// stored is Get's object as the store holds it: a compact kind's record.
+func (i *Informer[T]) stored(ctx context.Context, key types.NamespacedName) (any, error) {
 	namespace, name, k := key.Namespace, key.Name, storeKey(key)
 	if err := i.ready(ctx); err != nil {
-		return zero, fmt.Errorf("get %s %s: %w", describe(i.e.key.gvk), k, err)
+		return nil, fmt.Errorf("get %s %s: %w", describe(i.e.key.gvk), k, err)
 	}
 	if err := i.e.inSelection("get", namespace, name); err != nil {
-		return zero, err
+		return nil, err
 	}
 	if err := i.e.awaitOwnWrite(ctx, namespace, name); err != nil {
-		return zero, err
+		return nil, err
 	}
 	obj, ok, err := i.e.informer.GetIndexer().GetByKey(k)
 	if err != nil {
-		return zero, fmt.Errorf("get %s %s from cache: %w", i.e.desc, k, err)
+		return nil, fmt.Errorf("get %s %s from cache: %w", i.e.desc, k, err)
 	}
 	if !ok {
-		return zero, apierrors.NewNotFound(i.groupResource(), name)
+		return nil, apierrors.NewNotFound(i.groupResource(), name)
 	}
-	return i.typed(obj)
+	return obj, nil
 }
 
 // typed returns obj as a T, or an error naming both types when the cache
@@ -354,10 +374,23 @@ func (i *Informer[T]) typed(obj any) (T, error) { return as[T](i.e, obj) }
 // as returns obj, an object informer e holds, as a T, or an error naming
 // both types when it is not a T or not of the Go type e's kind decodes as:
 // only a Transform that breaks its rule (Options.Transform) puts such an
-// object in the cache. Reads return the error; listeners are not called with
-// obj, and the error is reported through client-go's error handlers
-// (utilruntime.HandleError).
-func as[T object.Object](e *entry, obj any) (T, error) {
+// object in the cache. A compact kind's record is decoded here, the one
+// place records become objects, and the decoded object is kept (see
+// CompactOptions.Decoded). Reads return the error; listeners are not
+// called with obj, and the error is reported through client-go's error
+// handlers (utilruntime.HandleError).
+func as[T object.Object](e *entry, obj any) (T, error) { return asKept[T](e, obj, true) }
+
+// asKept is as; keep says whether a record decoded now is kept decoded.
+func asKept[T object.Object](e *entry, obj any, keep bool) (T, error) {
+	if r, ok := obj.(*compactObject); ok {
+		d, err := r.object(keep)
+		if err != nil {
+			var zero T
+			return zero, fmt.Errorf("%s: %w", e.desc, err)
+		}
+		obj = d
+	}
 	t, ok := obj.(T)
 	if ok && (e.goType == nil || reflect.TypeOf(obj) == e.goType) {
 		return t, nil
@@ -376,6 +409,12 @@ func as[T object.Object](e *entry, obj any) (T, error) {
 
 // List returns the cached objects matching opts. See Reader.
 func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error) {
+	return i.list(ctx, false, opts...)
+}
+
+// list is List; with own set, the objects are copies the caller owns (see
+// owned).
+func (i *Informer[T]) list(ctx context.Context, own bool, opts ...ListOption) ([]T, error) {
 	if err := i.ready(ctx); err != nil {
 		return nil, fmt.Errorf("list %s: %w", i.e.desc, err)
 	}
@@ -410,7 +449,15 @@ func (i *Informer[T]) List(ctx context.Context, opts ...ListOption) ([]T, error)
 	}
 	out := make([]T, 0, len(objs))
 	for _, o := range objs {
-		t, err := i.typed(o)
+		var t T
+		if own {
+			var obj runtime.Object
+			if obj, err = owned(i.e, o); err == nil {
+				t, err = asKept[T](i.e, obj, false)
+			}
+		} else {
+			t, err = asKept[T](i.e, o, false) // a List does not push out the objects kept decoded
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -31,6 +31,13 @@ func (c *Cache) AddIndex(kind schema.GroupKind, name string, fn func(obj object.
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	index := cache.Indexers{name: func(obj any) ([]string, error) {
+		if r, ok := obj.(*compactObject); ok {
+			d, err := r.object(true) // kept by the transform when it stored r
+			if err != nil {
+				return nil, nil
+			}
+			obj = d
+		}
 		o, ok := obj.(object.Object)
 		if !ok {
 			return nil, nil

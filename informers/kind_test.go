@@ -41,7 +41,9 @@ func names[T object.Object](objs []T) []string {
 
 // An index of a kind reaches every informer of the kind: those there
 // already and those made later, whatever their selection (a bucket's, say).
-func TestCacheAddIndex(t *testing.T) {
+func TestCacheAddIndex(t *testing.T) { inBothForms(t, testCacheAddIndex) }
+
+func testCacheAddIndex(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
@@ -110,7 +112,9 @@ func TestCacheAddIndex(t *testing.T) {
 // A KindReader reads the kind's held buckets while routeReads routes the
 // kind, and the informer of the whole kind as soon as one exists (someone
 // reads the whole kind): that informer holds every bucket's objects.
-func TestKindReaderFollowsTheRoute(t *testing.T) {
+func TestKindReaderFollowsTheRoute(t *testing.T) { inBothForms(t, testKindReaderFollowsTheRoute) }
+
+func testKindReaderFollowsTheRoute(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	b := sharding.Buckets{By: sharding.ByNamespace, Count: 3}
@@ -215,6 +219,10 @@ func TestKindReaderFollowsTheRoute(t *testing.T) {
 // as Cache.Get does: NotFound when the object does not exist, and
 // ErrNotCached when it exists outside the selection.
 func TestKindReaderConfirmsAMissOutsideTheSelection(t *testing.T) {
+	inBothForms(t, testKindReaderConfirmsAMissOutsideTheSelection)
+}
+
+func testKindReaderConfirmsAMissOutsideTheSelection(t *testing.T) {
 	ns, c := webOnly(t)
 	r, err := informers.NewKindReader[*corev1.ConfigMap](c, &corev1.ConfigMap{}, schema.GroupVersionKind{})
 	if err != nil {

@@ -44,6 +44,12 @@ func (s *sizeSampler) observe(obj any, share *sharer) {
 	if s.seen.Add(1)%sampleEvery != 1 {
 		return
 	}
+	if r, ok := obj.(*compactObject); ok {
+		// A record's size is known without a walk, which would go on
+		// into its codec; its shared values are the sharer's.
+		s.add(float64(r.heapBytes() + memsize.Alloc(int64(len(r.namespace)+int(r.nameLen)+1), false)))
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sizer.Reset()
@@ -54,6 +60,17 @@ func (s *sizeSampler) observe(obj any, share *sharer) {
 	if m, ok := obj.(metav1.Object); ok {
 		n += float64(memsize.Alloc(int64(len(m.GetNamespace())+len(m.GetName())+1), false)) // the store key
 	}
+	s.addLocked(n)
+}
+
+// add records a sample of n bytes.
+func (s *sizeSampler) add(n float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addLocked(n)
+}
+
+func (s *sizeSampler) addLocked(n float64) {
 	s.samples++
 	w := 1 / float64(min(s.samples, sampleEvery))
 	s.mean += (n - s.mean) * w

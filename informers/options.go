@@ -119,6 +119,27 @@ type Options struct {
 	// in its metrics.
 	OnRequestError func(RequestError)
 
+	// Compact stores the objects of the kinds it names in a compact form:
+	// each object's encoding (protobuf for built-in kinds, JSON for custom
+	// resources and unstructured objects), compressed unless the kind's
+	// CompactOptions say otherwise, beside the few fields the cache reads
+	// itself (namespace, name, UID, resourceVersion, labels, owner
+	// references), which are left out of the encoding, and with
+	// managedFields stripped unless KeepManagedFields. Reads, listeners and
+	// indexes get objects decoded from that form, after the Transform and
+	// as if stored decoded; each decode makes a new object, so a reader
+	// changing the object a Get or List of the Cache returned changes no
+	// other reader's. A kind's recently decoded objects are kept (see
+	// CompactOptions.Decoded) and shared by its informers' reads and
+	// listeners as a decoded cache's are: do not modify those. A compact
+	// ConfigMap or Pod takes about half the memory of a decoded one, or
+	// less; each event costs an encode, and each read or event of an
+	// object not kept decoded a decode (microseconds for a ConfigMap, tens
+	// of microseconds for a Pod). It applies to the kind's typed and
+	// unstructured informers; metadata informers hold metadata only and
+	// are not compacted. Zero (nil) means every kind is stored decoded.
+	Compact map[schema.GroupKind]CompactOptions
+
 	// Transform changes each object before it is stored, after managedFields
 	// are stripped, for example to drop large fields the controllers never
 	// read. It must return an object of the same type: one of another type

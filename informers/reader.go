@@ -54,11 +54,38 @@ func (c *Cache) Get(ctx context.Context, key types.NamespacedName, into object.O
 	if err != nil {
 		return err
 	}
-	obj, err := inf.Get(ctx, key)
+	stored, err := inf.stored(ctx, key)
 	if err != nil {
 		return c.confirmMiss(ctx, inf.e, namespace, name, err)
 	}
-	return copyInto(obj.DeepCopyObject(), into, inf.Kind())
+	obj, err := owned(inf.e, stored)
+	if err != nil {
+		return err
+	}
+	return copyInto(obj, into, inf.Kind())
+}
+
+// owned returns a copy of stored, an object informer e holds, that the
+// caller owns: a compact kind's record decoded anew (the decoded object
+// kept, if any, deep-copied), else a deep copy.
+func owned(e *entry, stored any) (runtime.Object, error) {
+	if r, ok := stored.(*compactObject); ok {
+		if d := r.codec.decoded; d != nil {
+			if obj, ok := d.get(r); ok {
+				return obj.DeepCopyObject(), nil
+			}
+		}
+		obj, err := r.decode()
+		if err != nil {
+			return nil, fmt.Errorf("%s: decode cached %s: %w", e.desc, r.key(), err)
+		}
+		return obj, nil
+	}
+	obj, err := as[object.Object](e, stored)
+	if err != nil {
+		return nil, err
+	}
+	return obj.DeepCopyObject(), nil
 }
 
 // confirmMiss answers a read of e that ended in err. A NotFound from an
@@ -119,6 +146,8 @@ func (c *Cache) List(ctx context.Context, list runtime.Object, opts ...ListOptio
 		gvk  schema.GroupVersionKind
 		rv   string
 		what string
+		// copied says whether objs are copies already.
+		copied bool
 	)
 	if r, base, ok := c.routeFor(item); ok {
 		if objs, gvk, rv, err = c.routedList(ctx, r, base, opts); err != nil {
@@ -133,14 +162,17 @@ func (c *Cache) List(ctx context.Context, list runtime.Object, opts ...ListOptio
 		if err != nil {
 			return err
 		}
-		if objs, err = inf.List(ctx, opts...); err != nil {
+		if objs, err = inf.list(ctx, true, opts...); err != nil {
 			return err
 		}
-		gvk, rv, what = inf.Kind(), inf.LastSyncResourceVersion(), inf.String()
+		gvk, rv, what, copied = inf.Kind(), inf.LastSyncResourceVersion(), inf.String(), true
 	}
 	items := make([]runtime.Object, len(objs))
 	for i, o := range objs {
-		cp := o.DeepCopyObject()
+		var cp runtime.Object = o
+		if !copied {
+			cp = o.DeepCopyObject()
+		}
 		cp.GetObjectKind().SetGroupVersionKind(gvk)
 		items[i] = cp
 	}

@@ -23,6 +23,10 @@ import (
 )
 
 func TestReadsOutsideTheCachedNamespaceFail(t *testing.T) {
+	inBothForms(t, testReadsOutsideTheCachedNamespaceFail)
+}
+
+func testReadsOutsideTheCachedNamespaceFail(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	cached, other := testenv.Namespace(t, cs, "cached"), testenv.Namespace(t, cs, "other")
@@ -103,7 +107,9 @@ func TestReadOfAKindTheIdentityMayGetButNotListFailsFast(t *testing.T) {
 	}
 }
 
-func TestListWaitsForOwnWrites(t *testing.T) {
+func TestListWaitsForOwnWrites(t *testing.T) { inBothForms(t, testListWaitsForOwnWrites) }
+
+func testListWaitsForOwnWrites(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)

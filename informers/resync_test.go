@@ -40,7 +40,9 @@ func replays[T object.Object](t *testing.T, inf *informers.Informer[T], opts cac
 // run (client-go alone then ignores a handler's shorter period): the kind's
 // period from ResyncByKind applies to handlers asking for none, a handler's
 // own period wins over it and over a kind without resync.
-func TestResyncPerKindAndPerHandler(t *testing.T) {
+func TestResyncPerKindAndPerHandler(t *testing.T) { inBothForms(t, testResyncPerKindAndPerHandler) }
+
+func testResyncPerKindAndPerHandler(t *testing.T) {
 	cfg := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ns := testenv.Namespace(t, cs)

@@ -292,7 +292,9 @@ func TestShardsFilteredByTheServerWithTheFeatureGate(t *testing.T) {
 	shardMembership(t, cfg, true)
 }
 
-func TestShardReads(t *testing.T) {
+func TestShardReads(t *testing.T) { inBothForms(t, testShardReads) }
+
+func testShardReads(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 
@@ -402,7 +404,9 @@ func TestShardReads(t *testing.T) {
 	})
 }
 
-func TestShards(t *testing.T) {
+func TestShards(t *testing.T) { inBothForms(t, testShards) }
+
+func testShards(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)
@@ -504,7 +508,9 @@ func TestShards(t *testing.T) {
 	}
 }
 
-func TestInformerStop(t *testing.T) {
+func TestInformerStop(t *testing.T) { inBothForms(t, testInformerStop) }
+
+func testInformerStop(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)

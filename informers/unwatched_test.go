@@ -54,6 +54,10 @@ func createSecret(t *testing.T, cs kubernetes.Interface, ns, name string) {
 // holds starts one and keeps it: the read answers, the informer is flagged
 // as started by a read, and the hook hears of it once.
 func TestUnwatchedReadStartsAnInformerByDefault(t *testing.T) {
+	inBothForms(t, testUnwatchedReadStartsAnInformerByDefault)
+}
+
+func testUnwatchedReadStartsAnInformerByDefault(t *testing.T) {
 	admin := plane.Config(t)
 	cs := kubernetes.NewForConfigOrDie(admin)
 	ns := testenv.Namespace(t, cs)

@@ -50,27 +50,10 @@ type KindMemory struct {
 // MemoryOf totals stats per kind and reads the process's heap from
 // runtime/metrics; shared is the cache's SharedBytes.
 func MemoryOf(stats []informers.InformerStats, shared int64) Memory {
-	m := Memory{SharedBytes: shared, CacheBytes: shared, Kinds: []KindMemory{}}
-	byKind := map[schema.GroupVersionKind]int{}
-	for _, st := range stats {
-		i, ok := byKind[st.Kind]
-		if !ok {
-			i = len(m.Kinds)
-			byKind[st.Kind] = i
-			m.Kinds = append(m.Kinds, KindMemory{Kind: KindOf(st.Kind)})
-		}
-		k := &m.Kinds[i]
-		k.Informers++
-		k.Objects += st.Objects
-		k.Bytes += st.Bytes
-		if st.StartedByRead {
-			k.StartedByRead++
-		}
-		m.CacheBytes += st.Bytes
+	m := Memory{SharedBytes: shared, CacheBytes: shared, Kinds: KindsOf(stats)}
+	for _, k := range m.Kinds {
+		m.CacheBytes += k.Bytes
 	}
-	slices.SortFunc(m.Kinds, func(a, b KindMemory) int {
-		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Kind.String(), b.Kind.String()))
-	})
 	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"}}
 	metrics.Read(samples)
@@ -87,6 +70,32 @@ func MemoryOf(stats []informers.InformerStats, shared int64) Memory {
 	}
 	m.UnattributedBytes = max(m.LiveHeapBytes-m.CacheBytes, 0)
 	return m
+}
+
+// KindsOf totals stats per kind, the kinds holding the most bytes first:
+// the per-kind figures of the debug page and of the manager's metrics.
+func KindsOf(stats []informers.InformerStats) []KindMemory {
+	kinds := []KindMemory{}
+	byKind := map[schema.GroupVersionKind]int{}
+	for _, st := range stats {
+		i, ok := byKind[st.Kind]
+		if !ok {
+			i = len(kinds)
+			byKind[st.Kind] = i
+			kinds = append(kinds, KindMemory{Kind: KindOf(st.Kind)})
+		}
+		k := &kinds[i]
+		k.Informers++
+		k.Objects += st.Objects
+		k.Bytes += st.Bytes
+		if st.StartedByRead {
+			k.StartedByRead++
+		}
+	}
+	slices.SortFunc(kinds, func(a, b KindMemory) int {
+		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Kind.String(), b.Kind.String()))
+	})
+	return kinds
 }
 
 // bytesText spells n bytes in binary units: "512 B", "1.5 KiB", "12.0 MiB".

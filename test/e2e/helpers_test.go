@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -14,8 +15,15 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -43,8 +51,25 @@ func managerOptions(ns string, opts framework.Options) framework.Options {
 	if opts.Cache.Namespace == "" {
 		opts.Cache.Namespace = ns
 	}
+	if compactE2E && opts.Cache.Compact == nil {
+		opts.Cache.Compact = compactKinds
+	}
 	return opts
 }
+
+// compactE2E runs the suite with every kind its managers cache compact
+// (informers.Options.Compact): the built-in kinds and the example
+// StaticSite. CONVERGE_E2E_COMPACT=1 sets it (make test-e2e-compact).
+var compactE2E = os.Getenv("CONVERGE_E2E_COMPACT") == "1"
+
+// compactKinds names the kinds compactE2E makes compact; few objects are
+// kept decoded, so that reads decode often.
+var compactKinds = func() map[schema.GroupKind]informers.CompactOptions {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return testenv.CompactKinds(s, informers.CompactOptions{Decoded: 8})
+}()
 
 // newManager returns a Manager on the suite's control plane that caches only
 // namespace ns. See managerOptions.

@@ -38,6 +38,10 @@ import (
 // contenders names the contender programs, in run order for even repeats.
 var contenders = []string{"converge", "controller-runtime", "client-go"}
 
+// compactConverge passes --compact to the converge contender (see the
+// --compact flag).
+var compactConverge bool
+
 var contenderPkg = map[string]string{
 	"converge":           "./contenders/converge",
 	"controller-runtime": "./contenders/controllerruntime",
@@ -64,6 +68,7 @@ func main() {
 		profile  = flag.Bool("profile", false, "write CPU and heap profiles of every contender run to <out>/profiles")
 		cbor     = flag.Bool("cbor", true, "serve CBOR from kube-apiserver (feature gate CBORServingAndStorage)")
 		quiet    = flag.Bool("quiet", false, "print only the table")
+		compact  = flag.Bool("compact", false, "run the converge contender with its workload's kind compact (informers.Options.Compact, the contender's --compact): the converge column is then converge compact")
 		attach   = flag.String("kubeconfig", "", "use this cluster (objects already created, e.g. by --hold) instead of starting a control plane")
 		prebuilt = flag.String("prebuilt", "", "folder of already built contender binaries, named after the contenders")
 		phases   = flag.String("phases", "storm,steady,burst,backlog,rollout,drift", "phases to run after start-up, comma-separated")
@@ -156,6 +161,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
+	compactConverge = *compact
 	names := strings.Split(*who, ",")
 	for _, n := range names {
 		if contenderPkg[n] == "" {

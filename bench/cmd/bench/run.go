@@ -155,7 +155,11 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 	defer logf.Close()
 
 	dropFromPageCache(bin)
-	cmd := exec.Command(bin, "--kind="+string(o.kind), "--kubeconfig="+o.kubeconfig, "--workers="+strconv.Itoa(o.workers))
+	args := []string{"--kind=" + string(o.kind), "--kubeconfig=" + o.kubeconfig, "--workers=" + strconv.Itoa(o.workers)}
+	if name == "converge" && compactConverge {
+		args = append(args, "--compact")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = logf
 	cmd.Env = os.Environ()
 	if o.profileDir != "" {

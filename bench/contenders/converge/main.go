@@ -15,9 +15,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/converge-dev/converge/bench/internal/report"
 	"github.com/converge-dev/converge/bench/internal/workload"
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -31,6 +34,7 @@ func main() {
 	ring := flag.String("ring", "", "join this sharding ring and shard the controller (Options.Sharding.Ring); empty: no ring")
 	ringNamespace := flag.String("ring-namespace", "", "namespace of the ring's Leases (Options.Sharding.Namespace)")
 	identity := flag.String("identity", "", "this member's identity in the ring (Options.Sharding.Identity)")
+	compact := flag.Bool("compact", false, "store the workload's kind compact (informers.Options.Compact, defaults)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -41,7 +45,12 @@ func main() {
 	}
 	// All defaults, but for one documented experiment (bench/README.md)
 	// and the ring of the sharded workload.
+	var cacheOpts informers.Options
+	if *compact {
+		cacheOpts.Compact = map[schema.GroupKind]informers.CompactOptions{compactKinds[workload.Kind(*kind)]: {}}
+	}
 	mgr, err := framework.NewManager(cfg, framework.Options{
+		Cache:              cacheOpts,
 		DisableCompression: os.Getenv("BENCH_DISABLE_COMPRESSION") != "",
 		Sharding:           sharding.Options{Ring: *ring, Lease: lease.Options{Namespace: *ringNamespace, Identity: *identity}},
 	})
@@ -100,6 +109,14 @@ func cacheStatus(mgr *framework.Manager) string {
 
 // run registers the controller: each reconcile is handed the object from the
 // cache and reports what it saw.
+// compactKinds is the kind --compact stores compact, per workload.
+var compactKinds = map[workload.Kind]schema.GroupKind{
+	workload.ConfigMaps: {Kind: "ConfigMap"},
+	workload.Pods:       {Kind: "Pod"},
+	workload.Widgets:    {Group: "bench.converge.dev", Kind: "Widget"},
+	workload.Parents:    {Group: "apps", Kind: "Deployment"},
+}
+
 func run[T object.Object](mgr *framework.Manager, opts framework.ControllerOptions, gen func(T) string) error {
 	return framework.NewBuilder[T](mgr, "bench", opts).
 		Complete(reconcile.ObjectFunc[T](func(_ context.Context, obj T) (reconcile.Result, error) {

@@ -14,9 +14,9 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -255,23 +255,16 @@ func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.m.CacheStats == nil {
 		return
 	}
-	type total struct {
-		objects int
-		bytes   int64
-	}
-	byKind := map[schema.GroupVersionKind]total{}
-	for _, st := range c.m.CacheStats() {
-		t := byKind[st.Kind]
-		t.objects += st.Objects
-		t.bytes += st.Bytes
-		byKind[st.Kind] = t
+	stats := c.m.CacheStats()
+	for _, st := range stats {
 		k := st.Kind
 		ch <- prometheus.MustNewConstMetric(c.m.informerObjects, prometheus.GaugeValue, float64(st.Objects), st.Description, k.Group, k.Version, k.Kind)
 		ch <- prometheus.MustNewConstMetric(c.m.informerBytes, prometheus.GaugeValue, float64(st.Bytes), st.Description, k.Group, k.Version, k.Kind)
 	}
-	for k, t := range byKind {
-		ch <- prometheus.MustNewConstMetric(c.m.cacheObjects, prometheus.GaugeValue, float64(t.objects), k.Group, k.Version, k.Kind)
-		ch <- prometheus.MustNewConstMetric(c.m.cacheBytes, prometheus.GaugeValue, float64(t.bytes), k.Group, k.Version, k.Kind)
+	for _, t := range introspect.KindsOf(stats) {
+		k := t.Kind
+		ch <- prometheus.MustNewConstMetric(c.m.cacheObjects, prometheus.GaugeValue, float64(t.Objects), k.Group, k.Version, k.Kind)
+		ch <- prometheus.MustNewConstMetric(c.m.cacheBytes, prometheus.GaugeValue, float64(t.Bytes), k.Group, k.Version, k.Kind)
 	}
 	if c.m.SharedBytes != nil {
 		ch <- prometheus.MustNewConstMetric(c.m.sharedBytes, prometheus.GaugeValue, float64(c.m.SharedBytes()))

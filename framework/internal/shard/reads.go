@@ -85,6 +85,25 @@ func (p *Primary[T]) Len() int {
 	return n
 }
 
+// Stats describes the held buckets' informers as one: their objects,
+// bytes and relists summed, synced when all are, their errors joined.
+func (p *Primary[T]) Stats() informers.InformerStats {
+	out := informers.InformerStats{Description: p.String(), Synced: true}
+	var errs []error
+	for _, inf := range p.held() {
+		st := inf.Stats()
+		out.Kind, out.Mode = st.Kind, st.Mode
+		out.Objects += st.Objects
+		out.Bytes += st.Bytes
+		out.Relists += st.Relists
+		out.Synced = out.Synced && st.Synced
+		out.StartedByRead = out.StartedByRead || st.StartedByRead
+		errs = append(errs, st.Err)
+	}
+	out.Err = errors.Join(errs...)
+	return out
+}
+
 func (p *Primary[T]) Health() error {
 	var errs []error
 	for _, inf := range p.held() {
