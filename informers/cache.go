@@ -319,8 +319,9 @@ type InformerStats struct {
 	// Kind is the informer's kind and Mode how it stores objects.
 	Kind schema.GroupVersionKind
 	Mode Mode
-	// Objects is the number of objects its store holds; Relists how often
-	// it listed.
+	// Objects is the number of objects it holds (counted as its events
+	// are handed to listeners, so it may lag the store by a few); Relists
+	// how often it listed.
 	Objects int
 	Relists int64
 	// Bytes estimates the heap bytes of its objects and its store, without
@@ -389,20 +390,14 @@ func (s *InformerStats) UnmarshalJSON(b []byte) error {
 }
 
 // Stats describes every informer of the cache, sorted by description. It
-// counts each informer's objects by listing its store's keys, so it takes
-// time linear in the number of objects cached; the cache's lock is held
-// only to gather the informers.
+// takes time linear in the number of informers, not of objects.
 func (c *Cache) Stats() []InformerStats {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	started := c.runCtx != nil
-	entries := make([]*entry, 0, len(c.entries))
+	out := make([]InformerStats, 0, len(c.entries))
 	for _, e := range c.entries {
-		entries = append(entries, e)
-	}
-	c.mu.Unlock()
-	out := make([]InformerStats, 0, len(entries))
-	for _, e := range entries {
-		n := e.objects()
+		n := int(max(e.objects.Load(), 0))
 		out = append(out, InformerStats{
 			Description: e.desc, Kind: e.key.gvk, Mode: e.key.mode,
 			Objects: n, Bytes: e.bytes(n), StartedByRead: e.startedByRead, Relists: e.lists.Load(),
@@ -558,6 +553,9 @@ func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error
 		return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
 	}
 	if err := inf.SetWatchErrorHandlerWithContext(e.onWatchError); err != nil {
+		return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
+	}
+	if _, err := inf.AddEventHandler(e.counter()); err != nil {
 		return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
 	}
 	e.informer = inf

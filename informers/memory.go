@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/internal/memsize"
 )
@@ -74,11 +75,13 @@ func (e *entry) bytes(objects int) int64 {
 		memsize.Map(objects, storeSlot, true) + e.indexes.Load()*memsize.Map(objects, indexSlot, true)
 }
 
-// objects counts the objects e's store holds. It lists the store's keys:
-// an event handler kept for counting alone would cost every informer a
-// client-go listener (a buffer of 1,024 events and two goroutines) for as
-// long as it runs, to save this walk when stats are read.
-func (e *entry) objects() int { return len(e.informer.GetStore().ListKeys()) }
+// counter keeps entry.objects.
+func (e *entry) counter() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { e.objects.Add(1) },
+		DeleteFunc: func(any) { e.objects.Add(-1) },
+	}
+}
 
 // SharedBytes estimates the heap bytes of the values cached objects share
 // (see Options.DisableSharing): each is counted once here and in no
