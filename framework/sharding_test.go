@@ -22,11 +22,11 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/faultproxy"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/sharding"
-	"github.com/converge-dev/converge/internal/faultproxy"
 )
 
 // referee counts reconciles of one key that run in two members at once,

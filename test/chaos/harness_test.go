@@ -32,8 +32,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework/envtest"
-	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/internal/faultproxy"
+	"github.com/converge-dev/converge/internal/testenv"
 )
 
 var widgets = schema.GroupVersionResource{Group: "chaos.converge.dev", Version: "v1", Resource: "widgets"}

@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/framework/envtest"
+	"github.com/converge-dev/converge/internal/faultproxy"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/sharding"
-	"github.com/converge-dev/converge/internal/faultproxy"
 	"github.com/converge-dev/converge/test/sharding/report"
 )
 
