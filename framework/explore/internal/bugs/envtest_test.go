@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/framework/envtest"
@@ -80,4 +79,3 @@ func TestFixedVersionsPassOnEnvtest(t *testing.T) {
 	}
 }
 
-var _ runtime.Object = (*api.DB)(nil)
