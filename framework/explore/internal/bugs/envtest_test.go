@@ -78,4 +78,3 @@ func TestFixedVersionsPassOnEnvtest(t *testing.T) {
 		})
 	}
 }
-
