@@ -28,6 +28,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework/envtest"
+	"github.com/converge-dev/converge/framework/internal/seam"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/faultproxy"
 )
@@ -63,6 +64,7 @@ type realPlane struct {
 	// did not come back.
 	up         chan struct{}
 	restartErr error
+
 	// killMu is held by the scenario's writes (read lock) and by kill,
 	// so that kube-apiserver never dies under a write of the scenario.
 	killMu sync.RWMutex
@@ -189,6 +191,11 @@ func (p *realPlane) caughtUp(r *managerRun) string {
 	if err != nil {
 		return err.Error()
 	}
+	for _, inf := range seam.Provider(r.mgr).Informers() {
+		if inf.Err != nil {
+			return fmt.Sprintf("informer %s has not watched again since its last list or watch failed: %v", inf.Description, inf.Err)
+		}
+	}
 	if p.expireFault < 0 {
 		return ""
 	}
@@ -220,10 +227,11 @@ func (p *realPlane) kill() error {
 		defer close(up)
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		if err := p.env.StartAPIServer(ctx); err != nil {
-			p.mu.Lock()
+		err := p.env.StartAPIServer(ctx)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if err != nil {
 			p.restartErr = fmt.Errorf("explore: restarting kube-apiserver: %w", err)
-			p.mu.Unlock()
 		}
 	}()
 	return nil
@@ -335,6 +343,11 @@ type tripper struct {
 }
 
 func (t *tripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.identity == scenarioIdentity && r.Method != http.MethodGet {
+		// kube-apiserver is not killed under the scenario's write (see kill).
+		t.p.killMu.RLock()
+		defer t.p.killMu.RUnlock()
+	}
 	if t.identity == scenarioIdentity || t.identity == invariantIdentity {
 		select {
 		case <-t.p.awaitUp():
@@ -382,10 +395,6 @@ func (t *tripper) RoundTrip(r *http.Request) (*http.Response, error) {
 			t.p.noteResponse(req, resp)
 		}
 		return resp.StatusCode
-	}
-	if t.identity == scenarioIdentity && req.isWrite() {
-		t.p.killMu.RLock()
-		defer t.p.killMu.RUnlock()
 	}
 	if injected := t.p.s.intercept(req, serve); injected != nil {
 		return statusResponse(r, injected), nil
