@@ -22,11 +22,11 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/internal/faultproxy"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/sharding"
-	"github.com/converge-dev/converge/test/chaos/proxy"
 )
 
 // referee counts reconciles of one key that run in two members at once,
@@ -426,7 +426,7 @@ func TestShardingMarksSurviveACrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proxy.New(u.Host)
+	p, err := faultproxy.New(u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +498,7 @@ func TestShardingMarksSurviveACrash(t *testing.T) {
 	})
 
 	// The crash: nothing a sends reaches the API server any more.
-	p.SetMode(proxy.Reset, 0)
+	p.SetMode(faultproxy.Reset, 0)
 	testenv.Eventually(t, "member b serves all 32 buckets after a crashed", func() bool { return len(b.serving()) == 32 })
 	testenv.Eventually(t, "every changed ConfigMap reconciled at v=2", func() bool { return at(t, cs, ns, names(changed), 2) })
 	checkHandedOver(t, ref, from, names(ofA), names(changed), "2")

@@ -34,11 +34,52 @@
 //     on each watch and in any order between watches (stale reads).
 //
 // Writes are numbered among the controllers' writes, which the explorer
-// serialises. A plan is drawn from the seed alone, never from what a run
-// did: n among writes 1 to 12, k among the steps, no two faults on the
-// same write. A fault on a write the run does not reach does not fire; the
-// report says so, and a passing Run logs how many faults of each kind
+// serialises, counting first attempts only: the retry of a write a fault
+// answered or cut off (the next write of that manager with the same verb
+// and object) gets no number, so removing a fault while shrinking shifts
+// no later write. A plan is drawn from the seed and the number of writes
+// the fault-free reference schedule sent: n among writes 1 to the larger
+// of 12 and that number, k among the steps, no two faults on the same
+// write or step. A fault on a write the run does not reach does not fire;
+// the report says so, and a passing Run logs how many faults of each kind
 // were injected and how many did not fire.
+//
+// # On a test control plane
+//
+// With Options.Envtest the same scenario and invariants run on a started
+// framework/envtest Environment: kube-apiserver and etcd, with admission,
+// defaulting, validation and the wire encodings of a real cluster. The
+// managers reach kube-apiserver through a TCP proxy of the schedule's, and
+// the managers' and the scenario's clients send their requests through an
+// http.RoundTripper of the explorer's, which numbers and records the
+// writes and injects Conflict, ServerError and Crash as on the fake. The
+// real plane adds three faults:
+//
+//   - Restart: kube-apiserver is killed (SIGKILL) as the controllers send
+//     their n-th write, which gets no answer, and started again at once on
+//     the same port and etcd data; the controllers' requests fail until it
+//     is ready, the scenario's wait.
+//   - Expire: step k is applied while the proxy holds the manager's
+//     connection; then etcd is compacted and the connection broken, so the
+//     watches resume from a compacted resource version, get 410 Gone and
+//     list again. The fault fires when an informer lists again within 5
+//     seconds; kube-apiserver must run with --watch-cache=false, or it
+//     resumes the watches from its watch cache and the fault does not fire.
+//   - Hold: the proxy holds the manager's connection (the n-th write, later
+//     requests and watch events) while the next step is applied, then
+//     releases it: the write lands late, on a cluster that moved on.
+//
+// Lag is the fake's alone. Schedules run one at a time on the shared
+// cluster (Parallel must be 1); after each, the explorer deletes what the
+// scenario and the controllers created (answered 201 Created), removing
+// finalizers first, and waits until it is gone; Namespaces are left, so
+// the namespaces a scenario uses must exist before Check or Run. The
+// controllers run in wall time and a restart takes seconds, so the
+// default is DefaultEnvtestSchedules (10), and the quiet period that
+// counts as converged is 100 ms (15 ms on the fake, where the explorer
+// also knows when every watch event has been delivered). A replay repeats
+// the fault plan, each fault on the same numbered write or step, but not
+// the interleaving of the controllers with kube-apiserver.
 //
 // # Properties
 //
@@ -64,8 +105,9 @@
 //
 //	go test -run '^TestDB$' ./internal/controller -converge.faults=500@w4,lag@s1
 //
-// -converge.faults carries the faults themselves (409@wN, 500@wN and
-// crash@wN on the N-th write, from 1; lag@sK from step K, from 0), so a
+// -converge.faults carries the faults themselves (409@wN, 500@wN,
+// crash@wN, restart@wN and hold@wN on the N-th write, from 1; lag@sK and
+// expire@sK on step K, from 0), so a
 // replay does not depend on the seed or on the reference schedule: it runs
 // the reference, then one schedule with exactly these faults, each on the
 // same numbered write or step. It does not repeat the goroutines'
@@ -78,17 +120,18 @@
 // (a nightly job). An Invariant's Check or a Step's Do that panics breaks
 // its property, reported as any other.
 //
-// Schedules run two at a time (Options.Parallel), so Setup may be called
-// from two goroutines at once. The
-// package registers its flags on flag.CommandLine: import it from tests
-// only.
+// Schedules run two at a time on the fake (Options.Parallel), so Setup
+// may be called from two goroutines at once. The package registers its
+// flags on flag.CommandLine: import it from tests only.
 //
 // # Limits
 //
-// Faults are those the fake API server can inject: no leader handover,
-// no relist after an expired watch, no restart that reads an older view,
-// no sharding. The fake runs no built-in controllers (a scenario plays
-// them, as the StatefulSet controller's status in a step) and collects
-// garbage within the request that leaves it. Each schedule costs a fake API
-// server and a manager start or more, about 0.1 s on one core.
+// No leader handover, no restart that reads an older view (one
+// kube-apiserver has no stale peer), no sharding. The fake runs no
+// built-in controllers (a scenario plays them, as the StatefulSet
+// controller's status in a step) and collects garbage within the request
+// that leaves it; a test control plane runs them only with
+// envtest.Options.ControllerManager. Each schedule costs a fake API server
+// and a manager start or more, about 0.1 s on one core; on a test control
+// plane about a second, plus a few for each restart.
 package explore

@@ -12,6 +12,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/converge-dev/converge/framework/envtest"
 )
 
 var (
@@ -163,7 +167,7 @@ func (s stats) String() string {
 		return fmt.Sprintf("explore: %d schedule, the fault-free reference: no fault injected", s.schedules)
 	}
 	var kinds []string
-	for _, k := range []FaultKind{Conflict, ServerError, Crash, Lag} {
+	for _, k := range []FaultKind{Conflict, ServerError, Crash, Lag, Restart, Expire, Hold} {
 		if n := s.injected[k]; n > 0 {
 			kinds = append(kinds, fmt.Sprintf("%d %s", n, k))
 		}
@@ -206,6 +210,15 @@ func (e *explorer) check(ctx context.Context, opts Options) (*Failure, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
+	if opts.Envtest != nil && len(opts.CRDs) > 0 {
+		crds := make([]runtime.Object, len(opts.CRDs))
+		for i, c := range opts.CRDs {
+			crds[i] = c
+		}
+		if err := opts.Envtest.InstallCRDs(ctx, envtest.CRDOptions{Objects: crds}); err != nil {
+			return nil, fmt.Errorf("explore: Options.CRDs: %w", err)
+		}
+	}
 	ref, err := runSchedule(ctx, opts, nil)
 	e.stats.add(nil, ref)
 	if err != nil {
@@ -221,7 +234,7 @@ func (e *explorer) check(ctx context.Context, opts Options) (*Failure, error) {
 		}
 		return moreDeletes(o.writes, refDeletes)
 	}
-	runs := e.plans(opts)
+	runs := e.plans(opts, max(minWrites, ref.attempts))
 	// Schedules run Options.Parallel at a time; the first to fail in seed order
 	// is reported, whatever the timing.
 	for len(runs) > 0 {
@@ -246,10 +259,11 @@ func (e *explorer) check(ctx context.Context, opts Options) (*Failure, error) {
 }
 
 // plans returns the schedules to run after the reference: the faults of
-// -converge.faults, the plan of -converge.seed, or those of opts's seeds.
-func (e *explorer) plans(opts Options) []*planned {
+// -converge.faults, the plan of -converge.seed, or those of opts's seeds,
+// with write triggers among writes 1 to writes.
+func (e *explorer) plans(opts Options, writes int) []*planned {
 	planOf := func(seed uint64) []Fault {
-		return plan(seed, opts.Faults.Kinds, opts.Faults.Max, len(opts.Steps))
+		return plan(seed, opts.Faults.Kinds, opts.Faults.Max, len(opts.Steps), writes)
 	}
 	switch {
 	case e.replayFaults != nil:
@@ -304,10 +318,12 @@ func (e *explorer) shrink(ctx context.Context, opts Options, judge func(*outcome
 
 // hitOf describes the write f hit in o, or says that it did not fire.
 func hitOf(f Fault, fired bool, o *outcome) string {
-	if f.Kind == Lag {
-		if !fired {
-			return "did not fire: the scenario stopped before"
-		}
+	switch {
+	case f.Kind == Expire && !fired:
+		return "did not fire: no informer listed again (kube-apiserver resumes watches from its watch cache unless started with --watch-cache=false)"
+	case f.Kind.onStep() && !fired:
+		return "did not fire: the scenario stopped before"
+	case f.Kind.onStep():
 		return ""
 	}
 	for _, w := range o.writes {

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/framework/fake"
 	"github.com/converge-dev/converge/framework/internal/seam"
 )
 
@@ -56,10 +55,19 @@ func idle(mgr *framework.Manager) string {
 	return summary(reasons)
 }
 
-func apiConflict(req fake.Request) error {
-	return apierrors.NewConflict(schema.GroupResource{Group: req.Kind.Group, Resource: req.Kind.Kind}, req.Name, fmt.Errorf("explore: injected conflict"))
+func apiConflict(req request) error {
+	return apierrors.NewConflict(schema.GroupResource{Group: req.kind.Group, Resource: req.kind.Kind}, req.name, fmt.Errorf("explore: injected conflict"))
 }
 
-func apiInternal(req fake.Request) error {
+func apiInternal(req request) error {
 	return apierrors.NewInternalError(fmt.Errorf("explore: injected server error on %s", req))
+}
+
+// relists returns how often the informers of mgr's cache have listed.
+func relists(mgr *framework.Manager) int64 {
+	var n int64
+	for _, inf := range seam.Provider(mgr).Informers() {
+		n += inf.Relists
+	}
+	return n
 }

@@ -73,14 +73,16 @@ func TestFaultTokensRoundTrip(t *testing.T) {
 // range, and no two of its faults share a trigger.
 func TestAPlanIsDrawnFromItsSeedAlone(t *testing.T) {
 	kinds := []FaultKind{Conflict, ServerError, Crash, Lag}
-	a, b := plan(7, kinds, 3, 4), plan(7, kinds, 3, 4)
+	a, b := plan(7, kinds, 3, 4, minWrites), plan(7, kinds, 3, 4, minWrites)
 	if !slices.Equal(a, b) || len(a) == 0 {
 		t.Fatalf("seed 7 drew %v, then %v", a, b)
 	}
+	beyond := false
 	for seed := range uint64(2000) {
-		p := plan(seed, kinds, 3, 4)
+		p := plan(seed, kinds, 3, 4, 30)
 		for i, f := range p {
-			if f.Kind != Lag && (f.Write < 1 || f.Write > writeRange) || f.Step < 0 || f.Step >= 4 {
+			beyond = beyond || f.Write > minWrites
+			if f.Kind != Lag && (f.Write < 1 || f.Write > 30) || f.Step < 0 || f.Step >= 4 {
 				t.Fatalf("seed %d drew %v: out of range", seed, f)
 			}
 			for _, g := range p[:i] {
@@ -90,7 +92,10 @@ func TestAPlanIsDrawnFromItsSeedAlone(t *testing.T) {
 			}
 		}
 	}
-	if p := plan(7, kinds, -1, 4); p != nil {
+	if !beyond {
+		t.Errorf("with 30 writes in the reference, no trigger beyond write %d", minWrites)
+	}
+	if p := plan(7, kinds, -1, 4, minWrites); p != nil {
 		t.Errorf("no faults allowed, drew %v", p)
 	}
 }
@@ -187,4 +192,49 @@ func TestReplayRunsTheShrunkFaults(t *testing.T) {
 	if !strings.Contains(again.Error(), "the replayed faults "+tokens(shrunk)) {
 		t.Errorf("the replay's report:\n%s", again)
 	}
+}
+
+// A write a fault answered is retried unnumbered, so a fault shifts no
+// later write's number: crash@w2 hits the same write with or without a
+// 409 on write 1 before it (which the controller retries), and in two
+// runs of each plan.
+func TestARetriedWriteKeepsTheNumbering(t *testing.T) {
+	pair := func(mgr *framework.Manager) error {
+		c := mgr.Client()
+		return framework.NewBuilder[*corev1.ConfigMap](mgr, "pair", framework.ControllerOptions{}).
+			Owns(&corev1.Secret{}).
+			Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
+				for _, suffix := range []string{"-a", "-b"} {
+					s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name + suffix,
+						OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cm, corev1.SchemeGroupVersion.WithKind("ConfigMap"))}}}
+					if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+						return reconcile.Result{}, err
+					}
+				}
+				return reconcile.Result{}, nil
+			}))
+	}
+	opts := Options{Setup: pair, Steps: []Step{Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}})}}.withDefaults()
+	hit := func(faults []Fault) string {
+		o, err := runSchedule(t.Context(), opts, faults)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !o.fired[len(faults)-1] {
+			t.Fatalf("%s: the crash did not fire; writes: %v", tokens(faults), o.writes)
+		}
+		return hitOf(faults[len(faults)-1], true, o)
+	}
+	crash := Fault{Kind: Crash, Write: 2}
+	var got []string
+	for _, faults := range [][]Fault{{crash}, {{Kind: Conflict, Write: 1}, crash}, {crash}, {{Kind: Conflict, Write: 1}, crash}} {
+		got = append(got, tokens(faults)+": "+hit(faults))
+	}
+	for _, g := range got {
+		if !strings.HasSuffix(g, ": manager-1: create v1 Secret ns/p-b → 201") {
+			t.Errorf("crash@w2 hit another write: %s", strings.Join(got, "; "))
+			break
+		}
+	}
+	t.Log(strings.Join(got, "; "))
 }

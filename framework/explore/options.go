@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -11,13 +12,19 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/envtest"
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 )
 
-// DefaultSchedules is the number of schedules Run and Check explore when
-// Options.Schedules and -converge.schedules are zero.
-const DefaultSchedules = 200
+// DefaultSchedules is the number of schedules Run and Check explore on
+// framework/fake when Options.Schedules and -converge.schedules are zero;
+// DefaultEnvtestSchedules on a test control plane (Options.Envtest),
+// where a schedule runs in wall time, restarts included.
+const (
+	DefaultSchedules        = 200
+	DefaultEnvtestSchedules = 10
+)
 
 // Options configures Run and Check.
 type Options struct {
@@ -47,8 +54,23 @@ type Options struct {
 	ClusterScoped []object.Object
 
 	// Objects are stored before the first manager starts, as
-	// fake.Options.Objects. Zero means none.
+	// fake.Options.Objects (on Options.Envtest: created, and deleted after
+	// the schedule). Zero means none.
 	Objects []object.Object
+
+	// Envtest, when set, runs the schedules on this started test control
+	// plane (kube-apiserver and etcd) instead of framework/fake: the
+	// managers reach kube-apiserver through a TCP proxy of the explorer's
+	// and every client's requests through a RoundTripper of its, the
+	// schedules run one at a time, and after each the explorer deletes
+	// what the scenario and the controllers created (finalizers removed;
+	// Namespaces are left), so the namespaces the scenario uses must
+	// exist. CRDs are installed with Environment.InstallCRDs; its faults
+	// are Conflict, ServerError, Crash, Restart, Expire and Hold (see
+	// FaultKind). The controllers run in wall time: a replay repeats a
+	// schedule's faults, each on the same numbered write or step, not its
+	// interleaving. Zero means framework/fake.
+	Envtest *envtest.Environment
 
 	// Steps are the scenario, applied in order; after each, the explorer
 	// waits until the controllers have converged. Required.
@@ -69,13 +91,14 @@ type Options struct {
 
 	// Schedules is how many schedules to explore, the fault-free reference
 	// schedule included. The -converge.schedules flag, when set, wins.
-	// Zero means DefaultSchedules.
+	// Zero means DefaultSchedules, DefaultEnvtestSchedules with Envtest.
 	Schedules int
 
 	// Parallel is how many schedules run at once. Setup is then called
 	// from that many goroutines at once, so it must not change state the
 	// schedules share (package variables) but its manager's. Zero means 2
-	// (1 on a single CPU).
+	// (1 on a single CPU, and with Envtest, whose schedules share the
+	// cluster: there it must be 1).
 	Parallel int
 
 	// Seed is the first schedule's seed (schedule i has Seed+i). The
@@ -93,8 +116,10 @@ type Options struct {
 
 // FaultOptions configures the faults a schedule draws.
 type FaultOptions struct {
-	// Kinds are the kinds of fault drawn. Zero means all of them:
-	// Conflict, ServerError, Crash and Lag.
+	// Kinds are the kinds of fault drawn. Zero means all those the plane
+	// can take: Conflict, ServerError, Crash and Lag on framework/fake;
+	// Conflict, ServerError, Crash, Restart, Expire and Hold with
+	// Options.Envtest.
 	Kinds []FaultKind
 
 	// Max is the most faults one schedule draws (each draws 1 to Max).
@@ -111,7 +136,10 @@ func (o Options) withDefaults() Options {
 		o.Scheme = scheme.Scheme
 	}
 	if len(o.Faults.Kinds) == 0 {
-		o.Faults.Kinds = []FaultKind{Conflict, ServerError, Crash, Lag}
+		o.Faults.Kinds = fakeKinds
+		if o.Envtest != nil {
+			o.Faults.Kinds = realKinds
+		}
 	}
 	if o.Faults.Max == 0 {
 		o.Faults.Max = 3
@@ -121,9 +149,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Schedules == 0 {
 		o.Schedules = DefaultSchedules
+		if o.Envtest != nil {
+			o.Schedules = DefaultEnvtestSchedules
+		}
 	}
 	if o.Parallel == 0 {
 		o.Parallel = max(1, min(2, goruntime.GOMAXPROCS(0)))
+		if o.Envtest != nil {
+			o.Parallel = 1
+		}
 	}
 	if o.ConvergeTimeout == 0 {
 		o.ConvergeTimeout = 30 * time.Second
@@ -168,8 +202,24 @@ func (o Options) validate() error {
 		}
 	}
 	for i, k := range o.Faults.Kinds {
-		if k < Conflict || k > Lag {
+		switch {
+		case k < Conflict || k > Hold:
 			errs = append(errs, fmt.Errorf("Options.Faults.Kinds[%d] is %d, not a FaultKind", i, int(k)))
+		case o.Envtest == nil && !slices.Contains(fakeKinds, k):
+			errs = append(errs, fmt.Errorf("Options.Faults.Kinds[%d] is %v, which needs a test control plane (Options.Envtest)", i, k))
+		case o.Envtest != nil && !slices.Contains(realKinds, k):
+			errs = append(errs, fmt.Errorf("Options.Faults.Kinds[%d] is %v, which framework/fake only can inject, not Options.Envtest", i, k))
+		}
+	}
+	if o.Envtest != nil {
+		if o.Envtest.Config() == nil {
+			errs = append(errs, errors.New("Options.Envtest is not started (or stopped): call its Start first"))
+		}
+		if o.Parallel > 1 {
+			errs = append(errs, fmt.Errorf("Options.Parallel is %d: with Options.Envtest the schedules share the cluster and run one at a time", o.Parallel))
+		}
+		if len(o.ClusterScoped) > 0 {
+			errs = append(errs, errors.New("Options.ClusterScoped is for framework/fake: on Options.Envtest each CRD's scope says it"))
 		}
 	}
 	if o.Schedules < 0 {

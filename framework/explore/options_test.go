@@ -19,10 +19,10 @@ func TestInvalidOptionsNameTheField(t *testing.T) {
 		Steps:      []explore.Step{{Name: "nothing"}},
 		Converged:  []explore.Invariant{{Name: "x"}},
 		Invariants: []explore.Invariant{{Check: func(context.Context, *explore.Snapshot) error { return nil }}},
-		Faults:     explore.FaultOptions{Kinds: []explore.FaultKind{7}},
+		Faults:     explore.FaultOptions{Kinds: []explore.FaultKind{99, explore.Hold}},
 	})
 	for _, want := range []string{"Options.Setup is nil", `Options.Steps[0] ("nothing") has no Do`, `Options.Converged[0] ("x") has no Check`,
-		"Options.Invariants[0] has no Name", "Options.Faults.Kinds[0] is 7"} {
+		"Options.Invariants[0] has no Name", "Options.Faults.Kinds[0] is 99", "Options.Faults.Kinds[1] is Hold, which needs a test control plane"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want it to say %q", err, want)
 		}

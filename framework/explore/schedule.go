@@ -11,11 +11,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework"
-	"github.com/converge-dev/converge/framework/fake"
 	"github.com/converge-dev/converge/informers"
 )
 
@@ -25,22 +24,17 @@ const (
 	invariantIdentity = "invariants"
 )
 
-// Quiet periods: how long the controllers must stay idle, with no write
-// committed, to count as converged; a broken invariant is checked again
-// after the longer one before it fails the schedule, so an event still on
-// its way to a cache does not raise a false alarm.
 const (
-	quietPeriod   = 15 * time.Millisecond
-	confirmPeriod = 300 * time.Millisecond
-	pollInterval  = 2 * time.Millisecond
-	stopTimeout   = 30 * time.Second
+	pollInterval = 2 * time.Millisecond
+	stopTimeout  = 30 * time.Second
 )
 
 // outcome is what one schedule did.
 type outcome struct {
 	// writes are the writes the server took, in order.
 	writes []Write
-	// attempts is how many writes the managers sent.
+	// attempts is how many writes of the managers were numbered (see
+	// schedule.intercept).
 	attempts int
 	// fired says, for each fault of the schedule, whether it fired.
 	fired []bool
@@ -55,12 +49,12 @@ type broken struct {
 	err  error
 }
 
-// schedule runs the scenario once on a fresh fake API server with faults.
+// schedule runs the scenario once, on a fresh fake API server or on the
+// test control plane, with faults.
 type schedule struct {
 	opts   Options
 	faults []Fault
-	srv    *fake.Server
-	mapper meta.RESTMapper
+	plane  plane
 
 	// writeMu serialises the managers' writes, so that their numbering is
 	// the server's order and a crash lands exactly after its write.
@@ -70,10 +64,17 @@ type schedule struct {
 	writes    []Write
 	attempts  int
 	committed int
+	// retries are the writes whose last attempt a fault answered (or
+	// cut off) instead of the server: the next write of the same manager,
+	// verb and object is its retry, which is not numbered.
+	retries map[retryKey]bool
 	// fired says, for each fault, whether it fired.
 	fired []bool
 	// crashed receives a manager's identity when a Crash fault fires.
 	crashed chan string
+	// held is signalled when a Hold fault holds the managers'
+	// connection.
+	held chan struct{}
 
 	// Owned by the goroutine running the schedule.
 	managers int
@@ -82,7 +83,34 @@ type schedule struct {
 	// holdLag keeps a Lag through the next settle: the step after the
 	// lagging one comes before the controllers have seen it.
 	holdLag bool
+	// holding is set while a Hold fault holds the managers' connection
+	// through the next step.
+	holding bool
 	state   *Snapshot
+}
+
+// retryKey names a write for its retry: manager, verb and object.
+type retryKey struct {
+	manager, verb, kind, namespace, name, subresource string
+}
+
+// request is a request as the explorer intercepts it.
+type request struct {
+	identity, verb               string
+	kind                         schema.GroupVersionKind
+	namespace, name, subresource string
+}
+
+func (r request) isWrite() bool {
+	switch r.verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
+func (r request) String() string {
+	return fmt.Sprintf("%s %s %s %s/%s", r.verb, r.kind.GroupVersion(), r.kind.Kind, r.namespace, r.name)
 }
 
 // managerRun is one started manager.
@@ -94,17 +122,28 @@ type managerRun struct {
 }
 
 func runSchedule(ctx context.Context, opts Options, faults []Fault) (out *outcome, err error) {
-	srv, err := fake.NewServer(fake.Options{Scheme: opts.Scheme, CRDs: opts.CRDs, ClusterScoped: opts.ClusterScoped, Objects: opts.Objects})
-	if err != nil {
-		return nil, fmt.Errorf("explore: %w", err)
+	s := &schedule{opts: opts, faults: faults, crashed: make(chan string, 1), fired: make([]bool, len(faults)),
+		held: make(chan struct{}, 1), retries: map[retryKey]bool{}}
+	if opts.Envtest != nil {
+		s.plane, err = newRealPlane(ctx, s)
+	} else {
+		s.plane, err = newFakePlane(s)
 	}
-	defer srv.Close()
-	s := &schedule{opts: opts, faults: faults, srv: srv, crashed: make(chan string, 1), fired: make([]bool, len(faults))}
-	srv.Intercept(s.intercept)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := s.plane.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	scenario, err := s.clients(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.plane.setUp(ctx, scenario); err != nil {
 		return nil, err
 	}
 	if err := s.start(ctx); err != nil {
@@ -128,21 +167,18 @@ func runSchedule(ctx context.Context, opts Options, faults []Fault) (out *outcom
 // clients sets up the invariants' reader and returns the scenario's
 // client, with a cache of its own.
 func (s *schedule) clients(ctx context.Context) (*client.Client, error) {
-	var err error
-	if s.mapper, err = informers.NewRESTMapper(s.srv.ConfigAs(invariantIdentity), nil); err != nil {
-		return nil, fmt.Errorf("explore: discovery on the fake API server: %w", err)
-	}
-	reader, err := client.NewAPIReader(client.Options{Config: s.srv.ConfigAs(invariantIdentity), Scheme: s.opts.Scheme, Mapper: s.mapper})
+	mapper := s.plane.mapper()
+	reader, err := client.NewAPIReader(client.Options{Config: s.plane.config(invariantIdentity), Scheme: s.opts.Scheme, Mapper: mapper})
 	if err != nil {
 		return nil, fmt.Errorf("explore: %w", err)
 	}
 	s.state = &Snapshot{reader: reader, scheme: s.opts.Scheme}
-	cache, err := informers.New(s.srv.ConfigAs(scenarioIdentity), informers.Options{Scheme: s.opts.Scheme, Mapper: s.mapper})
+	cache, err := informers.New(s.plane.config(scenarioIdentity), informers.Options{Scheme: s.opts.Scheme, Mapper: mapper})
 	if err != nil {
 		return nil, fmt.Errorf("explore: scenario cache: %w", err)
 	}
 	go func() { _ = cache.Start(ctx) }()
-	scenario, err := client.New(client.Options{Scheme: s.opts.Scheme, Mapper: s.mapper, Cache: cache})
+	scenario, err := client.New(client.Options{Scheme: s.opts.Scheme, Mapper: mapper, Cache: cache})
 	if err != nil {
 		return nil, fmt.Errorf("explore: scenario client: %w", err)
 	}
@@ -158,16 +194,33 @@ func (s *schedule) scenario(ctx context.Context, scenario *client.Client) (*brok
 	steps := s.opts.Steps
 	for i, step := range steps {
 		s.startLag(i)
+		expire := s.expireAt(i)
+		if expire >= 0 {
+			if err := s.plane.(*realPlane).blind(); err != nil {
+				return nil, err
+			}
+		}
 		err := recovered(func() error { return step.Do(ctx, scenario) })
 		if err != nil && s.holdLag {
 			// The step may need the controllers' reaction to the one
 			// before, which the lag holds back: let them catch up, and
 			// apply it again.
 			s.holdLag = false
-			if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i-1, steps[i-1].Name), quietPeriod); b != nil || err != nil {
+			if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i-1, steps[i-1].Name), s.plane.quiet()); b != nil || err != nil {
 				return b, err
 			}
 			err = recovered(func() error { return step.Do(ctx, scenario) })
+		}
+		if s.holding {
+			// The managers' connection was held through this step: let
+			// their held write land now.
+			s.holding = false
+			s.plane.(*realPlane).release()
+		}
+		if expire >= 0 {
+			if err := s.expire(ctx, expire); err != nil {
+				return nil, err
+			}
 		}
 		if err != nil {
 			return &broken{what: "scenario", err: fmt.Errorf("step %d (%s): %w", i, step.Name, err)}, nil
@@ -178,7 +231,7 @@ func (s *schedule) scenario(ctx context.Context, scenario *client.Client) (*brok
 			// this one: wait for quiet, keep the events held, check nothing
 			// (the controllers have not seen the step).
 			s.holdLag = true
-			if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i, step.Name), quietPeriod); b != nil || err != nil {
+			if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i, step.Name), s.plane.quiet()); b != nil || err != nil {
 				return b, err
 			}
 			continue
@@ -186,6 +239,11 @@ func (s *schedule) scenario(ctx context.Context, scenario *client.Client) (*brok
 		s.holdLag = false
 		if b, err := s.settleAndCheck(ctx, fmt.Sprintf("step %d (%s)", i, step.Name)); b != nil || err != nil {
 			return b, err
+		}
+		if s.holding {
+			// A Hold fault fired: the next step comes while the managers'
+			// connection is held (settle checked nothing).
+			continue
 		}
 	}
 	return nil, nil
@@ -199,9 +257,33 @@ func (s *schedule) startLag(i int) {
 			s.mu.Lock()
 			s.fired[k] = true
 			s.mu.Unlock()
-			s.srv.LagWatches(s.current.identity, s.opts.Faults.MaxLag)
+			s.plane.lag(s.current.identity, s.opts.Faults.MaxLag)
 		}
 	}
+}
+
+// expireAt returns the index of the Expire fault of step i, or -1.
+func (s *schedule) expireAt(i int) int {
+	for k, f := range s.faults {
+		if f.Kind == Expire && f.Step == i {
+			return k
+		}
+	}
+	return -1
+}
+
+// expire ends the Expire fault k, whose step has been applied while the
+// managers were cut off: it compacts etcd, breaks the managers'
+// connections and lets them reconnect; the fault fired if an informer of
+// the current manager relists by the time the controllers are quiet.
+func (s *schedule) expire(ctx context.Context, k int) error {
+	rp := s.plane.(*realPlane)
+	before := relists(s.current.mgr)
+	if err := rp.expire(ctx); err != nil {
+		return err
+	}
+	rp.relistsBefore, rp.expireFault = before, k
+	return nil
 }
 
 // recovered calls f, turning a panic in it (a user's step or invariant)
@@ -215,15 +297,24 @@ func recovered(f func() error) (err error) {
 	return f()
 }
 
-// intercept records every write, injects the Conflict and ServerError
-// faults, and fires the Crash faults.
-func (s *schedule) intercept(req fake.Request, serve func() int) error {
-	if !req.IsWrite() {
+// intercept records every write, numbers the managers' writes, injects
+// the Conflict and ServerError faults, and fires the Crash, Restart and
+// Hold faults. serve sends the request to the server and returns the
+// answer's status code (0 when none came); an error returned is the
+// answer instead (serve was not called).
+//
+// A manager's write is numbered (from 1, over every manager) unless it
+// retries a write a fault answered or cut off: the next write of that
+// manager with the same verb and object. A fault that made the
+// controllers retry thus shifts no later write's number, so a replay
+// with fewer faults (shrinking) still lands each on its write.
+func (s *schedule) intercept(req request, serve func() int) error {
+	if !req.isWrite() {
 		serve()
 		return nil
 	}
-	w := Write{Manager: req.Identity, Verb: req.Verb, Kind: req.Kind, Namespace: req.Namespace, Name: req.Name, Subresource: req.Subresource}
-	if req.Identity == scenarioIdentity {
+	w := Write{Manager: req.identity, Verb: req.verb, Kind: req.kind, Namespace: req.namespace, Name: req.name, Subresource: req.subresource}
+	if req.identity == scenarioIdentity {
 		w.Manager = ""
 		w.Code = serve()
 		s.record(w)
@@ -231,47 +322,88 @@ func (s *schedule) intercept(req fake.Request, serve func() int) error {
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	key := retryKey{req.identity, req.verb, req.kind.String(), req.namespace, req.name, req.subresource}
 	s.mu.Lock()
-	s.attempts++
-	n := s.attempts
+	retry := s.retries[key]
+	delete(s.retries, key)
+	n := 0
+	if !retry {
+		s.attempts++
+		n = s.attempts
+	}
 	s.mu.Unlock()
 	w.attempt = n
-	for i := range s.faults {
-		f := &s.faults[i]
-		if f.Write != n || f.Kind != Conflict && f.Kind != ServerError {
-			continue
+	fault := -1
+	for i, f := range s.faults {
+		if n != 0 && f.Write == n && f.Kind != Lag && f.Kind != Expire {
+			fault = i
 		}
-		s.mu.Lock()
-		s.fired[i] = true
-		s.mu.Unlock()
-		w.Injected = f
-		if f.Kind == Conflict {
-			w.Code = 409
+	}
+	if fault >= 0 {
+		f := &s.faults[fault]
+		switch f.Kind {
+		case Conflict, ServerError:
+			s.fire(fault)
+			w.Injected = f
+			s.mu.Lock()
+			s.retries[key] = true
+			s.mu.Unlock()
+			w.Code = 500
+			err := apiInternal(req)
+			if f.Kind == Conflict {
+				w.Code, err = 409, apiConflict(req)
+			}
 			s.record(w)
-			return apiConflict(req)
+			return err
+		case Restart:
+			// kube-apiserver dies as the write is sent: it gets no answer.
+			if err := s.plane.(*realPlane).kill(); err == nil {
+				s.fire(fault)
+				w.Injected = f
+			}
+		case Hold:
+			// The write waits in the held connection while the next step
+			// is applied (see scenario).
+			s.plane.(*realPlane).hold()
+			s.fire(fault)
+			w.Injected = f
+			signal(s.held)
 		}
-		w.Code = 500
-		s.record(w)
-		return apiInternal(req)
 	}
 	w.Code = serve()
 	s.record(w)
+	if w.Code == 0 {
+		s.mu.Lock()
+		s.retries[key] = true
+		s.mu.Unlock()
+	}
 	if !w.Committed() {
 		return nil
 	}
-	for i, f := range s.faults {
-		if f.Kind == Crash && f.Write == n {
-			s.mu.Lock()
-			s.fired[i] = true
-			s.mu.Unlock()
-			s.srv.CrashAfter(req.Identity, 0)
-			select {
-			case s.crashed <- req.Identity:
-			default:
-			}
+	if fault >= 0 && s.faults[fault].Kind == Crash {
+		s.fire(fault)
+		s.plane.crash(req.identity)
+		select {
+		case s.crashed <- req.identity:
+		default:
 		}
 	}
 	return nil
+}
+
+// fire records that fault i fired.
+func (s *schedule) fire(i int) {
+	s.mu.Lock()
+	s.fired[i] = true
+	s.mu.Unlock()
+}
+
+// signal wakes the receiver of c, if it is not already woken.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 func (s *schedule) record(w Write) {
@@ -291,7 +423,7 @@ func (s *schedule) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("explore: Options.Scheme: %w", err)
 	}
-	mgr, err := framework.NewManager(s.srv.ConfigAs(id), framework.Options{
+	mgr, err := framework.NewManager(s.plane.config(id), framework.Options{
 		Scheme:                  scheme,
 		Logger:                  logr.FromSlogHandler(slog.DiscardHandler), // logr.Discard() is the zero Logger: the default
 		GracefulShutdownTimeout: -1,                                        // a crash does not drain
@@ -304,7 +436,7 @@ func (s *schedule) start(ctx context.Context) error {
 		return fmt.Errorf("explore: Setup of %s: %w", id, err)
 	}
 	if s.lagging {
-		s.srv.LagWatches(id, s.opts.Faults.MaxLag)
+		s.plane.lag(id, s.opts.Faults.MaxLag)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r := &managerRun{identity: id, mgr: mgr, cancel: cancel, done: make(chan error, 1)}
@@ -336,15 +468,18 @@ func (s *schedule) stop() error {
 // step, or the start), then checks the invariants; a broken one is
 // checked again after a longer quiet period before it counts.
 func (s *schedule) settleAndCheck(ctx context.Context, what string) (*broken, error) {
-	if b, err := s.settle(ctx, what, quietPeriod); b != nil || err != nil {
+	if b, err := s.settle(ctx, what, s.plane.quiet()); b != nil || err != nil {
 		return b, err
+	}
+	if s.holding {
+		return nil, nil // a Hold fault: the next step comes now
 	}
 	all := append(s.opts.Invariants[:len(s.opts.Invariants):len(s.opts.Invariants)], s.opts.Converged...)
 	b := s.check(ctx, all, what)
 	if b == nil {
 		return nil, nil
 	}
-	if b2, err := s.settle(ctx, what, confirmPeriod); b2 != nil || err != nil {
+	if b2, err := s.settle(ctx, what, 20*s.plane.quiet()); b2 != nil || err != nil {
 		return b2, err
 	}
 	return s.check(ctx, all, what), nil
@@ -364,8 +499,10 @@ func (s *schedule) check(ctx context.Context, invs []Invariant, when string) *br
 
 // settle waits until the current manager's controllers have been idle
 // (see idle), with no write committed, for quiet; it restarts crashed
-// managers (checking Invariants while they are down) and ends a Lag on
-// the way.
+// managers (checking Invariants while they are down), waits for a
+// restarted kube-apiserver, and ends a Lag on the way. When a Hold fault holds the
+// managers' connection and a step remains, it returns at once with
+// s.holding set.
 func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration) (*broken, error) {
 	deadline := time.Now().Add(s.opts.ConvergeTimeout)
 	var quietSince time.Time
@@ -386,11 +523,18 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 			}
 			deadline, quietSince, last = time.Now().Add(s.opts.ConvergeTimeout), time.Time{}, -1
 			continue
+		case <-s.held:
+			if s.state.steps < len(s.opts.Steps) && !s.holdLag {
+				s.holding = true
+				return nil, nil
+			}
+			s.plane.(*realPlane).release() // no step left to apply meanwhile
+			continue
 		default:
 		}
 		why := idle(s.current.mgr)
-		if why == "" && !s.srv.WatchesCaughtUp(s.current.identity) {
-			why = "watch events are on their way to " + s.current.identity
+		if why == "" {
+			why = s.plane.caughtUp(s.current)
 		}
 		select {
 		case err := <-s.current.done:
@@ -411,7 +555,7 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 				return nil, nil
 			}
 			s.lagging = false // quiet on stale reads: now let the events through
-			s.srv.LagWatches(s.current.identity, 0)
+			s.plane.lag(s.current.identity, 0)
 			quietSince, last = time.Time{}, -1
 			continue
 		}

@@ -1,13 +1,17 @@
 package fake
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/converge-dev/converge/object"
 )
 
 // ErrCrashed is the error of a write sent by a client identity after its
@@ -25,7 +29,8 @@ type Request struct {
 	// patch, delete or deletecollection.
 	Verb string
 	// Kind is the kind of the resource; Namespace, Name and Subresource
-	// are empty when the request names none.
+	// are empty when the request names none. A create's Name is the
+	// name in its body (empty with generateName).
 	Kind                         schema.GroupVersionKind
 	Namespace, Name, Subresource string
 }
@@ -184,6 +189,9 @@ func verbOf(r *http.Request, q request) string {
 // crash.
 func (s *Server) serveFaulty(w http.ResponseWriter, r *http.Request, q request) {
 	req := Request{Identity: identityOf(r.Context()), Verb: verbOf(r, q), Kind: q.kind.gvk, Namespace: q.ns, Name: q.name, Subresource: q.sub}
+	if req.Verb == "create" && req.Name == "" {
+		req.Name = s.nameInBody(r, q)
+	}
 	s.faults.mu.Lock()
 	intercept, c := s.faults.intercept, s.faults.crashes[req.Identity]
 	s.faults.mu.Unlock()
@@ -215,6 +223,33 @@ func (s *Server) serveFaulty(w http.ResponseWriter, r *http.Request, q request) 
 			close(c.fired)
 		}
 	}
+}
+
+// nameInBody returns the name of the object in the body of r, a create,
+// and leaves the body to be read again; "" if it has none or cannot be
+// decoded (the create then fails on it).
+func (s *Server) nameInBody(r *http.Request, q request) string {
+	if r.Body == nil {
+		return ""
+	}
+	data, err := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	if err != nil {
+		return ""
+	}
+	into, err := s.newObject(q.kind)
+	if err != nil {
+		return ""
+	}
+	got, _, err := s.codecs.UniversalDeserializer().Decode(data, &q.kind.gvk, into)
+	if err != nil {
+		return ""
+	}
+	if obj, ok := got.(object.Object); ok {
+		return obj.GetName()
+	}
+	return ""
 }
 
 // codeRecorder records the status code a handler answers with.

@@ -42,7 +42,7 @@ func TestInterceptAnswersWrites(t *testing.T) {
 	)
 	srv.Intercept(func(req fake.Request, serve func() int) error {
 		switch {
-		case req.Identity == "a" && req.Verb == "create" && req.Name == "" && req.Kind.Kind == "ConfigMap":
+		case req.Identity == "a" && req.Verb == "create" && req.Name == "one" && req.Kind.Kind == "ConfigMap":
 			return apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "x", errors.New("injected"))
 		case req.Identity == "a" && req.Verb == "delete":
 			return apierrors.NewInternalError(errors.New("injected"))
@@ -78,7 +78,7 @@ func TestInterceptAnswersWrites(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := []string{"b get v1 ConfigMap ns/one 404", "b create v1 ConfigMap in ns 201", "a get v1 ConfigMap ns/one 200"}
+	want := []string{"b get v1 ConfigMap ns/one 404", "b create v1 ConfigMap ns/one 201", "a get v1 ConfigMap ns/one 200"}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Errorf("served requests:\n got %q\nwant %q", seen, want)
 	}

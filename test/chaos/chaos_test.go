@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework/envtest"
-	"github.com/converge-dev/converge/test/chaos/proxy"
+	"github.com/converge-dev/converge/internal/faultproxy"
 )
 
 var s *suite
@@ -86,7 +86,7 @@ func setup() (*suite, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := proxy.New(u.Host)
+	p, err := faultproxy.New(u.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func viaProxy(t *testing.T, cfg *rest.Config, name string) string {
 // is recorded.
 func fault(t *testing.T, name string, extraFlags []string, inject func(t *testing.T, w *workload, ctl **controllerProcess, kubeconfig, trace string), after func(t *testing.T, ctl *controllerProcess)) {
 	skipShort(t)
-	s.proxy.SetMode(proxy.Pass, 0)
+	s.proxy.SetMode(faultproxy.Pass, 0)
 	w := s.newWorkload(t, widgets, "Widget", true)
 	kubeconfig := viaProxy(t, s.admin, "controller")
 	trace := filepath.Join(t.TempDir(), "trace")
@@ -129,7 +129,7 @@ func fault(t *testing.T, name string, extraFlags []string, inject func(t *testin
 	go func() { defer close(streamed); w.stream(ctx, s.scale.updates) }()
 	inject(t, w, &ctl, kubeconfig, trace)
 	<-streamed
-	s.proxy.SetMode(proxy.Pass, 0)
+	s.proxy.SetMode(faultproxy.Pass, 0)
 
 	took, converged := w.awaitConvergence(t, ctl, 2*time.Minute)
 	relists := w.cacheMatchesList(t, ctl)
@@ -171,13 +171,13 @@ func TestWatchExpiry(t *testing.T) {
 		if err := getJSON(t.Context(), "http://"+(*ctl).debug+"/cache", &before); err != nil {
 			t.Fatal(err)
 		}
-		s.proxy.SetMode(proxy.Blackhole, 0)
+		s.proxy.SetMode(faultproxy.Blackhole, 0)
 		time.Sleep(2 * time.Second) // updates keep landing in etcd meanwhile
 		if _, err := s.env.CompactEtcd(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
-		s.proxy.SetMode(proxy.Pass, 0)
+		s.proxy.SetMode(faultproxy.Pass, 0)
 		s.proxy.ResetAll() // the watch breaks; its resource version is compacted
 		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			var now struct{ Relists int64 }
@@ -196,9 +196,9 @@ func TestHalfOpenConnection(t *testing.T) {
 	fault(t, "half-open connection (blackhole 12s)", nil, func(t *testing.T, _ *workload, _ **controllerProcess, _, _ string) {
 		time.Sleep(midStream())
 		// Longer than the HTTP/2 health check (4 s idle + 2 s ping here).
-		s.proxy.SetMode(proxy.Blackhole, 0)
+		s.proxy.SetMode(faultproxy.Blackhole, 0)
 		time.Sleep(12 * time.Second)
-		s.proxy.SetMode(proxy.Pass, 0)
+		s.proxy.SetMode(faultproxy.Pass, 0)
 	}, nil)
 }
 

@@ -32,8 +32,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/framework/envtest"
+	"github.com/converge-dev/converge/internal/faultproxy"
 	"github.com/converge-dev/converge/internal/testenv"
-	"github.com/converge-dev/converge/test/chaos/proxy"
 )
 
 var widgets = schema.GroupVersionResource{Group: "chaos.converge.dev", Version: "v1", Resource: "widgets"}
@@ -44,7 +44,7 @@ type suite struct {
 	admin   *rest.Config
 	cs      kubernetes.Interface
 	dyn     dynamic.Interface
-	proxy   *proxy.Proxy
+	proxy   *faultproxy.Proxy
 	bin     string // chaosctl
 	dir     string
 	scale   scale

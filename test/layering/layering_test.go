@@ -98,9 +98,9 @@ var rules = []struct {
 		forbidden: []string{module + "/framework/explore/..."},
 	},
 	{
-		name:      "framework/explore runs controllers on the fake API server in process: it never imports the test control plane, declarative or the test helpers",
+		name:      "framework/explore runs controllers in process, on the fake API server or a test control plane it is given: it never imports declarative or the test helpers",
 		from:      []string{"framework/explore"},
-		forbidden: []string{module + "/framework/envtest", module + "/declarative", module + "/internal/testenv"},
+		forbidden: []string{module + "/declarative", module + "/internal/testenv"},
 	},
 	{
 		name:      "framework/internal/seam is framework's one opening for framework/explore, below framework: it never imports the manager, the client, the fake or declarative",

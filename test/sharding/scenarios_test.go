@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/converge-dev/converge/framework/envtest"
+	"github.com/converge-dev/converge/internal/faultproxy"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/sharding"
-	"github.com/converge-dev/converge/test/chaos/proxy"
 	"github.com/converge-dev/converge/test/sharding/report"
 )
 
@@ -232,7 +232,7 @@ func testPartition(t *testing.T, env *envtest.Environment, cs kubernetes.Interfa
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proxy.New(u.Host)
+	p, err := faultproxy.New(u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func testPartition(t *testing.T, env *envtest.Environment, cs kubernetes.Interfa
 	eventually(t, time.Minute, 2*time.Millisecond, func() (bool, string) {
 		return ref.freshOf("a", 100*time.Millisecond) > 0, "a begins a reconcile of the burst"
 	})
-	p.SetMode(proxy.Hold, 0)
+	p.SetMode(faultproxy.Hold, 0)
 	cut := time.Now()
 	// b takes a's buckets over, after Lease.Duration, and reconciles a's
 	// objects at their new version.
@@ -301,7 +301,7 @@ func testPartition(t *testing.T, env *envtest.Environment, cs kubernetes.Interfa
 	waitReconciled(ctx, t, cs, ns, ofA, 2, time.Minute)
 	held = time.Since(cut)
 	before := ref.outcomesOf("a")
-	p.SetMode(proxy.Pass, 0)
+	p.SetMode(faultproxy.Pass, 0)
 	// What a sent before and during the cut arrives now; its reconciles
 	// then end.
 	eventually(t, time.Minute, 20*time.Millisecond, func() (bool, string) {

@@ -4,6 +4,7 @@
 package api
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -87,3 +88,25 @@ func New(ns, name string, replicas int32) *DB {
 func ControllerRef(db *DB) metav1.OwnerReference {
 	return *metav1.NewControllerRef(db, GroupVersion.WithKind("DB"))
 }
+
+// CRD returns DB's CustomResourceDefinition, for a test control plane:
+// namespaced, served and stored as v1, with a status subresource.
+func CRD() *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "dbs." + GroupVersion.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: GroupVersion.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "dbs", Singular: "db", Kind: "DB", ListKind: "DBList"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: GroupVersion.Version, Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr(true),
+				}},
+			}},
+		},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

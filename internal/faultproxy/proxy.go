@@ -1,10 +1,10 @@
-// Package proxy is a TCP proxy for fault-injection tests: placed between a
+// Package faultproxy is a TCP proxy for fault-injection tests: placed between a
 // client and a server, it passes traffic, delays it, holds it (delivers
 // nothing until released, then everything, in order, as a healing
 // partition does), resets every connection, or blackholes it (accepts and
 // reads, never answers), on command. It works below TLS, so the client
 // still verifies the server.
-package proxy
+package faultproxy
 
 import (
 	"io"

@@ -1,4 +1,4 @@
-package proxy_test
+package faultproxy_test
 
 import (
 	"bufio"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/converge-dev/converge/test/chaos/proxy"
+	"github.com/converge-dev/converge/internal/faultproxy"
 )
 
 // echoServer answers each line with the same line.
@@ -41,7 +41,7 @@ func roundTrip(c net.Conn, r *bufio.Reader, msg string, timeout time.Duration) (
 }
 
 func TestModes(t *testing.T) {
-	p, err := proxy.New(echoServer(t))
+	p, err := faultproxy.New(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestModes(t *testing.T) {
 		t.Fatalf("pass: got %q, %v", got, err)
 	}
 
-	p.SetMode(proxy.Delay, 200*time.Millisecond)
+	p.SetMode(faultproxy.Delay, 200*time.Millisecond)
 	start := time.Now()
 	if got, err := roundTrip(c, r, "slow", 5*time.Second); err != nil || got != "slow\n" {
 		t.Fatalf("delay: got %q, %v", got, err)
@@ -69,7 +69,7 @@ func TestModes(t *testing.T) {
 		t.Errorf("delay mode: round trip took %v, want at least 2 × 200ms", took)
 	}
 
-	p.SetMode(proxy.Blackhole, 0)
+	p.SetMode(faultproxy.Blackhole, 0)
 	var ne net.Error
 	if _, err := roundTrip(c, r, "void", 300*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("blackhole on an open connection: err %v, want a timeout", err)
@@ -79,7 +79,7 @@ func TestModes(t *testing.T) {
 		t.Fatalf("blackhole on a new connection: err %v, want a timeout", err)
 	}
 
-	p.SetMode(proxy.Reset, 0)
+	p.SetMode(faultproxy.Reset, 0)
 	if _, err := roundTrip(c, r, "x", 2*time.Second); err == nil || errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("reset on an open connection: err %v, want a connection error", err)
 	}
@@ -95,7 +95,7 @@ func TestModes(t *testing.T) {
 		t.Fatalf("reset on a new connection: err %v, want a connection error", err)
 	}
 
-	p.SetMode(proxy.Pass, 0)
+	p.SetMode(faultproxy.Pass, 0)
 	e, er := dial()
 	if got, err := roundTrip(e, er, "healed", 5*time.Second); err != nil || got != "healed\n" {
 		t.Fatalf("healed: got %q, %v", got, err)
@@ -103,7 +103,7 @@ func TestModes(t *testing.T) {
 }
 
 func TestHoldDeliversWhatItHeldOnRelease(t *testing.T) {
-	p, err := proxy.New(echoServer(t))
+	p, err := faultproxy.New(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestHoldDeliversWhatItHeldOnRelease(t *testing.T) {
 		t.Fatalf("pass: got %q, %v", got, err)
 	}
 
-	p.SetMode(proxy.Hold, 0)
+	p.SetMode(faultproxy.Hold, 0)
 	var ne net.Error
 	if _, err := roundTrip(c, r, "one", 300*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("hold: err %v, want a timeout", err)
@@ -138,7 +138,7 @@ func TestHoldDeliversWhatItHeldOnRelease(t *testing.T) {
 		t.Fatalf("hold on a new connection: err %v, want a timeout", err)
 	}
 
-	p.SetMode(proxy.Pass, 0)
+	p.SetMode(faultproxy.Pass, 0)
 	for _, want := range []string{"one\n", "two\n"} {
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		if got, err := r.ReadString('\n'); err != nil || got != want {

@@ -1,0 +1,261 @@
+package explore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/converge-dev/converge/client"
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/envtest"
+	"github.com/converge-dev/converge/framework/explore"
+	"github.com/converge-dev/converge/framework/explore/internal/bugs/api"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// The test control plane, started by the first test that needs it and
+// stopped by TestMain. kube-apiserver runs without its watch cache, so
+// that a compaction expires watches at once (the Expire fault).
+var (
+	envOnce sync.Once
+	env     *envtest.Environment
+	envErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		_ = env.Stop()
+	}
+	os.Exit(code)
+}
+
+func testEnv(t *testing.T) *envtest.Environment {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a test control plane")
+	}
+	envOnce.Do(func() {
+		env = envtest.New(envtest.Options{
+			APIServerFlags: []string{"--watch-cache=false"},
+			CRDs:           envtest.CRDOptions{Objects: []runtime.Object{api.CRD()}},
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		var cfg *rest.Config
+		if cfg, envErr = env.Start(ctx); envErr != nil {
+			return
+		}
+		cs := kubernetes.NewForConfigOrDie(cfg)
+		for _, ns := range []string{"ns", "db", "external"} {
+			if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				envErr = err
+				return
+			}
+		}
+	})
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+	return env
+}
+
+// mirrorOrClean keeps a Secret "<name>-mirror" per ConfigMap and deletes
+// it once the ConfigMap is gone; with swallow, it logs a failed create
+// and reports success (nothing retries it).
+func mirrorOrClean(swallow bool) func(*framework.Manager) error {
+	return func(mgr *framework.Manager) error {
+		c := mgr.Client()
+		return framework.NewBuilder[*corev1.ConfigMap](mgr, "mirror", framework.ControllerOptions{}).
+			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+				mirror := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name + "-mirror"}}
+				err := c.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, &corev1.ConfigMap{})
+				switch {
+				case apierrors.IsNotFound(err):
+					if err := c.Delete(ctx, mirror); err != nil && !apierrors.IsNotFound(err) {
+						return reconcile.Result{}, err
+					}
+					return reconcile.Result{}, nil
+				case err != nil:
+					return reconcile.Result{}, err
+				}
+				if err := c.Create(ctx, mirror); err != nil && !apierrors.IsAlreadyExists(err) && !swallow {
+					return reconcile.Result{}, err
+				}
+				return reconcile.Result{}, nil
+			}))
+	}
+}
+
+// wroteForEach: the controllers wrote (or tried to) the mirror of every
+// ConfigMap the scenario created, whether or not it still exists.
+var wroteForEach = explore.Invariant{Name: "the controllers acted on every ConfigMap created", Check: func(_ context.Context, s *explore.Snapshot) error {
+	acted := map[string]bool{}
+	for _, w := range s.Writes() {
+		if w.Manager != "" {
+			acted[w.Name] = true
+		}
+	}
+	for _, w := range s.Writes() {
+		if w.Manager == "" && w.Verb == "create" && w.Kind.Kind == "ConfigMap" && !acted[w.Name+"-mirror"] {
+			return fmt.Errorf("nothing written for ConfigMap %s/%s", w.Namespace, w.Name)
+		}
+	}
+	return nil
+}}
+
+// mirroredBeforeNext: a's mirror is created before the scenario creates
+// b (the controllers converge after each step, so only a write held back
+// lands after the next step).
+var mirroredBeforeNext = explore.Invariant{Name: "a's mirror is created before b", Check: func(_ context.Context, s *explore.Snapshot) error {
+	for _, w := range s.Writes() {
+		switch {
+		case w.Manager != "" && w.Verb == "create" && w.Name == "a-mirror" && w.Committed():
+			return nil
+		case w.Manager == "" && w.Verb == "create" && w.Name == "b":
+			return fmt.Errorf("ConfigMap b was created before a's mirror (writes: %v)", s.Writes())
+		}
+	}
+	return nil
+}}
+
+func createThenDelete(name string) explore.Step {
+	return explore.Step{Name: "create and delete ConfigMap " + name, Do: func(ctx context.Context, c *client.Client) error {
+		cm := configMap(name)
+		if err := c.Create(ctx, cm); err != nil {
+			return err
+		}
+		return c.Delete(ctx, cm)
+	}}
+}
+
+// Each fault of the real plane really happens: a property only that
+// fault can break breaks when schedules draw it, and holds when they
+// draw the plane's other faults (the negative control).
+func TestEachRealPlaneFaultBreaksWhatOnlyItCanBreak(t *testing.T) {
+	e := testEnv(t)
+	others := func(k explore.FaultKind) []explore.FaultKind {
+		var out []explore.FaultKind
+		for _, o := range []explore.FaultKind{explore.Crash, explore.Restart, explore.Expire, explore.Hold} {
+			if o != k {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		kind explore.FaultKind
+		opts explore.Options
+	}{
+		// A create that fails unanswered is swallowed: only a dead
+		// kube-apiserver fails it (409 and 500 are not drawn here).
+		{"restart", explore.Restart, explore.Options{Setup: mirrorOrClean(true),
+			Steps:     []explore.Step{explore.Create(configMap("a")), explore.Create(configMap("b"))},
+			Converged: []explore.Invariant{eachHasMirror}}},
+		// A ConfigMap created and deleted within one step is seen only
+		// through its events, which an expired watch loses.
+		{"expire", explore.Expire, explore.Options{Setup: mirrorOrClean(false),
+			Steps:     []explore.Step{explore.Create(configMap("a")), createThenDelete("tmp")},
+			Converged: []explore.Invariant{wroteForEach}}},
+		// Only a held write lands after the next step.
+		{"hold", explore.Hold, explore.Options{Setup: mirrorOrClean(false),
+			Steps:      []explore.Step{explore.Create(configMap("a")), explore.Create(configMap("b"))},
+			Invariants: []explore.Invariant{mirroredBeforeNext}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			with := tc.opts
+			with.Envtest = e
+			with.Faults.Kinds = []explore.FaultKind{tc.kind}
+			f, err := explore.Check(t.Context(), with)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := append(tc.opts.Invariants, tc.opts.Converged...)[0].Name
+			if f == nil || f.Broken != want {
+				t.Fatalf("with %v faults: got %v, want %q broken", tc.kind, f, want)
+			}
+			for _, i := range f.Shrunk {
+				if k := f.Plan[i-1].Kind; k != tc.kind {
+					t.Errorf("the shrunk plan holds a %v", k)
+				}
+			}
+			t.Logf("caught:\n%s", f)
+
+			without := tc.opts
+			without.Envtest = e
+			without.Schedules = 4
+			without.Faults.Kinds = others(tc.kind)
+			if f, err := explore.Check(t.Context(), without); err != nil || f != nil {
+				t.Fatalf("with %v faults: got %v, %v; want nothing broken", without.Faults.Kinds, f, err)
+			}
+		})
+	}
+}
+
+// A reconcile that ignores its context (it retries its read with
+// context.Background until kube-apiserver answers) spins through an API
+// server restart, then converges: the explorer neither hangs nor raises
+// a false alarm.
+func TestAReconcileIgnoringItsContextThroughARestart(t *testing.T) {
+	e := testEnv(t)
+	setup := func(mgr *framework.Manager) error {
+		c, api := mgr.Client(), mgr.APIReader()
+		return framework.NewBuilder[*corev1.ConfigMap](mgr, "stubborn", framework.ControllerOptions{}).
+			CompleteByKey(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+				bg := context.Background() // the context ignored
+				var err error
+				for {
+					if err = api.Get(bg, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, &corev1.ConfigMap{}); err == nil || apierrors.IsNotFound(err) {
+						break
+					}
+					time.Sleep(10 * time.Millisecond) // the reconcile's own retry, not the test's
+				}
+				if err != nil {
+					return reconcile.Result{}, nil
+				}
+				mirror := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name + "-mirror"}}
+				if err := c.Create(bg, mirror); err != nil && !apierrors.IsAlreadyExists(err) {
+					return reconcile.Result{}, err
+				}
+				return reconcile.Result{}, nil
+			}))
+	}
+	f, err := explore.Check(t.Context(), explore.Options{
+		Envtest: e, Setup: setup, Schedules: 4,
+		Steps:     []explore.Step{explore.Create(configMap("a")), explore.Create(configMap("b"))},
+		Converged: []explore.Invariant{eachHasMirror},
+		Faults:    explore.FaultOptions{Kinds: []explore.FaultKind{explore.Restart}},
+	})
+	if err != nil || f != nil {
+		t.Fatalf("got %v, %v; want nothing broken", f, err)
+	}
+}
+
+// Options.Envtest must be started; it takes the real plane's faults only,
+// one schedule at a time.
+func TestEnvtestOptionsAreChecked(t *testing.T) {
+	opts := explore.Options{
+		Envtest: envtest.New(envtest.Options{}), Setup: mirrorOrClean(false), Parallel: 2,
+		Steps:  []explore.Step{explore.Create(configMap("a"))},
+		Faults: explore.FaultOptions{Kinds: []explore.FaultKind{explore.Lag}},
+	}
+	_, err := explore.Check(t.Context(), opts)
+	for _, want := range []string{"Options.Envtest is not started", "Options.Parallel is 2", "Options.Faults.Kinds[0] is Lag, which framework/fake only can inject"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want it to say %q", err, want)
+		}
+	}
+}
