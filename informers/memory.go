@@ -1,10 +1,13 @@
 package informers
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/internal/memsize"
@@ -108,4 +111,42 @@ func (c *Cache) SharedBytes() int64 {
 		return 0
 	}
 	return c.share.bytes()
+}
+
+// KindStats totals the informers of one kind: what the manager's metrics
+// and its debug page show per kind.
+type KindStats struct {
+	Kind schema.GroupVersionKind
+	// Informers counts the kind's informers, StartedByRead those of them
+	// a read started (InformerStats.StartedByRead).
+	Informers, StartedByRead int
+	// Objects and Bytes sum the informers' InformerStats.Objects and Bytes.
+	Objects int
+	Bytes   int64
+}
+
+// ByKind totals stats per kind, the kinds holding the most bytes first
+// (by kind name when equal).
+func ByKind(stats []InformerStats) []KindStats {
+	kinds := []KindStats{}
+	at := map[schema.GroupVersionKind]int{}
+	for _, st := range stats {
+		i, ok := at[st.Kind]
+		if !ok {
+			i = len(kinds)
+			at[st.Kind] = i
+			kinds = append(kinds, KindStats{Kind: st.Kind})
+		}
+		k := &kinds[i]
+		k.Informers++
+		k.Objects += st.Objects
+		k.Bytes += st.Bytes
+		if st.StartedByRead {
+			k.StartedByRead++
+		}
+	}
+	slices.SortFunc(kinds, func(a, b KindStats) int {
+		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Kind.String(), b.Kind.String()))
+	})
+	return kinds
 }

@@ -1,13 +1,9 @@
 package introspect
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"runtime/metrics"
-	"slices"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/converge-dev/converge/informers"
 )
@@ -72,29 +68,12 @@ func MemoryOf(stats []informers.InformerStats, shared int64) Memory {
 	return m
 }
 
-// KindsOf totals stats per kind, the kinds holding the most bytes first:
-// the per-kind figures of the debug page and of the manager's metrics.
+// KindsOf is informers.ByKind of stats, as the debug endpoint spells it.
 func KindsOf(stats []informers.InformerStats) []KindMemory {
 	kinds := []KindMemory{}
-	byKind := map[schema.GroupVersionKind]int{}
-	for _, st := range stats {
-		i, ok := byKind[st.Kind]
-		if !ok {
-			i = len(kinds)
-			byKind[st.Kind] = i
-			kinds = append(kinds, KindMemory{Kind: KindOf(st.Kind)})
-		}
-		k := &kinds[i]
-		k.Informers++
-		k.Objects += st.Objects
-		k.Bytes += st.Bytes
-		if st.StartedByRead {
-			k.StartedByRead++
-		}
+	for _, k := range informers.ByKind(stats) {
+		kinds = append(kinds, KindMemory{Kind: KindOf(k.Kind), Informers: k.Informers, Objects: k.Objects, Bytes: k.Bytes, StartedByRead: k.StartedByRead})
 	}
-	slices.SortFunc(kinds, func(a, b KindMemory) int {
-		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Kind.String(), b.Kind.String()))
-	})
 	return kinds
 }
 

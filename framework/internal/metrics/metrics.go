@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
-	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -261,7 +260,7 @@ func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.m.informerObjects, prometheus.GaugeValue, float64(st.Objects), st.Description, k.Group, k.Version, k.Kind)
 		ch <- prometheus.MustNewConstMetric(c.m.informerBytes, prometheus.GaugeValue, float64(st.Bytes), st.Description, k.Group, k.Version, k.Kind)
 	}
-	for _, t := range introspect.KindsOf(stats) {
+	for _, t := range informers.ByKind(stats) {
 		k := t.Kind
 		ch <- prometheus.MustNewConstMetric(c.m.cacheObjects, prometheus.GaugeValue, float64(t.Objects), k.Group, k.Version, k.Kind)
 		ch <- prometheus.MustNewConstMetric(c.m.cacheBytes, prometheus.GaugeValue, float64(t.Bytes), k.Group, k.Version, k.Kind)
