@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/cluster"
@@ -245,5 +248,47 @@ func TestAtMostMaxEngagingClustersConnectAtOnce(t *testing.T) {
 	}
 	if got := strings.Count(rec.String(), "+"); got != 4 {
 		t.Errorf("listener heard %q", rec.String())
+	}
+}
+
+func TestStatsCountTheCacheOfEachEngagedCluster(t *testing.T) {
+	s, rec := newSet(t, cluster.Options{})
+	srv := fake.Start(t, fake.Options{})
+	kube := kubernetes.NewForConfigOrDie(srv.Config())
+	for _, name := range []string{"a", "b", "c"} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Data: map[string]string{"k": strings.Repeat("v", 1000)}}
+		if _, err := kube.CoreV1().ConfigMaps("default").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Engage(cluster.Target{Name: "edge-1", Config: srv.Config()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Engage(cluster.Target{Name: "edge-1", Config: srv.Config(), Source: "another"}); !errors.Is(err, cluster.ErrDuplicate) {
+		t.Fatalf("duplicate Engage = %v, want ErrDuplicate", err)
+	}
+	eventually(t, "edge-1 is engaged", func() bool { return strings.Contains(rec.String(), "+edge-1") })
+	c, err := s.Get("edge-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list corev1.ConfigMapList // starts the cluster's ConfigMap informer
+	if err := c.Cache().List(t.Context(), &list); err != nil || len(list.Items) != 3 {
+		t.Fatalf("List = %d items, %v; want 3", len(list.Items), err)
+	}
+	var engaged, failed []cluster.Stats
+	for _, st := range s.Stats() {
+		switch {
+		case st.Cluster == "edge-1" && st.State == cluster.StateReady:
+			engaged = append(engaged, st)
+		case st.Cluster == "edge-1":
+			failed = append(failed, st)
+		}
+	}
+	if len(engaged) != 1 || engaged[0].Informers != 1 || engaged[0].Objects != 3 || engaged[0].Bytes < 3000 {
+		t.Errorf("Stats of edge-1 = %+v; want one ready entry with 1 informer, 3 objects, at least their 3000 data bytes", engaged)
+	}
+	if len(failed) != 1 || failed[0].Informers != 0 || failed[0].Objects != 0 || failed[0].Bytes != 0 {
+		t.Errorf("Stats of the duplicate = %+v; want one entry with no cache", failed)
 	}
 }

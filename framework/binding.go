@@ -7,6 +7,7 @@ import (
 
 	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework/internal/binding"
+	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -53,3 +54,22 @@ func (r remoteSource) RemoveListener(reg cache.ResourceEventHandlerRegistration)
 
 // clusterFlow is the flow of a request: its cluster.
 func clusterFlow(r reconcile.Request) string { return r.Cluster }
+
+// clusterSeries is what the converge_cluster_* gauges read of stats: the
+// clusters other than the manager's own.
+func clusterSeries(stats []cluster.Stats) []metrics.Cluster {
+	out := make([]metrics.Cluster, 0, len(stats))
+	for _, st := range stats {
+		if st.Cluster != "" {
+			engaged := st.State == cluster.StateReady || st.State == cluster.StateUnhealthy
+			out = append(out, metrics.Cluster{Name: st.Cluster, Engaged: engaged, Healthy: st.State == cluster.StateReady, Objects: st.Objects, Bytes: st.Bytes})
+		}
+	}
+	return out
+}
+
+// clusterMetrics deletes a disengaged cluster's reconcile series.
+type clusterMetrics struct{ m *metrics.Metrics }
+
+func (clusterMetrics) Engaged(*cluster.Cluster)        {}
+func (l clusterMetrics) Disengaged(c *cluster.Cluster) { l.m.DeleteCluster(c.Name()) }

@@ -456,7 +456,7 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 	if timedOut {
 		log.Info("reconcile ran past its timeout", "timeout", c.opts.ReconcileTimeout)
 	}
-	c.metrics.Observe(result, reason, took, timedOut)
+	c.metrics.Observe(req.Cluster, result, reason, took, timedOut)
 	rec := history.Record{Start: start, Took: took, RequeueAfter: res.RequeueAfter, Retries: retries, Worker: worker, Reason: reason, Result: result}
 	if err != nil {
 		// Shown by the debug endpoint, its page and converge explain:

@@ -72,6 +72,9 @@ func (c *Controller) status(now time.Time) introspect.ControllerStatus {
 		InFlight:    c.inFlight(now),
 		HistoryKeys: c.history.Keys(),
 	}
+	if f, ok := c.queue.(interface{ Flows() []workqueue.FlowStats }); ok && c.remote != nil {
+		s.Flows = f.Flows()
+	}
 	points, total, errs := c.history.Recent(now)
 	s.Totals = introspect.ReconcileTotals{Reconciles: total, Errors: errs}
 	s.Series = make([]introspect.SeriesPoint, len(points))
@@ -98,7 +101,7 @@ func (c *Controller) inFlight(now time.Time) []introspect.InFlightKey {
 }
 
 func inFlightKey(r inflightReconcile, now time.Time) introspect.InFlightKey {
-	return introspect.InFlightKey{Namespace: r.req.Namespace, Name: r.req.Name, Worker: r.worker, Started: r.begun, RunningSeconds: now.Sub(r.begun).Seconds()}
+	return introspect.InFlightKey{Cluster: r.req.Cluster, Namespace: r.req.Namespace, Name: r.req.Name, Worker: r.worker, Started: r.begun, RunningSeconds: now.Sub(r.begun).Seconds()}
 }
 
 func (c *Controller) keyStatus(req reconcile.Request, now time.Time) introspect.KeyStatus {
@@ -110,12 +113,19 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) introspect.
 		ControllerState: controllerPhase(c.phase.Load()).String(),
 		History:         []introspect.ReconcileRecord{},
 	}
-	if c.primary != nil {
-		s.Cached = c.primary.Contains(types.NamespacedName{Namespace: req.Namespace, Name: req.Name})
-		s.Informer = c.primary.Stats()
-		s.Informer.Description, s.Informer.Kind = c.primary.String(), c.kind
+	primary := c.primary
+	if s.Cluster = req.Cluster; req.Cluster != "" {
+		b := c.remote.Get(req.Cluster)
+		if s.Unwatched, primary = b == nil, nil; b != nil {
+			primary, _ = b.Reader.(primaryInformer)
+		}
 	}
-	if !s.Cached && c.mgr != nil {
+	if primary != nil {
+		s.Cached = primary.Contains(types.NamespacedName{Namespace: req.Namespace, Name: req.Name})
+		s.Informer = primary.Stats()
+		s.Informer.Description, s.Informer.Kind = primary.String(), c.kind
+	}
+	if !s.Cached && c.mgr != nil && !s.Unwatched {
 		if m, err := c.mgr.RESTMapper().RESTMapping(c.kind.GroupKind(), c.kind.Version); err == nil {
 			s.Scope = introspect.ScopeCluster
 			if m.Scope.Name() == meta.RESTScopeNameNamespace {

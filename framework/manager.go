@@ -207,6 +207,8 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if m.clusters, err = cluster.NewSet(local, m.clusterOptions()); err != nil {
 		return nil, fmt.Errorf("framework: Options.Clusters: %w", err)
 	}
+	m.metrics.Clusters = func() []metrics.Cluster { return clusterSeries(m.clusters.Stats()) }
+	m.clusters.Subscribe(clusterMetrics{m.metrics})
 	if err := m.newEvents(); err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/converge-dev/converge/framework/introspect"
+	"github.com/converge-dev/converge/reconcile"
 )
 
 // Exit statuses of converge explain, besides 0 (converged).
@@ -51,6 +52,9 @@ where the object stands in each controller of its kind, and prints a few
 lines: queued and why, in flight and for how long, its backoff and last
 error, what it waits for, or that its informer is not synced.
 KIND is a kind (Deployment), kind.group (deployment.apps) or "apps/v1 Deployment".
+With --cluster NAME it reads the object in that cluster of a manager of
+many clusters (as the debug page's Clusters table names them), through the
+controllers that watch it; a controller that does not says so.
 
 Without --url, in a project whose make run is running, it asks that
 manager: make run serves the page on loopback and writes its URL to
@@ -86,6 +90,7 @@ Exit status:
 		fs.BoolVar(&o.insecureTLS, "insecure-skip-tls-verify", false, "accept any certificate (the default self-signed one, through a port-forward)")
 		fs.StringVar(&o.output, "o", "text", "output: text or json")
 		fs.StringVar(&o.controller, "controller", "", "only this controller")
+		fs.StringVar(&o.cluster, "cluster", "", "the object's cluster, as the manager names it (its debug page lists them); default: the manager's own")
 		fs.DurationVar(&o.timeout, "timeout", 15*time.Second, "how long to wait for the answer")
 		return func(ctx context.Context, u *ui) error {
 			o.args = fs.Args()
@@ -99,10 +104,10 @@ Exit status:
 const defaultExplainURL = "https://localhost:8443"
 
 type explainOptions struct {
-	url, token, tokenFile, caFile, output, controller string
-	insecureTLS                                       bool
-	timeout                                           time.Duration
-	args                                              []string
+	url, token, tokenFile, caFile, output, controller, cluster string
+	insecureTLS                                                bool
+	timeout                                                    time.Duration
+	args                                                       []string
 }
 
 // explanation is the JSON converge explain -o json prints.
@@ -149,6 +154,9 @@ func runExplain(ctx context.Context, u *ui, o explainOptions) error {
 		return err
 	}
 	q := url.Values{"kind": {kind}, "namespace": {ns}, "name": {name}}
+	if o.cluster != "" {
+		q.Set("cluster", o.cluster)
+	}
 	endpoint := base.JoinPath(introspect.Path, "api", "object")
 	endpoint.RawQuery = q.Encode()
 	var st introspect.ObjectStatus
@@ -194,10 +202,7 @@ func runExplain(ctx context.Context, u *ui, o explainOptions) error {
 
 func printExplanation(u *ui, ex explanation, only string) {
 	st := ex.Status
-	what := st.Name
-	if st.Namespace != "" {
-		what = st.Namespace + "/" + st.Name
-	}
+	what := reconcile.Request{Cluster: st.Cluster, Namespace: st.Namespace, Name: st.Name}.String()
 	if len(ex.Controllers) == 0 {
 		if only != "" {
 			u.printf("%s %s: no controller named %q reconciles this kind in the manager\n", st.Kind, what, only)

@@ -29,7 +29,7 @@ func debugServer(t *testing.T, st introspect.ObjectStatus, auth bool) string {
 			return
 		}
 		q := r.URL.Query()
-		st.Kind, st.Namespace, st.Name = q.Get("kind"), q.Get("namespace"), q.Get("name")
+		st.Kind, st.Cluster, st.Namespace, st.Name = q.Get("kind"), q.Get("cluster"), q.Get("namespace"), q.Get("name")
 		_ = json.NewEncoder(w).Encode(st)
 	}))
 	t.Cleanup(srv.Close)
@@ -80,6 +80,30 @@ func TestExplainPrintsWhereTheObjectStands(t *testing.T) {
 	code, _, errOut = converge(t, "explain", "Deployment", "shop/web", "--url", url)
 	if code != exitUnreachable || !strings.Contains(errOut, "401 Unauthorized: pass a bearer token") {
 		t.Errorf("without a token: exit %d: %s", code, errOut)
+	}
+}
+
+func TestExplainReadsTheObjectInTheNamedCluster(t *testing.T) {
+	kind := introspect.Kind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	url := debugServer(t, introspect.ObjectStatus{Controllers: []introspect.KeyStatus{
+		{Controller: "fleet", Kind: kind, Cluster: "edge-1", ControllerState: "running", Cached: true, Informer: informers.InformerStats{Synced: true},
+			History: []introspect.ReconcileRecord{{Started: time.Now().Add(-time.Minute), Result: "success", Reason: "change"}}},
+		{Controller: "own", Kind: kind, Cluster: "edge-1", ControllerState: "running", Unwatched: true},
+	}}, false)
+	code, out, errOut := converge(t, "explain", "Deployment", "shop/web", "--cluster", "edge-1", "--url", url)
+	if code != exitNotConverged {
+		t.Fatalf("exit %d, want %d\n%s%s", code, exitNotConverged, out, errOut)
+	}
+	for _, want := range []string{
+		"Deployment edge-1:shop/web in controller fleet:\n  converged",
+		"Deployment edge-1:shop/web in controller own:\n  not watched: controller own does not watch cluster edge-1",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, out, _ := converge(t, "explain", "Deployment", "shop/web", "--cluster", "edge-1", "--controller", "fleet", "--url", url); code != 0 {
+		t.Errorf("--controller fleet: exit %d, want 0 (converged in edge-1)\n%s", code, out)
 	}
 }
 

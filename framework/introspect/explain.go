@@ -32,6 +32,9 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 	if s.Queue.Retries > 0 {
 		failures = fmt.Sprintf(" after %d failure%s", s.Queue.Retries, plural(s.Queue.Retries))
 	}
+	if s.Unwatched {
+		return []string{fmt.Sprintf("not watched: controller %s does not watch cluster %s (not engaged, or the controller's scope is the manager's own cluster)", s.Controller, s.Cluster)}, false
+	}
 	if line, here := s.Shard.explain(); !here {
 		return []string{line}, false
 	} else if line != "" {

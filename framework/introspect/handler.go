@@ -118,15 +118,16 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, debugError{Error: msg})
 }
 
-// keyParams reads and checks namespace and name.
+// keyParams reads and checks cluster ("" for the manager's own), namespace
+// and name.
 func keyParams(r *http.Request) (reconcile.Request, error) {
 	q := r.URL.Query()
-	req := reconcile.Request{Namespace: q.Get("namespace"), Name: q.Get("name")}
+	req := reconcile.Request{Cluster: q.Get("cluster"), Namespace: q.Get("namespace"), Name: q.Get("name")}
 	switch {
 	case req.Name == "":
 		return req, fmt.Errorf("the name parameter is required (and namespace, for a namespaced object)")
-	case len(req.Name) > maxNameLength || len(req.Namespace) > maxNameLength:
-		return req, fmt.Errorf("namespace and name must be at most %d bytes", maxNameLength)
+	case len(req.Name) > maxNameLength || len(req.Namespace) > maxNameLength || len(req.Cluster) > maxNameLength:
+		return req, fmt.Errorf("cluster, namespace and name must be at most %d bytes", maxNameLength)
 	}
 	return req, nil
 }
@@ -140,7 +141,7 @@ func (m handler) controllerNamed(name string) Controller {
 	return nil
 }
 
-// serveKey answers /api/key?controller=C&namespace=NS&name=N.
+// serveKey answers /api/key?controller=C&namespace=NS&name=N[&cluster=C].
 func (m handler) serveKey(w http.ResponseWriter, r *http.Request) {
 	req, err := keyParams(r)
 	if err != nil {
@@ -156,7 +157,7 @@ func (m handler) serveKey(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, c.Key(req, time.Now()))
 }
 
-// serveObject answers /api/object?kind=K&namespace=NS&name=N.
+// serveObject answers /api/object?kind=K&namespace=NS&name=N[&cluster=C].
 func (m handler) serveObject(w http.ResponseWriter, r *http.Request) {
 	req, err := keyParams(r)
 	kind := r.URL.Query().Get("kind")
@@ -171,14 +172,14 @@ func (m handler) serveObject(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	s := ObjectStatus{Kind: kind, Namespace: req.Namespace, Name: req.Name, Controllers: []KeyStatus{}, Informers: []informers.InformerStats{}}
+	s := ObjectStatus{Kind: kind, Cluster: req.Cluster, Namespace: req.Namespace, Name: req.Name, Controllers: []KeyStatus{}, Informers: []informers.InformerStats{}}
 	for _, c := range m.p.Controllers() {
 		if matchesKind(kind, c.Kind()) {
 			s.Controllers = append(s.Controllers, c.Key(req, now))
 		}
 	}
 	for _, st := range m.p.Informers() {
-		if matchesKind(kind, st.Kind) {
+		if req.Cluster == "" && matchesKind(kind, st.Kind) { // the manager's own cache's
 			s.Informers = append(s.Informers, st)
 		}
 	}

@@ -28,6 +28,65 @@ type State struct {
 	Memory Memory `json:"memory"`
 	// Webhooks are the paths of the admission and conversion webhooks served.
 	Webhooks []string `json:"webhooks"`
+	// Clusters are the clusters the manager knows of (package cluster):
+	// its own, named "", first, then those its providers engaged or tried
+	// to, by name.
+	Clusters []ClusterStatus `json:"clusters"`
+}
+
+// ClusterStatus is one cluster: its engagement, its keys in the
+// controllers' queues and its cache.
+type ClusterStatus struct {
+	Name string `json:"name"`
+	// Source is where its target came from (a provider's description,
+	// such as Secret fleet-system/edge-1).
+	Source string `json:"source,omitempty"`
+	// State is engaging, ready, unhealthy, failed or disengaged, since
+	// Since; Error is why the last attempt or probe failed.
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	Error string    `json:"error,omitempty"`
+	// Queued and Held are its keys waiting for a worker and held by one,
+	// over the controllers.
+	Queued int `json:"queued"`
+	Held   int `json:"held"`
+	// Informers, Objects and Bytes are its cache: informers, the objects
+	// they hold, and their estimated heap bytes with the values they share.
+	Informers int   `json:"informers"`
+	Objects   int   `json:"objects"`
+	Bytes     int64 `json:"bytes"`
+}
+
+// CountKeys fills the Queued and Held of clusters from the controllers:
+// the flows of a controller of many clusters (ControllerStatus.Flows),
+// the whole queue of the others, which serve the manager's own cluster
+// ""; and their keys in flight. When several entries share a name (a
+// duplicate source), the engaged one counts them.
+func CountKeys(clusters []ClusterStatus, controllers []ControllerStatus) []ClusterStatus {
+	at := map[string]int{}
+	for i, c := range clusters {
+		if j, seen := at[c.Name]; !seen || (c.State == "ready" || c.State == "unhealthy") && clusters[j].State != "ready" && clusters[j].State != "unhealthy" {
+			at[c.Name] = i
+		}
+	}
+	add := func(name string, queued, held int) {
+		if i, ok := at[name]; ok {
+			clusters[i].Queued += queued
+			clusters[i].Held += held
+		}
+	}
+	for _, cs := range controllers {
+		if cs.Flows == nil {
+			add("", cs.Queue.Normal.Depth+cs.Queue.Replay.Depth, 0)
+		}
+		for _, f := range cs.Flows {
+			add(f.Flow, f.Queued, 0)
+		}
+		for _, k := range cs.InFlight {
+			add(k.Cluster, 0, 1)
+		}
+	}
+	return clusters
 }
 
 // LeaderStatus is this process's part in leader election.
@@ -67,11 +126,14 @@ type ControllerStatus struct {
 	// State is "pending" (the manager has not started it: not started yet,
 	// or this process is not the leader), "syncing" (waiting for its
 	// informers), "running" or "stopped".
-	State    string          `json:"state"`
-	Workers  int             `json:"workers"`
-	Queue    workqueue.Stats `json:"queue"`
-	InFlight []InFlightKey   `json:"inFlight"`
-	Totals   ReconcileTotals `json:"totals"`
+	State   string          `json:"state"`
+	Workers int             `json:"workers"`
+	Queue   workqueue.Stats `json:"queue"`
+	// Flows are the queue's flows, one per cluster, of a controller of
+	// many clusters; nil for a controller of the manager's own cluster.
+	Flows    []workqueue.FlowStats `json:"flows,omitempty"`
+	InFlight []InFlightKey         `json:"inFlight"`
+	Totals   ReconcileTotals       `json:"totals"`
 	// Series is the last five minutes in five-second buckets, oldest first.
 	Series []SeriesPoint `json:"series"`
 	// HistoryKeys is how many keys the controller keeps a history of now.
@@ -80,6 +142,8 @@ type ControllerStatus struct {
 
 // InFlightKey is a key a worker holds now.
 type InFlightKey struct {
+	// Cluster is the key's cluster, "" for the manager's own.
+	Cluster        string    `json:"cluster,omitempty"`
 	Namespace      string    `json:"namespace"`
 	Name           string    `json:"name"`
 	Worker         int       `json:"worker"`
@@ -106,8 +170,13 @@ type SeriesPoint struct {
 type KeyStatus struct {
 	Controller string `json:"controller"`
 	Kind       Kind   `json:"kind"`
-	Namespace  string `json:"namespace"`
-	Name       string `json:"name"`
+	// Cluster is the object's cluster, "" for the manager's own.
+	Cluster string `json:"cluster,omitempty"`
+	// Unwatched is set when the controller does not watch Cluster: it is
+	// not engaged, or the controller's scope is the manager's own cluster.
+	Unwatched bool   `json:"unwatched,omitempty"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 	// ControllerState is the controller's State.
 	ControllerState string `json:"controllerState"`
 	// Cached is true when the controller's informer holds the object.
@@ -200,14 +269,16 @@ type QueuePage struct {
 // ObjectStatus is the answer of /debug/converge/api/object: one object, in
 // every controller of its kind.
 type ObjectStatus struct {
-	Kind      string `json:"kind"`
+	Kind string `json:"kind"`
+	// Cluster is the object's cluster, "" for the manager's own.
+	Cluster   string `json:"cluster,omitempty"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Controllers holds the object's state in each controller whose kind
 	// matches; empty when no controller reconciles the kind.
 	Controllers []KeyStatus `json:"controllers"`
 	// Informers are the informers of the kind, for an object no controller
-	// has seen.
+	// has seen; those of the manager's own cache only.
 	Informers []informers.InformerStats `json:"informers"`
 	// Kinds are the kinds the manager's controllers reconcile, when none
 	// reconciles Kind: to say what Kind may have meant.

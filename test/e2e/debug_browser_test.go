@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework"
 )
 
@@ -81,7 +82,16 @@ var _ = Describe("debug page in a browser", func() {
 	It("lists the controllers and the objects not converged, shows a failing key's timeline with its error, updates live numbers without a reload, fits 1,280 pixels, and is screenshotted", func(ctx SpecContext) {
 		// A controller with a long name, of a kind with a group, widens
 		// the controllers' table as real ones do.
-		f := newDebugFixture(ctx, framework.Options{}, 0, func(mgr *framework.Manager) {
+		// A second cluster, engaged by a provider (the suite's control
+		// plane again, under another name), gets the page a Clusters table.
+		mirror := cluster.ProviderFunc(func(pctx context.Context, e cluster.Engager) error {
+			if err := e.Engage(cluster.Target{Name: "mirror", Config: cfg, Source: "the suite's control plane"}); err != nil {
+				return err
+			}
+			<-pctx.Done()
+			return nil
+		})
+		f := newDebugFixture(ctx, framework.Options{Clusters: cluster.Options{Providers: []cluster.Provider{mirror}}}, 0, func(mgr *framework.Manager) {
 			Expect(framework.NewBuilder[*appsv1.Deployment](mgr, "webapp-deployments-and-services-reconciler", framework.ControllerOptions{Workers: 10}).
 				CompleteByKey(countingReconciler(newRecorder()))).To(Succeed())
 		})
@@ -118,6 +128,10 @@ var _ = Describe("debug page in a browser", func() {
 		Expect(dom).To(MatchRegexp(`<tr class="kind-total" data-kind="v1 ConfigMap"><td>v1 ConfigMap</td><td class="num">1</td><td class="num">\d+</td><td class="num bytes">[0-9.]+ [KM]iB</td>`))
 		Expect(dom).To(MatchRegexp(`<tr class="kind-total" data-kind="v1 ServiceAccount"><td>v1 ServiceAccount <span class="warn flag">1 started by a read</span>`))
 		Expect(dom).To(MatchRegexp(`heap: <b class="live">[0-9.]+ MiB</b> live · cache estimate <b class="cache">[0-9.]+ [KM]iB</b> \(shared values [0-9.]+ [KM]?i?B\) · unattributed <b class="rest">[0-9.]+ MiB</b>`))
+
+		By("listing the engaged clusters with their state and cache")
+		Expect(dom).To(MatchRegexp(`<tr class="cluster-row" data-cluster="" data-state="ready"><td><i>own</i></td>`))
+		Expect(dom).To(MatchRegexp(`<tr class="cluster-row" data-cluster="mirror" data-state="ready"><td>mirror</td><td>the suite's control plane</td><td><span class="ok">ready</span></td><td>[^<]+</td>(<td class="num">\d+</td>){4}<td class="num bytes">[0-9.]+ [KM]?i?B</td>`))
 
 		By("listing the failing and the waiting object among those not converged, each linking to its explanation")
 		list := regexp.MustCompile(`(?s)<table class="notconverged" data-controller="credentials">.*?</table>`).FindString(dom)

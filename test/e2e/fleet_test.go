@@ -2,7 +2,9 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/converge-dev/converge/cluster/secrets"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/envtest"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -64,7 +67,10 @@ var _ = Describe("a manager of a fleet of clusters", Ordered, func() {
 		GinkgoHelper()
 		p, err := secrets.New(secrets.Options{Namespace: ns, NameFrom: nameFrom})
 		Expect(err).NotTo(HaveOccurred())
-		mgr := newManager(ns, framework.Options{Clusters: cluster.Options{Providers: []cluster.Provider{p}}})
+		mgr := newManager(ns, framework.Options{
+			Clusters: cluster.Options{Providers: []cluster.Provider{p}},
+			Metrics:  framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true},
+		})
 		err = framework.NewBuilder[*corev1.ConfigMap](mgr, "fleet", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).
 			Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
 				c := cluster.From(ctx)
@@ -149,6 +155,43 @@ var _ = Describe("a manager of a fleet of clusters", Ordered, func() {
 		Expect(mgr.Clusters().Names()).To(Equal([]string{"", "a"}))
 	})
 
+	It("names A in /metrics, the debug JSON and converge explain --cluster", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		mgr := engageA(ctx, ns, "seen", &reconciled{})
+		Eventually(annotation(ctx, kubeA, ns, "cm")).WithTimeout(30 * time.Second).Should(Equal("a/seen"))
+		Eventually(ctx, mgr.MetricsAddress).ShouldNot(BeEmpty())
+		base := "http://" + mgr.MetricsAddress()
+		Eventually(func(g Gomega) {
+			res, err := httpGet(ctx, http.DefaultClient, base+"/metrics")()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(res.Body).To(ContainSubstring(`converge_cluster_reconciles_total{cluster="a",controller="fleet",result="success"}`))
+			g.Expect(res.Body).To(ContainSubstring(`converge_cluster_engaged{cluster="a"} 1`))
+			g.Expect(res.Body).To(ContainSubstring(`converge_cluster_healthy{cluster="a"} 1`))
+			g.Expect(res.Body).To(MatchRegexp(`converge_cluster_cache_bytes\{cluster="a"\} [1-9]`))
+		}).Should(Succeed())
+
+		res, err := httpGet(ctx, http.DefaultClient, base+introspect.Path+"api/state")()
+		Expect(err).NotTo(HaveOccurred())
+		var state introspect.State
+		Expect(json.Unmarshal([]byte(res.Body), &state)).To(Succeed(), res.Body)
+		i := slices.IndexFunc(state.Clusters, func(c introspect.ClusterStatus) bool { return c.Name == "a" })
+		Expect(i).NotTo(BeNumerically("<", 0), "the debug JSON lists A: %+v", state.Clusters)
+		a := state.Clusters[i]
+		Expect(a.State).To(Equal("ready"))
+		Expect(a.Source).To(ContainSubstring(ns + "/a"))
+		Expect(a.Objects).To(BeNumerically(">=", 1), "A's cache holds its ConfigMap")
+		Expect(a.Bytes).To(BeNumerically(">", 0))
+
+		Eventually(func(g Gomega) {
+			code, out := explain(ctx, "ConfigMap", ns+"/cm", "--cluster", "a", "--controller", "fleet", "--url", base)
+			g.Expect(out).To(ContainSubstring("ConfigMap a:" + ns + "/cm in controller fleet:\n  converged"))
+			g.Expect(code).To(Equal(0), out)
+		}).Should(Succeed())
+		code, out := explain(ctx, "ConfigMap", ns+"/cm", "--cluster", "nowhere", "--controller", "fleet", "--url", base)
+		Expect(code).To(Equal(1), out)
+		Expect(out).To(ContainSubstring("not watched: controller fleet does not watch cluster nowhere"))
+	})
+
 	It("disengages a deleted Secret within seconds", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		createConfigMap(ctx, ns, "marker", map[string]string{"k": "0"})
@@ -204,7 +247,10 @@ var _ = Describe("a manager of a fleet of clusters", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		p, err := secrets.New(secrets.Options{Namespace: ns})
 		Expect(err).NotTo(HaveOccurred())
-		mgr := newManager(ns, framework.Options{Clusters: cluster.Options{Providers: []cluster.Provider{p}}})
+		mgr := newManager(ns, framework.Options{
+			Clusters: cluster.Options{Providers: []cluster.Provider{p}},
+			Metrics:  framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true},
+		})
 		entered, release := make(chan struct{}), make(chan struct{})
 		written := make(chan error, 1)
 		err = framework.NewBuilder[*corev1.ConfigMap](mgr, "stuck", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).

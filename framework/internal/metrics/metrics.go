@@ -3,12 +3,15 @@
 // queues (client-go's workqueue MetricsProvider), its shared cache (objects
 // and estimated bytes per informer and kind, failed requests, informers a
 // read of an unwatched kind started), its leader lease and client-go's REST
-// requests. Names, labels and help texts are controller-runtime's, so
-// existing dashboards and alerts keep working; the series converge adds use
-// the converge_ prefix. Package framework wires them (Manager.Metrics).
+// requests; and, for the clusters a manager's providers engage, their
+// engagement, health and cache and their reconciles (converge_cluster_*).
+// Names, labels and help texts are controller-runtime's, so existing
+// dashboards and alerts keep working; the series converge adds use the
+// converge_ prefix. Package framework wires them (Manager.Metrics).
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -40,6 +43,11 @@ var resultLabels = []string{ResultSuccess, ResultError, "requeue", ResultRequeue
 // reasonLabels are the values of converge_reconciles_total's "reason"
 // label, exported from the start so queries over all of them find each.
 var reasonLabels = []reconcile.Reason{reconcile.ReasonChange, reconcile.ReasonReplay, reconcile.ReasonRetry, reconcile.ReasonRequeue}
+
+// reconcileBuckets are the buckets of the reconcile time histograms:
+// controller-runtime's.
+var reconcileBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+	1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60}
 
 // resultLabel maps an outcome to its "result" label: as in
 // controller-runtime, terminal errors and panics count as "error" there,
@@ -86,6 +94,20 @@ type Metrics struct {
 	informerBytes      *prometheus.Desc
 	sharedBytes        *prometheus.Desc
 	readStarts         *prometheus.CounterVec
+
+	// Clusters returns the clusters the providers engaged or tried to,
+	// read at scrape time for the converge_cluster_* gauges; until set,
+	// there are none.
+	Clusters func() []Cluster
+
+	clusterReconciles *prometheus.CounterVec
+	clusterTime       *prometheus.HistogramVec
+	clusterEngaged    *prometheus.Desc
+	clusterHealthy    *prometheus.Desc
+	clusterObjects    *prometheus.Desc
+	clusterBytes      *prometheus.Desc
+	// gone holds the names of the disengaged clusters (DeleteCluster).
+	gone sync.Map
 }
 
 // New returns a manager's series, registered in a new registry with the Go
@@ -118,10 +140,9 @@ func New() *Metrics {
 			Help: "Total number of reconciliations per controller and reason (change, replay, retry, requeue).",
 		}, []string{"controller", "reason"}),
 		reconcileTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "controller_runtime_reconcile_time_seconds",
-			Help: "Length of time per reconciliation per controller.",
-			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
-				1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60},
+			Name:    "controller_runtime_reconcile_time_seconds",
+			Help:    "Length of time per reconciliation per controller.",
+			Buckets: reconcileBuckets,
 		}, []string{"controller"}),
 		workersMax: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "controller_runtime_max_concurrent_reconciles",
@@ -160,6 +181,7 @@ func New() *Metrics {
 		}, []string{"resource", "namespace", "verb", "reason"}),
 		Queue: newQueue(),
 	}
+	m.newClusterSeries()
 	m.register()
 	return m
 }
@@ -172,7 +194,7 @@ func (m *Metrics) register() {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconcileTotal, m.reconcileErrors, m.reconcileTerminal, m.reconcilePanics, m.reconcileTimeouts, m.reconcilesByReason,
 		m.reconcileTime, m.workersMax, m.workersActive, m.LeaderStatus, m.CacheErrors, m.readStarts,
-		cacheCollector{m},
+		cacheCollector{m}, m.clusterReconciles, m.clusterTime, clusterCollector{m},
 	)
 	m.Registry.MustRegister(restClientCollectors()...)
 	m.Queue.register(m.Registry)
@@ -190,6 +212,9 @@ type Controller struct {
 	duration prometheus.Observer
 	// Active is the number of the controller's busy workers.
 	Active prometheus.Gauge
+
+	name string
+	m    *Metrics
 }
 
 // ForController binds the series of the controller name, which runs
@@ -204,6 +229,8 @@ func (m *Metrics) ForController(name string, workers int) *Controller {
 		timeouts: m.reconcileTimeouts.WithLabelValues(name),
 		duration: m.reconcileTime.WithLabelValues(name),
 		Active:   m.workersActive.WithLabelValues(name),
+		name:     name,
+		m:        m,
 	}
 	for _, r := range resultLabels {
 		cm.results[r] = m.reconcileTotal.WithLabelValues(name, r)
@@ -215,9 +242,13 @@ func (m *Metrics) ForController(name string, workers int) *Controller {
 	return cm
 }
 
-// Observe counts one reconcile: its outcome (a Result* constant), why it
-// ran, how long it took and whether it ran past its timeout.
-func (cm *Controller) Observe(result string, reason reconcile.Reason, took time.Duration, timedOut bool) {
+// Observe counts one reconcile of a key of cluster ("" for the manager's
+// own): its outcome (a Result* constant), why it ran, how long it took and
+// whether it ran past its timeout.
+func (cm *Controller) Observe(cluster, result string, reason reconcile.Reason, took time.Duration, timedOut bool) {
+	if cluster != "" {
+		cm.m.observeCluster(cm.name, cluster, result, took)
+	}
 	cm.results[resultLabel(result)].Inc()
 	if c := cm.reasons[reason]; c != nil {
 		c.Inc()

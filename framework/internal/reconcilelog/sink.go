@@ -17,7 +17,8 @@ import (
 )
 
 // Sink is the log sink of one reconcile. It adds the controller, the
-// object, the reconcile ID and the reason to each line, but only when a line is actually
+// object (with its cluster, when it is not the manager's own), the
+// reconcile ID and the reason to each line, but only when a line is actually
 // written: a reconcile that logs nothing costs one small allocation, not the
 // WithValues chain (and its copies) that most sinks do eagerly.
 type Sink struct {
@@ -53,6 +54,9 @@ func (s *Sink) Enabled(level int) bool {
 func (s *Sink) values(kv []any) []any {
 	out := make([]any, 0, 10+len(kv))
 	out = append(out, "controller", s.Controller)
+	if s.Req.Cluster != "" {
+		out = append(out, "cluster", s.Req.Cluster) // none for the manager's own
+	}
 	if s.Req.Namespace != "" {
 		out = append(out, "namespace", s.Req.Namespace)
 	}
