@@ -58,7 +58,8 @@ type initOptions struct {
 	module, domain, name, replace, version string
 }
 
-func runInit(ctx context.Context, u *ui, c commonFlags, o initOptions) error {
+// validate checks the flags given to init, as usage errors.
+func (o initOptions) validate() error {
 	if err := ValidateModulePath(o.module); err != nil {
 		return usageError{err.Error()}
 	}
@@ -72,6 +73,39 @@ func runInit(ctx context.Context, u *ui, c commonFlags, o initOptions) error {
 			return usageError{err.Error()}
 		}
 	}
+	return nil
+}
+
+// project is the project init writes in dir: p, the one stored there when
+// exists (the flags given must agree with it), else one made from the flags.
+func (o initOptions) project(dir string, p Project, exists bool) (Project, error) {
+	if exists {
+		// Re-running init: the project keeps what it was created with.
+		for _, f := range []struct{ flag, given, stored string }{
+			{"--module", o.module, p.Module}, {"--domain", o.domain, p.Domain}, {"--name", o.name, p.Name},
+		} {
+			if f.given != "" && f.given != f.stored {
+				return p, fmt.Errorf("%s already holds a converge project with %s %s (not %s); converge cannot rename a project", dir, f.flag, f.stored, f.given)
+			}
+		}
+		return p, nil
+	}
+	p = Project{Module: o.module, Domain: o.domain, Name: o.name}
+	if p.Domain == "" {
+		p.Domain = domainFrom(o.module)
+	}
+	if p.Name == "" {
+		if p.Name = projectNameFrom(o.module); p.Name == "" {
+			return p, usagef("cannot derive a project name from module path %q: pass --name", o.module)
+		}
+	}
+	return p, nil
+}
+
+func runInit(ctx context.Context, u *ui, c commonFlags, o initOptions) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
 	dir, err := filepath.Abs(c.dir)
 	if err != nil {
 		return err
@@ -80,26 +114,9 @@ func runInit(ctx context.Context, u *ui, c commonFlags, o initOptions) error {
 	if err != nil {
 		return err
 	}
-	p := m.Project
-	if exists {
-		// Re-running init: the project keeps what it was created with.
-		for _, f := range []struct{ flag, given, stored string }{
-			{"--module", o.module, p.Module}, {"--domain", o.domain, p.Domain}, {"--name", o.name, p.Name},
-		} {
-			if f.given != "" && f.given != f.stored {
-				return fmt.Errorf("%s already holds a converge project with %s %s (not %s); converge cannot rename a project", dir, f.flag, f.stored, f.given)
-			}
-		}
-	} else {
-		p = Project{Module: o.module, Domain: o.domain, Name: o.name}
-		if p.Domain == "" {
-			p.Domain = domainFrom(o.module)
-		}
-		if p.Name == "" {
-			if p.Name = projectNameFrom(o.module); p.Name == "" {
-				return usagef("cannot derive a project name from module path %q: pass --name", o.module)
-			}
-		}
+	p, err := o.project(dir, m.Project, exists)
+	if err != nil {
+		return err
 	}
 	// converge writes go.mod only when it is missing: one that is there
 	// must be for this module, or nothing generated would build.

@@ -415,96 +415,110 @@ var groupVersionFiles = []fileSpec{
 // render returns every file converge generates for p, in a stable order.
 // Go files are gofmt-ed; a template that yields invalid Go is an error.
 func render(p Project) ([]File, error) {
-	base := templateData{Project: p, APIs: p.apis()}
-	var files []File
-	add := func(specs []fileSpec, d templateData) error {
-		for _, s := range specs {
-			f, err := renderOne(s, d)
-			if err != nil {
-				return err
-			}
-			files = append(files, f)
-		}
-		return nil
-	}
-	if err := add(projectFiles, base); err != nil {
+	r := renderer{p: p, base: templateData{Project: p, APIs: p.apis()}}
+	if err := r.add(projectFiles, r.base); err != nil {
 		return nil, err
 	}
-	if err := add(chartFiles, base); err != nil {
+	if err := r.add(chartFiles, r.base); err != nil {
 		return nil, err
 	}
-	for _, gv := range base.APIs {
-		d := base
+	for _, gv := range r.base.APIs {
+		d := r.base
 		d.R = gv
-		for _, r := range p.Resources {
-			if !r.Builtin && r.ImportPath == gv.ImportPath {
-				d.Kinds = append(d.Kinds, r)
+		for _, res := range p.Resources {
+			if !res.Builtin && res.ImportPath == gv.ImportPath {
+				d.Kinds = append(d.Kinds, res)
 			}
 		}
-		if err := add(groupVersionFiles, d); err != nil {
+		if err := r.add(groupVersionFiles, d); err != nil {
 			return nil, err
 		}
 	}
-	for _, r := range p.Resources {
-		d := base
-		d.R = r
+	for _, res := range p.Resources {
+		d := r.base
+		d.R = res
 		specs := apiFiles
 		switch {
-		case r.Builtin:
+		case res.Builtin:
 			specs = builtinFiles
-			d.Sample = sampleFor(r)
-		case p.IsFirstVersion(r):
+			d.Sample = sampleFor(res)
+		case p.IsFirstVersion(res):
 			specs = append(slices.Clip(apiFiles), apiControllerFiles...)
 		}
-		if err := add(specs, d); err != nil {
+		if err := r.add(specs, d); err != nil {
 			return nil, err
 		}
 	}
 	if len(p.Webhooks) > 0 {
-		if err := add(webhookProjectFiles, base); err != nil {
+		if err := r.add(webhookProjectFiles, r.base); err != nil {
 			return nil, err
 		}
-		if err := add(chartWebhookFiles, base); err != nil {
+		if err := r.add(chartWebhookFiles, r.base); err != nil {
 			return nil, err
 		}
 	}
 	for _, w := range p.Webhooks {
-		d := base
-		d.W = w
-		if w.Builtin {
-			r, err := lookupBuiltin(w.Group, w.Version, w.Kind)
-			if err != nil {
-				return nil, err
-			}
-			d.R, d.Sample = r, sampleFor(r)
-			if err := add(builtinWebhookFiles, d); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		d.R, _ = p.resourceAt(w.Group, w.Kind, w.Version)
-		for _, v := range w.Spokes {
-			spoke, _ := p.resourceAt(w.Group, w.Kind, v)
-			d.Spokes = append(d.Spokes, spoke)
-		}
-		if err := add(webhookFiles, d); err != nil {
+		if err := r.webhook(w); err != nil {
 			return nil, err
-		}
-		if !w.Conversion {
-			continue
-		}
-		if err := add(hubFiles, d); err != nil {
-			return nil, err
-		}
-		for _, spoke := range d.Spokes {
-			sd := base
-			sd.W, sd.R, sd.Hub = w, spoke, d.R
-			if err := add(spokeFiles, sd); err != nil {
-				return nil, err
-			}
 		}
 	}
-	return files, nil
+	return r.files, nil
+}
+
+// renderer gathers the files render makes for p.
+type renderer struct {
+	p     Project
+	base  templateData
+	files []File
+}
+
+// add renders each of specs with d.
+func (r *renderer) add(specs []fileSpec, d templateData) error {
+	for _, s := range specs {
+		f, err := renderOne(s, d)
+		if err != nil {
+			return err
+		}
+		r.files = append(r.files, f)
+	}
+	return nil
+}
+
+// webhook renders the files of webhook w: of a built-in kind, or of an
+// API kind with its conversion hub and spokes when w converts.
+func (r *renderer) webhook(w Webhook) error {
+	d := r.base
+	d.W = w
+	if w.Builtin {
+		res, err := lookupBuiltin(w.Group, w.Version, w.Kind)
+		if err != nil {
+			return err
+		}
+		d.R, d.Sample = res, sampleFor(res)
+		return r.add(builtinWebhookFiles, d)
+	}
+	d.R, _ = r.p.resourceAt(w.Group, w.Kind, w.Version)
+	for _, v := range w.Spokes {
+		spoke, _ := r.p.resourceAt(w.Group, w.Kind, v)
+		d.Spokes = append(d.Spokes, spoke)
+	}
+	if err := r.add(webhookFiles, d); err != nil {
+		return err
+	}
+	if !w.Conversion {
+		return nil
+	}
+	if err := r.add(hubFiles, d); err != nil {
+		return err
+	}
+	for _, spoke := range d.Spokes {
+		sd := r.base
+		sd.W, sd.R, sd.Hub = w, spoke, d.R
+		if err := r.add(spokeFiles, sd); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func renderOne(s fileSpec, d templateData) (File, error) {
