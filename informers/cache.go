@@ -347,6 +347,14 @@ type InformerStats struct {
 	StartedByRead bool
 	// Synced reports whether it has listed its objects once.
 	Synced bool
+	// Watching reports whether the informer's last list or watch request
+	// opened a watch stream and no request has started since. It is false
+	// while the informer lists, and while a watch request is being sent
+	// again: client-go retries a watch request whose connection was
+	// refused or reset, about once a second for up to ten attempts, before
+	// the informer sees an error (and Err says so). An informer that is
+	// not watching receives no events, however healthy Err says it is.
+	Watching bool
 	// Err is nil while it is healthy; otherwise a *SyncError saying why it
 	// has not synced or why its last list or watch failed.
 	Err error
@@ -369,6 +377,7 @@ type informerStatsJSON struct {
 	StartedByRead bool   `json:"startedByRead,omitempty"`
 	Relists       int64  `json:"relists"`
 	Synced        bool   `json:"synced"`
+	Watching      bool   `json:"watching"`
 	Error         string `json:"error,omitempty"`
 	ServerSharded bool   `json:"serverSharded,omitempty"`
 }
@@ -376,7 +385,7 @@ type informerStatsJSON struct {
 // MarshalJSON encodes s as the debug endpoint serves it.
 func (s InformerStats) MarshalJSON() ([]byte, error) {
 	j := informerStatsJSON{Description: s.Description, Objects: s.Objects, Bytes: s.Bytes, StartedByRead: s.StartedByRead,
-		Relists: s.Relists, Synced: s.Synced, ServerSharded: s.ServerSharded}
+		Relists: s.Relists, Synced: s.Synced, Watching: s.Watching, ServerSharded: s.ServerSharded}
 	j.Kind.Group, j.Kind.Version, j.Kind.Kind = s.Kind.Group, s.Kind.Version, s.Kind.Kind
 	if s.Err != nil {
 		j.Error = s.Err.Error()
@@ -392,7 +401,7 @@ func (s *InformerStats) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*s = InformerStats{Description: j.Description, Kind: schema.GroupVersionKind{Group: j.Kind.Group, Version: j.Kind.Version, Kind: j.Kind.Kind},
-		Objects: j.Objects, Bytes: j.Bytes, StartedByRead: j.StartedByRead, Relists: j.Relists, Synced: j.Synced, ServerSharded: j.ServerSharded}
+		Objects: j.Objects, Bytes: j.Bytes, StartedByRead: j.StartedByRead, Relists: j.Relists, Synced: j.Synced, Watching: j.Watching, ServerSharded: j.ServerSharded}
 	if j.Error != "" {
 		s.Err = errors.New(j.Error)
 	}
@@ -419,7 +428,7 @@ func (e *entry) stats(started bool) InformerStats {
 	return InformerStats{
 		Description: e.desc, Kind: e.key.gvk, Mode: e.key.mode,
 		Objects: n, Bytes: e.bytes(n), StartedByRead: e.startedByRead, Relists: e.lists.Load(),
-		Synced: e.informer.HasSynced(), Err: e.health(started),
+		Synced: e.informer.HasSynced(), Watching: e.watching.Load(), Err: e.health(started),
 		ServerSharded: e.serverSharded.Load(),
 	}
 }

@@ -64,6 +64,9 @@ type entry struct {
 	// lists counts list and watch-list requests: one per initial sync and one
 	// per relist after a watch expired or failed.
 	lists atomic.Int64
+	// watching is set when a watch request returned an open stream, and
+	// cleared when a list or watch request starts (see InformerStats.Watching).
+	watching atomic.Bool
 
 	// objects counts the objects the store holds, kept by a handler of the
 	// informer's events (so that counting them allocates nothing); it lags

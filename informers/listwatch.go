@@ -166,6 +166,7 @@ func (e *entry) shared() bool { return e.shard != nil && !e.serverSharded.Load()
 // else filtered by its own shard selector, if any.
 func (c *Cache) list(ctx context.Context, e *entry, t transport, opts metav1.ListOptions) (runtime.Object, error) {
 	e.lists.Add(1)
+	e.watching.Store(false)
 	m, ns, err := c.prepare(ctx, e, &opts)
 	if err == nil {
 		var out runtime.Object
@@ -192,6 +193,10 @@ func (c *Cache) list(ctx context.Context, e *entry, t transport, opts metav1.Lis
 // watch is the informer's watch: through its kind's shardHub when shared.
 func (c *Cache) watch(ctx context.Context, e *entry, t transport, opts metav1.ListOptions) (watch.Interface, error) {
 	streaming := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	// Not watching until the request opens a stream: client-go retries a
+	// watch request whose connection was refused or reset (about once a
+	// second, up to ten times) before the informer sees an error.
+	e.watching.Store(false)
 	m, ns, err := c.prepare(ctx, e, &opts)
 	if err == nil && e.shared() {
 		if streaming {
@@ -202,6 +207,7 @@ func (c *Cache) watch(ctx context.Context, e *entry, t transport, opts metav1.Li
 			return t.watch(ctx, m, ns, opts)
 		}); err == nil {
 			e.recordResult(nil)
+			e.watching.Store(true)
 			return w, nil
 		}
 	} else if err == nil {
@@ -211,6 +217,7 @@ func (c *Cache) watch(ctx context.Context, e *entry, t transport, opts metav1.Li
 		var w watch.Interface
 		if w, err = t.watch(ctx, m, ns, opts); err == nil {
 			e.recordResult(nil)
+			e.watching.Store(true)
 			return w, nil
 		}
 	}

@@ -195,6 +195,12 @@ func (p *realPlane) caughtUp(r *managerRun) string {
 		if inf.Err != nil {
 			return fmt.Sprintf("informer %s has not watched again since its last list or watch failed: %v", inf.Description, inf.Err)
 		}
+		if !inf.Watching {
+			// Its watch request is being sent again (client-go retries a
+			// reset connection before the informer sees an error): events
+			// committed meanwhile have not reached the cache.
+			return fmt.Sprintf("informer %s has no open watch", inf.Description)
+		}
 	}
 	if p.expireFault < 0 {
 		return ""

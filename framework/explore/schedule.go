@@ -204,12 +204,19 @@ func (s *schedule) scenario(ctx context.Context, scenario *client.Client) (*brok
 		if err != nil && s.holdLag {
 			// The step may need the controllers' reaction to the one
 			// before, which the lag holds back: let them catch up, and
-			// apply it again.
+			// apply it again. If it fails again, wait 20 times as long
+			// (as for a broken invariant) before the last try: the
+			// reaction, or its event on the way to the scenario's cache,
+			// may still be coming once the lag ends.
 			s.holdLag = false
-			if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i-1, steps[i-1].Name), s.plane.quiet()); b != nil || err != nil {
-				return b, err
+			for _, quiet := range []time.Duration{s.plane.quiet(), 20 * s.plane.quiet()} {
+				if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i-1, steps[i-1].Name), quiet); b != nil || err != nil {
+					return b, err
+				}
+				if err = recovered(func() error { return step.Do(ctx, scenario) }); err == nil {
+					break
+				}
 			}
-			err = recovered(func() error { return step.Do(ctx, scenario) })
 		}
 		if s.holding {
 			// The managers' connection was held through this step: let

@@ -86,9 +86,10 @@ func (p *Primary[T]) Len() int {
 }
 
 // Stats describes the held buckets' informers as one: their objects,
-// bytes and relists summed, synced when all are, their errors joined.
+// bytes and relists summed, synced and watching when all are, their
+// errors joined.
 func (p *Primary[T]) Stats() informers.InformerStats {
-	out := informers.InformerStats{Description: p.String(), Synced: true}
+	out := informers.InformerStats{Description: p.String(), Synced: true, Watching: true}
 	var errs []error
 	for _, inf := range p.held() {
 		st := inf.Stats()
@@ -97,6 +98,7 @@ func (p *Primary[T]) Stats() informers.InformerStats {
 		out.Bytes += st.Bytes
 		out.Relists += st.Relists
 		out.Synced = out.Synced && st.Synced
+		out.Watching = out.Watching && st.Watching
 		out.StartedByRead = out.StartedByRead || st.StartedByRead
 		errs = append(errs, st.Err)
 	}
