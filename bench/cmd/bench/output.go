@@ -116,16 +116,19 @@ func parentMetrics() []metric {
 	return append(ms, verbs("drift", "drift requests:")...)
 }
 
-// target is one performance goal: converge's figure divided by a rival's.
+// target is one performance goal: a contender's figure (converge's unless
+// Contender says otherwise) divided by a rival's.
 type target struct {
-	Workload string  `json:"workload"`
-	Metric   string  `json:"metric"`
-	Against  string  `json:"against"` // contender, or "" for an absolute bound
-	AtMost   bool    `json:"atMost"`  // ratio <= Value, else ratio >= Value
-	Value    float64 `json:"value"`
-	Ratio    float64 `json:"ratio"`
-	Met      bool    `json:"met"`
-	Objects  int     `json:"objects,omitempty"` // the scale curve and sharded: the N it is checked at
+	// Contender is the contender judged; "" is converge.
+	Contender string  `json:"contender,omitempty"`
+	Workload  string  `json:"workload"`
+	Metric    string  `json:"metric"`
+	Against   string  `json:"against"` // contender, or "" for an absolute bound
+	AtMost    bool    `json:"atMost"`  // ratio <= Value, else ratio >= Value
+	Value     float64 `json:"value"`
+	Ratio     float64 `json:"ratio"`
+	Met       bool    `json:"met"`
+	Objects   int     `json:"objects,omitempty"` // the scale curve and sharded: the N it is checked at
 	// Plane and Members: sharded, the plane it is checked on and the
 	// ring's members.
 	Plane   string `json:"plane,omitempty"`
@@ -431,7 +434,7 @@ func renderChart(s *Summary) string {
 		v = math.Max(lo, math.Min(hi, v))
 		return math.Log(v/lo) / math.Log(hi/lo) * panelW
 	}
-	colors := map[string]string{"converge": "#2b6cb0", "client-go": "#a0aec0"}
+	colors := map[string]string{"converge": "#2b6cb0", compactContender: "#63b3ed", "client-go": "#a0aec0"}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")

@@ -156,7 +156,7 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 
 	dropFromPageCache(bin)
 	args := []string{"--kind=" + string(o.kind), "--kubeconfig=" + o.kubeconfig, "--workers=" + strconv.Itoa(o.workers)}
-	if name == "converge" && compactConverge {
+	if name == compactContender {
 		args = append(args, "--compact")
 	}
 	cmd := exec.Command(bin, args...)
@@ -249,7 +249,7 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 	case <-time.After(30 * time.Second):
 		return fail("no memory stats")
 	}
-	if name == "converge" {
+	if isConverge(name) {
 		if _, err := io.WriteString(stdin, "status\n"); err != nil {
 			return fail("ask for status: %v", err)
 		}
