@@ -60,6 +60,11 @@ var metrics = []metric{
 	{"burst", "burst throughput (updates/s)", true, func(r *Result) float64 { return r.BurstPerSec }, "%.0f", false, readWorkloads, false},
 	{"backlog", "backlog drain (updates/s)", true, func(r *Result) float64 { return r.BacklogPerSec }, "%.0f", true, readWorkloads, false},
 	{"backlogCpu", "CPU to drain the backlog (s)", false, func(r *Result) float64 { return r.BacklogCPU }, "%.2f", false, readWorkloads, false},
+	{"readGetP50", "reads: Get p50, random keys (µs)", false, func(r *Result) float64 { return r.ReadGetP50Us }, "%.2f", false, readWorkloads, true},
+	{"readGetP99", "reads: Get p99, random keys (µs)", false, func(r *Result) float64 { return r.ReadGetP99Us }, "%.2f", false, readWorkloads, true},
+	{"readReconcileP50", "reads: reconcile of 4 Gets p50 (µs)", false, func(r *Result) float64 { return r.ReadReconcileP50Us }, "%.2f", false, readWorkloads, true},
+	{"readReconcileP99", "reads: reconcile of 4 Gets p99 (µs)", false, func(r *Result) float64 { return r.ReadReconcileP99Us }, "%.2f", false, readWorkloads, true},
+	{"readList1000", "reads: List, per 1,000 objects (ms)", false, func(r *Result) float64 { return r.ReadList1000Ms }, "%.3f", false, readWorkloads, true},
 	{"shutdown", "shutdown (s)", false, func(r *Result) float64 { return r.ShutdownSeconds }, "%.3f", false, allWorkloads, false},
 	{"missed", "updates missed", false, func(r *Result) float64 { return float64(r.Missed) }, "%.0f", false, allWorkloads, false},
 }

@@ -161,6 +161,13 @@ type scalePoint struct {
 	CacheEstimate    float64 `json:"cacheEstimateBytes,omitempty"`
 	EstimatePerAdded float64 `json:"cacheEstimateBytesPerAddedObject,omitempty"`
 	RSSPerObject     float64 `json:"rssBytesPerObject"`
+	// Reads: medians of the reads phase (Result.Read*), 0 when it did
+	// not run.
+	ReadGetP50Us       float64 `json:"readGetP50Us,omitempty"`
+	ReadGetP99Us       float64 `json:"readGetP99Us,omitempty"`
+	ReadReconcileP50Us float64 `json:"readReconcileP50Us,omitempty"`
+	ReadReconcileP99Us float64 `json:"readReconcileP99Us,omitempty"`
+	ReadList1000Ms     float64 `json:"readList1000Ms,omitempty"`
 	// Missed: objects (or updates) not reconciled within the deadline; the
 	// other figures of a point that missed some are not of all N.
 	Missed float64 `json:"missed"`
@@ -196,8 +203,12 @@ func summarizeScale(results []*Result, floors []FloorRun, names []string, plan [
 			heap, added := map[string]float64{}, map[string]float64{}
 			for _, name := range names {
 				var sync, cpu, hp, rss, est, missed []float64
+				var reads [5][]float64
 				for _, r := range results {
 					if r.Workload == w && r.Objects == n && r.Contender == name {
+						for i, v := range []float64{r.ReadGetP50Us, r.ReadGetP99Us, r.ReadReconcileP50Us, r.ReadReconcileP99Us, r.ReadList1000Ms} {
+							reads[i] = append(reads[i], v)
+						}
 						sync, cpu = append(sync, r.SyncSeconds), append(cpu, r.SyncCPUSeconds)
 						hp, rss, est = append(hp, r.HeapBytes), append(rss, r.RSSBytes), append(est, r.CacheEstimateBytes)
 						missed = append(missed, float64(r.Missed))
@@ -208,6 +219,8 @@ func summarizeScale(results []*Result, floors []FloorRun, names []string, plan [
 				}
 				p := scalePoint{Workload: w, Objects: n, Contender: name, Runs: len(sync),
 					SyncSeconds: median(sync), SyncCPUSeconds: median(cpu), HeapBytes: median(hp), RSSBytes: median(rss), CacheEstimate: median(est), Missed: median(missed)}
+				p.ReadGetP50Us, p.ReadGetP99Us, p.ReadReconcileP50Us, p.ReadReconcileP99Us, p.ReadList1000Ms =
+					median(reads[0]), median(reads[1]), median(reads[2]), median(reads[3]), median(reads[4])
 				p.SyncPer1000 = p.SyncSeconds / float64(n) * 1000
 				p.HeapPerObject, p.RSSPerObject = p.HeapBytes/float64(n), p.RSSBytes/float64(n)
 				heap[name] = p.HeapPerObject
@@ -357,6 +370,7 @@ func renderScale(sum *Summary) string {
 		if len(est) > 0 {
 			fmt.Fprintf(&b, "\nconverge's own estimate of its cache (converge_cache_bytes plus converge_cache_shared_bytes) ÷ the heap, per added object: %s.\n", strings.Join(est, ", "))
 		}
+		b.WriteString(renderScaleReads(s, sum.Order, w))
 		var ts []target
 		for _, t := range s.Targets {
 			if t.Workload == w && t.Contender == "" {
@@ -608,5 +622,28 @@ func renderScaleChart(sum *Summary) string {
 		}
 	}
 	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// renderScaleReads renders the reads phase of workload w per N and
+// contender, or "" when it did not run.
+func renderScaleReads(s *scaleSummary, order []string, w string) string {
+	var b strings.Builder
+	for _, n := range s.WorkloadSizes[w] {
+		for _, name := range order {
+			p, ok := s.point(w, n, name)
+			if !ok || p.ReadGetP50Us == 0 {
+				continue
+			}
+			if b.Len() == 0 {
+				b.WriteString("\nRead costs on the synced cache, each the way the contender's reconcile reads (bench/README.md): ")
+				b.WriteString("Gets of random keys, a reconcile's four Gets (its object and three children), and a List of every object per 1,000 listed.\n\n")
+				b.WriteString("| N | contender | Get p50 (µs) | Get p99 (µs) | reconcile p50 (µs) | reconcile p99 (µs) | List per 1,000 objects (ms) |\n")
+				b.WriteString("|--:|---|--:|--:|--:|--:|--:|\n")
+			}
+			row(&b, count(n), name, fmt.Sprintf("%.2f", p.ReadGetP50Us), fmt.Sprintf("%.2f", p.ReadGetP99Us),
+				fmt.Sprintf("%.2f", p.ReadReconcileP50Us), fmt.Sprintf("%.2f", p.ReadReconcileP99Us), fmt.Sprintf("%.3f", p.ReadList1000Ms))
+		}
+	}
 	return b.String()
 }
