@@ -102,7 +102,10 @@ func (e *entry) counter() cache.ResourceEventHandler {
 
 // SharedBytes estimates the heap bytes of the values cached objects share
 // (see Options.DisableSharing): each is counted once here and in no
-// informer's InformerStats.Bytes. Zero with DisableSharing.
+// informer's InformerStats.Bytes. Zero with DisableSharing. The figure is
+// kept as values enter and leave the cache's tables of shared values (each
+// measured once, as it enters), so a call reads it without a lock or a
+// walk of the tables.
 func (c *Cache) SharedBytes() int64 {
 	if c.share == nil {
 		return 0
