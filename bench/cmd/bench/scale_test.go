@@ -316,3 +316,23 @@ func TestSummarizeScaleJudgesCompactPerAddedObject(t *testing.T) {
 		t.Errorf("the table lacks converge-compact's row or goal:\n%s", table)
 	}
 }
+
+func TestReadCosts(t *testing.T) {
+	replies := make(chan string, 1)
+	replies <- "getP50=1.5 getP99=20 reconcileP50=6 reconcileP99=80 listMs=25 listed=50000 err=-"
+	var asked strings.Builder
+	var r Result
+	if err := readCosts(&asked, replies, 50000, &r); err != nil {
+		t.Fatal(err)
+	}
+	if asked.String() != "reads 50000\n" {
+		t.Errorf("asked %q", asked.String())
+	}
+	if r.ReadGetP50Us != 1.5 || r.ReadGetP99Us != 20 || r.ReadReconcileP50Us != 6 || r.ReadReconcileP99Us != 80 || r.ReadListed != 50000 || r.ReadList1000Ms != 0.5 {
+		t.Errorf("read costs %+v", r)
+	}
+	replies <- `getP50=1 err="get ns/x: not found"`
+	if err := readCosts(&asked, replies, 1, &r); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("a contender's failed read: %v, want its error", err)
+	}
+}
