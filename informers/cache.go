@@ -433,10 +433,6 @@ func (e *entry) stats(started bool) InformerStats {
 	}
 }
 
-// len is the number of objects e holds, as its counter (see
-// entry.objects) counts them.
-func (e *entry) len() int { return int(max(e.objects.Load(), 0)) }
-
 // lookup returns the informer for obj's Go type and sel, creating it (and
 // starting it, when the cache runs) on first use. pin keeps it for good (see
 // dropUnpinned).
@@ -586,10 +582,10 @@ func (c *Cache) newEntry(key informerKey, example runtime.Object) (*entry, error
 	if err := inf.SetWatchErrorHandlerWithContext(e.onWatchError); err != nil {
 		return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
 	}
-	if _, err := inf.AddEventHandler(e.counter()); err != nil {
+	e.informer = inf
+	if err := e.countAlone(); err != nil {
 		return nil, fmt.Errorf("informers: %s: %w", e.desc, err)
 	}
-	e.informer = inf
 	e.indexes.Store(int64(len(indexers)))
 	return e, nil
 }

@@ -68,10 +68,9 @@ type entry struct {
 	// cleared when a list or watch request starts (see InformerStats.Watching).
 	watching atomic.Bool
 
-	// objects counts the objects the store holds, kept by a handler of the
-	// informer's events (so that counting them allocates nothing); it lags
-	// the store by the events not yet handed to listeners.
-	objects atomic.Int64
+	// counts are the informer's object counts (see counts), kept by the
+	// handlers it has anyway.
+	counts counts
 	// size estimates the bytes of the informer's objects, and indexes
 	// counts its indexes (client-go's count is not safe to read while an
 	// index is added).

@@ -14,3 +14,20 @@ func DropCompactLabels(c *Cache, gk schema.GroupKind) {
 		}
 	}
 }
+
+// CountsAlone reports whether the informers of c that hold objects of kind
+// gk count them with a handler of their own (see counts), one answer per
+// informer.
+func CountsAlone(c *Cache, gk schema.GroupKind) []bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var alone []bool
+	for k, e := range c.entries {
+		if k.gvk.GroupKind() == gk {
+			e.counts.mu.Lock()
+			alone = append(alone, e.counts.alone != nil)
+			e.counts.mu.Unlock()
+		}
+	}
+	return alone
+}

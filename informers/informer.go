@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
@@ -290,16 +291,21 @@ func (i *Informer[T]) AddListener(h Listener[T], opts cache.HandlerOptions) (cac
 	} else if d < 0 {
 		return nil, fmt.Errorf("informers: add listener to %s: resync period %v is negative", i.e.desc, d)
 	}
-	reg, err := i.e.informer.AddEventHandlerWithOptions(untyped[T]{h: h, e: i.e}, opts)
+	n := new(atomic.Int64)
+	reg, err := i.e.informer.AddEventHandlerWithOptions(untyped[T]{h: h, e: i.e, n: n}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("informers: add listener to %s: %w", i.e.desc, err)
 	}
+	i.e.listenerAdded(reg, n)
 	return reg, nil
 }
 
 // RemoveListener unregisters a listener added with AddListener.
 func (i *Informer[T]) RemoveListener(reg cache.ResourceEventHandlerRegistration) error {
-	return i.e.informer.RemoveEventHandler(reg)
+	if err := i.e.informer.RemoveEventHandler(reg); err != nil {
+		return err
+	}
+	return i.e.listenerRemoved(reg)
 }
 
 // AddIndex adds a field index: fn returns the values obj is indexed under, and

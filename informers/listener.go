@@ -1,9 +1,12 @@
 package informers
 
 import (
-	"github.com/converge-dev/converge/object"
+	"sync/atomic"
+
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/converge-dev/converge/object"
 )
 
 // Listener receives one informer's events for objects of type T. Objects are
@@ -56,9 +59,13 @@ func (f ListenerFuncs[T]) OnDelete(obj T, stale bool) {
 // in the cache, is not handed to h: the event is dropped and reported with
 // the error a read of that object returns (see as), rather than crashing
 // the informer's goroutine.
+//
+// n counts the adds and deletes handed to it: the informer's object count
+// (see counts).
 type untyped[T object.Object] struct {
 	h Listener[T]
 	e *entry
+	n *atomic.Int64
 }
 
 // typed returns obj as a T, or reports it and returns false.
@@ -71,6 +78,7 @@ func (u untyped[T]) typed(obj any) (T, bool) {
 }
 
 func (u untyped[T]) OnAdd(obj any, isInInitialList bool) {
+	u.n.Add(1)
 	if t, ok := u.typed(obj); ok {
 		u.h.OnAdd(t, isInInitialList)
 	}
@@ -85,6 +93,7 @@ func (u untyped[T]) OnUpdate(oldObj, newObj any) {
 }
 
 func (u untyped[T]) OnDelete(obj any) {
+	u.n.Add(-1)
 	stale := false
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj, stale = d.Obj, true

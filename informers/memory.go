@@ -95,17 +95,104 @@ func (e *entry) bytes(objects int) int64 {
 		memsize.Map(objects, storeSlot, true) + e.indexes.Load()*memsize.Map(objects, indexSlot, true)
 }
 
-// counter keeps entry.objects.
-func (e *entry) counter() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { e.objects.Add(1) },
-		DeleteFunc: func(any) { e.objects.Add(-1) },
+// counts keeps the number of objects an informer holds without a handler
+// of its own: each listener (AddListener) counts the adds and deletes
+// handed to it, one atomic addition per event, and the informer's count is
+// its oldest listener's. A listener added to a running informer first gets
+// every cached object as an add, so each listener's count is the store's,
+// lagging it by the events not yet handed to that listener. Only while an
+// informer has no listener (one only read from, or before its controllers
+// add theirs) does a handler count alone: it is registered then, and
+// removed when a listener comes. Reading the count takes constant time and
+// allocates nothing.
+type counts struct {
+	mu sync.Mutex
+	// live are the counts of the listeners, oldest first; alone is the
+	// registration of the handler that counts while there is none, and
+	// its count is then live's only one. mu guards both.
+	live  []listenerCount
+	alone cache.ResourceEventHandlerRegistration
+}
+
+// listenerCount is the count one handler keeps.
+type listenerCount struct {
+	reg cache.ResourceEventHandlerRegistration
+	n   *atomic.Int64
+}
+
+// len is the number of objects e holds, as its oldest listener counted
+// them.
+func (e *entry) len() int {
+	c := &e.counts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.live) == 0 {
+		return 0
 	}
+	return int(max(c.live[0].n.Load(), 0))
+}
+
+// countAlone registers the handler that counts e's objects while it has
+// no listener.
+func (e *entry) countAlone() error {
+	c := &e.counts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return e.countAloneLocked()
+}
+
+func (e *entry) countAloneLocked() error {
+	c := &e.counts
+	if c.alone != nil || len(c.live) > 0 {
+		return nil
+	}
+	n := new(atomic.Int64)
+	reg, err := e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { n.Add(1) },
+		DeleteFunc: func(any) { n.Add(-1) },
+	})
+	if err != nil {
+		return err
+	}
+	c.alone = reg
+	c.live = append(c.live, listenerCount{reg, n})
+	return nil
+}
+
+// listenerAdded makes reg's count n one of e's, and removes the handler
+// that counted alone, if any.
+func (e *entry) listenerAdded(reg cache.ResourceEventHandlerRegistration, n *atomic.Int64) {
+	c := &e.counts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live = append(c.live, listenerCount{reg, n})
+	if c.alone != nil {
+		alone := c.alone
+		c.alone = nil
+		c.live = slices.DeleteFunc(c.live, func(l listenerCount) bool { return l.reg == alone })
+		_ = e.informer.RemoveEventHandler(alone) // fails only for an unknown registration
+	}
+}
+
+// listenerRemoved forgets reg's count; when no listener is left, a
+// handler counts alone again (it first gets every cached object).
+func (e *entry) listenerRemoved(reg cache.ResourceEventHandlerRegistration) error {
+	c := &e.counts
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live = slices.DeleteFunc(c.live, func(l listenerCount) bool { return l.reg == reg })
+	if e.informer.IsStopped() {
+		return nil
+	}
+	return e.countAloneLocked()
 }
 
 // SharedBytes estimates the heap bytes of the values cached objects share
 // (see Options.DisableSharing): each is counted once here and in no
-// informer's InformerStats.Bytes. Zero with DisableSharing.
+// informer's InformerStats.Bytes. Zero with DisableSharing. The figure is
+// kept as values enter and leave the cache's tables of shared values (each
+// measured once, as it enters), so a call reads it without a lock or a
+// walk of the tables.
 func (c *Cache) SharedBytes() int64 {
 	if c.share == nil {
 		return 0

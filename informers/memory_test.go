@@ -2,6 +2,7 @@ package informers_test
 
 import (
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,7 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/memsize"
@@ -152,4 +155,62 @@ func testStatsCountAndSizeObjects(t *testing.T) {
 	if per := (after.TotalAlloc - before.TotalAlloc) / calls; per > 2048 {
 		t.Errorf("Stats allocates %d B per call with %d objects cached, want under 2 KiB", per, n-10)
 	}
+}
+
+// An informer counts its objects with its listeners: a handler of its own
+// counts only while it has none, and the count stays right as listeners
+// come and go.
+func TestStatsCountWithTheListeners(t *testing.T) { inBothForms(t, testStatsCountWithTheListeners) }
+
+func testStatsCountWithTheListeners(t *testing.T) {
+	admin := plane.Config(t)
+	cs := kubernetes.NewForConfigOrDie(admin)
+	ns := testenv.Namespace(t, cs)
+	const n = 50
+	createConfigMaps(t, cs, ns, n)
+
+	c := started(t, admin, informers.Options{Namespace: ns})
+	inf, err := informers.For[*corev1.ConfigMap](c, informers.Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gk := schema.GroupKind{Kind: "ConfigMap"}
+	count := func(want int, what string) {
+		t.Helper()
+		eventually(t, what, func() bool {
+			st, _ := statsOf(c, inf.String())
+			return st.Objects == want && inf.Len() == want
+		})
+	}
+	if got := informers.CountsAlone(c, gk); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("an informer without listeners: counting alone %v, want [true]", got)
+	}
+	count(n, "the informer alone counts every ConfigMap")
+
+	var a, b cache.ResourceEventHandlerRegistration
+	if a, err = inf.AddListener(informers.ListenerFuncs[*corev1.ConfigMap]{}, cache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = inf.AddListener(informers.ListenerFuncs[*corev1.ConfigMap]{}, cache.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := informers.CountsAlone(c, gk); !slices.Equal(got, []bool{false}) {
+		t.Errorf("an informer with listeners: counting alone %v, want [false] (its listeners count)", got)
+	}
+	count(n, "the listeners count every ConfigMap")
+	if err := cs.CoreV1().ConfigMaps(ns).Delete(t.Context(), "cm-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	count(n-1, "the listeners count a deletion")
+	if err := inf.RemoveListener(a); err != nil {
+		t.Fatal(err)
+	}
+	count(n-1, "the listener left counts as the first did")
+	if err := inf.RemoveListener(b); err != nil {
+		t.Fatal(err)
+	}
+	if got := informers.CountsAlone(c, gk); !slices.Equal(got, []bool{true}) {
+		t.Errorf("an informer whose listeners left: counting alone %v, want [true]", got)
+	}
+	count(n-1, "the informer alone counts again, from its cached objects")
 }

@@ -3,8 +3,10 @@ package informers
 import (
 	"hash/maphash"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -33,7 +35,13 @@ import (
 // dropped after two generations, and the tables stay small whatever the
 // cache holds.
 //
+// The values shared are listed once, by visitShared: object replaces them
+// with the tables' and exclude leaves them out of a measurement.
+//
 // mu guards every table: transforms of different informers may run at once.
+// total is the estimate bytes returns, kept as values enter and leave the
+// tables (see table.bytes) and stored after each object shared, so that a
+// metrics scrape reads it without the lock or a walk.
 type sharer struct {
 	seed maphash.Seed
 
@@ -42,6 +50,8 @@ type sharer struct {
 	labels     table[map[string]string]
 	resources  table[corev1.ResourceList]
 	ownerships table[[]metav1.OwnerReference]
+
+	total atomic.Int64
 }
 
 // maxShared bounds each table generation.
@@ -49,33 +59,82 @@ const maxShared = 4096
 
 func newSharer() *sharer { return &sharer{seed: maphash.MakeSeed()} }
 
-// table is one kind of shared value, in two generations.
+// table is one kind of shared value, in two generations. curBytes and
+// oldBytes estimate the heap bytes of the values of cur and of old (each
+// measured by package memsize when it enters the table): a value moved
+// from old to cur counts in cur only.
 type table[V any] struct {
-	cur, old map[uint64]V
+	cur, old           map[uint64]V
+	curBytes, oldBytes int64
 }
 
 // share returns the value equal to v already in the table under hash h, or
 // records v (when its hash is new) and returns it.
-func (t *table[V]) share(h uint64, v V, equal func(a, b V) bool) V {
+func (t *table[V]) share(h uint64, v V, equal func(a, b V) bool, size func(V) int64) V {
 	if c, ok := t.cur[h]; ok {
 		if equal(c, v) {
 			return c
 		}
 		return v // a collision: keep the first, share neither
 	}
+	n := size(v)
 	if c, ok := t.old[h]; ok && equal(c, v) {
 		v = c
+		t.oldBytes -= n
 	}
 	if len(t.cur) >= maxShared || t.cur == nil {
 		t.old, t.cur = t.cur, make(map[uint64]V, min(maxShared, 64))
+		t.oldBytes, t.curBytes = t.curBytes, 0
 	}
 	t.cur[h] = v
+	t.curBytes += n
 	return v
+}
+
+// stringBytes and stringMapBytes are memsize.Of of a string and of a map
+// of strings, without its walk by reflection.
+func stringBytes(v string) int64 { return memsize.Alloc(int64(len(v)), false) }
+
+func stringMapBytes(m map[string]string) int64 {
+	n := memsize.Map(len(m), 32, true)
+	for k, v := range m {
+		n += stringBytes(k) + stringBytes(v)
+	}
+	return n
+}
+
+// sizeOf is memsize.Of of a V.
+func sizeOf[V any](v V) int64 { return memsize.Of(v) }
+
+// bytes estimates the heap bytes of t's maps and values.
+func (t *table[V]) bytes() int64 {
+	slot := 8 + int64(reflect.TypeFor[V]().Size())
+	return t.curBytes + t.oldBytes + memsize.Map(len(t.cur), slot, true) + memsize.Map(len(t.old), slot, true)
 }
 
 // object shares what obj has in common with objects seen before. It skips
 // unstructured objects, whose accessors copy.
 func (s *sharer) object(obj any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	visitShared(obj, s, true)
+	s.total.Store(s.strings.bytes() + s.labels.bytes() + s.resources.bytes() + s.ownerships.bytes())
+}
+
+// sharedVisitor is handed each value of an object the sharer shares, by
+// kind, and returns the value to keep in its place.
+type sharedVisitor interface {
+	string(string) string
+	stringMap(map[string]string) map[string]string
+	resourceList(corev1.ResourceList) corev1.ResourceList
+	owners([]metav1.OwnerReference) []metav1.OwnerReference
+}
+
+// visitShared hands v every value of obj that the sharer shares: the one
+// list of them. With write, each value is replaced by what v returns;
+// without, obj is only read (it may be a cached object others read).
+// Unstructured objects are skipped: their accessors copy.
+func visitShared(obj any, v sharedVisitor, write bool) {
 	if _, ok := obj.(*unstructured.Unstructured); ok {
 		return
 	}
@@ -83,47 +142,60 @@ func (s *sharer) object(obj any) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if ns := m.GetNamespace(); ns != "" {
-		m.SetNamespace(s.string(ns))
+		if ns = v.string(ns); write {
+			m.SetNamespace(ns)
+		}
 	}
 	if l := m.GetLabels(); len(l) > 0 {
-		m.SetLabels(s.stringMap(l))
+		if l = v.stringMap(l); write {
+			m.SetLabels(l)
+		}
 	}
 	if a := m.GetAnnotations(); len(a) > 0 {
-		m.SetAnnotations(s.stringMap(a))
+		if a = v.stringMap(a); write {
+			m.SetAnnotations(a)
+		}
 	}
 	if o := m.GetOwnerReferences(); len(o) > 0 {
-		m.SetOwnerReferences(s.owners(o))
+		if o = v.owners(o); write {
+			m.SetOwnerReferences(o)
+		}
+	}
+	// Fields of typed objects: set through a pointer only with write.
+	stringMap := func(p *map[string]string) {
+		if n := v.stringMap(*p); write {
+			*p = n
+		}
+	}
+	resources := func(p *corev1.ResourceList) {
+		if n := v.resourceList(*p); write {
+			*p = n
+		}
 	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		s.podSpec(&o.Spec)
-	case *corev1.Node:
-		o.Status.Capacity = s.resourceList(o.Status.Capacity)
-		o.Status.Allocatable = s.resourceList(o.Status.Allocatable)
-	}
-}
-
-func (s *sharer) podSpec(spec *corev1.PodSpec) {
-	spec.NodeSelector = s.stringMap(spec.NodeSelector)
-	spec.Overhead = s.resourceList(spec.Overhead)
-	for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range cs {
-			r := &cs[i].Resources
-			r.Requests = s.resourceList(r.Requests)
-			r.Limits = s.resourceList(r.Limits)
+		spec := &o.Spec
+		stringMap(&spec.NodeSelector)
+		resources(&spec.Overhead)
+		for _, cs := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+			for i := range cs {
+				resources(&cs[i].Resources.Requests)
+				resources(&cs[i].Resources.Limits)
+			}
 		}
-	}
-	if r := spec.Resources; r != nil {
-		r.Requests = s.resourceList(r.Requests)
-		r.Limits = s.resourceList(r.Limits)
+		if r := spec.Resources; r != nil {
+			resources(&r.Requests)
+			resources(&r.Limits)
+		}
+	case *corev1.Node:
+		resources(&o.Status.Capacity)
+		resources(&o.Status.Allocatable)
 	}
 }
 
 func (s *sharer) string(v string) string {
-	return s.strings.share(maphash.String(s.seed, v), v, func(a, b string) bool { return a == b })
+	return s.strings.share(maphash.String(s.seed, v), v, func(a, b string) bool { return a == b }, stringBytes)
 }
 
 func (s *sharer) stringMap(m map[string]string) map[string]string {
@@ -134,7 +206,7 @@ func (s *sharer) stringMap(m map[string]string) map[string]string {
 	for k, v := range m {
 		h += s.pair(k, v)
 	}
-	return s.labels.share(h, m, maps.Equal)
+	return s.labels.share(h, m, maps.Equal, stringMapBytes)
 }
 
 // pair hashes one map entry; entries are summed, as map order is random.
@@ -152,7 +224,7 @@ func (s *sharer) resourceList(m corev1.ResourceList) corev1.ResourceList {
 	}
 	return s.resources.share(h, m, func(a, b corev1.ResourceList) bool {
 		return maps.EqualFunc(a, b, sameQuantity)
-	})
+	}, sizeOf)
 }
 
 // sameQuantity reports whether a and b read the same in every way, String
@@ -169,7 +241,7 @@ func (s *sharer) owners(refs []metav1.OwnerReference) []metav1.OwnerReference {
 	}
 	return s.ownerships.share(h, refs, func(a, b []metav1.OwnerReference) bool {
 		return slices.EqualFunc(a, b, sameOwner)
-	})
+	}, sizeOf)
 }
 
 func sameOwner(a, b metav1.OwnerReference) bool {
@@ -184,52 +256,31 @@ func sameBool(a, b *bool) bool {
 	return *a == *b
 }
 
-// exclude tells s which of obj's values the sharer's tables hold (those
+// exclude tells sz which of obj's values the sharer's tables hold (those
 // object shares), so that measuring obj leaves them out: bytes counts
-// them, once.
+// them, once. obj is only read.
 func (s *sharer) exclude(obj any, sz *memsize.Sizer) {
-	if _, ok := obj.(*unstructured.Unstructured); ok {
-		return
-	}
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return
-	}
-	sz.Exclude(m.GetNamespace())
-	sz.Exclude(m.GetLabels())
-	sz.Exclude(m.GetAnnotations())
-	sz.Exclude(m.GetOwnerReferences())
-	lists := func(r corev1.ResourceRequirements) {
-		sz.Exclude(r.Requests)
-		sz.Exclude(r.Limits)
-	}
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		sz.Exclude(o.Spec.NodeSelector)
-		sz.Exclude(o.Spec.Overhead)
-		for _, cs := range [][]corev1.Container{o.Spec.InitContainers, o.Spec.Containers} {
-			for i := range cs {
-				lists(cs[i].Resources)
-			}
-		}
-		if r := o.Spec.Resources; r != nil {
-			lists(*r)
-		}
-	case *corev1.Node:
-		sz.Exclude(o.Status.Capacity)
-		sz.Exclude(o.Status.Allocatable)
-	}
+	visitShared(obj, excluder{sz}, false)
+}
+
+// excluder is the sharedVisitor of exclude.
+type excluder struct{ sz *memsize.Sizer }
+
+func (e excluder) string(v string) string { e.sz.Exclude(v); return v }
+
+func (e excluder) stringMap(v map[string]string) map[string]string { e.sz.Exclude(v); return v }
+
+func (e excluder) resourceList(v corev1.ResourceList) corev1.ResourceList {
+	e.sz.Exclude(v)
+	return v
+}
+
+func (e excluder) owners(v []metav1.OwnerReference) []metav1.OwnerReference {
+	e.sz.Exclude(v)
+	return v
 }
 
 // bytes estimates the heap bytes of the values in s's tables, and of the
-// tables.
-func (s *sharer) bytes() int64 {
-	var sz memsize.Sizer
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return tableBytes(&sz, &s.strings) + tableBytes(&sz, &s.labels) + tableBytes(&sz, &s.resources) + tableBytes(&sz, &s.ownerships)
-}
-
-func tableBytes[V any](sz *memsize.Sizer, t *table[V]) int64 {
-	return sz.Of(t.cur) + sz.Of(t.old)
-}
+// tables: the figure kept as values enter and leave them (see sharer),
+// read without the lock.
+func (s *sharer) bytes() int64 { return s.total.Load() }

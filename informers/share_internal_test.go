@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/converge-dev/converge/internal/memsize"
 )
 
 // replica returns the i-th pod of a ReplicaSet: everything but its name and
@@ -134,5 +136,75 @@ func BenchmarkSharerPod(b *testing.B) {
 	for b.Loop() {
 		s.object(pods[i%len(pods)])
 		i++
+	}
+}
+
+// unshared is p without the values the sharer shares: what a measurement
+// of p that excludes them must come to.
+func unshared(p *corev1.Pod) *corev1.Pod {
+	p = p.DeepCopy()
+	p.Namespace, p.Labels, p.Annotations, p.OwnerReferences = "", nil, nil, nil
+	p.Spec.NodeSelector, p.Spec.Overhead = nil, nil
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			cs[i].Resources.Requests, cs[i].Resources.Limits = nil, nil
+		}
+	}
+	p.Spec.Resources = &corev1.ResourceRequirements{}
+	return p
+}
+
+func TestSharerExcludesWhatItShares(t *testing.T) {
+	s := newSharer()
+	p := replica(1)
+	p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}
+	p.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+	s.object(p)
+	var sz memsize.Sizer
+	s.exclude(p, &sz)
+	if got, want := sz.Of(p), memsize.Of(unshared(p)); got != want {
+		t.Errorf("a shared pod measured without its shared values: %d B, want %d B (the pod without them)", got, want)
+	}
+
+	n := &corev1.Node{Status: corev1.NodeStatus{
+		Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")},
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")},
+	}}
+	s.object(n)
+	sz.Reset()
+	s.exclude(n, &sz)
+	bare := n.DeepCopy()
+	bare.Status.Capacity, bare.Status.Allocatable = nil, nil
+	if got, want := sz.Of(n), memsize.Of(bare); got != want {
+		t.Errorf("a shared node measured without its shared values: %d B, want %d B", got, want)
+	}
+}
+
+// SharedBytes is kept as values enter and leave the tables: reading it
+// takes no walk and allocates nothing, and it stays near a walk of the
+// tables through generation changes.
+func TestSharerBytesKeptAsValuesComeAndGo(t *testing.T) {
+	s := newSharer()
+	walk := func() int64 {
+		var sz memsize.Sizer
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return sz.Of(s.strings.cur) + sz.Of(s.strings.old) + sz.Of(s.labels.cur) + sz.Of(s.labels.old) +
+			sz.Of(s.resources.cur) + sz.Of(s.resources.old) + sz.Of(s.ownerships.cur) + sz.Of(s.ownerships.old)
+	}
+	for i := range 2*maxShared + maxShared/2 {
+		p := replica(i)
+		p.Namespace = fmt.Sprint("ns-", i%7)
+		p.Labels = map[string]string{"app": "web", "pod-template-hash": fmt.Sprint(i % (maxShared + 300))}
+		s.object(p)
+		if i%1000 == 0 || i == 2*maxShared+maxShared/2-1 {
+			got, want := s.bytes(), walk()
+			if r := float64(got) / float64(want); r < 0.9 || r > 1.1 {
+				t.Fatalf("after %d pods: SharedBytes %d B, a walk of the tables %d B (%.2f×), want within a tenth", i+1, got, want, r)
+			}
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { s.bytes() }); a != 0 {
+		t.Errorf("reading SharedBytes allocates %v times, want none", a)
 	}
 }

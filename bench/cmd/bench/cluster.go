@@ -43,7 +43,7 @@ func newCluster(cfg *rest.Config) (*cluster, error) {
 	return &cluster{cs: cs, dyn: dyn, quietFor: defaultQuietFor}, nil
 }
 
-func namespaceFor(k workload.Kind) string { return "bench-" + string(k) }
+func namespaceFor(k workload.Kind) string { return workload.Namespace(k) }
 
 // setUp creates the workload's namespace and its n objects, conc at a time.
 func (c *cluster) setUp(ctx context.Context, k workload.Kind, n, conc int) error {

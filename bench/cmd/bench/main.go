@@ -36,17 +36,23 @@ import (
 )
 
 // contenders names the contender programs, in run order for even repeats.
-var contenders = []string{"converge", "controller-runtime", "client-go"}
+// converge-compact is the converge program with its workload's kind
+// cached compact (informers.Options.Compact, the program's --compact).
+var contenders = []string{"converge", "converge-compact", "controller-runtime", "client-go"}
 
-// compactConverge passes --compact to the converge contender (see the
-// --compact flag).
-var compactConverge bool
+// compactContender is the contender that runs the converge program with
+// --compact.
+const compactContender = "converge-compact"
 
 var contenderPkg = map[string]string{
 	"converge":           "./contenders/converge",
+	compactContender:     "./contenders/converge",
 	"controller-runtime": "./contenders/controllerruntime",
 	"client-go":          "./contenders/clientgo",
 }
+
+// isConverge reports whether contender runs the converge program.
+func isConverge(contender string) bool { return contenderPkg[contender] == contenderPkg["converge"] }
 
 type workloadFlags struct {
 	n                 int
@@ -68,9 +74,8 @@ func main() {
 		profile  = flag.Bool("profile", false, "write CPU and heap profiles of every contender run to <out>/profiles")
 		cbor     = flag.Bool("cbor", true, "serve CBOR from kube-apiserver (feature gate CBORServingAndStorage)")
 		quiet    = flag.Bool("quiet", false, "print only the table")
-		compact  = flag.Bool("compact", false, "run the converge contender with its workload's kind compact (informers.Options.Compact, the contender's --compact): the converge column is then converge compact")
 		attach   = flag.String("kubeconfig", "", "use this cluster (objects already created, e.g. by --hold) instead of starting a control plane")
-		prebuilt = flag.String("prebuilt", "", "folder of already built contender binaries, named after the contenders")
+		prebuilt = flag.String("prebuilt", "", "folder of already built contender binaries, named after the contenders (converge-compact runs the one named converge)")
 		phases   = flag.String("phases", "storm,steady,burst,backlog,rollout,drift", "phases to run after start-up, comma-separated")
 		hold     = flag.Bool("hold", false, "create the objects, print the kubeconfig path and wait for Ctrl-C instead of running contenders (for profiling by hand)")
 		quick    = flag.Bool("quick", false, "smoke test: every workload at a hundredth of its size, one repeat, short phases, results in a temporary folder (flags given still count)")
@@ -161,7 +166,6 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	compactConverge = *compact
 	names := strings.Split(*who, ",")
 	for _, n := range names {
 		if contenderPkg[n] == "" {
@@ -223,7 +227,11 @@ func main() {
 	if *prebuilt != "" {
 		bins = map[string]string{}
 		for _, n := range build {
-			bins[n] = filepath.Join(*prebuilt, n)
+			bin := n
+			if n == compactContender {
+				bin = "converge" // the same program
+			}
+			bins[n] = filepath.Join(*prebuilt, bin)
 		}
 	} else {
 		logf("building contenders")
@@ -512,7 +520,9 @@ func buildContenders(ctx context.Context, names []string) (map[string]string, er
 	args := []string{"build", "-trimpath", "-ldflags=-s", "-o", dir + string(filepath.Separator)}
 	bins := map[string]string{}
 	for _, n := range names {
-		args = append(args, contenderPkg[n])
+		if !slices.Contains(args, contenderPkg[n]) { // converge-compact is the converge program
+			args = append(args, contenderPkg[n])
+		}
 		bins[n] = filepath.Join(dir, filepath.Base(contenderPkg[n]))
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)

@@ -60,6 +60,11 @@ var metrics = []metric{
 	{"burst", "burst throughput (updates/s)", true, func(r *Result) float64 { return r.BurstPerSec }, "%.0f", false, readWorkloads, false},
 	{"backlog", "backlog drain (updates/s)", true, func(r *Result) float64 { return r.BacklogPerSec }, "%.0f", true, readWorkloads, false},
 	{"backlogCpu", "CPU to drain the backlog (s)", false, func(r *Result) float64 { return r.BacklogCPU }, "%.2f", false, readWorkloads, false},
+	{"readGetP50", "reads: Get p50, random keys (µs)", false, func(r *Result) float64 { return r.ReadGetP50Us }, "%.2f", false, readWorkloads, true},
+	{"readGetP99", "reads: Get p99, random keys (µs)", false, func(r *Result) float64 { return r.ReadGetP99Us }, "%.2f", false, readWorkloads, true},
+	{"readReconcileP50", "reads: reconcile of 4 Gets p50 (µs)", false, func(r *Result) float64 { return r.ReadReconcileP50Us }, "%.2f", false, readWorkloads, true},
+	{"readReconcileP99", "reads: reconcile of 4 Gets p99 (µs)", false, func(r *Result) float64 { return r.ReadReconcileP99Us }, "%.2f", false, readWorkloads, true},
+	{"readList1000", "reads: List, per 1,000 objects (ms)", false, func(r *Result) float64 { return r.ReadList1000Ms }, "%.3f", false, readWorkloads, true},
 	{"shutdown", "shutdown (s)", false, func(r *Result) float64 { return r.ShutdownSeconds }, "%.3f", false, allWorkloads, false},
 	{"missed", "updates missed", false, func(r *Result) float64 { return float64(r.Missed) }, "%.0f", false, allWorkloads, false},
 }
@@ -116,16 +121,19 @@ func parentMetrics() []metric {
 	return append(ms, verbs("drift", "drift requests:")...)
 }
 
-// target is one performance goal: converge's figure divided by a rival's.
+// target is one performance goal: a contender's figure (converge's unless
+// Contender says otherwise) divided by a rival's.
 type target struct {
-	Workload string  `json:"workload"`
-	Metric   string  `json:"metric"`
-	Against  string  `json:"against"` // contender, or "" for an absolute bound
-	AtMost   bool    `json:"atMost"`  // ratio <= Value, else ratio >= Value
-	Value    float64 `json:"value"`
-	Ratio    float64 `json:"ratio"`
-	Met      bool    `json:"met"`
-	Objects  int     `json:"objects,omitempty"` // the scale curve and sharded: the N it is checked at
+	// Contender is the contender judged; "" is converge.
+	Contender string  `json:"contender,omitempty"`
+	Workload  string  `json:"workload"`
+	Metric    string  `json:"metric"`
+	Against   string  `json:"against"` // contender, or "" for an absolute bound
+	AtMost    bool    `json:"atMost"`  // ratio <= Value, else ratio >= Value
+	Value     float64 `json:"value"`
+	Ratio     float64 `json:"ratio"`
+	Met       bool    `json:"met"`
+	Objects   int     `json:"objects,omitempty"` // the scale curve and sharded: the N it is checked at
 	// Plane and Members: sharded, the plane it is checked on and the
 	// ring's members.
 	Plane   string `json:"plane,omitempty"`
@@ -431,7 +439,7 @@ func renderChart(s *Summary) string {
 		v = math.Max(lo, math.Min(hi, v))
 		return math.Log(v/lo) / math.Log(hi/lo) * panelW
 	}
-	colors := map[string]string{"converge": "#2b6cb0", "client-go": "#a0aec0"}
+	colors := map[string]string{"converge": "#2b6cb0", compactContender: "#63b3ed", "client-go": "#a0aec0"}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")

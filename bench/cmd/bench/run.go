@@ -54,6 +54,18 @@ type Result struct {
 	BacklogPerSec  float64 `json:"backlogPerSec"`
 	BacklogCPU     float64 `json:"backlogCpuSeconds"` // CPU the contender used draining it
 
+	// The reads phase (see readCosts), in the contender's reconcile's
+	// way of reading its cache: Gets of random keys, a reconcile's four
+	// Gets (its object and three children), a List of every object,
+	// and that List's time per 1,000 objects listed.
+	ReadGetP50Us       float64 `json:"readGetP50Us,omitempty"`
+	ReadGetP99Us       float64 `json:"readGetP99Us,omitempty"`
+	ReadReconcileP50Us float64 `json:"readReconcileP50Us,omitempty"`
+	ReadReconcileP99Us float64 `json:"readReconcileP99Us,omitempty"`
+	ReadListMs         float64 `json:"readListMs,omitempty"`
+	ReadListed         int     `json:"readListed,omitempty"`
+	ReadList1000Ms     float64 `json:"readList1000Ms,omitempty"`
+
 	// The parents workload (see runParents). Requests are the contender's,
 	// from kube-apiserver's apiserver_request_total: phase -> verb -> count.
 	Requests map[string]map[string]float64 `json:"requests,omitempty"`
@@ -156,7 +168,7 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 
 	dropFromPageCache(bin)
 	args := []string{"--kind=" + string(o.kind), "--kubeconfig=" + o.kubeconfig, "--workers=" + strconv.Itoa(o.workers)}
-	if name == "converge" && compactConverge {
+	if name == compactContender {
 		args = append(args, "--compact")
 	}
 	cmd := exec.Command(bin, args...)
@@ -249,7 +261,7 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 	case <-time.After(30 * time.Second):
 		return fail("no memory stats")
 	}
-	if name == "converge" {
+	if isConverge(name) {
 		if _, err := io.WriteString(stdin, "status\n"); err != nil {
 			return fail("ask for status: %v", err)
 		}
@@ -270,6 +282,13 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 		select {
 		case <-t.acks:
 		case <-time.After(30 * time.Second):
+		}
+	}
+
+	// Read costs, on a quiet cache.
+	if o.phases["reads"] {
+		if err := readCosts(stdin, t.reads, o.n, res); err != nil {
+			return fail("%v", err)
 		}
 	}
 
@@ -411,4 +430,44 @@ func procStatusFields(pid int) (map[string]uint64, error) {
 		}
 	}
 	return out, nil
+}
+
+// readCosts asks the contender for its read costs over its n objects
+// ("reads", see internal/report) and records them in res.
+func readCosts(stdin io.Writer, replies <-chan string, n int, res *Result) error {
+	if _, err := fmt.Fprintf(stdin, "reads %d\n", n); err != nil {
+		return fmt.Errorf("ask for read costs: %w", err)
+	}
+	var line string
+	select {
+	case line = <-replies:
+	case <-time.After(10 * time.Minute):
+		return fmt.Errorf("no read costs")
+	}
+	fields, errText, _ := strings.Cut(line, "err=")
+	if errText = strings.TrimSpace(errText); errText != "-" {
+		return fmt.Errorf("read costs: %s", errText)
+	}
+	for _, f := range strings.Fields(fields) {
+		k, v, _ := strings.Cut(f, "=")
+		x, _ := strconv.ParseFloat(v, 64)
+		switch k {
+		case "getP50":
+			res.ReadGetP50Us = x
+		case "getP99":
+			res.ReadGetP99Us = x
+		case "reconcileP50":
+			res.ReadReconcileP50Us = x
+		case "reconcileP99":
+			res.ReadReconcileP99Us = x
+		case "listMs":
+			res.ReadListMs = x
+		case "listed":
+			res.ReadListed = int(x)
+		}
+	}
+	if res.ReadListed > 0 {
+		res.ReadList1000Ms = res.ReadListMs / float64(res.ReadListed) * 1000
+	}
+	return nil
 }

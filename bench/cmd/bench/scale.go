@@ -21,6 +21,12 @@ const scaleDefaultWorkloads = "configmaps,parents"
 // most this times controller-runtime's.
 const scaleHeapTarget = 0.6
 
+// compactHeapTarget is the goal of converge-compact per workload: the heap
+// each object past the next smaller N added, at most this times
+// controller-runtime's. Per added object, so that each process's fixed
+// heap (converge-compact's cache of decoded objects included) cancels.
+var compactHeapTarget = map[workload.Kind]float64{workload.ConfigMaps: 0.5, workload.Pods: 0.35}
+
 // parseSizes parses --sizes: comma-separated object counts, each at least
 // 1 and given once. It returns them in ascending order, nil for "".
 func parseSizes(s string) ([]int, error) {
@@ -155,6 +161,13 @@ type scalePoint struct {
 	CacheEstimate    float64 `json:"cacheEstimateBytes,omitempty"`
 	EstimatePerAdded float64 `json:"cacheEstimateBytesPerAddedObject,omitempty"`
 	RSSPerObject     float64 `json:"rssBytesPerObject"`
+	// Reads: medians of the reads phase (Result.Read*), 0 when it did
+	// not run.
+	ReadGetP50Us       float64 `json:"readGetP50Us,omitempty"`
+	ReadGetP99Us       float64 `json:"readGetP99Us,omitempty"`
+	ReadReconcileP50Us float64 `json:"readReconcileP50Us,omitempty"`
+	ReadReconcileP99Us float64 `json:"readReconcileP99Us,omitempty"`
+	ReadList1000Ms     float64 `json:"readList1000Ms,omitempty"`
 	// Missed: objects (or updates) not reconciled within the deadline; the
 	// other figures of a point that missed some are not of all N.
 	Missed float64 `json:"missed"`
@@ -187,11 +200,15 @@ func summarizeScale(results []*Result, floors []FloorRun, names []string, plan [
 			if i > 0 {
 				prevN = sw.sizes[i-1]
 			}
-			heap := map[string]float64{}
+			heap, added := map[string]float64{}, map[string]float64{}
 			for _, name := range names {
 				var sync, cpu, hp, rss, est, missed []float64
+				var reads [5][]float64
 				for _, r := range results {
 					if r.Workload == w && r.Objects == n && r.Contender == name {
+						for i, v := range []float64{r.ReadGetP50Us, r.ReadGetP99Us, r.ReadReconcileP50Us, r.ReadReconcileP99Us, r.ReadList1000Ms} {
+							reads[i] = append(reads[i], v)
+						}
 						sync, cpu = append(sync, r.SyncSeconds), append(cpu, r.SyncCPUSeconds)
 						hp, rss, est = append(hp, r.HeapBytes), append(rss, r.RSSBytes), append(est, r.CacheEstimateBytes)
 						missed = append(missed, float64(r.Missed))
@@ -202,12 +219,15 @@ func summarizeScale(results []*Result, floors []FloorRun, names []string, plan [
 				}
 				p := scalePoint{Workload: w, Objects: n, Contender: name, Runs: len(sync),
 					SyncSeconds: median(sync), SyncCPUSeconds: median(cpu), HeapBytes: median(hp), RSSBytes: median(rss), CacheEstimate: median(est), Missed: median(missed)}
+				p.ReadGetP50Us, p.ReadGetP99Us, p.ReadReconcileP50Us, p.ReadReconcileP99Us, p.ReadList1000Ms =
+					median(reads[0]), median(reads[1]), median(reads[2]), median(reads[3]), median(reads[4])
 				p.SyncPer1000 = p.SyncSeconds / float64(n) * 1000
 				p.HeapPerObject, p.RSSPerObject = p.HeapBytes/float64(n), p.RSSBytes/float64(n)
 				heap[name] = p.HeapPerObject
 				if prev, ok := s.point(w, prevN, name); ok {
 					p.HeapPerAdded = (p.HeapBytes - prev.HeapBytes) / float64(n-prevN)
 					p.EstimatePerAdded = (p.CacheEstimate - prev.CacheEstimate) / float64(n-prevN)
+					added[name] = p.HeapPerAdded
 				}
 				s.Points = append(s.Points, p)
 			}
@@ -215,6 +235,13 @@ func summarizeScale(results []*Result, floors []FloorRun, names []string, plan [
 			cr, okCR := heap["controller-runtime"]
 			if okConv && okCR {
 				t := target{Workload: w, Metric: "heapPerObject", Against: "controller-runtime", AtMost: true, Value: scaleHeapTarget, Objects: n, Ratio: ratio(conv, cr)}
+				t.Met = t.Ratio <= t.Value
+				s.Targets = append(s.Targets, t)
+			}
+			compact, okCompact := added[compactContender]
+			crAdded, okCR := added["controller-runtime"]
+			if goal, ok := compactHeapTarget[k]; ok && okCompact && okCR {
+				t := target{Contender: compactContender, Workload: w, Metric: "heapPerAddedObject", Against: "controller-runtime", AtMost: true, Value: goal, Objects: n, Ratio: ratio(compact, crAdded)}
 				t.Met = t.Ratio <= t.Value
 				s.Targets = append(s.Targets, t)
 			}
@@ -257,9 +284,12 @@ func (s *scaleSummary) floorAt(n int) (scaleFloor, bool) {
 	return scaleFloor{}, false
 }
 
-func (s *scaleSummary) targetAt(w string, n int) (target, bool) {
+func (s *scaleSummary) targetAt(w string, n int, contender string) (target, bool) {
+	if contender == "converge" {
+		contender = ""
+	}
 	for _, t := range s.Targets {
-		if t.Workload == w && t.Objects == n {
+		if t.Workload == w && t.Objects == n && t.Contender == contender {
 			return t, true
 		}
 	}
@@ -321,8 +351,11 @@ func renderScale(sum *Summary) string {
 					added = fmt.Sprintf("%.0f", p.HeapPerAdded)
 				}
 				goal := ""
-				if t, ok := s.targetAt(w, n); ok && name == "converge" {
+				if t, ok := s.targetAt(w, n, name); ok {
 					goal = t.describe() + " " + mark(t.Met)
+					if t.Contender != "" {
+						goal = fmt.Sprintf("heap per added object %.2f× CR, goal %s", t.Ratio, goal)
+					}
 				}
 				row(&b, count(n), name, fmt.Sprintf("%.2f", p.SyncSeconds), fmt.Sprintf("%.3f", p.SyncPer1000), fmt.Sprintf("%.2f", p.SyncCPUSeconds),
 					fmt.Sprintf("%.0f", p.HeapPerObject), added, fmt.Sprintf("%.0f", p.RSSPerObject), vs, fmt.Sprintf("%.0f", p.Missed), goal)
@@ -337,9 +370,10 @@ func renderScale(sum *Summary) string {
 		if len(est) > 0 {
 			fmt.Fprintf(&b, "\nconverge's own estimate of its cache (converge_cache_bytes plus converge_cache_shared_bytes) ÷ the heap, per added object: %s.\n", strings.Join(est, ", "))
 		}
+		b.WriteString(renderScaleReads(s, sum.Order, w))
 		var ts []target
 		for _, t := range s.Targets {
-			if t.Workload == w {
+			if t.Workload == w && t.Contender == "" {
 				ts = append(ts, t)
 			}
 		}
@@ -458,6 +492,7 @@ func siLabel(v float64) string {
 
 var scaleColors = map[string]string{
 	"converge":           "#2b6cb0",
+	compactContender:     "#63b3ed",
 	"controller-runtime": "#dd6b20",
 	"client-go":          "#718096",
 	"floor":              "#222",
@@ -587,5 +622,28 @@ func renderScaleChart(sum *Summary) string {
 		}
 	}
 	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// renderScaleReads renders the reads phase of workload w per N and
+// contender, or "" when it did not run.
+func renderScaleReads(s *scaleSummary, order []string, w string) string {
+	var b strings.Builder
+	for _, n := range s.WorkloadSizes[w] {
+		for _, name := range order {
+			p, ok := s.point(w, n, name)
+			if !ok || p.ReadGetP50Us == 0 {
+				continue
+			}
+			if b.Len() == 0 {
+				b.WriteString("\nRead costs on the synced cache, each the way the contender's reconcile reads (bench/README.md): ")
+				b.WriteString("Gets of random keys, a reconcile's four Gets (its object and three children), and a List of every object per 1,000 listed.\n\n")
+				b.WriteString("| N | contender | Get p50 (µs) | Get p99 (µs) | reconcile p50 (µs) | reconcile p99 (µs) | List per 1,000 objects (ms) |\n")
+				b.WriteString("|--:|---|--:|--:|--:|--:|--:|\n")
+			}
+			row(&b, count(n), name, fmt.Sprintf("%.2f", p.ReadGetP50Us), fmt.Sprintf("%.2f", p.ReadGetP99Us),
+				fmt.Sprintf("%.2f", p.ReadReconcileP50Us), fmt.Sprintf("%.2f", p.ReadReconcileP99Us), fmt.Sprintf("%.3f", p.ReadList1000Ms))
+		}
+	}
 	return b.String()
 }

@@ -285,3 +285,54 @@ func TestRenderScaleChart(t *testing.T) {
 		t.Errorf("converge's heap per parent is the same at every N, its line is not flat: %s", heap)
 	}
 }
+
+// converge-compact is judged on the heap each object past the smaller N
+// added, against controller-runtime's, with its own row goal; converge
+// keeps its heap-per-object target.
+func TestSummarizeScaleJudgesCompactPerAddedObject(t *testing.T) {
+	var results []*Result
+	for _, r := range []struct {
+		name       string
+		at10, at50 float64
+	}{{"converge", 20e6, 84e6}, {compactContender, 15e6, 55e6}, {"controller-runtime", 29e6, 135e6}} {
+		results = append(results,
+			&Result{Contender: r.name, Workload: "configmaps", Objects: 10000, SyncSeconds: 1, HeapBytes: r.at10},
+			&Result{Contender: r.name, Workload: "configmaps", Objects: 50000, SyncSeconds: 1, HeapBytes: r.at50})
+	}
+	names := []string{"converge", compactContender, "controller-runtime"}
+	s := summarizeScale(results, nil, names, []scaleWorkload{{workload.ConfigMaps, []int{10000, 50000}}})
+	var compact []target
+	for _, tg := range s.Targets {
+		if tg.Contender == compactContender {
+			compact = append(compact, tg)
+		}
+	}
+	// 40 MB over 40,000 objects against 106 MB: 1,000 ÷ 2,650 B.
+	if len(compact) != 1 || compact[0].Objects != 50000 || math.Abs(compact[0].Ratio-1000.0/2650) > 1e-9 || !compact[0].Met {
+		t.Fatalf("converge-compact targets %+v, want one at N=50,000 of ratio %.3f, met", compact, 1000.0/2650)
+	}
+	table := renderScale(&Summary{Order: names, Repeats: 1, Scale: s})
+	if !strings.Contains(table, "| 50,000 | converge-compact |") || !strings.Contains(table, "heap per added object 0.38× CR, goal ≤ 0.5× CR ✓") {
+		t.Errorf("the table lacks converge-compact's row or goal:\n%s", table)
+	}
+}
+
+func TestReadCosts(t *testing.T) {
+	replies := make(chan string, 1)
+	replies <- "getP50=1.5 getP99=20 reconcileP50=6 reconcileP99=80 listMs=25 listed=50000 err=-"
+	var asked strings.Builder
+	var r Result
+	if err := readCosts(&asked, replies, 50000, &r); err != nil {
+		t.Fatal(err)
+	}
+	if asked.String() != "reads 50000\n" {
+		t.Errorf("asked %q", asked.String())
+	}
+	if r.ReadGetP50Us != 1.5 || r.ReadGetP99Us != 20 || r.ReadReconcileP50Us != 6 || r.ReadReconcileP99Us != 80 || r.ReadListed != 50000 || r.ReadList1000Ms != 0.5 {
+		t.Errorf("read costs %+v", r)
+	}
+	replies <- `getP50=1 err="get ns/x: not found"`
+	if err := readCosts(&asked, replies, 1, &r); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("a contender's failed read: %v, want its error", err)
+	}
+}

@@ -38,10 +38,11 @@ type replies struct {
 	acks    chan string             // "heap": the profile's path
 	status  chan string             // "status": key=value fields
 	runtime chan map[string]float64 // "runtime": runtime/metrics by name
+	reads   chan string             // "reads": key=value fields
 }
 
 func newReplies() replies {
-	return replies{mem: make(chan memStats, 1), acks: make(chan string, 1), status: make(chan string, 1), runtime: make(chan map[string]float64, 1)}
+	return replies{mem: make(chan memStats, 1), acks: make(chan string, 1), status: make(chan string, 1), runtime: make(chan map[string]float64, 1), reads: make(chan string, 1)}
 }
 
 // tracker follows what one contender process reports, or several: the
@@ -160,6 +161,8 @@ func (t *tracker) readWith(r io.Reader, rp replies) {
 			rp.acks <- strings.TrimSpace(line[1:])
 		case 'S':
 			rp.status <- strings.TrimSpace(line[1:])
+		case 'Q':
+			rp.reads <- strings.TrimSpace(line[1:])
 		case 'X':
 			m := map[string]float64{}
 			for _, f := range strings.Fields(line[1:]) {

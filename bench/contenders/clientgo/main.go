@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
@@ -100,6 +101,22 @@ func main() {
 	default:
 		log.Fatalf("unknown kind %q", *kind)
 	}
+
+	// The driver's "reads": Gets through the lister as a reconcile reads
+	// (no copy), and a List of the namespace from the informer's index, as
+	// a lister's List.
+	report.SetReads(report.Reads{
+		Key: func(i int) (string, string) { return workload.Key(workload.Kind(*kind), i) },
+		Get: func(_ context.Context, ns, name string) error {
+			_, _, err := get(ns, name)
+			return err
+		},
+		List: func(_ context.Context, ns string) (int, error) {
+			n := 0
+			err := cache.ListAllByNamespace(inf.GetIndexer(), ns, labels.Everything(), func(any) { n++ })
+			return n, err
+		},
+	})
 
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	enqueue := func(obj any) {

@@ -54,6 +54,7 @@ func main() {
 		os.Exit(1)
 	}
 	c := mgr.GetClient()
+	setReads(c, workload.Kind(*kind))
 	copts := controller.Options{MaxConcurrentReconciles: *workers}
 	switch workload.Kind(*kind) {
 	case workload.ConfigMaps:

@@ -58,6 +58,7 @@ func main() {
 		log.Fatal(err)
 	}
 	report.SetStatus(func() string { return ringStatus(mgr) + " " + cacheStatus(mgr) })
+	setReads(mgr, workload.Kind(*kind))
 	report.Start()
 	opts := framework.ControllerOptions{Workers: *workers, Sharded: *ring != ""}
 	switch workload.Kind(*kind) {

@@ -8,11 +8,13 @@
 //	H <path>                                                   reply to "heap <path>"
 //	S <text>                                                   reply to "status"
 //	X <name>=<value> ...                                       reply to "runtime"
+//	Q <name>=<value> ...                                       reply to "reads <n>"
 //
 // Driver to contender, on standard input: "mem" (collect garbage, then
 // report runtime.MemStats), "heap <path>" (write a heap profile),
-// "status" (the text of the function given to SetStatus, "-" without one)
-// and "runtime" (every scalar of runtime/metrics, as it is: no GC first).
+// "status" (the text of the function given to SetStatus, "-" without one),
+// "runtime" (every scalar of runtime/metrics, as it is: no GC first) and
+// "reads <n>" (the read costs of the contender's cache, see SetReads).
 //
 // Seen only sends a small struct on a buffered channel; one goroutine formats
 // and writes the lines, flushing whenever the channel runs empty, so reports
@@ -141,6 +143,12 @@ func commands() {
 				}
 				ch <- record{ctl: "H " + f[1] + "\n"}
 			}
+		case "reads":
+			n := 0
+			if len(f) > 1 {
+				n, _ = strconv.Atoi(f[1])
+			}
+			ch <- record{ctl: measureReads(n) + "\n"}
 		case "runtime":
 			ch <- record{ctl: "X " + runtimeMetrics() + "\n"}
 		case "status":

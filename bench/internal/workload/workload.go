@@ -39,6 +39,12 @@ const GenAnnotation = "bench.converge.dev/gen"
 // WidgetGVR is the resource of Widgets.
 var WidgetGVR = WidgetGroupVersion.WithResource("widgets")
 
+// Namespace is the namespace of the objects of k.
+func Namespace(k Kind) string { return "bench-" + string(k) }
+
+// Key is the namespace and name of the i-th object of k.
+func Key(k Kind, i int) (namespace, name string) { return Namespace(k), Name(k, i) }
+
 // Name returns the name of the i-th object.
 func Name(k Kind, i int) string {
 	switch k {
