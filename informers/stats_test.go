@@ -15,13 +15,13 @@ import (
 func TestInformerStatsJSON(t *testing.T) {
 	st := informers.InformerStats{
 		Description: "apps/v1 Deployment", Kind: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
-		Mode: informers.Metadata, Objects: 3, Bytes: 4096, StartedByRead: true, Relists: 2, Err: errors.New("forbidden"),
+		Mode: informers.Metadata, Objects: 3, Bytes: 4096, StartedByRead: true, Relists: 2, Watching: true, Err: errors.New("forbidden"),
 	}
 	b, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"description":"apps/v1 Deployment","kind":{"group":"apps","version":"v1","kind":"Deployment"},"objects":3,"bytes":4096,"startedByRead":true,"relists":2,"synced":false,"error":"forbidden"}`
+	want := `{"description":"apps/v1 Deployment","kind":{"group":"apps","version":"v1","kind":"Deployment"},"objects":3,"bytes":4096,"startedByRead":true,"relists":2,"synced":false,"watching":true,"error":"forbidden"}`
 	if string(b) != want {
 		t.Errorf("JSON\n got %s\nwant %s", b, want)
 	}
@@ -29,10 +29,10 @@ func TestInformerStatsJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Err == nil || back.Err.Error() != "forbidden" || back.Kind != st.Kind || back.Objects != 3 || back.Bytes != 4096 || !back.StartedByRead || back.Relists != 2 {
+	if back.Err == nil || back.Err.Error() != "forbidden" || back.Kind != st.Kind || back.Objects != 3 || back.Bytes != 4096 || !back.StartedByRead || back.Relists != 2 || !back.Watching {
 		t.Errorf("decoded %+v, want %+v without the mode", back, st)
 	}
-	if b, _ := json.Marshal(informers.InformerStats{Synced: true}); string(b) != `{"description":"","kind":{"group":"","version":"","kind":""},"objects":0,"bytes":0,"relists":0,"synced":true}` {
+	if b, _ := json.Marshal(informers.InformerStats{Synced: true}); string(b) != `{"description":"","kind":{"group":"","version":"","kind":""},"objects":0,"bytes":0,"relists":0,"synced":true,"watching":false}` {
 		t.Errorf("healthy: %s", b)
 	}
 }
