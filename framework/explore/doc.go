@@ -79,7 +79,20 @@
 // counts as converged is 100 ms (15 ms on the fake, where the explorer
 // also knows when every watch event has been delivered). A replay repeats
 // the fault plan, each fault on the same numbered write or step, but not
-// the interleaving of the controllers with kube-apiserver.
+// the interleaving of the controllers with kube-apiserver. A test sets it
+// up as:
+//
+//	env := envtest.New(envtest.Options{APIServerFlags: []string{"--watch-cache=false"}})
+//	if _, err := env.Start(t.Context()); err != nil {
+//		t.Fatal(err)
+//	}
+//	t.Cleanup(func() { env.Stop() })
+//	opts.Envtest = env // opts: the Options of the test on framework/fake
+//	explore.Run(t, opts)
+//
+// A replay token must be replayed on the plane that printed it: a Restart,
+// Expire or Hold token on the fake, or a Lag token on a test control plane,
+// is refused.
 //
 // # Properties
 //

@@ -21,7 +21,7 @@ import (
 var (
 	seedFlag      = flag.Uint64("converge.seed", 0, "replay the schedule of this seed: its whole fault plan; 0 explores")
 	schedulesFlag = flag.Int("converge.schedules", 0, "schedules to explore (0: the test's Options.Schedules, else 200)")
-	faultsFlag    = flag.String("converge.faults", "", "replay one schedule with exactly these faults (printed by a failure): 409@wN, 500@wN, crash@wN (the N-th write, from 1), lag@sK (from step K), comma-separated")
+	faultsFlag    = flag.String("converge.faults", "", "replay one schedule with exactly these faults (printed by a failure), comma-separated: 409@wN, 500@wN, crash@wN (the N-th write, from 1) and lag@sK (from step K) on framework/fake; 409@wN, 500@wN, crash@wN, restart@wN, hold@wN and expire@sK on Options.Envtest")
 )
 
 // Failure is a schedule that broke a property.
@@ -48,8 +48,14 @@ type Failure struct {
 	// did not fire.
 	Hit map[int]string
 	// Command is the go test command that replays the shrunk schedule:
-	// its faults, each on its numbered write or step.
+	// its faults, each on its numbered write or step. From Check, which
+	// knows no test, it is only the flags to add to the test's own go test
+	// command ("-converge.faults=409@w4,crash@w2").
 	Command string
+
+	// replayed is set when -converge.seed chose the schedule: one ran, not
+	// Schedules.
+	replayed bool
 }
 
 func (f *Failure) Error() string {
@@ -60,6 +66,8 @@ func (f *Failure) Error() string {
 	}
 	if f.Seed == 0 && len(f.Plan) > 0 {
 		fmt.Fprintf(&b, "%s: the replayed faults %s broke %q: %v\n", name, tokens(f.Plan), f.Broken, f.Err)
+	} else if f.replayed {
+		fmt.Fprintf(&b, "%s: the replayed schedule %d (seed %d) broke %q: %v\n", name, f.Schedule, f.Seed, f.Broken, f.Err)
 	} else {
 		fmt.Fprintf(&b, "%s: schedule %d of %d (seed %d) broke %q: %v\n", name, f.Schedule, f.Schedules, f.Seed, f.Broken, f.Err)
 	}
@@ -92,7 +100,7 @@ func describeFaults(plan []Fault, idx []int, hit map[int]string) string {
 		}
 		parts = append(parts, s)
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, "; ")
 }
 
 // Run explores opts's schedules and fails t with a Failure's report if
@@ -132,6 +140,15 @@ func fromFlags(test string, opts Options) (*explorer, Options, error) {
 	var err error
 	if e.replayFaults, err = parseFaults(*faultsFlag, len(opts.Steps)); err != nil {
 		return nil, opts, fmt.Errorf("explore: %w", err)
+	}
+	kinds, plane := fakeKinds, "framework/fake (this test sets no Options.Envtest)"
+	if opts.Envtest != nil {
+		kinds, plane = realKinds, "a test control plane (Options.Envtest)"
+	}
+	for _, f := range e.replayFaults {
+		if !slices.Contains(kinds, f.Kind) {
+			return nil, opts, fmt.Errorf("explore: -converge.faults=%s: %s: %s cannot inject %v faults: replay it in a test on the plane that printed it", *faultsFlag, f.token(), plane, f.Kind)
+		}
 	}
 	return e, opts, nil
 }
@@ -313,7 +330,7 @@ func (e *explorer) shrink(ctx context.Context, opts Options, judge func(*outcome
 		}
 	}
 	return &Failure{Test: e.test, Seed: r.seed, Schedule: r.schedule, Schedules: opts.Schedules, Broken: b.what, Err: b.err,
-		Plan: r.plan, Shrunk: shrunk, Hit: hit, Command: e.replay(fs)}, nil
+		Plan: r.plan, Shrunk: shrunk, Hit: hit, Command: e.replay(fs), replayed: e.replaySeed != 0}, nil
 }
 
 // hitOf describes the write f hit in o, or says that it did not fire.
@@ -432,7 +449,10 @@ func seedOf(name string) uint64 {
 // schedule when empty).
 func (e *explorer) replay(faults []Fault) string {
 	if e.test == "" {
-		return ""
+		if len(faults) == 0 {
+			return "-converge.schedules=1"
+		}
+		return "-converge.faults=" + tokens(faults)
 	}
 	parts := strings.Split(e.test, "/")
 	for i, p := range parts {

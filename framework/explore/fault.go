@@ -106,7 +106,7 @@ func (f Fault) String() string {
 	case ServerError:
 		return fmt.Sprintf("500 on write %d", f.Write)
 	case Crash:
-		return fmt.Sprintf("crash after write %d, restart", f.Write)
+		return fmt.Sprintf("the manager crashes after write %d and starts again", f.Write)
 	case Lag:
 		return fmt.Sprintf("watches lag from step %d", f.Step)
 	case Restart:

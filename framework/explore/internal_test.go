@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/envtest"
 	bugsapi "github.com/converge-dev/converge/framework/explore/internal/bugs/api"
 	"github.com/converge-dev/converge/reconcile"
 )
@@ -51,6 +52,26 @@ func TestReplayCommandCarriesTheFaults(t *testing.T) {
 	}
 	if got, want := e.replay(nil), `go test -run '^TestDB$/^scale\.down$' ./framework/explore -converge.schedules=1`; got != want {
 		t.Errorf("fault-free replay: got  %s\nwant %s", got, want)
+	}
+	// From Check, which knows no test: the flags alone.
+	if got, want := (&explorer{}).replay([]Fault{{Kind: Crash, Write: 2}}), "-converge.faults=crash@w2"; got != want {
+		t.Errorf("Check's replay: got %q, want %q", got, want)
+	}
+}
+
+// A failure replayed from -converge.seed says one schedule ran, not "of"
+// the budget; its plan lists each fault apart.
+func TestReplayedFailureSaysSo(t *testing.T) {
+	f := &Failure{Seed: 9, Schedule: 3, Schedules: 200, Broken: "x", Err: fmt.Errorf("boom"),
+		Plan: []Fault{{Kind: Crash, Write: 2}, {Kind: Conflict, Write: 5}}, Shrunk: []int{1, 2}, replayed: true}
+	got := f.Error()
+	for _, want := range []string{"the replayed schedule 3 (seed 9)", "#1 the manager crashes after write 2 and starts again; #2 409 Conflict on write 5"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report %q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "of 200") {
+		t.Errorf("report %q counts the budget for a replay", got)
 	}
 }
 
@@ -237,4 +258,33 @@ func TestARetriedWriteKeepsTheNumbering(t *testing.T) {
 		}
 	}
 	t.Log(strings.Join(got, "; "))
+}
+
+// A replay token of a fault the test's plane cannot inject is refused with
+// an error naming the fault and the plane, before anything runs.
+func TestReplayOfAnotherPlanesFaultIsRefused(t *testing.T) {
+	steps := []Step{Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}})}
+	for _, c := range []struct {
+		token string
+		opts  Options
+		want  string
+	}{
+		{"restart@w1", Options{Steps: steps}, "restart@w1: framework/fake (this test sets no Options.Envtest) cannot inject Restart faults"},
+		{"hold@w2", Options{Steps: steps}, "hold@w2: framework/fake (this test sets no Options.Envtest) cannot inject Hold faults"},
+		{"expire@s0", Options{Steps: steps}, "expire@s0: framework/fake (this test sets no Options.Envtest) cannot inject Expire faults"},
+		{"lag@s0", Options{Steps: steps, Envtest: &envtest.Environment{}}, "lag@s0: a test control plane (Options.Envtest) cannot inject Lag faults"},
+	} {
+		old := *faultsFlag
+		*faultsFlag = c.token
+		_, _, err := fromFlags(t.Name(), c.opts)
+		*faultsFlag = old
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("-converge.faults=%s: error %v, want one containing %q", c.token, err, c.want)
+		}
+	}
+	*faultsFlag = "409@w1,crash@w2"
+	defer func() { *faultsFlag = "" }()
+	if _, _, err := fromFlags(t.Name(), Options{Steps: steps}); err != nil {
+		t.Errorf("faults the fake injects: %v", err)
+	}
 }
