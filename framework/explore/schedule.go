@@ -330,22 +330,8 @@ func (s *schedule) intercept(req request, serve func() int) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	key := retryKey{req.identity, req.verb, req.kind.String(), req.namespace, req.name, req.subresource}
-	s.mu.Lock()
-	retry := s.retries[key]
-	delete(s.retries, key)
-	n := 0
-	if !retry {
-		s.attempts++
-		n = s.attempts
-	}
-	s.mu.Unlock()
-	w.attempt = n
-	fault := -1
-	for i, f := range s.faults {
-		if n != 0 && f.Write == n && f.Kind != Lag && f.Kind != Expire {
-			fault = i
-		}
-	}
+	w.attempt = s.number(key)
+	fault := s.faultOn(w.attempt)
 	if fault >= 0 {
 		f := &s.faults[fault]
 		switch f.Kind {
@@ -396,6 +382,30 @@ func (s *schedule) intercept(req request, serve func() int) error {
 		}
 	}
 	return nil
+}
+
+// number returns the number of the write key names, or 0 when it retries
+// a write a fault answered or cut off (which then is no longer owed).
+func (s *schedule) number(key retryKey) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retries[key] {
+		delete(s.retries, key)
+		return 0
+	}
+	s.attempts++
+	return s.attempts
+}
+
+// faultOn returns the index of the fault triggered by write n, or -1.
+func (s *schedule) faultOn(n int) int {
+	fault := -1
+	for i, f := range s.faults {
+		if n != 0 && f.Write == n && f.Kind != Lag && f.Kind != Expire {
+			fault = i
+		}
+	}
+	return fault
 }
 
 // fire records that fault i fired.
