@@ -116,7 +116,7 @@ type State string
 
 const (
 	// StateEngaging: connecting and probing, or waiting for a slot
-	// (Options.MaxEngaging) or for its backoff after a failure.
+	// (Options.MaxEngaging).
 	StateEngaging State = "engaging"
 	// StateReady: engaged; controllers bind its sources.
 	StateReady State = "ready"
@@ -126,7 +126,9 @@ const (
 	// StateFailed: the target cannot be engaged (Fail), or the last
 	// attempt failed and the next waits for the backoff.
 	StateFailed State = "failed"
-	// StateDisengaged: disengaged; its client refuses writes.
+	// StateDisengaged: disengaged; its client refuses writes. A Cluster
+	// value held past its disengagement reports it; the Set forgets the
+	// cluster, so Set.Health and the debug page no longer list it.
 	StateDisengaged State = "disengaged"
 )
 

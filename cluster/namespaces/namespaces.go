@@ -1,8 +1,10 @@
 // Package namespaces is a cluster provider that makes each selected
 // namespace of the manager's own cluster a cluster of its own, named after
-// the namespace, whose cache and client are limited to that namespace. It
+// the namespace, whose cache holds only that namespace's objects. It
 // serves tests and demos of controllers of many clusters on one control
-// plane; the namespaces share the manager's credentials and API server.
+// plane; the namespaces share the manager's credentials and API server, so
+// a cluster's client writes wherever those credentials allow: a write to
+// another namespace is not refused, and lands there.
 //
 // Guarantees: a namespace selected is engaged; one deleted, or no longer
 // selected, is disengaged.

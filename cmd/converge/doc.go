@@ -10,6 +10,7 @@
 //	make run                                  # in a second terminal:
 //	converge explain Order default/order-sample # asks make run's manager (bin/metrics-url)
 //	converge explain Deployment shop/web --url https://localhost:8443 --token "$TOKEN" --insecure-skip-tls-verify
+//	converge explain ConfigMap default/policy --cluster edge-1 # the object in an engaged cluster (package cluster)
 //
 // Install it with
 //
