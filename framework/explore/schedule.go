@@ -204,18 +204,14 @@ func (s *schedule) scenario(ctx context.Context, scenario *client.Client) (*brok
 		if err != nil && s.holdLag {
 			// The step may need the controllers' reaction to the one
 			// before, which the lag holds back: let them catch up, and
-			// apply it again. If it fails again, wait 20 times as long
-			// (as for a broken invariant) before the last try: the
-			// reaction, or its event on the way to the scenario's cache,
-			// may still be coming once the lag ends.
+			// apply it again (twice at most, see settled).
 			s.holdLag = false
-			for _, quiet := range []time.Duration{s.plane.quiet(), 20 * s.plane.quiet()} {
-				if b, err := s.settle(ctx, fmt.Sprintf("step %d (%s)", i-1, steps[i-1].Name), quiet); b != nil || err != nil {
-					return b, err
-				}
-				if err = recovered(func() error { return step.Do(ctx, scenario) }); err == nil {
-					break
-				}
+			b, err2 := s.settled(ctx, fmt.Sprintf("step %d (%s)", i-1, steps[i-1].Name), func() bool {
+				err = recovered(func() error { return step.Do(ctx, scenario) })
+				return err == nil
+			})
+			if b != nil || err2 != nil {
+				return b, err2
 			}
 		}
 		if s.holding {
@@ -485,21 +481,36 @@ func (s *schedule) stop() error {
 // step, or the start), then checks the invariants; a broken one is
 // checked again after a longer quiet period before it counts.
 func (s *schedule) settleAndCheck(ctx context.Context, what string) (*broken, error) {
-	if b, err := s.settle(ctx, what, s.plane.quiet()); b != nil || err != nil {
-		return b, err
-	}
-	if s.holding {
-		return nil, nil // a Hold fault: the next step comes now
-	}
 	all := append(s.opts.Invariants[:len(s.opts.Invariants):len(s.opts.Invariants)], s.opts.Converged...)
-	b := s.check(ctx, all, what)
-	if b == nil {
-		return nil, nil
-	}
-	if b2, err := s.settle(ctx, what, 20*s.plane.quiet()); b2 != nil || err != nil {
+	var b *broken
+	first := true
+	if b2, err := s.settled(ctx, what, func() bool {
+		if first && s.holding {
+			return true // a Hold fault: the next step comes now
+		}
+		first = false
+		b = s.check(ctx, all, what)
+		return b == nil
+	}); b2 != nil || err != nil {
 		return b2, err
 	}
-	return s.check(ctx, all, what), nil
+	return b, nil
+}
+
+// settled waits until the controllers settle (see settle) and runs try;
+// if try fails, it waits again, 20 times as long, and runs try once more:
+// the controllers' reaction, or its event on the way to the scenario's
+// cache, may still be coming. It returns what settle breaks or fails on.
+func (s *schedule) settled(ctx context.Context, what string, try func() bool) (*broken, error) {
+	for _, quiet := range []time.Duration{s.plane.quiet(), 20 * s.plane.quiet()} {
+		if b, err := s.settle(ctx, what, quiet); b != nil || err != nil {
+			return b, err
+		}
+		if try() {
+			break
+		}
+	}
+	return nil, nil
 }
 
 func (s *schedule) check(ctx context.Context, invs []Invariant, when string) *broken {
