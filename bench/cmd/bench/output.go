@@ -51,6 +51,12 @@ var metrics = []metric{
 	{"heap", "heap after sync (MiB)", false, func(r *Result) float64 { return r.HeapBytes / mib }, "%.1f", true, allWorkloads, false},
 	{"rss", "RSS after sync (MiB)", false, func(r *Result) float64 { return r.RSSBytes / mib }, "%.1f", true, allWorkloads, false},
 	{"peakRss", "peak RSS (MiB)", false, func(r *Result) float64 { return r.PeakRSSBytes / mib }, "%.1f", false, allWorkloads, false},
+	{"syncPeakHeap", "peak heap during sync (MiB)", false, func(r *Result) float64 { return r.SyncPeakHeapBytes / mib }, "%.1f", false, readWorkloads, true},
+	{"syncPeakRatio", "peak heap during sync ÷ heap after sync", false, syncPeakRatio, "%.2f", false, readWorkloads, true},
+	{"syncPeakLive", "peak live heap during sync (MiB)", false, func(r *Result) float64 { return r.SyncPeakLiveBytes / mib }, "%.1f", false, readWorkloads, true},
+	{"syncPeakGoal", "peak heap goal during sync (MiB)", false, func(r *Result) float64 { return r.SyncPeakGoalBytes / mib }, "%.1f", false, readWorkloads, true},
+	{"syncGCs", "GC cycles to sync (n)", false, func(r *Result) float64 { return r.SyncGCs }, "%.0f", false, readWorkloads, true},
+	{"syncPeakRss", "peak RSS by sync (MiB)", false, func(r *Result) float64 { return r.SyncPeakRSSBytes / mib }, "%.1f", false, readWorkloads, true},
 	{"updateP50", "update p50 at fixed rate (ms)", false, func(r *Result) float64 { return r.UpdateP50Ms }, "%.1f", false, readWorkloads, false},
 	{"updateP99", "update p99 at fixed rate (ms)", false, func(r *Result) float64 { return r.UpdateP99Ms }, "%.1f", true, readWorkloads, false},
 	{"updateMax", "update max at fixed rate (ms)", false, func(r *Result) float64 { return r.UpdateMaxMs }, "%.1f", false, readWorkloads, false},
@@ -508,4 +514,13 @@ func renderChart(s *Summary) string {
 
 func esc(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// syncPeakRatio is the peak heap during the first sync over the heap
+// after sync (after a GC): what a cold start costs above what is kept.
+func syncPeakRatio(r *Result) float64 {
+	if r.HeapBytes == 0 {
+		return 0
+	}
+	return r.SyncPeakHeapBytes / r.HeapBytes
 }

@@ -34,6 +34,15 @@ type Result struct {
 	CacheEstimateBytes float64 `json:"cacheEstimateBytes,omitempty"`
 	RSSBytes           float64 `json:"rssBytes"`     // VmRSS after sync
 	PeakRSSBytes       float64 `json:"peakRssBytes"` // VmHWM at the end
+	// The first sync, until every object was reported once: the maxima
+	// of heap objects (live and unswept garbage), of the live heap as of
+	// the last GC and of the heap goal, sampled every 5 ms (see
+	// internal/report); GC cycles by then; VmHWM then.
+	SyncPeakHeapBytes float64 `json:"syncPeakHeapBytes,omitempty"`
+	SyncPeakLiveBytes float64 `json:"syncPeakLiveBytes,omitempty"`
+	SyncPeakGoalBytes float64 `json:"syncPeakGoalBytes,omitempty"`
+	SyncGCs           float64 `json:"syncGcs,omitempty"`
+	SyncPeakRSSBytes  float64 `json:"syncPeakRssBytes,omitempty"`
 
 	StormCount int     `json:"stormCount"` // changes made while the initial keys drained
 	StormP50Ms float64 `json:"stormP50Ms"`
@@ -229,6 +238,12 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 	}
 	syncCPU, _ := cpuSeconds(pid)
 	_, lastFirst := t.seen()
+	if !storm {
+		_, _ = io.WriteString(stdin, "syncdone\n") // ends the contender's peak sampling
+		if hwm, err := procStatus(pid, "VmHWM"); err == nil {
+			res.SyncPeakRSSBytes = float64(hwm)
+		}
+	}
 	if storm {
 		res.StormCount = <-stormDone
 		res.Missed += t.waitPhase(phaseStorm, o.deadline)
@@ -258,6 +273,8 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 	select {
 	case m := <-t.mem:
 		res.HeapBytes = float64(m.heapAlloc)
+		res.SyncPeakHeapBytes, res.SyncPeakLiveBytes = float64(m.peakObjects), float64(m.peakLive)
+		res.SyncPeakGoalBytes, res.SyncGCs = float64(m.peakGoal), float64(m.syncGCs)
 	case <-time.After(30 * time.Second):
 		return fail("no memory stats")
 	}

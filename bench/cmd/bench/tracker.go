@@ -29,6 +29,10 @@ type pending struct {
 
 type memStats struct {
 	heapAlloc, heapInuse, heapSys, sys, numGC uint64
+	// The maxima during the first sync (until "syncdone"): heap objects
+	// (live and unswept), live heap as of the last GC, heap goal; and the
+	// GC cycles by then.
+	peakObjects, peakLive, peakGoal, syncGCs uint64
 }
 
 // replies are one contender process's answers to the driver's requests on
@@ -149,12 +153,11 @@ func (t *tracker) readWith(r io.Reader, rp replies) {
 		case 'M':
 			f := strings.Fields(line)
 			var m memStats
-			if len(f) == 6 {
-				m.heapAlloc, _ = strconv.ParseUint(f[1], 10, 64)
-				m.heapInuse, _ = strconv.ParseUint(f[2], 10, 64)
-				m.heapSys, _ = strconv.ParseUint(f[3], 10, 64)
-				m.sys, _ = strconv.ParseUint(f[4], 10, 64)
-				m.numGC, _ = strconv.ParseUint(f[5], 10, 64)
+			for i, p := range []*uint64{&m.heapAlloc, &m.heapInuse, &m.heapSys, &m.sys, &m.numGC,
+				&m.peakObjects, &m.peakLive, &m.peakGoal, &m.syncGCs} {
+				if i+1 < len(f) {
+					*p, _ = strconv.ParseUint(f[i+1], 10, 64)
+				}
 			}
 			rp.mem <- m
 		case 'H':

@@ -4,17 +4,25 @@
 // Contender to driver, on standard output, one line each:
 //
 //	R <unix-nanos> <namespace>/<name> <resourceVersion> <gen>   a key was reconciled
-//	M <HeapAlloc> <HeapInuse> <HeapSys> <Sys> <NumGC>          reply to "mem"
+//	M <HeapAlloc> <HeapInuse> <HeapSys> <Sys> <NumGC> <peaks>  reply to "mem"
 //	H <path>                                                   reply to "heap <path>"
 //	S <text>                                                   reply to "status"
 //	X <name>=<value> ...                                       reply to "runtime"
 //	Q <name>=<value> ...                                       reply to "reads <n>"
 //
 // Driver to contender, on standard input: "mem" (collect garbage, then
-// report runtime.MemStats), "heap <path>" (write a heap profile),
+// report runtime.MemStats and the peaks of the first sync, see below),
+// "syncdone" (every object was reported once: the first sync is over),
+// "heap <path>" (write a heap profile),
 // "status" (the text of the function given to SetStatus, "-" without one),
 // "runtime" (every scalar of runtime/metrics, as it is: no GC first) and
 // "reads <n>" (the read costs of the contender's cache, see SetReads).
+//
+// From Start until "syncdone", a goroutine reads runtime/metrics every
+// 5 ms and keeps the largest heap objects (live and not yet swept garbage,
+// /memory/classes/heap/objects:bytes), live heap as of the last GC
+// (/gc/heap/live:bytes) and heap goal (/gc/heap/goal:bytes) it saw; "mem"
+// appends them, and the number of GCs by "syncdone", to its reply.
 //
 // Seen only sends a small struct on a buffered channel; one goroutine formats
 // and writes the lines, flushing whenever the channel runs empty, so reports
@@ -30,6 +38,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -61,6 +70,7 @@ func Start() {
 		}
 	}
 	go write()
+	go sample()
 	go commands()
 }
 
@@ -133,7 +143,12 @@ func commands() {
 			runtime.GC()
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
-			ch <- record{ctl: fmt.Sprintf("M %d %d %d %d %d\n", m.HeapAlloc, m.HeapInuse, m.HeapSys, m.Sys, m.NumGC)}
+			endSync() // a driver that sent no "syncdone": the sync is over by now
+			<-sampled
+			ch <- record{ctl: fmt.Sprintf("M %d %d %d %d %d %d %d %d %d\n", m.HeapAlloc, m.HeapInuse, m.HeapSys, m.Sys, m.NumGC,
+				peak[0], peak[1], peak[2], peakGCs)}
+		case "syncdone":
+			endSync()
 		case "heap":
 			if len(f) > 1 {
 				if fh, err := os.Create(f[1]); err == nil {
@@ -179,4 +194,41 @@ func runtimeMetrics() string {
 		}
 	}
 	return strings.TrimSpace(b.String())
+}
+
+var (
+	// syncDone is closed by "syncdone"; sampled once sample has stopped,
+	// after which peak and peakGCs no longer change.
+	syncDone, sampled = make(chan struct{}), make(chan struct{})
+	peak              [3]uint64 // heap objects, live heap, heap goal
+	peakGCs           uint64    // GC cycles completed by "syncdone"
+	endSync           = sync.OnceFunc(func() { close(syncDone) })
+)
+
+// sample keeps the maxima of the heap during the first sync (see the
+// package doc) until syncDone is closed.
+func sample() {
+	defer close(sampled)
+	s := []metrics.Sample{
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/gc/heap/goal:bytes"},
+		{Name: "/gc/cycles/total:gc-cycles"},
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		metrics.Read(s)
+		for i := range peak {
+			if s[i].Value.Kind() == metrics.KindUint64 {
+				peak[i] = max(peak[i], s[i].Value.Uint64())
+			}
+		}
+		select {
+		case <-syncDone:
+			peakGCs = s[3].Value.Uint64()
+			return
+		case <-tick.C:
+		}
+	}
 }
