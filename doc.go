@@ -85,7 +85,7 @@
 // framework/internal/shard (shard.Primary); sharded.go binds the
 // controller's sources to it through shard.Source. A Controller learns of
 // sharding only through its gate (shard.Gate), nil when it is not
-// sharded. framework/internal/syncgc raises GOGC while
+// sharded. framework/internal/syncgc lowers GOGC while
 // caches first sync, for the manager and the ring.
 //
 // A controller of many clusters (ControllerOptions.Clusters) keeps its

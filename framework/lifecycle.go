@@ -179,7 +179,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	defer cacheGroup.stop(0)
 
 	m.log.V(1).Info("waiting for caches to sync")
-	restoreGC := syncgc.Relax(m.opts.SyncGCPercent)
+	restoreGC := syncgc.Bound(m.opts.SyncHeapRatio)
 	err = m.cache.WaitForSync(ctx)
 	restoreGC()
 	if err != nil {

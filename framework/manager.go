@@ -279,7 +279,7 @@ func (m *Manager) joinRing() error {
 	m.ringMetrics = ring.NewMetrics(sh.Ring)
 	m.ringMetrics.Register(m.metrics.Registry)
 	m.ring = ring.New(cs, sh, m.log, m.ringMetrics)
-	m.ring.SyncGCPercent = m.opts.SyncGCPercent
+	m.ring.SyncHeapRatio = m.opts.SyncHeapRatio
 	m.readyChecks[ring.ReadyCheck] = func(*http.Request) error { return m.ring.Ready() }
 	return nil
 }

@@ -101,15 +101,15 @@ type Options struct {
 	// Cache.HTTPClient. The README (Performance, Tuning) says when it pays.
 	DisableCompression bool
 
-	// SyncGCPercent is the garbage collector's GOGC while the caches first
-	// sync, and while a sharding ring member's reads of a bucket it
-	// claimed first sync. Once they have synced, the previous GOGC is
-	// restored and the memory the sync freed is returned to the operating
-	// system. A
-	// larger GOGC (or GOGC=off) is left alone, and a memory limit
-	// (GOMEMLIMIT) still bounds the heap; the README (Performance, Tuning) says what it saves.
-	// Zero means 400; negative means the GC settings are never touched.
-	SyncGCPercent int
+	// SyncHeapRatio bounds the heap while the caches first sync, and while
+	// a sharding ring member's reads of a bucket it claimed first sync: GOGC
+	// is lowered to 100 × (SyncHeapRatio − 1), so that the heap stays under
+	// about that multiple of the heap the sync ends with, at the cost of
+	// more collections. Then the previous GOGC is restored and the memory
+	// the sync freed returned to the operating system. A lower GOGC (or
+	// GOGC=off) and a memory limit (GOMEMLIMIT) are left as they are.
+	// Zero means 1.4; negative means the GC settings are never touched.
+	SyncHeapRatio float64
 
 	// GracefulShutdownTimeout is how long in-flight reconciles may run after
 	// Start's context is cancelled before their contexts are cancelled too.
@@ -282,8 +282,8 @@ func (o Options) withDefaults() Options {
 	if o.Metrics.KeyName == "" {
 		o.Metrics.KeyName = "tls.key"
 	}
-	if o.SyncGCPercent == 0 {
-		o.SyncGCPercent = syncgc.DefaultPercent
+	if o.SyncHeapRatio == 0 {
+		o.SyncHeapRatio = syncgc.DefaultRatio
 	}
 	if o.GracefulShutdownTimeout == 0 {
 		o.GracefulShutdownTimeout = defaultGracefulShutdownTimeout

@@ -440,7 +440,7 @@ func (s *schedule) start(ctx context.Context) error {
 		Scheme:                  scheme,
 		Logger:                  logr.FromSlogHandler(slog.DiscardHandler), // logr.Discard() is the zero Logger: the default
 		GracefulShutdownTimeout: -1,                                        // a crash does not drain
-		SyncGCPercent:           -1,                                        // schedules share the process's GC settings
+		SyncHeapRatio:           -1,                                        // schedules share the process's GC settings
 	})
 	if err != nil {
 		return fmt.Errorf("explore: %s: %w", id, err)

@@ -299,7 +299,7 @@ func (r *Ring) acquire(b int, h *heldBucket, users []User) {
 		// by themselves once they can, and the bucket stays unserved (and
 		// the member unready) until then.
 		for {
-			restoreGC := syncgc.Relax(r.SyncGCPercent)
+			restoreGC := syncgc.Bound(r.SyncHeapRatio)
 			err := u.Acquire(h.ctx, b, marks)
 			restoreGC()
 			if err == nil {

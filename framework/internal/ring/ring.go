@@ -109,9 +109,9 @@ type Ring struct {
 	leases  coordclient.LeaseInterface
 	log     logr.Logger
 	metrics *Metrics
-	// SyncGCPercent is Options.SyncGCPercent: the GOGC while a bucket's
-	// reads first sync (see syncgc.Relax). Set it before Start.
-	SyncGCPercent int
+	// SyncHeapRatio is Options.SyncHeapRatio: the heap bound while a
+	// bucket's reads first sync (see syncgc.Bound). Set it before Start.
+	SyncHeapRatio float64
 	// memberName is the name of this member's Lease.
 	memberName string
 	// layout is this member's layout, set by start before the ring runs.

@@ -37,10 +37,11 @@ func (u *gcUser) Acquire(context.Context, int, map[string]string) error {
 
 func (u *gcUser) Serve(_ context.Context, _ int, on bool) { u.served = on }
 
-func TestBucketReadSyncsUnderSyncGCPercent(t *testing.T) {
+func TestBucketReadSyncsUnderSyncHeapRatio(t *testing.T) {
 	// A member's buckets are its caches: their first sync decodes most of
 	// what the member keeps, as the manager's first sync does, and runs
-	// with GOGC at Options.SyncGCPercent, restored once it is done.
+	// with GOGC at 100 × (Options.SyncHeapRatio − 1), restored once it is
+	// done.
 	prev := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
 	opts := sharding.Options{
@@ -49,7 +50,7 @@ func TestBucketReadSyncsUnderSyncGCPercent(t *testing.T) {
 		Lease:   lease.Options{Namespace: "ns", Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 	}
 	r := New(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), NewMetrics(opts.Ring))
-	r.SyncGCPercent = 300
+	r.SyncHeapRatio = 1.3
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	h := &heldBucket{lease: &coordinationv1.Lease{}, since: time.Now(), ctx: ctx, cancel: cancel}
@@ -57,8 +58,8 @@ func TestBucketReadSyncsUnderSyncGCPercent(t *testing.T) {
 	a, b := &gcUser{}, &gcUser{}
 	r.acquire(1, h, []User{a, b})
 	for name, u := range map[string]*gcUser{"first": a, "second": b} {
-		if len(u.during) != 1 || u.during[0] != 300 {
-			t.Errorf("the %s controller read the bucket with GOGC %v, want once at 300 (SyncGCPercent)", name, u.during)
+		if len(u.during) != 1 || u.during[0] != 30 {
+			t.Errorf("the %s controller read the bucket with GOGC %v, want once at 30 (SyncHeapRatio 1.3)", name, u.during)
 		}
 		if !u.served {
 			t.Errorf("the %s controller does not serve the bucket it read", name)
@@ -69,7 +70,7 @@ func TestBucketReadSyncsUnderSyncGCPercent(t *testing.T) {
 	}
 }
 
-func TestBucketReadLeavesGCAloneWhenSyncGCPercentIsNegative(t *testing.T) {
+func TestBucketReadLeavesGCAloneWhenSyncHeapRatioIsNegative(t *testing.T) {
 	prev := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
 	opts := sharding.Options{
@@ -78,7 +79,7 @@ func TestBucketReadLeavesGCAloneWhenSyncGCPercentIsNegative(t *testing.T) {
 		Lease:   lease.Options{Namespace: "ns", Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 	}
 	r := New(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), NewMetrics(opts.Ring))
-	r.SyncGCPercent = -1
+	r.SyncHeapRatio = -1
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	h := &heldBucket{lease: &coordinationv1.Lease{}, since: time.Now(), ctx: ctx, cancel: cancel}
@@ -86,6 +87,6 @@ func TestBucketReadLeavesGCAloneWhenSyncGCPercentIsNegative(t *testing.T) {
 	u := &gcUser{}
 	r.acquire(0, h, []User{u})
 	if len(u.during) != 1 || u.during[0] != 100 {
-		t.Errorf("with SyncGCPercent negative the bucket was read with GOGC %v, want 100 (untouched)", u.during)
+		t.Errorf("with SyncHeapRatio negative the bucket was read with GOGC %v, want 100 (untouched)", u.during)
 	}
 }

@@ -1,5 +1,6 @@
-// Package syncgc raises the garbage collector's GOGC while caches first
-// sync, process-wide, for the managers and sharding rings of a process.
+// Package syncgc bounds the garbage collector's heap goal while caches
+// first sync, process-wide, for the managers and sharding rings of a
+// process.
 package syncgc
 
 import (
@@ -7,39 +8,49 @@ import (
 	"sync"
 )
 
-// DefaultPercent is the GOGC used while the caches first sync when
-// Options.SyncGCPercent is zero.
-const DefaultPercent = 400
+// DefaultRatio is the bound of Bound when Options.SyncHeapRatio is zero.
+// It is below the 1.5 a cold start is held to because the workqueue's keys
+// and the listeners' buffers are still live when the sync ends.
+const DefaultRatio = 1.4
 
-// syncGC is the process-wide state of Relax: GOGC is one setting per
+// syncGC is the process-wide state of Bound: GOGC is one setting per
 // process, and several managers may sync at once. mu guards every field.
 var syncGC struct {
 	mu sync.Mutex
-	// holders counts the syncs in progress that raised GOGC.
+	// holders counts the syncs in progress that lowered GOGC.
 	holders int
 	// prev is the GOGC to restore when the last holder is done.
 	prev int
 }
 
-// Relax raises GOGC to percent, unless it is already at least that (or
-// off, or percent is negative), for the initial list of the caches, and of
-// each bucket a ring member claims (each try to read it): decoding it
-// allocates, in a second or two, most of what the process keeps, and a
-// larger heap target then means far fewer collections of a heap that only
-// grows. The returned function restores the previous setting once the last
-// concurrent sync is done and hands the memory the sync freed back to the
-// operating system, so the process does not keep the sync's peak. A memory
-// limit (GOMEMLIMIT) still bounds the heap while GOGC is raised.
-func Relax(percent int) (restore func()) {
-	if percent < 0 {
+// Percent is the GOGC that keeps the heap goal at ratio times the heap
+// marked live: 100 × (ratio − 1), at least 1.
+func Percent(ratio float64) int {
+	return max(1, int(100*(ratio-1)+0.5))
+}
+
+// Bound lowers GOGC to Percent(ratio) for the initial list of the caches,
+// and of each bucket a ring member claims (each try to read it), unless it
+// is already at most that, or off, or ratio is negative. Decoding the
+// lists allocates about as much garbage (managedFields dropped, values
+// replaced by shared ones, frame buffers) as the process keeps, and the
+// live heap only grows meanwhile: a heap goal of ratio times the heap
+// marked live keeps the heap under about ratio times the heap the sync
+// ends with, for more collections of it. A memory limit (GOMEMLIMIT) is
+// left as it is. The returned function restores the previous GOGC once
+// the last concurrent sync is done and hands the memory the sync freed
+// back to the operating system.
+func Bound(ratio float64) (restore func()) {
+	if ratio < 0 {
 		return func() {}
 	}
+	percent := Percent(ratio)
 	syncGC.mu.Lock()
 	defer syncGC.mu.Unlock()
 	if syncGC.holders == 0 {
 		prev := debug.SetGCPercent(percent)
-		if prev < 0 || prev >= percent {
-			debug.SetGCPercent(prev) // off, or already relaxed enough
+		if prev < 0 || prev <= percent {
+			debug.SetGCPercent(prev) // off, or already at most that
 			return func() {}
 		}
 		syncGC.prev = prev
