@@ -220,7 +220,7 @@ func (o Options) codecs() restset.CodecsFunc {
 	return func(gv schema.GroupVersion, f restset.Format) runtime.NegotiatedSerializer {
 		switch {
 		case f == restset.Protobuf:
-			return newProtoCodecs(base, o.Scheme)
+			return newProtoCodecs(base, o.Scheme, !o.KeepManagedFields)
 		case !o.DisableCBOR:
 			return newCBORCodecs(o.Scheme, gv, o.KeepManagedFields)
 		}

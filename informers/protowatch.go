@@ -32,7 +32,7 @@ type protoCodecs struct {
 	infos []runtime.SerializerInfo
 }
 
-func newProtoCodecs(base runtime.NegotiatedSerializer, scheme *runtime.Scheme) protoCodecs {
+func newProtoCodecs(base runtime.NegotiatedSerializer, scheme *runtime.Scheme, dropManagedFields bool) protoCodecs {
 	infos := append([]runtime.SerializerInfo(nil), base.SupportedMediaTypes()...)
 	for i, info := range infos {
 		if info.MediaType != runtime.ContentTypeProtobuf || info.StreamSerializer == nil {
@@ -41,7 +41,7 @@ func newProtoCodecs(base runtime.NegotiatedSerializer, scheme *runtime.Scheme) p
 		stream := *info.StreamSerializer
 		stream.Serializer = eventSerializer{stream.Serializer}
 		info.StreamSerializer = &stream
-		info.Serializer = &objectSerializer{Serializer: info.Serializer, scheme: scheme}
+		info.Serializer = &objectSerializer{Serializer: info.Serializer, scheme: scheme, dropManagedFields: dropManagedFields}
 		infos[i] = info
 	}
 	return protoCodecs{NegotiatedSerializer: base, infos: infos}
@@ -112,6 +112,9 @@ var protobufPrefix = []byte{0x6b, 0x38, 0x73, 0x00}
 type objectSerializer struct {
 	runtime.Serializer
 	scheme *runtime.Scheme
+	// dropManagedFields leaves an object's managedFields out of the bytes
+	// before they are decoded (see withoutManagedFields).
+	dropManagedFields bool
 	// last is the kind of the last object decoded with its apiVersion and
 	// kind as sent, so that a stream of one kind parses no kind strings.
 	last atomic.Pointer[wireKind]
@@ -175,6 +178,20 @@ func (s *objectSerializer) decode(data []byte) (runtime.Object, *schema.GroupVer
 	u, ok := obj.(interface{ Unmarshal([]byte) error })
 	if !ok {
 		return nil, nil, errNotInPlace
+	}
+	if s.dropManagedFields {
+		if b, ok := withoutManagedFields(raw); ok {
+			err = u.Unmarshal(*b)
+			spliceBuffers.Put(b)
+			if err == nil {
+				kindCopy := w.gvk
+				return obj, &kindCopy, nil
+			}
+			if obj, err = s.scheme.New(w.gvk); err != nil { // the standard decoder's error, then
+				return nil, nil, errNotInPlace
+			}
+			u = obj.(interface{ Unmarshal([]byte) error })
+		}
 	}
 	if err := u.Unmarshal(raw); err != nil {
 		return nil, nil, errNotInPlace

@@ -86,7 +86,7 @@ func TestProtoCodecsDecodeAsClientGoDoes(t *testing.T) {
 	stream := watchStream(t, testEvents()...)
 	base := serializer.NewCodecFactory(clientgoscheme.Scheme).WithoutConversion()
 	want := decodeAll(t, base, stream)
-	got := decodeAll(t, newProtoCodecs(base, clientgoscheme.Scheme), stream)
+	got := decodeAll(t, newProtoCodecs(base, clientgoscheme.Scheme, false), stream)
 	if len(got) != len(want) {
 		t.Fatalf("decoded %d events, want %d", len(got), len(want))
 	}
@@ -100,7 +100,7 @@ func TestProtoCodecsDecodeAsClientGoDoes(t *testing.T) {
 
 func TestProtoCodecsDecodedObjectsOwnTheirMemory(t *testing.T) {
 	stream := watchStream(t, testEvents()[:2]...)
-	codecs := newProtoCodecs(serializer.NewCodecFactory(clientgoscheme.Scheme).WithoutConversion(), clientgoscheme.Scheme)
+	codecs := newProtoCodecs(serializer.NewCodecFactory(clientgoscheme.Scheme).WithoutConversion(), clientgoscheme.Scheme, false)
 	events := decodeAll(t, codecs, stream)
 	for i := range stream {
 		stream[i] = 0 // what reading the next frames into the buffer does
@@ -113,7 +113,7 @@ func TestProtoCodecsDecodedObjectsOwnTheirMemory(t *testing.T) {
 
 func TestProtoCodecsFallBackOnOtherInput(t *testing.T) {
 	base := serializer.NewCodecFactory(clientgoscheme.Scheme).WithoutConversion()
-	codecs := newProtoCodecs(base, clientgoscheme.Scheme)
+	codecs := newProtoCodecs(base, clientgoscheme.Scheme, false)
 	info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
 	dec := codecs.DecoderToVersion(info.Serializer, corev1.SchemeGroupVersion)
 	for _, in := range [][]byte{nil, []byte("k8s"), []byte("{}"), append(bytes.Clone(protobufPrefix), 0x0a, 0xff)} {
@@ -148,7 +148,7 @@ func BenchmarkDecodePodEvent(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		ns   runtime.NegotiatedSerializer
-	}{{"client-go", base}, {"in-place", newProtoCodecs(base, clientgoscheme.Scheme)}} {
+	}{{"client-go", base}, {"in-place", newProtoCodecs(base, clientgoscheme.Scheme, false)}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
