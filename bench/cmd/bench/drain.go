@@ -169,7 +169,7 @@ func (p *drainProc) stop() {
 type drainCounters struct {
 	terminated float64 // apiserver_terminated_watchers_total, ConfigMaps
 	lists      float64 // LIST requests of ConfigMaps, plus watch-lists (streaming lists)
-	capacity   float64 // apiserver_watch_cache_capacity, ConfigMaps
+	capacity   float64 // watch_cache_capacity (no apiserver_ prefix), ConfigMaps
 }
 
 func (c *cluster) scrapeDrain(ctx context.Context) (drainCounters, error) {
@@ -193,7 +193,7 @@ func parseDrainCounters(body []byte) drainCounters {
 		}
 		name := line[:open]
 		switch name {
-		case "apiserver_terminated_watchers_total", "apiserver_request_total", "apiserver_watch_list_duration_seconds_count", "apiserver_watch_cache_capacity":
+		case "apiserver_terminated_watchers_total", "apiserver_request_total", "apiserver_watch_list_duration_seconds_count", "watch_cache_capacity":
 		default:
 			continue
 		}
@@ -214,7 +214,7 @@ func parseDrainCounters(body []byte) drainCounters {
 			}
 		case "apiserver_watch_list_duration_seconds_count":
 			d.lists += v
-		case "apiserver_watch_cache_capacity":
+		case "watch_cache_capacity":
 			d.capacity = v
 		}
 	}
@@ -557,10 +557,10 @@ func renderDrain(sum *DrainSummary) string {
 // round's two rates joined by a line (converge blue, client-go grey), and r.
 func renderDrainChart(sum *DrainSummary) string {
 	const (
-		left, top, panelW, panelH, gap = 60, 50, 220, 260, 50
+		left, top, panelW, panelH, gap = 60, 50, 240, 260, 40
 	)
 	width := left + (panelW+gap)*max(1, len(sum.Sets)) + 10
-	height := top + panelH + 60
+	height := top + panelH + 76
 	var hi float64
 	for _, rd := range sum.Runs {
 		hi = max(hi, rd.Converge.PerSec, rd.ClientGo.PerSec)
@@ -580,10 +580,11 @@ func renderDrainChart(sum *DrainSummary) string {
 		x0 := float64(left + p*(panelW+gap))
 		xc, xg := x0+panelW*0.25, x0+panelW*0.75
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%d" width="%d" height="%d" fill="none" stroke="#e2e8f0"/>`+"\n", x0, top, panelW, panelH)
-		fmt.Fprintf(&b, `<text x="%.0f" y="%d" text-anchor="middle" font-weight="bold">%d workers: %d/%d wins, p %.3f, median r %.2f</text>`+"\n",
-			x0+panelW/2, top+panelH+18, s.Workers, s.Stats.Wins, s.Stats.Pairs, s.Stats.SignP, s.Stats.Median)
 		fmt.Fprintf(&b, `<text x="%.0f" y="%d" text-anchor="middle" fill="#2b6cb0">converge</text><text x="%.0f" y="%d" text-anchor="middle" fill="#718096">client-go</text>`+"\n",
-			xc, top+panelH+34, xg, top+panelH+34)
+			xc, top+panelH+16, xg, top+panelH+16)
+		fmt.Fprintf(&b, `<text x="%.0f" y="%d" text-anchor="middle" font-weight="bold">%d workers</text>`+"\n", x0+panelW/2, top+panelH+34, s.Workers)
+		fmt.Fprintf(&b, `<text x="%.0f" y="%d" text-anchor="middle">%d/%d wins, p %.3f, median r %.2f</text>`+"\n",
+			x0+panelW/2, top+panelH+50, s.Stats.Wins, s.Stats.Pairs, s.Stats.SignP, s.Stats.Median)
 		for _, rd := range sum.Runs {
 			if rd.Workers != s.Workers || !rd.Valid {
 				continue
