@@ -266,7 +266,10 @@ func runDrain(ctx context.Context, c *cluster, bins map[string]string, o drainOp
 		if wi < len(o.workers)-1 {
 			partial = fmt.Sprintf("written after %d workers", workers)
 		}
-		if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			partial = fmt.Sprintf("interrupted at %d workers", workers)
+		case err != nil:
 			partial = fmt.Sprintf("written after an error at %d workers: %v", workers, err)
 		}
 		if werr := write(partial); werr != nil {
@@ -448,6 +451,13 @@ func drainRound(ctx context.Context, c *cluster, procs [2]*drainProc, o drainOpt
 		if d.Lists > 0 {
 			why = append(why, fmt.Sprintf("%s's drain saw %.0f ConfigMap lists (a re-sync, not a replay)", p.name, d.Lists))
 		}
+	}
+	if (rd.Converge.Lists > 0 || rd.ClientGo.Lists > 0) && rd.WriteSeconds > 75 {
+		// The watch cache doubles its capacity only while its oldest
+		// event is under 75 s old, and halves it when a quarter of it is
+		// older: a backlog written more slowly may not be there to replay.
+		why = append(why, fmt.Sprintf("the backlog took %.0f s to write, and the watch cache (capacity %.0f) keeps only what it grew to hold within 75 s",
+			rd.WriteSeconds, rd.WatchCacheCapacity))
 	}
 	if rd.WriteLists > 0 {
 		why = append(why, fmt.Sprintf("%.0f ConfigMap lists while the backlog was written", rd.WriteLists))
