@@ -67,6 +67,13 @@ func TestHodgesLehmann(t *testing.T) {
 	if !near(h.Estimate, 5.5) || !near(h.Lo, 3.5) || !near(h.Hi, 7.5) || !near(h.Coverage, 1-86.0/1024) {
 		t.Errorf("HL of 1..10 = %+v, want 5.5 in [3.5, 7.5] at 0.916", h)
 	}
+	// Powers of two: every Walsh average differs, so the ranks show. The
+	// 11th smallest is (1+16)/2, the 11th largest (256+256)/2, the 28th
+	// (the median) 64; their neighbours are 8 and 9, 256.5 and 192.
+	x = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
+	if h := hodgesLehmannOf(x, 0.10); h.Estimate != 64 || h.Lo != 8.5 || h.Hi != 256 {
+		t.Errorf("HL of the powers of two = %+v, want 64 in [8.5, 256]", h)
+	}
 }
 
 func TestStatsOfRatios(t *testing.T) {
