@@ -65,7 +65,7 @@ func main() {
 	var (
 		scale    = flag.Float64("scale", 1, "multiply every object count by this")
 		repeats  = flag.Int("repeats", 1, "runs of each contender per workload; the order alternates and medians are reported")
-		workers  = flag.Int("workers", 4, "reconcile workers of every contender")
+		workers  = &workerCounts{4}
 		only     = flag.String("workloads", "configmaps,pods,widgets,parents,sharded", "workloads to run, comma-separated")
 		who      = flag.String("contenders", strings.Join(contenders, ","), "contenders to run, comma-separated")
 		duration = flag.Duration("duration", 10*time.Second, "length of the fixed-rate update phase")
@@ -94,6 +94,9 @@ func main() {
 		cmSizes     = flag.String("configmaps-sizes", "", "the scale curve: the sizes of configmaps, instead of --sizes")
 		parentSizes = flag.String("parents-sizes", "", "the scale curve: the sizes of parents, instead of --sizes")
 	)
+	flag.Var(workers, "workers", "reconcile workers of every contender; the drain phase runs at each of a comma-separated list (default there 1,2,4)")
+	drainEvents := flag.Int("drain-events", 50000, "drain: the ConfigMaps, each patched once per round")
+	drainRounds := flag.Int("drain-rounds", 10, "drain: the rounds that count, per worker count")
 	idle := flag.Duration("idle", 10*time.Second, "parents: the window without changes in which writes are counted")
 	for _, k := range workload.Kinds {
 		f := wf[k]
@@ -274,6 +277,34 @@ func main() {
 		}
 	}
 
+	if want["drain"] {
+		if len(want) > 1 || *hold || plan != nil || c == nil {
+			log.Fatal("--phases=drain runs the paired backlog drain alone, on its own control plane or --kubeconfig's: give it without other phases, --hold or --sizes")
+		}
+		for _, n := range drainContenders {
+			if bins[n] == "" {
+				log.Fatalf("--phases=drain pairs %s: give --contenders with both", strings.Join(drainContenders[:], " and "))
+			}
+		}
+		counts := *workers
+		if !set["workers"] {
+			counts = workerCounts{1, 2, 4}
+		}
+		dir := filepath.Join(*out, "drain")
+		if set["out"] {
+			dir = *out
+		}
+		o := drainOpts{n: *drainEvents, rounds: *drainRounds, retries: 2, workers: counts, writers: 64,
+			deadline: *deadline, kubeconfig: kubeconfig, logDir: logDir}
+		if err := runDrain(ctx, c, bins, o, dir, "make bench"+argsSuffix(), logf); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if len(*workers) != 1 {
+		log.Fatal("--workers: one count, but for --phases=drain")
+	}
+
 	if *hold {
 		if withSharded && !slices.Contains(kinds, workload.ConfigMaps) {
 			kinds = append(kinds, workload.ConfigMaps) // the sharded workload's objects
@@ -306,7 +337,7 @@ func main() {
 		sum.Command = "make bench" + argsSuffix()
 		sum.Elapsed = time.Since(start).Round(time.Second).String()
 		sum.Date = time.Now().UTC().Format(time.RFC3339)
-		sum.Workers = *workers
+		sum.Workers = (*workers)[0]
 		sum.Repeats = *repeats
 		sum.CBOR = *cbor
 		sum.Machine = machine(loadStart)
@@ -364,7 +395,7 @@ func main() {
 					logf("%s: created %d in %.1fs", k, n, time.Since(t0).Seconds())
 				}
 				o := runOpts{
-					kind: k, n: n, workers: *workers, stormRate: f.stormRate, rate: f.rate, duration: *duration, idle: *idle,
+					kind: k, n: n, workers: (*workers)[0], stormRate: f.stormRate, rate: f.rate, duration: *duration, idle: *idle,
 					burst: max(1, int(float64(f.burst)**scale)), backlog: max(1, int(float64(f.backlogMax)**scale)),
 					deadline: *deadline, kubeconfig: kubeconfig, phases: want, logDir: logDir, profileDir: profileDir,
 					memAfter: memAfter,
@@ -410,7 +441,7 @@ func main() {
 			logf("%s: created %d in %.1fs", objs, n, time.Since(t0).Seconds())
 		}
 		o := runOpts{
-			kind: objs, n: n, workers: *workers, stormRate: f.stormRate, rate: f.rate, duration: *duration, idle: *idle,
+			kind: objs, n: n, workers: (*workers)[0], stormRate: f.stormRate, rate: f.rate, duration: *duration, idle: *idle,
 			burst: max(1, int(float64(f.burst)**scale)), backlog: max(1, int(float64(f.backlogMax)**scale)),
 			deadline: *deadline, kubeconfig: kubeconfig, phases: want, logDir: logDir, profileDir: profileDir,
 			memAfter: memAfter,
