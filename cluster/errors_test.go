@@ -100,3 +100,39 @@ func TestAMemberClustersErrorsNameIt(t *testing.T) {
 		t.Errorf("a write after disengagement = %v; want ErrDisengaged, starting with \"cluster edge-1: create ConfigMap default/late: \"", err)
 	}
 }
+
+// cleaner deletes ConfigMap default/copy in each cluster it hears
+// disengaged, and records the error.
+type cleaner struct{ errs chan error }
+
+func (cleaner) Engaged(*cluster.Cluster) {}
+func (l cleaner) Disengaged(c *cluster.Cluster) {
+	l.errs <- c.Client().Delete(c.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "copy"}})
+}
+
+// A Listener's Disengaged runs before the cluster's client is fenced: it
+// can clean up there; a write after it is refused.
+func TestDisengagedCleansUpBeforeTheFence(t *testing.T) {
+	s, rec := newSet(t, cluster.Options{})
+	srv := fake.Start(t, fake.Options{})
+	if err := s.Engage(cluster.Target{Name: "edge-1", Config: srv.Config()}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "edge-1 is engaged", func() bool { return strings.Contains(rec.String(), "+edge-1") })
+	c, _ := s.Get("edge-1")
+	if err := c.Client().Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "copy"}}); err != nil {
+		t.Fatal(err)
+	}
+	l := cleaner{errs: make(chan error, 1)}
+	s.Subscribe(l)
+	s.Disengage("edge-1")
+	if err := <-l.errs; err != nil {
+		t.Errorf("Disengaged's cleanup: %v, want the copy deleted", err)
+	}
+	if err := c.APIReader().Get(t.Context(), types.NamespacedName{Namespace: "default", Name: "copy"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the copy after cleanup: %v, want NotFound", err)
+	}
+	if err := c.Client().Delete(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other"}}); !errors.Is(err, cluster.ErrDisengaged) {
+		t.Errorf("a write after Disengaged: %v, want ErrDisengaged", err)
+	}
+}

@@ -122,7 +122,10 @@ type Listener interface {
 	// runs, with no informer yet unless someone asked for one).
 	Engaged(c *Cluster)
 	// Disengaged is called when c is disengaged, before its client is
-	// fenced and its cache stopped.
+	// fenced and its cache stopped: the place to clean up what was
+	// written to c (c.Client() still writes), with a short timeout, for
+	// it holds up every other engagement. Writes to a c that cannot be
+	// reached fail, and what they would remove stays.
 	Disengaged(c *Cluster)
 }
 
