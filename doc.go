@@ -101,7 +101,8 @@
 //
 // Five more rooms below framework, each imported only by it, hold one
 // concept each: framework/internal/history keeps each controller's recent
-// reconciles, which the debug endpoint shows; framework/internal/reconcilelog
+// reconciles and turns them into the debug endpoint's records and series;
+// framework/internal/reconcilelog
 // is the log sink of one reconcile (what ReasonFrom and NoteBlocked read);
 // framework/internal/recorder completes, sends and redacts the events of
 // Manager.EventRecorder; framework/internal/served watches the kind of a

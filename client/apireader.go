@@ -40,12 +40,15 @@ type APIReader struct {
 	rest func(schema.GroupVersion) (*rest.RESTClient, error)
 	// logger adjusts the logger client-go logs each request to.
 	logger func(logr.Logger) logr.Logger
+	// cluster is Options.Cluster, named by each error.
+	cluster string
 }
 
 // Get reads the object key from the API server into obj. Its error is the
 // server's (apierrors.IsNotFound, IsForbidden, ...), wrapped with what was
 // read.
-func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj object.Object) error {
+func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj object.Object) (err error) {
+	defer func() { err = inCluster(r.cluster, err) }()
 	if err := typednil.Check("obj", obj); err != nil {
 		return fmt.Errorf("get %s without the cache: %w", describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}), err)
 	}
@@ -79,7 +82,8 @@ func (r *APIReader) Get(ctx context.Context, key types.NamespacedName, obj objec
 // informers.MatchingFields apply (the API server evaluates the field
 // selector: any field the kind supports); without a namespace, a namespaced kind is listed in every
 // namespace. informers.MatchingIndex needs the cache and is an error here.
-func (r *APIReader) List(ctx context.Context, list runtime.Object, opts ...informers.ListOption) error {
+func (r *APIReader) List(ctx context.Context, list runtime.Object, opts ...informers.ListOption) (err error) {
+	defer func() { err = inCluster(r.cluster, err) }()
 	if err := typednil.Check("list", list); err != nil {
 		return fmt.Errorf("list without the cache: %w", err)
 	}

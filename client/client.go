@@ -67,16 +67,32 @@ type Client struct {
 	allowWrite func() error
 	// logger adjusts the logger client-go logs each request to.
 	logger func(logr.Logger) logr.Logger
+	// cluster is Options.Cluster, named by each error.
+	cluster string
+}
+
+// inCluster returns err naming cluster, the cluster a client talks to
+// (Options.Cluster); err as it is when either is empty.
+func inCluster(cluster string, err error) error {
+	if err == nil || cluster == "" {
+		return err
+	}
+	return fmt.Errorf("cluster %s: %w", cluster, err)
+}
+
+// errorf is fmt.Errorf naming the client's cluster (inCluster).
+func (c *Client) errorf(format string, args ...any) error {
+	return inCluster(c.cluster, fmt.Errorf(format, args...))
 }
 
 // Get copies the cached object key into obj; see informers.Cache.Get for
 // what a miss answers.
 func (c *Client) Get(ctx context.Context, key types.NamespacedName, obj object.Object) error {
 	if err := typednil.Check("obj", obj); err != nil {
-		return fmt.Errorf("get %s: %w", describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}), err)
+		return inCluster(c.cluster, fmt.Errorf("get %s: %w", describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}), err))
 	}
 	if err := c.cache.Get(ctx, key, obj); err != nil {
-		return err
+		return inCluster(c.cluster, err)
 	}
 	noteRead(ctx, c.scheme, obj)
 	return nil
@@ -85,10 +101,10 @@ func (c *Client) Get(ctx context.Context, key types.NamespacedName, obj object.O
 // List copies the cached objects matching opts into list (a *FooList).
 func (c *Client) List(ctx context.Context, list runtime.Object, opts ...informers.ListOption) error {
 	if err := typednil.Check("list", list); err != nil {
-		return fmt.Errorf("list: %w", err)
+		return inCluster(c.cluster, fmt.Errorf("list: %w", err))
 	}
 	if err := c.cache.List(ctx, list, opts...); err != nil {
-		return err
+		return inCluster(c.cluster, err)
 	}
 	noteList(ctx, c.scheme, list)
 	return nil
@@ -222,11 +238,11 @@ func (c *Client) Apply(ctx context.Context, obj any, opts ...WriteOption) (objec
 
 func (c *Client) apply(ctx context.Context, obj any, sub string, opts []WriteOption) (object.Object, error) {
 	if err := typednil.Check("obj", obj); err != nil {
-		return nil, fmt.Errorf("apply: %w", err)
+		return nil, c.errorf("apply: %w", err)
 	}
 	data, err := json.Marshal(obj)
 	if err != nil {
-		return nil, fmt.Errorf("apply %T: encode: %w", obj, err)
+		return nil, c.errorf("apply %T: encode: %w", obj, err)
 	}
 	var head struct {
 		APIVersion string `json:"apiVersion"`
@@ -237,17 +253,17 @@ func (c *Client) apply(ctx context.Context, obj any, sub string, opts []WriteOpt
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("apply %T: decode head: %w", obj, err)
+		return nil, c.errorf("apply %T: decode head: %w", obj, err)
 	}
 	gv, err := schema.ParseGroupVersion(head.APIVersion)
 	if err != nil || head.Kind == "" || head.Metadata.Name == "" {
-		return nil, fmt.Errorf("apply %T %s/%s: apiVersion, kind and metadata.name are required (got %q, %q, %q)",
+		return nil, c.errorf("apply %T %s/%s: apiVersion, kind and metadata.name are required (got %q, %q, %q)",
 			obj, head.Metadata.Namespace, head.Metadata.Name, head.APIVersion, head.Kind, head.Metadata.Name)
 	}
 	gvk := gv.WithKind(head.Kind)
 	out, err := NewObject(c.scheme, gvk)
 	if err != nil {
-		return nil, fmt.Errorf("apply %s %s/%s: %w", head.Kind, head.Metadata.Namespace, head.Metadata.Name, err)
+		return nil, c.errorf("apply %s %s/%s: %w", head.Kind, head.Metadata.Namespace, head.Metadata.Name, err)
 	}
 	out.GetObjectKind().SetGroupVersionKind(gvk)
 	out.SetNamespace(head.Metadata.Namespace)
@@ -284,7 +300,8 @@ func (s StatusWriter) Apply(ctx context.Context, obj any, opts ...WriteOption) (
 // builds the request, given the precondition WithPreconditions asks for
 // (ok is false for none), and returns the resourceVersion it made the
 // write conditional on, "" for none.
-func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub string, build func(r *rest.Request, pre version, ok bool) (*rest.Request, string), named bool) error {
+func (c *Client) do(ctx context.Context, verb string, obj object.Object, sub string, build func(r *rest.Request, pre version, ok bool) (*rest.Request, string), named bool) (err error) {
+	defer func() { err = inCluster(c.cluster, err) }()
 	if err := typednil.Check("obj", obj); err != nil {
 		return fmt.Errorf("%s: %w", verb, err)
 	}

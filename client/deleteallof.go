@@ -35,7 +35,8 @@ import (
 // marked deleted, as Delete marks one. Objects that finalizers or a
 // grace period hold stay in the cache, with their deletion timestamp once
 // the watch delivers it.
-func (c *Client) DeleteAllOf(ctx context.Context, example object.Object, sel informers.Selection, opts ...WriteOption) error {
+func (c *Client) DeleteAllOf(ctx context.Context, example object.Object, sel informers.Selection, opts ...WriteOption) (err error) {
+	defer func() { err = inCluster(c.cluster, err) }()
 	if err := typednil.Check("example", example); err != nil {
 		return fmt.Errorf("delete all of: %w", err)
 	}

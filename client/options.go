@@ -50,6 +50,11 @@ type Options struct {
 	// request context's logger), for example to cap its verbosity. Zero
 	// means the context's logger as it is.
 	RequestLogger func(logr.Logger) logr.Logger
+	// Cluster names the cluster the client talks to at the head of each of
+	// its errors ("cluster edge-1: create ConfigMap ns/name: ..."), which
+	// wrap the cause with %w. Zero means the errors name no cluster (the
+	// manager's own).
+	Cluster string
 }
 
 // withDefaults returns o with its zero fields set to their defaults.
@@ -118,6 +123,7 @@ func New(opts Options) (*Client, error) {
 		rest:       restFor,
 		allowWrite: opts.Fence,
 		logger:     opts.RequestLogger,
+		cluster:    opts.Cluster,
 	}, nil
 }
 
@@ -136,10 +142,11 @@ func NewAPIReader(opts Options) (*APIReader, error) {
 		return nil, err
 	}
 	return &APIReader{
-		scheme: opts.Scheme,
-		mapper: opts.Mapper,
-		rest:   restFor,
-		logger: opts.RequestLogger,
+		scheme:  opts.Scheme,
+		mapper:  opts.Mapper,
+		rest:    restFor,
+		logger:  opts.RequestLogger,
+		cluster: opts.Cluster,
 	}, nil
 }
 

@@ -58,14 +58,15 @@ type Cluster struct {
 	health Health
 }
 
-// New connects the parts of a cluster to the API server t.Config points
-// at: an HTTP client, a REST mapper backed by discovery, a cache (limited to
-// t.Namespace when set), a client and an API reader. Nothing is started and
-// no request is sent; the Set starts the cache of the clusters it engages.
+// New makes the parts of a cluster for the API server t.Config points at:
+// an HTTP client, a REST mapper backed by discovery, a cache (limited to
+// t.Namespace when set), a client and an API reader. It starts nothing and
+// sends no request (discovery waits for the first mapping); the Set starts
+// the cache of the clusters it engages, after a probe.
 //
-// opts.Cache is the template of the cache: its Mapper and HTTPClient, when
+// cacheOpts is the template of the cache: its Mapper and HTTPClient, when
 // set, are used as they are (the manager hands its own for its cluster);
-// zero means new ones for t.Config. fence, when not nil, is asked before
+// nil means new ones for t.Config. fence, when not nil, is asked before
 // each write after the cluster's own check (the manager's leadership).
 func New(t Target, cacheOpts informers.Options, fence func() error) (*Cluster, error) {
 	if err := t.validate(); err != nil {
@@ -91,7 +92,7 @@ func New(t Target, cacheOpts informers.Options, fence func() error) (*Cluster, e
 	if c.cache, err = informers.New(c.cfg, cacheOpts); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", t.describe(), err)
 	}
-	copts := client.Options{Scheme: c.cache.Scheme(), Mapper: c.mapper, Cache: c.cache, RequestLogger: klogcap.Logger}
+	copts := client.Options{Scheme: c.cache.Scheme(), Mapper: c.mapper, Cache: c.cache, RequestLogger: klogcap.Logger, Cluster: t.Name}
 	if c.api, err = client.NewAPIReader(copts); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", t.describe(), err)
 	}
@@ -183,7 +184,7 @@ func (c *Cluster) probe(ctx context.Context, timeout time.Duration) error {
 // disengage fences the client, cancels the cluster's context and so stops
 // its cache, and closes its idle connections.
 func (c *Cluster) disengage() {
-	err := fmt.Errorf("%w (cluster %q)", ErrDisengaged, c.name)
+	err := ErrDisengaged // the client's errors name the cluster
 	c.fenced.CompareAndSwap(nil, &err)
 	c.setState(StateDisengaged, nil)
 	c.stop()

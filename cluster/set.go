@@ -122,7 +122,10 @@ type Listener interface {
 	// runs, with no informer yet unless someone asked for one).
 	Engaged(c *Cluster)
 	// Disengaged is called when c is disengaged, before its client is
-	// fenced and its cache stopped.
+	// fenced and its cache stopped: the place to clean up what was
+	// written to c (c.Client() still writes), with a short timeout, for
+	// it holds up every other engagement. Writes to a c that cannot be
+	// reached fail, and what they would remove stays.
 	Disengaged(c *Cluster)
 }
 
@@ -291,7 +294,7 @@ func (s *Set) Engage(t Target) error {
 	if w := s.wishes[t.Name]; w != nil {
 		if w.target.Source != t.Source {
 			err := fmt.Errorf("cluster %q: %s names it, and %s engaged it first: %w", t.Name, t.Source, w.target.Source, ErrDuplicate)
-			s.failed[t.Source] = Health{Cluster: t.Name, Source: t.Source, State: StateFailed, Since: time.Now(), Err: err.Error()}
+			s.failLocked(t.Name, t.Source, err)
 			return err
 		}
 		if w.version == v {
@@ -317,6 +320,12 @@ func (s *Set) Fail(name, source string, err error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.failLocked(name, source, err)
+}
+
+// failLocked records and logs, once per error, that the target named name
+// from source cannot be engaged. s.mu must be held.
+func (s *Set) failLocked(name, source string, err error) {
 	h := Health{Cluster: name, Source: source, State: StateFailed, Since: time.Now(), Err: err.Error()}
 	if old, ok := s.failed[source]; ok && old.Err == h.Err {
 		return // reported already

@@ -1,5 +1,7 @@
 package cluster
 
+import "github.com/converge-dev/converge/informers"
+
 // Stats is a cluster's state and what its cache holds.
 type Stats struct {
 	Health
@@ -28,13 +30,8 @@ func (s *Set) Stats() []Stats {
 		if err != nil {
 			continue // disengaged meanwhile
 		}
-		st := &out[i]
-		for _, inf := range c.Cache().Stats() {
-			st.Informers++
-			st.Objects += inf.Objects
-			st.Bytes += inf.Bytes
-		}
-		st.Bytes += c.Cache().SharedBytes()
+		t := informers.Total(c.Cache().Stats())
+		out[i].Informers, out[i].Objects, out[i].Bytes = t.Informers, t.Objects, t.Bytes+c.Cache().SharedBytes()
 	}
 	return out
 }

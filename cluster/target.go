@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
+
+	"github.com/converge-dev/converge/reconcile"
 )
 
 // Target is a cluster a provider wants engaged.
@@ -155,4 +157,19 @@ type Scope struct {
 	// its requests name the cluster of their event. Zero (false) means the
 	// manager's own cluster only.
 	Remote bool
+
+	// OnEngaged, when not nil, returns the requests to queue when a cluster
+	// is engaged, once the controller's informers of it synced: ctx
+	// carries c (From) and ends with its engagement. A request naming no
+	// cluster is in c, one naming a cluster is in that one, as a Map
+	// source's. The primary kind's initial list queues every object of
+	// that kind in c already (as replays); OnEngaged is for keys c holds
+	// no object of yet, such as a copy of one of the manager's own
+	// cluster's objects to create in c. It must return soon. Zero means
+	// none. It needs Remote.
+	//
+	// Nothing is queued at disengagement: c's keys are dropped and its
+	// client refuses writes. A Listener (Set.Subscribe) cleans up in its
+	// Disengaged, which runs before the client is fenced.
+	OnEngaged func(ctx context.Context, c *Cluster) []reconcile.Request
 }

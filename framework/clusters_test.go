@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +21,7 @@ import (
 	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -34,20 +37,19 @@ type fleet struct {
 // newFleet starts nothing: it builds a manager on local whose provider
 // hands its Engager to f.engager once the manager runs.
 func newFleet(t *testing.T, local *fake.Server) *fleet {
-	return newFleetProbed(t, local, cluster.HealthOptions{})
+	return newFleetWith(t, local, framework.Options{})
 }
 
-// newFleetProbed is newFleet with health probes as h says.
-func newFleetProbed(t *testing.T, local *fake.Server, h cluster.HealthOptions) *fleet {
+// newFleetWith is newFleet with the manager's options opts, to which it
+// adds the provider.
+func newFleetWith(t *testing.T, local *fake.Server, opts framework.Options) *fleet {
 	f := &fleet{engager: make(chan cluster.Engager, 1)}
-	f.mgr = testenv.NewManager(t, local.Config(), framework.Options{Clusters: cluster.Options{
-		Health: h,
-		Providers: []cluster.Provider{cluster.ProviderFunc(func(ctx context.Context, e cluster.Engager) error {
-			f.engager <- e
-			<-ctx.Done()
-			return nil
-		})},
-	}})
+	opts.Clusters.Providers = append(opts.Clusters.Providers, cluster.ProviderFunc(func(ctx context.Context, e cluster.Engager) error {
+		f.engager <- e
+		<-ctx.Done()
+		return nil
+	}))
+	f.mgr = testenv.NewManager(t, local.Config(), opts)
 	return f
 }
 
@@ -159,7 +161,8 @@ func rawGet(t *testing.T, cfg *rest.Config, cm *corev1.ConfigMap) error {
 func TestDisengagingClusterDropsItsKeysAndFencesItsClient(t *testing.T) {
 	local := fake.Start(t, fake.Options{})
 	edge := fake.Start(t, fake.Options{Objects: []object.Object{memberConfigMap("ns", "cm", "edge")}})
-	f := newFleet(t, local)
+	logs := &logLines{}
+	f := newFleetWith(t, local, framework.Options{Logger: funcr.New(logs.add, funcr.Options{})})
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	type outcome struct {
@@ -197,6 +200,13 @@ func TestDisengagingClusterDropsItsKeysAndFencesItsClient(t *testing.T) {
 	}
 	if !errors.Is(o.writeErr, cluster.ErrDisengaged) {
 		t.Errorf("write of a disengaged cluster's reconcile: %v, want ErrDisengaged", o.writeErr)
+	}
+	// Its failure is logged as a dropped key, not as one retried.
+	testenv.Eventually(t, "the refused write's reconcile is logged", func() bool {
+		return len(logs.matching("reconcile failed", `"cluster"="edge-1"`)) > 0
+	})
+	if n := len(logs.matching("the key is dropped, not retried", `"cluster"="edge-1"`, "disengaged")); n != 1 || len(logs.matching("retrying with backoff", `"cluster"="edge-1"`)) != 0 {
+		t.Errorf("the refused write's log: %d lines saying the key is dropped, want 1; lines: %q", n, logs.matching("edge-1"))
 	}
 	var cm corev1.ConfigMap
 	if err := rawGet(t, edge.Config(), &cm); err != nil || cm.Data["k"] != "edge" {
@@ -237,7 +247,10 @@ func TestUnhealthyClusterKeysWaitUntilItIsHealthyAgain(t *testing.T) {
 	var fail atomic.Bool
 	edgeCfg := edge.Config()
 	edgeCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return failingReadyz{rt, &fail} }
-	f := newFleetProbed(t, local, cluster.HealthOptions{Interval: 10 * time.Millisecond, FailureThreshold: 2})
+	f := newFleetWith(t, local, framework.Options{
+		Metrics:  framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true},
+		Clusters: cluster.Options{Health: cluster.HealthOptions{Interval: 10 * time.Millisecond, FailureThreshold: 2}},
+	})
 	var calls seen
 	c, err := framework.NewBuilder[*corev1.ConfigMap](f.mgr, "health", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).
 		Build(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
@@ -272,6 +285,16 @@ func TestUnhealthyClusterKeysWaitUntilItIsHealthyAgain(t *testing.T) {
 	})
 	if calls.has("edge-1:second") {
 		t.Fatal("a key of an unhealthy cluster was reconciled")
+	}
+	// converge explain says the unhealthy cluster holds the key.
+	_, body := testenv.MetricsGet(t, f.mgr, introspect.Path+"api/object?kind=ConfigMap&namespace=ns&name=second&cluster=edge-1")
+	obj := decode[introspect.ObjectStatus](t, body)
+	if len(obj.Controllers) != 1 {
+		t.Fatalf("second in edge-1: %s", body)
+	}
+	lines, _ := obj.Controllers[0].Explain(time.Now())
+	if !strings.HasPrefix(lines[0], "held: cluster edge-1 is unhealthy since ") || !strings.Contains(lines[0], "probe blackholed") {
+		t.Errorf("explain of a key an unhealthy cluster holds: %q; want it to say so first, with the probe's error", lines)
 	}
 	fail.Store(false)
 	testenv.Eventually(t, "edge-1's waiting key is reconciled once it is healthy", func() bool { return calls.has("edge-1:second") })
@@ -317,5 +340,41 @@ func TestToLocalMapsAnotherClustersEventToTheManagersOwnCluster(t *testing.T) {
 		if c != `"" hub` {
 			t.Errorf("reconciled %s, want only the hub of the manager's own cluster", c)
 		}
+	}
+}
+
+// OnEngaged queues a key a newly engaged cluster holds no object of (the
+// copy a controller pushes to each cluster), once; its primary kind's
+// initial list queues the objects it holds.
+func TestOnEngagedQueuesKeysOfANewlyEngagedCluster(t *testing.T) {
+	local := fake.Start(t, fake.Options{})
+	edge := fake.Start(t, fake.Options{Objects: []object.Object{memberConfigMap("ns", "held", "edge")}})
+	f := newFleet(t, local)
+	var calls, engaged seen
+	err := framework.NewBuilder[*corev1.ConfigMap](f.mgr, "push", framework.ControllerOptions{Clusters: cluster.Scope{
+		Remote: true,
+		OnEngaged: func(ctx context.Context, c *cluster.Cluster) []reconcile.Request {
+			engaged.add(c.Name() + "=" + cluster.From(ctx).Name())
+			return []reconcile.Request{{Namespace: "ns", Name: "copy"}}
+		},
+	}}).CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		calls.add(req.String() + "@" + cluster.From(ctx).Name())
+		return reconcile.Result{}, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start(t, edge.Config())
+	testenv.Eventually(t, "edge-1's key of no object and its object are reconciled", func() bool {
+		return calls.has("edge-1:ns/copy@edge-1") && calls.has("edge-1:ns/held@edge-1")
+	})
+	if got := engaged.all(); !slices.Equal(got, []string{"edge-1=edge-1"}) {
+		t.Errorf("OnEngaged was called for %v, want once for edge-1, with edge-1 in its context", got)
+	}
+	err = framework.NewBuilder[*corev1.ConfigMap](f.mgr, "local-only", framework.ControllerOptions{Clusters: cluster.Scope{
+		OnEngaged: func(context.Context, *cluster.Cluster) []reconcile.Request { return nil },
+	}}).CompleteByKey(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }))
+	if err == nil || !strings.Contains(err.Error(), "OnEngaged is set without Clusters.Remote") {
+		t.Errorf("OnEngaged without Remote: %v, want an error saying so", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -85,8 +86,19 @@ func TestRemoteClustersAreVisibleInMetricsAndTheDebugEndpoint(t *testing.T) {
 		t.Errorf("only-edge in edge-1, controller own: %+v; want unwatched", ks)
 	}
 	_, body = testenv.MetricsGet(t, f.mgr, introspect.Path+"api/object?kind=ConfigMap&namespace=ns&name=only-edge")
-	if ks := decode[introspect.ObjectStatus](t, body).Controllers; len(ks) == 0 || ks[0].Cached {
-		t.Errorf("only-edge in the manager's own cluster: %+v; want not cached (it is edge-1's)", ks)
+	ks := decode[introspect.ObjectStatus](t, body).Controllers
+	if len(ks) == 0 || ks[0].Cached {
+		t.Fatalf("only-edge in the manager's own cluster: %+v; want not cached (it is edge-1's)", ks)
+	}
+	for _, k := range ks {
+		lines, _ := k.Explain(time.Now())
+		hint := strings.Contains(lines[0], "the controller also watches cluster edge-1: name one (converge explain --cluster NAME)")
+		if k.Controller == "fleet" && (!slices.Equal(k.OtherClusters, []string{"edge-1"}) || !hint) {
+			t.Errorf("only-edge, not in the manager's own cluster, controller fleet: %q (other clusters %v); want a hint to name edge-1", lines, k.OtherClusters)
+		}
+		if k.Controller == "own" && (k.OtherClusters != nil || hint) {
+			t.Errorf("only-edge, controller own (the manager's own cluster only): %q; want no hint", lines)
+		}
 	}
 
 	e.Disengage("edge-1")

@@ -143,6 +143,9 @@ func (o ControllerOptions) validate() error {
 	if o.ResyncPeriod > 0 && o.ResyncPeriod < informers.MinResyncPeriod {
 		errs = append(errs, fmt.Errorf("ControllerOptions.ResyncPeriod must be at least %v (or negative for none), got %v", informers.MinResyncPeriod, o.ResyncPeriod))
 	}
+	if o.Clusters.OnEngaged != nil && !o.Clusters.Remote {
+		errs = append(errs, errors.New("ControllerOptions.Clusters.OnEngaged is set without Clusters.Remote: a controller of the manager's own cluster hears of no engagement"))
+	}
 	if o.Sharded && o.Clusters.Remote {
 		errs = append(errs, errors.New("ControllerOptions.Sharded and Clusters.Remote cannot be combined: a sharded controller reads the manager's own cluster only"))
 	}
@@ -507,6 +510,10 @@ func (c *Controller) settle(log logr.Logger, req reconcile.Request, res reconcil
 		log.Error(errtext.Error(err), "reconcile failed; not retrying until the object changes")
 		c.queue.Forget(req)
 		return metrics.ResultTerminal, 0
+	case err != nil && req.Cluster != "" && c.remote.Get(req.Cluster) == nil:
+		log.Error(errtext.Error(err), "reconcile failed, and its cluster was disengaged meanwhile: the key is dropped, not retried")
+		c.queue.Forget(req)
+		return metrics.ResultError, 0
 	case err != nil:
 		retries = c.queue.NumRequeues(req)
 		log.Error(errtext.Error(err), "reconcile failed; retrying with backoff", "retries", retries)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework/internal/history"
 	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
@@ -75,16 +76,7 @@ func (c *Controller) status(now time.Time) introspect.ControllerStatus {
 	if f, ok := c.queue.(interface{ Flows() []workqueue.FlowStats }); ok && c.remote != nil {
 		s.Flows = f.Flows()
 	}
-	points, total, errs := c.history.Recent(now)
-	s.Totals = introspect.ReconcileTotals{Reconciles: total, Errors: errs}
-	s.Series = make([]introspect.SeriesPoint, len(points))
-	for i, p := range points {
-		sp := introspect.SeriesPoint{Start: time.Unix(0, p.Bucket*int64(history.SeriesBucket)).UTC(), Reconciles: p.N, Errors: p.Errors}
-		if p.N > 0 {
-			sp.MeanSeconds = (p.Took / time.Duration(p.N)).Seconds()
-		}
-		s.Series[i] = sp
-	}
+	s.Series, s.Totals = c.history.Series(now)
 	return s
 }
 
@@ -111,19 +103,24 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) introspect.
 		Namespace:       req.Namespace,
 		Name:            req.Name,
 		ControllerState: controllerPhase(c.phase.Load()).String(),
-		History:         []introspect.ReconcileRecord{},
 	}
 	primary := c.primary
 	if s.Cluster = req.Cluster; req.Cluster != "" {
 		b := c.remote.Get(req.Cluster)
 		if s.Unwatched, primary = b == nil, nil; b != nil {
 			primary, _ = b.Reader.(primaryInformer)
+			if h := b.Cluster.Health(); h.State != cluster.StateReady {
+				s.ClusterHealth = &introspect.ClusterStatus{Name: h.Cluster, Source: h.Source, State: string(h.State), Since: h.Since, Error: h.Err}
+			}
 		}
 	}
 	if primary != nil {
 		s.Cached = primary.Contains(types.NamespacedName{Namespace: req.Namespace, Name: req.Name})
 		s.Informer = primary.Stats()
 		s.Informer.Description, s.Informer.Kind = primary.String(), c.kind
+	}
+	if !s.Cached && req.Cluster == "" {
+		s.OtherClusters = c.remote.Names()
 	}
 	if !s.Cached && c.mgr != nil && !s.Unwatched {
 		if m, err := c.mgr.RESTMapper().RESTMapping(c.kind.GroupKind(), c.kind.Version); err == nil {
@@ -145,19 +142,7 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) introspect.
 		}
 	}
 	c.mu.Unlock()
-	for _, r := range c.history.Of(req) {
-		s.History = append(s.History, introspect.ReconcileRecord{
-			Started:             r.Start,
-			DurationSeconds:     r.Took.Seconds(),
-			Worker:              r.Worker,
-			Reason:              string(r.Reason),
-			Result:              r.Result,
-			Error:               r.Err,
-			RequeueAfterSeconds: r.RequeueAfter.Seconds(),
-			Failures:            r.Retries,
-			Blocked:             r.Blocked,
-		})
-	}
+	s.History = c.history.Records(req)
 	return s
 }
 

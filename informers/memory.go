@@ -224,16 +224,31 @@ func ByKind(stats []InformerStats) []KindStats {
 			at[st.Kind] = i
 			kinds = append(kinds, KindStats{Kind: st.Kind})
 		}
-		k := &kinds[i]
-		k.Informers++
-		k.Objects += st.Objects
-		k.Bytes += st.Bytes
-		if st.StartedByRead {
-			k.StartedByRead++
-		}
+		kinds[i].add(st)
 	}
 	slices.SortFunc(kinds, func(a, b KindStats) int {
 		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Kind.String(), b.Kind.String()))
 	})
 	return kinds
+}
+
+// Total totals stats whatever their kind, as ByKind totals one kind; its
+// Kind is zero. Bytes leaves out the values the cache shares
+// (Cache.SharedBytes).
+func Total(stats []InformerStats) KindStats {
+	var t KindStats
+	for _, st := range stats {
+		t.add(st)
+	}
+	return t
+}
+
+// add counts st in k.
+func (k *KindStats) add(st InformerStats) {
+	k.Informers++
+	k.Objects += st.Objects
+	k.Bytes += st.Bytes
+	if st.StartedByRead {
+		k.StartedByRead++
+	}
 }

@@ -214,3 +214,30 @@ func testStatsCountWithTheListeners(t *testing.T) {
 	}
 	count(n-1, "the informer alone counts again, from its cached objects")
 }
+
+// Total sums every informer whatever its kind, and agrees with the sum of
+// ByKind's totals.
+func TestTotalSumsEveryKind(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	sec := schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+	stats := []informers.InformerStats{
+		{Kind: cm, Objects: 3, Bytes: 300},
+		{Kind: cm, Objects: 2, Bytes: 200, StartedByRead: true},
+		{Kind: sec, Objects: 1, Bytes: 1000},
+	}
+	got := informers.Total(stats)
+	want := informers.KindStats{Informers: 3, StartedByRead: 1, Objects: 6, Bytes: 1500}
+	if got != want {
+		t.Fatalf("Total = %+v, want %+v", got, want)
+	}
+	var sum informers.KindStats
+	for _, k := range informers.ByKind(stats) {
+		sum.Informers, sum.StartedByRead, sum.Objects, sum.Bytes = sum.Informers+k.Informers, sum.StartedByRead+k.StartedByRead, sum.Objects+k.Objects, sum.Bytes+k.Bytes
+	}
+	if sum != want {
+		t.Fatalf("ByKind sums to %+v, want %+v", sum, want)
+	}
+	if z := informers.Total(nil); z != (informers.KindStats{}) {
+		t.Fatalf("Total(nil) = %+v, want zero", z)
+	}
+}

@@ -35,6 +35,7 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 	if s.Unwatched {
 		return []string{fmt.Sprintf("not watched: controller %s does not watch cluster %s (not engaged, or the controller's scope is the manager's own cluster)", s.Controller, s.Cluster)}, false
 	}
+	lines = s.ClusterHealth.held(now)
 	if line, here := s.Shard.explain(); !here {
 		return []string{line}, false
 	} else if line != "" {
@@ -98,6 +99,18 @@ func (s KeyStatus) Explain(now time.Time) (lines []string, converged bool) {
 	return lines, converged
 }
 
+// held says that cluster h, not ready, holds its keys; nil when h is nil.
+func (h *ClusterStatus) held(now time.Time) []string {
+	if h == nil {
+		return nil
+	}
+	line := fmt.Sprintf("held: cluster %s is %s since %s", h.Name, h.State, ago(now, h.Since))
+	if h.Error != "" {
+		line += ": " + h.Error
+	}
+	return []string{line + "; its keys wait until a probe passes"}
+}
+
 // notReconciled says why the history holds no reconcile of the key.
 func (s KeyStatus) notReconciled() string {
 	switch {
@@ -111,6 +124,9 @@ func (s KeyStatus) notReconciled() string {
 		return fmt.Sprintf("never seen: %s is namespaced and no namespace was given: name it NAMESPACE/%s", s.Kind.Kind, s.Name)
 	case !s.Cached && s.Scope == ScopeCluster && s.Namespace != "":
 		return fmt.Sprintf("never seen: %s is cluster-scoped and a namespace was given: name it %s, without %s/", s.Kind.Kind, s.Name, s.Namespace)
+	case !s.Cached && len(s.OtherClusters) > 0:
+		return fmt.Sprintf("never seen: %s holds no %s %s in the manager's own cluster; the controller also watches cluster%s %s: name one (converge explain --cluster NAME)",
+			s.Informer.Description, s.Kind.Kind, s.key(), plural(len(s.OtherClusters)), strings.Join(s.OtherClusters, ", "))
 	case !s.Cached:
 		return fmt.Sprintf("never seen: %s holds no %s %s (no such object, or outside the controller's selection)", s.Informer.Description, s.Kind.Kind, s.key())
 	case s.ControllerState != "running":

@@ -174,9 +174,16 @@ type KeyStatus struct {
 	Cluster string `json:"cluster,omitempty"`
 	// Unwatched is set when the controller does not watch Cluster: it is
 	// not engaged, or the controller's scope is the manager's own cluster.
-	Unwatched bool   `json:"unwatched,omitempty"`
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	Unwatched bool `json:"unwatched,omitempty"`
+	// ClusterHealth is Cluster's state when it is engaged but not ready
+	// (unhealthy: its keys wait until a probe passes); nil otherwise.
+	ClusterHealth *ClusterStatus `json:"clusterHealth,omitempty"`
+	// OtherClusters are the clusters besides the manager's own that the
+	// controller watches, for an object of the manager's own cluster that
+	// its informer does not hold: it may be in one of them.
+	OtherClusters []string `json:"otherClusters,omitempty"`
+	Namespace     string   `json:"namespace"`
+	Name          string   `json:"name"`
 	// ControllerState is the controller's State.
 	ControllerState string `json:"controllerState"`
 	// Cached is true when the controller's informer holds the object.

@@ -13,12 +13,15 @@ package binding
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/cluster"
+	"github.com/converge-dev/converge/reconcile"
 )
 
 // Source is one of a controller's sources bound to one cluster's cache.
@@ -90,8 +93,10 @@ func (b *Binding) cancelRunning() {
 }
 
 // Flows is what a Set needs of the controller's queue: a flow per
-// cluster, named by the cluster (workqueue.Options.Flow).
+// cluster, named by the cluster (workqueue.Options.Flow), and Add for
+// the requests of cluster.Scope.OnEngaged.
 type Flows interface {
+	Add(req reconcile.Request)
 	PauseFlow(flow string)
 	ResumeFlow(flow string)
 	DropFlow(flow string) int
@@ -103,16 +108,19 @@ type Bind func(*cluster.Cluster) (*Binding, error)
 // Set is one controller's bindings, by cluster name. Its methods are safe
 // for concurrent use.
 type Set struct {
-	bind  Bind
-	flows Flows
-	log   logr.Logger
+	bind      Bind
+	flows     Flows
+	log       logr.Logger
+	onEngaged func(context.Context, *cluster.Cluster) []reconcile.Request
 
 	mu sync.Mutex
-	// runCtx is Start's context; mu guards it, bindings and pending
-	// (clusters engaged before Start, bound then).
+	// runCtx is Start's context; mu guards it, bindings, pending
+	// (clusters engaged before Start, bound then) and dropped (the
+	// clusters whose dropped keys were logged since they were last bound).
 	runCtx   context.Context
 	bindings map[string]*Binding
 	pending  map[string]*cluster.Cluster
+	dropped  map[string]bool
 }
 
 var (
@@ -121,9 +129,11 @@ var (
 )
 
 // New returns a Set that binds clusters with bind and runs their flows of
-// flows; it logs to log.
-func New(bind Bind, flows Flows, log logr.Logger) *Set {
-	return &Set{bind: bind, flows: flows, log: log, bindings: map[string]*Binding{}, pending: map[string]*cluster.Cluster{}}
+// flows; it logs to log. onEngaged, when not nil, is the controller's
+// cluster.Scope.OnEngaged, whose requests are added once a cluster's
+// informers synced.
+func New(bind Bind, flows Flows, log logr.Logger, onEngaged func(context.Context, *cluster.Cluster) []reconcile.Request) *Set {
+	return &Set{bind: bind, flows: flows, log: log, onEngaged: onEngaged, bindings: map[string]*Binding{}, pending: map[string]*cluster.Cluster{}, dropped: map[string]bool{}}
 }
 
 // Start binds the clusters engaged before it, and those engaged later,
@@ -149,19 +159,49 @@ func (s *Set) Get(name string) *Binding {
 	return s.bindings[name]
 }
 
+// Names returns the names of the clusters bound, sorted; nil when s is
+// nil (a controller of the manager's own cluster only).
+func (s *Set) Names() []string {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := slices.Collect(maps.Keys(s.bindings))
+	slices.Sort(names)
+	return names
+}
+
 // Context returns the context of a reconcile of a key of the cluster
 // named name: ctx with the cluster (cluster.From), cancelled when the
 // cluster is disengaged; done releases it. ok is false when the
-// controller does not watch the cluster (any more): its key is dropped.
+// controller does not watch the cluster (any more): its key is dropped,
+// which is logged once per cluster until the cluster is bound again.
 func (s *Set) Context(ctx context.Context, name string) (rctx context.Context, done func(), ok bool) {
 	b := s.Get(name)
 	if b == nil {
+		s.noteDropped(name)
 		return ctx, func() {}, false
 	}
 	var cancel context.CancelFunc
 	rctx, cancel = context.WithCancel(cluster.NewContext(ctx, b.Cluster))
 	untrack := b.track(&cancel)
 	return rctx, func() { untrack(); cancel() }, true
+}
+
+// noteDropped logs, once per cluster until it is bound again, that a key
+// of the cluster named name was dropped.
+func (s *Set) noteDropped(name string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	first := !s.dropped[name]
+	s.dropped[name] = true
+	s.mu.Unlock()
+	if first {
+		s.log.Info("dropped a key of a cluster the controller does not watch (not engaged, or disengaged); its later keys are dropped too, unlogged", "cluster", name)
+	}
 }
 
 // Unhealthy holds cl's keys: they stay queued, deduplicated, until
@@ -259,6 +299,7 @@ func (s *Set) attachLocked(cl *cluster.Cluster) {
 	}
 	b.Sources = started
 	s.bindings[name] = b
+	delete(s.dropped, name)
 	go s.waitForSync(ctx, b)
 }
 
@@ -274,10 +315,19 @@ func (s *Set) waitForSync(ctx context.Context, b *Binding) {
 		}
 	}
 	s.mu.Lock()
-	if s.bindings[name] == b {
+	bound := s.bindings[name] == b
+	if bound {
 		b.synced = true
 		s.runFlowLocked(b)
 	}
 	s.mu.Unlock()
+	if bound && s.onEngaged != nil {
+		for _, req := range s.onEngaged(ctx, b.Cluster) {
+			if req.Cluster == "" {
+				req.Cluster = name
+			}
+			s.flows.Add(req)
+		}
+	}
 	s.log.V(1).Info("watching cluster", "cluster", name)
 }

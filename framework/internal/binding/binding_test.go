@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework/fake"
 	"github.com/converge-dev/converge/framework/internal/binding"
 	"github.com/converge-dev/converge/informers"
+	"github.com/converge-dev/converge/reconcile"
 )
 
 // flows records the calls a Set makes on a queue's flows.
@@ -28,7 +31,8 @@ func (f *flows) record(s string) {
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, s)
 }
-func (f *flows) PauseFlow(flow string) { f.record("pause " + flow) }
+func (f *flows) Add(req reconcile.Request) { f.record("add " + req.String()) }
+func (f *flows) PauseFlow(flow string)     { f.record("pause " + flow) }
 func (f *flows) ResumeFlow(flow string) {
 	f.record("resume " + flow)
 	close(f.synced)
@@ -72,7 +76,7 @@ func TestDisengagedRemovesTheListenersOfTheSourcesThatStarted(t *testing.T) {
 			source{name: "b", failing: true, removed: &removed},
 			source{name: "c", removed: &removed},
 		}}, nil
-	}, f, logr.Discard())
+	}, f, logr.Discard(), nil)
 	s.Engaged(cl) // before Start: bound then
 	if s.Get("edge-1") != nil {
 		t.Fatal("a cluster engaged before Start is bound before it")
@@ -96,5 +100,50 @@ func TestDisengagedRemovesTheListenersOfTheSourcesThatStarted(t *testing.T) {
 	}
 	if _, _, ok := s.Context(t.Context(), "edge-1"); ok {
 		t.Error("a disengaged cluster's key is still reconciled")
+	}
+}
+
+// A key of a cluster the controller does not watch is dropped, and that is
+// logged once per cluster, with its name; once the cluster is bound and
+// then disengaged, a dropped key is logged again.
+func TestADroppedKeyIsLoggedOncePerCluster(t *testing.T) {
+	cl, err := cluster.New(cluster.Target{Name: "edge-1", Config: fake.Start(t, fake.Options{}).Config()}, informers.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	log := funcr.New(func(_, args string) { mu.Lock(); lines = append(lines, args); mu.Unlock() }, funcr.Options{})
+	count := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, l := range lines {
+			if strings.Contains(l, "dropped a key") && strings.Contains(l, `"cluster"="`+name+`"`) {
+				n++
+			}
+		}
+		return n
+	}
+	f := &flows{synced: make(chan struct{})}
+	s := binding.New(func(c *cluster.Cluster) (*binding.Binding, error) {
+		return &binding.Binding{Cluster: c}, nil
+	}, f, log, nil)
+	s.Start(t.Context())
+	for range 3 {
+		if _, _, ok := s.Context(t.Context(), "ghost"); ok {
+			t.Fatal("a key of a cluster never engaged is reconciled")
+		}
+	}
+	if n := count("ghost"); n != 1 {
+		t.Errorf("the dropped keys of ghost were logged %d times, want once: %q", n, lines)
+	}
+	s.Engaged(cl)
+	<-f.synced
+	s.Disengaged(cl)
+	s.Context(t.Context(), "edge-1")
+	s.Context(t.Context(), "edge-1")
+	if n := count("edge-1"); n != 1 {
+		t.Errorf("the dropped keys of the disengaged edge-1 were logged %d times, want once: %q", n, lines)
 	}
 }
