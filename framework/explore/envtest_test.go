@@ -72,14 +72,19 @@ func testEnv(t *testing.T) *envtest.Environment {
 	return env
 }
 
-// mirrorOrClean keeps a Secret "<name>-mirror" per ConfigMap and deletes
-// it once the ConfigMap is gone; with swallow, it logs a failed create
-// and reports success (nothing retries it).
+// mirrorOrClean keeps a Secret "<name>-mirror" per ConfigMap of namespace
+// ns and deletes it once the ConfigMap is gone; with swallow, it logs a
+// failed create and reports success (nothing retries it). It leaves the
+// ConfigMaps of kube-system alone, so that its first write is the
+// scenario's first ConfigMap's mirror.
 func mirrorOrClean(swallow bool) func(*framework.Manager) error {
 	return func(mgr *framework.Manager) error {
 		c := mgr.Client()
 		return framework.NewBuilder[*corev1.ConfigMap](mgr, "mirror", framework.ControllerOptions{}).
 			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+				if req.Namespace != "ns" {
+					return reconcile.Result{}, nil
+				}
 				mirror := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name + "-mirror"}}
 				err := c.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, &corev1.ConfigMap{})
 				switch {
@@ -141,65 +146,63 @@ func createThenDelete(name string) explore.Step {
 	}}
 }
 
-// Each fault of the real plane really happens: a property only that
-// fault can break breaks when schedules draw it, and holds when they
-// draw the plane's other faults (the negative control).
+// Each fault of the real plane really happens: injected on a trigger
+// where it can break a property that only it can break, it breaks it; the
+// plane's other faults, injected together in one schedule of the same
+// scenario, fire and break nothing (the negative control). Replay tokens
+// pin the plans, so each case runs the fault-free reference and a few
+// schedules, not a search and its shrinking.
 func TestEachRealPlaneFaultBreaksWhatOnlyItCanBreak(t *testing.T) {
 	e := testEnv(t)
-	others := func(k explore.FaultKind) []explore.FaultKind {
-		var out []explore.FaultKind
-		for _, o := range []explore.FaultKind{explore.Crash, explore.Restart, explore.Expire, explore.Hold} {
-			if o != k {
-				out = append(out, o)
-			}
-		}
-		return out
-	}
 	for _, tc := range []struct {
-		name string
-		kind explore.FaultKind
-		opts explore.Options
+		name          string
+		fault, others string // replay tokens
+		opts          explore.Options
 	}{
 		// A create that fails unanswered is swallowed: only a dead
 		// kube-apiserver fails it (409 and 500 are not drawn here).
-		{"restart", explore.Restart, explore.Options{Setup: mirrorOrClean(true),
+		// Write 1 is a's mirror, made after a relist (the watches expired
+		// during step 0); the crash's successor writes it again (2), held
+		// through step 1.
+		{"restart", "restart@w1", "crash@w1,hold@w2,expire@s0", explore.Options{Setup: mirrorOrClean(true),
 			Steps:     []explore.Step{explore.Create(configMap("a")), explore.Create(configMap("b"))},
 			Converged: []explore.Invariant{eachHasMirror}}},
 		// A ConfigMap created and deleted within one step is seen only
-		// through its events, which an expired watch loses.
-		{"expire", explore.Expire, explore.Options{Setup: mirrorOrClean(false),
+		// through its events, which an expired watch loses. The held
+		// write (2) lands after step 1, whose events then reach the
+		// controllers, and their write for tmp (3) meets the restart.
+		{"expire", "expire@s1", "crash@w1,hold@w2,restart@w3", explore.Options{Setup: mirrorOrClean(false),
 			Steps:     []explore.Step{explore.Create(configMap("a")), createThenDelete("tmp")},
 			Converged: []explore.Invariant{wroteForEach}}},
-		// Only a held write lands after the next step.
-		{"hold", explore.Hold, explore.Options{Setup: mirrorOrClean(false),
+		// Only a held write lands after the next step: a's mirror
+		// (write 1) commits before the crash, and its successor's write
+		// of it (2) meets the restart before step 1.
+		{"hold", "hold@w1", "crash@w1,restart@w2,expire@s1", explore.Options{Setup: mirrorOrClean(false),
 			Steps:      []explore.Step{explore.Create(configMap("a")), explore.Create(configMap("b"))},
 			Invariants: []explore.Invariant{mirroredBeforeNext}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			with := tc.opts
-			with.Envtest = e
-			with.Faults.Kinds = []explore.FaultKind{tc.kind}
-			f, err := explore.Check(t.Context(), with)
+			opts := tc.opts
+			opts.Envtest = e
+			want := append(tc.opts.Invariants, tc.opts.Converged...)[0].Name
+			f, injected, err := explore.CheckFaults(t.Context(), opts, tc.fault)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := append(tc.opts.Invariants, tc.opts.Converged...)[0].Name
 			if f == nil || f.Broken != want {
-				t.Fatalf("with %v faults: got %v, want %q broken", tc.kind, f, want)
+				t.Fatalf("with %s: got %v, want %q broken", tc.fault, f, want)
 			}
-			for _, i := range f.Shrunk {
-				if k := f.Plan[i-1].Kind; k != tc.kind {
-					t.Errorf("the shrunk plan holds a %v", k)
-				}
+			if len(injected) != 1 || injected[f.Plan[0].Kind] == 0 {
+				t.Errorf("with %s: injected %v", tc.fault, injected)
 			}
 			t.Logf("caught:\n%s", f)
 
-			without := tc.opts
-			without.Envtest = e
-			without.Schedules = 4
-			without.Faults.Kinds = others(tc.kind)
-			if f, err := explore.Check(t.Context(), without); err != nil || f != nil {
-				t.Fatalf("with %v faults: got %v, %v; want nothing broken", without.Faults.Kinds, f, err)
+			f, injected, err = explore.CheckFaults(t.Context(), opts, tc.others)
+			if err != nil || f != nil {
+				t.Fatalf("with %s: got %v, %v; want nothing broken", tc.others, f, err)
+			}
+			if n := strings.Count(tc.others, ",") + 1; len(injected) != n {
+				t.Errorf("with %s: injected %v, want each of the %d faults", tc.others, injected, n)
 			}
 		})
 	}

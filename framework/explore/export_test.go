@@ -4,11 +4,14 @@ import "context"
 
 // CheckFaults is Check replaying one schedule, after the fault-free
 // reference, with the faults of tokens as -converge.faults reads them
-// ("lag@s0,409@w2").
-func CheckFaults(ctx context.Context, opts Options, tokens string) (*Failure, error) {
+// ("lag@s0,409@w2"). It also returns how many faults of each kind the
+// replayed schedule injected (a shrunk failure's run included).
+func CheckFaults(ctx context.Context, opts Options, tokens string) (*Failure, map[FaultKind]int, error) {
 	fs, err := parseFaults(tokens, len(opts.Steps))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return (&explorer{replayFaults: fs}).check(ctx, opts)
+	e := &explorer{replayFaults: fs}
+	f, err := e.check(ctx, opts)
+	return f, e.stats.injected, err
 }

@@ -48,9 +48,9 @@ func TestAStepRetriedAfterReleasedLagGetsASecondTry(t *testing.T) {
 		calls = append(calls, err)
 		return err
 	}
-	f, err := explore.CheckFaults(t.Context(), opts, "lag@s0")
-	if err != nil || f != nil {
-		t.Fatalf("got %v, %v; want nothing broken", f, err)
+	f, injected, err := explore.CheckFaults(t.Context(), opts, "lag@s0")
+	if err != nil || f != nil || injected[explore.Lag] != 1 {
+		t.Fatalf("got %v, %v, %v injected; want one Lag injected, nothing broken", f, err, injected)
 	}
 	mu.Lock()
 	defer mu.Unlock()

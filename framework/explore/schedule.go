@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,9 @@ const (
 )
 
 const (
+	// pollInterval is how often settle looks at the controllers at
+	// least; it looks every eighth of its quiet period when that is
+	// longer.
 	pollInterval = 2 * time.Millisecond
 	stopTimeout  = 30 * time.Second
 )
@@ -535,7 +539,7 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 	deadline := time.Now().Add(s.opts.ConvergeTimeout)
 	var quietSince time.Time
 	last := -1
-	tick := time.NewTicker(pollInterval)
+	tick := time.NewTicker(max(pollInterval, quiet/8)) // a wait 20 times as long polls less often
 	defer tick.Stop()
 	for {
 		select {
@@ -560,10 +564,6 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 			continue
 		default:
 		}
-		why := idle(s.current.mgr)
-		if why == "" {
-			why = s.plane.caughtUp(s.current)
-		}
 		select {
 		case err := <-s.current.done:
 			return nil, fmt.Errorf("explore: %s stopped by itself during %s: %v", s.current.identity, what, err)
@@ -572,6 +572,10 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		s.mu.Lock()
 		committed := s.committed
 		s.mu.Unlock()
+		why := ""
+		if committed == last {
+			why = s.busy() // a write since the last poll says it already
+		}
 		now := time.Now()
 		switch {
 		case why != "" || committed != last:
@@ -590,7 +594,7 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		last = committed
 		if now.After(deadline) {
 			if why == "" {
-				why = "writes kept coming"
+				why = cmp.Or(s.busy(), "writes kept coming")
 			}
 			return &broken{what: "convergence", err: fmt.Errorf("after %s, not converged within %v: %s", what, s.opts.ConvergeTimeout, why)}, nil
 		}
@@ -600,6 +604,15 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		case <-tick.C:
 		}
 	}
+}
+
+// busy says what keeps the current manager from being settled (see idle
+// and plane.caughtUp), or "" if nothing does.
+func (s *schedule) busy() string {
+	if why := idle(s.current.mgr); why != "" {
+		return why
+	}
+	return s.plane.caughtUp(s.current)
 }
 
 // summary joins up to three reasons.
