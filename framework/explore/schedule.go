@@ -1,7 +1,6 @@
 package explore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -572,10 +571,7 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		s.mu.Lock()
 		committed := s.committed
 		s.mu.Unlock()
-		why := ""
-		if committed == last {
-			why = s.busy() // a write since the last poll says it already
-		}
+		why := s.busy() // every poll: caughtUp notes an Expire's relist
 		now := time.Now()
 		switch {
 		case why != "" || committed != last:
@@ -594,7 +590,7 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		last = committed
 		if now.After(deadline) {
 			if why == "" {
-				why = cmp.Or(s.busy(), "writes kept coming")
+				why = "writes kept coming"
 			}
 			return &broken{what: "convergence", err: fmt.Errorf("after %s, not converged within %v: %s", what, s.opts.ConvergeTimeout, why)}, nil
 		}
