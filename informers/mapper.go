@@ -1,12 +1,15 @@
 package informers
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -15,19 +18,31 @@ import (
 )
 
 // RESTMapper maps kinds to resources using the API server's discovery
-// information, fetched on first use and cached. Unlike client-go's deferred
-// mapper it forgets its cache when asked for a kind it does not know (at most
-// once per second), so kinds whose CRDs are installed while the process runs
-// are found without a restart.
+// information, fetched on first use and cached. A kind's mapping
+// (RESTMapping, RESTMappings) discovers its API group alone: the group's
+// versions and their resources, not every group the server has. A lookup
+// by resource that names no group (KindFor, ResourceFor, ... of a resource
+// whose Group is empty) may match any group, and discovers them all. Unlike
+// client-go's deferred mapper it forgets what it discovered when asked for a
+// kind it does not know (at most once per second), so kinds whose CRDs are
+// installed while the process runs are found without a restart.
 type RESTMapper struct {
-	*restmapper.DeferredDiscoveryRESTMapper
+	dc discovery.DiscoveryInterface
+	// all is the mapper of every group, made on the first lookup that needs it.
+	all *restmapper.DeferredDiscoveryRESTMapper
 
 	mu sync.Mutex
-	// lastReset is when the discovery cache was last dropped; mu guards it.
+	// groups holds a mapper per discovered group; a group the server does
+	// not serve maps to nil. lastReset is when discovery was last dropped.
+	// mu guards both.
+	groups    map[string]meta.RESTMapper
 	lastReset time.Time
 }
 
-var _ meta.RESTMapper = (*RESTMapper)(nil)
+var (
+	_ meta.RESTMapper           = (*RESTMapper)(nil)
+	_ meta.ResettableRESTMapper = (*RESTMapper)(nil)
+)
 
 // minResetInterval bounds how often a miss refreshes discovery.
 const minResetInterval = time.Second
@@ -47,7 +62,94 @@ func NewRESTMapper(cfg *rest.Config, httpClient *http.Client) (*RESTMapper, erro
 	if err != nil {
 		return nil, fmt.Errorf("informers: discovery client for %s: %w", cfg.Host, err)
 	}
-	return &RESTMapper{DeferredDiscoveryRESTMapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	return &RESTMapper{
+		dc:     dc,
+		all:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+		groups: map[string]meta.RESTMapper{},
+	}, nil
+}
+
+// group returns the mapper of one API group ("" is the core group),
+// discovering the group's versions and their resources on first use; a
+// group the server does not serve gives a mapper that matches nothing.
+func (m *RESTMapper) group(name string) (meta.RESTMapper, error) {
+	m.mu.Lock()
+	gm, ok := m.groups[name]
+	m.mu.Unlock()
+	if ok {
+		return gm, nil
+	}
+	g, err := m.discoverGroup(context.Background(), name)
+	if err != nil {
+		return nil, err
+	}
+	if g == nil {
+		gm = meta.MultiRESTMapper{}
+	} else {
+		gm = restmapper.NewDiscoveryRESTMapper([]*restmapper.APIGroupResources{g})
+	}
+	m.mu.Lock()
+	m.groups[name] = gm
+	m.mu.Unlock()
+	return gm, nil
+}
+
+// discoverGroup reads one group's versions (/api or /apis/<group>) and
+// each version's resources; nil when the server does not serve the group.
+func (m *RESTMapper) discoverGroup(ctx context.Context, name string) (*restmapper.APIGroupResources, error) {
+	var group metav1.APIGroup
+	if name == "" {
+		var versions metav1.APIVersions
+		if err := m.dc.RESTClient().Get().AbsPath("/api").Do(ctx).Into(&versions); err != nil {
+			return nil, fmt.Errorf("informers: discover the core API group: %w", err)
+		}
+		for _, v := range versions.Versions {
+			group.Versions = append(group.Versions, metav1.GroupVersionForDiscovery{GroupVersion: v, Version: v})
+		}
+	} else {
+		err := m.dc.RESTClient().Get().AbsPath("/apis", name).Do(ctx).Into(&group)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("informers: discover API group %q: %w", name, err)
+		}
+	}
+	if len(group.Versions) == 0 {
+		return nil, nil
+	}
+	if group.PreferredVersion.Version == "" {
+		group.PreferredVersion = group.Versions[0]
+	}
+	out := &restmapper.APIGroupResources{Group: group, VersionedResources: map[string][]metav1.APIResource{}}
+	for _, v := range group.Versions {
+		list, err := m.dc.ServerResourcesForGroupVersion(v.GroupVersion)
+		if apierrors.IsNotFound(err) {
+			continue // a version being removed while we look
+		}
+		if err != nil {
+			return nil, fmt.Errorf("informers: discover the resources of %s: %w", v.GroupVersion, err)
+		}
+		out.VersionedResources[v.Version] = list.APIResources
+	}
+	return out, nil
+}
+
+// forResource returns the mapper to look resource up in: its group's, or
+// every group's when it names none.
+func (m *RESTMapper) forResource(resource schema.GroupVersionResource) (meta.RESTMapper, error) {
+	if resource.Group == "" {
+		return m.all, nil
+	}
+	return m.group(resource.Group)
+}
+
+// Reset forgets everything discovered; the next lookups discover again.
+func (m *RESTMapper) Reset() {
+	m.mu.Lock()
+	clear(m.groups)
+	m.mu.Unlock()
+	m.all.Reset()
 }
 
 // retry runs lookup; on a no-match error it refreshes discovery (rate
@@ -73,20 +175,78 @@ func retry[T any](m *RESTMapper, lookup func() (T, error)) (T, error) {
 // RESTMapping returns the preferred mapping for gk, refreshing discovery on a miss.
 func (m *RESTMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
 	return retry(m, func() (*meta.RESTMapping, error) {
-		return m.DeferredDiscoveryRESTMapper.RESTMapping(gk, versions...)
+		gm, err := m.group(gk.Group)
+		if err != nil {
+			return nil, err
+		}
+		return gm.RESTMapping(gk, versions...)
 	})
 }
 
 // RESTMappings returns every mapping for gk, refreshing discovery on a miss.
 func (m *RESTMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
 	return retry(m, func() ([]*meta.RESTMapping, error) {
-		return m.DeferredDiscoveryRESTMapper.RESTMappings(gk, versions...)
+		gm, err := m.group(gk.Group)
+		if err != nil {
+			return nil, err
+		}
+		return gm.RESTMappings(gk, versions...)
 	})
 }
 
 // KindFor returns the kind of resource, refreshing discovery on a miss.
 func (m *RESTMapper) KindFor(resource schema.GroupVersionResource) (schema.GroupVersionKind, error) {
 	return retry(m, func() (schema.GroupVersionKind, error) {
-		return m.DeferredDiscoveryRESTMapper.KindFor(resource)
+		rm, err := m.forResource(resource)
+		if err != nil {
+			return schema.GroupVersionKind{}, err
+		}
+		return rm.KindFor(resource)
 	})
+}
+
+// KindsFor returns the kinds resource may be, refreshing discovery on a miss.
+func (m *RESTMapper) KindsFor(resource schema.GroupVersionResource) ([]schema.GroupVersionKind, error) {
+	return retry(m, func() ([]schema.GroupVersionKind, error) {
+		rm, err := m.forResource(resource)
+		if err != nil {
+			return nil, err
+		}
+		return rm.KindsFor(resource)
+	})
+}
+
+// ResourceFor returns the full name of resource, refreshing discovery on a miss.
+func (m *RESTMapper) ResourceFor(resource schema.GroupVersionResource) (schema.GroupVersionResource, error) {
+	return retry(m, func() (schema.GroupVersionResource, error) {
+		rm, err := m.forResource(resource)
+		if err != nil {
+			return schema.GroupVersionResource{}, err
+		}
+		return rm.ResourceFor(resource)
+	})
+}
+
+// ResourcesFor returns the full names resource may have, refreshing discovery on a miss.
+func (m *RESTMapper) ResourcesFor(resource schema.GroupVersionResource) ([]schema.GroupVersionResource, error) {
+	return retry(m, func() ([]schema.GroupVersionResource, error) {
+		rm, err := m.forResource(resource)
+		if err != nil {
+			return nil, err
+		}
+		return rm.ResourcesFor(resource)
+	})
+}
+
+// ResourceSingularizer returns the singular of a resource's plural name,
+// discovering every group.
+func (m *RESTMapper) ResourceSingularizer(resource string) (string, error) {
+	return m.all.ResourceSingularizer(resource)
+}
+
+// String describes the mapper.
+func (m *RESTMapper) String() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fmt.Sprintf("informers.RESTMapper{%d groups discovered}", len(m.groups))
 }

@@ -72,14 +72,19 @@ func testEnv(t *testing.T) *envtest.Environment {
 	return env
 }
 
-// mirrorOrClean keeps a Secret "<name>-mirror" per ConfigMap and deletes
-// it once the ConfigMap is gone; with swallow, it logs a failed create
-// and reports success (nothing retries it).
+// mirrorOrClean keeps a Secret "<name>-mirror" per ConfigMap of namespace
+// ns and deletes it once the ConfigMap is gone; with swallow, it logs a
+// failed create and reports success (nothing retries it). It leaves the
+// ConfigMaps of kube-system alone, so that its first write is the
+// scenario's first ConfigMap's mirror.
 func mirrorOrClean(swallow bool) func(*framework.Manager) error {
 	return func(mgr *framework.Manager) error {
 		c := mgr.Client()
 		return framework.NewBuilder[*corev1.ConfigMap](mgr, "mirror", framework.ControllerOptions{}).
 			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+				if req.Namespace != "ns" {
+					return reconcile.Result{}, nil
+				}
 				mirror := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name + "-mirror"}}
 				err := c.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, &corev1.ConfigMap{})
 				switch {
@@ -141,9 +146,11 @@ func createThenDelete(name string) explore.Step {
 	}}
 }
 
-// Each fault of the real plane really happens: a property only that
-// fault can break breaks when schedules draw it, and holds when they
-// draw the plane's other faults (the negative control).
+// Each fault of the real plane really happens: injected on a trigger
+// where it can break a property that only it can break, it fires and
+// breaks it (a replay token pins it there, instead of a search of seeds
+// and its shrinking); schedules drawing the plane's other faults break
+// nothing (the negative control).
 func TestEachRealPlaneFaultBreaksWhatOnlyItCanBreak(t *testing.T) {
 	e := testEnv(t)
 	others := func(k explore.FaultKind) []explore.FaultKind {
@@ -156,48 +163,46 @@ func TestEachRealPlaneFaultBreaksWhatOnlyItCanBreak(t *testing.T) {
 		return out
 	}
 	for _, tc := range []struct {
-		name string
-		kind explore.FaultKind
-		opts explore.Options
+		name  string
+		fault string // a replay token
+		opts  explore.Options
 	}{
 		// A create that fails unanswered is swallowed: only a dead
 		// kube-apiserver fails it (409 and 500 are not drawn here).
-		{"restart", explore.Restart, explore.Options{Setup: mirrorOrClean(true),
+		// Write 1 is a's mirror.
+		{"restart", "restart@w1", explore.Options{Setup: mirrorOrClean(true),
 			Steps:     []explore.Step{explore.Create(configMap("a")), explore.Create(configMap("b"))},
 			Converged: []explore.Invariant{eachHasMirror}}},
 		// A ConfigMap created and deleted within one step is seen only
 		// through its events, which an expired watch loses.
-		{"expire", explore.Expire, explore.Options{Setup: mirrorOrClean(false),
+		{"expire", "expire@s1", explore.Options{Setup: mirrorOrClean(false),
 			Steps:     []explore.Step{explore.Create(configMap("a")), createThenDelete("tmp")},
 			Converged: []explore.Invariant{wroteForEach}}},
-		// Only a held write lands after the next step.
-		{"hold", explore.Hold, explore.Options{Setup: mirrorOrClean(false),
+		// Only a held write lands after the next step: a's mirror
+		// (write 1).
+		{"hold", "hold@w1", explore.Options{Setup: mirrorOrClean(false),
 			Steps:      []explore.Step{explore.Create(configMap("a")), explore.Create(configMap("b"))},
 			Invariants: []explore.Invariant{mirroredBeforeNext}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			with := tc.opts
-			with.Envtest = e
-			with.Faults.Kinds = []explore.FaultKind{tc.kind}
-			f, err := explore.Check(t.Context(), with)
+			opts := tc.opts
+			opts.Envtest = e
+			want := append(tc.opts.Invariants, tc.opts.Converged...)[0].Name
+			f, injected, err := explore.CheckFaults(t.Context(), opts, tc.fault)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := append(tc.opts.Invariants, tc.opts.Converged...)[0].Name
 			if f == nil || f.Broken != want {
-				t.Fatalf("with %v faults: got %v, want %q broken", tc.kind, f, want)
+				t.Fatalf("with %s: got %v, want %q broken", tc.fault, f, want)
 			}
-			for _, i := range f.Shrunk {
-				if k := f.Plan[i-1].Kind; k != tc.kind {
-					t.Errorf("the shrunk plan holds a %v", k)
-				}
+			if len(injected) != 1 || injected[f.Plan[0].Kind] == 0 {
+				t.Errorf("with %s: injected %v", tc.fault, injected)
 			}
 			t.Logf("caught:\n%s", f)
 
-			without := tc.opts
-			without.Envtest = e
+			without := opts
 			without.Schedules = 4
-			without.Faults.Kinds = others(tc.kind)
+			without.Faults.Kinds = others(f.Plan[0].Kind)
 			if f, err := explore.Check(t.Context(), without); err != nil || f != nil {
 				t.Fatalf("with %v faults: got %v, %v; want nothing broken", without.Faults.Kinds, f, err)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/explore"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -52,8 +53,10 @@ func configMap(name string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string]string{"k": "v"}}
 }
 
+// eachHasMirror: each ConfigMap of namespace ns (the scenarios') has its
+// mirror.
 var eachHasMirror = explore.Invariant{Name: "each ConfigMap has its mirror Secret", Check: func(ctx context.Context, s *explore.Snapshot) error {
-	cms, err := explore.List[*corev1.ConfigMap](ctx, s)
+	cms, err := explore.List[*corev1.ConfigMap](ctx, s, informers.InNamespace("ns"))
 	if err != nil {
 		return err
 	}

@@ -12,17 +12,27 @@ import (
 )
 
 // idle returns "" when mgr's controllers are converged: every informer
-// synced, every controller running, nothing queued or in flight, and no
-// key whose last reconcile failed (a key that noted a Blocker counts as
-// converged: it did all it could). Otherwise it says what is not.
+// synced and watching, every controller running, nothing queued or in
+// flight, and no key whose last reconcile failed (a key that noted a
+// Blocker counts as converged: it did all it could). Otherwise it says
+// what is not. What the plane knows of the watches' events on their way
+// is plane.caughtUp's.
 func idle(mgr *framework.Manager) string {
 	p := seam.Provider(mgr)
 	now := time.Now()
 	st := p.State(now)
 	var reasons []string
 	for _, inf := range st.Informers {
-		if !inf.Synced {
+		switch {
+		case !inf.Synced:
 			reasons = append(reasons, fmt.Sprintf("informer %s has not synced", inf.Description))
+		case inf.Err != nil:
+			reasons = append(reasons, fmt.Sprintf("informer %s has not watched again since its last list or watch failed: %v", inf.Description, inf.Err))
+		case !inf.Watching:
+			// Its watch request is being sent again (client-go retries a
+			// reset connection before the informer sees an error): events
+			// committed meanwhile have not reached the cache.
+			reasons = append(reasons, fmt.Sprintf("informer %s has no open watch", inf.Description))
 		}
 	}
 	for _, c := range st.Controllers {

@@ -27,7 +27,10 @@ type plane interface {
 	// crash refuses every later write of identity, unanswered.
 	crash(identity string)
 	// caughtUp returns "" when the manager's watches have delivered
-	// what the plane knows they must, else what is on its way.
+	// what the plane knows they must, else what is on its way: on the
+	// fake, every event the server made; on a test control plane, whose
+	// server cannot tell, what a restart or an Expire fault holds up.
+	// That every informer has an open watch is idle's, on both planes.
 	caughtUp(r *managerRun) string
 	// lag makes identity's watches hold back up to events events each;
 	// 0 lets them through.

@@ -25,6 +25,9 @@ const (
 )
 
 const (
+	// pollInterval is how often settle looks at the controllers at
+	// least; it looks every eighth of its quiet period when that is
+	// longer.
 	pollInterval = 2 * time.Millisecond
 	stopTimeout  = 30 * time.Second
 )
@@ -300,134 +303,6 @@ func recovered(f func() error) (err error) {
 	return f()
 }
 
-// intercept records every write, numbers the managers' writes, injects
-// the Conflict and ServerError faults, and fires the Crash, Restart and
-// Hold faults. serve sends the request to the server and returns the
-// answer's status code (0 when none came); an error returned is the
-// answer instead (serve was not called).
-//
-// A manager's write is numbered (from 1, over every manager) unless it
-// retries a write a fault answered or cut off: the next write of that
-// manager with the same verb and object. A fault that made the
-// controllers retry thus shifts no later write's number, so a replay
-// with fewer faults (shrinking) still lands each on its write.
-func (s *schedule) intercept(req request, serve func() int) error {
-	if !req.isWrite() {
-		serve()
-		return nil
-	}
-	w := Write{Manager: req.identity, Verb: req.verb, Kind: req.kind, Namespace: req.namespace, Name: req.name, Subresource: req.subresource}
-	if req.identity == scenarioIdentity {
-		w.Manager = ""
-		w.Code = serve()
-		s.record(w)
-		return nil
-	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	key := retryKey{req.identity, req.verb, req.kind.String(), req.namespace, req.name, req.subresource}
-	w.attempt = s.number(key)
-	fault := s.faultOn(w.attempt)
-	if fault >= 0 {
-		f := &s.faults[fault]
-		switch f.Kind {
-		case Conflict, ServerError:
-			s.fire(fault)
-			w.Injected = f
-			s.mu.Lock()
-			s.retries[key] = true
-			s.mu.Unlock()
-			w.Code = 500
-			err := apiInternal(req)
-			if f.Kind == Conflict {
-				w.Code, err = 409, apiConflict(req)
-			}
-			s.record(w)
-			return err
-		case Restart:
-			// kube-apiserver dies as the write is sent: it gets no answer.
-			if err := s.plane.(*realPlane).kill(); err == nil {
-				s.fire(fault)
-				w.Injected = f
-			}
-		case Hold:
-			// The write waits in the held connection while the next step
-			// is applied (see scenario).
-			s.plane.(*realPlane).hold()
-			s.fire(fault)
-			w.Injected = f
-			signal(s.held)
-		}
-	}
-	w.Code = serve()
-	s.record(w)
-	if w.Code == 0 {
-		s.mu.Lock()
-		s.retries[key] = true
-		s.mu.Unlock()
-	}
-	if !w.Committed() {
-		return nil
-	}
-	if fault >= 0 && s.faults[fault].Kind == Crash {
-		s.fire(fault)
-		s.plane.crash(req.identity)
-		select {
-		case s.crashed <- req.identity:
-		default:
-		}
-	}
-	return nil
-}
-
-// number returns the number of the write key names, or 0 when it retries
-// a write a fault answered or cut off (which then is no longer owed).
-func (s *schedule) number(key retryKey) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.retries[key] {
-		delete(s.retries, key)
-		return 0
-	}
-	s.attempts++
-	return s.attempts
-}
-
-// faultOn returns the index of the fault triggered by write n, or -1.
-func (s *schedule) faultOn(n int) int {
-	fault := -1
-	for i, f := range s.faults {
-		if n != 0 && f.Write == n && f.Kind != Lag && f.Kind != Expire {
-			fault = i
-		}
-	}
-	return fault
-}
-
-// fire records that fault i fired.
-func (s *schedule) fire(i int) {
-	s.mu.Lock()
-	s.fired[i] = true
-	s.mu.Unlock()
-}
-
-// signal wakes the receiver of c, if it is not already woken.
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
-func (s *schedule) record(w Write) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.writes = append(s.writes, w)
-	if w.Committed() {
-		s.committed++
-	}
-}
-
 // start starts a new manager with Setup.
 func (s *schedule) start(ctx context.Context) error {
 	s.managers++
@@ -535,7 +410,7 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 	deadline := time.Now().Add(s.opts.ConvergeTimeout)
 	var quietSince time.Time
 	last := -1
-	tick := time.NewTicker(pollInterval)
+	tick := time.NewTicker(max(pollInterval, quiet/8)) // a wait 20 times as long polls less often
 	defer tick.Stop()
 	for {
 		select {
@@ -560,10 +435,6 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 			continue
 		default:
 		}
-		why := idle(s.current.mgr)
-		if why == "" {
-			why = s.plane.caughtUp(s.current)
-		}
 		select {
 		case err := <-s.current.done:
 			return nil, fmt.Errorf("explore: %s stopped by itself during %s: %v", s.current.identity, what, err)
@@ -572,6 +443,7 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		s.mu.Lock()
 		committed := s.committed
 		s.mu.Unlock()
+		why := s.busy() // every poll: caughtUp notes an Expire's relist
 		now := time.Now()
 		switch {
 		case why != "" || committed != last:
@@ -600,6 +472,15 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		case <-tick.C:
 		}
 	}
+}
+
+// busy says what keeps the current manager from being settled (see idle
+// and plane.caughtUp), or "" if nothing does.
+func (s *schedule) busy() string {
+	if why := idle(s.current.mgr); why != "" {
+		return why
+	}
+	return s.plane.caughtUp(s.current)
 }
 
 // summary joins up to three reasons.

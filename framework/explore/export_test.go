@@ -1,0 +1,17 @@
+package explore
+
+import "context"
+
+// CheckFaults is Check replaying one schedule, after the fault-free
+// reference, with the faults of tokens as -converge.faults reads them
+// ("lag@s0,409@w2"). It also returns how many faults of each kind the
+// replayed schedule injected (a shrunk failure's run included).
+func CheckFaults(ctx context.Context, opts Options, tokens string) (*Failure, map[FaultKind]int, error) {
+	fs, err := parseFaults(tokens, len(opts.Steps))
+	if err != nil {
+		return nil, nil, err
+	}
+	e := &explorer{replayFaults: fs}
+	f, err := e.check(ctx, opts)
+	return f, e.stats.injected, err
+}
