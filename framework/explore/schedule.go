@@ -204,12 +204,18 @@ func (s *schedule) scenario(ctx context.Context, scenario *client.Client) (*brok
 			}
 		}
 		err := recovered(func() error { return step.Do(ctx, scenario) })
-		if err != nil && s.holdLag {
+		if err != nil && !s.holding && expire < 0 {
 			// The step may need the controllers' reaction to the one
-			// before, which the lag holds back: let them catch up, and
-			// apply it again (twice at most, see settled).
+			// before, which a lag holds back or which is still on its
+			// way to the scenario's cache: let them catch up, and apply
+			// it again (twice at most, see settled). A step that fails
+			// for good fails all three times.
+			what := fmt.Sprintf("step %d (%s)", i, step.Name)
+			if s.holdLag {
+				what = fmt.Sprintf("step %d (%s)", i-1, steps[i-1].Name)
+			}
 			s.holdLag = false
-			b, err2 := s.settled(ctx, fmt.Sprintf("step %d (%s)", i-1, steps[i-1].Name), func() bool {
+			b, err2 := s.settled(ctx, what, func() bool {
 				err = recovered(func() error { return step.Do(ctx, scenario) })
 				return err == nil
 			})
@@ -409,7 +415,7 @@ func (s *schedule) check(ctx context.Context, invs []Invariant, when string) *br
 func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration) (*broken, error) {
 	deadline := time.Now().Add(s.opts.ConvergeTimeout)
 	var quietSince time.Time
-	last := -1
+	last, starved := -1, false
 	tick := time.NewTicker(max(pollInterval, quiet/8)) // a wait 20 times as long polls less often
 	defer tick.Stop()
 	for {
@@ -446,7 +452,7 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		why := s.busy() // every poll: caughtUp notes an Expire's relist
 		now := time.Now()
 		switch {
-		case why != "" || committed != last:
+		case why != "" || committed != last || starved:
 			quietSince = time.Time{}
 		case quietSince.IsZero():
 			quietSince = now
@@ -466,11 +472,16 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 			}
 			return &broken{what: "convergence", err: fmt.Errorf("after %s, not converged within %v: %s", what, s.opts.ConvergeTimeout, why)}, nil
 		}
+		asleep := time.Now()
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-tick.C:
 		}
+		// Waking later than quiet means this process did not run
+		// meanwhile (a busy machine): what it looks at may not have had
+		// its turn either, so the quiet starts again.
+		starved = time.Since(asleep) > quiet
 	}
 }
 
