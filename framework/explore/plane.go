@@ -28,7 +28,8 @@ type plane interface {
 	crash(identity string)
 	// caughtUp returns "" when the manager's watches have delivered
 	// what the plane knows they must, else what is on its way: on the
-	// fake, every event the server made; on a test control plane, whose
+	// fake, every event the server made, to the manager and to the
+	// scenario's cache (a step reads it); on a test control plane, whose
 	// server cannot tell, what a restart or an Expire fault holds up.
 	// That every informer has an open watch is idle's, on both planes.
 	caughtUp(r *managerRun) string
@@ -77,8 +78,10 @@ func (p *fakePlane) quiet() time.Duration            { return 15 * time.Millisec
 func (p *fakePlane) close() error                    { p.srv.Close(); return nil }
 
 func (p *fakePlane) caughtUp(r *managerRun) string {
-	if !p.srv.WatchesCaughtUp(r.identity) {
-		return "watch events are on their way to " + r.identity
+	for _, id := range []string{r.identity, scenarioIdentity} {
+		if !p.srv.WatchesCaughtUp(id) {
+			return "watch events are on their way to " + id
+		}
 	}
 	return ""
 }
