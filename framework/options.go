@@ -108,7 +108,8 @@ type Options struct {
 	// more collections. Then the previous GOGC is restored and the memory
 	// the sync freed returned to the operating system. A lower GOGC (or
 	// GOGC=off) and a memory limit (GOMEMLIMIT) are left as they are.
-	// Zero means 1.4; negative means the GC settings are never touched.
+	// Zero means 1.4; negative means the GC settings are never touched;
+	// any other value must be above 1 and at most 100.
 	SyncHeapRatio float64
 
 	// GracefulShutdownTimeout is how long in-flight reconciles may run after
@@ -367,6 +368,9 @@ func (o Options) validate() error {
 	}
 	if sh := o.Sharding; sh.Ring != "" {
 		errs = append(errs, validateSharding(sh)...)
+	}
+	if r := o.SyncHeapRatio; !(r < 0) && !(r > 1 && r <= 100) {
+		errs = append(errs, fmt.Errorf("Options.SyncHeapRatio must be negative (the GC left alone), zero (1.4), or above 1 and at most 100, got %v", r))
 	}
 	if o.Metrics.CertDir == "" && (o.Metrics.CertName != "tls.crt" || o.Metrics.KeyName != "tls.key") {
 		errs = append(errs, fmt.Errorf("Options.Metrics.CertName %q and KeyName %q name files in CertDir, which is empty: set CertDir too", o.Metrics.CertName, o.Metrics.KeyName))

@@ -2,6 +2,7 @@ package framework_test
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -24,6 +25,9 @@ func TestManagerOptionsValidation(t *testing.T) {
 		want []string
 	}{
 		{"zero value", framework.Options{}, nil},
+		{"sync heap ratio off", framework.Options{SyncHeapRatio: -1}, nil},
+		{"sync heap ratio of 1", framework.Options{SyncHeapRatio: 1}, []string{"SyncHeapRatio must be negative"}},
+		{"sync heap ratio NaN", framework.Options{SyncHeapRatio: math.NaN()}, []string{"got NaN"}},
 		{"leader election defaults", framework.Options{LeaderElection: framework.LeaderElectionOptions{Enabled: true, ID: "x"}}, nil},
 		{"leader election without ID", framework.Options{LeaderElection: framework.LeaderElectionOptions{Enabled: true}},
 			[]string{"LeaderElection.ID is required"}},

@@ -33,10 +33,13 @@ type RESTMapper struct {
 
 	mu sync.Mutex
 	// groups holds a mapper per discovered group; a group the server does
-	// not serve maps to nil. lastReset is when discovery was last dropped.
-	// mu guards both.
+	// not serve maps to nil. lastReset is when discovery was last dropped,
+	// and resets how often: a group discovered across a Reset is not kept
+	// (it may predate a CRD the Reset was for), nor one discovered while
+	// another lookup's discovery of it was stored. mu guards all three.
 	groups    map[string]meta.RESTMapper
 	lastReset time.Time
+	resets    uint64
 }
 
 var (
@@ -75,6 +78,7 @@ func NewRESTMapper(cfg *rest.Config, httpClient *http.Client) (*RESTMapper, erro
 func (m *RESTMapper) group(name string) (meta.RESTMapper, error) {
 	m.mu.Lock()
 	gm, ok := m.groups[name]
+	resets := m.resets
 	m.mu.Unlock()
 	if ok {
 		return gm, nil
@@ -89,8 +93,14 @@ func (m *RESTMapper) group(name string) (meta.RESTMapper, error) {
 		gm = restmapper.NewDiscoveryRESTMapper([]*restmapper.APIGroupResources{g})
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.resets != resets {
+		return gm, nil // not kept: see resets
+	}
+	if found, ok := m.groups[name]; ok {
+		return found, nil // another lookup's discovery, which ended first
+	}
 	m.groups[name] = gm
-	m.mu.Unlock()
 	return gm, nil
 }
 
@@ -148,6 +158,7 @@ func (m *RESTMapper) forResource(resource schema.GroupVersionResource) (meta.RES
 func (m *RESTMapper) Reset() {
 	m.mu.Lock()
 	clear(m.groups)
+	m.resets++
 	m.mu.Unlock()
 	m.all.Reset()
 }

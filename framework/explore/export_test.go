@@ -5,7 +5,8 @@ import "context"
 // CheckFaults is Check replaying one schedule, after the fault-free
 // reference, with the faults of tokens as -converge.faults reads them
 // ("lag@s0,409@w2"). It also returns how many faults of each kind the
-// replayed schedule injected (a shrunk failure's run included).
+// replayed schedule injected (not counting the runs of shrinking a
+// failure).
 func CheckFaults(ctx context.Context, opts Options, tokens string) (*Failure, map[FaultKind]int, error) {
 	fs, err := parseFaults(tokens, len(opts.Steps))
 	if err != nil {

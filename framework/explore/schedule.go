@@ -215,12 +215,20 @@ func (s *schedule) scenario(ctx context.Context, scenario *client.Client) (*brok
 				what = fmt.Sprintf("step %d (%s)", i-1, steps[i-1].Name)
 			}
 			s.holdLag = false
+			first := err
 			b, err2 := s.settled(ctx, what, func() bool {
 				err = recovered(func() error { return step.Do(ctx, scenario) })
 				return err == nil
 			})
 			if b != nil || err2 != nil {
 				return b, err2
+			}
+			if err != nil && err.Error() != first.Error() {
+				// The first try's error is the cause; a later one may
+				// only show what the first left behind.
+				err = fmt.Errorf("%w (tried again once the controllers were quiet: %v)", first, err)
+			} else if err != nil {
+				err = first
 			}
 		}
 		if s.holding {
@@ -467,7 +475,10 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		}
 		last = committed
 		if now.After(deadline) {
-			if why == "" {
+			switch {
+			case why == "" && starved:
+				why = fmt.Sprintf("this process woke more than %v late (a busy machine), so the quiet kept starting again", quiet)
+			case why == "":
 				why = "writes kept coming"
 			}
 			return &broken{what: "convergence", err: fmt.Errorf("after %s, not converged within %v: %s", what, s.opts.ConvergeTimeout, why)}, nil

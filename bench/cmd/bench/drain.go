@@ -468,7 +468,12 @@ func drainRound(ctx context.Context, c *cluster, procs [2]*drainProc, o drainOpt
 	if rd.WriteErrors > 0 {
 		why = append(why, fmt.Sprintf("%d writes failed", rd.WriteErrors))
 	}
-	if rd.ClientGo.PerSec > 0 {
+	for _, d := range []*DrainDrain{&rd.Converge, &rd.ClientGo} {
+		if d.Missed == 0 && d.PerSec <= 0 {
+			why = append(why, "a drain reported every update but no time after its SIGCONT")
+		}
+	}
+	if rd.Converge.PerSec > 0 && rd.ClientGo.PerSec > 0 {
 		rd.Ratio = rd.Converge.PerSec / rd.ClientGo.PerSec
 	}
 	rd.Valid, rd.Why = len(why) == 0, strings.Join(why, "; ")
