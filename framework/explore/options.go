@@ -108,7 +108,8 @@ type Options struct {
 	Seed uint64
 
 	// ConvergeTimeout bounds, in wall time, each wait for the controllers
-	// to converge (after each step, and after each restart); a schedule
+	// to converge (after each step, after each restart of a manager, and
+	// from when a restarted kube-apiserver is up again); a schedule
 	// that does not converge in time fails, naming what was still queued,
 	// in flight or failing. Zero means 30 seconds.
 	ConvergeTimeout time.Duration

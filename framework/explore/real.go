@@ -180,9 +180,7 @@ func (p *realPlane) quiet() time.Duration { return 100 * time.Millisecond }
 // fault, for an informer of the manager to list again (the fault fires
 // then), or for expireWait. That every informer watches again is idle's.
 func (p *realPlane) caughtUp(r *managerRun) string {
-	select {
-	case <-p.awaitUp():
-	default:
+	if p.restarting() {
 		return "kube-apiserver is restarting"
 	}
 	p.mu.Lock()
@@ -230,6 +228,17 @@ func (p *realPlane) kill() error {
 		}
 	}()
 	return nil
+}
+
+// restarting reports whether a Restart fault's kube-apiserver is not up
+// yet.
+func (p *realPlane) restarting() bool {
+	select {
+	case <-p.awaitUp():
+		return false
+	default:
+		return true
+	}
 }
 
 // awaitUp returns a channel closed while kube-apiserver runs.

@@ -459,6 +459,9 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		s.mu.Unlock()
 		why := s.busy() // every poll: caughtUp notes an Expire's relist
 		now := time.Now()
+		if rp, ok := s.plane.(*realPlane); ok && rp.restarting() {
+			deadline = now.Add(s.opts.ConvergeTimeout) // it counts from kube-apiserver up again
+		}
 		switch {
 		case why != "" || committed != last || starved:
 			quietSince = time.Time{}
