@@ -163,10 +163,18 @@ func (m *RESTMapper) Reset() {
 	m.all.Reset()
 }
 
-// retry runs lookup; on a no-match error it refreshes discovery (rate
-// limited) and runs it once more.
-func retry[T any](m *RESTMapper, lookup func() (T, error)) (T, error) {
-	out, err := lookup()
+// retry looks up in the mapper in returns; on a no-match error it
+// refreshes discovery (rate limited) and looks up once more.
+func retry[T any](m *RESTMapper, in func() (meta.RESTMapper, error), lookup func(meta.RESTMapper) (T, error)) (T, error) {
+	try := func() (T, error) {
+		rm, err := in()
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return lookup(rm)
+	}
+	out, err := try()
 	if err == nil || !meta.IsNoMatchError(err) {
 		return out, err
 	}
@@ -180,73 +188,47 @@ func retry[T any](m *RESTMapper, lookup func() (T, error)) (T, error) {
 		return out, err
 	}
 	m.Reset()
-	return lookup()
+	return try()
+}
+
+// ofGroup returns the mapper of gk's group (see group).
+func (m *RESTMapper) ofGroup(gk schema.GroupKind) func() (meta.RESTMapper, error) {
+	return func() (meta.RESTMapper, error) { return m.group(gk.Group) }
+}
+
+// ofResource returns the mapper to look resource up in (see forResource).
+func (m *RESTMapper) ofResource(resource schema.GroupVersionResource) func() (meta.RESTMapper, error) {
+	return func() (meta.RESTMapper, error) { return m.forResource(resource) }
 }
 
 // RESTMapping returns the preferred mapping for gk, refreshing discovery on a miss.
 func (m *RESTMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
-	return retry(m, func() (*meta.RESTMapping, error) {
-		gm, err := m.group(gk.Group)
-		if err != nil {
-			return nil, err
-		}
-		return gm.RESTMapping(gk, versions...)
-	})
+	return retry(m, m.ofGroup(gk), func(rm meta.RESTMapper) (*meta.RESTMapping, error) { return rm.RESTMapping(gk, versions...) })
 }
 
 // RESTMappings returns every mapping for gk, refreshing discovery on a miss.
 func (m *RESTMapper) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
-	return retry(m, func() ([]*meta.RESTMapping, error) {
-		gm, err := m.group(gk.Group)
-		if err != nil {
-			return nil, err
-		}
-		return gm.RESTMappings(gk, versions...)
-	})
+	return retry(m, m.ofGroup(gk), func(rm meta.RESTMapper) ([]*meta.RESTMapping, error) { return rm.RESTMappings(gk, versions...) })
 }
 
 // KindFor returns the kind of resource, refreshing discovery on a miss.
 func (m *RESTMapper) KindFor(resource schema.GroupVersionResource) (schema.GroupVersionKind, error) {
-	return retry(m, func() (schema.GroupVersionKind, error) {
-		rm, err := m.forResource(resource)
-		if err != nil {
-			return schema.GroupVersionKind{}, err
-		}
-		return rm.KindFor(resource)
-	})
+	return retry(m, m.ofResource(resource), func(rm meta.RESTMapper) (schema.GroupVersionKind, error) { return rm.KindFor(resource) })
 }
 
 // KindsFor returns the kinds resource may be, refreshing discovery on a miss.
 func (m *RESTMapper) KindsFor(resource schema.GroupVersionResource) ([]schema.GroupVersionKind, error) {
-	return retry(m, func() ([]schema.GroupVersionKind, error) {
-		rm, err := m.forResource(resource)
-		if err != nil {
-			return nil, err
-		}
-		return rm.KindsFor(resource)
-	})
+	return retry(m, m.ofResource(resource), func(rm meta.RESTMapper) ([]schema.GroupVersionKind, error) { return rm.KindsFor(resource) })
 }
 
 // ResourceFor returns the full name of resource, refreshing discovery on a miss.
 func (m *RESTMapper) ResourceFor(resource schema.GroupVersionResource) (schema.GroupVersionResource, error) {
-	return retry(m, func() (schema.GroupVersionResource, error) {
-		rm, err := m.forResource(resource)
-		if err != nil {
-			return schema.GroupVersionResource{}, err
-		}
-		return rm.ResourceFor(resource)
-	})
+	return retry(m, m.ofResource(resource), func(rm meta.RESTMapper) (schema.GroupVersionResource, error) { return rm.ResourceFor(resource) })
 }
 
 // ResourcesFor returns the full names resource may have, refreshing discovery on a miss.
 func (m *RESTMapper) ResourcesFor(resource schema.GroupVersionResource) ([]schema.GroupVersionResource, error) {
-	return retry(m, func() ([]schema.GroupVersionResource, error) {
-		rm, err := m.forResource(resource)
-		if err != nil {
-			return nil, err
-		}
-		return rm.ResourcesFor(resource)
-	})
+	return retry(m, m.ofResource(resource), func(rm meta.RESTMapper) ([]schema.GroupVersionResource, error) { return rm.ResourcesFor(resource) })
 }
 
 // ResourceSingularizer returns the singular of a resource's plural name,
