@@ -89,7 +89,7 @@ func (c *Client) errorf(format string, args ...any) error {
 // what a miss answers.
 func (c *Client) Get(ctx context.Context, key types.NamespacedName, obj object.Object) error {
 	if err := typednil.Check("obj", obj); err != nil {
-		return inCluster(c.cluster, fmt.Errorf("get %s: %w", describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}), err))
+		return c.errorf("get %s: %w", describeKey(&metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}), err)
 	}
 	if err := c.cache.Get(ctx, key, obj); err != nil {
 		return inCluster(c.cluster, err)
@@ -101,7 +101,7 @@ func (c *Client) Get(ctx context.Context, key types.NamespacedName, obj object.O
 // List copies the cached objects matching opts into list (a *FooList).
 func (c *Client) List(ctx context.Context, list runtime.Object, opts ...informers.ListOption) error {
 	if err := typednil.Check("list", list); err != nil {
-		return inCluster(c.cluster, fmt.Errorf("list: %w", err))
+		return c.errorf("list: %w", err)
 	}
 	if err := c.cache.List(ctx, list, opts...); err != nil {
 		return inCluster(c.cluster, err)
