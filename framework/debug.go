@@ -66,8 +66,7 @@ func (m *Manager) debugState(now time.Time) introspect.State {
 	s.Informers = m.cache.Stats()
 	s.Memory = introspect.MemoryOf(s.Informers, m.cache.SharedBytes())
 	for _, st := range m.clusters.Stats() {
-		s.Clusters = append(s.Clusters, introspect.ClusterStatus{Name: st.Cluster, Source: st.Source, State: string(st.State), Since: st.Since,
-			Error: st.Err, Informers: st.Informers, Objects: st.Objects, Bytes: st.Bytes})
+		s.Clusters = append(s.Clusters, clusterStatus(st))
 	}
 	s.Clusters = introspect.CountKeys(s.Clusters, s.Controllers)
 	return s

@@ -110,7 +110,7 @@ func (c *Controller) keyStatus(req reconcile.Request, now time.Time) introspect.
 		if s.Unwatched, primary = b == nil, nil; b != nil {
 			primary, _ = b.Reader.(primaryInformer)
 			if h := b.Cluster.Health(); h.State != cluster.StateReady {
-				s.ClusterHealth = &introspect.ClusterStatus{Name: h.Cluster, Source: h.Source, State: string(h.State), Since: h.Since, Error: h.Err}
+				s.ClusterHealth = new(clusterStatus(cluster.Stats{Health: h}))
 			}
 		}
 	}
@@ -216,4 +216,9 @@ func (p controllerPhase) String() string {
 		return "stopped"
 	}
 	return "pending"
+}
+
+// clusterStatus is what the debug endpoint shows of a cluster.
+func clusterStatus(st cluster.Stats) introspect.ClusterStatus {
+	return introspect.ClusterStatus{Name: st.Cluster, Source: st.Source, State: string(st.State), Since: st.Since, Error: st.Err, Informers: st.Informers, Objects: st.Objects, Bytes: st.Bytes}
 }
