@@ -86,6 +86,10 @@ func NewServer(opts Options) (*Server, error) {
 		noStatus[gvk.GroupKind()] = true
 	}
 	s := &Server{
+		// An empty server's lists carry resourceVersion 1, as a new etcd's
+		// do: a watch from a listed version is never mistaken for one
+		// from "0" (any version, starting with every object).
+		rv:       1,
 		scheme:   opts.Scheme,
 		codecs:   serializer.NewCodecFactory(opts.Scheme, serializer.WithSerializer(cbor.NewSerializerInfo)),
 		kinds:    newKinds(opts.Scheme, clusterScoped, noStatus),

@@ -81,6 +81,33 @@ func eventName(e watch.Event) string {
 	return string(e.Type) + " " + cm.Name
 }
 
+// An empty server's list has a resourceVersion that a watch can start
+// from, as a new etcd's does: a watch from "0" would mean "any version"
+// and start with every object, none of them as a change made after it.
+func TestAnEmptyServersListCanStartAWatch(t *testing.T) {
+	cs, _ := clients(t, fake.Options{})
+	ctx := t.Context()
+	cms := cs.CoreV1().ConfigMaps("ns")
+	list, err := cms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv := list.ResourceVersion; rv == "" || rv == "0" {
+		t.Fatalf("an empty server listed at resourceVersion %q", rv)
+	}
+	if _, err := cms.Create(ctx, configMap("first"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if e := next(t, w); eventName(e) != "ADDED first" {
+		t.Fatalf("first event %s, want ADDED first", eventName(e))
+	}
+}
+
 func TestWatchFromAResourceVersion(t *testing.T) {
 	cs, _ := clients(t, fake.Options{Objects: []object.Object{configMap("before")}})
 	ctx := t.Context()
