@@ -46,10 +46,7 @@ type KindMemory struct {
 // MemoryOf totals stats per kind and reads the process's heap from
 // runtime/metrics; shared is the cache's SharedBytes.
 func MemoryOf(stats []informers.InformerStats, shared int64) Memory {
-	m := Memory{SharedBytes: shared, CacheBytes: shared, Kinds: KindsOf(stats)}
-	for _, k := range m.Kinds {
-		m.CacheBytes += k.Bytes
-	}
+	m := Memory{SharedBytes: shared, CacheBytes: shared + informers.Total(stats).Bytes, Kinds: KindsOf(stats)}
 	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"}}
 	metrics.Read(samples)
