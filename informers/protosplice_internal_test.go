@@ -2,6 +2,7 @@ package informers
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -104,5 +105,41 @@ func TestProtoCodecsDecodeUnexpectedBytesAsTheStandardDecoder(t *testing.T) {
 	}
 	if !apiequality.Semantic.DeepEqual(got, want) || len(got.(*corev1.Pod).ManagedFields) != 2 {
 		t.Errorf("got %#v\nwant %#v", got, want)
+	}
+}
+
+// A decoded object owns its bytes: neither the pooled buffer the
+// managedFields were spliced out in nor the stream it came from is
+// referenced by it, so reusing either (as the next event does) cannot
+// change an object the cache already holds.
+func TestASplicedObjectOwnsItsBytes(t *testing.T) {
+	pod := managedPod()
+	pod.Labels = map[string]string{"app": "web"}
+	stream := watchStream(t, watch.Event{Type: watch.Added, Object: pod})
+	codecs := newProtoCodecs(serializer.NewCodecFactory(clientgoscheme.Scheme).WithoutConversion(), clientgoscheme.Scheme, true)
+	got := decodeAll(t, codecs, stream)
+	if len(got) != 1 {
+		t.Fatalf("decoded %d events, want 1", len(got))
+	}
+	// A deep copy would share the strings' bytes: keep them as JSON.
+	want, err := json.Marshal(got[0].Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Overwrite every byte the decoder may have read from: the stream and
+	// the pooled buffers (a pool may hand back any of them, or none).
+	for i := range stream {
+		stream[i] = 0xAA
+	}
+	for range 8 {
+		b := spliceBuffers.Get().(*[]byte)
+		full := (*b)[:cap(*b)]
+		for i := range full {
+			full[i] = 0xAA
+		}
+		defer spliceBuffers.Put(b)
+	}
+	if after, err := json.Marshal(got[0].Object); err != nil || !bytes.Equal(after, want) {
+		t.Fatalf("the decoded Pod changed when the bytes it was decoded from were overwritten (%v):\n got %s\nwant %s", err, after, want)
 	}
 }
