@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -74,7 +75,10 @@ func NewRESTMapper(cfg *rest.Config, httpClient *http.Client) (*RESTMapper, erro
 
 // group returns the mapper of one API group ("" is the core group),
 // discovering the group's versions and their resources on first use; a
-// group the server does not serve gives a mapper that matches nothing.
+// group the server does not serve gives a mapper that matches nothing. A
+// group some of whose versions failed discovery (an aggregated API that
+// is down, say) maps the kinds of the others, and is not kept: the next
+// lookup discovers it again.
 func (m *RESTMapper) group(name string) (meta.RESTMapper, error) {
 	m.mu.Lock()
 	gm, ok := m.groups[name]
@@ -83,13 +87,16 @@ func (m *RESTMapper) group(name string) (meta.RESTMapper, error) {
 	if ok {
 		return gm, nil
 	}
-	g, err := m.discoverGroup(context.Background(), name)
+	g, failed, err := m.discoverGroup(context.Background(), name)
 	if err != nil {
 		return nil, err
 	}
-	if g == nil {
+	switch {
+	case g == nil:
 		gm = meta.MultiRESTMapper{}
-	} else {
+	case failed != nil:
+		return partialGroup{restmapper.NewDiscoveryRESTMapper([]*restmapper.APIGroupResources{g}), failed}, nil
+	default:
 		gm = restmapper.NewDiscoveryRESTMapper([]*restmapper.APIGroupResources{g})
 	}
 	m.mu.Lock()
@@ -104,14 +111,43 @@ func (m *RESTMapper) group(name string) (meta.RESTMapper, error) {
 	return gm, nil
 }
 
+// partialGroup maps the kinds of a group's versions that were discovered;
+// a kind it does not find may be in a version that failed, and its
+// no-match error says so.
+type partialGroup struct {
+	meta.RESTMapper
+	failed error
+}
+
+func (p partialGroup) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	out, err := p.RESTMapper.RESTMapping(gk, versions...)
+	return out, p.miss(err)
+}
+
+func (p partialGroup) RESTMappings(gk schema.GroupKind, versions ...string) ([]*meta.RESTMapping, error) {
+	out, err := p.RESTMapper.RESTMappings(gk, versions...)
+	return out, p.miss(err)
+}
+
+// miss turns a no-match error into one that names the versions that
+// could not be discovered, wrapping both.
+func (p partialGroup) miss(err error) error {
+	if err == nil || !meta.IsNoMatchError(err) {
+		return err
+	}
+	return fmt.Errorf("%w, and it may be in a version that could not be discovered: %w", err, p.failed)
+}
+
 // discoverGroup reads one group's versions (/api or /apis/<group>) and
 // each version's resources; nil when the server does not serve the group.
-func (m *RESTMapper) discoverGroup(ctx context.Context, name string) (*restmapper.APIGroupResources, error) {
+// failed joins the errors of versions whose resources could not be read
+// when others could; when none could, err is their error.
+func (m *RESTMapper) discoverGroup(ctx context.Context, name string) (out *restmapper.APIGroupResources, failed, err error) {
 	var group metav1.APIGroup
 	if name == "" {
 		var versions metav1.APIVersions
 		if err := m.dc.RESTClient().Get().AbsPath("/api").Do(ctx).Into(&versions); err != nil {
-			return nil, fmt.Errorf("informers: discover the core API group: %w", err)
+			return nil, nil, fmt.Errorf("informers: discover the core API group: %w", err)
 		}
 		for _, v := range versions.Versions {
 			group.Versions = append(group.Versions, metav1.GroupVersionForDiscovery{GroupVersion: v, Version: v})
@@ -119,30 +155,38 @@ func (m *RESTMapper) discoverGroup(ctx context.Context, name string) (*restmappe
 	} else {
 		err := m.dc.RESTClient().Get().AbsPath("/apis", name).Do(ctx).Into(&group)
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return nil, nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("informers: discover API group %q: %w", name, err)
+			return nil, nil, fmt.Errorf("informers: discover API group %q: %w", name, err)
 		}
 	}
 	if len(group.Versions) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if group.PreferredVersion.Version == "" {
 		group.PreferredVersion = group.Versions[0]
 	}
-	out := &restmapper.APIGroupResources{Group: group, VersionedResources: map[string][]metav1.APIResource{}}
+	out = &restmapper.APIGroupResources{Group: group, VersionedResources: map[string][]metav1.APIResource{}}
+	var errs []error
 	for _, v := range group.Versions {
 		list, err := m.dc.ServerResourcesForGroupVersion(v.GroupVersion)
 		if apierrors.IsNotFound(err) {
 			continue // a version being removed while we look
 		}
 		if err != nil {
-			return nil, fmt.Errorf("informers: discover the resources of %s: %w", v.GroupVersion, err)
+			errs = append(errs, fmt.Errorf("informers: discover the resources of %s: %w", v.GroupVersion, err))
+			continue
 		}
 		out.VersionedResources[v.Version] = list.APIResources
 	}
-	return out, nil
+	switch {
+	case len(errs) == 0:
+		return out, nil, nil
+	case len(out.VersionedResources) == 0:
+		return nil, nil, errors.Join(errs...)
+	}
+	return out, errors.Join(errs...), nil
 }
 
 // forResource returns the mapper to look resource up in: its group's, or
