@@ -35,11 +35,15 @@ var drainContenders = [2]string{"converge", "client-go"}
 
 // drainOpts are the drain's sizes.
 type drainOpts struct {
-	n          int   // ConfigMaps, and events per drain
-	rounds     int   // valid rounds per worker count
-	retries    int   // extra attempts of a round that did not count
-	workers    []int // worker counts, one pair of processes each
-	writers    int   // concurrent writers of the backlog
+	n       int   // ConfigMaps, and events per drain
+	rounds  int   // valid rounds per worker count
+	retries int   // extra attempts of a round that did not count
+	workers []int // worker counts, one pair of processes each
+	writers int   // concurrent writers of the backlog
+	// history is kube-apiserver's watch history window (its
+	// --request-timeout plus 15 s): the backlog must be written within it
+	// for the watch cache to hold it all.
+	history    time.Duration
 	deadline   time.Duration
 	kubeconfig string
 	logDir     string
@@ -73,8 +77,11 @@ type DrainRound struct {
 	Terminated         float64 `json:"terminatedWatchers"`
 	WriteLists         float64 `json:"writeLists"`
 	WatchCacheCapacity float64 `json:"watchCacheCapacity"`
-	Valid              bool    `json:"valid"`
-	Why                string  `json:"why,omitempty"` // why it does not count
+	// Pairs is how many pairs (worker counts) the round's write fed, all
+	// stopped while it was written: Terminated should be twice that.
+	Pairs int    `json:"pairs"`
+	Valid bool   `json:"valid"`
+	Why   string `json:"why,omitempty"` // why it does not count
 }
 
 // DrainSet is the summary of one worker count.
@@ -221,13 +228,14 @@ func parseDrainCounters(body []byte) drainCounters {
 	return d
 }
 
-// drainBudget estimates the drain's length, printed at its start.
+// drainBudget estimates the drain's length, printed at its start: one write
+// per round feeds every worker count's pair.
 func drainBudget(o drainOpts) time.Duration {
 	const writesPerSec = 750 // measured on 2 cores: results/results.md's backlog
-	create := time.Duration(float64(o.n)/writesPerSec*float64(time.Second)) * 2
-	round := time.Duration(float64(o.n)/writesPerSec*float64(time.Second)) + 10*time.Second
-	start := 2 * time.Duration(float64(o.n)/10000*float64(time.Second)) * 5
-	return create + time.Duration(len(o.workers))*(start+time.Duration(o.rounds)*round)
+	write := time.Duration(float64(o.n) / writesPerSec * float64(time.Second))
+	start := time.Duration(float64(o.n)/10000*float64(time.Second)) * 5 * time.Duration(len(o.workers))
+	drains := time.Duration(len(o.workers)) * 2 * time.Duration(float64(o.n)/10000*float64(time.Second))
+	return 2*write + start + time.Duration(o.rounds)*(write+drains+5*time.Second)
 }
 
 // runDrain runs the drain on the N ConfigMaps (created here if missing) and
@@ -251,35 +259,40 @@ func runDrain(ctx context.Context, c *cluster, bins map[string]string, o drainOp
 	index := objectIndex(workload.ConfigMaps, o.n)
 	w := &writer{c: c, kind: workload.ConfigMaps}
 	w.gen.Store(time.Now().UnixNano() / 1000) // above every gen already written
-	for wi, workers := range o.workers {
-		sum.Sets = append(sum.Sets, DrainSet{Workers: workers})
-		// After every round, so that an interrupted run keeps its rounds.
-		onRound := func(set DrainSet, round int) {
-			sum.Sets[wi] = set
-			if err := write(fmt.Sprintf("written after round %d of %d workers", round+1, workers)); err != nil {
-				logf("drain: write %s: %v", dir, err)
+	sum.Sets = make([]DrainSet, len(o.workers))
+	for k, workers := range o.workers {
+		sum.Sets[k] = DrainSet{Workers: workers}
+	}
+	setsOf := func(pairs []*drainPair) {
+		for k, pr := range pairs {
+			if pr != nil {
+				sum.Sets[k] = pr.summary()
 			}
 		}
-		set, err := drainWorkers(ctx, c, bins, o, workers, index, w, sum, onRound, logf)
-		sum.Sets[wi] = set
-		partial := ""
-		if wi < len(o.workers)-1 {
-			partial = fmt.Sprintf("written after %d workers", workers)
-		}
-		switch {
-		case ctx.Err() != nil:
-			partial = fmt.Sprintf("interrupted at %d workers", workers)
-		case err != nil:
-			partial = fmt.Sprintf("written after an error at %d workers: %v", workers, err)
-		}
-		if werr := write(partial); werr != nil {
-			return werr
-		}
-		if err != nil {
-			return err
-		}
-		logf("drain: wrote %s (%s)", dir, cmpOr(partial, "complete"))
 	}
+	// After every write round, so that an interrupted run keeps its rounds.
+	onRound := func(pairs []*drainPair) {
+		setsOf(pairs)
+		if err := write(fmt.Sprintf("written after write round %d", len(sum.Load))); err != nil {
+			logf("drain: write %s: %v", dir, err)
+		}
+	}
+	pairs, err := drainAll(ctx, c, bins, o, index, w, sum, onRound, logf)
+	setsOf(pairs)
+	partial := ""
+	switch {
+	case ctx.Err() != nil:
+		partial = fmt.Sprintf("interrupted after %d write rounds", len(sum.Load))
+	case err != nil:
+		partial = fmt.Sprintf("written after an error: %v", err)
+	}
+	if werr := write(partial); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return err
+	}
+	logf("drain: wrote %s", dir)
 	// What the API server says of its ConfigMap watchers and watch cache,
 	// for the record (the contenders' logs are beside it).
 	if body, err := c.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err == nil {
@@ -304,96 +317,141 @@ func cmpOr(s, or string) string {
 	return s
 }
 
-// drainWorkers runs the rounds of one worker count: both processes started
-// and synced, then o.rounds valid rounds (each retried up to o.retries times).
-func drainWorkers(ctx context.Context, c *cluster, bins map[string]string, o drainOpts, workers int, index map[string]int, w *writer, sum *DrainSummary, onRound func(DrainSet, int), logf func(string, ...any)) (DrainSet, error) {
-	set := DrainSet{Workers: workers}
-	var procs [2]*drainProc
+// drainPair is the two processes of one worker count, converge first, and
+// its rounds so far.
+type drainPair struct {
+	procs    [2]*drainProc
+	set      DrainSet
+	valid    []*DrainRound
+	attempts int  // failed attempts of the current round
+	done     bool // o.rounds counted, or a round failed too often
+}
+
+// drainAll runs the rounds of every worker count at once: one pair of
+// processes per count, all started and synced; each write round stops every
+// pair still running, writes the backlog once and lets the pairs drain it one
+// after another, so that one write feeds every pair's round. A pair is done
+// after o.rounds valid rounds (each retried up to o.retries times).
+func drainAll(ctx context.Context, c *cluster, bins map[string]string, o drainOpts, index map[string]int, w *writer, sum *DrainSummary, onRound func([]*drainPair), logf func(string, ...any)) ([]*drainPair, error) {
+	pairs := make([]*drainPair, len(o.workers))
 	defer func() {
-		for _, p := range procs {
-			if p != nil {
-				p.stop()
+		for _, pr := range pairs {
+			if pr != nil {
+				pr.stop()
 			}
 		}
 	}()
-	for i, name := range drainContenders {
-		p, err := startDrainProc(name, bins[name], o, workers, index)
-		if err != nil {
-			return set, err
-		}
-		procs[i] = p
-	}
-	for _, p := range procs {
-		select {
-		case <-p.t.allSeen:
-		case <-p.exited:
-			return set, fmt.Errorf("drain: %s exited during start-up: %v (log: %s)", p.name, p.err, p.log)
-		case <-time.After(o.deadline + 5*time.Minute):
-			return set, fmt.Errorf("drain: %s did not report all %d ConfigMaps (log: %s)", p.name, o.n, p.log)
-		case <-ctx.Done():
-			return set, ctx.Err()
-		}
-	}
-	logf("drain: %d workers: both synced", workers)
-	var valid []*DrainRound
-	for r := 0; r < o.rounds; r++ {
-		for attempt := 0; ; attempt++ {
-			if err := ctx.Err(); err != nil {
-				return summarizeDrain(set, valid, "interrupted"), err
-			}
-			rd, err := drainRound(ctx, c, procs, o, workers, r, attempt, w)
+	for k, workers := range o.workers {
+		pairs[k] = &drainPair{set: DrainSet{Workers: workers}}
+		for i, name := range drainContenders {
+			p, err := startDrainProc(name, bins[name], o, workers, index)
 			if err != nil {
-				return summarizeDrain(set, valid, err.Error()), err
+				return pairs, err
 			}
+			pairs[k].procs[i] = p
+		}
+	}
+	for _, pr := range pairs {
+		for _, p := range pr.procs {
+			select {
+			case <-p.t.allSeen:
+			case <-p.exited:
+				return pairs, fmt.Errorf("drain: %s exited during start-up: %v (log: %s)", p.name, p.err, p.log)
+			case <-time.After(o.deadline + 10*time.Minute):
+				return pairs, fmt.Errorf("drain: %s did not report all %d ConfigMaps (log: %s)", p.name, o.n, p.log)
+			case <-ctx.Done():
+				return pairs, ctx.Err()
+			}
+		}
+	}
+	logf("drain: all %d processes synced", 2*len(pairs))
+	for wr := 0; ; wr++ {
+		var active []*drainPair
+		for _, pr := range pairs {
+			if !pr.done {
+				active = append(active, pr)
+			}
+		}
+		if len(active) == 0 {
+			return pairs, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return pairs, err
+		}
+		rds, err := drainRound(ctx, c, active, o, wr, w)
+		if err != nil {
+			return pairs, err
+		}
+		sum.Load = append(sum.Load, loadAverage())
+		for k, pr := range active {
+			rd := rds[k]
 			sum.Runs = append(sum.Runs, rd)
-			sum.Load = append(sum.Load, loadAverage())
 			logf("drain: %d workers, round %d.%d (%s first): write %.1fs, converge %.2fs %.0f/s cpu %.2fs, client-go %.2fs %.0f/s cpu %.2fs, r %.3f; terminated %.0f, lists %.0f/%.0f/%.0f, cache %.0f: %s",
-				workers, r+1, attempt, rd.First, rd.WriteSeconds, rd.Converge.Seconds, rd.Converge.PerSec, rd.Converge.CPUSeconds,
+				rd.Workers, rd.Round+1, rd.Attempt, rd.First, rd.WriteSeconds, rd.Converge.Seconds, rd.Converge.PerSec, rd.Converge.CPUSeconds,
 				rd.ClientGo.Seconds, rd.ClientGo.PerSec, rd.ClientGo.CPUSeconds, rd.Ratio, rd.Terminated, rd.WriteLists, rd.Converge.Lists, rd.ClientGo.Lists,
 				rd.WatchCacheCapacity, cmpOr(rd.Why, "counts"))
-			if rd.Valid {
-				valid = append(valid, rd)
-			} else {
-				set.InvalidAttempts++
-			}
-			onRound(summarizeDrain(set, valid, ""), r)
-			if rd.Valid {
-				break
-			}
-			if attempt >= o.retries {
-				set.Incomplete = fmt.Sprintf("round %d did not count in %d attempts", r+1, attempt+1)
-				break
-			}
+			pr.record(rd, o)
 		}
+		onRound(pairs)
 	}
-	return summarizeDrain(set, valid, set.Incomplete), nil
 }
 
-// drainRound runs one attempt of round r.
-func drainRound(ctx context.Context, c *cluster, procs [2]*drainProc, o drainOpts, workers, r, attempt int, w *writer) (*DrainRound, error) {
-	rd := &DrainRound{Workers: workers, Round: r, Attempt: attempt}
-	order := procs
-	if r%2 == 1 { // converge first in even rounds, client-go in odd ones
-		order[0], order[1] = procs[1], procs[0]
+// record counts rd in the pair's set, or one more failed attempt.
+func (pr *drainPair) record(rd *DrainRound, o drainOpts) {
+	if rd.Valid {
+		pr.valid, pr.attempts = append(pr.valid, rd), 0
+	} else {
+		pr.set.InvalidAttempts++
+		pr.attempts++
+		if pr.attempts > o.retries {
+			pr.set.Incomplete = fmt.Sprintf("round %d did not count in %d attempts", len(pr.valid)+1, pr.attempts)
+		}
 	}
-	rd.First = order[0].name
+	if len(pr.valid) >= o.rounds || pr.set.Incomplete != "" {
+		pr.done = true
+		pr.stop() // no longer stopped and written to with the others
+	}
+}
+
+func (pr *drainPair) stop() {
+	for i, p := range pr.procs {
+		if p != nil {
+			p.stop()
+			pr.procs[i] = nil
+		}
+	}
+}
+
+func (pr *drainPair) summary() DrainSet {
+	return summarizeDrain(pr.set, pr.valid, pr.set.Incomplete)
+}
+
+// drainRound runs one write round (wr) for the pairs given: it stops all
+// their processes, writes the backlog, and lets each pair drain it in turn.
+// A pair's round is the number of its valid rounds so far; converge drains
+// first in its even rounds, client-go in its odd ones.
+func drainRound(ctx context.Context, c *cluster, pairs []*drainPair, o drainOpts, wr int, w *writer) ([]*DrainRound, error) {
 	before, err := c.scrapeDrain(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range procs {
+	var all []*drainProc
+	for _, pr := range pairs {
+		all = append(all, pr.procs[:]...)
+	}
+	for _, p := range all {
 		if err := syscall.Kill(p.pid, syscall.SIGSTOP); err != nil {
 			return nil, fmt.Errorf("drain: SIGSTOP %s: %w", p.name, err)
 		}
 	}
 	// One patch per object, in an order of its own each round, by
-	// o.writers writers; both trackers expect each.
-	perm := rand.New(rand.NewPCG(uint64(workers), uint64(r*16+attempt))).Perm(o.n)
+	// o.writers writers; every tracker expects each.
+	perm := rand.New(rand.NewPCG(uint64(len(o.workers)), uint64(wr))).Perm(o.n)
 	errs0 := w.errs.Load()
 	t0 := time.Now()
 	_ = parallel(ctx, o.n, o.writers, func(ctx context.Context, j int) error {
 		i, gen := perm[j], w.gen.Add(1)
-		for _, p := range procs {
+		for _, p := range all {
 			p.t.expect(i, gen, phaseBacklog)
 		}
 		if err := c.patch(ctx, workload.ConfigMaps, i, gen); err != nil && ctx.Err() == nil {
@@ -401,8 +459,7 @@ func drainRound(ctx context.Context, c *cluster, procs [2]*drainProc, o drainOpt
 		}
 		return nil
 	})
-	rd.WriteSeconds = time.Since(t0).Seconds()
-	rd.WriteErrors = w.errs.Load() - errs0
+	writeSeconds, writeErrors := time.Since(t0).Seconds(), w.errs.Load()-errs0
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -410,9 +467,31 @@ func drainRound(ctx context.Context, c *cluster, procs [2]*drainProc, o drainOpt
 	if err != nil {
 		return nil, err
 	}
-	rd.WriteLists = prev.lists - before.lists
-	rd.WatchCacheCapacity = prev.capacity
-	var why []string
+	rds := make([]*DrainRound, len(pairs))
+	for k, pr := range pairs {
+		rd := &DrainRound{Workers: pr.set.Workers, Round: len(pr.valid), Attempt: pr.attempts, WriteSeconds: writeSeconds, WriteErrors: writeErrors,
+			WriteLists: prev.lists - before.lists, WatchCacheCapacity: prev.capacity, Pairs: len(pairs)}
+		rds[k] = rd
+		if prev, err = drainPairRound(ctx, c, pr, rd, o, prev); err != nil {
+			return nil, err
+		}
+	}
+	for _, rd := range rds {
+		rd.Terminated = prev.terminated - before.terminated
+		rd.judge(o)
+	}
+	return rds, nil
+}
+
+// drainPairRound lets the pair's two processes drain the backlog, one after
+// the other, filling rd; prev are the counters before, and it returns those
+// after.
+func drainPairRound(ctx context.Context, c *cluster, pr *drainPair, rd *DrainRound, o drainOpts, prev drainCounters) (drainCounters, error) {
+	order := pr.procs
+	if rd.Round%2 == 1 {
+		order[0], order[1] = order[1], order[0]
+	}
+	rd.First = order[0].name
 	for _, p := range order {
 		d := &rd.Converge
 		if p.name != drainContenders[0] {
@@ -421,7 +500,7 @@ func drainRound(ctx context.Context, c *cluster, procs [2]*drainProc, o drainOpt
 		cpu0, _ := cpuSeconds(p.pid)
 		resumed := time.Now()
 		if err := syscall.Kill(p.pid, syscall.SIGCONT); err != nil {
-			return nil, fmt.Errorf("drain: SIGCONT %s: %w", p.name, err)
+			return prev, fmt.Errorf("drain: SIGCONT %s: %w", p.name, err)
 		}
 		d.Missed = p.t.waitPhase(phaseBacklog, o.deadline+time.Minute)
 		cpu1, _ := cpuSeconds(p.pid)
@@ -433,51 +512,59 @@ func drainRound(ctx context.Context, c *cluster, procs [2]*drainProc, o drainOpt
 		}
 		after, err := c.scrapeDrain(ctx)
 		if err != nil {
-			return nil, err
+			return prev, err
 		}
 		d.Lists = after.lists - prev.lists
-		rd.Terminated = after.terminated - before.terminated
 		prev = after
 		select {
 		case <-p.exited:
-			return nil, fmt.Errorf("drain: %s exited: %v (log: %s)", p.name, p.err, p.log)
+			return prev, fmt.Errorf("drain: %s exited: %v (log: %s)", p.name, p.err, p.log)
 		default:
 		}
-		if d.Missed > 0 {
-			why = append(why, fmt.Sprintf("%s missed %d updates", p.name, d.Missed))
-			// The other waits on its own; what it missed stays pending
-			// and is settled (or not) by the next round's reports.
+		// What a drain missed stays pending and is settled (or not) by
+		// the next round's reports.
+	}
+	return prev, nil
+}
+
+// judge sets whether rd counts, and why not.
+func (rd *DrainRound) judge(o drainOpts) {
+	var why []string
+	for _, c := range []struct {
+		name string
+		d    *DrainDrain
+	}{{drainContenders[0], &rd.Converge}, {drainContenders[1], &rd.ClientGo}} {
+		if c.d.Missed > 0 {
+			why = append(why, fmt.Sprintf("%s missed %d updates", c.name, c.d.Missed))
 		}
-		if d.Lists > 0 {
-			why = append(why, fmt.Sprintf("%s's drain saw %.0f ConfigMap lists (a re-sync, not a replay)", p.name, d.Lists))
+		if c.d.Lists > 0 {
+			why = append(why, fmt.Sprintf("%s's drain saw %.0f ConfigMap lists (a re-sync, not a replay)", c.name, c.d.Lists))
+		}
+		if c.d.Missed == 0 && c.d.PerSec <= 0 {
+			why = append(why, "a drain reported every update but no time after its SIGCONT")
 		}
 	}
-	if (rd.Converge.Lists > 0 || rd.ClientGo.Lists > 0) && rd.WriteSeconds > 75 {
+	if (rd.Converge.Lists > 0 || rd.ClientGo.Lists > 0) && rd.WriteSeconds > o.history.Seconds() {
 		// The watch cache doubles its capacity only while its oldest
-		// event is under 75 s old, and halves it when a quarter of it is
-		// older: a backlog written more slowly may not be there to replay.
-		why = append(why, fmt.Sprintf("the backlog took %.0f s to write, and the watch cache (capacity %.0f) keeps only what it grew to hold within 75 s",
-			rd.WriteSeconds, rd.WatchCacheCapacity))
+		// event is younger than its history window, and halves it when a
+		// quarter of it is older: a backlog written more slowly may not be
+		// there to replay.
+		why = append(why, fmt.Sprintf("the backlog took %.0f s to write, and the watch cache (capacity %.0f) keeps only what it grew to hold within %s",
+			rd.WriteSeconds, rd.WatchCacheCapacity, o.history))
 	}
 	if rd.WriteLists > 0 {
 		why = append(why, fmt.Sprintf("%.0f ConfigMap lists while the backlog was written", rd.WriteLists))
 	}
-	if rd.Terminated < 2 {
-		why = append(why, fmt.Sprintf("only %.0f watchers of ConfigMaps terminated (want both contenders')", rd.Terminated))
+	if want := 2 * max(1, rd.Pairs); rd.Terminated < float64(want) {
+		why = append(why, fmt.Sprintf("only %.0f watchers of ConfigMaps terminated (want the %d stopped ones)", rd.Terminated, want))
 	}
 	if rd.WriteErrors > 0 {
 		why = append(why, fmt.Sprintf("%d writes failed", rd.WriteErrors))
-	}
-	for _, d := range []*DrainDrain{&rd.Converge, &rd.ClientGo} {
-		if d.Missed == 0 && d.PerSec <= 0 {
-			why = append(why, "a drain reported every update but no time after its SIGCONT")
-		}
 	}
 	if rd.Converge.PerSec > 0 && rd.ClientGo.PerSec > 0 {
 		rd.Ratio = rd.Converge.PerSec / rd.ClientGo.PerSec
 	}
 	rd.Valid, rd.Why = len(why) == 0, strings.Join(why, "; ")
-	return rd, nil
 }
 
 // summarizeDrain fills set's statistics from its valid rounds.
@@ -642,3 +729,13 @@ func (w *workerCounts) Set(v string) error {
 	*w = counts
 	return nil
 }
+
+// drainHistory is the watch history window of the drain's control plane.
+// kube-apiserver keeps at least max(75 s, --request-timeout + 15 s) of
+// events in its watch cache (the cache doubles its capacity while its oldest
+// event is younger than that, up to 102,400 × the window's ratio to 75 s
+// rounded up to a power of two): the drain's control plane is started with
+// --request-timeout=5m, so that a backlog of 50,000 writes taking up to
+// 315 s is still replayed from the cache rather than re-listed. Only
+// requests that are not watches would wait longer before timing out.
+const drainHistory = 315 * time.Second

@@ -257,7 +257,13 @@ func main() {
 		logf("starting the control plane")
 		// The sharded workload's planes have control planes of their
 		// own; --hold makes its objects on this one, on the first plane.
-		env, envCfg, err := controlPlane(ctx, *cbor, *hold && withSharded && planes[0], []runtime.Object{workload.CRD(), workload.AppCRD()})
+		var extra []string
+		if slices.Contains(strings.Split(*phases, ","), "drain") {
+			// The drain's backlog must stay in the watch cache while it
+			// is written, however slowly: see drainHistory.
+			extra = append(extra, fmt.Sprintf("--request-timeout=%s", drainHistory-15*time.Second))
+		}
+		env, envCfg, err := controlPlane(ctx, *cbor, *hold && withSharded && planes[0], []runtime.Object{workload.CRD(), workload.AppCRD()}, extra...)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -295,7 +301,7 @@ func main() {
 			dir = *out
 		}
 		o := drainOpts{n: *drainEvents, rounds: *drainRounds, retries: 2, workers: counts, writers: 64,
-			deadline: *deadline, kubeconfig: kubeconfig, logDir: logDir}
+			history: drainHistory, deadline: *deadline, kubeconfig: kubeconfig, logDir: logDir}
 		if err := runDrain(ctx, c, bins, o, dir, "make bench"+argsSuffix(), logf); err != nil {
 			log.Fatal(err)
 		}

@@ -32,8 +32,8 @@ const (
 // controlPlane starts a control plane of the bench's: kube-apiserver with
 // the driver's request limits raised, CBOR served when cbor is set, and
 // the ShardedListAndWatch gate when serverShards is; crds are installed.
-func controlPlane(ctx context.Context, cbor, serverShards bool, crds []runtime.Object) (*envtest.Environment, *rest.Config, error) {
-	apiFlags := []string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}
+func controlPlane(ctx context.Context, cbor, serverShards bool, crds []runtime.Object, extra ...string) (*envtest.Environment, *rest.Config, error) {
+	apiFlags := append([]string{"--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000"}, extra...)
 	var gates []string
 	if cbor {
 		gates = append(gates, "CBORServingAndStorage=true")
