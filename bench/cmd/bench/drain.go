@@ -47,6 +47,7 @@ type drainOpts struct {
 	deadline   time.Duration
 	kubeconfig string
 	logDir     string
+	profileDir string // non-empty: a CPU profile of every drain goes here
 }
 
 // DrainDrain is one contender's drain of one round.
@@ -119,14 +120,15 @@ type DrainSummary struct {
 
 // drainProc is one contender process of the drain.
 type drainProc struct {
-	name   string
-	pid    int
-	t      *tracker
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser // kept open: a contender exits when its standard input closes
-	exited chan struct{}
-	err    error // the process's exit, once exited is closed
-	log    string
+	name    string
+	workers int
+	pid     int
+	t       *tracker
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser // kept open: a contender exits when its standard input closes
+	exited  chan struct{}
+	err     error // the process's exit, once exited is closed
+	log     string
 }
 
 func startDrainProc(name, bin string, o drainOpts, workers int, index map[string]int) (*drainProc, error) {
@@ -150,7 +152,7 @@ func startDrainProc(name, bin string, o drainOpts, workers int, index map[string
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &drainProc{name: name, pid: cmd.Process.Pid, t: newTracker(index), cmd: cmd, stdin: stdin, exited: make(chan struct{}), log: logFile.Name()}
+	p := &drainProc{name: name, workers: workers, pid: cmd.Process.Pid, t: newTracker(index), cmd: cmd, stdin: stdin, exited: make(chan struct{}), log: logFile.Name()}
 	go func() {
 		p.t.read(stdout)
 		p.err = cmd.Wait()
@@ -158,6 +160,22 @@ func startDrainProc(name, bin string, o drainOpts, workers int, index map[string
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// profile starts the process's CPU profile into path, or with "" stops it,
+// and waits for its answer.
+func (p *drainProc) profile(path string) error {
+	if _, err := fmt.Fprintln(p.stdin, strings.TrimSpace("cpuprofile "+path)); err != nil {
+		return fmt.Errorf("drain: ask %s for a CPU profile: %w", p.name, err)
+	}
+	select {
+	case <-p.t.acks:
+		return nil
+	case <-p.exited:
+		return fmt.Errorf("drain: %s exited: %v (log: %s)", p.name, p.err, p.log)
+	case <-time.After(time.Minute):
+		return fmt.Errorf("drain: %s did not answer cpuprofile", p.name)
+	}
 }
 
 // stop ends the process (continuing it first, if it was stopped).
@@ -440,6 +458,17 @@ func drainRound(ctx context.Context, c *cluster, pairs []*drainPair, o drainOpts
 		all = append(all, pr.procs[:]...)
 	}
 	for _, p := range all {
+		if o.profileDir == "" {
+			continue
+		}
+		// The profile runs from here to the end of the drain; the
+		// process, stopped meanwhile, spends no CPU and so adds no samples.
+		path := filepath.Join(o.profileDir, fmt.Sprintf("drain-%s-w%d-round%02d.cpu.pprof", p.name, p.workers, wr+1))
+		if err := p.profile(path); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range all {
 		if err := syscall.Kill(p.pid, syscall.SIGSTOP); err != nil {
 			return nil, fmt.Errorf("drain: SIGSTOP %s: %w", p.name, err)
 		}
@@ -504,6 +533,11 @@ func drainPairRound(ctx context.Context, c *cluster, pr *drainPair, rd *DrainRou
 		}
 		d.Missed = p.t.waitPhase(phaseBacklog, o.deadline+time.Minute)
 		cpu1, _ := cpuSeconds(p.pid)
+		if o.profileDir != "" {
+			if err := p.profile(""); err != nil {
+				return prev, err
+			}
+		}
 		_, lastAt := p.t.results(phaseBacklog)
 		d.CPUSeconds = cpu1 - cpu0
 		d.CPUPerEvUs = d.CPUSeconds / float64(o.n) * 1e6

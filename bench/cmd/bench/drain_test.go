@@ -83,3 +83,26 @@ func TestWorkerCounts(t *testing.T) {
 		}
 	}
 }
+
+// One write feeds every pair: a round counts only if the watchers of all
+// the stopped processes were terminated, two per pair.
+func TestJudgeWantsTwoTerminatedWatchersPerPair(t *testing.T) {
+	o := drainOpts{history: drainHistory}
+	round := func(pairs int, terminated float64) *DrainRound {
+		rd := &DrainRound{Pairs: pairs, Terminated: terminated, WriteSeconds: 200,
+			Converge: DrainDrain{PerSec: 200}, ClientGo: DrainDrain{PerSec: 100}}
+		rd.judge(o)
+		return rd
+	}
+	if rd := round(3, 6); !rd.Valid || rd.Ratio != 2 {
+		t.Errorf("3 pairs, 6 terminated: valid %v (%s), r %v; want valid, r 2", rd.Valid, rd.Why, rd.Ratio)
+	}
+	if rd := round(3, 5); rd.Valid || !strings.Contains(rd.Why, "only 5 watchers of ConfigMaps terminated (want the 6 stopped ones)") {
+		t.Errorf("3 pairs, 5 terminated: valid %v, why %q; want not valid, naming 5 of 6", rd.Valid, rd.Why)
+	}
+	rd := &DrainRound{Pairs: 1, Terminated: 2, WriteSeconds: 400, Converge: DrainDrain{PerSec: 200, Lists: 1}, ClientGo: DrainDrain{PerSec: 100}}
+	rd.judge(o)
+	if rd.Valid || !strings.Contains(rd.Why, "converge's drain saw 1 ConfigMap lists") || !strings.Contains(rd.Why, "within 5m15s") {
+		t.Errorf("a relist after 400 s of writes: valid %v, why %q; want not valid, naming the list and the 315 s window", rd.Valid, rd.Why)
+	}
+}

@@ -301,7 +301,7 @@ func main() {
 			dir = *out
 		}
 		o := drainOpts{n: *drainEvents, rounds: *drainRounds, retries: 2, workers: counts, writers: 64,
-			history: drainHistory, deadline: *deadline, kubeconfig: kubeconfig, logDir: logDir}
+			history: drainHistory, deadline: *deadline, kubeconfig: kubeconfig, logDir: logDir, profileDir: profileDir}
 		if err := runDrain(ctx, c, bins, o, dir, "make bench"+argsSuffix(), logf); err != nil {
 			log.Fatal(err)
 		}

@@ -5,7 +5,7 @@
 //
 //	R <unix-nanos> <namespace>/<name> <resourceVersion> <gen>   a key was reconciled
 //	M <HeapAlloc> <HeapInuse> <HeapSys> <Sys> <NumGC> <peaks>  reply to "mem"
-//	H <path>                                                   reply to "heap <path>"
+//	H <path>                                                   reply to "heap <path>" and "cpuprofile [<path>]"
 //	S <text>                                                   reply to "status"
 //	X <name>=<value> ...                                       reply to "runtime"
 //	Q <name>=<value> ...                                       reply to "reads <n>"
@@ -13,7 +13,9 @@
 // Driver to contender, on standard input: "mem" (collect garbage, then
 // report runtime.MemStats and the peaks of the first sync, see below),
 // "syncdone" (every object was reported once: the first sync is over),
-// "heap <path>" (write a heap profile),
+// "heap <path>" (write a heap profile), "cpuprofile <path>" (start a CPU
+// profile into that file, unless one is running) and "cpuprofile" (stop the
+// one so started),
 // "status" (the text of the function given to SetStatus, "-" without one),
 // "runtime" (every scalar of runtime/metrics, as it is: no GC first) and
 // "reads <n>" (the read costs of the contender's cache, see SetReads).
@@ -90,6 +92,37 @@ func Stop() {
 	}
 }
 
+// window is the CPU profile of "cpuprofile <path>", until "cpuprofile".
+var window *os.File
+
+// windowProfile starts (with a path) or stops (without) the profile of a
+// window of the run the driver chooses, and returns the path, or "-".
+func windowProfile(args []string) string {
+	if len(args) == 0 {
+		if window == nil {
+			return "-"
+		}
+		pprof.StopCPUProfile()
+		path := window.Name()
+		window.Close()
+		window = nil
+		return path
+	}
+	if window != nil || cpuProf != nil {
+		return "-"
+	}
+	f, err := os.Create(args[0])
+	if err != nil {
+		return "-"
+	}
+	if pprof.StartCPUProfile(f) != nil {
+		f.Close()
+		return "-"
+	}
+	window = f
+	return args[0]
+}
+
 func write() {
 	defer close(done)
 	w := bufio.NewWriterSize(os.Stdout, 64<<10)
@@ -158,6 +191,8 @@ func commands() {
 				}
 				ch <- record{ctl: "H " + f[1] + "\n"}
 			}
+		case "cpuprofile":
+			ch <- record{ctl: "H " + windowProfile(f[1:]) + "\n"}
 		case "reads":
 			n := 0
 			if len(f) > 1 {
