@@ -41,8 +41,8 @@ type drainOpts struct {
 	workers []int // worker counts, one pair of processes each
 	writers int   // concurrent writers of the backlog
 	// history is kube-apiserver's watch history window (its
-	// --request-timeout plus 15 s): the backlog must be written within it
-	// for the watch cache to hold it all.
+	// --request-timeout plus 15 s), 0 if unknown (--kubeconfig): the
+	// backlog must be written within it for the watch cache to hold it all.
 	history    time.Duration
 	deadline   time.Duration
 	kubeconfig string
@@ -112,6 +112,7 @@ type DrainSummary struct {
 	Machine string        `json:"machine"`
 	Load    []string      `json:"loadDuringRun"` // 1-minute load averages read at each round
 	Objects int           `json:"objects"`
+	History string        `json:"watchHistoryWindow,omitempty"` // kube-apiserver's, when the bench started it
 	Rounds  int           `json:"rounds"`
 	Partial string        `json:"partial,omitempty"`
 	Sets    []DrainSet    `json:"sets"`
@@ -267,6 +268,9 @@ func runDrain(ctx context.Context, c *cluster, bins map[string]string, o drainOp
 	}
 	logf("drain: %d ConfigMaps there after %.1fs", o.n, time.Since(t0).Seconds())
 	sum := &DrainSummary{Command: command, Objects: o.n, Rounds: o.rounds}
+	if o.history > 0 {
+		sum.History = o.history.String()
+	}
 	write := func(partial string) error {
 		sum.Date = time.Now().UTC().Format(time.RFC3339)
 		sum.Elapsed = time.Since(start).Round(time.Second).String()
@@ -578,13 +582,17 @@ func (rd *DrainRound) judge(o drainOpts) {
 			why = append(why, "a drain reported every update but no time after its SIGCONT")
 		}
 	}
-	if (rd.Converge.Lists > 0 || rd.ClientGo.Lists > 0) && rd.WriteSeconds > o.history.Seconds() {
+	window := o.history
+	if window == 0 { // another's cluster (--kubeconfig): assume the default
+		window = 75 * time.Second
+	}
+	if (rd.Converge.Lists > 0 || rd.ClientGo.Lists > 0) && rd.WriteSeconds > window.Seconds() {
 		// The watch cache doubles its capacity only while its oldest
 		// event is younger than its history window, and halves it when a
 		// quarter of it is older: a backlog written more slowly may not be
 		// there to replay.
 		why = append(why, fmt.Sprintf("the backlog took %.0f s to write, and the watch cache (capacity %.0f) keeps only what it grew to hold within %s",
-			rd.WriteSeconds, rd.WatchCacheCapacity, o.history))
+			rd.WriteSeconds, rd.WatchCacheCapacity, window))
 	}
 	if rd.WriteLists > 0 {
 		why = append(why, fmt.Sprintf("%.0f ConfigMap lists while the backlog was written", rd.WriteLists))
@@ -656,8 +664,8 @@ func renderDrain(sum *DrainSummary) string {
 	if sum.Partial != "" {
 		fmt.Fprintf(&b, "**Partial**: %s.\n\n", sum.Partial)
 	}
-	fmt.Fprintf(&b, "%d ConfigMaps; per round both contenders are stopped, each ConfigMap is patched once, then one drains the %d updates and after it the other (converge first in even rounds). r = converge's rate ÷ client-go's in the same round. Load average (1 min) after each round: %s.\n\n",
-		sum.Objects, sum.Objects, strings.Join(sum.Load, " "))
+	fmt.Fprintf(&b, "%d ConfigMaps; per round the processes of every worker count still running are stopped, each ConfigMap is patched once, then, one worker count after another, one contender drains the %d updates and after it the other (converge first in the worker count's even rounds). r = converge's rate ÷ client-go's in the same round. kube-apiserver's watch history window: %s. Load average (1 min) after each write round: %s.\n\n",
+		sum.Objects, sum.Objects, cmpOr(sum.History, "75s"), strings.Join(sum.Load, " "))
 	b.WriteString("| workers | valid rounds | wins (r > 1) | sign-test p (one-sided) | median r | HL r [CI] | converge events/s | client-go events/s | converge CPU/event (µs) | client-go CPU/event (µs) | median r, converge first / client-go first | rounds not counted |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range sum.Sets {

@@ -300,8 +300,12 @@ func main() {
 		if set["out"] {
 			dir = *out
 		}
+		history := drainHistory
+		if *attach != "" {
+			history = 0 // the cluster's own
+		}
 		o := drainOpts{n: *drainEvents, rounds: *drainRounds, retries: 2, workers: counts, writers: 64,
-			history: drainHistory, deadline: *deadline, kubeconfig: kubeconfig, logDir: logDir, profileDir: profileDir}
+			history: history, deadline: *deadline, kubeconfig: kubeconfig, logDir: logDir, profileDir: profileDir}
 		if err := runDrain(ctx, c, bins, o, dir, "make bench"+argsSuffix(), logf); err != nil {
 			log.Fatal(err)
 		}
