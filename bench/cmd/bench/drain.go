@@ -664,7 +664,7 @@ func renderDrain(sum *DrainSummary) string {
 	if sum.Partial != "" {
 		fmt.Fprintf(&b, "**Partial**: %s.\n\n", sum.Partial)
 	}
-	fmt.Fprintf(&b, "%d ConfigMaps; per round the processes of every worker count still running are stopped, each ConfigMap is patched once, then, one worker count after another, one contender drains the %d updates and after it the other (converge first in the worker count's even rounds). r = converge's rate ÷ client-go's in the same round. kube-apiserver's watch history window: %s. Load average (1 min) after each write round: %s.\n\n",
+	fmt.Fprintf(&b, "%d ConfigMaps; per round the processes of every worker count still running are stopped, each ConfigMap is patched once, then, one worker count after another, one contender drains the %d updates and after it the other (converge first in the worker count's rounds 1, 3, 5, …). r = converge's rate ÷ client-go's in the same round. kube-apiserver's watch history window: %s. Load average (1 min) after each write round: %s.\n\n",
 		sum.Objects, sum.Objects, cmpOr(sum.History, "75s"), strings.Join(sum.Load, " "))
 	b.WriteString("| workers | valid rounds | wins (r > 1) | sign-test p (one-sided) | median r | HL r [CI] | converge events/s | client-go events/s | converge CPU/event (µs) | client-go CPU/event (µs) | median r, converge first / client-go first | rounds not counted |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
