@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/cluster"
@@ -187,8 +188,10 @@ type Controller struct {
 	phase atomic.Int32
 	// history holds the last reconciles of recently reconciled keys.
 	history *history.History
-	// primary is the informer of the kind the controller reconciles.
-	primary primaryInformer
+	// primary is the informer of the kind the controller reconciles;
+	// listeners are its sources' listeners, set before phaseRunning.
+	primary   primaryInformer
+	listeners []cache.ResourceEventHandlerRegistration
 	// shard gates the dispatch of a sharded controller's keys; nil when not
 	// sharded.
 	shard *gate
@@ -272,6 +275,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			return fmt.Errorf("controller %q: %w", c.name, err)
 		}
 		defer func() { _ = s.informer().RemoveListener(reg) }()
+		c.listeners = append(c.listeners, reg)
 	}
 	for _, s := range c.sources {
 		if err := s.informer().WaitForSync(ctx); err != nil {

@@ -71,8 +71,11 @@ func (m *Manager) backlogs() (out []syncgc.Controller) {
 			continue
 		}
 		if phase := controllerPhase(c.phase.Load()); phase != phaseStopped {
-			out = append(out, syncgc.Controller{Name: c.name, Running: phase == phaseRunning, Reconciles: c.ids.Load(),
-				Objects: c.primary.Stats().Objects, Queued: c.queue.Len()})
+			b := syncgc.Controller{Name: c.name, Reconciles: c.ids.Load(), Objects: c.primary.Stats().Objects, Queued: c.queue.Len()}
+			if phase == phaseRunning {
+				b.Running, b.Listeners = true, c.listeners // set before the phase
+			}
+			out = append(out, b)
 		}
 	}
 	return out

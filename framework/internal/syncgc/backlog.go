@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
 
@@ -22,9 +23,14 @@ type Controller struct {
 	Name string
 	// Running is true once its workers take keys.
 	Running bool
+	// Listeners are its sources' listeners once it runs: a listener added
+	// to a synced informer is handed every cached object first.
+	Listeners []cache.ResourceEventHandlerRegistration
 	// Reconciles counts the reconciles it has begun since it started.
 	Reconciles uint64
-	// Objects is the number of objects its own informer holds.
+	// Objects is the number of objects its own informer holds, as its
+	// listeners counted them (so, until they were handed every cached
+	// object, fewer).
 	Objects int
 	// Queued is the number of keys waiting for a worker, not counting those
 	// waiting for a delay (a retry's backoff, RequeueAfter).
@@ -33,18 +39,17 @@ type Controller struct {
 
 // Backlog tells when the controllers have worked off the backlog the
 // caches' sync queued: every key of every object, at once. A controller has
-// worked it off once it has begun as many reconciles as its informer held
-// objects when it was first seen running (retries count, so a controller
-// whose reconciles all fail gets there too), or once it was idle for a
-// look: no key waiting at two looks in a row and no reconcile begun
-// between them (its predicates or its shard let fewer keys through). A
-// controller that stops or is not run is not waited for. Backlog is used
+// worked it off once its listeners were handed every cached object and it
+// has begun as many reconciles as its informer holds objects (retries
+// count, so a controller whose reconciles all fail gets there too), or was
+// idle for a look: no key waiting at two looks in a row and no reconcile
+// begun between them (its predicates or its shard let fewer keys through).
+// A controller that stops or is not run is not waited for. Backlog is used
 // by one goroutine.
 type Backlog struct {
 	deadline time.Time
-	// owed is the reconciles each controller seen running owes; last its
-	// previous look; done the controllers that worked their backlog off.
-	owed map[string]uint64
+	// last is each controller's previous look; done the controllers that
+	// worked their backlog off.
 	last map[string]Controller
 	done map[string]bool
 }
@@ -55,7 +60,6 @@ type Backlog struct {
 func NewBacklog(synced time.Time, took time.Duration) *Backlog {
 	return &Backlog{
 		deadline: synced.Add(max(took, MinHold)),
-		owed:     map[string]uint64{},
 		last:     map[string]Controller{},
 		done:     map[string]bool{},
 	}
@@ -83,15 +87,13 @@ func (b *Backlog) drained(c Controller) bool {
 	if !c.Running {
 		return false
 	}
-	owed, ok := b.owed[c.Name]
-	if !ok {
-		owed = uint64(max(c.Objects, 0))
-		b.owed[c.Name] = owed
+	for _, l := range c.Listeners {
+		if !l.HasSynced() {
+			return false
+		}
 	}
 	idle := seen && last.Running && last.Queued == 0 && c.Queued == 0 && last.Reconciles == c.Reconciles
-	if c.Reconciles >= owed || idle {
-		b.done[c.Name] = true
-	}
+	b.done[c.Name] = c.Reconciles >= uint64(max(c.Objects, 0)) || idle
 	return b.done[c.Name]
 }
 

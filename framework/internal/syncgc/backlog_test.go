@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -18,8 +19,27 @@ type look struct {
 	drained bool
 }
 
+// listener is a source's listener, handed every cached object or not yet.
+type listener bool
+
+func (l listener) HasSynced() bool                     { return bool(l) }
+func (l listener) HasSyncedChecker() cache.DoneChecker { return nil }
+
+var _ cache.ResourceEventHandlerRegistration = listener(false)
+
+// running is a running controller whose listeners were handed every
+// cached object.
 func running(name string, reconciles uint64, objects, queued int) Controller {
-	return Controller{Name: name, Running: true, Reconciles: reconciles, Objects: objects, Queued: queued}
+	return Controller{Name: name, Running: true, Listeners: []cache.ResourceEventHandlerRegistration{listener(true), listener(true)},
+		Reconciles: reconciles, Objects: objects, Queued: queued}
+}
+
+// handing is a running controller whose second listener is still being
+// handed the cached objects.
+func handing(name string, reconciles uint64, objects, queued int) Controller {
+	c := running(name, reconciles, objects, queued)
+	c.Listeners = []cache.ResourceEventHandlerRegistration{listener(true), listener(false)}
+	return c
 }
 
 func TestBacklogDrained(t *testing.T) {
@@ -33,8 +53,15 @@ func TestBacklogDrained(t *testing.T) {
 			{0, []Controller{{Name: "a"}}, false}, // started, not running yet
 			{Look, []Controller{running("a", 0, 1000, 0)}, false},
 			{2 * Look, []Controller{running("a", 400, 1000, 600)}, false},
-			{3 * Look, []Controller{running("a", 999, 1030, 1)}, false}, // owes what it held when first seen running
-			{4 * Look, []Controller{running("a", 1000, 1030, 30)}, true},
+			{3 * Look, []Controller{running("a", 999, 1000, 1)}, false},
+			{4 * Look, []Controller{running("a", 1000, 1000, 0)}, true},
+		}},
+		{"reconciles keeping up with a listener still handed the cached objects are not the backlog", time.Second, []look{
+			{0, []Controller{handing("a", 10, 10, 0)}, false}, // its informer counted only the objects handed so far
+			{Look, []Controller{handing("a", 400, 400, 0)}, false},
+			{2 * Look, []Controller{handing("a", 400, 400, 0)}, false}, // a stall while handing is not idleness
+			{3 * Look, []Controller{running("a", 900, 1000, 100)}, false},
+			{4 * Look, []Controller{running("a", 1000, 1000, 0)}, true},
 		}},
 		{"a controller whose reconciles all fail is done after one pass", time.Second, []look{
 			{0, []Controller{running("a", 10, 500, 490)}, false},
