@@ -23,8 +23,9 @@ type Controller struct {
 	Name string
 	// Running is true once its workers take keys.
 	Running bool
-	// Listeners are its sources' listeners once it runs: a listener added
-	// to a synced informer is handed every cached object first.
+	// Listeners are its sources' listeners once it runs (nil for a source
+	// that adds none): a listener added to a synced informer is handed
+	// every cached object first.
 	Listeners []cache.ResourceEventHandlerRegistration
 	// Reconciles counts the reconciles it has begun since it started.
 	Reconciles uint64
@@ -88,7 +89,7 @@ func (b *Backlog) drained(c Controller) bool {
 		return false
 	}
 	for _, l := range c.Listeners {
-		if !l.HasSynced() {
+		if l != nil && !l.HasSynced() { // a source that adds no listener has none
 			return false
 		}
 	}

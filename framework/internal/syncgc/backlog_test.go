@@ -63,6 +63,9 @@ func TestBacklogDrained(t *testing.T) {
 			{3 * Look, []Controller{running("a", 900, 1000, 100)}, false},
 			{4 * Look, []Controller{running("a", 1000, 1000, 0)}, true},
 		}},
+		{"a source without a listener has none to wait for", time.Second, []look{
+			{0, []Controller{{Name: "a", Running: true, Listeners: []cache.ResourceEventHandlerRegistration{nil, listener(true)}, Reconciles: 5, Objects: 5}}, true},
+		}},
 		{"a controller whose reconciles all fail is done after one pass", time.Second, []look{
 			{0, []Controller{running("a", 10, 500, 490)}, false},
 			{Look, []Controller{running("a", 500, 500, 250)}, true}, // its keys are back, in backoff and queued
