@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/cluster"
@@ -188,8 +188,10 @@ type Controller struct {
 	phase atomic.Int32
 	// history holds the last reconciles of recently reconciled keys.
 	history *history.History
-	// primary is the informer of the kind the controller reconciles.
-	primary primaryInformer
+	// primary is the informer of the kind the controller reconciles;
+	// listeners are its sources' listeners, set before phaseRunning.
+	primary   primaryInformer
+	listeners []cache.ResourceEventHandlerRegistration
 	// shard gates the dispatch of a sharded controller's keys; nil when not
 	// sharded.
 	shard *gate
@@ -273,6 +275,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			return fmt.Errorf("controller %q: %w", c.name, err)
 		}
 		defer func() { _ = s.informer().RemoveListener(reg) }()
+		c.listeners = append(c.listeners, reg)
 	}
 	for _, s := range c.sources {
 		if err := s.informer().WaitForSync(ctx); err != nil {
@@ -451,7 +454,7 @@ func (c *Controller) reconcileOne(ctx context.Context, req reconcile.Request, re
 		c.metrics.Active.Set(float64(len(c.inflight)))
 		c.mu.Unlock()
 	}()
-	res, err, panicked := c.call(ctx, req)
+	res, err, panicked := reconcilelog.Call(ctx, c.reconciler, req)
 	took := time.Since(start)
 	timedOut := c.opts.ReconcileTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded)
 
@@ -528,36 +531,6 @@ func (c *Controller) settle(log logr.Logger, req reconcile.Request, res reconcil
 		return metrics.ResultSuccess, 0
 	}
 }
-
-// call runs the reconciler, turning a panic into an error: the first line
-// of the panic's value, which the history shows; the log gets the whole
-// value and the stack.
-func (c *Controller) call(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error, panicked bool) {
-	defer func() {
-		if r := recover(); r != nil {
-			panicked = true
-			whole := fmt.Errorf("panic: %v", r)
-			if e, ok := r.(error); ok {
-				whole = fmt.Errorf("panic: %w", e)
-			}
-			logr.FromContextOrDiscard(ctx).Error(errtext.Error(whole), "reconcile panicked; retrying with backoff", "stack", string(debug.Stack()))
-			first, _, _ := strings.Cut(whole.Error(), "\n")
-			err = &panicError{first: first, whole: whole}
-		}
-	}()
-	res, err = c.reconciler.Reconcile(ctx, req)
-	return res, err, false
-}
-
-// panicError is a reconcile's panic as its history shows it: the first
-// line of its value (a stack a value carries goes to the log only).
-type panicError struct {
-	first string
-	whole error
-}
-
-func (e *panicError) Error() string { return e.first }
-func (e *panicError) Unwrap() error { return e.whole }
 
 // QueueLen returns the number of keys waiting to be reconciled.
 func (c *Controller) QueueLen() int { return c.queue.Len() }

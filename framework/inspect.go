@@ -12,6 +12,7 @@ import (
 
 	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework/internal/history"
+	"github.com/converge-dev/converge/framework/internal/syncgc"
 	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
@@ -57,6 +58,27 @@ func (m *Manager) inspectedControllers() []inspectable {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.inspected)
+}
+
+// backlogs is what syncgc.Hold reads of the controllers this process runs
+// now, or is about to: those that need leadership once it leads.
+func (m *Manager) backlogs() (out []syncgc.Controller) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, i := range m.inspected {
+		c, ok := i.(*Controller)
+		if !ok || c.NeedLeaderElection() && !m.leading {
+			continue
+		}
+		if phase := controllerPhase(c.phase.Load()); phase != phaseStopped {
+			b := syncgc.Controller{Name: c.name, Reconciles: c.ids.Load(), Objects: c.primary.Stats().Objects, Queued: c.queue.Len()}
+			if phase == phaseRunning {
+				b.Running, b.Listeners = true, c.listeners // set before the phase
+			}
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 func (c *Controller) gvk() schema.GroupVersionKind { return c.kind }

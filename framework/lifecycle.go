@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/converge-dev/converge/framework/internal/syncgc"
 	"github.com/converge-dev/converge/internal/klogcap"
@@ -179,10 +180,9 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	defer cacheGroup.stop(0)
 
 	m.log.V(1).Info("waiting for caches to sync")
-	restoreGC := syncgc.Bound(m.opts.SyncHeapRatio)
-	err = m.cache.WaitForSync(ctx)
-	restoreGC()
-	if err != nil {
+	began, restoreGC := time.Now(), syncgc.Bound(m.opts.SyncHeapRatio)
+	defer restoreGC() // unless the backlog's hold (below) restored it
+	if err = m.cache.WaitForSync(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -210,6 +210,10 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	} else {
 		m.becomeLeader()
 	}
+	cacheGroup.start(RunnableFunc(func(ctx context.Context) error {
+		syncgc.Hold(ctx, clock.RealClock{}, restoreGC, time.Since(began), m.backlogs)
+		return nil
+	}))
 	m.log.V(1).Info("manager started")
 
 	select {

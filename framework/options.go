@@ -101,13 +101,14 @@ type Options struct {
 	// Cache.HTTPClient. The README (Performance, Tuning) says when it pays.
 	DisableCompression bool
 
-	// SyncHeapRatio bounds the heap while the caches first sync, and while
-	// a sharding ring member's reads of a bucket it claimed first sync: GOGC
-	// is lowered to 100 × (SyncHeapRatio − 1), so that the heap stays under
-	// about that multiple of the heap the sync ends with, at the cost of
-	// more collections. Then the previous GOGC is restored and the memory
-	// the sync freed returned to the operating system. A lower GOGC (or
-	// GOGC=off) and a memory limit (GOMEMLIMIT) are left as they are.
+	// SyncHeapRatio bounds the heap while the caches first sync, then until
+	// the controllers began a reconcile per cached object (or idle), for at
+	// most a minute after the sync or as long as it took; and while a ring
+	// member's reads of a bucket it claimed first sync. GOGC is lowered to
+	// 100 × (SyncHeapRatio − 1): the heap stays under about that multiple of
+	// the heap the sync ends with, for more collections. Then GOGC is
+	// restored and the memory freed returned to the operating system. A
+	// lower GOGC (or off) and a memory limit (GOMEMLIMIT) are left alone.
 	// Zero means 1.4; negative means the GC settings are never touched;
 	// any other value must be above 1 and at most 100.
 	SyncHeapRatio float64

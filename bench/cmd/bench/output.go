@@ -52,6 +52,7 @@ var metrics = []metric{
 	{"rss", "RSS after sync (MiB)", false, func(r *Result) float64 { return r.RSSBytes / mib }, "%.1f", true, allWorkloads, false},
 	{"peakRss", "peak RSS (MiB)", false, func(r *Result) float64 { return r.PeakRSSBytes / mib }, "%.1f", false, allWorkloads, false},
 	{"syncPeakHeap", "peak heap during sync (MiB)", false, func(r *Result) float64 { return r.SyncPeakHeapBytes / mib }, "%.1f", false, readWorkloads, true},
+	{"listPeakHeap", "peak heap before the first reconcile (MiB)", false, func(r *Result) float64 { return r.ListPeakHeapBytes / mib }, "%.1f", false, readWorkloads, true},
 	{"syncPeakRatio", "peak heap during sync ÷ heap after sync", false, syncPeakRatio, "%.2f", false, readWorkloads, true},
 	{"syncPeakLive", "peak live heap during sync (MiB)", false, func(r *Result) float64 { return r.SyncPeakLiveBytes / mib }, "%.1f", false, readWorkloads, true},
 	{"syncPeakGoal", "peak heap goal during sync (MiB)", false, func(r *Result) float64 { return r.SyncPeakGoalBytes / mib }, "%.1f", false, readWorkloads, true},

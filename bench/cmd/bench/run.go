@@ -37,12 +37,14 @@ type Result struct {
 	// The first sync, until every object was reported once: the maxima
 	// of heap objects (live and unswept garbage), of the live heap as of
 	// the last GC and of the heap goal, sampled every 5 ms (see
-	// internal/report); GC cycles by then; VmHWM then.
+	// internal/report); GC cycles by then; VmHWM then. And the largest
+	// heap objects before the first reconcile: the caches' sync alone.
 	SyncPeakHeapBytes float64 `json:"syncPeakHeapBytes,omitempty"`
 	SyncPeakLiveBytes float64 `json:"syncPeakLiveBytes,omitempty"`
 	SyncPeakGoalBytes float64 `json:"syncPeakGoalBytes,omitempty"`
 	SyncGCs           float64 `json:"syncGcs,omitempty"`
 	SyncPeakRSSBytes  float64 `json:"syncPeakRssBytes,omitempty"`
+	ListPeakHeapBytes float64 `json:"listPeakHeapBytes,omitempty"`
 
 	StormCount int     `json:"stormCount"` // changes made while the initial keys drained
 	StormP50Ms float64 `json:"stormP50Ms"`
@@ -275,6 +277,7 @@ func runProcess(ctx context.Context, c *cluster, name, bin string, o runOpts, re
 		res.HeapBytes = float64(m.heapAlloc)
 		res.SyncPeakHeapBytes, res.SyncPeakLiveBytes = float64(m.peakObjects), float64(m.peakLive)
 		res.SyncPeakGoalBytes, res.SyncGCs = float64(m.peakGoal), float64(m.syncGCs)
+		res.ListPeakHeapBytes = float64(m.peakBefore)
 	case <-time.After(30 * time.Second):
 		return fail("no memory stats")
 	}

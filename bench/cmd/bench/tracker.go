@@ -31,8 +31,9 @@ type memStats struct {
 	heapAlloc, heapInuse, heapSys, sys, numGC uint64
 	// The maxima during the first sync (until "syncdone"): heap objects
 	// (live and unswept), live heap as of the last GC, heap goal; and the
-	// GC cycles by then.
-	peakObjects, peakLive, peakGoal, syncGCs uint64
+	// GC cycles by then; the largest heap objects before the first
+	// reconcile.
+	peakObjects, peakLive, peakGoal, syncGCs, peakBefore uint64
 }
 
 // replies are one contender process's answers to the driver's requests on
@@ -154,7 +155,7 @@ func (t *tracker) readWith(r io.Reader, rp replies) {
 			f := strings.Fields(line)
 			var m memStats
 			for i, p := range []*uint64{&m.heapAlloc, &m.heapInuse, &m.heapSys, &m.sys, &m.numGC,
-				&m.peakObjects, &m.peakLive, &m.peakGoal, &m.syncGCs} {
+				&m.peakObjects, &m.peakLive, &m.peakGoal, &m.syncGCs, &m.peakBefore} {
 				if i+1 < len(f) {
 					*p, _ = strconv.ParseUint(f[i+1], 10, 64)
 				}

@@ -24,7 +24,9 @@
 // 5 ms and keeps the largest heap objects (live and not yet swept garbage,
 // /memory/classes/heap/objects:bytes), live heap as of the last GC
 // (/gc/heap/live:bytes) and heap goal (/gc/heap/goal:bytes) it saw; "mem"
-// appends them, and the number of GCs by "syncdone", to its reply.
+// appends them, the number of GCs by "syncdone" and the largest heap
+// objects before the first Seen (the caches' sync alone, before the first
+// reconcile), to its reply.
 //
 // Seen only sends a small struct on a buffered channel; one goroutine formats
 // and writes the lines, flushing whenever the channel runs empty, so reports
@@ -41,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -79,6 +82,9 @@ func Start() {
 // Seen reports that the object namespace/name was reconciled at resource
 // version rv, carrying gen.
 func Seen(ns, name, rv, gen string) {
+	if !reconciling.Load() {
+		reconciling.Store(true)
+	}
 	ch <- record{at: time.Now().UnixNano(), ns: ns, name: name, rv: rv, gen: gen}
 }
 
@@ -178,8 +184,8 @@ func commands() {
 			runtime.ReadMemStats(&m)
 			endSync() // a driver that sent no "syncdone": the sync is over by now
 			<-sampled
-			ch <- record{ctl: fmt.Sprintf("M %d %d %d %d %d %d %d %d %d\n", m.HeapAlloc, m.HeapInuse, m.HeapSys, m.Sys, m.NumGC,
-				peak[0], peak[1], peak[2], peakGCs)}
+			ch <- record{ctl: fmt.Sprintf("M %d %d %d %d %d %d %d %d %d %d\n", m.HeapAlloc, m.HeapInuse, m.HeapSys, m.Sys, m.NumGC,
+				peak[0], peak[1], peak[2], peakGCs, peakBefore)}
 		case "syncdone":
 			endSync()
 		case "heap":
@@ -237,7 +243,11 @@ var (
 	syncDone, sampled = make(chan struct{}), make(chan struct{})
 	peak              [3]uint64 // heap objects, live heap, heap goal
 	peakGCs           uint64    // GC cycles completed by "syncdone"
-	endSync           = sync.OnceFunc(func() { close(syncDone) })
+	// peakBefore is the largest heap objects sampled before the first
+	// Seen; reconciling is set by it.
+	peakBefore  uint64
+	reconciling atomic.Bool
+	endSync     = sync.OnceFunc(func() { close(syncDone) })
 )
 
 // sample keeps the maxima of the heap during the first sync (see the
@@ -258,6 +268,9 @@ func sample() {
 			if s[i].Value.Kind() == metrics.KindUint64 {
 				peak[i] = max(peak[i], s[i].Value.Uint64())
 			}
+		}
+		if !reconciling.Load() {
+			peakBefore = peak[0]
 		}
 		select {
 		case <-syncDone:

@@ -2,7 +2,8 @@
 // controller, the object, the reconcile ID and the reason to each line a
 // reconcile logs, caps verbosity at klogcap.MaxLevel, and carries the
 // reconcile's last NoteBlocked. The reconcile's context holds the sink
-// (Context), where From finds it.
+// (Context), where From finds it. Call runs a reconcile, logging a panic
+// through that sink and turning it into an error.
 package reconcilelog
 
 import (

@@ -1,6 +1,7 @@
 // Package syncgc bounds the garbage collector's heap goal while caches
 // first sync, process-wide, for the managers and sharding rings of a
-// process.
+// process (Bound), and then while a manager's controllers work off the
+// backlog the sync queued (Hold).
 package syncgc
 
 import (
