@@ -16,7 +16,8 @@
 // # Schedules
 //
 // Schedule 0 runs the scenario without faults: the reference. Each other
-// schedule starts a fresh fake API server and a manager with Setup,
+// schedule starts a fresh fake API server (or, on a test control plane,
+// runs on the shared cluster) and a manager with Setup,
 // applies the steps in order, and injects the faults its seed draws (1 to
 // FaultOptions.Max), each placed by a trigger, as Sieve (OSDI '22) places
 // its faults:
@@ -56,9 +57,12 @@
 // real plane adds three faults:
 //
 //   - Restart: kube-apiserver is killed (SIGKILL) as the controllers send
-//     their n-th write, which gets no answer, and started again at once on
-//     the same port and etcd data; the controllers' requests fail until it
-//     is ready, the scenario's wait.
+//     their n-th write, and started again at once on the same port and etcd
+//     data. The write is lost: it fails with a reset connection and takes no
+//     effect (it is not sent, so that it never reaches the restarted
+//     kube-apiserver, however late this process runs). The controllers'
+//     other requests fail until kube-apiserver is ready, and their watches
+//     resume; the scenario's requests wait.
 //   - Expire: step k is applied while the proxy holds the manager's
 //     connection; then etcd is compacted and the connection broken, so the
 //     watches resume from a compacted resource version, get 410 Gone and
@@ -87,6 +91,7 @@
 //		t.Fatal(err)
 //	}
 //	t.Cleanup(func() { env.Stop() })
+//	// ... create the Namespaces the scenario uses ...
 //	opts.Envtest = env // opts: the Options of the test on framework/fake
 //	explore.Run(t, opts)
 //

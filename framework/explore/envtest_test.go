@@ -2,10 +2,12 @@ package explore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -162,25 +165,32 @@ func TestEachRealPlaneFaultBreaksWhatOnlyItCanBreak(t *testing.T) {
 		}
 		return out
 	}
+	restartOpts := explore.Options{Setup: mirrorOrClean(true),
+		Steps:     []explore.Step{explore.Create(configMap("a")), explore.Create(configMap("b"))},
+		Converged: []explore.Invariant{eachHasMirror}}
 	for _, tc := range []struct {
 		name  string
 		fault string // a replay token
+		kind  explore.FaultKind
+		hit   string // what the fault's write became, if it has one
 		opts  explore.Options
+		late  bool // the restarted write is answered once kube-apiserver is up again
 	}{
 		// A create that fails unanswered is swallowed: only a dead
 		// kube-apiserver fails it (409 and 500 are not drawn here).
-		// Write 1 is a's mirror.
-		{"restart", "restart@w1", explore.Options{Setup: mirrorOrClean(true),
-			Steps:     []explore.Step{explore.Create(configMap("a")), explore.Create(configMap("b"))},
-			Converged: []explore.Invariant{eachHasMirror}}},
+		// Write 1 is a's mirror; it gets no answer and takes no effect,
+		// even when this process runs it late, when a connection dialled
+		// then would reach the restarted kube-apiserver.
+		{name: "restart", fault: "restart@w1", kind: explore.Restart, hit: "create v1 Secret ns/a-mirror → 0", opts: restartOpts},
+		{name: "restart, answered late", fault: "restart@w1", kind: explore.Restart, hit: "create v1 Secret ns/a-mirror → 0", opts: restartOpts, late: true},
 		// A ConfigMap created and deleted within one step is seen only
 		// through its events, which an expired watch loses.
-		{"expire", "expire@s1", explore.Options{Setup: mirrorOrClean(false),
+		{name: "expire", fault: "expire@s1", kind: explore.Expire, opts: explore.Options{Setup: mirrorOrClean(false),
 			Steps:     []explore.Step{explore.Create(configMap("a")), createThenDelete("tmp")},
 			Converged: []explore.Invariant{wroteForEach}}},
 		// Only a held write lands after the next step: a's mirror
 		// (write 1).
-		{"hold", "hold@w1", explore.Options{Setup: mirrorOrClean(false),
+		{name: "hold", fault: "hold@w1", kind: explore.Hold, hit: "create v1 Secret ns/a-mirror → 201", opts: explore.Options{Setup: mirrorOrClean(false),
 			Steps:      []explore.Step{explore.Create(configMap("a")), explore.Create(configMap("b"))},
 			Invariants: []explore.Invariant{mirroredBeforeNext}}},
 	} {
@@ -188,17 +198,27 @@ func TestEachRealPlaneFaultBreaksWhatOnlyItCanBreak(t *testing.T) {
 			opts := tc.opts
 			opts.Envtest = e
 			want := append(tc.opts.Invariants, tc.opts.Converged...)[0].Name
+			if tc.late {
+				t.Cleanup(explore.SendRestartedWriteLate())
+			}
 			f, injected, err := explore.CheckFaults(t.Context(), opts, tc.fault)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The fault fired first, or nothing could break.
+			if len(injected) != 1 || injected[tc.kind] != 1 {
+				t.Fatalf("with %s: injected %v, want one %v", tc.fault, injected, tc.kind)
+			}
 			if f == nil || f.Broken != want {
 				t.Fatalf("with %s: got %v, want %q broken", tc.fault, f, want)
 			}
-			if len(injected) != 1 || injected[f.Plan[0].Kind] == 0 {
-				t.Errorf("with %s: injected %v", tc.fault, injected)
+			if !strings.Contains(f.Hit[1], tc.hit) {
+				t.Errorf("with %s: the fault hit %q, want %q", tc.fault, f.Hit[1], tc.hit)
 			}
 			t.Logf("caught:\n%s", f)
+			if tc.late {
+				return // the negative control is the first case's
+			}
 
 			without := opts
 			without.Schedules = 4
@@ -247,6 +267,55 @@ func TestAReconcileIgnoringItsContextThroughARestart(t *testing.T) {
 	if err != nil || f != nil {
 		t.Fatalf("got %v, %v; want nothing broken", f, err)
 	}
+}
+
+// A schedule that does not converge after a restart says when
+// kube-apiserver was killed and when it was ready again, beside what kept
+// the controllers busy: here a controller that gives up for good once a
+// write of it is lost with its connection (the Restart fault's write
+// fails with a reset connection).
+func TestNotConvergedAfterARestartSaysWhen(t *testing.T) {
+	e := testEnv(t)
+	setup := func(mgr *framework.Manager) error {
+		c := mgr.Client()
+		var lost atomic.Bool // this manager's
+		return framework.NewBuilder[*corev1.ConfigMap](mgr, "fragile", framework.ControllerOptions{}).
+			CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+				if req.Namespace != "ns" {
+					return reconcile.Result{}, nil
+				}
+				if lost.Load() {
+					return reconcile.Result{}, errors.New("gave up after a lost write")
+				}
+				mirror := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name + "-mirror"}}
+				err := c.Create(ctx, mirror)
+				if utilnet.IsConnectionReset(err) {
+					lost.Store(true)
+				}
+				if err != nil && !apierrors.IsAlreadyExists(err) {
+					return reconcile.Result{}, err
+				}
+				return reconcile.Result{}, nil
+			}))
+	}
+	opts := explore.Options{Envtest: e, Setup: setup, ConvergeTimeout: 10 * time.Second,
+		Steps: []explore.Step{explore.Create(configMap("a"))}}
+	f, injected, err := explore.CheckFaults(t.Context(), opts, "restart@w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if injected[explore.Restart] != 1 {
+		t.Fatalf("injected %v, want one Restart", injected)
+	}
+	if f == nil || f.Broken != "convergence" {
+		t.Fatalf("got %v, want convergence broken", f)
+	}
+	for _, want := range []string{"gave up after a lost write", "kube-apiserver, killed by a Restart fault ", " ago, was ready again "} {
+		if !strings.Contains(f.Err.Error(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, f)
+		}
+	}
+	t.Logf("reported:\n%s", f)
 }
 
 // Options.Envtest must be started; it takes the real plane's faults only,

@@ -16,3 +16,11 @@ func CheckFaults(ctx context.Context, opts Options, tokens string) (*Failure, ma
 	f, err := e.check(ctx, opts)
 	return f, e.stats.injected, err
 }
+
+// SendRestartedWriteLate makes the write a Restart fault meets wait until
+// kube-apiserver is up again before it is answered, as when the process
+// does not run meanwhile (a busy machine). The returned func undoes it.
+func SendRestartedWriteLate() (undo func()) {
+	afterKillHook = func(up <-chan struct{}) { <-up }
+	return func() { afterKillHook = nil }
+}

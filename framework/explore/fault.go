@@ -33,9 +33,11 @@ const (
 	// two steps.
 	Lag
 	// Restart kills kube-apiserver (SIGKILL) as the controllers send one
-	// of their writes, which gets no answer, then starts it again on the
-	// same port and etcd data; the controllers' requests fail meanwhile,
-	// and their watches resume. On Options.Envtest only.
+	// of their writes, then starts it again on the same port and etcd
+	// data. The write is lost: it fails with a reset connection
+	// (syscall.ECONNRESET) and takes no effect. The controllers' other
+	// requests fail meanwhile, and their watches resume. On
+	// Options.Envtest only.
 	Restart
 	// Expire cuts the manager off while one step is applied (its
 	// connection is held), compacts etcd, then breaks the connection: the

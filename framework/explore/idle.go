@@ -16,8 +16,9 @@ import (
 // flight, and no key whose last reconcile failed (a key that noted a
 // Blocker counts as converged: it did all it could). Otherwise it says
 // what is not. What the plane knows of the watches' events on their way
-// is plane.caughtUp's.
-func idle(mgr *framework.Manager) string {
+// is plane.caughtUp's. lastRead describes an informer's last list or
+// watch request, when it is not watching (see plane.lastRead).
+func idle(mgr *framework.Manager, lastRead func(schema.GroupVersionKind) string) string {
 	p := seam.Provider(mgr)
 	now := time.Now()
 	st := p.State(now)
@@ -27,12 +28,14 @@ func idle(mgr *framework.Manager) string {
 		case !inf.Synced:
 			reasons = append(reasons, fmt.Sprintf("informer %s has not synced", inf.Description))
 		case inf.Err != nil:
-			reasons = append(reasons, fmt.Sprintf("informer %s has not watched again since its last list or watch failed: %v", inf.Description, inf.Err))
+			reasons = append(reasons, fmt.Sprintf("informer %s has not watched again since its last list or watch failed: %v%s", inf.Description, inf.Err, paren(lastRead(inf.Kind))))
 		case !inf.Watching:
 			// Its watch request is being sent again (client-go retries a
-			// reset connection before the informer sees an error): events
-			// committed meanwhile have not reached the cache.
-			reasons = append(reasons, fmt.Sprintf("informer %s has no open watch", inf.Description))
+			// reset connection before the informer sees an error), or its
+			// reflector waits to list again (client-go backs off up to
+			// about a minute after failed lists): events committed
+			// meanwhile have not reached the cache.
+			reasons = append(reasons, fmt.Sprintf("informer %s has no open watch%s", inf.Description, paren(lastRead(inf.Kind))))
 		}
 	}
 	for _, c := range st.Controllers {
@@ -63,6 +66,14 @@ func idle(mgr *framework.Manager) string {
 		}
 	}
 	return summary(reasons)
+}
+
+// paren returns " (s)", or "" for an empty s.
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }
 
 func apiConflict(req request) error {

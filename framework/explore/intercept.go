@@ -1,10 +1,17 @@
 package explore
 
+import (
+	"fmt"
+	"syscall"
+)
+
 // intercept records every write, numbers the managers' writes, injects
 // the Conflict and ServerError faults, and fires the Crash, Restart and
 // Hold faults. serve sends the request to the server and returns the
 // answer's status code (0 when none came); an error returned is the
-// answer instead (serve was not called).
+// answer instead (serve was not called): an injected status, or a
+// *lostError when no answer comes (the caller then answers with no
+// response, only that error).
 //
 // A manager's write is numbered (from 1, over every manager) unless it
 // retries a write a fault answered or cut off: the next write of that
@@ -34,9 +41,7 @@ func (s *schedule) intercept(req request, serve func() int) error {
 		case Conflict, ServerError:
 			s.fire(fault)
 			w.Injected = f
-			s.mu.Lock()
-			s.retries[key] = true
-			s.mu.Unlock()
+			s.cutOff(key)
 			w.Code = 500
 			err := apiInternal(req)
 			if f.Kind == Conflict {
@@ -45,10 +50,21 @@ func (s *schedule) intercept(req request, serve func() int) error {
 			s.record(w)
 			return err
 		case Restart:
-			// kube-apiserver dies as the write is sent: it gets no answer.
-			if err := s.plane.(*realPlane).kill(); err == nil {
+			// kube-apiserver dies as the write is sent: the write gets no
+			// answer and takes no effect. It is not sent at all: sent
+			// after the kill, its connection could be dialled once the
+			// restarted kube-apiserver listens, and the write would wait
+			// there and commit (on a busy machine, where this goroutine
+			// runs late).
+			if rp := s.plane.(*realPlane); rp.kill() == nil {
 				s.fire(fault)
 				w.Injected = f
+				if rp.afterKill != nil {
+					rp.afterKill(rp.awaitUp())
+				}
+				s.record(w)
+				s.cutOff(key)
+				return &lostError{req: req}
 			}
 		case Hold:
 			// The write waits in the held connection while the next step
@@ -62,9 +78,7 @@ func (s *schedule) intercept(req request, serve func() int) error {
 	w.Code = serve()
 	s.record(w)
 	if w.Code == 0 {
-		s.mu.Lock()
-		s.retries[key] = true
-		s.mu.Unlock()
+		s.cutOff(key)
 	}
 	if !w.Committed() {
 		return nil
@@ -79,6 +93,27 @@ func (s *schedule) intercept(req request, serve func() int) error {
 	}
 	return nil
 }
+
+// cutOff notes that the write key names was answered by a fault or cut
+// off: its retry gets no number (see number).
+func (s *schedule) cutOff(key retryKey) {
+	s.mu.Lock()
+	s.retries[key] = true
+	s.mu.Unlock()
+}
+
+// lostError is what a write a Restart fault met gets instead of an
+// answer: its connection reset, as by a dead kube-apiserver.
+type lostError struct{ req request }
+
+func (e *lostError) Error() string {
+	return fmt.Sprintf("explore: %s got no answer: kube-apiserver was killed as it was sent (a Restart fault): %v", e.req, syscall.ECONNRESET)
+}
+
+// Unwrap returns syscall.ECONNRESET, so that the client's checks for a
+// reset connection (k8s.io/apimachinery/pkg/util/net.IsConnectionReset)
+// see one.
+func (e *lostError) Unwrap() error { return syscall.ECONNRESET }
 
 // number returns the number of the write key names, or 0 when it retries
 // a write a fault answered or cut off (which then is no longer owed).

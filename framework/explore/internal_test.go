@@ -2,7 +2,10 @@ package explore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -286,5 +289,30 @@ func TestReplayOfAnotherPlanesFaultIsRefused(t *testing.T) {
 	defer func() { *faultsFlag = "" }()
 	if _, _, err := fromFlags(t.Name(), Options{Steps: steps}); err != nil {
 		t.Errorf("faults the fake injects: %v", err)
+	}
+}
+
+// On a test control plane, an informer that is not watching is reported
+// with the managers' last list or watch request of its kind and how it
+// ended; a Get (of one object) and a write are not such requests.
+func TestTheLastListOrWatchRequestIsNoted(t *testing.T) {
+	p := &realPlane{}
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	if got := p.lastRead(cm); got != "" {
+		t.Errorf("before any request: got %q", got)
+	}
+	get := func(url string) *http.Request { return httptest.NewRequest(http.MethodGet, url, nil) }
+	p.noteRead(request{kind: cm}, get("/api/v1/configmaps?watch=true"), nil, errors.New("read: connection reset by peer"))
+	p.noteRead(request{kind: cm, name: "a"}, get("/api/v1/namespaces/ns/configmaps/a"), &http.Response{StatusCode: 404}, nil)
+	if got := p.lastRead(cm); !strings.HasPrefix(got, "its last watch request was sent ") || !strings.HasSuffix(got, " ago: read: connection reset by peer") {
+		t.Errorf("after a failed watch and a Get: got %q", got)
+	}
+	p.noteRead(request{kind: cm}, get("/api/v1/configmaps?watch=true"), &http.Response{StatusCode: 200}, nil)
+	if got := p.lastRead(cm); !strings.HasSuffix(got, " ago: 200, the stream open") {
+		t.Errorf("after an open watch: got %q", got)
+	}
+	p.noteRead(request{kind: cm}, get("/api/v1/configmaps?limit=500"), &http.Response{StatusCode: 503}, nil)
+	if got := p.lastRead(cm); !strings.HasPrefix(got, "its last list request") || !strings.HasSuffix(got, " ago: 503") {
+		t.Errorf("after a failed list: got %q", got)
 	}
 }

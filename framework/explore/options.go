@@ -67,9 +67,12 @@ type Options struct {
 	// Namespaces are left), so the namespaces the scenario uses must
 	// exist. CRDs are installed with Environment.InstallCRDs; its faults
 	// are Conflict, ServerError, Crash, Restart, Expire and Hold (see
-	// FaultKind). The controllers run in wall time: a replay repeats a
-	// schedule's faults, each on the same numbered write or step, not its
-	// interleaving. Zero means framework/fake.
+	// FaultKind); Restart and Expire need envtest's local processes (not
+	// envtest.Options.UseExistingCluster, where a Restart does not fire
+	// and an Expire ends the exploration with envtest.ErrNotLocal). The
+	// controllers run in wall time: a replay repeats a schedule's faults,
+	// each on the same numbered write or step, not its interleaving. Zero
+	// means framework/fake.
 	Envtest *envtest.Environment
 
 	// Steps are the scenario, applied in order; after each, the explorer

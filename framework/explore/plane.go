@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/client"
@@ -36,6 +37,10 @@ type plane interface {
 	// lag makes identity's watches hold back up to events events each;
 	// 0 lets them through.
 	lag(identity string, events int)
+	// lastRead describes the managers' last list or watch request of
+	// kind, for a report of an informer that is not watching; "" when
+	// the plane cannot tell (the fake, which has no connection to lose).
+	lastRead(kind schema.GroupVersionKind) string
 	// quiet is how long the controllers must stay idle, with no write
 	// committed, to count as converged; a broken invariant is checked
 	// again after 20 times as long before it fails the schedule, so that
@@ -72,10 +77,11 @@ func (p *fakePlane) mapper() meta.RESTMapper             { return p.m }
 func (p *fakePlane) setUp(context.Context, *client.Client) error {
 	return nil // fake.Options.Objects are stored
 }
-func (p *fakePlane) crash(identity string)           { p.srv.CrashAfter(identity, 0) }
-func (p *fakePlane) lag(identity string, events int) { p.srv.LagWatches(identity, events) }
-func (p *fakePlane) quiet() time.Duration            { return 15 * time.Millisecond }
-func (p *fakePlane) close() error                    { p.srv.Close(); return nil }
+func (p *fakePlane) crash(identity string)                   { p.srv.CrashAfter(identity, 0) }
+func (p *fakePlane) lag(identity string, events int)         { p.srv.LagWatches(identity, events) }
+func (p *fakePlane) quiet() time.Duration                    { return 15 * time.Millisecond }
+func (p *fakePlane) close() error                            { p.srv.Close(); return nil }
+func (p *fakePlane) lastRead(schema.GroupVersionKind) string { return "" }
 
 func (p *fakePlane) caughtUp(r *managerRun) string {
 	for _, id := range []string{r.identity, scenarioIdentity} {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,6 +64,12 @@ type realPlane struct {
 	// did not come back.
 	up         chan struct{}
 	restartErr error
+	// killedAt and upAt are when a Restart fault last killed
+	// kube-apiserver and when it was ready again (zero until it is).
+	killedAt, upAt time.Time
+	// reads are the managers' last list or watch request of each kind
+	// (see noteRead).
+	reads map[schema.GroupVersionKind]readNote
 
 	// killMu is held by the scenario's writes (read lock) and by kill,
 	// so that kube-apiserver never dies under a write of the scenario.
@@ -74,7 +81,15 @@ type realPlane struct {
 	expireFault   int
 	expiredAt     time.Time
 	relistsBefore int64
+
+	// afterKill, when set (by tests, from afterKillHook), is called with
+	// awaitUp's channel once a Restart fault has killed kube-apiserver,
+	// before its write is answered.
+	afterKill func(up <-chan struct{})
 }
+
+// afterKillHook is the afterKill of the next realPlanes (a test's).
+var afterKillHook func(up <-chan struct{})
 
 type objectRef struct {
 	gvk             schema.GroupVersionKind
@@ -91,7 +106,7 @@ func newRealPlane(ctx context.Context, s *schedule) (*realPlane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("explore: Options.Envtest: %w", err)
 	}
-	p := &realPlane{s: s, env: env, admin: admin, crashed: map[string]bool{}, expireFault: -1, up: make(chan struct{})}
+	p := &realPlane{s: s, env: env, admin: admin, crashed: map[string]bool{}, expireFault: -1, up: make(chan struct{}), afterKill: afterKillHook}
 	close(p.up)
 	codecs := serializer.NewCodecFactory(s.opts.Scheme, serializer.WithSerializer(cbor.NewSerializerInfo))
 	p.decode = codecs.UniversalDeserializer()
@@ -214,7 +229,7 @@ func (p *realPlane) kill() error {
 	}
 	up := make(chan struct{})
 	p.mu.Lock()
-	p.up = up
+	p.up, p.killedAt, p.upAt = up, time.Now(), time.Time{}
 	p.mu.Unlock()
 	go func() {
 		defer close(up)
@@ -225,9 +240,75 @@ func (p *realPlane) kill() error {
 		defer p.mu.Unlock()
 		if err != nil {
 			p.restartErr = fmt.Errorf("explore: restarting kube-apiserver: %w", err)
+			return
 		}
+		p.upAt = time.Now()
 	}()
 	return nil
+}
+
+// restartNote says, for a report, when a Restart fault last killed
+// kube-apiserver and when it was ready again; "" if none did.
+func (p *realPlane) restartNote(now time.Time) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ago := func(t time.Time) time.Duration { return now.Sub(t).Round(time.Millisecond) }
+	switch {
+	case p.killedAt.IsZero():
+		return ""
+	case p.restartErr != nil:
+		return fmt.Sprintf("kube-apiserver, killed by a Restart fault %v ago, did not come back: %v", ago(p.killedAt), p.restartErr)
+	case p.upAt.IsZero():
+		return fmt.Sprintf("kube-apiserver, killed by a Restart fault %v ago, is not ready again yet", ago(p.killedAt))
+	}
+	return fmt.Sprintf("kube-apiserver, killed by a Restart fault %v ago, was ready again %v later (%v ago)",
+		ago(p.killedAt), p.upAt.Sub(p.killedAt).Round(time.Millisecond), ago(p.upAt))
+}
+
+// readNote is a manager's list or watch request and how it ended.
+type readNote struct {
+	at      time.Time
+	watch   bool
+	outcome string // the answer's status code, or the error
+}
+
+// noteRead notes a list or watch request of the managers (a GET of a
+// collection) and its answer.
+func (p *realPlane) noteRead(req request, r *http.Request, resp *http.Response, err error) {
+	if req.name != "" || r.Method != http.MethodGet {
+		return
+	}
+	n := readNote{at: time.Now(), watch: r.URL.Query().Get("watch") == "true"}
+	switch {
+	case err != nil:
+		n.outcome = err.Error()
+	case resp.StatusCode == http.StatusOK && n.watch:
+		n.outcome = "200, the stream open"
+	default:
+		n.outcome = strconv.Itoa(resp.StatusCode)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reads == nil {
+		p.reads = map[schema.GroupVersionKind]readNote{}
+	}
+	p.reads[req.kind] = n
+}
+
+// lastRead describes the managers' last list or watch request of kind,
+// for a report of an informer that is not watching; "" if none was seen.
+func (p *realPlane) lastRead(kind schema.GroupVersionKind) string {
+	p.mu.Lock()
+	n, ok := p.reads[kind]
+	p.mu.Unlock()
+	if !ok {
+		return ""
+	}
+	verb := "list"
+	if n.watch {
+		verb = "watch"
+	}
+	return fmt.Sprintf("its last %s request was sent %v ago: %s", verb, time.Since(n.at).Round(time.Millisecond), n.outcome)
 }
 
 // restarting reports whether a Restart fault's kube-apiserver is not up
@@ -401,7 +482,13 @@ func (t *tripper) RoundTrip(r *http.Request) (*http.Response, error) {
 		return resp.StatusCode
 	}
 	if injected := t.p.s.intercept(req, serve); injected != nil {
+		if lost := (*lostError)(nil); errors.As(injected, &lost) {
+			return nil, injected
+		}
 		return statusResponse(r, injected), nil
+	}
+	if t.identity != scenarioIdentity {
+		t.p.noteRead(req, r, resp, err)
 	}
 	return resp, err
 }

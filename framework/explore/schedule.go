@@ -478,13 +478,7 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 		}
 		last = committed
 		if now.After(deadline) {
-			switch {
-			case why == "" && starved:
-				why = fmt.Sprintf("this process woke more than %v late (a busy machine), so the quiet kept starting again", quiet)
-			case why == "":
-				why = "writes kept coming"
-			}
-			return &broken{what: "convergence", err: fmt.Errorf("after %s, not converged within %v: %s", what, s.opts.ConvergeTimeout, why)}, nil
+			return s.notConverged(what, why, starved, quiet, now), nil
 		}
 		asleep := time.Now()
 		select {
@@ -499,10 +493,27 @@ func (s *schedule) settle(ctx context.Context, what string, quiet time.Duration)
 	}
 }
 
+// notConverged is the failure of a settle after what that timed out; why
+// is what kept the controllers busy at the last poll ("" if nothing did).
+func (s *schedule) notConverged(what, why string, starved bool, quiet time.Duration, now time.Time) *broken {
+	switch {
+	case why == "" && starved:
+		why = fmt.Sprintf("this process woke more than %v late (a busy machine), so the quiet kept starting again", quiet)
+	case why == "":
+		why = "writes kept coming"
+	}
+	if rp, ok := s.plane.(*realPlane); ok {
+		if n := rp.restartNote(now); n != "" {
+			why += "; " + n
+		}
+	}
+	return &broken{what: "convergence", err: fmt.Errorf("after %s, not converged within %v: %s", what, s.opts.ConvergeTimeout, why)}
+}
+
 // busy says what keeps the current manager from being settled (see idle
 // and plane.caughtUp), or "" if nothing does.
 func (s *schedule) busy() string {
-	if why := idle(s.current.mgr); why != "" {
+	if why := idle(s.current.mgr, s.plane.lastRead); why != "" {
 		return why
 	}
 	return s.plane.caughtUp(s.current)

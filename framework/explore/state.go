@@ -39,9 +39,12 @@ type Write struct {
 	Kind                         schema.GroupVersionKind
 	Namespace, Name, Subresource string
 	// Code is the answer's HTTP status code; 0 when it got none (the
-	// manager had crashed).
+	// manager had crashed, a Restart fault lost it, or kube-apiserver was
+	// down or restarting).
 	Code int
-	// Injected is the fault that answered it instead of the server, if any.
+	// Injected is the fault that met it, if any: one that answered it
+	// instead of the server (Conflict, ServerError), lost it (Restart) or
+	// held it (Hold). A Crash after it does not count.
 	Injected *Fault
 
 	// attempt numbers a manager's write among the managers' writes (from
@@ -70,9 +73,10 @@ func (w Write) String() string {
 	return s + fmt.Sprintf(" → %d", w.Code)
 }
 
-// Snapshot is the cluster as an Invariant sees it: reads go to the fake API
-// server (never to a cache), and Writes lists every write so far. A Snapshot
-// is valid during its Check only.
+// Snapshot is the cluster as an Invariant sees it: reads go to the API
+// server (the fake, or kube-apiserver with Options.Envtest; never to a
+// cache), and Writes lists every write so far. A Snapshot is valid during
+// its Check only.
 type Snapshot struct {
 	reader *client.APIReader
 	scheme *runtime.Scheme
