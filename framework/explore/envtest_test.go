@@ -152,8 +152,8 @@ func createThenDelete(name string) explore.Step {
 // Each fault of the real plane really happens: injected on a trigger
 // where it can break a property that only it can break, it fires and
 // breaks it (a replay token pins it there, instead of a search of seeds
-// and its shrinking); schedules drawing the plane's other faults break
-// nothing (the negative control).
+// and its shrinking); schedules drawing the plane's other faults do not
+// break it (the negative control).
 func TestEachRealPlaneFaultBreaksWhatOnlyItCanBreak(t *testing.T) {
 	e := testEnv(t)
 	others := func(k explore.FaultKind) []explore.FaultKind {
@@ -223,8 +223,16 @@ func TestEachRealPlaneFaultBreaksWhatOnlyItCanBreak(t *testing.T) {
 			without := opts
 			without.Schedules = 4
 			without.Faults.Kinds = others(f.Plan[0].Kind)
-			if f, err := explore.Check(t.Context(), without); err != nil || f != nil {
-				t.Fatalf("with %v faults: got %v, %v; want nothing broken", without.Faults.Kinds, f, err)
+			// The other faults may break something else (a Restart that
+			// lost a delete lets this toy controller delete a mirror it
+			// made again twice, which the delete-count oracle reports), but
+			// never what only this fault breaks.
+			other, err := explore.Check(t.Context(), without)
+			if err != nil || other != nil && other.Broken == want {
+				t.Fatalf("with %v faults: got %v, %v; want %q not broken", without.Faults.Kinds, other, err, want)
+			}
+			if other != nil {
+				t.Logf("with %v faults, something else broke:\n%s", without.Faults.Kinds, other)
 			}
 		})
 	}
