@@ -200,6 +200,8 @@ func TestClusterLeaseNamesCollideWithNoOtherLease(t *testing.T) {
 // stubClusters is a ClusterUser that records, per cluster, the holdings
 // the ring gave it: from Acquire to Drop.
 type stubClusters struct {
+	id       string
+	log      *holdLog
 	mu       sync.Mutex
 	view     []string
 	engaged  map[string]context.Context
@@ -227,6 +229,7 @@ func (s *stubClusters) Acquire(ctx context.Context, name string) error {
 	}
 	s.engaged[name] = ctx
 	s.acquired = append(s.acquired, name)
+	s.log.note(s.id, name, true)
 	return nil
 }
 
@@ -239,6 +242,7 @@ func (s *stubClusters) Drop(ctx context.Context, name string) {
 	if s.engaged[name] == ctx {
 		delete(s.engaged, name)
 		s.dropped = append(s.dropped, name)
+		s.log.note(s.id, name, false)
 	}
 }
 
@@ -271,9 +275,16 @@ func startSpreading(t *testing.T, u ClusterUser) (*Ring, coordclient.LeaseInterf
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startMember(t, cs, "me", u), cs.Leases("ns")
+}
+
+// startMember starts member id of ring "r" on cs, spreading u's clusters,
+// until the test ends.
+func startMember(t *testing.T, cs coordclient.LeasesGetter, id string, u ClusterUser) *Ring {
+	t.Helper()
 	opts := sharding.Options{
 		Ring: "r", Buckets: sharding.Buckets{Count: 2, By: sharding.ByUID}, FormationDelay: -1, HandoverTimeout: time.Second,
-		Lease: lease.Options{Namespace: "ns", Identity: "me", Duration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond},
+		Lease: lease.Options{Namespace: "ns", Identity: id, Duration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond},
 	}
 	r := New(cs, opts, logr.Discard(), NewMetrics(opts.Ring))
 	if err := r.SpreadClusters(u); err != nil {
@@ -284,7 +295,7 @@ func startSpreading(t *testing.T, u ClusterUser) (*Ring, coordclient.LeaseInterf
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return r, cs.Leases("ns")
+	return r
 }
 
 // The fence of a cluster is closed while the ring does not hold it, once
@@ -327,4 +338,90 @@ func TestClusterFence(t *testing.T) {
 		l, err := leases.Get(t.Context(), "r.c.edge-2", metav1.GetOptions{})
 		return err != nil || Holder(l) == ""
 	})
+}
+
+// holdLog records, across members, when each held each cluster, and
+// counts the times a member began to hold a cluster another held.
+type holdLog struct {
+	mu      sync.Mutex
+	holders map[string]map[string]bool // cluster -> members holding it
+	doubles []string
+}
+
+func (l *holdLog) note(member, cluster string, on bool) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holders == nil {
+		l.holders = map[string]map[string]bool{}
+	}
+	if l.holders[cluster] == nil {
+		l.holders[cluster] = map[string]bool{}
+	}
+	if on && len(l.holders[cluster]) > 0 {
+		l.doubles = append(l.doubles, fmt.Sprintf("%s by %s while held by %v", cluster, member, l.holders[cluster]))
+	}
+	if on {
+		l.holders[cluster][member] = true
+	} else {
+		delete(l.holders[cluster], member)
+	}
+}
+
+// holder returns the one member holding cluster, "" for none or several.
+func (l *holdLog) holder(cluster string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.holders[cluster]) != 1 {
+		return ""
+	}
+	for m := range l.holders[cluster] {
+		return m
+	}
+	return ""
+}
+
+// Members whose providers found different clusters: the one that found
+// a cluster the other did not adopts it once its Lease stayed free for
+// Lease.Duration, no cluster is held twice, and once both found the same
+// clusters they are spread as the assignment says.
+func TestMembersWithDifferentViewsNeverHoldAClusterTwice(t *testing.T) {
+	cs, err := coordclient.NewForConfig(fake.Start(t, fake.Options{}).Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &holdLog{}
+	a, b := &stubClusters{id: "a", log: log}, &stubClusters{id: "b", log: log}
+	a.set("x", "y", "z")
+	b.set("x", "y")
+	rb := startMember(t, cs, "b", b)
+	eventually(t, "b, alone, holds x and y", func() bool { return log.holder("x") == "b" && log.holder("y") == "b" })
+	ra := startMember(t, cs, "a", a)
+	eventually(t, "a and b see each other", func() bool { return len(ra.Status().Members) == 2 && len(rb.Status().Members) == 2 })
+	// z's owner over a and b is b, which did not find it: a adopts it
+	// once its Lease stayed free for Lease.Duration.
+	owners := AssignClusters([]string{"x", "y", "z"}, []string{"a", "b"})
+	if owners[2] != "b" {
+		t.Fatalf("the assignment gives z to %q; this test wants b, which does not find it", owners[2])
+	}
+	eventually(t, "a adopts z", func() bool { return log.holder("z") == "a" })
+	if s := ra.Status().Clusters; s == nil || !slices.Equal(s.Disagree, []string{"b"}) {
+		t.Errorf("a's Status.Clusters = %+v, want b named as disagreeing", s)
+	}
+	// While the views disagree, b keeps x and y, whatever the assignment.
+	if log.holder("x") != "b" || log.holder("y") != "b" {
+		t.Errorf("x and y moved while the views disagree: held by %q and %q", log.holder("x"), log.holder("y"))
+	}
+	b.set("x", "y", "z")
+	rb.Poke()
+	eventually(t, "the clusters are held as the assignment over a and b says", func() bool {
+		return log.holder("x") == owners[0] && log.holder("y") == owners[1] && log.holder("z") == owners[2]
+	})
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.doubles) > 0 {
+		t.Errorf("clusters held twice: %q", log.doubles)
+	}
 }
