@@ -509,13 +509,15 @@ func (r *Ring) Status() sharding.Status {
 	return s
 }
 
-// countLocked counts claimed buckets by state. r.mu must be held.
-func (r *Ring) countLocked() [3]int {
-	var n [3]int
+// countLocked counts claimed buckets, then clusters, by state. r.mu must
+// be held.
+func (r *Ring) countLocked() (buckets, clusters [3]int) {
 	for u, h := range r.held {
-		if !u.isCluster() {
-			n[h.state]++
+		if u.isCluster() {
+			clusters[h.state]++
+		} else {
+			buckets[h.state]++
 		}
 	}
-	return n
+	return buckets, clusters
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -317,6 +318,12 @@ func TestClusterFence(t *testing.T) {
 	}
 	if s := r.Status().Clusters; s == nil || s.Seen != 2 {
 		t.Errorf("Status.Clusters = %+v, want 2 seen", s)
+	}
+	eventually(t, "converge_shard_clusters counts both as serving", func() bool {
+		return testutil.ToFloat64(r.metrics.Clusters.WithLabelValues("r", "serving")) == 2
+	})
+	if n := testutil.ToFloat64(r.metrics.Buckets.WithLabelValues("r", "serving")); n > 2 {
+		t.Errorf("converge_shard_buckets counts %v serving, more than the ring's 2 buckets: clusters counted as buckets", n)
 	}
 
 	// Unrenewed for RenewDeadline: fenced, and the member is not ready.
