@@ -94,7 +94,11 @@
 // cluster.Set): it binds them at engagement, runs the cluster's flow of the
 // queue once they synced and while the cluster is healthy, and drops the
 // cluster's keys and cancels its reconciles at disengagement; framework's
-// binding.go hands it the sources through binding.Source.
+// binding.go hands it the sources through binding.Source. With
+// Options.Sharding.Clusters, framework/internal/spread (spread.Gate) stands
+// between the providers and the cluster.Set: it forwards a cluster to the
+// Set only while the ring holds the cluster's Lease (ring.ClusterUser),
+// and hands it over through the bindings' binding.Registry.
 // framework/internal/adapter turns an ObjectReconciler into the Reconciler
 // the workers call, reading each key's object from its cluster's cache and
 // keeping the tombstones a DeletionReconciler is handed.

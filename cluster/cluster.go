@@ -67,9 +67,10 @@ type Cluster struct {
 // cacheOpts is the template of the cache: its Mapper and HTTPClient, when
 // set, are used as they are (the manager hands its own for its cluster);
 // nil means new ones for t.Config. fence, when not nil, is asked before
-// each write after the cluster's own check (the manager's leadership).
+// each write after the cluster's own check (the manager's leadership),
+// and t.Fence after it.
 func New(t Target, cacheOpts informers.Options, fence func() error) (*Cluster, error) {
-	if err := t.validate(); err != nil {
+	if err := t.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Cluster{name: t.Name, target: t, cfg: rest.CopyConfig(t.Config), cacheDone: make(chan struct{})}
@@ -101,7 +102,12 @@ func New(t Target, cacheOpts informers.Options, fence func() error) (*Cluster, e
 			return *err
 		}
 		if fence != nil {
-			return fence()
+			if err := fence(); err != nil {
+				return err
+			}
+		}
+		if t.Fence != nil {
+			return t.Fence()
 		}
 		return nil
 	}

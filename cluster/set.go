@@ -279,13 +279,8 @@ func (s *Set) Subscribe(l Listener) {
 // manager's own name "", and for a name another source engaged (an error
 // wrapping ErrDuplicate that names both).
 func (s *Set) Engage(t Target) error {
-	if t.Source == "" {
-		t.Source = t.Name
-	}
-	if t.Name == "" {
-		return fmt.Errorf("cluster: %s engages the name \"\", which is the manager's own cluster's", t.Source)
-	}
-	if err := t.validate(); err != nil {
+	t, err := Admit(t)
+	if err != nil {
 		return err
 	}
 	v := t.version()

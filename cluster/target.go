@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,12 @@ type Target struct {
 	// Source names where the target comes from, for errors and Health
 	// ("Secret fleet-system/edge-1"). Zero means the target's name.
 	Source string
+	// Fence, when not nil, is asked before each write through the
+	// cluster's client, after the cluster's own check and the Set's
+	// Options.Fence: a manager that spreads clusters over its sharding
+	// ring refuses writes to a cluster it no longer holds. It is no part
+	// of Version. Zero means no fence of the target's own.
+	Fence func() error
 }
 
 // describe names the target in errors: its name and source.
@@ -46,8 +53,9 @@ func (t Target) describe() string {
 	return fmt.Sprintf("%q (from %s)", t.Name, t.Source)
 }
 
-// validate reports what makes t unusable.
-func (t Target) validate() error {
+// Validate reports what makes t unusable: a Name that is not a DNS-1123
+// label, or a nil Config.
+func (t Target) Validate() error {
 	var errs []error
 	if t.Name != "" {
 		if msgs := validation.IsDNS1123Label(t.Name); len(msgs) > 0 {
@@ -61,6 +69,19 @@ func (t Target) validate() error {
 		return fmt.Errorf("cluster %s: invalid target: %w", t.describe(), errors.Join(errs...))
 	}
 	return nil
+}
+
+// Admit returns t as an Engager records it, its Source defaulted to its
+// name, or why a provider may not engage it: the manager's own name "",
+// or what Validate reports.
+func Admit(t Target) (Target, error) {
+	if t.Source == "" {
+		t.Source = t.Name
+	}
+	if t.Name == "" {
+		return t, fmt.Errorf("cluster: %s engages the name \"\", which is the manager's own cluster's", t.Source)
+	}
+	return t, t.Validate()
 }
 
 // version returns t.Version, or a hash of the parts of its Config that
@@ -82,8 +103,29 @@ func (t Target) version() string {
 // Provider discovers clusters: Run tells e which to engage and disengage
 // until ctx is done, then returns nil, or returns the error that stops it
 // (which stops the manager).
+//
+// A Provider may also have a method Describe() string, which says which
+// clusters it finds ("namespaces(labels: spread=a)"): DescribeProviders
+// reports it.
 type Provider interface {
 	Run(ctx context.Context, e Engager) error
+}
+
+// DescribeProviders describes ps, sorted and joined with ", ": each by its
+// Describe method, or else by its type. A sharding ring that spreads
+// clusters records it, so that members whose providers find clusters
+// differently refuse each other.
+func DescribeProviders(ps []Provider) string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		if d, ok := p.(interface{ Describe() string }); ok {
+			out = append(out, d.Describe())
+		} else {
+			out = append(out, fmt.Sprintf("%T", p))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }
 
 // ProviderFunc adapts a function to a Provider.

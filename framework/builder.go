@@ -216,7 +216,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 	}
 	c.reconciler = byKey
 	if opts.Clusters.Remote {
-		c.remote = binding.New(bindRemote(c, primary, b.sources, tombstones), q, c.log, opts.Clusters.OnEngaged)
+		c.remote = binding.New(c.name, bindRemote(c, primary, b.sources, tombstones), q, c.log, opts.Clusters.OnEngaged, mgr.gate.Registry())
 	}
 	if err := pb.register(); err != nil {
 		return nil, b.fail(err)

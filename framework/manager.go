@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	eventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -25,6 +24,7 @@ import (
 	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/framework/internal/served"
 	"github.com/converge-dev/converge/framework/internal/shard"
+	"github.com/converge-dev/converge/framework/internal/spread"
 	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/typednil"
@@ -137,6 +137,7 @@ type Manager struct {
 	// counts the sharded controllers reading each bucket informer.
 	ring        *ring.Ring
 	ringMetrics *ring.Metrics
+	gate        *spread.Gate // spreads the clusters over the ring; nil without Options.Sharding.Clusters
 	holds       shard.Holds
 }
 
@@ -196,6 +197,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		http:         httpClient,
 		elected:      make(chan struct{}),
 		lost:         make(chan struct{}),
+		gate:         spread.New(opts.Sharding),
 	}
 	// The manager's own cluster is built, and engaged, like any other.
 	local, err := cluster.New(cluster.Target{Name: "", Config: cfg, Source: "the manager's configuration"}, cacheOpts, m.allowWrite)
@@ -213,9 +215,12 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	if opts.Sharding.Ring != "" {
-		if err := m.joinRing(); err != nil {
+		j, err := spread.Join(m.cfg, m.http, opts.Sharding, m.log, m.metrics.Registry, opts.SyncHeapRatio, m.gate, m.clusters)
+		if err != nil {
 			return nil, err
 		}
+		m.ring, m.ringMetrics = j.Ring, j.Metrics
+		m.readyChecks[ring.ReadyCheck] = func(*http.Request) error { return m.ring.Ready() }
 	}
 	return m, nil
 }
@@ -266,24 +271,6 @@ func (m *Manager) newEvents() error {
 	return nil
 }
 
-// joinRing makes m a member of the sharding ring of Options.Sharding, not
-// started yet, with its metrics and readiness check.
-func (m *Manager) joinRing() error {
-	sh := m.opts.Sharding
-	// The ring's Leases only: the whole clientset would build a client
-	// of every API group, and each member would pay for their code.
-	cs, err := coordclient.NewForConfigAndClient(m.cfg, m.http)
-	if err != nil {
-		return fmt.Errorf("framework: sharding client for %s: %w", m.cfg.Host, err)
-	}
-	m.ringMetrics = ring.NewMetrics(sh.Ring)
-	m.ringMetrics.Register(m.metrics.Registry)
-	m.ring = ring.New(cs, sh, m.log, m.ringMetrics)
-	m.ring.SyncHeapRatio = m.opts.SyncHeapRatio
-	m.readyChecks[ring.ReadyCheck] = func(*http.Request) error { return m.ring.Ready() }
-	return nil
-}
-
 // RingStatus reports this member's view of its sharding ring: the buckets
 // it serves, syncs and drains, and the live members. ok is false without
 // Options.Sharding.Ring.
@@ -315,6 +302,7 @@ func (m *Manager) Clusters() *cluster.Set { return m.clusters }
 // manager's write fence before the options' own, and a logger.
 func (m *Manager) clusterOptions() cluster.Options {
 	o := m.opts.Clusters
+	o.Providers = m.gate.Wrap(o.Providers)
 	if reflect.ValueOf(o.Cache).IsZero() {
 		o.Cache = m.opts.Cache
 		o.Cache.Mapper, o.Cache.HTTPClient, o.Cache.OnRequestError = nil, nil, nil

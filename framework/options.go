@@ -369,6 +369,8 @@ func (o Options) validate() error {
 	}
 	if sh := o.Sharding; sh.Ring != "" {
 		errs = append(errs, validateSharding(sh)...)
+	} else if sh.Clusters {
+		errs = append(errs, errors.New("Options.Sharding.Clusters needs Options.Sharding.Ring: clusters are spread over the members of a ring"))
 	}
 	if r := o.SyncHeapRatio; !(r < 0) && !(r > 1 && r <= 100) {
 		errs = append(errs, fmt.Errorf("Options.SyncHeapRatio must be negative (the GC left alone), zero (1.4), or above 1 and at most 100, got %v", r))

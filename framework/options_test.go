@@ -50,6 +50,9 @@ func TestManagerOptionsValidation(t *testing.T) {
 			[]string{`both ":8080"`}},
 		{"negative webhook limits", framework.Options{Webhook: framework.WebhookServerOptions{MaxRequestBytes: -1, WriteTimeout: -time.Second}},
 			[]string{"Options.Webhook.MaxRequestBytes must not be negative, got -1", "Options.Webhook.WriteTimeout must not be negative, got -1s"}},
+		{"clusters spread without a ring", framework.Options{Sharding: sharding.Options{Clusters: true}},
+			[]string{"Options.Sharding.Clusters needs Options.Sharding.Ring"}},
+		{"clusters spread over a ring", framework.Options{Sharding: sharding.Options{Ring: "r", Clusters: true}}, nil},
 		{"metrics and probes both on a port the kernel picks", framework.Options{HealthProbeBindAddress: "127.0.0.1:0", Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0"}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,12 @@ import (
 // to renew the key's bucket: another member may reconcile the key now.
 var ErrBucketNotHeld = errors.New("sharding: this process no longer holds the object's bucket; its client no longer writes for it")
 
+// ErrClusterNotHeld is wrapped by the errors of writes through the client
+// of a cluster spread over the ring (Options.Clusters) once this process
+// gave up, lost, or failed to renew the cluster's Lease: another member
+// may engage the cluster now.
+var ErrClusterNotHeld = errors.New("sharding: this process no longer holds the cluster; its client no longer writes")
+
 // bucketKey is the context key of a sharded reconcile's bucket.
 type bucketKey struct{}
 

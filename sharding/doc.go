@@ -93,4 +93,34 @@
 // it on leaving. To change a ring's layout, stop its members before the
 // new ones start (a Deployment's Recreate strategy), or let the new ones
 // wait, unready, until the old ones are gone; the README says more.
+//
+// # Whole clusters
+//
+// With Options.Clusters, the ring hands out whole clusters besides its
+// buckets: each cluster the manager's providers find (framework
+// Options.Clusters.Providers) is engaged by one live member. Every member
+// runs every provider and records on its member Lease a digest of the
+// clusters it found. A cluster's Lease is named "<Ring>.c.<cluster>" (a
+// dot, which no bucket, member or layout Lease of any ring has), labelled
+// converge.dev/cluster; clusters are assigned by rendezvous hashing on
+// their names, each member holding within one of every other's count, and
+// claimed, renewed and expired as buckets are. A member engages a cluster
+// only from its claim of the Lease until it gives it up or loses it, and
+// every write through the cluster's client, and every write of a
+// reconcile of the cluster's keys, is fenced by the Lease
+// (ErrClusterNotHeld) and conditional on the object as read. A handover
+// holds the cluster's keys, waits for its reconciles (HandoverTimeout),
+// closes the fence, disengages the cluster, then releases its Lease; the
+// next holder engages it and lists everything anew (replays).
+//
+// Members whose providers found different clusters (a Secret just made)
+// keep exclusivity, which comes from the Leases alone: a held cluster
+// moves to its new owner only once every live member records the same
+// digest; one no provider finds any more is disengaged at once and its
+// Lease released; a cluster whose Lease stayed free for Lease.Duration is
+// claimed by any member that found it. How the clusters are found (each
+// provider's Describe, or its type) is part of the layout: members whose
+// providers differ refuse each other as members of other Buckets do, and
+// turning Clusters on is a layout change. Only the manager's own cluster
+// holds readiness up; a cluster still syncing does not.
 package sharding

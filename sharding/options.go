@@ -77,4 +77,16 @@ type Options struct {
 	// their contexts cancelled and are named in the log, and their writes
 	// are refused. It must not be negative. Zero means 10 s.
 	HandoverTimeout time.Duration
+
+	// Clusters spreads whole clusters over the ring: each cluster the
+	// manager's providers find is engaged by the one live member that
+	// holds its Lease ("<Ring>.c.<cluster>"), assigned by rendezvous
+	// hashing as buckets are, and handed over as a bucket is (its keys
+	// wait, its reconciles drain for at most HandoverTimeout, then its
+	// writes are refused with ErrClusterNotHeld and it is disengaged
+	// before its Lease is released). Every member runs every provider; the
+	// providers' descriptions are part of the layout, so members that find
+	// their clusters differently refuse each other. It needs Ring. False
+	// means every member engages every cluster its providers find.
+	Clusters bool
 }

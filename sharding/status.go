@@ -36,4 +36,22 @@ type Status struct {
 	// or set of sharded controllers), which it names. The member keeps
 	// trying, and joins once they are gone. Empty while not refused.
 	Refused string `json:"refused,omitempty"`
+	// Clusters are the clusters this member holds, when the ring spreads
+	// clusters (Options.Clusters); nil otherwise.
+	Clusters *ClusterStatus `json:"clusters,omitempty"`
+}
+
+// ClusterStatus is a member's hold of the clusters spread over its ring,
+// by state, as Status lists its buckets; each list is sorted.
+type ClusterStatus struct {
+	Serving  []string `json:"serving"`
+	Syncing  []string `json:"syncing"`
+	Draining []string `json:"draining"`
+	Fenced   []string `json:"fenced,omitempty"`
+	// Seen is how many clusters this member's providers found.
+	Seen int `json:"seen"`
+	// Disagree names the live members whose providers found other
+	// clusters than this member's, at its last look: held clusters move
+	// to their new owners only once every member found the same.
+	Disagree []string `json:"disagree,omitempty"`
 }

@@ -38,6 +38,15 @@ var _ cluster.Provider = (*Provider)(nil)
 // New returns a Provider of the namespaces opts select.
 func New(opts Options) *Provider { return &Provider{opts: opts} }
 
+// Describe says which namespaces p engages: "namespaces(labels: a=b)",
+// "namespaces(all)".
+func (p *Provider) Describe() string {
+	if p.opts.Labels == nil || p.opts.Labels.Empty() {
+		return "namespaces(all)"
+	}
+	return "namespaces(labels: " + p.opts.Labels.String() + ")"
+}
+
 // Run watches the selected namespaces of e's local cluster and engages and
 // disengages their clusters until ctx is done.
 func (p *Provider) Run(ctx context.Context, e cluster.Engager) error {

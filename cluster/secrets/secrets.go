@@ -82,6 +82,14 @@ func New(opts Options) (*Provider, error) {
 	return &Provider{opts: opts}, nil
 }
 
+// Describe says which Secrets p reads and what it accepts of them:
+// "secrets(namespace: fleet, labels: converge.dev/cluster=true, key:
+// kubeconfig, exec: false, files: false)". A NameFrom function is not
+// described.
+func (p *Provider) Describe() string {
+	return fmt.Sprintf("secrets(namespace: %s, labels: %s, key: %s, exec: %t, files: %t)", p.opts.Namespace, p.opts.Labels, p.opts.Key, p.opts.AllowExec, p.opts.AllowFiles)
+}
+
 // Run watches the selected Secrets in e's local cluster and engages and
 // disengages their clusters until ctx is done.
 func (p *Provider) Run(ctx context.Context, e cluster.Engager) error {

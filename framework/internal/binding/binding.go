@@ -16,6 +16,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/cache"
@@ -56,8 +57,10 @@ type Binding struct {
 
 	mu sync.Mutex
 	// running holds the cancel functions of the cluster's reconciles in
-	// flight; gone is set once the cluster was disengaged. mu guards both.
+	// flight; idle is closed when the last of them returns; gone is set
+	// once the cluster was disengaged. mu guards the three.
 	running map[*context.CancelFunc]struct{}
+	idle    chan struct{}
 	gone    bool
 }
 
@@ -73,12 +76,41 @@ func (b *Binding) track(cancel *context.CancelFunc) (untrack func()) {
 	if b.running == nil {
 		b.running = map[*context.CancelFunc]struct{}{}
 	}
+	if len(b.running) == 0 {
+		b.idle = make(chan struct{})
+	}
 	b.running[cancel] = struct{}{}
 	return func() {
 		b.mu.Lock()
-		delete(b.running, cancel)
-		b.mu.Unlock()
+		defer b.mu.Unlock()
+		if _, ok := b.running[cancel]; ok {
+			delete(b.running, cancel)
+			if len(b.running) == 0 {
+				close(b.idle)
+			}
+		}
 	}
+}
+
+// wait waits, at most timeout, until no reconcile of the cluster runs;
+// it returns how many still run.
+func (b *Binding) wait(timeout time.Duration) int {
+	b.mu.Lock()
+	idle := b.idle
+	n := len(b.running)
+	b.mu.Unlock()
+	if n == 0 {
+		return 0
+	}
+	t := time.NewTimer(max(timeout, 0))
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.running)
 }
 
 // cancelRunning cancels the cluster's reconciles in flight, and those that
@@ -108,6 +140,8 @@ type Bind func(*cluster.Cluster) (*Binding, error)
 // Set is one controller's bindings, by cluster name. Its methods are safe
 // for concurrent use.
 type Set struct {
+	name      string
+	reg       *Registry
 	bind      Bind
 	flows     Flows
 	log       logr.Logger
@@ -121,6 +155,9 @@ type Set struct {
 	bindings map[string]*Binding
 	pending  map[string]*cluster.Cluster
 	dropped  map[string]bool
+	// quiesced are the clusters whose keys Registry.Quiesce holds; mu
+	// guards it.
+	quiesced map[string]bool
 }
 
 var (
@@ -128,12 +165,15 @@ var (
 	_ cluster.HealthListener = (*Set)(nil)
 )
 
-// New returns a Set that binds clusters with bind and runs their flows of
-// flows; it logs to log. onEngaged, when not nil, is the controller's
-// cluster.Scope.OnEngaged, whose requests are added once a cluster's
-// informers synced.
-func New(bind Bind, flows Flows, log logr.Logger, onEngaged func(context.Context, *cluster.Cluster) []reconcile.Request) *Set {
-	return &Set{bind: bind, flows: flows, log: log, onEngaged: onEngaged, bindings: map[string]*Binding{}, pending: map[string]*cluster.Cluster{}, dropped: map[string]bool{}}
+// New returns the Set of the controller named name, which binds clusters
+// with bind and runs their flows of flows; it logs to log. onEngaged, when
+// not nil, is the controller's cluster.Scope.OnEngaged, whose requests are
+// added once a cluster's informers synced. reg, when not nil, registers
+// the Set (see Registry).
+func New(name string, bind Bind, flows Flows, log logr.Logger, onEngaged func(context.Context, *cluster.Cluster) []reconcile.Request, reg *Registry) *Set {
+	s := &Set{name: name, reg: reg, bind: bind, flows: flows, log: log, onEngaged: onEngaged, bindings: map[string]*Binding{}, pending: map[string]*cluster.Cluster{}, dropped: map[string]bool{}, quiesced: map[string]bool{}}
+	reg.add(s)
+	return s
 }
 
 // Start binds the clusters engaged before it, and those engaged later,
@@ -184,9 +224,36 @@ func (s *Set) Context(ctx context.Context, name string) (rctx context.Context, d
 		return ctx, func() {}, false
 	}
 	var cancel context.CancelFunc
-	rctx, cancel = context.WithCancel(cluster.NewContext(ctx, b.Cluster))
+	rctx, release := s.reg.fence(cluster.NewContext(ctx, b.Cluster), name)
+	rctx, cancel = context.WithCancel(rctx)
 	untrack := b.track(&cancel)
-	return rctx, func() { untrack(); cancel() }, true
+	return rctx, func() { untrack(); cancel(); release() }, true
+}
+
+// setQuiesced holds or releases the keys of the cluster named name (see
+// Registry.Quiesce).
+func (s *Set) setQuiesced(name string, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if on {
+		s.quiesced[name] = true
+	} else {
+		delete(s.quiesced, name)
+	}
+	if b := s.bindings[name]; b != nil {
+		s.runFlowLocked(b)
+	} else if on {
+		s.flows.PauseFlow(name)
+	}
+}
+
+// synced reports whether the controller's sources are bound to the
+// cluster named name and their informers synced.
+func (s *Set) synced(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.bindings[name]
+	return b != nil && b.synced
 }
 
 // noteDropped logs, once per cluster until it is bound again, that a key
@@ -226,7 +293,7 @@ func (s *Set) setHealthy(cl *cluster.Cluster, healthy bool) {
 // runFlowLocked resumes b's flow when its informers synced and its
 // cluster is healthy, and pauses it otherwise. s.mu must be held.
 func (s *Set) runFlowLocked(b *Binding) {
-	if b.synced && !b.unhealthy {
+	if b.synced && !b.unhealthy && !s.quiesced[b.Cluster.Name()] {
 		s.flows.ResumeFlow(b.Cluster.Name())
 	} else {
 		s.flows.PauseFlow(b.Cluster.Name())
@@ -263,6 +330,7 @@ func (s *Set) Disengaged(cl *cluster.Cluster) {
 		return
 	}
 	delete(s.bindings, cl.Name())
+	delete(s.quiesced, cl.Name())
 	s.mu.Unlock()
 	s.flows.PauseFlow(cl.Name())
 	dropped := s.flows.DropFlow(cl.Name())
@@ -321,6 +389,7 @@ func (s *Set) waitForSync(ctx context.Context, b *Binding) {
 		s.runFlowLocked(b)
 	}
 	s.mu.Unlock()
+	s.reg.notify()
 	if bound && s.onEngaged != nil {
 		for _, req := range s.onEngaged(ctx, b.Cluster) {
 			if req.Cluster == "" {

@@ -70,13 +70,13 @@ func TestDisengagedRemovesTheListenersOfTheSourcesThatStarted(t *testing.T) {
 	}
 	var removed []string
 	f := &flows{synced: make(chan struct{})}
-	s := binding.New(func(c *cluster.Cluster) (*binding.Binding, error) {
+	s := binding.New("cms", func(c *cluster.Cluster) (*binding.Binding, error) {
 		return &binding.Binding{Cluster: c, Sources: []binding.Source{
 			source{name: "a", removed: &removed},
 			source{name: "b", failing: true, removed: &removed},
 			source{name: "c", removed: &removed},
 		}}, nil
-	}, f, logr.Discard(), nil)
+	}, f, logr.Discard(), nil, nil)
 	s.Engaged(cl) // before Start: bound then
 	if s.Get("edge-1") != nil {
 		t.Fatal("a cluster engaged before Start is bound before it")
@@ -126,9 +126,9 @@ func TestADroppedKeyIsLoggedOncePerCluster(t *testing.T) {
 		return n
 	}
 	f := &flows{synced: make(chan struct{})}
-	s := binding.New(func(c *cluster.Cluster) (*binding.Binding, error) {
+	s := binding.New("cms", func(c *cluster.Cluster) (*binding.Binding, error) {
 		return &binding.Binding{Cluster: c}, nil
-	}, f, log, nil)
+	}, f, log, nil, nil)
 	s.Start(t.Context())
 	for range 3 {
 		if _, _, ok := s.Context(t.Context(), "ghost"); ok {

@@ -22,6 +22,7 @@ import (
 // and starts handing over those it should not.
 func (r *Ring) assess(ctx context.Context) {
 	leases := r.ringLeases()
+	view := r.clusterView()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
@@ -38,11 +39,16 @@ func (r *Ring) assess(ctx context.Context) {
 	if !r.formed {
 		r.formed = r.formingOverLocked(leases, members, now)
 	}
-	claims := r.rebalanceLocked(ctx, byName, members, now)
+	// Units are claimed only while this member holds the ring's layout
+	// (see writeLayout): a member of another layout may then hold none.
+	mayClaim := r.formed && r.refused == nil && now.Sub(r.layoutRenewed) < r.opts.Lease.RenewDeadline
+	claims := r.rebalanceLocked(ctx, byName, members, mayClaim, now)
+	r.seenCount = len(view)
+	claims = append(claims, r.rebalanceClustersLocked(ctx, byName, members, view, mayClaim, now)...)
 	r.metrics.set(r.countLocked())
 	r.mu.Unlock()
 	for _, c := range claims {
-		r.claim(ctx, c.b, c.lease, c.why)
+		r.claim(ctx, c.u, c.lease, c.why)
 	}
 	r.mu.Lock() // for the deferred unlock
 }
@@ -100,36 +106,34 @@ func (r *Ring) liveMembersLocked(leases []*coordinationv1.Lease, now time.Time) 
 	return members
 }
 
-// bucketClaim is a bucket the assignment gives this member, its Lease as
+// unitClaim is a unit the assignment gives this member, its Lease as
 // cached, and why it may be claimed now.
-type bucketClaim struct {
-	b     int
+type unitClaim struct {
+	u     unit
 	lease *coordinationv1.Lease
 	why   string
 }
 
 // rebalanceLocked starts handing over the held buckets the assignment over
 // members gives to others, and returns those it gives this member that it
-// may claim now. r.mu must be held.
-func (r *Ring) rebalanceLocked(ctx context.Context, byName map[string]*coordinationv1.Lease, members []string, now time.Time) []bucketClaim {
-	// Buckets are claimed only while this member holds the ring's layout
-	// (see writeLayout): a member of another layout may then hold none.
-	mayClaim := r.formed && r.refused == nil && now.Sub(r.layoutRenewed) < r.opts.Lease.RenewDeadline
-	var claims []bucketClaim
+// may claim now (when mayClaim). r.mu must be held.
+func (r *Ring) rebalanceLocked(ctx context.Context, byName map[string]*coordinationv1.Lease, members []string, mayClaim bool, now time.Time) []unitClaim {
+	var claims []unitClaim
 	for b, owner := range Assign(r.opts.Buckets.Count, members) {
-		h := r.held[b]
+		u := bucketUnit(b)
+		h := r.held[u]
 		switch {
 		case owner == r.opts.Lease.Identity && h == nil && mayClaim:
 			l := byName[BucketLeaseName(r.opts.Ring, b)]
 			if why := r.claimable(l, now); why != "" {
-				claims = append(claims, bucketClaim{b, l, why})
+				claims = append(claims, unitClaim{u, l, why})
 			}
 		case owner != r.opts.Lease.Identity && h != nil && h.state != bucketDraining:
 			// A bucket still syncing goes too: its reads end with its
 			// context, and one that cannot be read here (its acquire
 			// retrying) is not kept from a member that may read it.
 			h.state = bucketDraining
-			go r.handOver(ctx, b, h, owner)
+			go r.handOver(ctx, u, h, owner)
 		}
 	}
 	return claims
@@ -148,7 +152,7 @@ func (r *Ring) formingOverLocked(leases []*coordinationv1.Lease, members []strin
 	}
 	for _, l := range leases {
 		h := Holder(l)
-		if l.Labels[RoleLabel] != RoleBucket || h == r.opts.Lease.Identity || !slices.Contains(members, h) || r.claimable(l, now) != "" {
+		if (l.Labels[RoleLabel] != RoleBucket && l.Labels[RoleLabel] != RoleCluster) || h == r.opts.Lease.Identity || !slices.Contains(members, h) || r.claimable(l, now) != "" {
 			continue
 		}
 		if l.Spec.RenewTime != nil && now.Sub(l.Spec.RenewTime.Time) < r.opts.Lease.Duration {
@@ -182,13 +186,20 @@ func (r *Ring) claimable(l *coordinationv1.Lease, now time.Time) string {
 // members. Every member computes the same assignment from the same
 // members, and a member joining or leaving moves few buckets besides its
 // own.
-func Assign(buckets int, members []string) []string {
-	owners := make([]string, buckets)
+func Assign(buckets int, members []string) []string { return assignBy(buckets, score, members, false) }
+
+// assignBy gives each of n units an owner among members (sorted), as
+// Assign does, ranking member m for unit i by score(m, i). With even, a
+// member below floor(n/members) then takes, one at a time, the unit of a
+// member above it that ranks it highest, so that loads differ by one at
+// most.
+func assignBy(n int, score func(member string, i int) uint64, members []string, even bool) []string {
+	owners := make([]string, n)
 	if len(members) == 0 {
 		return owners
 	}
-	limit := (buckets + len(members) - 1) / len(members)
-	ranked := make([][]string, buckets)
+	limit := (n + len(members) - 1) / len(members)
+	ranked := make([][]string, n)
 	load := make(map[string]int, len(members))
 	for b := range owners {
 		ranked[b] = slices.Clone(members)
@@ -205,6 +216,9 @@ func Assign(buckets int, members []string) []string {
 			}
 		}
 		if over == "" {
+			if even {
+				fill(owners, load, n/len(members), score, members)
+			}
 			return owners
 		}
 		best, to, bestScore := -1, "", uint64(0)
@@ -227,22 +241,45 @@ func Assign(buckets int, members []string) []string {
 	}
 }
 
+// fill moves units to the members loaded below floor, each time the unit
+// of a member above floor that ranks its taker highest.
+func fill(owners []string, load map[string]int, floor int, score func(string, int) uint64, members []string) {
+	for _, m := range members {
+		for load[m] < floor {
+			best, bestScore := -1, uint64(0)
+			for i, o := range owners {
+				if load[o] > floor {
+					if s := score(m, i); best < 0 || s > bestScore {
+						best, bestScore = i, s
+					}
+				}
+			}
+			load[owners[best]]--
+			owners[best] = m
+			load[m]++
+		}
+	}
+}
+
 func score(member string, bucket int) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(member))
 	_, _ = h.Write([]byte{0, byte(bucket >> 8), byte(bucket)})
-	// FNV of inputs that differ in a byte or two orders them alike for
-	// every bucket; splitmix64's finalizer spreads them.
-	x := h.Sum64()
+	return mix(h.Sum64())
+}
+
+// mix is splitmix64's finalizer: FNV of inputs that differ in a byte or
+// two orders them alike for every unit; mix spreads them.
+func mix(x uint64) uint64 {
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
 }
 
-// claim claims bucket b, whose Lease was last seen as l (nil when it had
+// claim claims unit u, whose Lease was last seen as l (nil when it had
 // none), with a compare-and-swap on that resourceVersion: it fails when
 // the Lease changed since.
-func (r *Ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why string) {
+func (r *Ring) claim(ctx context.Context, u unit, l *coordinationv1.Lease, why string) {
 	start := time.Now()
 	stamp := metav1.NewMicroTime(start)
 	secs := int32(r.opts.Lease.Duration.Round(time.Second) / time.Second)
@@ -251,8 +288,12 @@ func (r *Ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why st
 		err error
 	)
 	if l == nil {
-		nl := r.newLease(BucketLeaseName(r.opts.Ring, b), RoleBucket, start)
-		nl.Labels[BucketLabel] = strconv.Itoa(b)
+		nl := r.newLease(r.unitLease(u), u.role(), start)
+		if u.isCluster() {
+			nl.Labels[ClusterLabel] = u.c
+		} else {
+			nl.Labels[BucketLabel] = strconv.Itoa(u.b)
+		}
 		got, err = r.leases.Create(ctx, nl, metav1.CreateOptions{})
 	} else {
 		c := l.DeepCopy()
@@ -267,13 +308,13 @@ func (r *Ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why st
 	}
 	if err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-			r.log.V(1).Info("claiming a bucket failed", "bucket", b, "error", err.Error())
+			r.log.V(1).Info("claiming a "+u.kind()+" failed", u.kv("error", err.Error())...)
 		}
 		return // another member was faster, or the cache lags: look again later
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopped || r.held[b] != nil || r.refused != nil {
+	if r.stopped || r.held[u] != nil || r.refused != nil {
 		r.mu.Unlock()
 		r.release(ctx, got)
 		r.mu.Lock()
@@ -281,26 +322,26 @@ func (r *Ring) claim(ctx context.Context, b int, l *coordinationv1.Lease, why st
 	}
 	bctx, cancel := context.WithCancel(ctx)
 	h := &heldBucket{lease: got, renewed: start, since: start, ctx: bctx, cancel: cancel}
-	r.held[b] = h
-	r.log.Info("claimed bucket", "bucket", b, "previous", Holder(l), "why", why)
-	go r.acquire(b, h, slices.Clone(r.users))
+	r.held[u] = h
+	r.log.Info("claimed "+u.kind(), u.kv("previous", Holder(l), "why", why)...)
+	go r.acquire(u, h, r.participantsLocked(u))
 }
 
-// acquire makes every sharded controller read bucket b, then serves it.
-func (r *Ring) acquire(b int, h *heldBucket, users []User) {
+// acquire makes every participant of u read it, then serves it.
+func (r *Ring) acquire(u unit, h *heldBucket, parts []participant) {
 	r.mu.RLock()
 	l := h.lease // renewals replace it meanwhile
 	r.mu.RUnlock()
 	marks := r.leaseMarks(l)
 	backoff := time.Second
-	for _, u := range users {
+	for _, p := range parts {
 		// A controller that cannot read the bucket yet (a kind it may not
 		// list, a sync that timed out) tries again: its informers recover
 		// by themselves once they can, and the bucket stays unserved (and
 		// the member unready) until then.
 		for {
 			restoreGC := syncgc.Bound(r.SyncHeapRatio)
-			err := u.Acquire(h.ctx, b, marks)
+			err := p.acquire(h.ctx, marks)
 			restoreGC()
 			if err == nil {
 				break
@@ -308,7 +349,7 @@ func (r *Ring) acquire(b int, h *heldBucket, users []User) {
 			if h.ctx.Err() != nil {
 				return
 			}
-			r.log.Error(err, "reading a claimed bucket failed; trying again", "bucket", b, "in", backoff)
+			r.log.Error(err, "reading a claimed "+u.kind()+" failed; trying again", u.kv("in", backoff)...)
 			select {
 			case <-h.ctx.Done():
 				return
@@ -319,46 +360,50 @@ func (r *Ring) acquire(b int, h *heldBucket, users []User) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.held[b] != h || h.state == bucketDraining {
+	if r.held[u] != h || h.state == bucketDraining {
 		return // lost or being handed over meanwhile
 	}
 	h.state = bucketServing
-	for _, u := range users {
-		u.Serve(h.ctx, b, true)
+	for _, p := range parts {
+		p.serve(h.ctx, true)
 	}
 	took := time.Since(h.since)
 	r.metrics.Handovers.WithLabelValues(r.opts.Ring, "in").Inc()
 	r.metrics.Durations.WithLabelValues(r.opts.Ring, "sync").Observe(took.Seconds())
-	r.log.Info("serving bucket", "bucket", b, "synced", took.Round(time.Millisecond))
+	r.log.Info("serving "+u.kind(), u.kv("synced", took.Round(time.Millisecond))...)
 	r.metrics.set(r.countLocked())
 }
 
-// handOver gives bucket b up to owner: stop dispatching, drain, stop
-// fencing writes in, release the Lease.
-func (r *Ring) handOver(ctx context.Context, b int, h *heldBucket, owner string) {
+// handOver gives unit u up to owner ("" when no member found it): stop
+// dispatching, drain, stop fencing writes in, drop, release the Lease.
+func (r *Ring) handOver(ctx context.Context, u unit, h *heldBucket, owner string) {
 	start := time.Now()
 	r.mu.RLock()
+	parts := r.participantsLocked(u)
 	users := slices.Clone(r.users)
 	r.mu.RUnlock()
-	for _, u := range users {
-		u.Serve(h.ctx, b, false)
+	for _, p := range parts {
+		p.serve(h.ctx, false)
 	}
 	var stuck []string
-	for _, u := range users {
-		stuck = append(stuck, u.Drain(b, r.opts.HandoverTimeout)...)
+	for _, p := range parts {
+		stuck = append(stuck, p.drain(r.opts.HandoverTimeout)...)
 	}
 	r.mu.Lock()
-	if r.held[b] != h {
+	if r.held[u] != h {
 		r.mu.Unlock()
 		return // lost meanwhile
 	}
-	delete(r.held, b) // from here on, the fence refuses b's writes
+	delete(r.held, u) // from here on, the fence refuses u's writes
 	h.cancel()
 	lease := h.lease
 	r.mu.Unlock()
-	marks := userMarks([]int{b}, users)[b]
-	for _, u := range users {
-		u.Drop(h.ctx, b)
+	var marks map[string]string
+	if !u.isCluster() {
+		marks = userMarks([]int{u.b}, users)[u.b]
+	}
+	for _, p := range parts {
+		p.drop(h.ctx)
 	}
 	r.release(ctx, r.withMarks(lease, marks))
 	took := time.Since(start)
@@ -366,9 +411,9 @@ func (r *Ring) handOver(ctx context.Context, b int, h *heldBucket, owner string)
 	r.metrics.Durations.WithLabelValues(r.opts.Ring, "drain").Observe(took.Seconds())
 	if len(stuck) > 0 {
 		r.metrics.Abandoned.WithLabelValues(r.opts.Ring).Add(float64(len(stuck)))
-		r.log.Info("handed a bucket over with reconciles still running; their writes are refused", "bucket", b, "to", owner, "drained", took.Round(time.Millisecond), "abandoned", stuck)
+		r.log.Info("handed a "+u.kind()+" over with reconciles still running; their writes are refused", u.kv("to", owner, "drained", took.Round(time.Millisecond), "abandoned", stuck)...)
 	} else {
-		r.log.Info("handed a bucket over", "bucket", b, "to", owner, "drained", took.Round(time.Millisecond))
+		r.log.Info("handed a "+u.kind()+" over", u.kv("to", owner, "drained", took.Round(time.Millisecond))...)
 	}
 	r.mu.Lock()
 	r.metrics.set(r.countLocked())

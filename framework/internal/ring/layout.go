@@ -38,6 +38,25 @@ type Layout struct {
 	// Controllers are the sharded controllers, sorted by name:
 	// "cms (ConfigMap), web (Deployment.apps)".
 	Controllers string
+	// Units says how the ring's whole-cluster units are made: "clusters
+	// of namespaces(labels: spread=a)", the providers of the members that
+	// spread clusters (see SpreadClusters); "" when the ring has buckets
+	// only. It is folded into ControllersAnno after " | ", so a ring
+	// without clusters records what it always did, and members that make
+	// their clusters differently refuse each other as members of other
+	// bucket layouts do.
+	Units string
+}
+
+// unitsSep separates Controllers from Units in ControllersAnno.
+const unitsSep = " | "
+
+// controllersAnno is the value of ControllersAnno that records l.
+func (l Layout) controllersAnno() string {
+	if l.Units == "" {
+		return l.Controllers
+	}
+	return l.Controllers + unitsSep + l.Units
 }
 
 // String describes the layout for errors and logs.
@@ -50,18 +69,22 @@ func (l Layout) String() string {
 	if ctls == "" {
 		ctls = "none"
 	}
+	if l.Units != "" {
+		ctls += ", " + l.Units
+	}
 	return fmt.Sprintf("%s buckets by %s, sharded controllers: %s", count, key, ctls)
 }
 
 // LayoutOf returns the layout Lease l records.
 func LayoutOf(l *coordinationv1.Lease) Layout {
-	return Layout{Cut: l.Annotations[LayoutAnno], Controllers: l.Annotations[ControllersAnno]}
+	ctls, units, _ := strings.Cut(l.Annotations[ControllersAnno], unitsSep)
+	return Layout{Cut: l.Annotations[LayoutAnno], Controllers: ctls, Units: units}
 }
 
 // Annotate records layout on Lease l.
 func (l Layout) Annotate(lease *coordinationv1.Lease) {
 	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, LayoutAnno, l.Cut)
-	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, ControllersAnno, l.Controllers)
+	metav1.SetMetaDataAnnotation(&lease.ObjectMeta, ControllersAnno, l.controllersAnno())
 }
 
 // LayoutLeaseName is the name of the ring's layout Lease.
@@ -69,13 +92,13 @@ func LayoutLeaseName(ring string) string { return ring + "-layout" }
 
 // newLayout returns the layout of a ring cut by buckets, whose sharded
 // controllers are users.
-func newLayout(cut string, users []User) Layout {
+func newLayout(cut string, users []User, units string) Layout {
 	names := make([]string, 0, len(users))
 	for _, u := range users {
 		names = append(names, u.Describe())
 	}
 	slices.Sort(names)
-	return Layout{Cut: cut, Controllers: strings.Join(names, ", ")}
+	return Layout{Cut: cut, Controllers: strings.Join(names, ", "), Units: units}
 }
 
 // writeLayout renews this member's hold of the ring's layout Lease, which
@@ -135,7 +158,7 @@ func (r *Ring) layoutPatch(now time.Time) []byte {
 	esc := func(k string) string { return "/metadata/annotations/" + strings.ReplaceAll(k, "/", "~1") }
 	ops := []map[string]any{
 		{"op": "test", "path": esc(LayoutAnno), "value": r.layout.Cut},
-		{"op": "test", "path": esc(ControllersAnno), "value": r.layout.Controllers},
+		{"op": "test", "path": esc(ControllersAnno), "value": r.layout.controllersAnno()},
 		{"op": "add", "path": "/spec/holderIdentity", "value": r.opts.Lease.Identity},
 		{"op": "add", "path": "/spec/renewTime", "value": metav1.NewMicroTime(now)},
 	}
@@ -205,7 +228,7 @@ func (r *Ring) refuse(l *coordinationv1.Lease) {
 		holders = append(holders, id)
 	}
 	slices.Sort(holders)
-	err := fmt.Errorf("framework: sharding ring %q in namespace %s: member %q (%s) is refused: the ring is held by layout %s, of member(s) %q; every member of a ring needs the same Options.Sharding.Buckets.Count and Key and the same sharded controllers; this member joins once no member of that layout is left (sharding.Options says how to change a ring's layout)",
+	err := fmt.Errorf("framework: sharding ring %q in namespace %s: member %q (%s) is refused: the ring is held by layout %s, of member(s) %q; every member of a ring needs the same Options.Sharding.Buckets.Count and Key, the same sharded controllers, and the same Options.Sharding.Clusters and providers; this member joins once no member of that layout is left (sharding.Options says how to change a ring's layout)",
 		r.opts.Ring, r.opts.Lease.Namespace, r.opts.Lease.Identity, r.layout, theirs, holders)
 	if r.refused == nil || r.refusedBy != theirs {
 		r.log.Error(err, "refused by the sharding ring")
@@ -234,7 +257,7 @@ func (r *Ring) releaseLayout(ctx context.Context) {
 	esc := func(k string) string { return "/metadata/annotations/" + strings.ReplaceAll(k, "/", "~1") }
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": esc(LayoutAnno), "value": r.layout.Cut},
-		{"op": "test", "path": esc(ControllersAnno), "value": r.layout.Controllers},
+		{"op": "test", "path": esc(ControllersAnno), "value": r.layout.controllersAnno()},
 		{"op": "test", "path": "/spec/holderIdentity", "value": r.opts.Lease.Identity},
 		{"op": "add", "path": "/spec/holderIdentity", "value": ""},
 		{"op": "add", "path": "/spec/renewTime", "value": metav1.NewMicroTime(time.Now())},

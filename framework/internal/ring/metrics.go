@@ -11,6 +11,7 @@ type Metrics struct {
 	Abandoned *prometheus.CounterVec
 	Dropped   *prometheus.CounterVec
 	Refused   *prometheus.CounterVec
+	Clusters  *prometheus.GaugeVec
 }
 
 // NewMetrics returns the series of the ring named ring, unregistered.
@@ -38,6 +39,10 @@ func NewMetrics(ring string) *Metrics {
 			Name: "converge_shard_keys_dropped_total",
 			Help: "Keys a sharded controller did not reconcile because their bucket is held by another member (which reconciles them), per controller.",
 		}, []string{"ring", "controller"}),
+		Clusters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "converge_shard_clusters",
+			Help: "Clusters spread over the sharding ring (sharding.Options.Clusters) that this member holds, by state (serving, syncing, draining).",
+		}, []string{"ring", "state"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "converge_shard_refusals_total",
 			Help: "Times this member was Refused by its ring: members of another layout (Buckets.Count, Buckets.By or sharded controllers) held it. sharding.Status.Refused and /readyz say which while it lasts.",
@@ -46,15 +51,18 @@ func NewMetrics(ring string) *Metrics {
 }
 
 func (m *Metrics) Register(r *prometheus.Registry) {
-	r.MustRegister(m.Buckets, m.Handovers, m.Durations, m.Abandoned, m.Dropped, m.Refused)
+	r.MustRegister(m.Buckets, m.Handovers, m.Durations, m.Abandoned, m.Dropped, m.Refused, m.Clusters)
 	m.Refused.WithLabelValues(m.ring)
 	for _, d := range []string{"in", "out", "lost"} {
 		m.Handovers.WithLabelValues(m.ring, d)
 	}
 }
 
-// set records how many Buckets are held in each state.
-func (m *Metrics) set(n [3]int) {
+// set records how many buckets and clusters are held in each state.
+func (m *Metrics) set(n, c [3]int) {
+	m.Clusters.WithLabelValues(m.ring, "syncing").Set(float64(c[bucketSyncing]))
+	m.Clusters.WithLabelValues(m.ring, "serving").Set(float64(c[bucketServing]))
+	m.Clusters.WithLabelValues(m.ring, "draining").Set(float64(c[bucketDraining]))
 	m.Buckets.WithLabelValues(m.ring, "syncing").Set(float64(n[bucketSyncing]))
 	m.Buckets.WithLabelValues(m.ring, "serving").Set(float64(n[bucketServing]))
 	m.Buckets.WithLabelValues(m.ring, "draining").Set(float64(n[bucketDraining]))

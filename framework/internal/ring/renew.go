@@ -17,6 +17,10 @@ import (
 // requests are sent without r.mu held: the write fence (check) reads under
 // it.
 func (r *Ring) renew(ctx context.Context) {
+	seen := ""
+	if r.Spreads() {
+		seen = viewDigest(r.clusterView())
+	}
 	r.mu.Lock()
 	if r.stopped {
 		r.mu.Unlock()
@@ -28,12 +32,12 @@ func (r *Ring) renew(ctx context.Context) {
 		h *heldBucket
 		l *coordinationv1.Lease // a copy of h.lease, to write
 	}
-	renewals := make(map[int]renewal, len(r.held))
+	renewals := make(map[unit]renewal, len(r.held))
 	var serving []int
-	for b, h := range r.held {
-		renewals[b] = renewal{h, h.lease.DeepCopy()}
-		if h.state == bucketServing {
-			serving = append(serving, b)
+	for u, h := range r.held {
+		renewals[u] = renewal{h, h.lease.DeepCopy()}
+		if h.state == bucketServing && !u.isCluster() {
+			serving = append(serving, u.b)
 		}
 	}
 	users := slices.Clone(r.users)
@@ -44,7 +48,7 @@ func (r *Ring) renew(ctx context.Context) {
 	var writes sync.WaitGroup
 	writes.Go(func() { r.writeLayout(ctx) })
 	start := time.Now()
-	got, err := r.writeMember(ctx, member)
+	got, err := r.writeMember(ctx, member, seen)
 	r.mu.Lock()
 	switch {
 	case err == nil:
@@ -72,17 +76,20 @@ func (r *Ring) renew(ctx context.Context) {
 	// would grow with the buckets held, and the member Lease, renewed
 	// once a round, could then go unrenewed for longer than RenewDeadline.
 	var wg sync.WaitGroup
-	for b, x := range renewals {
-		l := r.withMarks(x.l, marks[b])
-		wg.Go(func() { r.renewBucket(ctx, b, l, x.h) })
+	for u, x := range renewals {
+		l := x.l
+		if !u.isCluster() {
+			l = r.withMarks(x.l, marks[u.b])
+		}
+		wg.Go(func() { r.renewUnit(ctx, u, l, x.h) })
 	}
 	wg.Wait()
 }
 
-// renewBucket renews bucket b's Lease, last written as l, while h holds
-// it; a bucket whose Lease another member now holds, or that was deleted,
-// is lost.
-func (r *Ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, h *heldBucket) {
+// renewUnit renews u's Lease, last written as l, while h holds it; a
+// unit whose Lease another member now holds, or that was deleted, is
+// lost.
+func (r *Ring) renewUnit(ctx context.Context, u unit, l *coordinationv1.Lease, h *heldBucket) {
 	start := time.Now()
 	now := metav1.NewMicroTime(start)
 	l.Spec.RenewTime = &now
@@ -106,16 +113,16 @@ func (r *Ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, 
 	case apierrors.IsNotFound(err):
 		lost = "its Lease was deleted"
 	default:
-		r.log.V(1).Info("renewing a bucket's Lease failed", "bucket", b, "error", err.Error())
+		r.log.V(1).Info("renewing a "+u.kind()+"'s Lease failed", u.kv("error", err.Error())...)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.held[b] != h {
+	if r.held[u] != h {
 		return // given up or lost meanwhile
 	}
 	switch {
 	case lost != "":
-		r.loseLocked(b, lost)
+		r.loseLocked(u, lost)
 	case got != nil:
 		h.lease = got
 		if !start.IsZero() {
@@ -125,11 +132,16 @@ func (r *Ring) renewBucket(ctx context.Context, b int, l *coordinationv1.Lease, 
 }
 
 // writeMember creates or renews the member Lease, last written as
-// member (nil when not known).
-func (r *Ring) writeMember(ctx context.Context, member *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+// member (nil when not known), recording seen as the clusters found (none
+// when "": the ring spreads no clusters).
+func (r *Ring) writeMember(ctx context.Context, member *coordinationv1.Lease, seen string) (*coordinationv1.Lease, error) {
 	start := time.Now()
 	if member == nil {
-		got, err := r.leases.Create(ctx, r.newLease(r.memberName, RoleMember, start), metav1.CreateOptions{})
+		nl := r.newLease(r.memberName, RoleMember, start)
+		if seen != "" {
+			metav1.SetMetaDataAnnotation(&nl.ObjectMeta, seenAnno, seen)
+		}
+		got, err := r.leases.Create(ctx, nl, metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
 			return got, err
 		}
@@ -143,6 +155,9 @@ func (r *Ring) writeMember(ctx context.Context, member *coordinationv1.Lease) (*
 	secs := int32(r.opts.Lease.Duration.Round(time.Second) / time.Second)
 	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &r.opts.Lease.Identity, &now, &secs
 	r.layout.Annotate(l) // an earlier run's may differ
+	if seen != "" {
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, seenAnno, seen)
+	}
 	return r.leases.Update(ctx, l, metav1.UpdateOptions{})
 }
 
@@ -172,46 +187,77 @@ func (r *Ring) release(ctx context.Context, l *coordinationv1.Lease) {
 	}
 }
 
-// loseLocked forgets bucket b at once: another member holds it. r.mu must
+// loseLocked forgets unit u at once: another member holds it. r.mu must
 // be held.
-func (r *Ring) loseLocked(b int, why string) {
-	h := r.held[b]
+func (r *Ring) loseLocked(u unit, why string) {
+	h := r.held[u]
 	if h == nil {
 		return
 	}
-	delete(r.held, b)
+	delete(r.held, u)
 	h.cancel()
-	users := slices.Clone(r.users)
+	parts := r.participantsLocked(u)
 	r.metrics.Handovers.WithLabelValues(r.opts.Ring, "lost").Inc()
-	r.log.Info("lost bucket: cancelling its reconciles", "bucket", b, "why", why)
+	r.log.Info("lost "+u.kind()+": cancelling its reconciles", u.kv("why", why)...)
 	go func() {
-		for _, u := range users {
-			u.Serve(h.ctx, b, false)
-			u.Drop(h.ctx, b)
+		for _, p := range parts {
+			p.serve(h.ctx, false)
+			p.drop(h.ctx)
 		}
 	}()
 }
 
-// Leave releases every bucket and deletes the member Lease, so that the
-// other members take the buckets over at once. Call it once the sharded
-// controllers stopped.
+// deleteLease deletes the ring's Lease name if it is still at
+// resourceVersion rv.
+func (r *Ring) deleteLease(ctx context.Context, name, rv string) {
+	err := r.leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		r.log.V(1).Info("deleting the Lease of a cluster no member found failed", "lease", name, "error", err.Error())
+	}
+}
+
+// Spreads reports whether the ring spreads clusters (SpreadClusters).
+func (r *Ring) Spreads() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.spread != nil
+}
+
+// Leave releases every unit and deletes the member Lease, so that the
+// other members take the units over at once. Call it once the sharded
+// controllers stopped. A held cluster is disengaged before its Lease is
+// released.
 func (r *Ring) Leave(ctx context.Context) {
 	r.mu.Lock()
 	r.stopped = true
 	held := r.held
-	r.held = map[int]*heldBucket{}
+	r.held = map[unit]*heldBucket{}
 	users := slices.Clone(r.users)
+	parts := map[unit][]participant{}
+	for u := range held {
+		if u.isCluster() {
+			parts[u] = r.participantsLocked(u)
+		}
+	}
 	r.mu.Unlock()
 	var bs []int
-	for b, h := range held {
-		if h.state != bucketSyncing {
-			bs = append(bs, b)
+	for u, h := range held {
+		if h.state != bucketSyncing && !u.isCluster() {
+			bs = append(bs, u.b)
 		}
 	}
 	marks := userMarks(bs, users)
-	for b, h := range held {
+	for u, h := range held {
+		for _, p := range parts[u] {
+			p.serve(h.ctx, false)
+			p.drop(h.ctx)
+		}
 		h.cancel()
-		r.release(ctx, r.withMarks(h.lease, marks[b]))
+		l := h.lease
+		if !u.isCluster() {
+			l = r.withMarks(h.lease, marks[u.b])
+		}
+		r.release(ctx, l)
 	}
 	r.releaseLayout(ctx)
 	if err := r.leases.Delete(ctx, r.memberName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -138,7 +138,7 @@ type Ring struct {
 	// memberRenewed is when the last successful renewal of the member
 	// Lease was sent; lastRenew when the last round of renewals began.
 	memberRenewed, lastRenew time.Time
-	held                     map[int]*heldBucket
+	held                     map[unit]*heldBucket
 	seen                     map[string]observation
 	members                  []string
 	assessed                 bool
@@ -150,6 +150,14 @@ type Ring struct {
 	// ignored names the member Leases of other layouts already logged.
 	ignored map[string]bool
 	stopped bool
+	// spread finds the clusters spread over the ring, nil when it spreads
+	// none (SpreadClusters). unseen is when each cluster found without a
+	// Lease was first found so; seenCount how many were found and
+	// disagree the live members that found others, at the last look.
+	spread    ClusterUser
+	unseen    map[string]time.Time
+	seenCount int
+	disagree  []string
 }
 
 func New(cs coordclient.LeasesGetter, opts sharding.Options, log logr.Logger, metrics *Metrics) *Ring {
@@ -161,7 +169,8 @@ func New(cs coordclient.LeasesGetter, opts sharding.Options, log logr.Logger, me
 		metrics:    metrics,
 		memberName: MemberLeaseName(opts.Ring, opts.Lease.Identity),
 		kick:       make(chan struct{}, 1),
-		held:       map[int]*heldBucket{},
+		held:       map[unit]*heldBucket{},
+		unseen:     map[string]time.Time{},
 		seen:       map[string]observation{},
 		ignored:    map[string]bool{},
 	}
@@ -190,7 +199,7 @@ func New(cs coordclient.LeasesGetter, opts sharding.Options, log logr.Logger, me
 				if LayoutOf(o) != LayoutOf(n) || Holder(n) == "" {
 					r.poke()
 				}
-			case Holder(o) != Holder(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil):
+			case Holder(o) != Holder(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || o.Annotations[seenAnno] != n.Annotations[seenAnno]:
 				r.poke()
 			}
 		},
@@ -290,7 +299,7 @@ func (r *Ring) Unregister(u User) {
 // ring (see writeLayout), which it keeps trying to join.
 func (r *Ring) Start(ctx context.Context) error {
 	r.mu.Lock()
-	r.layout = newLayout(fmt.Sprintf("%d/%s", r.opts.Buckets.Count, r.opts.Buckets.By), r.users)
+	r.layout = newLayout(fmt.Sprintf("%d/%s", r.opts.Buckets.Count, r.opts.Buckets.By), r.users, unitsOf(r.spread))
 	r.mu.Unlock()
 	go r.informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
@@ -304,7 +313,7 @@ func (r *Ring) Start(ctx context.Context) error {
 // compatible is nil when member Lease l records this member's layout.
 func (r *Ring) compatible(l *coordinationv1.Lease) error {
 	if theirs := LayoutOf(l); theirs != r.layout {
-		return fmt.Errorf("member %q (Lease %s) has layout %s, this member (%q) has %s: every member of a ring needs the same Options.Sharding.Buckets.Count and Key and the same sharded controllers",
+		return fmt.Errorf("member %q (Lease %s) has layout %s, this member (%q) has %s: every member of a ring needs the same Options.Sharding.Buckets.Count and Key, the same sharded controllers, and the same Options.Sharding.Clusters and providers",
 			Holder(l), l.Name, theirs, r.opts.Lease.Identity, r.layout)
 	}
 	return nil
@@ -355,19 +364,23 @@ func (r *Ring) run(ctx context.Context) {
 
 // Check is nil while this member holds bucket b and renewed it within
 // RenewDeadline; otherwise an error wrapping sharding.ErrBucketNotHeld.
-func (r *Ring) Check(b int) error {
+func (r *Ring) Check(b int) error { return r.check(bucketUnit(b)) }
+
+// check is nil while this member holds u and renewed it within
+// RenewDeadline; otherwise an error wrapping u's notHeld.
+func (r *Ring) check(u unit) error {
 	r.mu.RLock()
-	h := r.held[b]
+	h := r.held[u]
 	var renewed time.Time
 	if h != nil {
 		renewed = r.renewedLocked(h)
 	}
 	r.mu.RUnlock()
 	if h == nil {
-		return fmt.Errorf("%w (bucket %d of ring %s/%s)", sharding.ErrBucketNotHeld, b, r.opts.Lease.Namespace, r.opts.Ring)
+		return fmt.Errorf("%w (%s of ring %s/%s)", u.notHeld(), u, r.opts.Lease.Namespace, r.opts.Ring)
 	}
 	if now := time.Now(); r.lapsed(renewed, now) {
-		return fmt.Errorf("%w (bucket %d of ring %s/%s: last renewed %v ago, RenewDeadline %v)", sharding.ErrBucketNotHeld, b, r.opts.Lease.Namespace, r.opts.Ring, now.Sub(renewed).Round(time.Millisecond), r.opts.Lease.RenewDeadline)
+		return fmt.Errorf("%w (%s of ring %s/%s: last renewed %v ago, RenewDeadline %v)", u.notHeld(), u, r.opts.Lease.Namespace, r.opts.Ring, now.Sub(renewed).Round(time.Millisecond), r.opts.Lease.RenewDeadline)
 	}
 	return nil
 }
@@ -393,7 +406,7 @@ func (r *Ring) lapsed(renewed, now time.Time) bool {
 func (r *Ring) BucketContext(b int) context.Context {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if h := r.held[b]; h != nil {
+	if h := r.held[bucketUnit(b)]; h != nil {
 		return h.ctx
 	}
 	return nil
@@ -414,13 +427,23 @@ func (r *Ring) Ready() error {
 		return fmt.Errorf("sharding ring %q: forming, waiting %v more before claiming buckets (FormationDelay)", r.opts.Ring, (r.opts.FormationDelay - time.Since(r.joined)).Round(time.Millisecond))
 	}
 	var syncing, fenced []int
+	var fencedClusters []string
 	now := time.Now()
-	for b, h := range r.held {
-		if r.lapsed(r.renewedLocked(h), now) {
-			fenced = append(fenced, b)
-		} else if h.state == bucketSyncing {
-			syncing = append(syncing, b)
+	for u, h := range r.held {
+		switch {
+		case r.lapsed(r.renewedLocked(h), now) && u.isCluster():
+			fencedClusters = append(fencedClusters, u.c)
+		case r.lapsed(r.renewedLocked(h), now):
+			fenced = append(fenced, u.b)
+		case h.state == bucketSyncing && !u.isCluster():
+			// A cluster still syncing does not hold readiness up: only
+			// the manager's own cluster does.
+			syncing = append(syncing, u.b)
 		}
+	}
+	if len(fencedClusters) > 0 {
+		slices.Sort(fencedClusters)
+		return fmt.Errorf("sharding ring %q: clusters %q not renewed within RenewDeadline %v (API server unreachable?): their keys wait and their writes are refused", r.opts.Ring, fencedClusters, r.opts.Lease.RenewDeadline)
 	}
 	if len(fenced) > 0 {
 		slices.Sort(fenced)
@@ -443,7 +466,7 @@ func (r *Ring) BucketStatus(b int) (state, holderID string) {
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if h := r.held[b]; h != nil {
+	if h := r.held[bucketUnit(b)]; h != nil {
 		return h.state.String(), ""
 	}
 	if l != nil && Holder(l) != r.opts.Lease.Identity && r.claimable(l, time.Now()) == "" {
@@ -461,7 +484,12 @@ func (r *Ring) Status() sharding.Status {
 		s.Refused = r.refused.Error()
 	}
 	now := time.Now()
-	for b, h := range r.held {
+	s.Clusters = r.clusterStatusLocked(now)
+	for u, h := range r.held {
+		b := u.b
+		if u.isCluster() {
+			continue
+		}
 		if r.lapsed(r.renewedLocked(h), now) {
 			s.Fenced = append(s.Fenced, b)
 			continue
@@ -481,11 +509,15 @@ func (r *Ring) Status() sharding.Status {
 	return s
 }
 
-// countLocked counts claimed buckets by state. r.mu must be held.
-func (r *Ring) countLocked() [3]int {
-	var n [3]int
-	for _, h := range r.held {
-		n[h.state]++
+// countLocked counts claimed buckets, then clusters, by state. r.mu must
+// be held.
+func (r *Ring) countLocked() (buckets, clusters [3]int) {
+	for u, h := range r.held {
+		if u.isCluster() {
+			clusters[h.state]++
+		} else {
+			buckets[h.state]++
+		}
 	}
-	return n
+	return buckets, clusters
 }

@@ -69,23 +69,23 @@ func TestAssignMovesFewBucketsWhenAMemberJoins(t *testing.T) {
 }
 
 func TestFenceRefusesBucketsNotHeldOrNotRenewed(t *testing.T) {
-	r := &Ring{opts: sharding.Options{Ring: "r", Lease: lease.Options{Namespace: "ns", RenewDeadline: time.Second}}, held: map[int]*heldBucket{}}
+	r := &Ring{opts: sharding.Options{Ring: "r", Lease: lease.Options{Namespace: "ns", RenewDeadline: time.Second}}, held: map[unit]*heldBucket{}}
 	if err := r.Check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "bucket 3 of ring ns/r") {
 		t.Errorf("check of a bucket never held = %v, want sharding.ErrBucketNotHeld naming it", err)
 	}
-	r.held[3] = &heldBucket{renewed: time.Now()}
+	r.held[bucketUnit(3)] = &heldBucket{renewed: time.Now()}
 	r.layoutRenewed = time.Now()
 	if err := r.Check(3); err != nil {
 		t.Errorf("check of a bucket renewed now = %v", err)
 	}
-	r.held[3].renewed = time.Now().Add(-2 * time.Second)
+	r.held[bucketUnit(3)].renewed = time.Now().Add(-2 * time.Second)
 	if err := r.Check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
 		t.Errorf("check of a bucket renewed 2 s ago with a 1 s RenewDeadline = %v, want sharding.ErrBucketNotHeld", err)
 	}
 	// The ring's layout Lease is renewed with the buckets: a member that
 	// could not renew it for RenewDeadline may have been taken over by
 	// another layout, whose buckets overlap its own.
-	r.held[3].renewed = time.Now()
+	r.held[bucketUnit(3)].renewed = time.Now()
 	r.layoutRenewed = time.Now().Add(-2 * time.Second)
 	if err := r.Check(3); !errors.Is(err, sharding.ErrBucketNotHeld) || !strings.Contains(err.Error(), "last renewed") {
 		t.Errorf("check of a bucket renewed now, the layout Lease 2 s ago, with a 1 s RenewDeadline = %v, want sharding.ErrBucketNotHeld", err)
@@ -97,9 +97,9 @@ func TestFenceRefusesBucketsNotHeldOrNotRenewed(t *testing.T) {
 // while their fence is down.
 func TestStatusAndReadinessShowFencedBuckets(t *testing.T) {
 	r := &Ring{opts: sharding.Options{Ring: "r", Lease: lease.Options{Namespace: "ns", RenewDeadline: time.Second}},
-		held: map[int]*heldBucket{}, assessed: true, formed: true}
-	r.held[1] = &heldBucket{renewed: time.Now(), state: bucketServing}
-	r.held[2] = &heldBucket{renewed: time.Now(), state: bucketServing}
+		held: map[unit]*heldBucket{}, assessed: true, formed: true}
+	r.held[bucketUnit(1)] = &heldBucket{renewed: time.Now(), state: bucketServing}
+	r.held[bucketUnit(2)] = &heldBucket{renewed: time.Now(), state: bucketServing}
 	r.layoutRenewed = time.Now()
 	if s := r.Status(); fmt.Sprint(s.Serving) != "[1 2]" || len(s.Fenced) != 0 {
 		t.Errorf("renewed now: serving %v, fenced %v; want [1 2] and none", s.Serving, s.Fenced)
@@ -107,7 +107,7 @@ func TestStatusAndReadinessShowFencedBuckets(t *testing.T) {
 	if err := r.Ready(); err != nil {
 		t.Errorf("renewed now: ready() = %v", err)
 	}
-	r.held[2].renewed = time.Now().Add(-2 * time.Second)
+	r.held[bucketUnit(2)].renewed = time.Now().Add(-2 * time.Second)
 	s := r.Status()
 	if fmt.Sprint(s.Serving) != "[1]" || fmt.Sprint(s.Fenced) != "[2]" {
 		t.Errorf("bucket 2 renewed 2 s ago, RenewDeadline 1 s: serving %v, fenced %v; want [1] and [2]", s.Serving, s.Fenced)
@@ -115,7 +115,7 @@ func TestStatusAndReadinessShowFencedBuckets(t *testing.T) {
 	if err := r.Ready(); err == nil || !strings.Contains(err.Error(), "buckets [2] not renewed") {
 		t.Errorf("bucket 2 fenced: ready() = %v, want an error naming it", err)
 	}
-	r.held[2].renewed = time.Now()
+	r.held[bucketUnit(2)].renewed = time.Now()
 	r.layoutRenewed = time.Now().Add(-2 * time.Second)
 	if s := r.Status(); len(s.Serving) != 0 || fmt.Sprint(s.Fenced) != "[1 2]" {
 		t.Errorf("layout Lease renewed 2 s ago: serving %v, fenced %v; want none and [1 2]", s.Serving, s.Fenced)
@@ -168,7 +168,7 @@ func TestRenewSendsTheBucketLeasesAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.held[b] = &heldBucket{lease: l, state: bucketServing}
+		r.held[bucketUnit(b)] = &heldBucket{lease: l, state: bucketServing}
 	}
 	// Renewed one after another, the first update would wait for the
 	// others until ctx ends.
@@ -182,7 +182,7 @@ func TestRenewSendsTheBucketLeasesAtOnce(t *testing.T) {
 	}
 	for b, h := range r.held {
 		if h.renewed.Before(before) || h.lease.Spec.RenewTime == nil {
-			t.Errorf("bucket %d: renewed %v, Lease renew time %v; want both set by the round", b, h.renewed, h.lease.Spec.RenewTime)
+			t.Errorf("%v: renewed %v, Lease renew time %v; want both set by the round", b, h.renewed, h.lease.Spec.RenewTime)
 		}
 	}
 	if r.member == nil || r.memberRenewed.Before(before) {

@@ -54,9 +54,9 @@ func TestBucketReadSyncsUnderSyncHeapRatio(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	h := &heldBucket{lease: &coordinationv1.Lease{}, since: time.Now(), ctx: ctx, cancel: cancel}
-	r.held[1] = h
+	r.held[bucketUnit(1)] = h
 	a, b := &gcUser{}, &gcUser{}
-	r.acquire(1, h, []User{a, b})
+	r.acquire(bucketUnit(1), h, []participant{bucketPart{a, 1}, bucketPart{b, 1}})
 	for name, u := range map[string]*gcUser{"first": a, "second": b} {
 		if len(u.during) != 1 || u.during[0] != 30 {
 			t.Errorf("the %s controller read the bucket with GOGC %v, want once at 30 (SyncHeapRatio 1.3)", name, u.during)
@@ -83,9 +83,9 @@ func TestBucketReadLeavesGCAloneWhenSyncHeapRatioIsNegative(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	h := &heldBucket{lease: &coordinationv1.Lease{}, since: time.Now(), ctx: ctx, cancel: cancel}
-	r.held[0] = h
+	r.held[bucketUnit(0)] = h
 	u := &gcUser{}
-	r.acquire(0, h, []User{u})
+	r.acquire(bucketUnit(0), h, []participant{bucketPart{u, 0}})
 	if len(u.during) != 1 || u.during[0] != 100 {
 		t.Errorf("with SyncHeapRatio negative the bucket was read with GOGC %v, want 100 (untouched)", u.during)
 	}
