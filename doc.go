@@ -107,7 +107,8 @@
 // concept each: framework/internal/history keeps each controller's recent
 // reconciles and turns them into the debug endpoint's records and series;
 // framework/internal/reconcilelog
-// is the log sink of one reconcile (what ReasonFrom and NoteBlocked read);
+// is the log sink of one reconcile (what ReasonFrom and NoteBlocked read)
+// and the call that turns its panic into an error;
 // framework/internal/recorder completes, sends and redacts the events of
 // Manager.EventRecorder; framework/internal/served watches the kind of a
 // WhenServed source while the API server serves it; and

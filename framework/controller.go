@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 	clientworkqueue "k8s.io/client-go/util/workqueue"
 
 	"github.com/converge-dev/converge/cluster"
@@ -24,6 +23,7 @@ import (
 	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/framework/internal/shard"
+	"github.com/converge-dev/converge/framework/internal/syncgc"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/errtext"
 	"github.com/converge-dev/converge/reconcile"
@@ -191,7 +191,7 @@ type Controller struct {
 	// primary is the informer of the kind the controller reconciles;
 	// listeners are its sources' listeners, set before phaseRunning.
 	primary   primaryInformer
-	listeners []cache.ResourceEventHandlerRegistration
+	listeners []syncgc.Listener
 	// shard gates the dispatch of a sharded controller's keys; nil when not
 	// sharded.
 	shard *gate

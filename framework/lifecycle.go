@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/converge-dev/converge/framework/internal/syncgc"
 	"github.com/converge-dev/converge/internal/klogcap"
@@ -211,7 +210,9 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 		m.becomeLeader()
 	}
 	cacheGroup.start(RunnableFunc(func(ctx context.Context) error {
-		syncgc.Hold(ctx, clock.RealClock{}, restoreGC, time.Since(began), m.backlogs)
+		tick := time.NewTicker(syncgc.Look)
+		defer tick.Stop()
+		syncgc.Hold(ctx, time.Now, tick.C, restoreGC, time.Since(began), m.backlogs)
 		return nil
 	}))
 	m.log.V(1).Info("manager started")

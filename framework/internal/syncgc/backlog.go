@@ -3,9 +3,6 @@ package syncgc
 import (
 	"context"
 	"time"
-
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/clock"
 )
 
 // MinHold is the least time Hold keeps the bound after the caches synced
@@ -15,6 +12,11 @@ const MinHold = time.Minute
 
 // Look is how often Hold reads the controllers.
 const Look = 100 * time.Millisecond
+
+// Listener is what Hold reads of a listener an informer hands events to:
+// whether it has been handed every object the informer held when it was
+// added (client-go's ResourceEventHandlerRegistration).
+type Listener interface{ HasSynced() bool }
 
 // Controller is what Hold reads of one controller that runs in the process
 // now (or is about to start), at each look.
@@ -26,7 +28,7 @@ type Controller struct {
 	// Listeners are its sources' listeners once it runs (nil for a source
 	// that adds none): a listener added to a synced informer is handed
 	// every cached object first.
-	Listeners []cache.ResourceEventHandlerRegistration
+	Listeners []Listener
 	// Reconciles counts the reconciles it has begun since it started.
 	Reconciles uint64
 	// Objects is the number of objects its own informer holds, as its
@@ -101,18 +103,16 @@ func (b *Backlog) drained(c Controller) bool {
 // Hold keeps the bound restore lifts until the controllers look returns
 // have worked off the caches' backlog (see Backlog), or the caches' sync
 // plus took (at least MinHold) is past, or ctx is done; then it calls
-// restore. It reads the controllers every Look, on clk; the caches synced
-// when Hold is called.
-func Hold(ctx context.Context, clk clock.WithTicker, restore func(), took time.Duration, look func() []Controller) {
+// restore. It reads the controllers at each of ticks (every Look), and
+// the time from now; the caches synced when Hold is called.
+func Hold(ctx context.Context, now func() time.Time, ticks <-chan time.Time, restore func(), took time.Duration, look func() []Controller) {
 	defer restore()
-	b := NewBacklog(clk.Now(), took)
-	tick := clk.NewTicker(Look)
-	defer tick.Stop()
-	for !b.Drained(clk.Now(), look()) {
+	b := NewBacklog(now(), took)
+	for !b.Drained(now(), look()) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C():
+		case <-ticks:
 		}
 	}
 }

@@ -30,7 +30,7 @@ var _ cache.ResourceEventHandlerRegistration = listener(false)
 // running is a running controller whose listeners were handed every
 // cached object.
 func running(name string, reconciles uint64, objects, queued int) Controller {
-	return Controller{Name: name, Running: true, Listeners: []cache.ResourceEventHandlerRegistration{listener(true), listener(true)},
+	return Controller{Name: name, Running: true, Listeners: []Listener{listener(true), listener(true)},
 		Reconciles: reconciles, Objects: objects, Queued: queued}
 }
 
@@ -38,7 +38,7 @@ func running(name string, reconciles uint64, objects, queued int) Controller {
 // handed the cached objects.
 func handing(name string, reconciles uint64, objects, queued int) Controller {
 	c := running(name, reconciles, objects, queued)
-	c.Listeners = []cache.ResourceEventHandlerRegistration{listener(true), listener(false)}
+	c.Listeners = []Listener{listener(true), listener(false)}
 	return c
 }
 
@@ -64,7 +64,7 @@ func TestBacklogDrained(t *testing.T) {
 			{4 * Look, []Controller{running("a", 1000, 1000, 0)}, true},
 		}},
 		{"a source without a listener has none to wait for", time.Second, []look{
-			{0, []Controller{{Name: "a", Running: true, Listeners: []cache.ResourceEventHandlerRegistration{nil, listener(true)}, Reconciles: 5, Objects: 5}}, true},
+			{0, []Controller{{Name: "a", Running: true, Listeners: []Listener{nil, listener(true)}, Reconciles: 5, Objects: 5}}, true},
 		}},
 		{"a controller whose reconciles all fail is done after one pass", time.Second, []look{
 			{0, []Controller{running("a", 10, 500, 490)}, false},
@@ -123,7 +123,8 @@ func TestBacklogDrained(t *testing.T) {
 func held(ctx context.Context, took time.Duration) (clk *clocktesting.FakeClock, looks chan<- []Controller, restored <-chan struct{}) {
 	clk = clocktesting.NewFakeClock(synced)
 	ls, done := make(chan []Controller), make(chan struct{})
-	go Hold(ctx, clk, func() { close(done) }, took, func() []Controller { return <-ls })
+	tick := clk.NewTicker(Look)
+	go Hold(ctx, clk.Now, tick.C(), func() { close(done) }, took, func() []Controller { return <-ls })
 	return clk, ls, done
 }
 
