@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +23,7 @@ import (
 	"github.com/converge-dev/converge/examples/staticsite/api/v1alpha1"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/framework/envtest"
+	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/testenv"
 	"github.com/converge-dev/converge/object"
 )
@@ -158,6 +160,19 @@ func (r *fleetRig) touch(name string) {
 	}
 }
 
+// settle returns once a reconcile of parent name that started after the
+// call has finished: it touches the parent twice, waiting for Desired each
+// time (one worker reconciles a parent at a time, so the second call of
+// Desired comes after the end of the first reconcile).
+func (r *fleetRig) settle(name string) {
+	r.t.Helper()
+	for range 2 {
+		n := r.calls.Load()
+		r.touch(name)
+		testenv.Eventually(r.t, "Desired runs again", func() bool { return r.calls.Load() > n })
+	}
+}
+
 // parent reads parent ns/name from the hub's API server; nil when gone.
 func (r *fleetRig) parent(name string) *v1alpha1.StaticSite {
 	r.t.Helper()
@@ -222,217 +237,253 @@ func fleetConfigMap(name, v string) *corev1.ConfigMap {
 
 func TestChildrenInAnotherCluster(t *testing.T) {
 	r := startFleet(t)
-
-	t.Run("applies, reverts and deletes them there, tied by the ledger and not by owner references", func(t *testing.T) {
-		r.t = t
-		r.declare("app", func(*v1alpha1.StaticSite) []any {
-			return []any{
-				declarative.NewChild(fleetConfigMap("app-web", "v1")).InCluster("edge-1"),
-				declarative.NewChild(fleetConfigMap("app-data", "keep")).InCluster("edge-1").Retain(),
-				declarative.NewChild(fleetConfigMap("app-local", "here")),
-			}
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, r *fleetRig)
+	}{
+		{"applies, reverts and deletes them there, tied by the ledger and not by owner references", fleetAppliesRevertsDeletes},
+		{"a foreign object of the same name in the member is a conflict, left untouched", fleetForeignObject},
+		{"a copied parent-UID label does not make a member object the parent's", fleetCopiedLabel},
+		{"someone else's finalizer on a member child holds that child only", fleetForeignFinalizer},
+		{"a child in another cluster with owner references, or a typed nil, is refused", fleetRefused},
+		{"a child in a cluster not engaged waits for it, and the others are applied", fleetNotEngaged},
+		{"while its cluster is away, prune and deletion wait for it, and go on once it is engaged again", fleetClusterAway},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r.t = t
+			tc.test(t, r)
 		})
-		uid := r.create("app")
-		testenv.Eventually(t, "the member children are created", func() bool { return r.memberCM("app-web") != nil && r.memberCM("app-data") != nil })
-		web := r.memberCM("app-web")
-		if len(web.OwnerReferences) != 0 || web.Labels[declarative.ParentUIDLabel] != string(uid) || web.Data["k"] != "v1" {
-			t.Fatalf("member child = refs %v, labels %v, data %v; want no owner references, the parent's UID label, k=v1", web.OwnerReferences, web.Labels, web.Data)
-		}
-		if ledger := r.parent("app").Annotations[declarative.LedgerAnnotation]; !strings.Contains(ledger, string(web.UID)+"=ConfigMap@edge-1/ns/app-web") {
-			t.Fatalf("ledger %q does not record the member child %s", ledger, web.UID)
-		}
-		if _, err := r.hub.CoreV1().ConfigMaps("ns").Get(t.Context(), "app-local", metav1.GetOptions{}); err != nil {
-			t.Fatalf("the child in the parent's cluster: %v", err)
-		}
-		if _, err := r.hub.CoreV1().ConfigMaps("ns").Get(t.Context(), "app-web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Fatalf("the member child was created in the hub too: %v", err)
-		}
+	}
+}
 
-		// Drift in the member is reverted: its change reconciles the parent.
-		drifted := web.DeepCopy()
-		drifted.Data["k"] = "drifted"
-		if _, err := r.member.CoreV1().ConfigMaps("ns").Update(t.Context(), drifted, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, "drift in the member reverted", func() bool { cm := r.memberCM("app-web"); return cm != nil && cm.Data["k"] == "v1" })
-
-		// The member's garbage collector deletes an object owned by a
-		// parent that is not in its cluster (the negative control) ...
-		copied := fleetConfigMap("app-gc", "x")
-		copied.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "StaticSite", Name: "app", UID: uid}}
-		if _, err := r.member.CoreV1().ConfigMaps("ns").Create(t.Context(), copied, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, "the member's garbage collector deletes the owner-referenced copy", func() bool { return r.memberCM("app-gc") == nil })
-		// ... and never took the children.
-		if cm := r.memberCM("app-web"); cm == nil || cm.UID != web.UID {
-			t.Fatalf("member child after garbage collection: %v; want the same object (uid %s)", cm, web.UID)
-		}
-
-		// Left out: pruned in the member.
-		r.declare("app", func(*v1alpha1.StaticSite) []any {
-			return []any{
-				declarative.NewChild(fleetConfigMap("app-data", "keep")).InCluster("edge-1").Retain(),
-				declarative.NewChild(fleetConfigMap("app-more", "v1")).InCluster("edge-1"),
-			}
-		})
-		testenv.Eventually(t, "the member child left out is pruned", func() bool { return r.memberCM("app-web") == nil && r.memberCM("app-more") != nil })
-		testenv.Eventually(t, "the ledger forgets it", func() bool {
-			return !strings.Contains(r.parent("app").Annotations[declarative.LedgerAnnotation], "app-web")
-		})
-
-		// Deleted with the parent, but for the retained one, released.
-		data := r.memberCM("app-data")
-		r.deleteParent("app")
-		testenv.Eventually(t, "the member child is deleted with its parent", func() bool { return r.memberCM("app-more") == nil })
-		kept := r.memberCM("app-data")
-		if kept == nil || kept.UID != data.UID || kept.Labels[declarative.ParentUIDLabel] != "" || kept.Annotations[declarative.ParentAnnotation] != "" {
-			t.Fatalf("retained member child after the parent's deletion: %+v; want the same object, released", kept)
+// fleetAppliesRevertsDeletes is the spec "applies, reverts and deletes them there, tied by the ledger and not by owner references".
+func fleetAppliesRevertsDeletes(t *testing.T, r *fleetRig) {
+	r.declare("app", func(*v1alpha1.StaticSite) []any {
+		return []any{
+			declarative.NewChild(fleetConfigMap("app-web", "v1")).InCluster("edge-1"),
+			declarative.NewChild(fleetConfigMap("app-data", "keep")).InCluster("edge-1").Retain(),
+			declarative.NewChild(fleetConfigMap("app-local", "here")),
 		}
 	})
+	uid := r.create("app")
+	testenv.Eventually(t, "the member children are created", func() bool { return r.memberCM("app-web") != nil && r.memberCM("app-data") != nil })
+	web := r.memberCM("app-web")
+	if len(web.OwnerReferences) != 0 || web.Labels[declarative.ParentUIDLabel] != string(uid) || web.Data["k"] != "v1" {
+		t.Fatalf("member child = refs %v, labels %v, data %v; want no owner references, the parent's UID label, k=v1", web.OwnerReferences, web.Labels, web.Data)
+	}
+	if ledger := r.parent("app").Annotations[declarative.LedgerAnnotation]; !strings.Contains(ledger, string(web.UID)+"=ConfigMap@edge-1/ns/app-web") {
+		t.Fatalf("ledger %q does not record the member child %s", ledger, web.UID)
+	}
+	if _, err := r.hub.CoreV1().ConfigMaps("ns").Get(t.Context(), "app-local", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the child in the parent's cluster: %v", err)
+	}
+	if _, err := r.hub.CoreV1().ConfigMaps("ns").Get(t.Context(), "app-web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the member child was created in the hub too: %v", err)
+	}
 
-	t.Run("a foreign object of the same name in the member is a conflict, left untouched", func(t *testing.T) {
-		r.t = t
-		foreign, err := r.member.CoreV1().ConfigMaps("ns").Create(t.Context(), fleetConfigMap("taken", "theirs"), metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.declare("taker", func(*v1alpha1.StaticSite) []any {
-			return []any{declarative.NewChild(fleetConfigMap("taken", "ours")).InCluster("edge-1"), declarative.NewChild(fleetConfigMap("taker-ok", "ours")).InCluster("edge-1")}
-		})
-		r.create("taker")
-		r.waitCondition("taker", declarative.ReadyCondition, declarative.ChildFailedReason, "ConfigMap ns/taken already exists and is not managed by StaticSite ns/taker")
-		testenv.Eventually(t, "the other member child is applied", func() bool { return r.memberCM("taker-ok") != nil })
-		if cm := r.memberCM("taken"); cm.ResourceVersion != foreign.ResourceVersion || cm.Data["k"] != "theirs" {
-			t.Fatalf("the foreign object was written to: %+v", cm)
-		}
-		r.deleteParent("taker")
-		if cm := r.memberCM("taken"); cm == nil || cm.ResourceVersion != foreign.ResourceVersion {
-			t.Fatalf("the foreign object after the parent's deletion: %+v; want it untouched", cm)
+	// Drift in the member is reverted: its change reconciles the parent.
+	drifted := web.DeepCopy()
+	drifted.Data["k"] = "drifted"
+	if _, err := r.member.CoreV1().ConfigMaps("ns").Update(t.Context(), drifted, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "drift in the member reverted", func() bool { cm := r.memberCM("app-web"); return cm != nil && cm.Data["k"] == "v1" })
+
+	// The member's garbage collector deletes an object owned by a
+	// parent that is not in its cluster (the negative control) ...
+	copied := fleetConfigMap("app-gc", "x")
+	copied.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "StaticSite", Name: "app", UID: uid}}
+	if _, err := r.member.CoreV1().ConfigMaps("ns").Create(t.Context(), copied, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the member's garbage collector deletes the owner-referenced copy", func() bool { return r.memberCM("app-gc") == nil })
+	// ... and never took the children.
+	if cm := r.memberCM("app-web"); cm == nil || cm.UID != web.UID {
+		t.Fatalf("member child after garbage collection: %v; want the same object (uid %s)", cm, web.UID)
+	}
+
+	// Left out: pruned in the member.
+	r.declare("app", func(*v1alpha1.StaticSite) []any {
+		return []any{
+			declarative.NewChild(fleetConfigMap("app-data", "keep")).InCluster("edge-1").Retain(),
+			declarative.NewChild(fleetConfigMap("app-more", "v1")).InCluster("edge-1"),
 		}
 	})
-
-	t.Run("a copied parent-UID label does not make a member object the parent's", func(t *testing.T) {
-		r.t = t
-		r.declare("orig", func(*v1alpha1.StaticSite) []any {
-			return []any{declarative.NewChild(fleetConfigMap("orig-a", "v")).InCluster("edge-1")}
-		})
-		uid := r.create("orig")
-		testenv.Eventually(t, "the member child is created", func() bool { return r.memberCM("orig-a") != nil })
-		copied := fleetConfigMap("orig-copy", "mine")
-		copied.Labels = r.memberCM("orig-a").Labels // the parent's UID and the manager
-		copied.Annotations = map[string]string{declarative.ParentAnnotation: "ns/orig"}
-		if _, err := r.member.CoreV1().ConfigMaps("ns").Create(t.Context(), copied, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if copied.Labels[declarative.ParentUIDLabel] != string(uid) {
-			t.Fatalf("copied labels %v do not name the parent %s", copied.Labels, uid)
-		}
-		n := r.calls.Load()
-		testenv.Eventually(t, "the copy's creation reconciles the parent (it carries its labels)", func() bool { return r.calls.Load() > n })
-		r.touch("orig")
-		testenv.Eventually(t, "another reconcile", func() bool { return r.calls.Load() > n+1 })
-		if r.memberCM("orig-copy") == nil {
-			t.Fatal("the copy carrying the parent's labels was pruned")
-		}
-		r.deleteParent("orig")
-		testenv.Eventually(t, "the parent's member child is deleted", func() bool { return r.memberCM("orig-a") == nil })
-		if r.memberCM("orig-copy") == nil {
-			t.Fatal("the copy carrying the parent's labels was deleted with the parent")
-		}
+	testenv.Eventually(t, "the member child left out is pruned", func() bool { return r.memberCM("app-web") == nil && r.memberCM("app-more") != nil })
+	testenv.Eventually(t, "the ledger forgets it", func() bool {
+		return !strings.Contains(r.parent("app").Annotations[declarative.LedgerAnnotation], "app-web")
 	})
 
-	t.Run("someone else's finalizer on a member child holds that child only", func(t *testing.T) {
-		r.t = t
-		r.declare("fin", func(*v1alpha1.StaticSite) []any {
-			return []any{declarative.NewChild(fleetConfigMap("fin-a", "v")).InCluster("edge-1")}
-		})
-		r.create("fin")
-		testenv.Eventually(t, "the member child is created", func() bool { return r.memberCM("fin-a") != nil })
-		cm := r.memberCM("fin-a")
-		cm.Finalizers = append(cm.Finalizers, "example.com/hold")
-		if _, err := r.member.CoreV1().ConfigMaps("ns").Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		r.deleteParent("fin")
-		held := r.memberCM("fin-a")
-		if held == nil || held.DeletionTimestamp == nil || !slices.Contains(held.Finalizers, "example.com/hold") {
-			t.Fatalf("member child after the parent's deletion: %+v; want it being deleted, held by its finalizer", held)
-		}
-		held.Finalizers = nil
-		if _, err := r.member.CoreV1().ConfigMaps("ns").Update(t.Context(), held, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, "the member child is gone once its finalizer is", func() bool { return r.memberCM("fin-a") == nil })
-	})
+	// Deleted with the parent, but for the retained one, released.
+	data := r.memberCM("app-data")
+	r.deleteParent("app")
+	testenv.Eventually(t, "the member child is deleted with its parent", func() bool { return r.memberCM("app-more") == nil })
+	kept := r.memberCM("app-data")
+	if kept == nil || kept.UID != data.UID || kept.Labels[declarative.ParentUIDLabel] != "" || kept.Annotations[declarative.ParentAnnotation] != "" {
+		t.Fatalf("retained member child after the parent's deletion: %+v; want the same object, released", kept)
+	}
+}
 
-	t.Run("a child in another cluster with owner references, or a typed nil, is refused", func(t *testing.T) {
-		r.t = t
-		owned := fleetConfigMap("bad-owned", "v")
-		owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: "1234"}}
-		r.declare("bad", func(*v1alpha1.StaticSite) []any {
-			return []any{declarative.NewChild(owned).InCluster("edge-1")}
-		})
-		r.create("bad")
-		r.waitCondition("bad", declarative.ReadyCondition, declarative.ChildGraphReason, "child ConfigMap ns/bad-owned in cluster edge-1 carries owner references, which cannot cross clusters: cluster edge-1's garbage collector would delete it")
-		r.declare("bad", func(*v1alpha1.StaticSite) []any {
-			return []any{declarative.NewChild((*corev1.ConfigMap)(nil)).InCluster("edge-1")}
-		})
-		r.waitCondition("bad", declarative.ReadyCondition, declarative.ChildGraphReason, "nil pointer")
-		if r.memberCM("bad-owned") != nil {
-			t.Fatal("the refused child was created in the member")
-		}
-		r.deleteParent("bad")
+// fleetForeignObject is the spec "a foreign object of the same name in the member is a conflict, left untouched".
+func fleetForeignObject(t *testing.T, r *fleetRig) {
+	foreign, err := r.member.CoreV1().ConfigMaps("ns").Create(t.Context(), fleetConfigMap("taken", "theirs"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.declare("taker", func(*v1alpha1.StaticSite) []any {
+		return []any{declarative.NewChild(fleetConfigMap("taken", "ours")).InCluster("edge-1"), declarative.NewChild(fleetConfigMap("taker-ok", "ours")).InCluster("edge-1")}
 	})
+	r.create("taker")
+	r.waitCondition("taker", declarative.ReadyCondition, declarative.ChildFailedReason, "ConfigMap ns/taken already exists and is not managed by StaticSite ns/taker")
+	testenv.Eventually(t, "the other member child is applied", func() bool { return r.memberCM("taker-ok") != nil })
+	if cm := r.memberCM("taken"); cm.ResourceVersion != foreign.ResourceVersion || cm.Data["k"] != "theirs" {
+		t.Fatalf("the foreign object was written to: %+v", cm)
+	}
+	r.deleteParent("taker")
+	if cm := r.memberCM("taken"); cm == nil || cm.ResourceVersion != foreign.ResourceVersion {
+		t.Fatalf("the foreign object after the parent's deletion: %+v; want it untouched", cm)
+	}
+}
 
-	t.Run("a child in a cluster not engaged waits for it, and the others are applied", func(t *testing.T) {
-		r.t = t
-		r.declare("far", func(*v1alpha1.StaticSite) []any {
-			return []any{
-				declarative.NewChild(fleetConfigMap("far-a", "v")).InCluster("edge-9"),
-				declarative.NewChild(fleetConfigMap("far-b", "v")).InCluster("edge-1"),
-				declarative.NewChild(fleetConfigMap("far-c", "v")),
-			}
-		})
-		r.create("far")
-		r.waitCondition("far", declarative.ReadyCondition, declarative.WaitingReason, "ConfigMap far-a in cluster edge-9 waits for cluster edge-9 (not engaged)")
-		testenv.Eventually(t, "the children of the other clusters are applied", func() bool {
-			_, err := r.hub.CoreV1().ConfigMaps("ns").Get(t.Context(), "far-c", metav1.GetOptions{})
-			return r.memberCM("far-b") != nil && err == nil
-		})
-		r.deleteParent("far")
+// fleetCopiedLabel is the spec "a copied parent-UID label does not make a member object the parent's".
+func fleetCopiedLabel(t *testing.T, r *fleetRig) {
+	r.declare("orig", func(*v1alpha1.StaticSite) []any {
+		return []any{declarative.NewChild(fleetConfigMap("orig-a", "v")).InCluster("edge-1")}
 	})
+	uid := r.create("orig")
+	testenv.Eventually(t, "the member child is created", func() bool { return r.memberCM("orig-a") != nil })
+	copied := fleetConfigMap("orig-copy", "mine")
+	copied.Labels = r.memberCM("orig-a").Labels // the parent's UID and the manager
+	copied.Annotations = map[string]string{declarative.ParentAnnotation: "ns/orig"}
+	if _, err := r.member.CoreV1().ConfigMaps("ns").Create(t.Context(), copied, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if copied.Labels[declarative.ParentUIDLabel] != string(uid) {
+		t.Fatalf("copied labels %v do not name the parent %s", copied.Labels, uid)
+	}
+	// Once the manager's cache of edge-1 shows the copy, a reconcile that
+	// starts later lists it as a candidate, and must not prune it.
+	edge, err := r.mgr.Clusters().Get("edge-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inf, err := informers.ForObject(edge.Cache(), &corev1.ConfigMap{}, informers.Selection{
+		Kind: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Labels: labels.SelectorFromSet(labels.Set{declarative.ManagerLabel: "converge-staticsite"}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the cache of edge-1 shows the copy", func() bool { return inf.Contains(types.NamespacedName{Namespace: "ns", Name: "orig-copy"}) })
+	r.settle("orig")
+	if r.memberCM("orig-copy") == nil {
+		t.Fatal("the copy carrying the parent's labels was pruned")
+	}
+	r.deleteParent("orig")
+	testenv.Eventually(t, "the parent's member child is deleted", func() bool { return r.memberCM("orig-a") == nil })
+	if r.memberCM("orig-copy") == nil {
+		t.Fatal("the copy carrying the parent's labels was deleted with the parent")
+	}
+}
 
-	t.Run("while its cluster is away, prune and deletion wait for it, and go on once it is engaged again", func(t *testing.T) {
-		r.t = t
-		r.declare("roam", func(*v1alpha1.StaticSite) []any {
-			return []any{
-				declarative.NewChild(fleetConfigMap("roam-a", "v")).InCluster("edge-1"),
-				declarative.NewChild(fleetConfigMap("roam-b", "v")).InCluster("edge-1"),
-			}
-		})
-		r.create("roam")
-		testenv.Eventually(t, "the member children are created", func() bool { return r.memberCM("roam-a") != nil && r.memberCM("roam-b") != nil })
-		if err := r.hub.CoreV1().Secrets("fleet-system").Delete(t.Context(), "edge-1", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		testenv.Eventually(t, "edge-1 disengaged", func() bool { _, err := r.mgr.Clusters().Get("edge-1"); return err != nil })
-		r.declare("roam", func(*v1alpha1.StaticSite) []any {
-			return []any{declarative.NewChild(fleetConfigMap("roam-b", "v")).InCluster("edge-1")}
-		})
-		r.waitCondition("roam", declarative.ReadyCondition, declarative.WaitingReason, "ConfigMap roam-b in cluster edge-1 waits for cluster edge-1 (not engaged)")
-		r.declare("roam", func(*v1alpha1.StaticSite) []any { return nil })
-		r.waitCondition("roam", declarative.ReadyCondition, declarative.WaitingReason, "ConfigMap roam-a in cluster edge-1 is deleted once cluster edge-1 (not engaged) is ready")
-		if err := r.mgr.Client().Delete(t.Context(), &v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "roam"}}); err != nil {
-			t.Fatal(err)
-		}
-		r.waitCondition("roam", declarative.ReadyCondition, declarative.WaitingReason, "deletion waits for cluster edge-1 (not engaged)")
-		if r.memberCM("roam-a") == nil || r.memberCM("roam-b") == nil {
-			t.Fatal("a member child was deleted while its cluster was not engaged")
-		}
-		r.engage()
-		testenv.Eventually(t, "the parent's deletion goes on once edge-1 is engaged again", func() bool {
-			return r.parent("roam") == nil && r.memberCM("roam-a") == nil && r.memberCM("roam-b") == nil
-		})
+// fleetForeignFinalizer is the spec "someone else's finalizer on a member child holds that child only".
+func fleetForeignFinalizer(t *testing.T, r *fleetRig) {
+	r.declare("fin", func(*v1alpha1.StaticSite) []any {
+		return []any{declarative.NewChild(fleetConfigMap("fin-a", "v")).InCluster("edge-1")}
 	})
+	r.create("fin")
+	testenv.Eventually(t, "the member child is created", func() bool { return r.memberCM("fin-a") != nil })
+	cm := r.memberCM("fin-a")
+	cm.Finalizers = append(cm.Finalizers, "example.com/hold")
+	if _, err := r.member.CoreV1().ConfigMaps("ns").Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.deleteParent("fin")
+	held := r.memberCM("fin-a")
+	if held == nil || held.DeletionTimestamp == nil || !slices.Contains(held.Finalizers, "example.com/hold") {
+		t.Fatalf("member child after the parent's deletion: %+v; want it being deleted, held by its finalizer", held)
+	}
+	held.Finalizers = nil
+	if _, err := r.member.CoreV1().ConfigMaps("ns").Update(t.Context(), held, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the member child is gone once its finalizer is", func() bool { return r.memberCM("fin-a") == nil })
+}
+
+// fleetRefused is the spec "a child in another cluster with owner references, or a typed nil, is refused".
+func fleetRefused(t *testing.T, r *fleetRig) {
+	owned := fleetConfigMap("bad-owned", "v")
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "other", UID: "1234"}}
+	r.declare("bad", func(*v1alpha1.StaticSite) []any {
+		return []any{declarative.NewChild(owned).InCluster("edge-1")}
+	})
+	r.create("bad")
+	r.waitCondition("bad", declarative.ReadyCondition, declarative.ChildGraphReason, "child ConfigMap ns/bad-owned in cluster edge-1 carries owner references, which cannot cross clusters: cluster edge-1's garbage collector would delete it")
+	r.declare("bad", func(*v1alpha1.StaticSite) []any {
+		return []any{declarative.NewChild((*corev1.ConfigMap)(nil)).InCluster("edge-1")}
+	})
+	r.waitCondition("bad", declarative.ReadyCondition, declarative.ChildGraphReason, "nil pointer")
+	if r.memberCM("bad-owned") != nil {
+		t.Fatal("the refused child was created in the member")
+	}
+	r.deleteParent("bad")
+}
+
+// fleetNotEngaged is the spec "a child in a cluster not engaged waits for it, and the others are applied".
+func fleetNotEngaged(t *testing.T, r *fleetRig) {
+	r.declare("far", func(*v1alpha1.StaticSite) []any {
+		return []any{
+			declarative.NewChild(fleetConfigMap("far-a", "v")).InCluster("edge-9"),
+			declarative.NewChild(fleetConfigMap("far-b", "v")).InCluster("edge-1"),
+			declarative.NewChild(fleetConfigMap("far-c", "v")),
+		}
+	})
+	r.create("far")
+	r.waitCondition("far", declarative.ReadyCondition, declarative.WaitingReason, "ConfigMap far-a in cluster edge-9 waits for cluster edge-9 (not engaged)")
+	testenv.Eventually(t, "the children of the other clusters are applied", func() bool {
+		_, err := r.hub.CoreV1().ConfigMaps("ns").Get(t.Context(), "far-c", metav1.GetOptions{})
+		return r.memberCM("far-b") != nil && err == nil
+	})
+	r.deleteParent("far")
+}
+
+// fleetClusterAway is the spec "while its cluster is away, prune and deletion wait for it, and go on once it is engaged again".
+func fleetClusterAway(t *testing.T, r *fleetRig) {
+	r.declare("roam", func(*v1alpha1.StaticSite) []any {
+		return []any{
+			declarative.NewChild(fleetConfigMap("roam-a", "v")).InCluster("edge-1"),
+			declarative.NewChild(fleetConfigMap("roam-b", "v")).InCluster("edge-1"),
+		}
+	})
+	r.create("roam")
+	testenv.Eventually(t, "the member children are created", func() bool { return r.memberCM("roam-a") != nil && r.memberCM("roam-b") != nil })
+	if err := r.hub.CoreV1().Secrets("fleet-system").Delete(t.Context(), "edge-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "edge-1 disengaged", func() bool { _, err := r.mgr.Clusters().Get("edge-1"); return err != nil })
+	r.declare("roam", func(*v1alpha1.StaticSite) []any {
+		return []any{declarative.NewChild(fleetConfigMap("roam-b", "v")).InCluster("edge-1")}
+	})
+	r.waitCondition("roam", declarative.ReadyCondition, declarative.WaitingReason, "ConfigMap roam-b in cluster edge-1 waits for cluster edge-1 (not engaged)")
+	r.declare("roam", func(*v1alpha1.StaticSite) []any { return nil })
+	r.waitCondition("roam", declarative.ReadyCondition, declarative.WaitingReason, "ConfigMap roam-a in cluster edge-1 is deleted once cluster edge-1 (not engaged) is ready")
+	if err := r.mgr.Client().Delete(t.Context(), &v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "roam"}}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCondition("roam", declarative.ReadyCondition, declarative.WaitingReason, "deletion waits for cluster edge-1 (not engaged)")
+	if r.memberCM("roam-a") == nil || r.memberCM("roam-b") == nil {
+		t.Fatal("a member child was deleted while its cluster was not engaged")
+	}
+	// A parent made meanwhile has nothing in edge-1 whose event would
+	// reconcile it: edge-1's engagement does.
+	r.declare("late", func(*v1alpha1.StaticSite) []any {
+		return []any{declarative.NewChild(fleetConfigMap("late-a", "v")).InCluster("edge-1")}
+	})
+	r.create("late")
+	r.waitCondition("late", declarative.ReadyCondition, declarative.WaitingReason, "ConfigMap late-a in cluster edge-1 waits for cluster edge-1 (not engaged)")
+	r.engage()
+	testenv.Eventually(t, "the parent's deletion goes on once edge-1 is engaged again", func() bool {
+		return r.parent("roam") == nil && r.memberCM("roam-a") == nil && r.memberCM("roam-b") == nil
+	})
+	testenv.Eventually(t, "the parent that waited for edge-1 applies its child there", func() bool { return r.memberCM("late-a") != nil })
+	r.deleteParent("late")
 }
