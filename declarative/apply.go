@@ -28,7 +28,11 @@ import (
 // such a failure the object is read from the API server and the decision
 // taken again, once.
 func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) error {
-	cached, err := c.kind.cached.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
+	r, err := c.at.reader(c.kind)
+	if err != nil {
+		return err
+	}
+	cached, err := r.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
 	var live metav1.Object
 	switch {
 	case err == nil:
@@ -39,7 +43,7 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 		if replacing(c, cached) {
 			return errReplacing // created again once it is gone
 		}
-		if labelLinked(parent, c.obj) && !shows(parent, c.id(), live.GetUID()) {
+		if labelLinked(parent, c.obj, c.target) && !shows(parent, c.id(), live.GetUID()) {
 			// Owned by its claim, adopted, or recorded by a write the
 			// parent does not show yet (it may have failed): record it
 			// until the parent shows it.
@@ -60,7 +64,7 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 		_, _ = d.schemas.forGV(c.kind.gvk.GroupVersion())
 	}
 	claim := ""
-	if live == nil && labelLinked(parent, c.obj) {
+	if live == nil && labelLinked(parent, c.obj, c.target) {
 		// Claim the child in the ledger before it exists, so that it is
 		// provably the parent's even if recording its UID fails.
 		if claim = d.ledger.claimOf(parent, c.id()); claim == "" {
@@ -70,7 +74,7 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 			}
 		}
 	}
-	applied, err := d.applyOver(ctx, c, live, claim, live != nil && !d.owns(parent, live))
+	applied, err := d.applyOver(ctx, c, live, claim, live != nil && !d.ownsIn(c.target, parent, live))
 	if stale(err, live) {
 		if live, err = d.liveChild(ctx, c); err != nil {
 			return err
@@ -80,7 +84,7 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 				return err
 			}
 		}
-		applied, err = d.applyOver(ctx, c, live, claim, live != nil && !d.owns(parent, live))
+		applied, err = d.applyOver(ctx, c, live, claim, live != nil && !d.ownsIn(c.target, parent, live))
 	}
 	if err != nil && c.policy.replace && live != nil && immutable(err) {
 		return d.replace(ctx, c, live, err)
@@ -96,7 +100,7 @@ func (d *Declarative[T]) applyChild(ctx context.Context, parent T, c child) erro
 		logr.FromContextOrDiscard(ctx).Info("applied child", "child", c.String())
 	}
 	d.appliedChildren.set(parent.GetUID(), applied.GetUID(), appliedStatus{hash: c.hash, resourceVersion: applied.GetResourceVersion()})
-	if labelLinked(parent, c.obj) && !shows(parent, c.id(), applied.GetUID()) {
+	if labelLinked(parent, c.obj, c.target) && !shows(parent, c.id(), applied.GetUID()) {
 		// Created or adopted just now: record it.
 		return d.record(ctx, parent, recordedUID(c, applied.GetUID()))
 	}
@@ -138,7 +142,7 @@ func (d *Declarative[T]) applyAll(ctx context.Context, parent T, children []chil
 		errs[j] = d.applyChild(ctx, parent, children[todo[j]])
 	}
 	for j, i := range todo {
-		if labelLinked(parent, children[i].obj) {
+		if labelLinked(parent, children[i].obj, children[i].target) {
 			linked = append(linked, j)
 			continue
 		}
@@ -183,7 +187,7 @@ func (d *Declarative[T]) applyOver(ctx context.Context, c child, live metav1.Obj
 			obj.SetResourceVersion(live.GetResourceVersion())
 		}
 	}
-	return d.client.Apply(ctx, obj, client.FieldManager(d.opts.FieldManager), client.ForceOwnership())
+	return c.at.client.Apply(ctx, obj, client.FieldManager(d.opts.FieldManager), client.ForceOwnership())
 }
 
 // stale reports whether err is a failed precondition of applyOver: the

@@ -33,6 +33,7 @@ type Child[C object.Object] struct {
 	failedWhat string
 	excluded   bool
 	policy     childPolicy // see policy.go
+	cluster    string      // see InCluster
 }
 
 // NewChild returns obj as a Child, with no options: to be applied at once,
@@ -109,7 +110,7 @@ func (c *Child[C]) IncludeWhen(include bool) *Child[C] {
 
 // node returns c without its type parameter.
 func (c *Child[C]) node() node {
-	n := node{obj: c.obj, after: c.after, excluded: c.excluded, policy: c.policy}
+	n := node{obj: c.obj, after: c.after, excluded: c.excluded, policy: c.policy, cluster: c.cluster}
 	if c.ready != nil {
 		n.readyWhat = c.readyWhat
 		if n.readyWhat == "" {
@@ -147,6 +148,9 @@ type node struct {
 	failedWhat string
 	excluded   bool
 	policy     childPolicy
+	// cluster is the cluster InCluster put the child in, "" for the
+	// parent's.
+	cluster string
 }
 
 // graphChild is what State.Children holds for a Child of any type.

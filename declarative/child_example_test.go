@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -50,4 +51,28 @@ func ExampleNewChild() {
 	state, _ := desired(context.Background(), &v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Name: "docs"}}) //nolint:forbidigo // an example
 	fmt.Println(len(state.Children), "children")
 	// Output: 5 children
+}
+
+// A site published to every cluster listed in its labels: the same
+// ConfigMap in each, by the name providers engaged it under (see package
+// cluster). converge applies each one through that cluster's client, links
+// it to the site by labels and the site's ledger (an owner reference would
+// have the cluster's garbage collector delete it), reverts drift there,
+// prunes the copy of a cluster no longer listed and deletes them all with
+// the site. A cluster not engaged, or unhealthy, holds only its own copy:
+// the Ready condition says "ConfigMap docs in cluster edge-2 waits for
+// cluster edge-2 (not engaged)".
+func ExampleChild_InCluster() {
+	desired := func(_ context.Context, site *v1alpha1.StaticSite) (declarative.State, error) {
+		var children []any
+		for _, name := range strings.Split(site.Labels["example.com/clusters"], ",") {
+			page := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: site.Name}, Data: site.Spec.Pages}
+			children = append(children, declarative.NewChild(page).InCluster(name))
+		}
+		return declarative.State{Children: children, Status: v1alpha1.StaticSiteStatus{ObservedGeneration: site.Generation}}, nil
+	}
+	site := &v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Name: "docs", Labels: map[string]string{"example.com/clusters": "edge-1,edge-2"}}}
+	state, _ := desired(context.Background(), site) //nolint:forbidigo // an example
+	fmt.Println(len(state.Children), "children")
+	// Output: 2 children
 }

@@ -35,16 +35,27 @@ type child struct {
 	// adopt is whether the child was declared with Adopt.
 	adopt bool
 	// absent is set when the API server does not serve the child's kind
-	// (see served.go): the child waits for it, and has no hash.
+	// (see served.go), or its cluster cannot be used (away): the child
+	// waits for it, and has no hash.
 	absent bool
 	// policy is the child's Child.ReplaceWhenImmutable, RunOnce and Retain;
 	// content is the hash of its declaration before the policies and its
 	// order changed it, which a run-once child's runs are recorded under.
 	policy  childPolicy
 	content string
+	// target names the cluster the child is in, "" for the parent's (see
+	// Child.InCluster), and at is that cluster. away, when set, says why
+	// it cannot be used now ("cluster edge-1 (not engaged)"), and at is
+	// then nil: the child waits for it, and has no hash.
+	target string
+	at     *site
+	away   string
 }
 
 func (c child) String() string {
+	if c.target != "" {
+		return fmt.Sprintf("%s %s in cluster %s", c.obj.GetKind(), key(c.obj.GetNamespace(), c.obj.GetName()), c.target)
+	}
 	return fmt.Sprintf("%s %s", c.obj.GetKind(), key(c.obj.GetNamespace(), c.obj.GetName()))
 }
 
@@ -54,9 +65,9 @@ func recordedUID(c child, uid types.UID) map[string]string {
 	return map[string]string{c.id(): string(uid), claimKey(c.id()): ""}
 }
 
-// id names c in its parent's ledger.
+// id names c in its parent's ledger (see objectIn).
 func (c child) id() string {
-	return objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())
+	return objectIn(c.kind.gvk.GroupKind(), c.target, c.obj.GetNamespace(), c.obj.GetName())
 }
 
 func key(namespace, name string) string {
@@ -79,6 +90,10 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 		if adopt {
 			decl = a.child
 		}
+		target := ""
+		if t, ok := decl.(targeted); ok {
+			decl, target = t.child, t.cluster
+		}
 		u, err := d.toUnstructured(decl)
 		if err != nil {
 			errs = append(errs, invalidDeclaration(fmt.Errorf("child %d (%T): %w", i, decl, err)))
@@ -94,65 +109,104 @@ func (d *Declarative[T]) prepare(ctx context.Context, parent object.Object, decl
 			errs = append(errs, invalidDeclaration(fmt.Errorf("child %d (%s): metadata.name is required", i, gvk.Kind)))
 			continue
 		}
-		namespaced, err := d.namespaced(ck)
-		if notServed(ck, err) {
-			// Its kind is not served (its CRD not installed): it waits.
-			// Namespaced or not cannot be told; most kinds are.
-			if u.GetNamespace() == "" {
-				u.SetNamespace(parent.GetNamespace())
-			}
-			if id := objectID(gvk.GroupKind(), u.GetNamespace(), u.GetName()); !seen[id] {
+		c := child{obj: u, kind: ck, adopt: adopt, target: target}
+		at, namespaced, err := d.locate(parent, &c)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case c.absent:
+			if id := c.id(); !seen[id] {
 				seen[id] = true
-				out = append(out, child{obj: u, kind: ck, absent: true})
+				out = append(out, c)
 			}
 			continue
 		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("child %s %s: %w", gvk.Kind, u.GetName(), err))
-			continue
-		}
+		c.at = at
 		switch {
 		case namespaced && u.GetNamespace() == "":
 			u.SetNamespace(parent.GetNamespace())
 		case !namespaced:
 			u.SetNamespace("")
 		}
-		if err := placed(ctx, parent, ck, u, namespaced); err != nil {
+		if err := placed(ctx, parent, c, namespaced); err != nil {
 			errs = append(errs, invalidDeclaration(err))
 			continue
 		}
-		id := gvk.GroupKind().String() + "/" + key(u.GetNamespace(), u.GetName())
+		id := c.id()
 		if seen[id] {
-			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s %s is declared twice", gvk.Kind, key(u.GetNamespace(), u.GetName()))))
+			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s is declared twice", c)))
 			continue
 		}
 		seen[id] = true
 
-		if !d.own(parent, u) {
+		if at.remote() || !d.own(parent, u) {
 			linked = true
 		}
 		setMap(u, "labels", map[string]string{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
 		setMap(u, "annotations", map[string]string{ParentAnnotation: key(parent.GetNamespace(), parent.GetName())})
-		if err := inSelection(ck, u); err != nil {
+		if err := inSelection(c); err != nil {
 			errs = append(errs, invalidDeclaration(err))
 			continue
 		}
-		h, err := hashOf(u.Object)
-		if err != nil {
+		if c.hash, err = hashOf(u.Object); err != nil {
 			errs = append(errs, invalidDeclaration(fmt.Errorf("child %s: %w", gvk.Kind, err)))
 			continue
 		}
-		setMap(u, "annotations", map[string]string{AppliedAnnotation: h})
-		out = append(out, child{obj: u, kind: ck, hash: h, adopt: adopt})
+		setMap(u, "annotations", map[string]string{AppliedAnnotation: c.hash})
+		out = append(out, c)
 	}
 	return out, linked, errors.Join(errs...)
+}
+
+// locate finds the cluster of c (see Child.InCluster), and whether its kind
+// is namespaced there. A child whose cluster cannot be used now, or whose
+// kind is not served, waits: it comes back absent (its namespace the
+// parent's when it has none: most kinds are namespaced), and c.away says
+// why for a cluster. A child in another cluster with owner references is
+// an invalid declaration.
+func (d *Declarative[T]) locate(parent object.Object, c *child) (*site, bool, error) {
+	u := c.obj
+	if c.target != "" && len(u.GetOwnerReferences()) > 0 {
+		if u.GetNamespace() == "" {
+			u.SetNamespace(parent.GetNamespace()) // for the message
+		}
+		return nil, false, invalidDeclaration(fmt.Errorf("child %s carries owner references, which cannot cross clusters: cluster %s's garbage collector would delete it, as its owner is not there; leave them out (converge links the child to its parent by labels and the parent's ledger)", c, c.target))
+	}
+	at, away, err := d.siteOf(c.target)
+	if err != nil {
+		return nil, false, fmt.Errorf("child %s: %w", c, err)
+	}
+	namespaced := false
+	if at != nil {
+		namespaced, err = d.namespacedIn(at, c.kind)
+	}
+	if away != "" || at == d.local && notServed(c.kind, err) {
+		if u.GetNamespace() == "" {
+			u.SetNamespace(parent.GetNamespace())
+		}
+		c.absent, c.away = true, away
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("child %s: %w", c, err)
+	}
+	return at, namespaced, nil
 }
 
 // placed checks that the namespace of u, a child of a kind namespaced or
 // not, is one the controller sees: inside the manager's cache and, in a
 // controller sharded by namespace, parent's own.
-func placed(ctx context.Context, parent object.Object, ck *childKind, u *unstructured.Unstructured, namespaced bool) error {
+func placed(ctx context.Context, parent object.Object, c child, namespaced bool) error {
+	ck, u := c.kind, c.obj
 	gvk := u.GroupVersionKind()
+	if c.at.remote() {
+		if cached := c.at.cl.Target().Namespace; namespaced && cached != "" && u.GetNamespace() != cached {
+			return fmt.Errorf("%s: namespace %q is outside what converge sees of cluster %s, which is limited to namespace %q (cluster.Target.Namespace); declare it in %q",
+				c, u.GetNamespace(), c.target, cached, cached)
+		}
+		return nil // a sharded controller shards the parent's cluster only
+	}
 	if cached := ck.cached.Selection().Namespace; namespaced && cached != "" && u.GetNamespace() != cached {
 		// The cache would never show it: drift would go unseen and
 		// the child would be neither pruned nor finalized.
@@ -255,7 +309,11 @@ func dropNulls(m map[string]any) {
 // finalize. Field selectors can be checked on metadata.name and
 // metadata.namespace only; a child of a kind selected on other fields is
 // rejected, as whether the cache holds it cannot be told before it exists.
-func inSelection(ck *childKind, u *unstructured.Unstructured) error {
+func inSelection(c child) error {
+	ck, u := c.kind, c.obj
+	if c.at.remote() {
+		return nil // another cluster caches the children by ManagerLabel (memberSelection)
+	}
 	sel := ck.cached.Selection()
 	child := fmt.Sprintf("%s %s", u.GetKind(), key(u.GetNamespace(), u.GetName()))
 	if sel.Labels != nil && !sel.Labels.Matches(labels.Set(u.GetLabels())) {
@@ -317,12 +375,20 @@ func labelValue(s string) string {
 	return string(b)
 }
 
-func (d *Declarative[T]) namespaced(ck *childKind) (bool, error) {
-	m, err := d.mgr.RESTMapper().RESTMapping(ck.gvk.GroupKind(), ck.gvk.Version)
+func (d *Declarative[T]) namespaced(ck *childKind) (bool, error) { return d.namespacedIn(d.local, ck) }
+
+// namespacedIn reports whether ck's kind is namespaced in the cluster at.
+func (d *Declarative[T]) namespacedIn(at *site, ck *childKind) (bool, error) {
+	m, err := at.mapper.RESTMapping(ck.gvk.GroupKind(), ck.gvk.Version)
 	if err != nil {
+		if at.remote() {
+			return false, fmt.Errorf("kind %v in cluster %s: %w", ck.gvk, at.name, err)
+		}
 		return false, err
 	}
-	ck.served.Store(true) // mapped: served (see served.go)
+	if !at.remote() {
+		ck.served.Store(true) // mapped: served (see served.go)
+	}
 	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }
 

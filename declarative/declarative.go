@@ -184,6 +184,9 @@ type Declarative[T object.Object] struct {
 	// kindWaits remembers the parents waiting for a child kind to be
 	// served.
 	kindWaits kindWaits
+	// clusterWaits remembers the parents waiting for a cluster to be
+	// engaged and healthy (see Child.InCluster).
+	clusterWaits waits[string]
 	// runs remembers which run-once children ran.
 	runs runs
 	// invalids remembers the declaration errors reported with an Event.
@@ -191,6 +194,10 @@ type Declarative[T object.Object] struct {
 	// reruns remembers the Jobs that rerun after their TTL reported with an
 	// Event (see RerunAfterTTLReason).
 	reruns reportedErrors
+	// local is the manager's own cluster, where parents are; sites holds
+	// the other clusters children were put in (see Child.InCluster).
+	local *site
+	sites sites
 }
 
 // childKind is one kind of child: its kind, the example object from
@@ -198,6 +205,8 @@ type Declarative[T object.Object] struct {
 type childKind struct {
 	gvk     schema.GroupVersionKind
 	example object.Object
+	// read is an empty object of the type the cache holds for the kind.
+	read object.Object
 	// cached reads the kind from the manager's cache: its informer, or the
 	// informers of the held buckets when the controller is sharded by
 	// namespace.
@@ -263,6 +272,7 @@ func New[T object.Object](mgr *framework.Manager, r Reconciler[T], opts Options)
 		children:  children,
 		recorder:  mgr.EventRecorder(reportingController(opts.FieldManager)),
 		live:      live,
+		local:     &site{client: mgr.Client(), live: live, mapper: mgr.RESTMapper(), manager: opts.FieldManager},
 		schemas:   &schemas{root: openapi3.NewRoot(disc.OpenAPIV3()), builtin: sync.OnceValue(func() managedfields.TypeConverter { return applyconfigurations.NewTypeConverter(mgr.Scheme()) })},
 	}
 	if f, ok := r.(Finalizer[T]); ok {
@@ -314,7 +324,7 @@ func childKinds(cache *informers.Cache, scheme *runtime.Scheme, examples []objec
 			errs = append(errs, fmt.Errorf("declarative: child kind %v: %w", gvk, err))
 			continue
 		}
-		out[gvk.GroupKind()] = &childKind{gvk: gvk, example: ex, cached: cached}
+		out[gvk.GroupKind()] = &childKind{gvk: gvk, example: ex, read: read, cached: cached}
 	}
 	return out, errors.Join(errs...)
 }
@@ -337,7 +347,9 @@ func indexByParent(cache *informers.Cache, gk schema.GroupKind) error {
 }
 
 // Sources watches every child kind: a change to a child (found by its
-// labels) reconciles its parent.
+// labels) reconciles its parent. In the engaged clusters other than the
+// manager's own, it watches the children of this controller (labelled with
+// its ManagerLabel), which Child.InCluster puts there.
 func (d *Declarative[T]) Sources() ([]framework.Source, error) {
 	srcs := make([]framework.Source, 0, len(d.children))
 	for _, ck := range d.children {
@@ -352,7 +364,7 @@ func (d *Declarative[T]) Sources() ([]framework.Source, error) {
 		if !ck.required {
 			src = framework.WhenServed(src, d.servedKind(ck))
 		}
-		srcs = append(srcs, src)
+		srcs = append(srcs, src, d.memberSource(ck))
 	}
 	return srcs, nil
 }
@@ -378,7 +390,7 @@ func (d *Declarative[T]) Reconcile(ctx context.Context, parent T) (reconcile.Res
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if g == nil && slices.ContainsFunc(children, func(c child) bool { return c.absent }) {
+	if g == nil && slices.ContainsFunc(children, func(c child) bool { return c.absent }) { // waiting for a kind or a cluster
 		g = plainGraph(len(children)) // for the Ready condition to say what they wait for
 	}
 	if g != nil {

@@ -36,8 +36,9 @@ func terminating(obj metav1.Object) string {
 // objectIDs held, which children still there are After: the first child
 // holding another that is not held itself ("deletion waits for Deployment
 // web (Terminating, finalizer example.com/hold)"), else the first holding
-// one. deleted holds the children this reconcile deleted.
-func deletionWait(parent object.Object, kinds []*childKind, found [][]object.Object, held, deleted map[string]bool) string {
+// one. deleted holds the children this reconcile deleted; cluster is the
+// cluster of found, "" for the parent's.
+func deletionWait(parent object.Object, cluster string, kinds []*childKind, found [][]object.Object, held, deleted map[string]bool) string {
 	var first, leaf string
 	for i, ck := range kinds {
 		for _, obj := range found[i] {
@@ -48,7 +49,7 @@ func deletionWait(parent object.Object, kinds []*childKind, found [][]object.Obj
 			if !holds {
 				continue
 			}
-			id := objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())
+			id := objectIn(ck.gvk.GroupKind(), cluster, obj.GetNamespace(), obj.GetName())
 			state := "being deleted"
 			if obj.GetDeletionTimestamp() != nil {
 				state = terminating(obj)

@@ -135,6 +135,14 @@
 // other parent. Only owned objects are ever pruned
 // or deleted on finalize.
 //
+// A child put in another engaged cluster with Child.InCluster is owned the
+// same way, by its labels and the ledger, whose entry names the cluster: an
+// owner reference there would have that cluster's garbage collector delete
+// it. Such children are read from that cluster's cache (its objects labelled
+// with this controller's ManagerLabel), written through its client, pruned
+// and finalized there; a cluster not engaged or unhealthy holds its children,
+// its prune and the parent's deletion until it is engaged again.
+//
 // A parent deleted and made again under the same name (a new UID) finds its
 // predecessor's children still there until the garbage collector (or the
 // predecessor's finalizer) deletes them: that is not a conflict. The

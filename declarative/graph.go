@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/converge-dev/converge/internal/errtext"
 	"github.com/converge-dev/converge/internal/typednil"
@@ -84,6 +83,9 @@ func graphOf(declared []any) (*graph, []any) {
 				continue
 			}
 			decl = n.obj
+			if n.cluster != "" {
+				decl = targeted{child: decl, cluster: n.cluster}
+			}
 		}
 		if adopt {
 			decl = adoption{child: decl}
@@ -110,7 +112,7 @@ func isGraphChild(decl any) bool {
 func (g *graph) bind(parent object.Object, children []child, names dependencyNames) ([]child, error) {
 	index := make(map[string]int, len(children))
 	for i, c := range children {
-		index[objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())] = i
+		index[c.id()] = i
 	}
 	// A child left out is not declared: it is never resolved (its kind
 	// may not be served), only matched with the dependencies that name it.
@@ -125,6 +127,7 @@ func (g *graph) bind(parent object.Object, children []child, names dependencyNam
 				errs = append(errs, fmt.Errorf("%s is After a child: %w", displayName(parent, children[i]), err))
 				continue
 			}
+			id = inCluster(id, children[i].target) // a child's own cluster's
 			if _, declared := index[id]; !declared && !out[id] {
 				if !left.names(id) {
 					errs = append(errs, fmt.Errorf("%s is After %s, which is not declared in State.Children", displayName(parent, children[i]), displayID(parent, id)))
@@ -144,7 +147,7 @@ func (g *graph) bind(parent object.Object, children []child, names dependencyNam
 	for changed := true; changed; {
 		changed = false
 		for i, c := range children {
-			id := objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())
+			id := c.id()
 			if !out[id] && slices.ContainsFunc(deps[i], func(d string) bool { return out[d] }) {
 				out[id], changed = true, true
 			}
@@ -158,7 +161,7 @@ func (g *graph) bind(parent object.Object, children []child, names dependencyNam
 	g.vertices = make([]vertex, len(order))
 	for v, i := range order {
 		c := children[i]
-		vx := vertex{id: objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName()), name: displayName(parent, c), ready: g.nodes[i].ready, readyWhat: g.nodes[i].readyWhat,
+		vx := vertex{id: c.id(), name: displayName(parent, c), ready: g.nodes[i].ready, readyWhat: g.nodes[i].readyWhat,
 			failed: g.nodes[i].failed, failedWhat: g.nodes[i].failedWhat, waitsFor: -1}
 		for _, d := range deps[i] {
 			vx.after = append(vx.after, placed[d])
@@ -181,7 +184,7 @@ func applyOrder(parent object.Object, children []child, deps [][]string, out map
 	pending := make([]int, len(children)) // deps not placed yet
 	var keep []int
 	for i, c := range children {
-		if out[objectID(c.kind.gvk.GroupKind(), c.obj.GetNamespace(), c.obj.GetName())] {
+		if out[c.id()] {
 			continue
 		}
 		keep = append(keep, i)
@@ -201,7 +204,7 @@ func applyOrder(parent object.Object, children []child, deps [][]string, out map
 		if next < 0 {
 			return nil, nil, cycleError(parent, children, keep, pending, deps, index)
 		}
-		id := objectID(children[next].kind.gvk.GroupKind(), children[next].obj.GetNamespace(), children[next].obj.GetName())
+		id := children[next].id()
 		placed[id] = len(order)
 		order = append(order, next)
 		for _, i := range keep {
@@ -317,7 +320,7 @@ func (g *graph) observe(ctx context.Context, i int, c child, applyErr error) {
 		v.state = readiness{failure: failedApply, what: expectedReadiness(gk, v.readyWhat), why: applyCause(applyErr)}
 		return
 	}
-	live, err := c.kind.cached.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
+	live, err := c.read(ctx, c.obj.GetNamespace(), c.obj.GetName())
 	if err != nil {
 		why := ""
 		if !apierrors.IsNotFound(err) {
@@ -417,35 +420,29 @@ func dependedOn(objs []object.Object) map[string]bool {
 // own (a hand-made copy carrying its labels and AfterAnnotation) holds
 // nothing. It lists parent's children the first time it is called only, so
 // a reconcile that prunes nothing lists nothing more.
-func (d *Declarative[T]) heldChildren(ctx context.Context, parent object.Object) func(*childKind, object.Object) (string, error) {
-	var held map[string]string
-	var err error
-	listed := false
-	return func(ck *childKind, obj object.Object) (string, error) {
-		if !listed {
-			listed = true
-			held = map[string]string{}
+func (d *Declarative[T]) heldChildren(ctx context.Context, parent object.Object) func(*site, *childKind, object.Object) (string, error) {
+	held := map[string]map[string]string{} // by cluster
+	return func(at *site, ck *childKind, obj object.Object) (string, error) {
+		if held[at.name] == nil {
+			byID := map[string]string{}
 			for _, k := range d.sortedKinds() {
-				objs, lerr := d.labelled(ctx, k, parent)
-				if lerr != nil {
-					err = lerr
-					break
+				objs, err := d.labelledIn(ctx, at, k, parent)
+				if err != nil {
+					return "", err
 				}
 				for _, o := range objs {
-					if !d.owns(parent, o) {
+					if !d.ownsIn(at.name, parent, o) {
 						continue
 					}
 					for id := range dependedOn([]object.Object{o}) {
-						if _, ok := held[id]; !ok {
-							held[id] = displayID(parent, objectID(k.gvk.GroupKind(), o.GetNamespace(), o.GetName()))
+						if _, ok := byID[id]; !ok {
+							byID[id] = displayID(parent, objectIn(k.gvk.GroupKind(), at.name, o.GetNamespace(), o.GetName()))
 						}
 					}
 				}
 			}
+			held[at.name] = byID
 		}
-		if err != nil {
-			return "", err
-		}
-		return held[objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())], nil
+		return held[at.name][objectIn(ck.gvk.GroupKind(), at.name, obj.GetNamespace(), obj.GetName())], nil
 	}
 }

@@ -135,8 +135,8 @@ func TestNewWatchesEveryChildKind(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(srcs) != 2 {
-				t.Errorf("Sources returned %d sources, want one per child kind (2)", len(srcs))
+			if len(srcs) != 4 {
+				t.Errorf("Sources returned %d sources, want two per child kind (4): in the manager's own cluster and in the others", len(srcs))
 			}
 			if stats := mgr.Cache().Stats(); len(stats) != 0 {
 				t.Errorf("New made %d informers, want none (the controller's sources make them): %+v", len(stats), stats)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/converge-dev/converge/internal/typednil"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
@@ -106,6 +108,7 @@ func leftOutOf(parent object.Object, objs []object.Object, kind func(object.Obje
 // for a namespaced kind), or any when id is cluster-scoped.
 func (l leftOut) names(id string) bool {
 	gk, rest, _ := strings.Cut(id, "/")
+	gk, _, _ = strings.Cut(gk, "@") // a child's of another cluster, After one of its own
 	ns, name, namespaced := strings.Cut(rest, "/")
 	if !namespaced {
 		ns, name = "", rest
@@ -123,21 +126,19 @@ func requestOf(parent object.Object) reconcile.Request {
 // displayName names c for messages: its kind and name, with its namespace
 // when not the parent's.
 func displayName(parent object.Object, c child) string {
-	if ns := c.obj.GetNamespace(); ns != "" && ns != parent.GetNamespace() {
-		return c.obj.GetKind() + " " + ns + "/" + c.obj.GetName()
-	}
-	return c.obj.GetKind() + " " + c.obj.GetName()
+	return displayID(parent, inCluster(objectID(schema.GroupKind{Kind: c.obj.GetKind()}, c.obj.GetNamespace(), c.obj.GetName()), c.target))
 }
 
 // displayID names the object of objectID id for messages, as displayName.
 func displayID(parent object.Object, id string) string {
 	gk, rest, _ := strings.Cut(id, "/")
+	gk, cl, _ := strings.Cut(gk, "@")
 	kind, _, _ := strings.Cut(gk, ".")
-	if ns, name, ok := strings.Cut(rest, "/"); ok {
-		if ns == parent.GetNamespace() {
-			return kind + " " + name
-		}
-		return kind + " " + rest
+	if cl != "" {
+		cl = " in cluster " + cl
 	}
-	return kind + " " + rest
+	if ns, name, ok := strings.Cut(rest, "/"); ok && ns == parent.GetNamespace() {
+		return kind + " " + name + cl
+	}
+	return kind + " " + rest + cl
 }

@@ -118,9 +118,10 @@ func ownerOf(obj metav1.Object) *metav1.OwnerReference {
 // than an owner reference: because an owner reference cannot reach it (a
 // namespaced parent's child in another namespace or cluster-scoped), or
 // because it is retained (RetainAnnotation, see Child.Retain), which the
-// garbage collector must never take for the parent's.
-func labelLinked(parent, child metav1.Object) bool {
-	return parent.GetNamespace() != "" && child.GetNamespace() != parent.GetNamespace() ||
+// garbage collector must never take for the parent's, or because it is in
+// cluster, another cluster than the parent's (see Child.InCluster).
+func labelLinked(parent, child metav1.Object, cluster string) bool {
+	return cluster != "" || parent.GetNamespace() != "" && child.GetNamespace() != parent.GetNamespace() ||
 		child.GetAnnotations()[RetainAnnotation] == "true"
 }
 
@@ -131,11 +132,16 @@ func labelLinked(parent, child metav1.Object) bool {
 // with. Labels alone never prove ownership, nor does a ledger alone: a
 // ledger lists what converge wrote, the label that it is still the
 // parent's.
-func (d *Declarative[T]) owns(parent, obj metav1.Object) bool {
+func (d *Declarative[T]) owns(parent, obj metav1.Object) bool { return d.ownsIn("", parent, obj) }
+
+// ownsIn is owns for obj read in cluster ("" for the parent's): an owner
+// reference in another cluster proves nothing, and such an object is
+// never the parent's.
+func (d *Declarative[T]) ownsIn(cluster string, parent, obj metav1.Object) bool {
 	if ref := ownerOf(obj); ref != nil {
-		return ref.UID == parent.GetUID()
+		return cluster == "" && ref.UID == parent.GetUID()
 	}
-	return labelLinked(parent, obj) &&
+	return labelLinked(parent, obj, cluster) &&
 		obj.GetLabels()[ParentUIDLabel] == string(parent.GetUID()) && d.ledger.holds(parent, obj)
 }
 
@@ -156,7 +162,7 @@ func otherLink(parent, obj metav1.Object) string {
 // it records a Warning Event on parent and returns an error wrapping
 // ErrChildConflict.
 func (d *Declarative[T]) mayApply(ctx context.Context, parent T, c child, live metav1.Object) error {
-	if d.owns(parent, live) {
+	if d.ownsIn(c.target, parent, live) {
 		return nil
 	}
 	ref := ownerOf(live)
@@ -164,7 +170,7 @@ func (d *Declarative[T]) mayApply(ctx context.Context, parent T, c child, live m
 	if ref == nil && c.adopt && (other == "" || d.deadLink(ctx, live, other)) {
 		return nil
 	}
-	if prev, ok := d.previousParent(parent, live, ref); ok {
+	if prev, ok := d.previousParent(parent, live, ref, c.target); ok {
 		// Someone deleted the parent and made it again: its old children
 		// are on their way out, and their deletion reconciles the new
 		// parent (they carry its annotation). Not a conflict.
@@ -180,7 +186,7 @@ func (d *Declarative[T]) mayApply(ctx context.Context, parent T, c child, live m
 	case live.GetLabels()[ParentUIDLabel] != "":
 		why = fmt.Sprintf("it carries the labels of %s %s, but converge did not create it (annotation %s on the parent does not list its uid %s); declare it with declarative.Adopt to take it over",
 			d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), LedgerAnnotation, live.GetUID())
-	case labelLinked(parent, live) && d.ledger.holds(parent, live):
+	case labelLinked(parent, live, c.target) && d.ledger.holds(parent, live):
 		why = fmt.Sprintf("annotation %s on %s %s lists it, but its label %s no longer names the parent (removed by hand?): set the label to %s to hand it back",
 			LedgerAnnotation, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ParentUIDLabel, parent.GetUID())
 	default:
@@ -191,7 +197,7 @@ func (d *Declarative[T]) mayApply(ctx context.Context, parent T, c child, live m
 	if d.recorder != nil {
 		d.recorder.Eventf(parent, nil, "Warning", d.opts.Conflict.Reason, "Apply", "%s", truncate(shown, 1024)) // an Event's note limit
 	}
-	return &conflictError{note: note, shown: shown, id: objectID(c.kind.gvk.GroupKind(), live.GetNamespace(), live.GetName())}
+	return &conflictError{note: note, shown: shown, id: objectIn(c.kind.gvk.GroupKind(), c.target, live.GetNamespace(), live.GetName())}
 }
 
 // previousParent reports whether live, which parent does not own, is the
@@ -199,8 +205,8 @@ func (d *Declarative[T]) mayApply(ctx context.Context, parent T, c child, live m
 // a name holds one object at a time) that the garbage collector or that
 // parent's finalizer is deleting, and describes that parent. ref is live's
 // controller owner reference, or nil.
-func (d *Declarative[T]) previousParent(parent T, live metav1.Object, ref *metav1.OwnerReference) (string, bool) {
-	if ref != nil {
+func (d *Declarative[T]) previousParent(parent T, live metav1.Object, ref *metav1.OwnerReference, cluster string) (string, bool) {
+	if ref != nil && cluster == "" {
 		gv, err := schema.ParseGroupVersion(ref.APIVersion)
 		sameScope := parent.GetNamespace() == "" || live.GetNamespace() == parent.GetNamespace() // where the reference points
 		if err != nil || gv.Group != d.parentGVK.Group || ref.Kind != d.parentGVK.Kind || ref.Name != parent.GetName() || !sameScope || ref.UID == parent.GetUID() {
@@ -209,7 +215,7 @@ func (d *Declarative[T]) previousParent(parent T, live metav1.Object, ref *metav
 		return fmt.Sprintf("uid %s", ref.UID), true
 	}
 	l := live.GetLabels()
-	if live.GetDeletionTimestamp() == nil || !labelLinked(parent, live) ||
+	if ref != nil || live.GetDeletionTimestamp() == nil || !labelLinked(parent, live, cluster) ||
 		l[ManagerLabel] != labelValue(d.opts.FieldManager) || l[ParentUIDLabel] == "" || l[ParentUIDLabel] == string(parent.GetUID()) ||
 		live.GetAnnotations()[ParentAnnotation] != key(parent.GetNamespace(), parent.GetName()) {
 		return "", false
@@ -315,23 +321,31 @@ func withConflictCondition(parent object.Object, status any, reason string, conf
 // A kind the API server does not serve (its CRD was removed) has no objects:
 // it yields none rather than an error, which would keep the parent
 // Terminating for good.
-func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent T) ([]object.Object, error) {
-	m, err := d.mgr.RESTMapper().RESTMapping(ck.gvk.GroupKind(), ck.gvk.Version)
+func (d *Declarative[T]) liveChildren(ctx context.Context, at *site, ck *childKind, parent T) ([]object.Object, error) {
+	what := fmt.Sprintf("list %s children of %s %s", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()))
+	if at.remote() {
+		what += " in cluster " + at.name
+	}
+	m, err := at.mapper.RESTMapping(ck.gvk.GroupKind(), ck.gvk.Version)
 	if meta.IsNoMatchError(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	namespaced, err := d.namespaced(ck)
-	if err != nil {
-		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
-	}
-	var res metadata.ResourceInterface = d.live.Resource(m.Resource)
-	if ns := ck.cached.Selection().Namespace; ns != "" && namespaced {
-		// The cache holds this namespace only, and children are only
-		// applied there (see prepare); RBAC may allow no wider list.
-		res = d.live.Resource(m.Resource).Namespace(ns)
+	var res metadata.ResourceInterface = at.live.Resource(m.Resource)
+	if !at.remote() {
+		namespaced, err := d.namespaced(ck)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if ns := ck.cached.Selection().Namespace; ns != "" && namespaced {
+			// The cache holds this namespace only, and children are only
+			// applied there (see prepare); RBAC may allow no wider list.
+			res = at.live.Resource(m.Resource).Namespace(ns)
+		}
+	} else if ns := at.cl.Target().Namespace; ns != "" && m.Scope.Name() == meta.RESTScopeNameNamespace {
+		res = at.live.Resource(m.Resource).Namespace(ns)
 	}
 	sel := labels.SelectorFromSet(labels.Set{ParentUIDLabel: string(parent.GetUID()), ManagerLabel: labelValue(d.opts.FieldManager)})
 	list, err := res.List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
@@ -339,20 +353,21 @@ func (d *Declarative[T]) liveChildren(ctx context.Context, ck *childKind, parent
 		return nil, nil // a list finds no resource: the kind is not served (the mapper has not noticed yet)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list %s children of %s %s: %w", ck.gvk.Kind, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	out := make([]object.Object, 0, len(list.Items))
 	for i := range list.Items {
-		if d.owns(parent, &list.Items[i]) {
+		if d.ownsIn(at.name, parent, &list.Items[i]) {
 			out = append(out, &list.Items[i])
 		}
 	}
 	return out, nil
 }
 
-// liveChild reads c's object from the API server; nil when there is none.
+// liveChild reads c's object from the API server of its cluster; nil when
+// there is none.
 func (d *Declarative[T]) liveChild(ctx context.Context, c child) (metav1.Object, error) {
-	obj, err := d.readMeta(ctx, c.kind.gvk, c.obj.GetNamespace(), c.obj.GetName())
+	obj, err := readMetaIn(ctx, c.at, c.kind.gvk, c.obj.GetNamespace(), c.obj.GetName())
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
@@ -365,13 +380,18 @@ func (d *Declarative[T]) liveChild(ctx context.Context, c child) (metav1.Object,
 // readMeta reads the metadata of the object of kind gvk namespace/name
 // from the API server.
 func (d *Declarative[T]) readMeta(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (metav1.Object, error) {
-	m, err := d.mgr.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	return readMetaIn(ctx, d.local, gvk, namespace, name)
+}
+
+// readMetaIn is readMeta from the API server of the cluster at.
+func readMetaIn(ctx context.Context, at *site, gvk schema.GroupVersionKind, namespace, name string) (metav1.Object, error) {
+	m, err := at.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return nil, err
 	}
-	var res metadata.ResourceInterface = d.live.Resource(m.Resource)
+	var res metadata.ResourceInterface = at.live.Resource(m.Resource)
 	if namespace != "" {
-		res = d.live.Resource(m.Resource).Namespace(namespace)
+		res = at.live.Resource(m.Resource).Namespace(namespace)
 	}
 	return res.Get(ctx, name, metav1.GetOptions{})
 }

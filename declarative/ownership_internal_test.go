@@ -58,7 +58,7 @@ func TestPreviousParent(t *testing.T) {
 		{"linked with no parent UID, being deleted", linked("", "ns/site", true), false},
 	} {
 		ref := ownerOf(tc.live)
-		if _, got := d.previousParent(parent, tc.live, ref); got != tc.want {
+		if _, got := d.previousParent(parent, tc.live, ref, ""); got != tc.want {
 			t.Errorf("%s: previousParent = %v, want %v", tc.name, got, tc.want)
 		}
 	}

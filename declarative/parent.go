@@ -1,6 +1,7 @@
 package declarative
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,7 +83,9 @@ func (d *Declarative[T]) removeFinalizer(ctx context.Context, parent object.Obje
 	return nil
 }
 
-// finalizeParent runs cleanup for a parent being deleted.
+// finalizeParent runs cleanup for a parent being deleted: in its own
+// cluster and in every other its ledger names (see Child.InCluster). A
+// cluster that cannot be used now holds the deletion until it can.
 func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 	if !slices.Contains(parent.GetFinalizers(), d.opts.Finalizer) {
 		return nil // not ours to hold: owner references let the garbage collector finish
@@ -93,20 +96,50 @@ func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 		}
 	}
 	var errs []error
+	wait := ""
+	for _, cl := range append([]string{""}, d.ledgerClusters(parent)...) {
+		at, away, err := d.siteOf(cl)
+		if err == nil && away != "" {
+			d.clusterWaits.add(cl, requestOf(parent))
+			wait = cmp.Or(wait, "deletion waits for "+away)
+			continue
+		}
+		if err == nil {
+			var w string
+			w, err = d.finalizeIn(ctx, at, parent)
+			wait = cmp.Or(wait, w)
+		}
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if wait != "" {
+		// The parent is not converged until it is gone: say what its
+		// deletion waits for.
+		return d.noteDeletionWait(ctx, parent, wait)
+	}
+	return d.removeFinalizer(ctx, parent)
+}
+
+// finalizeIn deletes, or releases, the children of parent in the cluster
+// at, and says what the deletion waits for there, if anything.
+func (d *Declarative[T]) finalizeIn(ctx context.Context, at *site, parent T) (string, error) {
+	var errs []error
 	kinds := d.sortedKinds()
 	found := make([][]object.Object, len(kinds))
 	for i, ck := range kinds {
 		// From the API server: the cache may not show yet a child this
 		// process applied a moment ago, and once the finalizer is gone a
 		// child missed now would never be deleted.
-		objs, err := d.liveChildren(ctx, ck, parent)
+		objs, err := d.liveChildren(ctx, at, ck, parent)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		found[i] = objs
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return "", err
 	}
 	// A child another one is After is deleted once that one is gone: its
 	// deletion reconciles the parent again.
@@ -117,30 +150,25 @@ func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 			if retained(obj) {
 				// Released, not deleted, before the parent is gone: the
 				// garbage collector never takes it (see Child.Retain).
-				if err := d.release(ctx, ck, parent, obj); err != nil {
+				if err := d.release(ctx, at, ck, parent, obj); err != nil {
 					errs = append(errs, err)
 				}
 				continue
 			}
-			id := objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())
+			id := objectIn(ck.gvk.GroupKind(), at.name, obj.GetNamespace(), obj.GetName())
 			if held[id] {
 				continue
 			}
-			if err := d.deleteChild(ctx, ck, obj); err != nil {
+			if err := d.deleteChild(ctx, at, ck, obj); err != nil {
 				errs = append(errs, err)
 			}
 			deleted[id] = true
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
+	if err := errors.Join(errs...); err != nil || len(held) == 0 {
+		return "", err
 	}
-	if len(held) > 0 {
-		// The parent is not converged until it is gone: say what its
-		// deletion waits for.
-		return d.noteDeletionWait(ctx, parent, deletionWait(parent, kinds, found, held, deleted))
-	}
-	return d.removeFinalizer(ctx, parent)
+	return deletionWait(parent, at.name, kinds, found, held, deleted), nil
 }
 
 // applyStatus applies status to the parent's status subresource, unless the

@@ -151,6 +151,10 @@ func (c *child) fold(annotation, value string) {
 // child that ran counts as ready, gone or not.
 func (d *Declarative[T]) skip(ctx context.Context, parent T, g *graph, i int, c child) bool {
 	switch {
+	case c.away != "":
+		d.clusterWaits.add(c.target, requestOf(parent))
+		g.vertices[i].kind = c.away
+		return true
 	case c.absent:
 		d.kindWaits.add(c.kind.gvk.GroupKind(), requestOf(parent))
 		g.vertices[i].kind = crdOf(c.kind.gvk)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 
@@ -33,43 +34,22 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 	deleted := map[string]string{}        // ledger entries to drop
 	holder := d.heldChildren(ctx, parent) // see Child.After
 	var holds []pruneHold
-	for _, ck := range d.sortedKinds() {
-		found, err := d.labelled(ctx, ck, parent)
-		if err != nil {
+	for _, cl := range append([]string{""}, d.ledgerClusters(parent)...) {
+		at, away, err := d.siteOf(cl)
+		switch {
+		case err != nil:
 			errs = append(errs, err)
-			continue
-		}
-		for _, obj := range found {
-			id := objectID(ck.gvk.GroupKind(), obj.GetNamespace(), obj.GetName())
-			if keep[id] || !d.owns(parent, obj) {
-				continue
-			}
-			if retained(obj) {
-				// Released, not deleted: whatever is After it may stay.
-				if err := d.release(ctx, ck, parent, obj); err != nil {
-					errs = append(errs, err)
-					continue
+		case away != "":
+			// Nothing is pruned there until it is back: say what waits.
+			for id := range d.ledger.recorded(parent) {
+				if id = strings.TrimPrefix(id, "?"); clusterOf(id) == cl && !keep[id] && !slices.ContainsFunc(holds, func(h pruneHold) bool { return h.child == displayID(parent, id) }) {
+					holds = append(holds, pruneHold{child: displayID(parent, id), by: away, away: true})
+					d.clusterWaits.add(cl, requestOf(parent))
 				}
-				d.appliedChildren.drop(parent.GetUID(), obj.GetUID())
-				deleted[id], deleted[claimKey(id)] = "", ""
-				continue
 			}
-			if by, err := holder(ck, obj); by != "" || err != nil {
-				if by != "" {
-					holds = append(holds, pruneHold{child: displayID(parent, id), by: by})
-					logr.FromContextOrDiscard(ctx).V(1).Info("child left for a later prune", "child", displayID(parent, id), "after", by)
-				}
-				errs = append(errs, err)
-				continue
-			}
-			if err := d.deleteChild(ctx, ck, obj); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			d.appliedChildren.drop(parent.GetUID(), obj.GetUID())
-			if labelLinked(parent, obj) {
-				deleted[id], deleted[claimKey(id)] = "", ""
-			}
+		default:
+			h, err := d.pruneIn(ctx, at, parent, keep, holder, deleted)
+			holds, errs = append(holds, h...), append(errs, err)
 		}
 	}
 	if len(deleted) > 0 {
@@ -89,14 +69,70 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 		return 1
 	})
 	for _, h := range holds {
+		if h.away {
+			held = append(held, fmt.Sprintf("%s is deleted once %s is ready", h.child, h.by))
+			continue
+		}
 		held = append(held, fmt.Sprintf("%s is deleted once %s, which is After it, is gone", h.child, h.by))
 	}
 	return held, errors.Join(errs...)
 }
 
+// pruneIn is prune in the cluster at: it deletes, or releases, the
+// children parent owns there that keep does not hold, and adds the ledger
+// entries to drop to deleted. It returns the children left for later
+// because another is After them.
+func (d *Declarative[T]) pruneIn(ctx context.Context, at *site, parent object.Object, keep map[string]bool, holder func(*site, *childKind, object.Object) (string, error), deleted map[string]string) ([]pruneHold, error) {
+	var errs []error
+	var holds []pruneHold
+	for _, ck := range d.sortedKinds() {
+		found, err := d.labelledIn(ctx, at, ck, parent)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, obj := range found {
+			id := objectIn(ck.gvk.GroupKind(), at.name, obj.GetNamespace(), obj.GetName())
+			if keep[id] || !d.ownsIn(at.name, parent, obj) {
+				continue
+			}
+			if retained(obj) {
+				// Released, not deleted: whatever is After it may stay.
+				if err := d.release(ctx, at, ck, parent, obj); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				d.appliedChildren.drop(parent.GetUID(), obj.GetUID())
+				deleted[id], deleted[claimKey(id)] = "", ""
+				continue
+			}
+			if by, err := holder(at, ck, obj); by != "" || err != nil {
+				if by != "" {
+					holds = append(holds, pruneHold{child: displayID(parent, id), by: by})
+					logr.FromContextOrDiscard(ctx).V(1).Info("child left for a later prune", "child", displayID(parent, id), "after", by)
+				}
+				errs = append(errs, err)
+				continue
+			}
+			if err := d.deleteChild(ctx, at, ck, obj); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			d.appliedChildren.drop(parent.GetUID(), obj.GetUID())
+			if labelLinked(parent, obj, at.name) {
+				deleted[id], deleted[claimKey(id)] = "", ""
+			}
+		}
+	}
+	return holds, errors.Join(errs...)
+}
+
 // pruneHold is a child left for a later prune, and the child After it
-// that is still there.
-type pruneHold struct{ child, by string }
+// that is still there, or, when away, the cluster it waits for.
+type pruneHold struct {
+	child, by string
+	away      bool
+}
 
 // labelled returns the cached children of kind ck that carry parent's labels.
 // It reads the kind's index by ParentUIDLabel (see indexByParent), so its cost
@@ -106,16 +142,28 @@ type pruneHold struct{ child, by string }
 // only, where its children are (see prepare): should the parent's bucket
 // no longer be held here, the list fails rather than finding no children.
 func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent object.Object) ([]object.Object, error) {
-	if !ck.isServed() {
+	return d.labelledIn(ctx, d.local, ck, parent)
+}
+
+// labelledIn is labelled in the cluster at.
+func (d *Declarative[T]) labelledIn(ctx context.Context, at *site, ck *childKind, parent object.Object) ([]object.Object, error) {
+	if !at.remote() && !ck.isServed() {
 		return nil, nil // a kind not served has no objects (see served.go)
+	}
+	r, err := at.reader(ck)
+	if err != nil {
+		return nil, err
 	}
 	sel := labels.SelectorFromSet(labels.Set{ManagerLabel: labelValue(d.opts.FieldManager)})
 	opts := []informers.ListOption{informers.MatchingIndex(ParentUIDLabel, string(parent.GetUID())), informers.MatchingLabels(sel)}
-	if ck.perNamespace(parent) {
+	if !at.remote() && ck.perNamespace(parent) {
 		opts = append(opts, informers.InNamespace(parent.GetNamespace()))
 	}
-	objs, err := ck.cached.List(ctx, opts...)
+	objs, err := r.List(ctx, opts...)
 	if err != nil {
+		if at.remote() {
+			return nil, fmt.Errorf("list %s children in cluster %s: %w", ck.gvk.Kind, at.name, err)
+		}
 		return nil, fmt.Errorf("list %s children: %w", ck.gvk.Kind, err)
 	}
 	return objs, nil
@@ -126,16 +174,16 @@ func (d *Declarative[T]) labelled(ctx context.Context, ck *childKind, parent obj
 // since (client.WithPreconditions). A conflict is not an error: the object
 // was replaced (not this parent's to delete), or it changed, and its
 // change reconciles the parent again.
-func (d *Declarative[T]) deleteChild(ctx context.Context, ck *childKind, obj object.Object) error {
+func (d *Declarative[T]) deleteChild(ctx context.Context, at *site, ck *childKind, obj object.Object) error {
 	client.NoteRead(ctx, ck.gvk.GroupKind(), obj)
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(ck.gvk)
 	u.SetNamespace(obj.GetNamespace())
 	u.SetName(obj.GetName())
-	err := d.client.Delete(ctx, u, client.MatchingUID(obj.GetUID()), client.Propagation(metav1.DeletePropagationBackground))
+	err := at.client.Delete(ctx, u, client.MatchingUID(obj.GetUID()), client.Propagation(metav1.DeletePropagationBackground))
 	switch {
 	case err == nil:
-		logr.FromContextOrDiscard(ctx).Info("deleted child", "child", ck.gvk.Kind+" "+key(obj.GetNamespace(), obj.GetName()))
+		logr.FromContextOrDiscard(ctx).Info("deleted child", "child", ck.gvk.Kind+" "+key(obj.GetNamespace(), obj.GetName()), "cluster", at.name)
 	case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err):
 		return err
 	}

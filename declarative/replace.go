@@ -56,7 +56,7 @@ func (d *Declarative[T]) replace(ctx context.Context, c child, live metav1.Objec
 	u.SetGroupVersionKind(c.kind.gvk)
 	u.SetNamespace(live.GetNamespace())
 	u.SetName(live.GetName())
-	err := d.client.Delete(ctx, u, client.MatchingUID(live.GetUID()), client.Propagation(metav1.DeletePropagationForeground))
+	err := c.at.client.Delete(ctx, u, client.MatchingUID(live.GetUID()), client.Propagation(metav1.DeletePropagationForeground))
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("replace %s, whose apply was refused (%s): delete: %w", c, applyCause(refusal), err)
 	}

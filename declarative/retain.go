@@ -32,7 +32,7 @@ var (
 // unchanged since it was read (its resourceVersion), so that nothing of
 // what someone added meanwhile is lost: the next reconcile tries again.
 // An object gone is not an error.
-func (d *Declarative[T]) release(ctx context.Context, ck *childKind, parent, obj object.Object) error {
+func (d *Declarative[T]) release(ctx context.Context, at *site, ck *childKind, parent, obj object.Object) error {
 	md := map[string]any{"resourceVersion": obj.GetResourceVersion()}
 	labels := map[string]any{}
 	for _, k := range convergeLabels {
@@ -66,7 +66,7 @@ func (d *Declarative[T]) release(ctx context.Context, ck *childKind, parent, obj
 	u.SetNamespace(obj.GetNamespace())
 	u.SetName(obj.GetName())
 	what := ck.gvk.Kind + " " + key(obj.GetNamespace(), obj.GetName())
-	err = d.client.Patch(ctx, u, types.MergePatchType, patch, client.FieldManager(d.opts.FieldManager+"-release"))
+	err = at.client.Patch(ctx, u, types.MergePatchType, patch, client.FieldManager(d.opts.FieldManager+"-release"))
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil

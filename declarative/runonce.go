@@ -147,7 +147,7 @@ func (d *Declarative[T]) seeRunOnce(gk schema.GroupKind) framework.Predicate[obj
 // kind's built-in readiness. An error reading the cache answers that it is
 // there: it is then applied, and fails there if the error lasts.
 func (d *Declarative[T]) ranAlready(ctx context.Context, parent T, c child, ready func(object.Object) (bool, error)) (ran, gone bool) {
-	_, err := c.kind.cached.Get(ctx, types.NamespacedName{Namespace: c.obj.GetNamespace(), Name: c.obj.GetName()})
+	_, err := c.read(ctx, c.obj.GetNamespace(), c.obj.GetName())
 	gone = apierrors.IsNotFound(err)
 	if d.runs.recorded(parent)[c.id()] == c.content {
 		return true, gone

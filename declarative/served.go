@@ -86,43 +86,47 @@ func crdOf(gvk schema.GroupVersionKind) string {
 	return fmt.Sprintf("CustomResourceDefinition %s.%s (kind %s is not served)", plural.Resource, gvk.Group, gvk.GroupKind())
 }
 
-// kindWaits remembers, for each optional child kind not served yet, the
-// parents whose last reconcile declared a child of it. It is safe for
-// concurrent use. An entry is dropped when the kind is served and when
-// the parent is deleted.
-type kindWaits struct {
+// waits remembers, for each K (an optional child kind not served yet, a
+// cluster not usable now), the parents whose last reconcile declared a
+// child waiting for it. It is safe for concurrent use. An entry is dropped
+// when it is taken (the kind served, the cluster ready) and when the
+// parent is deleted.
+type waits[K comparable] struct {
 	mu sync.Mutex
-	// byKind maps a kind to the parents waiting for it; mu guards it.
-	byKind map[schema.GroupKind]map[reconcile.Request]bool
+	// byKey maps a K to the parents waiting for it; mu guards it.
+	byKey map[K]map[reconcile.Request]bool
 }
 
-// add records that parent waits for kind gk.
-func (w *kindWaits) add(gk schema.GroupKind, parent reconcile.Request) {
+// kindWaits are the parents waiting for a kind to be served.
+type kindWaits = waits[schema.GroupKind]
+
+// add records that parent waits for k.
+func (w *waits[K]) add(k K, parent reconcile.Request) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.byKind == nil {
-		w.byKind = map[schema.GroupKind]map[reconcile.Request]bool{}
+	if w.byKey == nil {
+		w.byKey = map[K]map[reconcile.Request]bool{}
 	}
-	if w.byKind[gk] == nil {
-		w.byKind[gk] = map[reconcile.Request]bool{}
+	if w.byKey[k] == nil {
+		w.byKey[k] = map[reconcile.Request]bool{}
 	}
-	w.byKind[gk][parent] = true
+	w.byKey[k][parent] = true
 }
 
-// take returns the parents waiting for gk, and forgets them.
-func (w *kindWaits) take(gk schema.GroupKind) []reconcile.Request {
+// take returns the parents waiting for k, and forgets them.
+func (w *waits[K]) take(k K) []reconcile.Request {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := slices.Collect(maps.Keys(w.byKind[gk]))
-	delete(w.byKind, gk)
+	out := slices.Collect(maps.Keys(w.byKey[k]))
+	delete(w.byKey, k)
 	return out
 }
 
-// forget drops parent, which is gone, from every kind.
-func (w *kindWaits) forget(parent reconcile.Request) {
+// forget drops parent, which is gone, from every K.
+func (w *waits[K]) forget(parent reconcile.Request) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, parents := range w.byKind {
+	for _, parents := range w.byKey {
 		delete(parents, parent)
 	}
 }

@@ -149,6 +149,7 @@ func (d *Declarative[T]) ReconcileDeleted(_ context.Context, gone reconcile.Tomb
 	}
 	d.conflicts.set(gone.Request, nil)
 	d.kindWaits.forget(gone.Request)
+	d.clusterWaits.forget(gone.Request)
 	return reconcile.Result{}, nil
 }
 

@@ -11,23 +11,27 @@ import (
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
+	"github.com/converge-dev/converge/workqueue"
 )
 
 // bindRemote returns the function that binds the sources of controller c
-// (its primary source and srcs) to an engaged cluster other than the
-// manager's own; tombstones, when not nil, keeps the last state of the
+// (its primary source, unless nil, and srcs) to an engaged cluster other
+// than the manager's own; tombstones, when not nil, keeps the last state of the
 // deleted objects of each cluster.
 func bindRemote[T object.Object](c *Controller, primary *kindSource[T], srcs []Source, tombstones func(cluster string) func(T)) binding.Bind {
 	return func(cl *cluster.Cluster) (*binding.Binding, error) {
 		target := &watchTarget{mgr: c.mgr, cluster: cl, name: c.name, owner: c.kind, queue: c.queue, log: c.log.WithValues("cluster", cl.Name())}
-		pb, err := primary.bindKind(target)
-		if err != nil {
-			return nil, err
+		b := &binding.Binding{Cluster: cl}
+		if primary != nil {
+			pb, err := primary.bindKind(target)
+			if err != nil {
+				return nil, err
+			}
+			if tombstones != nil {
+				pb.keepTombstones(tombstones(cl.Name()))
+			}
+			b.Sources, b.Reader = []binding.Source{remoteSource{pb}}, informers.Reader[T](pb.inf)
 		}
-		if tombstones != nil {
-			pb.keepTombstones(tombstones(cl.Name()))
-		}
-		b := &binding.Binding{Cluster: cl, Sources: []binding.Source{remoteSource{pb}}, Reader: informers.Reader[T](pb.inf)}
 		for _, src := range srcs {
 			s, err := src.bind(target)
 			if err != nil {
@@ -50,6 +54,58 @@ func (r remoteSource) Start(ctx context.Context) (cache.ResourceEventHandlerRegi
 func (r remoteSource) WaitForSync(ctx context.Context) error { return r.s.informer().WaitForSync(ctx) }
 func (r remoteSource) RemoveListener(reg cache.ResourceEventHandlerRegistration) error {
 	return r.s.informer().RemoveListener(reg)
+}
+
+// bindClusters returns the bindings of controller c to the engaged clusters
+// other than the manager's own, with its queue q: of its primary source and
+// every other source with ControllerOptions.Clusters.Remote, else of the
+// sources of InOtherClusters; nil when there are none.
+func (b *Builder[T]) bindClusters(c *Controller, primary *kindSource[T], q *workqueue.Queue[reconcile.Request], tombstones func(string) func(T)) *binding.Set {
+	switch {
+	case b.opts.Clusters.Remote:
+		return binding.New(c.name, bindRemote(c, primary, b.sources, tombstones), q, c.log, b.opts.Clusters.OnEngaged, b.mgr.gate.Registry())
+	case len(b.others) > 0:
+		// Not in the registry that hands spread clusters over: its keys
+		// are the manager's own cluster's, and its writes to a member go
+		// through that cluster's fenced client.
+		return binding.New(c.name, bindRemote[T](c, nil, b.others, nil), localFlows{q}, c.log, engagedOf(b.others), nil)
+	}
+	return nil
+}
+
+// otherSource is a source InOtherClusters made.
+type otherSource interface {
+	inOthers() bool
+	onEngaged(ctx context.Context) []reconcile.Request
+}
+
+func (s *kindSource[C]) inOthers() bool { return s.others }
+func (s *kindSource[C]) onEngaged(ctx context.Context) []reconcile.Request {
+	if s.engaged == nil {
+		return nil
+	}
+	return s.engaged(ctx)
+}
+
+// engagedOf is the cluster.Scope.OnEngaged of srcs, otherSources.
+func engagedOf(srcs []Source) func(context.Context, *cluster.Cluster) []reconcile.Request {
+	return func(ctx context.Context, _ *cluster.Cluster) (out []reconcile.Request) {
+		for _, s := range srcs {
+			out = append(out, s.(otherSource).onEngaged(ctx)...)
+		}
+		return out
+	}
+}
+
+// localFlows is the queue of a controller of the manager's own cluster as
+// the binding.Flows of its InOtherClusters sources: what their onEngaged
+// returns is in the manager's own cluster.
+type localFlows struct {
+	*workqueue.Queue[reconcile.Request]
+}
+
+func (f localFlows) Add(req reconcile.Request) {
+	f.Queue.Add(reconcile.Request{Namespace: req.Namespace, Name: req.Name})
 }
 
 // clusterFlow is the flow of a request: its cluster.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/framework/internal/adapter"
-	"github.com/converge-dev/converge/framework/internal/binding"
 	"github.com/converge-dev/converge/framework/internal/history"
 	"github.com/converge-dev/converge/framework/internal/reconcilelog"
 	"github.com/converge-dev/converge/informers"
@@ -38,6 +37,7 @@ type Builder[T object.Object] struct {
 	opts    ControllerOptions
 	preds   []Predicate[T]
 	sources []Source
+	others  []Source // of sources, those of InOtherClusters
 	errs    []error
 }
 
@@ -215,9 +215,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		byKey = a
 	}
 	c.reconciler = byKey
-	if opts.Clusters.Remote {
-		c.remote = binding.New(c.name, bindRemote(c, primary, b.sources, tombstones), q, c.log, opts.Clusters.OnEngaged, mgr.gate.Registry())
-	}
+	c.remote = b.bindClusters(c, primary, q, tombstones)
 	if err := pb.register(); err != nil {
 		return nil, b.fail(err)
 	}
@@ -226,7 +224,7 @@ func (b *Builder[T]) build(byKey reconcile.Reconciler, byObject reconcile.Object
 		return nil, b.fail(err)
 	}
 	mgr.addInspected(c)
-	if opts.Clusters.Remote {
+	if c.remote != nil {
 		mgr.clusters.Subscribe(c.remote)
 	}
 	return c, nil
@@ -255,6 +253,13 @@ func (b *Builder[T]) bindSources(c *Controller, target *watchTarget, pb primaryB
 			if gvk, err := bs.kind(b.mgr); err == nil && gvk != c.kind && !slices.Contains(c.watched, gvk) {
 				c.watched = append(c.watched, gvk)
 			}
+		}
+		if o, ok := src.(otherSource); ok && o.inOthers() {
+			b.others = append(b.others, src) // bound per cluster (InOtherClusters)
+			if b.opts.Clusters.Remote {
+				errs = append(errs, fmt.Errorf("watch %v: InOtherClusters in a controller of every cluster (ControllerOptions.Clusters.Remote), which binds each source to every cluster: use ToLocal", src))
+			}
+			continue
 		}
 		if pb.claims(b.mgr, src, c) {
 			continue

@@ -1,10 +1,8 @@
 package framework
 
 import (
-	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/converge-dev/converge/framework/introspect"
@@ -70,39 +68,4 @@ func (m *Manager) debugState(now time.Time) introspect.State {
 	}
 	s.Clusters = introspect.CountKeys(s.Clusters, s.Controllers)
 	return s
-}
-
-// loopbackOnly admits only requests from a loopback address to a loopback
-// host name: the debug endpoint of a plain-HTTP metrics server is not for
-// the network (kubectl port-forward connects from loopback), and the Host
-// check keeps a web page elsewhere from reading it through DNS rebinding.
-func loopbackOnly(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopbackAddr(r.RemoteAddr) || !loopbackHost(r.Host) {
-			http.Error(w, "Forbidden: with Metrics.Insecure the debug endpoint is served only to loopback clients on a loopback host name (use kubectl port-forward)", http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/converge-dev/converge/framework/internal/runner"
 	"github.com/converge-dev/converge/framework/internal/syncgc"
 	"github.com/converge-dev/converge/internal/klogcap"
 )
@@ -47,80 +47,10 @@ var ErrNotStopped = errors.New("framework: left running after its context was ca
 // do.
 const CancelGrace = 2 * time.Second
 
-// group runs runnables on one context; the first failure is reported on errs.
-type group struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	errs   chan<- error
-
-	mu sync.Mutex
-	// running holds the runnables that have not returned, and stopErrs the
-	// errors wrapping ErrNotStopped they returned; mu guards both.
-	running  map[*Runnable]bool
-	stopErrs []error
-}
-
-func newGroup(parent context.Context, errs chan<- error) *group {
-	ctx, cancel := context.WithCancel(parent)
-	return &group{ctx: ctx, cancel: cancel, errs: errs, running: map[*Runnable]bool{}}
-}
-
-func (g *group) start(r Runnable) {
-	g.mu.Lock()
-	g.running[&r] = true
-	g.mu.Unlock()
-	g.wg.Go(func() {
-		err := r.Start(g.ctx)
-		g.mu.Lock()
-		delete(g.running, &r)
-		if errors.Is(err, ErrNotStopped) {
-			g.stopErrs = append(g.stopErrs, err)
-			err = nil
-		}
-		g.mu.Unlock()
-		if err != nil {
-			select {
-			case g.errs <- err:
-			default: // an earlier failure is already stopping the manager
-			}
-		}
-	})
-}
-
-// stop cancels the group's context and waits for its runnables, for at most
-// limit (forever when limit is not positive): those still running then are
-// abandoned. It returns the errors of runnables that abandoned work of their
-// own (controllers abandon stuck reconciles) and names the runnables it
-// abandoned, all wrapping ErrNotStopped.
-func (g *group) stop(limit time.Duration) error {
-	g.cancel()
-	done := make(chan struct{})
-	go func() { g.wg.Wait(); close(done) }()
-	if limit <= 0 {
-		<-done
-	} else {
-		timer := time.NewTimer(limit)
-		defer timer.Stop()
-		select {
-		case <-done:
-		case <-timer.C:
-		}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	errs := append([]error(nil), g.stopErrs...)
-	for r := range g.running {
-		errs = append(errs, fmt.Errorf("runnable %s did not return within %v of its context's cancellation: %w", describeRunnable(*r), limit, ErrNotStopped))
-	}
-	return errors.Join(errs...)
-}
-
-func describeRunnable(r Runnable) string {
-	if n, ok := r.(interface{ Name() string }); ok {
-		return fmt.Sprintf("%q (%T)", n.Name(), r)
-	}
-	return fmt.Sprintf("%T", r)
+// newGroup returns a group of runnables on a context of parent, whose
+// first failure is reported on errs.
+func newGroup(parent context.Context, errs chan<- error) *runner.Group {
+	return runner.New(parent, errs, ErrNotStopped)
 }
 
 // Start runs the manager until ctx is cancelled or a component fails:
@@ -168,15 +98,15 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	// logger: the manager's.
 	base := klog.NewContext(context.WithoutCancel(ctx), klogcap.Logger(m.log))
 	servers := newGroup(base, m.runErr)
-	defer servers.stop(0)
+	defer servers.Stop(0)
 	if err := m.startServers(servers); err != nil {
 		return err
 	}
 
 	cacheGroup := newGroup(base, m.runErr)
-	cacheGroup.start(RunnableFunc(m.cache.Start))
-	cacheGroup.start(RunnableFunc(m.runEvents))
-	defer cacheGroup.stop(0)
+	cacheGroup.Start(RunnableFunc(m.cache.Start))
+	cacheGroup.Start(RunnableFunc(m.runEvents))
+	defer cacheGroup.Stop(0)
 
 	m.log.V(1).Info("waiting for caches to sync")
 	began, restoreGC := time.Now(), syncgc.Bound(m.opts.SyncHeapRatio)
@@ -192,8 +122,8 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	// providers engage the others. They are disengaged (deferred) after
 	// the controllers stopped, and before the cache stops.
 	clusters := newGroup(base, m.runErr)
-	clusters.start(RunnableFunc(m.clusters.Run))
-	defer clusters.stop(0)
+	clusters.Start(RunnableFunc(m.clusters.Run))
+	defer clusters.Stop(0)
 
 	stopRunnables := m.startRunnables(base)
 	leaveRing, err := m.startRing(base)
@@ -209,7 +139,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	} else {
 		m.becomeLeader()
 	}
-	cacheGroup.start(RunnableFunc(func(ctx context.Context) error {
+	cacheGroup.Start(RunnableFunc(func(ctx context.Context) error {
 		tick := time.NewTicker(syncgc.Look)
 		defer tick.Stop()
 		syncgc.Hold(ctx, time.Now, tick.C, restoreGC, time.Since(began), m.backlogs)
@@ -245,15 +175,15 @@ func (m *Manager) startRunnables(base context.Context) (stop func() error) {
 	m.runnables = nil
 	for _, r := range pending {
 		if !needsLeader(r) {
-			always.start(r)
+			always.Start(r)
 		}
 	}
 	m.mu.Unlock()
 	return func() error {
 		limit := m.drainTimeout() + 2*CancelGrace // controllers abandon stuck reconciles after drainTimeout + CancelGrace
 		errs := make(chan error, 1)
-		go func() { errs <- always.stop(limit) }()
-		return errors.Join(leaders.stop(limit), <-errs)
+		go func() { errs <- always.Stop(limit) }()
+		return errors.Join(leaders.Stop(limit), <-errs)
 	}
 }
 
@@ -303,7 +233,7 @@ func (m *Manager) becomeLeader() {
 		close(m.elected)
 	}
 	for _, r := range m.leaderPending {
-		m.leaders.start(r)
+		m.leaders.Start(r)
 	}
 	m.leaderPending = nil
 }

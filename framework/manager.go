@@ -22,6 +22,7 @@ import (
 	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/recorder"
 	"github.com/converge-dev/converge/framework/internal/ring"
+	"github.com/converge-dev/converge/framework/internal/runner"
 	"github.com/converge-dev/converge/framework/internal/served"
 	"github.com/converge-dev/converge/framework/internal/shard"
 	"github.com/converge-dev/converge/framework/internal/spread"
@@ -116,7 +117,7 @@ type Manager struct {
 	// elected is closed when leading is set.
 	elected chan struct{}
 	// always and leaders run the runnables once Start has synced the caches.
-	always, leaders *group
+	always, leaders *runner.Group
 	// names holds the controller names in use, to reject duplicates.
 	names map[string]bool
 	// healthChecks and readyChecks are the named probe checks.
@@ -394,11 +395,11 @@ func (m *Manager) Add(r Runnable) error {
 	defer m.mu.Unlock()
 	switch {
 	case needsLeader(r) && m.leading:
-		m.leaders.start(r)
+		m.leaders.Start(r)
 	case needsLeader(r):
 		m.leaderPending = append(m.leaderPending, r)
 	case m.always != nil:
-		m.always.start(r)
+		m.always.Start(r)
 	default:
 		m.runnables = append(m.runnables, r)
 	}

@@ -11,13 +11,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/converge-dev/converge/framework/internal/runner"
 	"github.com/converge-dev/converge/framework/internal/serving"
 	"github.com/converge-dev/converge/framework/introspect"
 )
 
 // startServers opens the configured listeners (failing at once, naming the
 // address, when one cannot be opened) and serves them on g.
-func (m *Manager) startServers(g *group) error {
+func (m *Manager) startServers(g *runner.Group) error {
 	if err := m.startWebhookServer(g); err != nil {
 		return err
 	}
@@ -31,7 +32,7 @@ func (m *Manager) startServers(g *group) error {
 			return err
 		}
 		m.setAddr(&m.probeAddr, l)
-		g.start(serve(serving.NewServer(mux), l, nil))
+		g.Start(serve(serving.NewServer(mux), l, nil))
 	}
 	if addr := m.opts.Metrics.BindAddress; addr != "" {
 		handler := promhttp.HandlerFor(m.metrics.Registry, promhttp.HandlerOpts{ErrorLog: nil, Registry: m.metrics.Registry})
@@ -44,7 +45,7 @@ func (m *Manager) startServers(g *group) error {
 		if m.opts.Metrics.Insecure {
 			mux.Handle("/metrics", handler)
 			if debug != nil {
-				mux.Handle(introspect.Path, loopbackOnly(debug))
+				mux.Handle(introspect.Path, serving.LoopbackOnly(debug))
 			}
 		} else {
 			cs, err := kubernetes.NewForConfig(m.cfg)
@@ -69,7 +70,7 @@ func (m *Manager) startServers(g *group) error {
 		if !m.opts.Metrics.EnableHTTP2 {
 			serving.DisableHTTP2(srv)
 		}
-		g.start(serve(srv, l, tlsConfig))
+		g.Start(serve(srv, l, tlsConfig))
 	}
 	if addr := m.opts.Metrics.PprofBindAddress; addr != "" {
 		mux := http.NewServeMux()
@@ -84,7 +85,7 @@ func (m *Manager) startServers(g *group) error {
 		}
 		srv := serving.NewServer(mux)
 		srv.WriteTimeout = 0 // profiles stream for as long as asked
-		g.start(serve(srv, l, nil))
+		g.Start(serve(srv, l, nil))
 	}
 	return nil
 }

@@ -90,6 +90,9 @@ type kindSource[C object.Object] struct {
 	// toLocal is set by ToLocal: the requests of a Map function are in the
 	// manager's own cluster, whatever the cluster of the event.
 	toLocal bool
+	// others is set by InOtherClusters, with its engaged.
+	others  bool
+	engaged func(ctx context.Context) []reconcile.Request
 	// resync is the listener's own resync period (ControllerOptions.
 	// ResyncPeriod): zero for the cache's period for the kind, negative for
 	// none.
@@ -179,6 +182,32 @@ func ToLocal(src Source) Source {
 		return src
 	}
 	return s.withToLocal()
+}
+
+// InOtherClusters makes src, a source built by Map, watch every engaged
+// cluster other than the manager's own, and not the manager's own, with
+// its requests in the manager's own cluster (as ToLocal's): how a
+// controller of the manager's own cluster hears of the objects it keeps
+// in others. Its informers of a cluster are made at its engagement and
+// stop at its disengagement. engaged, when not nil, is called once they
+// synced, ctx carrying the cluster (cluster.From), and the requests it
+// returns are queued. Complete refuses it in a controller with
+// ControllerOptions.Clusters.Remote, which binds every source to every
+// cluster. Other sources are returned as they are.
+func InOtherClusters(src Source, engaged func(ctx context.Context) []reconcile.Request) Source {
+	s, ok := src.(interface {
+		withOthers(func(context.Context) []reconcile.Request) Source
+	})
+	if !ok {
+		return src
+	}
+	return s.withOthers(engaged)
+}
+
+func (s *kindSource[C]) withOthers(engaged func(context.Context) []reconcile.Request) Source {
+	cp := *s
+	cp.others, cp.toLocal, cp.engaged = s.mapper, s.mapper, engaged
+	return &cp
 }
 
 func (s *kindSource[C]) withToLocal() Source {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/converge-dev/converge/framework/internal/runner"
 	"github.com/converge-dev/converge/framework/internal/serving"
 	"github.com/converge-dev/converge/framework/webhook"
 	"github.com/converge-dev/converge/object"
@@ -123,7 +124,7 @@ func (m *Manager) canAddWebhookLocked() error {
 // are registered: the certificate pair must load (it is read again when
 // it changes), and readiness waits until the server listens with a valid
 // certificate.
-func (m *Manager) startWebhookServer(g *group) error {
+func (m *Manager) startWebhookServer(g *runner.Group) error {
 	m.mu.Lock()
 	mux := http.NewServeMux()
 	for path, h := range m.webhooks {
@@ -159,7 +160,7 @@ func (m *Manager) startWebhookServer(g *group) error {
 		serving.DisableHTTP2(srv)
 	}
 	listening.Store(true)
-	g.start(serve(srv, l, serving.ServerTLSConfig(certs.GetCertificate, o.EnableHTTP2)))
+	g.Start(serve(srv, l, serving.ServerTLSConfig(certs.GetCertificate, o.EnableHTTP2)))
 	m.log.V(1).Info("serving webhooks", "address", l.Addr().String(), "paths", n, "certDir", o.CertDir)
 	return nil
 }

@@ -128,6 +128,11 @@ var rules = []struct {
 		forbidden: []string{module + "/framework", module + "/declarative", module + "/informers", module + "/workqueue", module + "/reconcile"},
 	},
 	{
+		name:      "framework/internal/runner, the manager's groups of runnables, is a leaf below framework: it imports no converge package",
+		from:      []string{"framework/internal/runner"},
+		forbidden: []string{module + "/..."},
+	},
+	{
 		name:      "framework/internal/ring, the Lease ring, sits below framework: of converge it imports only sharding, lease and framework/internal/syncgc; the controllers it drives are ring.Users",
 		from:      []string{"framework/internal/ring"},
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/declarative", module + "/client", module + "/informers", module + "/workqueue", module + "/reconcile", module + "/object", module + "/internal/..."},
