@@ -372,6 +372,9 @@ func (o Options) validate() error {
 	} else if sh.Clusters {
 		errs = append(errs, errors.New("Options.Sharding.Clusters needs Options.Sharding.Ring: clusters are spread over the members of a ring"))
 	}
+	if o.Sharding.Clusters && o.LeaderElection.Enabled {
+		errs = append(errs, errors.New("Options.Sharding.Clusters with Options.LeaderElection.Enabled: every member claims clusters, but a standby runs no controller that needs leadership, so the clusters it holds would go unserved; spread clusters over replicas without leader election"))
+	}
 	if r := o.SyncHeapRatio; !(r < 0) && !(r > 1 && r <= 100) {
 		errs = append(errs, fmt.Errorf("Options.SyncHeapRatio must be negative (the GC left alone), zero (1.4), or above 1 and at most 100, got %v", r))
 	}

@@ -123,4 +123,11 @@
 // providers differ refuse each other as members of other Buckets do, and
 // turning Clusters on is a layout change. Only the manager's own cluster
 // holds readiness up; a cluster still syncing does not.
+//
+// The manager's own cluster is not spread: a controller with
+// cluster.Scope.Remote reconciles its keys (requests naming no cluster) on
+// every member, so such a controller skips them, or leaves them to a
+// controller of its own that is Sharded. Spread clusters need every
+// member to run the controllers, so leader election is refused with
+// Clusters (a standby would hold clusters nobody serves).
 package sharding

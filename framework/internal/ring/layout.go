@@ -28,7 +28,7 @@ const (
 )
 
 // Layout is what members of one ring must agree on to share its
-// buckets: how the hash space is cut (Buckets.Count and Key: a bucket Lease
+// buckets: how the hash space is cut (Buckets.Count and By: a bucket Lease
 // of another cut stands for another range of objects), and which sharded
 // controllers serve each bucket (names and kinds: a member without one of
 // them would leave that controller's objects of its buckets unserved).
@@ -228,7 +228,7 @@ func (r *Ring) refuse(l *coordinationv1.Lease) {
 		holders = append(holders, id)
 	}
 	slices.Sort(holders)
-	err := fmt.Errorf("framework: sharding ring %q in namespace %s: member %q (%s) is refused: the ring is held by layout %s, of member(s) %q; every member of a ring needs the same Options.Sharding.Buckets.Count and Key, the same sharded controllers, and the same Options.Sharding.Clusters and providers; this member joins once no member of that layout is left (sharding.Options says how to change a ring's layout)",
+	err := fmt.Errorf("framework: sharding ring %q in namespace %s: member %q (%s) is refused: the ring is held by layout %s, of member(s) %q; every member of a ring needs the same Options.Sharding.Buckets (Count and By), the same sharded controllers, and the same Options.Sharding.Clusters and providers; this member joins once no member of that layout is left (sharding.Options says how to change a ring's layout)",
 		r.opts.Ring, r.opts.Lease.Namespace, r.opts.Lease.Identity, r.layout, theirs, holders)
 	if r.refused == nil || r.refusedBy != theirs {
 		r.log.Error(err, "refused by the sharding ring")

@@ -313,7 +313,7 @@ func (r *Ring) Start(ctx context.Context) error {
 // compatible is nil when member Lease l records this member's layout.
 func (r *Ring) compatible(l *coordinationv1.Lease) error {
 	if theirs := LayoutOf(l); theirs != r.layout {
-		return fmt.Errorf("member %q (Lease %s) has layout %s, this member (%q) has %s: every member of a ring needs the same Options.Sharding.Buckets.Count and Key, the same sharded controllers, and the same Options.Sharding.Clusters and providers",
+		return fmt.Errorf("member %q (Lease %s) has layout %s, this member (%q) has %s: every member of a ring needs the same Options.Sharding.Buckets (Count and By), the same sharded controllers, and the same Options.Sharding.Clusters and providers",
 			Holder(l), l.Name, theirs, r.opts.Lease.Identity, r.layout)
 	}
 	return nil
