@@ -204,6 +204,28 @@ func TestOwnsNeedsProof(t *testing.T) {
 	}
 }
 
+// An object's UID in the ledger entry of one cluster does not make it the
+// parent's where it is read as another cluster's: with namespaces as
+// clusters, one API server is both, and the prune of the parent's own
+// cluster would otherwise delete a child it holds in another.
+func TestLedgerHoldsAnObjectOnlyInItsOwnCluster(t *testing.T) {
+	var l ledger
+	gk := schema.GroupKind{Kind: "ConfigMap"}
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "p"}}
+	l.note("p", map[string]string{objectIn(gk, "team-a", "team-a", "page"): "u1", claimKey(objectIn(gk, "", "default", "local")): "?n1"})
+	child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "u1"}}
+	if !l.holds(parent, "team-a", child) {
+		t.Error("the ledger does not hold team-a's child in team-a")
+	}
+	if l.holds(parent, "", child) {
+		t.Error("the ledger holds team-a's child when it is read in the parent's own cluster")
+	}
+	claimed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{UID: "u2", Annotations: map[string]string{ClaimAnnotation: "n1"}}}
+	if !l.holds(parent, "", claimed) || l.holds(parent, "team-a", claimed) {
+		t.Error("a claim of the parent's own cluster is held in the wrong cluster")
+	}
+}
+
 // TestLedgerKeepsOneEntryPerName: a child re-created (a new UID) replaces
 // its entry, so the ledger does not grow with re-creations.
 func TestLedgerKeepsOneEntryPerName(t *testing.T) {

@@ -86,15 +86,18 @@ func (l *ledger) recorded(parent metav1.Object) map[string]string {
 	return l.pending.over(parent.GetUID(), parseLedger(parent))
 }
 
-// holds reports whether parent's ledger records obj: its UID, or the claim
-// it was created with.
-func (l *ledger) holds(parent metav1.Object, obj metav1.Object) bool {
+// holds reports whether parent's ledger records obj, read in cluster (""
+// for the parent's own), among that cluster's entries: its UID, or the
+// claim it was created with. An entry of another cluster proves nothing:
+// two clusters may be one API server (namespaces as clusters), where an
+// object is seen from both.
+func (l *ledger) holds(parent metav1.Object, cluster string, obj metav1.Object) bool {
 	uid, claim := string(obj.GetUID()), obj.GetAnnotations()[ClaimAnnotation]
 	if uid == "" {
 		return false
 	}
-	for _, v := range l.recorded(parent) {
-		if v == uid || (claim != "" && v == "?"+claim) {
+	for id, v := range l.recorded(parent) {
+		if clusterOf(strings.TrimPrefix(id, "?")) == cluster && (v == uid || (claim != "" && v == "?"+claim)) {
 			return true
 		}
 	}

@@ -142,7 +142,7 @@ func (d *Declarative[T]) ownsIn(cluster string, parent, obj metav1.Object) bool 
 		return cluster == "" && ref.UID == parent.GetUID()
 	}
 	return labelLinked(parent, obj, cluster) &&
-		obj.GetLabels()[ParentUIDLabel] == string(parent.GetUID()) && d.ledger.holds(parent, obj)
+		obj.GetLabels()[ParentUIDLabel] == string(parent.GetUID()) && d.ledger.holds(parent, cluster, obj)
 }
 
 // otherLink returns the parent UID obj's labels link it to when that is not
@@ -186,7 +186,7 @@ func (d *Declarative[T]) mayApply(ctx context.Context, parent T, c child, live m
 	case live.GetLabels()[ParentUIDLabel] != "":
 		why = fmt.Sprintf("it carries the labels of %s %s, but converge did not create it (annotation %s on the parent does not list its uid %s); declare it with declarative.Adopt to take it over",
 			d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), LedgerAnnotation, live.GetUID())
-	case labelLinked(parent, live, c.target) && d.ledger.holds(parent, live):
+	case labelLinked(parent, live, c.target) && d.ledger.holds(parent, c.target, live):
 		why = fmt.Sprintf("annotation %s on %s %s lists it, but its label %s no longer names the parent (removed by hand?): set the label to %s to hand it back",
 			LedgerAnnotation, d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), ParentUIDLabel, parent.GetUID())
 	default:
