@@ -196,6 +196,7 @@ type Summary struct {
 	Floor     *floorSummary                            `json:"floor,omitempty"`
 	Sharded   []*shardedSummary                        `json:"sharded,omitempty"` // per plane and N
 	Scale     *scaleSummary                            `json:"scale,omitempty"`
+	Fleet     *FleetRun                                `json:"fleet,omitempty"`
 	// Partial is set while the run is still going: the files then hold
 	// what was measured so far.
 	Partial string `json:"partial,omitempty"`
@@ -387,6 +388,9 @@ func renderTable(s *Summary) string {
 	}
 	if s.Scale != nil {
 		b.WriteString(renderScale(s))
+	}
+	if s.Fleet != nil {
+		b.WriteString(renderFleet(s.Fleet))
 	}
 	if len(s.Targets) > 0 {
 		met := 0
