@@ -146,7 +146,10 @@ func fleetMemory(ctx context.Context, p *fleetPlanes, bin string, o fleetOpts, e
 	}
 	defer proc.kill()
 	mem := &FleetMemory{Via: e.via}
-	if _, err := waitFleet(ctx, proc, "started", o.deadline, func(st fleetStatus) bool { return st["ready"] == "0" }); err != nil {
+	// Started: the own cluster ready, the debug page served.
+	if _, err := waitFleet(ctx, proc, "started", o.deadline, func(st fleetStatus) bool {
+		return st["state."] == "ready" && st["flowError"] == "" && st["ready"] == "0"
+	}); err != nil {
 		return nil, err
 	}
 	engaged := 0
