@@ -91,6 +91,9 @@ func fleetIsolation(ctx context.Context, p *fleetPlanes, bin string, o fleetOpts
 	iso.Blackholed = blackholed
 	logf("%s: flood of %d, blackholed cluster %v: quiet p99 wait %v ms (worst %.3f), flood %.1fs, quiet keys %d, missed %d, hole held at most %d (%v)",
 		fleetName, o.flood, blackholed, iso.QuietWaitP99Ms, iso.WorstQuietP99Ms, iso.FloodSeconds, iso.QuietKeys, iso.Missed, iso.HoleHeldMax, iso.HoleStates)
+	if blackholed {
+		proxy.SetMode(faultproxy.Reset, 0) // the hung polls fail, rather than hold the shutdown for its grace period
+	}
 	proc.terminate()
 	proc.wait(time.Minute)
 	return iso, nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -91,7 +92,7 @@ func renderFleet(run *FleetRun) string {
 	b.WriteString("| blackholed cluster | quiet clusters' p99 queue wait (ms) | worst (ms) | flooded cluster's p99 (ms) | quiet keys | flood to all reconciled (s) | missed | blackholed keys held at once (max), its states |\n|---|---|--:|--:|--:|--:|--:|---|\n")
 	for _, x := range run.Isolation {
 		var waits []string
-		for _, ns := range sortedKeysOf(x.QuietWaitP99Ms) {
+		for _, ns := range slices.Sorted(maps.Keys(x.QuietWaitP99Ms)) {
 			waits = append(waits, fmt.Sprintf("%.3f", x.QuietWaitP99Ms[ns]))
 		}
 		hole := "none"
@@ -106,13 +107,4 @@ func renderFleet(run *FleetRun) string {
 			hole.WorstQuietP99Ms-alone.WorstQuietP99Ms, alone.WorstQuietP99Ms, hole.WorstQuietP99Ms, fleetIsolationMs)
 	}
 	return b.String()
-}
-
-func sortedKeysOf[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

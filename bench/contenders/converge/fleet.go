@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"maps"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -129,7 +130,7 @@ func (f *fleet) status(mgr *framework.Manager) string {
 		}
 	}
 	f.mu.Lock()
-	for _, name := range sortedKeys(f.reconciles) {
+	for _, name := range slices.Sorted(maps.Keys(f.reconciles)) {
 		fmt.Fprintf(&b, " reconciles.%s=%d", name, f.reconciles[name])
 	}
 	f.mu.Unlock()
@@ -156,13 +157,4 @@ func flowStats(addr string) ([]workqueue.FlowStats, error) {
 		out = append(out, c.Flows...)
 	}
 	return out, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
