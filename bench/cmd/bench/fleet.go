@@ -66,8 +66,11 @@ type FleetMemory struct {
 
 // FleetMemPoint is the process's memory with Clusters idle clusters
 // engaged; Disengaged marks the point read after disengaging them all.
+// Cycle 1 engages the clusters step by step; cycle 2 engages as many new
+// ones at once.
 type FleetMemPoint struct {
 	Clusters   int     `json:"clusters"`
+	Cycle      int     `json:"cycle"`
 	Disengaged bool    `json:"disengaged,omitempty"`
 	HeapBytes  float64 `json:"heapBytes"` // HeapAlloc after a GC
 	RSSBytes   float64 `json:"rssBytes"`  // VmRSS, before that GC

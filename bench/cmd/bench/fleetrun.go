@@ -138,7 +138,10 @@ func secretsEngager(ctx context.Context, p *fleetPlanes, o fleetOpts) fleetEngag
 // fleetMemory starts the fleet contender with no cluster but its own,
 // reads its memory, engages idle clusters up to each of o.steps (reading
 // its memory once all are ready and their objects reconciled), then
-// disengages them all and reads it again.
+// disengages them all and reads it again; then engages as many new ones
+// and disengages them again, and reads it a last time: what the first
+// cycle left that the second did not add to was paid once, not per
+// cluster.
 func fleetMemory(ctx context.Context, p *fleetPlanes, bin string, o fleetOpts, e fleetEngager, logf func(string, ...any)) (*FleetMemory, error) {
 	proc, err := startFleet(bin, p.kubeconfig, "fleet-memory-"+e.via, o)
 	if err != nil {
@@ -146,48 +149,62 @@ func fleetMemory(ctx context.Context, p *fleetPlanes, bin string, o fleetOpts, e
 	}
 	defer proc.kill()
 	mem := &FleetMemory{Via: e.via}
-	// Started: the own cluster ready, the debug page served.
+	// Started: the debug page is served once the manager runs.
 	if _, err := waitFleet(ctx, proc, "started", o.deadline, func(st fleetStatus) bool {
-		return st["state."] == "ready" && st["flowError"] == "" && st["ready"] == "0"
+		return st["goroutines"] != "" && st["flowError"] == "" && st["ready"] == "0"
 	}); err != nil {
 		return nil, err
 	}
-	engaged := 0
-	for _, k := range append([]int{0}, o.steps...) {
-		for ; engaged < k; engaged++ {
-			if err := e.engage(ctx, engaged); err != nil {
+	engaged, last := 0, o.steps[len(o.steps)-1]
+	for cycle := 1; cycle <= 2; cycle++ {
+		steps := append([]int{0}, o.steps...)
+		if cycle == 2 {
+			steps = []int{last}
+		}
+		for _, k := range steps {
+			for ; engaged < k+(cycle-1)*last; engaged++ {
+				if err := e.engage(ctx, engaged); err != nil {
+					return nil, err
+				}
+			}
+			pt, err := fleetEngaged(ctx, proc, o, k, engaged)
+			if err != nil {
 				return nil, err
 			}
+			pt.Cycle = cycle
+			mem.Points = append(mem.Points, pt)
+			logf("%s: %s: %d idle clusters (cycle %d): heap %.1f MiB, rss %.1f MiB, goroutines %d", fleetName, e.via, k, cycle, pt.HeapBytes/(1<<20), pt.RSSBytes/(1<<20), pt.Goroutines)
 		}
-		if _, err := waitFleet(ctx, proc, fmt.Sprintf("%d clusters ready and reconciled", k), o.deadline, func(st fleetStatus) bool {
-			return st.int("ready") == k && st.sum("reconciles.")-st.int("reconciles.-") >= k*o.objects
-		}); err != nil {
+		if err := e.disengage(ctx); err != nil {
 			return nil, err
 		}
-		pt, err := fleetMemPoint(ctx, proc, k, false, o.memAfter)
+		if _, err := waitFleet(ctx, proc, "disengaged", o.deadline, func(st fleetStatus) bool { return st["engaged"] == "0" }); err != nil {
+			return nil, err
+		}
+		// What the disengaged clusters ran winds down: give it the time a
+		// reconcile's context takes to end.
+		pt, err := fleetMemPoint(ctx, proc, 0, true, 2*time.Second+o.memAfter)
 		if err != nil {
 			return nil, err
 		}
+		pt.Cycle = cycle
 		mem.Points = append(mem.Points, pt)
-		logf("%s: %s: %d idle clusters: heap %.1f MiB, rss %.1f MiB, goroutines %d", fleetName, e.via, k, pt.HeapBytes/(1<<20), pt.RSSBytes/(1<<20), pt.Goroutines)
+		logf("%s: %s: all disengaged (cycle %d): heap %.1f MiB, rss %.1f MiB, goroutines %d", fleetName, e.via, cycle, pt.HeapBytes/(1<<20), pt.RSSBytes/(1<<20), pt.Goroutines)
 	}
-	if err := e.disengage(ctx); err != nil {
-		return nil, err
-	}
-	if _, err := waitFleet(ctx, proc, "disengaged", o.deadline, func(st fleetStatus) bool { return st["engaged"] == "0" }); err != nil {
-		return nil, err
-	}
-	// What the disengaged clusters ran winds down: give it the time a
-	// reconcile's context takes to end and the runtime its next GC.
-	pt, err := fleetMemPoint(ctx, proc, 0, true, 2*time.Second+o.memAfter)
-	if err != nil {
-		return nil, err
-	}
-	mem.Points = append(mem.Points, pt)
-	logf("%s: %s: all disengaged: heap %.1f MiB, rss %.1f MiB, goroutines %d", fleetName, e.via, pt.HeapBytes/(1<<20), pt.RSSBytes/(1<<20), pt.Goroutines)
 	proc.terminate()
 	proc.wait(time.Minute)
 	return mem, nil
+}
+
+// fleetEngaged waits until k clusters are ready and every cluster engaged
+// so far (made, in all) reconciled its objects, then reads the memory.
+func fleetEngaged(ctx context.Context, proc *member, o fleetOpts, k, made int) (FleetMemPoint, error) {
+	if _, err := waitFleet(ctx, proc, fmt.Sprintf("%d clusters ready and reconciled", k), o.deadline, func(st fleetStatus) bool {
+		return st.int("ready") == k && st.sum("reconciles.")-st.int("reconciles.-") >= made*o.objects
+	}); err != nil {
+		return FleetMemPoint{}, err
+	}
+	return fleetMemPoint(ctx, proc, k, false, o.memAfter)
 }
 
 // quietNamespaces names the quiet clusters of one isolation run.

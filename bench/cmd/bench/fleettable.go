@@ -40,7 +40,7 @@ func fleetTargets(run *FleetRun) []target {
 }
 
 // fleetBeforeAndBack returns the point without idle clusters and the one
-// after disengaging them.
+// after disengaging them the first time.
 func fleetBeforeAndBack(m FleetMemory) (before, back FleetMemPoint, ok bool) {
 	i := slices.IndexFunc(m.Points, func(p FleetMemPoint) bool { return p.Clusters == 0 && !p.Disengaged })
 	j := slices.IndexFunc(m.Points, func(p FleetMemPoint) bool { return p.Disengaged })
@@ -67,14 +67,17 @@ func renderFleet(run *FleetRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### fleet (converge only: no other contender has a manager of many clusters)\n\n")
 	fmt.Fprintf(&b, "One controller of ConfigMaps in every engaged cluster (`cluster.Scope{Remote: true}`), 4 workers, every other option its default.\n")
-	fmt.Fprintf(&b, "Idle clusters hold %d ConfigMaps of about 1 KiB each and see no change; `namespaces`: labelled namespaces of the manager's own control plane (cluster/namespaces); `secrets`: kubeconfig Secrets (cluster/secrets) reaching a second control plane, each through a TCP proxy of its own, so each cluster has its own connections.\n\n", run.Objects)
+	fmt.Fprintf(&b, "Idle clusters hold %d ConfigMaps of about 1 KiB each and see no change; `namespaces`: labelled namespaces of the manager's own control plane (cluster/namespaces); `secrets`: kubeconfig Secrets (cluster/secrets) reaching a second control plane, each through a TCP proxy of its own, so each cluster has its own connections. Cycle 1 engages them step by step and disengages them all; cycle 2 engages as many new ones and disengages them too.\n\n", run.Objects)
 	b.WriteString("| via | idle clusters | heap (MiB) | RSS (MiB) | RSS anon (MiB) | goroutines | caches' estimate (KiB) | heap per added cluster (KiB) | RSS per added cluster (KiB) |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, m := range run.Memory {
 		base := m.Points[0]
 		for _, pt := range m.Points {
 			label, per, perRSS := fmt.Sprint(pt.Clusters), "", ""
+			if pt.Cycle > 1 {
+				label += fmt.Sprintf(" (cycle %d)", pt.Cycle)
+			}
 			if pt.Disengaged {
-				label = fmt.Sprintf("0 (after disengaging, heap %.2f× before)", ratio(pt.HeapBytes, base.HeapBytes))
+				label = fmt.Sprintf("0 (all disengaged, cycle %d: heap %.2f× before)", pt.Cycle, ratio(pt.HeapBytes, base.HeapBytes))
 			} else if pt.Clusters > 0 {
 				per = fmt.Sprintf("%.0f", (pt.HeapBytes-base.HeapBytes)/float64(pt.Clusters)/1024)
 				perRSS = fmt.Sprintf("%.0f", (pt.RSSBytes-base.RSSBytes)/float64(pt.Clusters)/1024)
