@@ -39,6 +39,11 @@ type fleetOpts struct {
 	memAfter  time.Duration
 	deadline  time.Duration
 	logDir    string
+	// connIdle, when not zero, is how long after the last disengagement
+	// of the secrets clusters their memory is read once more: their HTTP
+	// transports close an idle connection after 90 s (client-go's
+	// IdleConnTimeout).
+	connIdle time.Duration
 }
 
 // FleetRun is what the fleet workload measured.
@@ -69,14 +74,17 @@ type FleetMemory struct {
 // Cycle 1 engages the clusters step by step; cycle 2 engages as many new
 // ones at once.
 type FleetMemPoint struct {
-	Clusters   int     `json:"clusters"`
-	Cycle      int     `json:"cycle"`
-	Disengaged bool    `json:"disengaged,omitempty"`
-	HeapBytes  float64 `json:"heapBytes"` // HeapAlloc after a GC
-	RSSBytes   float64 `json:"rssBytes"`  // VmRSS, before that GC
-	RSSAnon    float64 `json:"rssAnonBytes"`
-	Goroutines int     `json:"goroutines"`
-	CacheBytes float64 `json:"cacheBytes"` // the caches' own estimate, every cluster's
+	Clusters   int  `json:"clusters"`
+	Cycle      int  `json:"cycle"`
+	Disengaged bool `json:"disengaged,omitempty"`
+	// AfterSeconds is how long after the disengagement a Disengaged
+	// point was read.
+	AfterSeconds float64 `json:"afterSeconds,omitempty"`
+	HeapBytes    float64 `json:"heapBytes"` // HeapAlloc after a GC
+	RSSBytes     float64 `json:"rssBytes"`  // VmRSS, before that GC
+	RSSAnon      float64 `json:"rssAnonBytes"`
+	Goroutines   int     `json:"goroutines"`
+	CacheBytes   float64 `json:"cacheBytes"` // the caches' own estimate, every cluster's
 }
 
 // fleetPlanes are the fleet workload's two control planes: the manager's
@@ -278,7 +286,7 @@ func fleetMemPoint(ctx context.Context, p *member, clusters int, disengaged bool
 // newFleetOpts makes the fleet workload's options from the flags.
 func newFleetOpts(steps string, flood int, rate, scale float64, workers int, cbor bool, memAfter, deadline time.Duration, logDir string) (fleetOpts, error) {
 	o := fleetOpts{objects: 10, flood: max(1, int(float64(flood)*scale)), quiet: 2, quietRate: rate, polled: 20,
-		workers: workers, cbor: cbor, memAfter: memAfter, deadline: deadline, logDir: logDir}
+		workers: workers, cbor: cbor, memAfter: memAfter, deadline: deadline, logDir: logDir, connIdle: 95 * time.Second}
 	var err error
 	if o.steps, err = parseSizes(steps); err != nil {
 		return o, fmt.Errorf("--fleet-clusters: %s", strings.TrimPrefix(err.Error(), "--sizes: "))

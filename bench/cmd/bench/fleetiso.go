@@ -102,8 +102,9 @@ func fleetIsolation(ctx context.Context, p *fleetPlanes, bin string, o fleetOpts
 // flood patches every ConfigMap of the flooded cluster once, to gen (a
 // gen it does not hold yet, so that every patch is a change), 64 at a time,
 // and meanwhile creates ConfigMaps in the quiet clusters at o.quietRate,
-// round-robin, until the flood's writes end; then it waits for their
-// reconciles and reads the quiet clusters' queue waits.
+// round-robin, until every key of the flood was reconciled; then it waits
+// for the quiet keys' reconciles and reads the quiet clusters' queue
+// waits.
 func flood(ctx context.Context, p *fleetPlanes, proc *member, o fleetOpts, quiet []string, gen int64) (*FleetIsolation, error) {
 	iso := &FleetIsolation{QuietWaitP99Ms: map[string]float64{}}
 	stop := make(chan struct{})
@@ -132,26 +133,37 @@ func flood(ctx context.Context, p *fleetPlanes, proc *member, o fleetOpts, quiet
 		_, err := p.home.cs.CoreV1().ConfigMaps(fleetFloodNamespace).Patch(ctx, name, types.MergePatchType, workload.Patch(workload.ConfigMaps, gen), metav1.PatchOptions{})
 		return err
 	})
-	close(stop)
-	<-quietDone
-	if err != nil {
-		return nil, fmt.Errorf("flood: %w", err)
-	}
-	iso.QuietKeys = int(created.Load())
 	want := func(st fleetStatus) (flood, quietSeen int) {
 		for _, ns := range quiet {
 			quietSeen += st.int("reconciles." + ns)
 		}
 		return st.int("reconciles."+fleetFloodNamespace) - o.flood, quietSeen
 	}
-	st, err := waitFleet(ctx, proc, "done with the flood", o.deadline, func(st fleetStatus) bool {
+	if err == nil {
+		// The quiet clusters' keys keep coming while the flood's wait in
+		// the queue, not only while they are written. A flood not done
+		// by the deadline counts as missed below.
+		if st, werr := waitFleet(ctx, proc, "done with the flood's keys", o.deadline, func(st fleetStatus) bool {
+			f, _ := want(st)
+			return f >= o.flood
+		}); st == nil {
+			err = werr
+		}
+	}
+	close(stop)
+	<-quietDone
+	if err != nil {
+		return nil, fmt.Errorf("flood: %w", err)
+	}
+	iso.FloodSeconds = time.Since(start).Seconds()
+	iso.QuietKeys = int(created.Load())
+	st, err := waitFleet(ctx, proc, "done with the quiet keys", o.deadline, func(st fleetStatus) bool {
 		f, q := want(st)
 		return f >= o.flood && q >= iso.QuietKeys
 	})
 	if st == nil {
 		return nil, err
 	}
-	iso.FloodSeconds = time.Since(start).Seconds()
 	f, q := want(st)
 	iso.Missed = max(0, o.flood-f) + max(0, iso.QuietKeys-q)
 	iso.HoleHeldMax, iso.HoleStates = sampled()

@@ -21,6 +21,9 @@ type fleetEngager struct {
 	engage    func(ctx context.Context, i int) error
 	disengage func(ctx context.Context) error
 	close     func()
+	// idle, when not zero, is how long after the last disengagement the
+	// memory is read once more (fleetOpts.connIdle).
+	idle time.Duration
 }
 
 // runFleetWorkload runs the fleet workload on two control planes of its
@@ -103,7 +106,7 @@ func namespacesEngager(p *fleetPlanes, o fleetOpts) fleetEngager {
 func secretsEngager(ctx context.Context, p *fleetPlanes, o fleetOpts) fleetEngager {
 	var proxies []*faultproxy.Proxy
 	var names []string
-	e := fleetEngager{via: "secrets"}
+	e := fleetEngager{via: "secrets", idle: o.connIdle}
 	e.engage = func(ctx context.Context, i int) error {
 		if i == 0 {
 			if err := p.far.configMaps(ctx, fleetIdleNamespace, o.objects, nil); err != nil {
@@ -187,9 +190,19 @@ func fleetMemory(ctx context.Context, p *fleetPlanes, bin string, o fleetOpts, e
 		if err != nil {
 			return nil, err
 		}
-		pt.Cycle = cycle
+		pt.Cycle, pt.AfterSeconds = cycle, (2*time.Second + o.memAfter).Seconds()
 		mem.Points = append(mem.Points, pt)
 		logf("%s: %s: all disengaged (cycle %d): heap %.1f MiB, rss %.1f MiB, goroutines %d", fleetName, e.via, cycle, pt.HeapBytes/(1<<20), pt.RSSBytes/(1<<20), pt.Goroutines)
+	}
+	if e.idle > 0 {
+		// What an idle connection's timeout closes.
+		pt, err := fleetMemPoint(ctx, proc, 0, true, e.idle)
+		if err != nil {
+			return nil, err
+		}
+		pt.Cycle, pt.AfterSeconds = 2, (2*time.Second + o.memAfter + e.idle).Seconds()
+		mem.Points = append(mem.Points, pt)
+		logf("%s: %s: all disengaged (cycle 2, %.0fs later): heap %.1f MiB, rss %.1f MiB, goroutines %d", fleetName, e.via, pt.AfterSeconds, pt.HeapBytes/(1<<20), pt.RSSBytes/(1<<20), pt.Goroutines)
 	}
 	proc.terminate()
 	proc.wait(time.Minute)

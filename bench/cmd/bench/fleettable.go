@@ -77,7 +77,7 @@ func renderFleet(run *FleetRun) string {
 				label += fmt.Sprintf(" (cycle %d)", pt.Cycle)
 			}
 			if pt.Disengaged {
-				label = fmt.Sprintf("0 (all disengaged, cycle %d: heap %.2f× before)", pt.Cycle, ratio(pt.HeapBytes, base.HeapBytes))
+				label = fmt.Sprintf("0 (all disengaged, cycle %d, %.0f s later: heap %.2f× before)", pt.Cycle, pt.AfterSeconds, ratio(pt.HeapBytes, base.HeapBytes))
 			} else if pt.Clusters > 0 {
 				per = fmt.Sprintf("%.0f", (pt.HeapBytes-base.HeapBytes)/float64(pt.Clusters)/1024)
 				perRSS = fmt.Sprintf("%.0f", (pt.RSSBytes-base.RSSBytes)/float64(pt.Clusters)/1024)

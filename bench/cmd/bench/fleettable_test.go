@@ -45,7 +45,7 @@ func TestRenderFleet(t *testing.T) {
 		Memory: []FleetMemory{{Via: "secrets", Points: []FleetMemPoint{
 			{Clusters: 0, HeapBytes: 10 * mib, RSSBytes: 40 * mib},
 			{Clusters: 4, HeapBytes: 11 * mib, RSSBytes: 42 * mib},
-			{Clusters: 0, Cycle: 1, Disengaged: true, HeapBytes: 10 * mib, RSSBytes: 41 * mib},
+			{Clusters: 0, Cycle: 1, Disengaged: true, AfterSeconds: 3, HeapBytes: 10 * mib, RSSBytes: 41 * mib},
 		}}},
 		Isolation: []FleetIsolation{
 			{QuietWaitP99Ms: map[string]float64{"q1": 0.5, "q0": 0.25}, WorstQuietP99Ms: 0.5},
@@ -56,7 +56,7 @@ func TestRenderFleet(t *testing.T) {
 	for _, want := range []string{
 		"converge only",
 		"| secrets | 4 | 11.0 | 42.0 | 0.0 | 0 | 0 | 256 | 512 |",
-		"| secrets | 0 (all disengaged, cycle 1: heap 1.00× before) |",
+		"| secrets | 0 (all disengaged, cycle 1, 3 s later: heap 1.00× before) |",
 		"| no | 0.250, 0.500 | 0.500 |",
 		"| yes | 0.500, 0.750 | 0.750 |",
 		"3, ready → unhealthy |",

@@ -448,6 +448,9 @@ func main() {
 	for at, k := range runs {
 		if string(k) == fleetName {
 			fo, err := newFleetOpts(*fleetSteps, *fleetFlood, *fleetRate, *scale, (*workers)[0], *cbor, memAfter, *deadline, logDir)
+			if *quick {
+				fo.connIdle = 0 // no wait for idle connections to close
+			}
 			if err == nil {
 				fleetRun, err = runFleetWorkload(ctx, bins["converge"], fo, logf)
 			}

@@ -401,6 +401,12 @@ func renderTable(s *Summary) string {
 		}
 		fmt.Fprintf(&b, "\nTargets met: %d of %d.", met, len(s.Targets))
 		var missed []string
+		why := whyMissed
+		for _, t := range s.Targets {
+			if !t.Met && t.Workload == fleetName {
+				why = whyMissedFleet
+			}
+		}
 		for _, t := range s.Targets {
 			if !t.Met {
 				w := t.Workload
@@ -411,7 +417,7 @@ func renderTable(s *Summary) string {
 			}
 		}
 		if len(missed) > 0 {
-			fmt.Fprintf(&b, " Not met: %s. %s", strings.Join(missed, "; "), whyMissed)
+			fmt.Fprintf(&b, " Not met: %s. %s", strings.Join(missed, "; "), why)
 		}
 		b.WriteString("\n")
 	}
@@ -421,6 +427,10 @@ func renderTable(s *Summary) string {
 // whyMissed points from a missed target to the hand-written explanation,
 // with profiles, in the repository.
 const whyMissed = "Why, with profiles: bench/results/analysis.md."
+
+// whyMissedFleet points from a missed target of the fleet workload to
+// what bench/README.md says of it.
+const whyMissedFleet = "Why: bench/README.md, \"The fleet workload\"; the other workloads' misses: bench/results/analysis.md."
 
 // renderChart draws, per workload, how many times better than
 // controller-runtime converge and client-go are on the charted metrics
