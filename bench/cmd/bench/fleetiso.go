@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -113,18 +114,25 @@ func flood(ctx context.Context, p *fleetPlanes, proc *member, o fleetOpts, quiet
 	quietDone := make(chan struct{})
 	go func() {
 		defer close(quietDone)
-		interval := time.Duration(float64(time.Second) / o.quietRate)
+		// Each create in a goroutine of its own, so that the API
+		// server's latency under the flood does not slow the pace.
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		tick := time.NewTicker(time.Duration(float64(time.Second) / o.quietRate))
+		defer tick.Stop()
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
-			case <-time.After(interval):
+			case <-tick.C:
 			}
 			ns := quiet[i%len(quiet)]
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("quiet-%05d", i)}}
-			if _, err := p.home.cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err == nil {
-				created.Add(1)
-			}
+			wg.Go(func() {
+				if _, err := p.home.cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err == nil {
+					created.Add(1)
+				}
+			})
 		}
 	}()
 	start := time.Now()

@@ -35,6 +35,16 @@ func TestFleetTargets(t *testing.T) {
 			t.Errorf("%s: isolation target %+v, want met %v", tc.name, ts[1], tc.isoOK)
 		}
 	}
+	cycles := FleetMemory{Via: "secrets", Points: []FleetMemPoint{
+		{Clusters: 0, HeapBytes: 10 * mib}, {Clusters: 5, HeapBytes: 12 * mib},
+		{Clusters: 0, Cycle: 1, Disengaged: true, HeapBytes: 12 * mib},
+		{Clusters: 5, Cycle: 2, HeapBytes: 13 * mib},
+		{Clusters: 0, Cycle: 2, Disengaged: true, HeapBytes: 13 * mib},
+	}}
+	ts := fleetTargets(&FleetRun{Memory: []FleetMemory{cycles}})
+	if len(ts) != 2 || ts[0].Met || ts[1].Metric != "heapCycle2/secrets" || !ts[1].Met {
+		t.Errorf("two cycles: got %+v, want heapBack missed (1.2×) and heapCycle2 met (1.08×)", ts)
+	}
 	if ts := fleetTargets(&FleetRun{Memory: []FleetMemory{{Via: "secrets", Points: []FleetMemPoint{{Clusters: 0}}}}}); len(ts) != 0 {
 		t.Errorf("a run cut short has no target to check, got %+v", ts)
 	}
