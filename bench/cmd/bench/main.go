@@ -195,6 +195,9 @@ func main() {
 			}
 			runs = append(runs, sharded)
 		case k == fleetName:
+			if (*attach != "" || *hold) && !set["workloads"] {
+				continue // on control planes of its own only: left out of the default list
+			}
 			if *attach != "" || *hold {
 				log.Fatalf("--workloads=%s starts two control planes of its own: it does not go with --kubeconfig or --hold", fleetName)
 			}
