@@ -230,8 +230,6 @@ type queue interface {
 	GetWithReason() (reconcile.Request, reconcile.Reason, bool)
 	Done(reconcile.Request)
 	Len() int
-	PauseFlow(flow string)
-	ResumeFlow(flow string)
 	ShutDown()
 	Stats() workqueue.Stats
 	Inspect(reconcile.Request) workqueue.KeyState
@@ -281,14 +279,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	c.phase.Store(int32(phaseSyncing))
 	defer c.phase.Store(int32(phaseStopped))
 	if c.localWaits() {
-		c.queue.PauseFlow("")
-		go func() {
-			select {
-			case <-c.mgr.elected:
-				c.queue.ResumeFlow("")
-			case <-ctx.Done():
-			}
-		}()
+		c.remote.HoldLocal(ctx, c.mgr.elected)
 	}
 	srcCtx := ctx
 	if c.local != nil {

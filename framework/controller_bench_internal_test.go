@@ -30,8 +30,6 @@ func (nopQueue) NumRequeues(reconcile.Request) int                      { return
 func (nopQueue) Done(reconcile.Request)                                 {}
 func (nopQueue) Len() int                                               { return 0 }
 func (nopQueue) ShutDown()                                              {}
-func (nopQueue) PauseFlow(string)                                       {}
-func (nopQueue) ResumeFlow(string)                                      {}
 func (nopQueue) Stats() workqueue.Stats                                 { return workqueue.Stats{} }
 func (nopQueue) Inspect(reconcile.Request) workqueue.KeyState           { return workqueue.KeyState{} }
 func (nopQueue) Keys(int, int) []workqueue.QueuedKey[reconcile.Request] { return nil }

@@ -60,8 +60,6 @@ func (q *recordingQueue) GetWithReason() (reconcile.Request, reconcile.Reason, b
 func (q *recordingQueue) Done(reconcile.Request) { q.record("done") }
 func (q *recordingQueue) Len() int               { return 0 }
 func (q *recordingQueue) ShutDown()              {}
-func (q *recordingQueue) PauseFlow(string)       {}
-func (q *recordingQueue) ResumeFlow(string)      {}
 func (q *recordingQueue) Stats() workqueue.Stats { return workqueue.Stats{} }
 func (q *recordingQueue) Inspect(reconcile.Request) workqueue.KeyState {
 	return workqueue.KeyState{}
