@@ -124,10 +124,16 @@
 // turning Clusters on is a layout change. Only the manager's own cluster
 // holds readiness up; a cluster still syncing does not.
 //
-// The manager's own cluster is not spread: a controller with
-// cluster.Scope.Remote reconciles its keys (requests naming no cluster) on
-// every member, so such a controller skips them, or leaves them to a
-// controller of its own that is Sharded. Spread clusters need every
-// member to run the controllers, so leader election is refused with
-// Clusters (a standby would hold clusters nobody serves).
+// The manager's own cluster is not spread; leader election gives its work
+// to one member. With leader election on, every member, leader or
+// standby, claims and serves its clusters: a controller with
+// cluster.Scope.Remote runs in every member, and its keys of the
+// manager's own cluster (requests naming no cluster) wait until the member
+// leads; the controllers of the manager's own cluster run in the leader
+// alone. Without leader election, every member reconciles the manager's
+// own cluster, a Remote controller's keys of it included.
+//
+// A ring without sharded controllers has no buckets: it claims no bucket
+// Lease, and its layout is "no buckets" whatever Options.Buckets says, so
+// a member that runs a sharded controller is another layout.
 package sharding
