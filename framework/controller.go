@@ -250,15 +250,19 @@ func (c *Controller) release() {
 // NeedLeaderElection reports whether the controller runs only in the leader.
 // A controller of every cluster (Clusters.Remote) in a manager that spreads
 // clusters (sharding.Options.Clusters) runs in every member: only its keys
-// of the manager's own cluster wait for leadership (see localWaits).
+// of the manager's own cluster wait for leadership (see leads).
 func (c *Controller) NeedLeaderElection() bool {
-	return !c.opts.WithoutLeaderElection && !c.opts.Sharded && !c.localWaits()
+	return !c.opts.WithoutLeaderElection && !c.opts.Sharded && c.leads() == nil
 }
 
-// localWaits says whether the keys of the manager's own cluster ("") wait,
-// in their paused flow, until this process leads (Manager.Elected).
-func (c *Controller) localWaits() bool {
-	return c.opts.Clusters.Remote && !c.opts.WithoutLeaderElection && c.mgr.gate != nil
+// leads is Manager.Elected when the controller's keys of the manager's own
+// cluster ("") wait, in their paused flow, until this process leads; nil
+// when they do not.
+func (c *Controller) leads() <-chan struct{} {
+	if c.opts.Clusters.Remote && !c.opts.WithoutLeaderElection && c.mgr.gate != nil {
+		return c.mgr.elected
+	}
+	return nil
 }
 
 // Name returns the controller's name.
@@ -278,9 +282,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	defer c.queue.ShutDown() // also when Start returns before its workers run
 	c.phase.Store(int32(phaseSyncing))
 	defer c.phase.Store(int32(phaseStopped))
-	if c.localWaits() {
-		c.remote.HoldLocal(ctx, c.mgr.elected)
-	}
+	c.remote.HoldLocal(ctx, c.leads())
 	srcCtx := ctx
 	if c.local != nil {
 		srcCtx = cluster.NewContext(ctx, c.local)

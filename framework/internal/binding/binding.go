@@ -192,8 +192,11 @@ func (s *Set) Start(ctx context.Context) {
 // lead is closed (this process leads) or ctx ends: with clusters spread
 // over a ring, a controller of every cluster runs in every member, and the
 // leader alone reconciles the manager's own cluster. Call it before the
-// controller's workers start.
+// controller's workers start. A nil lead, or a nil s, holds nothing.
 func (s *Set) HoldLocal(ctx context.Context, lead <-chan struct{}) {
+	if s == nil || lead == nil {
+		return
+	}
 	s.flows.PauseFlow("")
 	go func() {
 		select {
