@@ -347,21 +347,24 @@ func TestMembersFindingClustersOtherwiseRefuseEachOther(t *testing.T) {
 	}
 }
 
-// elected returns the identity of the member of mgrs that leads.
-func elected(ids []string, mgrs []*framework.Manager) string {
-	for i, m := range mgrs {
+// elected returns the identities of the members of mgrs (by id) that
+// have led, sorted: a member's Elected stays closed once it led.
+func elected(mgrs map[string]*framework.Manager) []string {
+	var out []string
+	for id, m := range mgrs {
 		select {
 		case <-m.Elected():
-			return ids[i]
+			out = append(out, id)
 		default:
 		}
 	}
-	return ""
+	slices.Sort(out)
+	return out
 }
 
 // With leader election, every member serves the clusters it holds, and
-// the leader alone reconciles the manager's own cluster's keys of a
-// controller of many clusters; once the leader stops, another member
+// only a member that leads reconciles the manager's own cluster's keys of
+// a controller of many clusters; once the leader stops, another member
 // takes the own cluster over, and no two members ever reconciled its keys
 // at once.
 func TestOwnClusterIsReconciledByTheLeaderAlone(t *testing.T) {
@@ -373,39 +376,41 @@ func TestOwnClusterIsReconciledByTheLeaderAlone(t *testing.T) {
 	r.ownNS = testenv.Namespace(t, cs)
 	testenv.CreateConfigMap(t, cs, r.ownNS, "cm", nil)
 	ids := []string{"m0", "m1", "m2"}
-	var mgrs []*framework.Manager
-	runs := map[string]*testenv.Run{}
+	mgrs, runs := map[string]*framework.Manager{}, map[string]*testenv.Run{}
 	for _, id := range ids {
-		mgr, run := memberWith(t, id, leaseNS, label, framework.Options{
+		mgrs[id], runs[id] = memberWith(t, id, leaseNS, label, framework.Options{
 			Sharding:       sharding.Options{Ring: "lead", Clusters: true},
 			LeaderElection: framework.LeaderElectionOptions{Enabled: true, ID: "lead"},
 		}, r, nil)
-		mgrs, runs[id] = append(mgrs, mgr), run
 	}
 	testenv.Eventually(t, "each namespace is engaged by one member, two each", func() bool { return balanced(r, names, ids, 2) })
-	testenv.Eventually(t, "a member leads", func() bool { return elected(ids, mgrs) != "" })
-	leader := elected(ids, mgrs)
+	testenv.Eventually(t, "a member leads", func() bool { return len(elected(mgrs)) > 0 })
+	leader := elected(mgrs)[0]
 	want := touchAll(t, cs, r, names, "1")
 	testenv.Eventually(t, "every cluster's change, and the own cluster's, is reconciled", func() bool { return allReconciled(r, want) })
-	if got, _ := r.ownReconcilers(); !slices.Equal(got, []string{leader}) {
-		t.Fatalf("the own cluster's keys were reconciled by %v, want by the leader %s alone", got, leader)
+	// Only members that led reconciled the own cluster (on a loaded
+	// machine a leader may lose its lease, and another take over).
+	onlyLeaders := func() {
+		t.Helper()
+		got, overlap := r.ownReconcilers()
+		led := elected(mgrs)
+		if slices.ContainsFunc(got, func(id string) bool { return !slices.Contains(led, id) }) {
+			t.Fatalf("the own cluster's keys were reconciled by %v, of which only %v led", got, led)
+		}
+		if overlap != "" {
+			t.Fatalf("two members reconciled the own cluster's keys at once: %s", overlap)
+		}
 	}
+	onlyLeaders()
 
 	runs[leader].Cancel()
 	<-runs[leader].Done
 	rest := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == leader })
 	testenv.Eventually(t, "the leader's namespaces move to the others, three each", func() bool { return balanced(r, names, rest, 3) })
-	testenv.Eventually(t, "another member leads", func() bool { return elected(ids, mgrs) != "" && elected(ids, mgrs) != leader })
-	next := elected(ids, mgrs)
+	testenv.Eventually(t, "another member leads", func() bool { return len(elected(mgrs)) > 1 })
 	want = touchAll(t, cs, r, names, "2")
 	testenv.Eventually(t, "every change after the move is reconciled", func() bool { return allReconciled(r, want) })
-	got, overlap := r.ownReconcilers()
-	if slices.ContainsFunc(got, func(id string) bool { return id != leader && id != next }) {
-		t.Errorf("the own cluster's keys were reconciled by %v, want by %s, then %s", got, leader, next)
-	}
-	if overlap != "" {
-		t.Errorf("two members reconciled the own cluster's keys at once: %s", overlap)
-	}
+	onlyLeaders()
 	if n, first := r.overlaps(); n > 0 {
 		t.Errorf("%d overlapping engagements, first: %s", n, first)
 	}
@@ -462,7 +467,7 @@ func TestRingOfClustersAloneClaimsNoBucket(t *testing.T) {
 		return s.Refused != ""
 	})
 	s, _ := second.RingStatus()
-	for _, want := range []string{`"m0"`, `"m1"`, "no buckets (no sharded controllers), clusters of namespaces", "32 buckets by uid, sharded controllers: secrets (Secret), clusters of namespaces"} {
+	for _, want := range []string{`"m0"`, `"m1"`, "no buckets (no sharded controllers), clusters of namespaces", "32 buckets by object.metadata.uid, sharded controllers: secrets (Secret), clusters of namespaces"} {
 		if !strings.Contains(s.Refused, want) {
 			t.Errorf("the refusal does not name %s: %s", want, s.Refused)
 		}
