@@ -89,10 +89,12 @@
 // and Status.Refused name both members and both layouts), the metric
 // converge_shard_refusals_total counts it, and it keeps trying: it takes
 // the ring over once no member of the layout the Lease records renewed it
-// for Lease.Duration, or for Lease.RenewDeadline after the last of them released
-// it on leaving. To change a ring's layout, stop its members before the
-// new ones start (a Deployment's Recreate strategy), or let the new ones
-// wait, unready, until the old ones are gone; the README says more.
+// for Lease.Duration, or for Lease.RenewDeadline after the last of them
+// released it on leaving: its layout is then the only one, and that is how
+// a layout changes (the providers of spread clusters included). To change
+// a ring's layout, stop its members before the new ones start (a
+// Deployment's Recreate strategy), or let the new ones wait, unready,
+// until the old ones are gone; the README says more.
 //
 // # Whole clusters
 //
