@@ -454,14 +454,7 @@ func TestRingOfClustersAloneClaimsNoBucket(t *testing.T) {
 		t.Errorf("a ring without sharded controllers reports buckets %+v, serving %v, syncing %v", s.Buckets, s.Serving, s.Syncing)
 	}
 
-	sharded := func(mgr *framework.Manager) {
-		err := framework.NewBuilder[*corev1.Secret](mgr, "secrets", framework.ControllerOptions{Sharded: true}).
-			Complete(reconcile.ObjectFunc[*corev1.Secret](func(context.Context, *corev1.Secret) (reconcile.Result, error) { return reconcile.Result{}, nil }))
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	second, _ := memberWith(t, "m1", leaseNS, label, framework.Options{Sharding: sharding.Options{Ring: "nb", Clusters: true}}, r, sharded)
+	second, _ := memberWith(t, "m1", leaseNS, label, framework.Options{Sharding: sharding.Options{Ring: "nb", Clusters: true}}, r, shardedSecrets(t))
 	testenv.Eventually(t, "the member with a sharded controller is refused", func() bool {
 		s, _ := second.RingStatus()
 		return s.Refused != ""
@@ -481,4 +474,54 @@ func TestRingOfClustersAloneClaimsNoBucket(t *testing.T) {
 	if !balanced(r, names, []string{"m0"}, 2) {
 		t.Errorf("the first member lost clusters to the refused one: %v", r.holders())
 	}
+}
+
+// shardedSecrets builds a sharded controller of Secrets that does nothing.
+func shardedSecrets(t *testing.T) func(*framework.Manager) {
+	return func(mgr *framework.Manager) {
+		err := framework.NewBuilder[*corev1.Secret](mgr, "secrets", framework.ControllerOptions{Sharded: true}).
+			Complete(reconcile.ObjectFunc[*corev1.Secret](func(context.Context, *corev1.Secret) (reconcile.Result, error) { return reconcile.Result{}, nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The other way round: a member without sharded controllers that meets a
+// ring held by one with them is refused and holds nothing, and the first
+// keeps serving every bucket and every cluster.
+func TestRingWithShardedControllersRefusesAMemberOfClustersAlone(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(plane.Config(t))
+	leaseNS := testenv.Namespace(t, cs)
+	label := unique("withbucket")
+	names := spreadNamespaces(t, cs, label, 2)
+	r := newReferee()
+	first, _ := memberWith(t, "m0", leaseNS, label, framework.Options{Sharding: sharding.Options{Ring: "wb", Clusters: true}}, r, shardedSecrets(t))
+	testenv.Eventually(t, "the first member serves every bucket and both namespaces", func() bool {
+		s, _ := first.RingStatus()
+		return len(s.Serving) == 32 && balanced(r, names, []string{"m0"}, 2)
+	})
+	second, _ := member(t, "m1", "wb", leaseNS, label, true, r)
+	testenv.Eventually(t, "the member without sharded controllers is refused", func() bool {
+		s, _ := second.RingStatus()
+		return s.Refused != ""
+	})
+	s, _ := second.RingStatus()
+	for _, want := range []string{`"m0"`, `"m1"`, "no buckets (no sharded controllers), clusters of namespaces", "32 buckets by object.metadata.uid, sharded controllers: secrets (Secret)"} {
+		if !strings.Contains(s.Refused, want) {
+			t.Errorf("the refusal does not name %s: %s", want, s.Refused)
+		}
+	}
+	if s.Clusters != nil && len(s.Clusters.Serving)+len(s.Clusters.Syncing) > 0 {
+		t.Errorf("the refused member holds clusters %+v", s.Clusters)
+	}
+	// Asked until true: on a loaded machine a renewal may miss its
+	// deadline, and the first member then syncs a fenced bucket again.
+	testenv.Eventually(t, "the first member still serves every bucket and both namespaces", func() bool {
+		fs, _ := first.RingStatus()
+		if fs.Refused != "" {
+			t.Fatalf("the member holding the ring was refused: %s", fs.Refused)
+		}
+		return len(fs.Serving) == 32 && balanced(r, names, []string{"m0"}, 2)
+	})
 }
