@@ -432,3 +432,25 @@ func TestMembersWithDifferentViewsNeverHoldAClusterTwice(t *testing.T) {
 		t.Errorf("clusters held twice: %q", log.doubles)
 	}
 }
+
+// A ring that spreads clusters and has no sharded controller claims no
+// bucket: no bucket Lease, none held, and a layout that says so.
+func TestClustersAloneClaimNoBucket(t *testing.T) {
+	u := &stubClusters{}
+	u.set("edge-1")
+	r, leases := startSpreading(t, u)
+	eventually(t, "the cluster is engaged", func() bool { return u.holding("edge-1") })
+	l, err := leases.List(t.Context(), metav1.ListOptions{LabelSelector: RoleLabel + "=" + RoleBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) > 0 {
+		t.Errorf("the ring made %d bucket Leases, want none", len(l.Items))
+	}
+	if s := r.Status(); s.Buckets.Count != 0 || len(s.Serving)+len(s.Syncing) > 0 {
+		t.Errorf("Status = buckets %+v, serving %v, syncing %v; want none", s.Buckets, s.Serving, s.Syncing)
+	}
+	if got, want := r.Layout().String(), "no buckets (no sharded controllers), clusters of stub"; got != want {
+		t.Errorf("layout %q, want %q", got, want)
+	}
+}
