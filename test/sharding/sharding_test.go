@@ -104,6 +104,8 @@ type scale struct {
 	// measured).
 	layoutRuns int
 	costFor    time.Duration
+	// spread sizes the scenarios of clusters spread over a ring.
+	spread spreadScale
 }
 
 // plane is one control plane's configuration.
@@ -123,9 +125,11 @@ var (
 
 func scaleFromEnv() scale {
 	if os.Getenv("SHARDING_FULL") != "" {
-		return scale{objects: 3000, rate: 60, planes: []plane{gated, ungated}, layoutRuns: 20, costFor: time.Minute}
+		return scale{objects: 3000, rate: 60, planes: []plane{gated, ungated}, layoutRuns: 20, costFor: time.Minute,
+			spread: spreadScale{clusters: 24, rate: 20, runs: 3, full: true, configRuns: 5}}
 	}
-	return scale{objects: 1500, rate: 30, planes: []plane{gated}, layoutRuns: 2}
+	return scale{objects: 1500, rate: 30, planes: []plane{gated}, layoutRuns: 2,
+		spread: spreadScale{clusters: 12, rate: 10, runs: 1, configRuns: 1}}
 }
 
 func TestSharding(t *testing.T) {
@@ -152,6 +156,9 @@ func TestSharding(t *testing.T) {
 				t.Run("partition healed past the lease", func(t *testing.T) { testPartition(t, env, cs, false) })
 				t.Run("partition healed past the lease without preconditions", func(t *testing.T) { testPartition(t, env, cs, true) })
 				t.Run("restart after a crash", func(t *testing.T) { testRestartAfterACrash(t, env, cs) })
+				t.Run("spread clusters", func(t *testing.T) { testSpread(t, env, cs, sc.spread) })
+				t.Run("spread clusters of two configurations", func(t *testing.T) { testSpreadConfigurations(t, env, cs, sc.spread.configRuns) })
+				t.Run("clusters not spread overlap", func(t *testing.T) { testSpreadOff(t, env, cs) })
 				if sc.costFor > 0 {
 					t.Run("steady state cost of preconditions", func(t *testing.T) { testSteadyCost(t, env, cs, sc.objects, sc.rate, sc.costFor) })
 				}

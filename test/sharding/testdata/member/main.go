@@ -20,6 +20,11 @@
 // --no-preconditions turns off the preconditions of the sharded
 // reconciles' writes (a negative control).
 //
+// With --clusters=VALUE the member is instead a controller of many
+// clusters, each namespace labelled report.ClusterLabel=VALUE one
+// (cluster/namespaces); with --ring too it spreads them over the ring
+// (sharding.Options.Clusters). spread.go says what it reports.
+//
 // It stops on SIGTERM through framework.SignalContext and exits 0 when
 // Manager.Start returns nil.
 package main
@@ -68,6 +73,8 @@ type options struct {
 	workers, buckets                                       int
 	kind, server                                           string
 	noPreconditions                                        bool
+	// clusters, when set, makes the member one of spread clusters.
+	clusters string
 }
 
 func main() {
@@ -85,6 +92,7 @@ func main() {
 	flag.StringVar(&o.kind, "kind", "configmaps", "the kind the controller reconciles: configmaps or secrets (which it only reads)")
 	flag.StringVar(&o.server, "server", "", "send every request to this URL instead of the kubeconfig's server")
 	flag.BoolVar(&o.noPreconditions, "no-preconditions", false, "send the sharded reconciles' writes without preconditions (a negative control)")
+	flag.StringVar(&o.clusters, "clusters", "", "copy a ConfigMap in each namespace labelled "+report.ClusterLabel+"=VALUE, each a cluster (spread over --ring, if set)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "member:", err)
@@ -110,6 +118,9 @@ func run(o options) error {
 	}
 	if o.server != "" {
 		cfg.Host = o.server
+	}
+	if o.clusters != "" {
+		return runSpread(ctx, o, log, cfg)
 	}
 	sharding := sharding.Options{Ring: o.ring, Buckets: sharding.Buckets{Count: o.buckets}, Lease: lease.Options{Namespace: o.namespace, Identity: o.identity}}
 	if o.ring != "" {
