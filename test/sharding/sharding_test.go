@@ -26,6 +26,21 @@
 // size it also measures what the preconditions cost at steady state (the
 // writes they refuse per 1,000 changes, with and without them).
 //
+// Then it spreads clusters over a ring (sharding.Options.Clusters): each
+// member copies a ConfigMap in every cluster it engages, each cluster a
+// labelled namespace of the plane (cluster/namespaces), and reports every
+// engagement and disengagement and every reconcile to the referee, which
+// counts two members engaging one cluster at once, reconciles of one
+// cluster by two at once, and late writes by resourceVersion. Three
+// members start together (each cluster engaged once, within one of
+// even), one is SIGKILLed (its clusters engaged elsewhere; the time is
+// printed), and at full size a fourth joins, one leaves on SIGTERM and one
+// is frozen past its Lease and thawed; every change must be copied. Two
+// members whose providers select other namespaces start together: one is
+// refused, naming both, not ready, and engages nothing. The negative
+// control runs the same program without a ring: the referee must see
+// double engagements and overlapping reconciles.
+//
 // It runs once with kube-apiserver's ShardedListAndWatch feature gate (the
 // server filters each bucket's list and watch) and once without (the
 // informers filter). `make sharding` runs both at full size

@@ -370,9 +370,10 @@ func firstLine(s string) string {
 func testSpreadOff(t *testing.T, env *envtest.Environment, cs kubernetes.Interface) {
 	ctx := t.Context()
 	ns := testenv.Namespace(t, cs, "off")
-	clusters := makeClusters(t, cs, spreadLabel("off"), 4)
+	label := spreadLabel("off")
+	clusters := makeClusters(t, cs, label, 4)
 	ref := newReferee(t)
-	flags := []string{"--workers=4", "--work=100ms", "--clusters=" + strings.TrimSuffix(clusters[0], "-00")}
+	flags := []string{"--workers=4", "--work=100ms", "--clusters=" + label}
 	a := startMember(t, env.KubeconfigPath(), ns, "r1", ref, flags...)
 	b := startMember(t, env.KubeconfigPath(), ns, "r2", ref, flags...)
 	startUpdaterOf(ctx, t, cs, len(clusters), 20, func(i int) (string, string, string) { return clusters[i], report.Source, clusters[i] })

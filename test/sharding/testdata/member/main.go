@@ -47,6 +47,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/shardtest"
@@ -172,11 +173,7 @@ func (m *member) reconcile(ctx context.Context, cm *corev1.ConfigMap) (reconcile
 		exit.Outcome, exit.End = report.Unchanged, time.Now().UnixNano()
 		return reconcile.Result{}, nil
 	}
-	t := time.NewTimer(m.work)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
+	if !m.worked(ctx) {
 		exit.Outcome, exit.End = report.Cancelled, time.Now().UnixNano()
 		return reconcile.Result{}, ctx.Err()
 	}
@@ -187,19 +184,37 @@ func (m *member) reconcile(ctx context.Context, cm *corev1.ConfigMap) (reconcile
 	target := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}
 	err = m.mgr.Client().Patch(ctx, target, types.MergePatchType, patch)
 	exit.End = time.Now().UnixNano()
+	exit.Outcome, exit.WriteRV, exit.Err = outcome(ctx, err, target.ResourceVersion)
+	return reconcile.Result{}, err
+}
+
+// worked waits --work, and reports whether ctx was still live then.
+func (m *member) worked(ctx context.Context) bool {
+	t := time.NewTimer(m.work)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// outcome is the outcome of a reconcile whose write returned err, with
+// the resourceVersion rv it produced or the error's text.
+func outcome(ctx context.Context, err error, rv string) (outcome, writeRV, text string) {
 	switch {
 	case err == nil:
-		exit.Outcome, exit.WriteRV = report.Written, target.ResourceVersion
-	case errors.Is(err, sharding.ErrBucketNotHeld):
-		exit.Outcome, exit.Err = report.Fenced, err.Error()
+		return report.Written, rv, ""
+	case errors.Is(err, sharding.ErrBucketNotHeld), errors.Is(err, sharding.ErrClusterNotHeld), errors.Is(err, cluster.ErrDisengaged):
+		return report.Fenced, "", err.Error()
 	case apierrors.IsConflict(err):
-		exit.Outcome, exit.Err = report.Conflict, err.Error()
+		return report.Conflict, "", err.Error()
 	case ctx.Err() != nil:
-		exit.Outcome, exit.Err = report.Cancelled, err.Error()
+		return report.Cancelled, "", err.Error()
 	default:
-		exit.Outcome, exit.Err = report.Error, err.Error()
+		return report.Error, "", err.Error()
 	}
-	return reconcile.Result{}, err
 }
 
 // reportStatus reports the ring status and the number of cached objects

@@ -19,7 +19,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -115,29 +114,14 @@ func (m *member) copy(ctx context.Context, req reconcile.Request) (reconcile.Res
 			exit.Outcome, exit.End = report.Unchanged, time.Now().UnixNano()
 			return reconcile.Result{}, nil
 		}
-		t := time.NewTimer(m.work)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
+		if !m.worked(ctx) {
 			exit.Outcome, exit.End = report.Cancelled, time.Now().UnixNano()
 			return reconcile.Result{}, ctx.Err()
 		}
 		err = m.writeCopy(ctx, c, &cp, exit.Value)
 	}
 	exit.End = time.Now().UnixNano()
-	switch {
-	case err == nil:
-		exit.Outcome, exit.WriteRV = report.Written, cp.ResourceVersion
-	case errors.Is(err, sharding.ErrClusterNotHeld), errors.Is(err, cluster.ErrDisengaged):
-		exit.Outcome, exit.Err = report.Fenced, err.Error()
-	case apierrors.IsConflict(err):
-		exit.Outcome, exit.Err = report.Conflict, err.Error()
-	case ctx.Err() != nil:
-		exit.Outcome, exit.Err = report.Cancelled, err.Error()
-	default:
-		exit.Outcome, exit.Err = report.Error, err.Error()
-	}
+	exit.Outcome, exit.WriteRV, exit.Err = outcome(ctx, err, cp.ResourceVersion)
 	return reconcile.Result{}, err
 }
 
