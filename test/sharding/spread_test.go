@@ -128,8 +128,8 @@ type chain struct {
 	members  map[string]*memberProcess
 	u        *updater
 	steps    []step
-	// late is what the frozen member's reconciles in flight did once it
-	// was thawed, by outcome.
+	// late is what the reconciles the frozen member had in flight when it
+	// was stopped did once it was thawed, by outcome.
 	late map[string]int
 }
 
@@ -200,6 +200,9 @@ func (c *chain) run() {
 	c.ref.killed(c.members["m2"].cmd.Process.Pid, since)
 	c.settle("SIGKILL m2: "+strconv.Itoa(len(live))+" left", fmt.Sprintf("engaged elsewhere (bound: LeaseDuration %v + sync)", lease), since, live...)
 	if c.ss.full {
+		// The changes made so far are copied first: the freeze's figures
+		// are its own.
+		waitCopied(ctx, t, c.cs, c.clusters, c.u.lastValues())
 		c.freeze("m3", "m4")
 	}
 	c.u.stop()
@@ -227,10 +230,10 @@ func (c *chain) freeze(frozen, successor string) {
 	since := time.Now()
 	m.signal(t, syscall.SIGSTOP)
 	c.ref.froze(m.cmd.Process.Pid, since)
+	held := c.ref.openSpans(frozen)
 	c.settle(fmt.Sprintf("SIGSTOP %s past its Lease: %s alone", frozen, successor), fmt.Sprintf("engaged elsewhere (bound: LeaseDuration %v + sync)", lease), since, successor)
 	c.u.changeAll(ctx)
 	waitCopied(ctx, t, c.cs, c.clusters, c.u.lastValues())
-	before := c.ref.outcomesOf(frozen)
 	since = time.Now()
 	m.signal(t, syscall.SIGCONT)
 	c.ref.thawed(m.cmd.Process.Pid, since)
@@ -238,12 +241,7 @@ func (c *chain) freeze(frozen, successor string) {
 	eventually(t, time.Minute, 20*time.Millisecond, func() (bool, string) {
 		return c.ref.openOf(frozen) == 0, fmt.Sprintf("%s has %d reconciles in flight after it was thawed", frozen, c.ref.openOf(frozen))
 	})
-	c.late = map[string]int{}
-	for o, k := range c.ref.outcomesOf(frozen) {
-		if d := k - before[o]; d > 0 {
-			c.late[o] = d
-		}
-	}
+	c.late = c.ref.outcomesOfSpans(held)
 }
 
 // judge prints the run's table and fails t on a double engagement, a
@@ -271,7 +269,7 @@ func (c *chain) judge(converged time.Duration) {
 	fmt.Fprintf(&b, "reconciles of one cluster by two members at once: both writes accepted %d, ordered by the server %d, one fenced %d, at most one write %d; writes that landed over another member's later look: %d\n",
 		v.overlaps, v.ordered, v.fenced, v.other, v.stale)
 	if c.late != nil {
-		fmt.Fprintf(&b, "the frozen member's reconciles that ended once it was thawed: %v\n", c.late)
+		fmt.Fprintf(&b, "the frozen member's reconciles in flight when it was stopped ended, once it was thawed: %v\n", c.late)
 	}
 	fmt.Fprintf(&b, "every cluster's last change copied %v after the updater stopped\n", converged.Round(10*time.Millisecond))
 	t.Log(b.String())
@@ -351,16 +349,22 @@ func testSpreadConfigurations(t *testing.T, env *envtest.Environment, cs kuberne
 			t.Errorf("run %d: a cluster of the refused configuration is engaged: %v", run+1, h)
 		}
 		t.Logf("run %d: %s's configuration took the ring and copied every change of its %d clusters; %s refused, not ready (%s), engaged nothing: %s",
-			run+1, winner, len(clusters[winner]), loser, firstLine(st.Unready), st.Refused)
+			run+1, winner, len(clusters[winner]), loser, failedChecks(st.Unready), st.Refused)
 		stopAll(t, a, b)
 	}
 	t.Logf("two configurations started together %d times: a took the ring %d times, b %d times; the other was refused every time", runs, wins["a"], wins["b"])
 }
 
-// firstLine returns s up to its first line break.
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
+// failedChecks returns the lines of a verbose /readyz answer that name a
+// failed check ("[-]...").
+func failedChecks(s string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.HasPrefix(line, "[-]") {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // testSpreadOff is the negative control of the spread scenarios: the same

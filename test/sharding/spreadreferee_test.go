@@ -118,6 +118,28 @@ func (r *referee) engagedBy(member string) int {
 	return n
 }
 
+// openSpans returns member's reconciles in flight.
+func (r *referee) openSpans(member string) []*span {
+	var out []*span
+	r.eachOf(member, func(s *span) {
+		if s.outcome == outcomeOpen {
+			out = append(out, s)
+		}
+	})
+	return out
+}
+
+// outcomesOfSpans counts spans by their outcome now.
+func (r *referee) outcomesOfSpans(spans []*span) map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for _, s := range spans {
+		out[s.outcome]++
+	}
+	return out
+}
+
 // engagementVerdict sorts the pairs of engagements of one cluster by two
 // processes that overlap in time.
 type engagementVerdict struct {
