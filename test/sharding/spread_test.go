@@ -150,7 +150,8 @@ func (c *chain) start(ids ...string) {
 }
 
 // settle waits until each cluster is engaged by exactly one of live, the
-// counts within one of each other, and records the step.
+// counts within one of each other, records the step, and waits until
+// every change made so far is copied.
 func (c *chain) settle(change, target string, since time.Time, live ...string) {
 	c.t.Helper()
 	var counts []int
@@ -170,6 +171,9 @@ func (c *chain) settle(change, target string, since time.Time, live ...string) {
 	s.share = strings.Join(share, ", ")
 	c.steps = append(c.steps, s)
 	c.t.Logf("%s: every cluster engaged once after %v (%s)", change, s.took.Round(time.Millisecond), s.share)
+	// The changes made so far are copied before the next step: each
+	// step's figures are its own.
+	waitCopied(c.t.Context(), c.t, c.cs, c.clusters, c.u.lastValues())
 }
 
 func (c *chain) run() {
@@ -200,9 +204,6 @@ func (c *chain) run() {
 	c.ref.killed(c.members["m2"].cmd.Process.Pid, since)
 	c.settle("SIGKILL m2: "+strconv.Itoa(len(live))+" left", fmt.Sprintf("engaged elsewhere (bound: LeaseDuration %v + sync)", lease), since, live...)
 	if c.ss.full {
-		// The changes made so far are copied first: the freeze's figures
-		// are its own.
-		waitCopied(ctx, t, c.cs, c.clusters, c.u.lastValues())
 		c.freeze("m3", "m4")
 	}
 	c.u.stop()
