@@ -115,6 +115,14 @@ func testSpread(t *testing.T, env *envtest.Environment, cs kubernetes.Interface,
 	}
 }
 
+// spreadStep is a step of a chain: moved counts the clusters whose holder
+// changed, begun the engagements that began until it settled (one per
+// cluster moved when each moves once, straight to its holder).
+type spreadStep struct {
+	step
+	moved, begun int
+}
+
 // chain is one run of testSpread.
 type chain struct {
 	t        *testing.T
@@ -127,7 +135,9 @@ type chain struct {
 	flags    []string
 	members  map[string]*memberProcess
 	u        *updater
-	steps    []step
+	steps    []spreadStep
+	// holders are the clusters' holders when the last step settled.
+	holders map[string][]string
 	// late is what the reconciles the frozen member had in flight when it
 	// was stopped did once it was thawed, by outcome.
 	late map[string]int
@@ -169,7 +179,15 @@ func (c *chain) settle(change, target string, since time.Time, live ...string) {
 		share = append(share, fmt.Sprintf("%s %d", id, counts[i]))
 	}
 	s.share = strings.Join(share, ", ")
-	c.steps = append(c.steps, s)
+	now := c.ref.holders()
+	moved := 0
+	for _, x := range c.clusters {
+		if !slices.Equal(now[x], c.holders[x]) {
+			moved++
+		}
+	}
+	c.holders = now
+	c.steps = append(c.steps, spreadStep{step: s, moved: moved, begun: c.ref.begun(since, since.Add(s.took))})
 	c.t.Logf("%s: every cluster engaged once after %v (%s)", change, s.took.Round(time.Millisecond), s.share)
 	// The changes made so far are copied before the next step: each
 	// step's figures are its own.
@@ -261,10 +279,10 @@ func (c *chain) judge(converged time.Duration) {
 	c.u.mu.Unlock()
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nspread clusters: %d clusters (namespaces), %d source changes at %.0f/s (%d failed), %d reconciles %v\n", len(c.clusters), changes, c.ss.rate, failures, v.reconciles, v.outcomes)
-	b.WriteString("| membership change | members | every cluster engaged once after | target | clusters per member | slowest copy of a change made meanwhile |\n")
-	b.WriteString("|---|---:|---:|---|---|---:|\n")
+	b.WriteString("| membership change | members | every cluster engaged once after | target | clusters per member | clusters moved | engagements begun | slowest copy of a change made meanwhile |\n")
+	b.WriteString("|---|---:|---:|---|---|---:|---:|---:|\n")
 	for _, s := range c.steps {
-		fmt.Fprintf(&b, "| %s | %d | %v | %s | %s | %v |\n", s.change, s.members, s.took.Round(10*time.Millisecond), s.target, s.share, s.slowest.Round(10*time.Millisecond))
+		fmt.Fprintf(&b, "| %s | %d | %v | %s | %s | %d | %d | %v |\n", s.change, s.members, s.took.Round(10*time.Millisecond), s.target, s.share, s.moved, s.begun, s.slowest.Round(10*time.Millisecond))
 	}
 	fmt.Fprintf(&b, "engagements: %d; doubles (two members at once): %d; at once while the first holder was stopped past its Lease: %d\n", e.engagements, e.doubles, e.frozen)
 	fmt.Fprintf(&b, "reconciles of one cluster by two members at once: both writes accepted %d, ordered by the server %d, one fenced %d, at most one write %d; writes that landed over another member's later look: %d\n",

@@ -105,6 +105,19 @@ func (r *referee) spread(live, clusters []string) (counts []int, even bool) {
 	return counts, even && len(counts) > 0 && slices.Max(counts)-slices.Min(counts) <= 1
 }
 
+// begun counts the engagements that began in [from, to].
+func (r *referee) begun(from, to time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.engagements {
+		if !e.from.Before(from) && !e.from.After(to) {
+			n++
+		}
+	}
+	return n
+}
+
 // engagedBy counts the engagements member's processes reported.
 func (r *referee) engagedBy(member string) int {
 	r.mu.Lock()
