@@ -70,15 +70,28 @@ func (r *referee) frozenAtLocked(pid int, at time.Time) bool {
 	return false
 }
 
+// stoppedDuringLocked reports whether e's process was stopped while e
+// lasted. The suite stops a process only past its Lease, so e is no hold
+// any more: it lasts until the process, woken, finds the Lease lost. r.mu
+// must be held.
+func (r *referee) stoppedDuringLocked(e *engagement) bool {
+	for _, w := range r.frozen[e.pid] {
+		if e.from.Before(w.from) && (e.to.IsZero() || e.to.After(w.from)) {
+			return true
+		}
+	}
+	return false
+}
+
 // holders returns the identities engaging each cluster now, leaving out
-// processes stopped now (their engagements last, but they act on none).
+// the engagements of a process stopped while they lasted (see
+// stoppedDuringLocked).
 func (r *referee) holders() map[string][]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := time.Now()
 	out := map[string][]string{}
 	for _, e := range r.engagements {
-		if e.to.IsZero() && !r.frozenAtLocked(e.pid, now) {
+		if e.to.IsZero() && !r.stoppedDuringLocked(e) {
 			out[e.cluster] = append(out[e.cluster], e.identity)
 		}
 	}
