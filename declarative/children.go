@@ -173,7 +173,7 @@ func (d *Declarative[T]) locate(parent object.Object, c *child) (*site, bool, er
 		}
 		return nil, false, invalidDeclaration(fmt.Errorf("child %s carries owner references, which cannot cross clusters: cluster %s's garbage collector would delete it, as its owner is not there; leave them out (converge links the child to its parent by labels and the parent's ledger)", c, c.target))
 	}
-	at, away, err := d.siteOf(c.target)
+	at, away, err := d.siteOf(c.target, parent)
 	if err != nil {
 		return nil, false, fmt.Errorf("child %s: %w", c, err)
 	}

@@ -98,9 +98,8 @@ func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 	var errs []error
 	wait := ""
 	for _, cl := range append([]string{""}, d.ledgerClusters(parent)...) {
-		at, away, err := d.siteOf(cl)
+		at, away, err := d.siteOf(cl, parent)
 		if err == nil && away != "" {
-			d.clusterWaits.add(cl, requestOf(parent))
 			wait = cmp.Or(wait, "deletion waits for "+away)
 			continue
 		}
