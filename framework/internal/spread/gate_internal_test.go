@@ -44,7 +44,7 @@ func (syncedSource) String() string { return "synced" }
 func (syncedSource) Start(context.Context) (cache.ResourceEventHandlerRegistration, error) {
 	return nil, nil
 }
-func (syncedSource) WaitForSync(context.Context) error                          { return nil }
+func (syncedSource) WaitForSync(context.Context) error                           { return nil }
 func (syncedSource) RemoveListener(cache.ResourceEventHandlerRegistration) error { return nil }
 
 // gateRig is a Gate over a Set that does not run, with one controller
