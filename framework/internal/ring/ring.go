@@ -110,7 +110,9 @@ type Ring struct {
 	log     logr.Logger
 	metrics *Metrics
 	// SyncHeapRatio is Options.SyncHeapRatio: the heap bound while a
-	// bucket's reads first sync (see syncgc.Bound). Set it before Start.
+	// bucket's reads first sync (see syncgc.Bound), and, taken by the
+	// ClusterUser, while a cluster's informers first sync. Set it before
+	// Start.
 	SyncHeapRatio float64
 	// memberName is the name of this member's Lease.
 	memberName string

@@ -90,3 +90,42 @@ func TestBucketReadLeavesGCAloneWhenSyncHeapRatioIsNegative(t *testing.T) {
 		t.Errorf("with SyncHeapRatio negative the bucket was read with GOGC %v, want 100 (untouched)", u.during)
 	}
 }
+
+// gcClusters is a ClusterUser whose Acquire records the GOGC it ran
+// under; its other methods are not called here.
+type gcClusters struct {
+	ClusterUser
+	during []int
+}
+
+func (u *gcClusters) Acquire(context.Context, string) error {
+	u.during = append(u.during, gogc())
+	return nil
+}
+
+func (u *gcClusters) Serve(context.Context, string, bool) {}
+
+func TestClusterAcquireIsNotBoundByTheRing(t *testing.T) {
+	// Acquiring a cluster waits for its engagement first, which may never
+	// come (an API server that does not answer): the ring leaves GOGC
+	// alone around it, and the ClusterUser bounds the informers' sync
+	// itself (spread.Gate.Acquire).
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	opts := sharding.Options{
+		Ring:    "r",
+		Buckets: sharding.Buckets{Count: 4},
+		Lease:   lease.Options{Namespace: "ns", Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
+	}
+	r := New(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), NewMetrics(opts.Ring))
+	r.SyncHeapRatio = 1.3
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	h := &heldBucket{lease: &coordinationv1.Lease{}, since: time.Now(), ctx: ctx, cancel: cancel}
+	r.held[clusterUnit("edge-1")] = h
+	u := &gcClusters{}
+	r.acquire(clusterUnit("edge-1"), h, []participant{clusterPart{u, "edge-1"}})
+	if len(u.during) != 1 || u.during[0] != 100 {
+		t.Errorf("the cluster was acquired with GOGC %v, want once at 100 (left to the ClusterUser)", u.during)
+	}
+}

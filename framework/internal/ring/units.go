@@ -99,7 +99,9 @@ type ClusterUser interface {
 	// Acquire engages the cluster named name and returns once it is
 	// engaged and read by every controller that watches it, or with ctx's
 	// error. ctx is the holding's context, which ends when the ring gives
-	// the cluster up or loses it.
+	// the cluster up or loses it. The ring does not bound the heap around
+	// it (SyncHeapRatio): an engagement may wait long for an API server
+	// that does not answer, so Acquire bounds the informers' sync only.
 	Acquire(ctx context.Context, name string) error
 	// Serve turns dispatching the cluster's keys on or off, for the
 	// holding of context ctx, as User.Serve.

@@ -12,6 +12,7 @@ import (
 	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework/internal/binding"
 	"github.com/converge-dev/converge/framework/internal/ring"
+	"github.com/converge-dev/converge/framework/internal/syncgc"
 	"github.com/converge-dev/converge/sharding"
 )
 
@@ -192,7 +193,11 @@ var errNotFound = errors.New("the providers no longer find the cluster")
 
 // Acquire engages the cluster named name for the holding of ctx and
 // returns once it is engaged and every controller of many clusters read
-// it, or with ctx's error.
+// it, or with ctx's error. The heap is bounded (the ring's SyncHeapRatio)
+// while the controllers' informers sync, not while the engagement waits
+// for the API server, and for syncgc.MaxBound at most: a sync that never
+// ends (a controller that could not watch the cluster, informers that
+// cannot list) must not keep GOGC lowered for the whole process.
 func (g *Gate) Acquire(ctx context.Context, name string) error {
 	h, err := g.engage(ctx, name)
 	if err != nil {
@@ -203,6 +208,7 @@ func (g *Gate) Acquire(ctx context.Context, name string) error {
 		return ctx.Err()
 	case <-h.engaged:
 	}
+	defer syncgc.BoundWithin(g.ring.SyncHeapRatio, time.After(syncgc.MaxBound))()
 	return g.reg.Synced(ctx, name)
 }
 

@@ -2,15 +2,23 @@ package spread
 
 import (
 	"context"
+	"errors"
+	"runtime/debug"
+	runtimemetrics "runtime/metrics"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework/fake"
 	"github.com/converge-dev/converge/framework/internal/binding"
+	"github.com/converge-dev/converge/framework/internal/ring"
+	"github.com/converge-dev/converge/framework/internal/syncgc"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/reconcile"
 	"github.com/converge-dev/converge/sharding"
@@ -118,4 +126,60 @@ func TestALateQuiesceDoesNotHoldTheNextHoldingsKeys(t *testing.T) {
 	if f.get() != "pause edge-1" {
 		t.Errorf("after a quiesce of the current holding the flow's last call is %q, want a pause", f.get())
 	}
+}
+
+// gogc reads the garbage collector's current GOGC.
+func gogc() int {
+	s := []runtimemetrics.Sample{{Name: "/gc/gogc:percent"}}
+	runtimemetrics.Read(s)
+	return int(s[0].Value.Uint64())
+}
+
+func TestAcquireBoundsTheHeapOnlyWhileTheInformersSyncAndNotForEver(t *testing.T) {
+	// A cluster whose engagement does not come (its API server does not
+	// answer) leaves GOGC alone; one engaged whose informers never sync (a
+	// controller that could not watch it) lowers it for syncgc.MaxBound at
+	// most. Time is the bubble's fake clock.
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	synctest.Test(t, func(t *testing.T) {
+		cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+		local, err := cluster.New(cluster.Target{Config: cfg}, informers.Options{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edge, err := cluster.New(cluster.Target{Name: "edge-1", Config: cfg}, informers.Options{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := New(sharding.Options{Clusters: true})
+		g.ring = &ring.Ring{SyncHeapRatio: 1.3}
+		if g.set, err = cluster.NewSet(local, cluster.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		g.wanted["edge-1"] = cluster.Target{Name: "edge-1", Source: "test", Config: cfg}
+		// A controller of many clusters that never binds edge-1.
+		binding.New("cms", nil, &flowLog{}, logr.Discard(), nil, g.reg)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- g.Acquire(ctx, "edge-1") }()
+		synctest.Wait()
+		if got := gogc(); got != 100 {
+			t.Errorf("GOGC while the engagement waits is %d, want 100", got)
+		}
+		g.Engaged(edge)
+		synctest.Wait()
+		if got := gogc(); got != 30 {
+			t.Errorf("GOGC while the informers sync is %d, want 30 (SyncHeapRatio 1.3)", got)
+		}
+		time.Sleep(syncgc.MaxBound)
+		synctest.Wait()
+		if got := gogc(); got != 100 {
+			t.Errorf("GOGC once syncgc.MaxBound passed is %d, want 100 again", got)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Acquire after its holding ended = %v, want context.Canceled", err)
+		}
+	})
 }
