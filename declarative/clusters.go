@@ -38,7 +38,11 @@ import (
 // left as it is: the parent's Ready condition says it waits for the
 // cluster, nothing is pruned there, and the parent's deletion waits for it;
 // the children in other clusters are applied meanwhile, and the parent is
-// reconciled again once the cluster is engaged or turns healthy again. After names children of
+// reconciled again once the cluster is engaged or turns healthy again. No
+// provider can tell that a cluster is gone for good: a deletion waiting
+// for one not engaged says, in the Ready condition, to remove the
+// finalizer (Options.Finalizer) by hand if it is, which leaves the
+// children there, if any, to whoever removes it. After names children of
 // c's own cluster; LiveChild and LiveChildren read the parent's cluster
 // only.
 //
