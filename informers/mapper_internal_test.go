@@ -107,6 +107,20 @@ func (c *fakeClock) step(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+// splitMapper returns a mapper of a splitGroup server, on a fake clock at
+// which it last reset discovery.
+func splitMapper(t *testing.T, down *atomic.Bool, asked *atomic.Int64) (*RESTMapper, *fakeClock) {
+	t.Helper()
+	m, err := NewRESTMapper(&rest.Config{Host: splitGroup(t, down, asked).URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Now()}
+	m.now = clock.now
+	m.lastReset = clock.now() // no Reset within the interval: only the partial group's own rediscovery
+	return m, clock
+}
+
 // A group one of whose versions cannot be discovered (its aggregated API
 // is down) still maps the kinds of its other versions; a kind it cannot
 // find is a no-match that names the version that failed, and the group is
@@ -117,14 +131,7 @@ func TestAGroupWithAVersionDownMapsTheOthers(t *testing.T) {
 	var down atomic.Bool
 	var asked atomic.Int64
 	down.Store(true)
-	srv := splitGroup(t, &down, &asked)
-	m, err := NewRESTMapper(&rest.Config{Host: srv.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &fakeClock{t: time.Now()}
-	m.now = clock.now
-	m.lastReset = clock.now() // no Reset within the interval: only the partial group's own rediscovery
+	m, clock := splitMapper(t, &down, &asked) // no Reset within the interval: only the partial group's own rediscovery
 	mapping, err := m.RESTMapping(schema.GroupKind{Group: group, Kind: "Thing"})
 	if err != nil || mapping.Resource.Resource != "things" {
 		t.Fatalf("RESTMapping(Thing) with v2 down = %v, %v; want things", mapping, err)
@@ -149,14 +156,7 @@ func TestAPartialGroupIsDiscoveredOncePerInterval(t *testing.T) {
 	var down atomic.Bool
 	var asked atomic.Int64
 	down.Store(true)
-	srv := splitGroup(t, &down, &asked)
-	m, err := NewRESTMapper(&rest.Config{Host: srv.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := &fakeClock{t: time.Now()}
-	m.now = clock.now
-	m.lastReset = clock.now()
+	m, clock := splitMapper(t, &down, &asked)
 	lookups := func() {
 		for range 10 {
 			if _, err := m.RESTMapping(schema.GroupKind{Group: group, Kind: "Thing"}); err != nil {

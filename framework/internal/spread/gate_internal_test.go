@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/converge-dev/converge/cluster"
-	"github.com/converge-dev/converge/framework/fake"
 	"github.com/converge-dev/converge/framework/internal/binding"
 	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/framework/internal/syncgc"
@@ -55,11 +54,12 @@ func (syncedSource) Start(context.Context) (cache.ResourceEventHandlerRegistrati
 func (syncedSource) WaitForSync(context.Context) error                           { return nil }
 func (syncedSource) RemoveListener(cache.ResourceEventHandlerRegistration) error { return nil }
 
-// gateRig is a Gate over a Set that does not run, with one controller
-// whose informers of cluster edge-1 synced.
-func gateRig(t *testing.T) (*Gate, *flowLog) {
+// newGate returns a Gate over a Set that does not run, whose providers
+// found cluster edge-1 (returned, not engaged), of an API server that is
+// never asked.
+func newGate(t *testing.T) (*Gate, *cluster.Cluster) {
 	t.Helper()
-	cfg := fake.Start(t, fake.Options{}).Config()
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
 	local, err := cluster.New(cluster.Target{Config: cfg}, informers.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +73,14 @@ func gateRig(t *testing.T) (*Gate, *flowLog) {
 		t.Fatal(err)
 	}
 	g.wanted["edge-1"] = cluster.Target{Name: "edge-1", Source: "test", Config: cfg}
+	return g, edge
+}
+
+// gateRig is a Gate over a Set that does not run, with one controller
+// whose informers of cluster edge-1 synced.
+func gateRig(t *testing.T) (*Gate, *flowLog) {
+	t.Helper()
+	g, edge := newGate(t)
 	f := &flowLog{}
 	s := binding.New("cms", func(c *cluster.Cluster) (*binding.Binding, error) {
 		return &binding.Binding{Cluster: c, Sources: []binding.Source{syncedSource{}}}, nil
@@ -143,21 +151,8 @@ func TestAcquireBoundsTheHeapOnlyWhileTheInformersSyncAndNotForEver(t *testing.T
 	prev := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
 	synctest.Test(t, func(t *testing.T) {
-		cfg := &rest.Config{Host: "https://127.0.0.1:1"}
-		local, err := cluster.New(cluster.Target{Config: cfg}, informers.Options{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		edge, err := cluster.New(cluster.Target{Name: "edge-1", Config: cfg}, informers.Options{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := New(sharding.Options{Clusters: true})
+		g, edge := newGate(t)
 		g.ring = &ring.Ring{SyncHeapRatio: 1.3}
-		if g.set, err = cluster.NewSet(local, cluster.Options{}); err != nil {
-			t.Fatal(err)
-		}
-		g.wanted["edge-1"] = cluster.Target{Name: "edge-1", Source: "test", Config: cfg}
 		// A controller of many clusters that never binds edge-1.
 		binding.New("cms", nil, &flowLog{}, logr.Discard(), nil, g.reg)
 		ctx, cancel := context.WithCancel(t.Context())
