@@ -176,7 +176,7 @@ func (d *Declarative[T]) locate(parent object.Object, c *child) (*site, bool, er
 	if c.target != "" && d.sites.spread {
 		return nil, false, invalidDeclaration(fmt.Errorf("child %s: %w", c, spreadRefusal(c.target)))
 	}
-	at, away, err := d.siteOf(c.target)
+	at, away, err := d.siteOf(c.target, parent)
 	if err != nil {
 		return nil, false, fmt.Errorf("child %s: %w", c, err)
 	}

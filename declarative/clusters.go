@@ -38,7 +38,11 @@ import (
 // left as it is: the parent's Ready condition says it waits for the
 // cluster, nothing is pruned there, and the parent's deletion waits for it;
 // the children in other clusters are applied meanwhile, and the parent is
-// reconciled again once the cluster is engaged. After names children of
+// reconciled again once the cluster is engaged or turns healthy again. No
+// provider can tell that a cluster is gone for good: a deletion waiting
+// for one not engaged says, in the Ready condition, to remove the
+// finalizer (Options.Finalizer) by hand if it is, which leaves the
+// children there, if any, to whoever removes it. After names children of
 // c's own cluster; LiveChild and LiveChildren read the parent's cluster
 // only.
 //
@@ -149,7 +153,8 @@ func memberSelection(gvk schema.GroupVersionKind, manager string) informers.Sele
 // memberSource watches the children of kind ck this controller put in
 // engaged clusters other than the manager's own: a change to one
 // reconciles its parent, in the manager's own cluster, and so do the
-// parents that wait for a cluster once it is engaged.
+// parents that wait for a cluster once it is engaged (its informers
+// synced) and each time it turns healthy again.
 func (d *Declarative[T]) memberSource(ck *childKind) framework.Source {
 	gk := ck.gvk.GroupKind()
 	src := framework.Map(func(ctx context.Context, child object.Object) []reconcile.Request {
@@ -175,17 +180,26 @@ type sites struct {
 	byCluster map[*cluster.Cluster]*site
 }
 
-// siteOf returns the site of cluster name: the manager's own for "", else
-// the engaged cluster of that name, with the reason it cannot be used now
-// ("not engaged", "unhealthy since ..."), which the parent's Ready
-// condition gives.
-func (d *Declarative[T]) siteOf(name string) (*site, string, error) {
+// siteOf returns the site of cluster name for parent: the manager's own
+// for "", else the engaged cluster of that name, with the reason it cannot
+// be used now ("not engaged", "unhealthy since ..."), which the parent's
+// Ready condition gives.
+//
+// parent is registered as waiting for the cluster (clusterWaits) before
+// the cluster is looked at, whatever is found: an engagement or a return
+// to health that lands between the look and a registration made after it
+// would be missed, and the parent would wait until something else
+// reconciled it. A parent that found the cluster usable is reconciled once
+// more at its next engagement or return to health, which costs a reconcile
+// and loses nothing; a deleted parent is forgotten.
+func (d *Declarative[T]) siteOf(name string, parent object.Object) (*site, string, error) {
 	if name == "" {
 		return d.local, "", nil
 	}
 	if d.sites.spread {
 		return nil, "", reconcile.Terminal(spreadRefusal(name))
 	}
+	d.clusterWaits.add(name, requestOf(parent))
 	cl, err := d.mgr.Clusters().Get(name)
 	if err != nil {
 		return nil, fmt.Sprintf("cluster %s (not engaged)", name), nil

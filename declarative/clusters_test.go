@@ -469,7 +469,12 @@ func fleetClusterAway(t *testing.T, r *fleetRig) {
 	if err := r.mgr.Client().Delete(t.Context(), &v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "roam"}}); err != nil {
 		t.Fatal(err)
 	}
-	r.waitCondition("roam", declarative.ReadyCondition, declarative.WaitingReason, "deletion waits for cluster edge-1 (not engaged)")
+	// No provider can say that edge-1 is gone for good: the condition says
+	// how to stop waiting.
+	r.waitCondition("roam", declarative.ReadyCondition, declarative.WaitingReason, "deletion waits for cluster edge-1 (not engaged); if it is gone for good, remove finalizer converge.dev/")
+	if msg := r.condition("roam", declarative.ReadyCondition).Message; !strings.Contains(msg, "from this StaticSite by hand") {
+		t.Errorf("the deletion's condition does not say what to do if edge-1 is gone for good: %s", msg)
+	}
 	if r.memberCM("roam-a") == nil || r.memberCM("roam-b") == nil {
 		t.Fatal("a member child was deleted while its cluster was not engaged")
 	}

@@ -98,10 +98,9 @@ func (d *Declarative[T]) finalizeParent(ctx context.Context, parent T) error {
 	var errs []error
 	wait := ""
 	for _, cl := range append([]string{""}, d.ledgerClusters(parent)...) {
-		at, away, err := d.siteOf(cl)
+		at, away, err := d.siteOf(cl, parent)
 		if err == nil && away != "" {
-			d.clusterWaits.add(cl, requestOf(parent))
-			wait = cmp.Or(wait, "deletion waits for "+away)
+			wait = cmp.Or(wait, "deletion waits for "+away+d.goneHint(cl))
 			continue
 		}
 		if err == nil {
@@ -247,4 +246,17 @@ func (d *Declarative[T]) parentGone(ctx context.Context, parent T) (bool, error)
 		return false, fmt.Errorf("read %s %s: %w", d.parentGVK.Kind, key(parent.GetNamespace(), parent.GetName()), err)
 	}
 	return obj.GetUID() != parent.GetUID(), nil
+}
+
+// goneHint says, of cluster name that a deletion waits for, what to do if
+// it is gone for good, when it is not engaged: no provider can tell that
+// it will never name the cluster again (a kubeconfig Secret rotated, a
+// provider that has not listed yet, a cluster another member of a
+// sharding ring holds all look the same), so converge waits, and only
+// its operator can decide to stop waiting.
+func (d *Declarative[T]) goneHint(name string) string {
+	if _, err := d.mgr.Clusters().Get(name); err == nil {
+		return "" // engaged, but unhealthy: it comes back by itself
+	}
+	return fmt.Sprintf("; if it is gone for good, remove finalizer %s from this %s by hand (its children there, if any are left, are then yours to delete)", d.opts.Finalizer, d.parentGVK.Kind)
 }

@@ -151,8 +151,7 @@ func (c *child) fold(annotation, value string) {
 // child that ran counts as ready, gone or not.
 func (d *Declarative[T]) skip(ctx context.Context, parent T, g *graph, i int, c child) bool {
 	switch {
-	case c.away != "":
-		d.clusterWaits.add(c.target, requestOf(parent))
+	case c.away != "": // its parent waits for the cluster (siteOf)
 		g.vertices[i].kind = c.away
 		return true
 	case c.absent:

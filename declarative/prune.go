@@ -35,7 +35,7 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 	holder := d.heldChildren(ctx, parent) // see Child.After
 	var holds []pruneHold
 	for _, cl := range append([]string{""}, d.ledgerClusters(parent)...) {
-		at, away, err := d.siteOf(cl)
+		at, away, err := d.siteOf(cl, parent)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -44,7 +44,6 @@ func (d *Declarative[T]) prune(ctx context.Context, parent object.Object, desire
 			for id := range d.ledger.recorded(parent) {
 				if id = strings.TrimPrefix(id, "?"); clusterOf(id) == cl && !keep[id] && !slices.ContainsFunc(holds, func(h pruneHold) bool { return h.child == displayID(parent, id) }) {
 					holds = append(holds, pruneHold{child: displayID(parent, id), by: away, away: true})
-					d.clusterWaits.add(cl, requestOf(parent))
 				}
 			}
 		default:

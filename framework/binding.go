@@ -68,7 +68,7 @@ func (b *Builder[T]) bindClusters(c *Controller, primary *kindSource[T], q *work
 		// Not in the registry that hands spread clusters over: its keys
 		// are the manager's own cluster's, and its writes to a member go
 		// through that cluster's fenced client.
-		return binding.New(c.name, bindRemote[T](c, nil, b.others, nil), localFlows{q}, c.log, engagedOf(b.others), nil)
+		return binding.New(c.name, bindRemote[T](c, nil, b.others, nil), localFlows{q}, c.log, engagedOf(b.others), nil).OnHealthyAgain()
 	}
 	return nil
 }

@@ -107,7 +107,8 @@ type Options struct {
 	// SyncHeapRatio bounds the heap while the caches first sync, then until
 	// the controllers began a reconcile per cached object (or idle), for at
 	// most a minute after the sync or as long as it took; and while a ring
-	// member's reads of a bucket it claimed first sync. GOGC is lowered to
+	// member's reads of a bucket it claimed first sync, or, for two minutes
+	// at most, its informers of a cluster it claimed. GOGC is lowered to
 	// 100 × (SyncHeapRatio − 1): the heap stays under about that multiple of
 	// the heap the sync ends with, for more collections. Then GOGC is
 	// restored and the memory freed returned to the operating system. A

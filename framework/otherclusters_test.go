@@ -3,9 +3,12 @@ package framework_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,4 +80,48 @@ func TestInOtherClustersIsRefusedInAControllerOfEveryCluster(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "InOtherClusters in a controller of every cluster") {
 		t.Fatalf("Complete = %v, want InOtherClusters refused in a Remote controller", err)
 	}
+}
+
+// What waits for another cluster to be usable waits for its return to
+// health as for its engagement: InOtherClusters' engaged runs again when
+// the cluster turns healthy after being unhealthy, and its requests are
+// queued.
+func TestInOtherClustersWakesWhatWaitsWhenAClusterIsHealthyAgain(t *testing.T) {
+	local := fake.Start(t, fake.Options{})
+	edge := fake.Start(t, fake.Options{})
+	var fail atomic.Bool
+	edgeCfg := edge.Config()
+	edgeCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return failingReadyz{rt, &fail} }
+	f := newFleetWith(t, local, framework.Options{Clusters: cluster.Options{Health: cluster.HealthOptions{Interval: 10 * time.Millisecond, FailureThreshold: 2}}})
+	var calls seen
+	var wakes atomic.Int64
+	onEngaged := func(context.Context) []reconcile.Request {
+		n := wakes.Add(1)
+		return []reconcile.Request{{Namespace: "ns", Name: fmt.Sprintf("wake-%d", n)}}
+	}
+	err := framework.NewBuilder[*corev1.ConfigMap](f.mgr, "hub", framework.ControllerOptions{}).
+		Watches(framework.InOtherClusters(framework.Map(func(context.Context, *corev1.Secret) []reconcile.Request { return nil }), onEngaged)).
+		CompleteByKey(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+			calls.add(req.Name)
+			return reconcile.Result{}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.start(t, edgeCfg)
+	testenv.Eventually(t, "the engagement wakes what waits", func() bool { return calls.has("wake-1") })
+	state := func() cluster.State {
+		cl, err := f.mgr.Clusters().Get("edge-1")
+		if err != nil {
+			return ""
+		}
+		return cl.Health().State
+	}
+	fail.Store(true)
+	testenv.Eventually(t, "edge-1 turns unhealthy", func() bool { return state() == cluster.StateUnhealthy })
+	if n := wakes.Load(); n != 1 {
+		t.Errorf("engaged ran %d times by the time edge-1 turned unhealthy, want 1", n)
+	}
+	fail.Store(false)
+	testenv.Eventually(t, "the return to health wakes what waits", func() bool { return calls.has("wake-2") })
 }

@@ -26,7 +26,10 @@ import (
 // whose Group is empty) may match any group, and discovers them all. Unlike
 // client-go's deferred mapper it forgets what it discovered when asked for a
 // kind it does not know (at most once per second), so kinds whose CRDs are
-// installed while the process runs are found without a restart.
+// installed while the process runs are found without a restart. A group
+// one of whose versions cannot be discovered (an aggregated API that is
+// down) maps the kinds of the others and is discovered again at most once
+// per second, whatever the number of lookups.
 type RESTMapper struct {
 	dc discovery.DiscoveryInterface
 	// all is the mapper of every group, made on the first lookup that needs it.
@@ -41,6 +44,8 @@ type RESTMapper struct {
 	groups    map[string]meta.RESTMapper
 	lastReset time.Time
 	resets    uint64
+	// now is the clock of lastReset and of partial groups' discoveries.
+	now func() time.Time
 }
 
 var (
@@ -70,6 +75,7 @@ func NewRESTMapper(cfg *rest.Config, httpClient *http.Client) (*RESTMapper, erro
 		dc:     dc,
 		all:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
 		groups: map[string]meta.RESTMapper{},
+		now:    time.Now,
 	}, nil
 }
 
@@ -77,11 +83,15 @@ func NewRESTMapper(cfg *rest.Config, httpClient *http.Client) (*RESTMapper, erro
 // discovering the group's versions and their resources on first use; a
 // group the server does not serve gives a mapper that matches nothing. A
 // group some of whose versions failed discovery (an aggregated API that
-// is down, say) maps the kinds of the others, and is not kept: the next
-// lookup discovers it again.
+// is down, say) maps the kinds of the others, and is kept for
+// minResetInterval only: the first lookup after that discovers it again,
+// so that the version is found once it is back, while the lookups of the
+// group meanwhile (every reconcile of its kinds) do not each ask the
+// server.
 func (m *RESTMapper) group(name string) (meta.RESTMapper, error) {
 	m.mu.Lock()
 	gm, ok := m.groups[name]
+	ok = ok && m.keptLocked(gm)
 	resets := m.resets
 	m.mu.Unlock()
 	if ok {
@@ -95,7 +105,7 @@ func (m *RESTMapper) group(name string) (meta.RESTMapper, error) {
 	case g == nil:
 		gm = meta.MultiRESTMapper{}
 	case failed != nil:
-		return partialGroup{restmapper.NewDiscoveryRESTMapper([]*restmapper.APIGroupResources{g}), failed}, nil
+		gm = partialGroup{restmapper.NewDiscoveryRESTMapper([]*restmapper.APIGroupResources{g}), failed, m.now()}
 	default:
 		gm = restmapper.NewDiscoveryRESTMapper([]*restmapper.APIGroupResources{g})
 	}
@@ -104,11 +114,19 @@ func (m *RESTMapper) group(name string) (meta.RESTMapper, error) {
 	if m.resets != resets {
 		return gm, nil // not kept: see resets
 	}
-	if found, ok := m.groups[name]; ok {
+	if found, ok := m.groups[name]; ok && m.keptLocked(found) {
 		return found, nil // another lookup's discovery, which ended first
 	}
 	m.groups[name] = gm
 	return gm, nil
+}
+
+// keptLocked reports whether gm, a group's mapper in m.groups, is still
+// good: any but a partial group discovered minResetInterval ago or more.
+// m.mu must be held.
+func (m *RESTMapper) keptLocked(gm meta.RESTMapper) bool {
+	p, partial := gm.(partialGroup)
+	return !partial || m.now().Sub(p.at) < minResetInterval
 }
 
 // partialGroup maps the kinds of a group's versions that were discovered;
@@ -117,6 +135,8 @@ func (m *RESTMapper) group(name string) (meta.RESTMapper, error) {
 type partialGroup struct {
 	meta.RESTMapper
 	failed error
+	// at is when the group was discovered.
+	at time.Time
 }
 
 func (p partialGroup) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
@@ -208,24 +228,27 @@ func (m *RESTMapper) Reset() {
 }
 
 // retry looks up in the mapper in returns; on a no-match error it
-// refreshes discovery (rate limited) and looks up once more.
+// refreshes discovery (rate limited) and looks up once more. A miss in a
+// partial group does not: the group is discovered again once
+// minResetInterval passed anyway (see group).
 func retry[T any](m *RESTMapper, in func() (meta.RESTMapper, error), lookup func(meta.RESTMapper) (T, error)) (T, error) {
+	var rm meta.RESTMapper
 	try := func() (T, error) {
-		rm, err := in()
-		if err != nil {
+		var err error
+		if rm, err = in(); err != nil {
 			var zero T
 			return zero, err
 		}
 		return lookup(rm)
 	}
 	out, err := try()
-	if err == nil || !meta.IsNoMatchError(err) {
+	if _, partial := rm.(partialGroup); err == nil || !meta.IsNoMatchError(err) || partial {
 		return out, err
 	}
 	m.mu.Lock()
-	reset := time.Since(m.lastReset) >= minResetInterval
+	reset := m.now().Sub(m.lastReset) >= minResetInterval
 	if reset {
-		m.lastReset = time.Now()
+		m.lastReset = m.now()
 	}
 	m.mu.Unlock()
 	if !reset {

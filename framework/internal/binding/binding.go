@@ -48,7 +48,9 @@ type Binding struct {
 
 	// regs are the sources' listener registrations, once started.
 	regs []cache.ResourceEventHandlerRegistration
-	// stop cancels the context the sources were started on.
+	// ctx is the context the sources were started on, which stop
+	// cancels.
+	ctx  context.Context
 	stop context.CancelFunc
 	// synced is set once the sources' informers synced, unhealthy while
 	// the cluster is unhealthy; the Set's mu guards both. The cluster's
@@ -146,6 +148,8 @@ type Set struct {
 	flows     Flows
 	log       logr.Logger
 	onEngaged func(context.Context, *cluster.Cluster) []reconcile.Request
+	// healthyAgain is set by OnHealthyAgain.
+	healthyAgain bool
 
 	mu sync.Mutex
 	// runCtx is Start's context; mu guards it, bindings, pending
@@ -173,6 +177,15 @@ var (
 func New(name string, bind Bind, flows Flows, log logr.Logger, onEngaged func(context.Context, *cluster.Cluster) []reconcile.Request, reg *Registry) *Set {
 	s := &Set{name: name, reg: reg, bind: bind, flows: flows, log: log, onEngaged: onEngaged, bindings: map[string]*Binding{}, pending: map[string]*cluster.Cluster{}, dropped: map[string]bool{}, quiesced: map[string]bool{}}
 	reg.add(s)
+	return s
+}
+
+// OnHealthyAgain makes s call its onEngaged again each time a cluster
+// whose informers synced turns healthy after being unhealthy, and returns
+// s: for requests that wake what waits for the cluster to be usable
+// (framework.InOtherClusters). Call it before the Set hears of clusters.
+func (s *Set) OnHealthyAgain() *Set {
+	s.healthyAgain = true
 	return s
 }
 
@@ -294,19 +307,25 @@ func (s *Set) noteDropped(name string) {
 // Healthy.
 func (s *Set) Unhealthy(cl *cluster.Cluster) { s.setHealthy(cl, false) }
 
-// Healthy hands cl's keys out again, once its informers synced.
+// Healthy hands cl's keys out again, once its informers synced; with
+// OnHealthyAgain, it queues onEngaged's requests too.
 func (s *Set) Healthy(cl *cluster.Cluster) { s.setHealthy(cl, true) }
 
 // setHealthy records whether cl is healthy and pauses or resumes its flow.
 func (s *Set) setHealthy(cl *cluster.Cluster, healthy bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	b := s.bindings[cl.Name()]
 	if b == nil || b.Cluster != cl {
+		s.mu.Unlock()
 		return
 	}
+	again := s.healthyAgain && healthy && b.unhealthy && b.synced
 	b.unhealthy = !healthy
 	s.runFlowLocked(b)
+	s.mu.Unlock()
+	if again {
+		s.queueEngaged(b)
+	}
 }
 
 // runFlowLocked resumes b's flow when its informers synced and its
@@ -374,7 +393,7 @@ func (s *Set) attachLocked(cl *cluster.Cluster) {
 	}
 	ctx, cancel := context.WithCancel(cluster.NewContext(s.runCtx, cl))
 	stopAfter := context.AfterFunc(cl.Context(), cancel)
-	b.stop = func() { stopAfter(); cancel() }
+	b.ctx, b.stop = ctx, func() { stopAfter(); cancel() }
 	started := b.Sources[:0]
 	for _, src := range b.Sources {
 		reg, err := src.Start(ctx)
@@ -387,15 +406,15 @@ func (s *Set) attachLocked(cl *cluster.Cluster) {
 	b.Sources = started
 	s.bindings[name] = b
 	delete(s.dropped, name)
-	go s.waitForSync(ctx, b)
+	go s.waitForSync(b)
 }
 
 // waitForSync runs b's flow once its sources' informers synced.
-func (s *Set) waitForSync(ctx context.Context, b *Binding) {
+func (s *Set) waitForSync(b *Binding) {
 	name := b.Cluster.Name()
 	for _, src := range b.Sources {
-		if err := src.WaitForSync(ctx); err != nil {
-			if ctx.Err() == nil {
+		if err := src.WaitForSync(b.ctx); err != nil {
+			if b.ctx.Err() == nil {
 				s.log.Error(err, "cluster's informers did not sync; its keys wait", "cluster", name)
 			}
 			return
@@ -409,13 +428,21 @@ func (s *Set) waitForSync(ctx context.Context, b *Binding) {
 	}
 	s.mu.Unlock()
 	s.reg.notify()
-	if bound && s.onEngaged != nil {
-		for _, req := range s.onEngaged(ctx, b.Cluster) {
-			if req.Cluster == "" {
-				req.Cluster = name
-			}
-			s.flows.Add(req)
-		}
+	if bound {
+		s.queueEngaged(b)
 	}
 	s.log.V(1).Info("watching cluster", "cluster", name)
+}
+
+// queueEngaged queues the requests of onEngaged for b's cluster.
+func (s *Set) queueEngaged(b *Binding) {
+	if s.onEngaged == nil {
+		return
+	}
+	for _, req := range s.onEngaged(b.ctx, b.Cluster) {
+		if req.Cluster == "" {
+			req.Cluster = b.Cluster.Name()
+		}
+		s.flows.Add(req)
+	}
 }

@@ -173,3 +173,65 @@ func TestHoldLocalPausesTheOwnClusterUntilLeading(t *testing.T) {
 	var none *binding.Set
 	none.HoldLocal(t.Context(), lead) // a controller of the own cluster only
 }
+
+// wakeLog counts the calls of a Set's onEngaged.
+type wakeLog struct {
+	mu    sync.Mutex
+	calls int
+	first chan struct{} // closed at the first call
+}
+
+func (w *wakeLog) onEngaged(context.Context, *cluster.Cluster) []reconcile.Request {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.calls++; w.calls == 1 {
+		close(w.first)
+	}
+	return nil
+}
+
+func (w *wakeLog) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.calls
+}
+
+func TestOnHealthyAgainWakesWhatWaitsOnAReturnToHealth(t *testing.T) {
+	// What waits for a cluster to be usable waits for its engagement and
+	// for its return to health alike: with OnHealthyAgain, onEngaged runs
+	// at the sync and again at each unhealthy-to-healthy turn, and only
+	// then; without it (a controller's cluster.Scope.OnEngaged), once.
+	for _, again := range []bool{true, false} {
+		cl, err := cluster.New(cluster.Target{Name: "edge-1", Config: fake.Start(t, fake.Options{}).Config()}, informers.Options{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &wakeLog{first: make(chan struct{})}
+		synced := make(chan struct{})
+		s := binding.New("cms", func(c *cluster.Cluster) (*binding.Binding, error) {
+			return &binding.Binding{Cluster: c, Sources: []binding.Source{lateSource{synced}}}, nil
+		}, &flowLog{}, logr.Discard(), w.onEngaged, nil)
+		if again {
+			s = s.OnHealthyAgain()
+		}
+		s.Start(t.Context())
+		s.Engaged(cl)
+		s.Healthy(cl) // healthy, never unhealthy: nothing to wake
+		if got := w.count(); got != 0 {
+			t.Fatalf("again=%v: onEngaged ran %d times before the informers synced", again, got)
+		}
+		close(synced)
+		<-w.first
+		s.Healthy(cl) // a probe passing while healthy is no return
+		s.Unhealthy(cl)
+		s.Healthy(cl)
+		s.Healthy(cl)
+		want := 1
+		if again {
+			want = 2
+		}
+		if got := w.count(); got != want {
+			t.Errorf("again=%v: onEngaged ran %d times after a sync and one return to health, want %d", again, got, want)
+		}
+	}
+}

@@ -340,7 +340,10 @@ func (r *Ring) acquire(u unit, h *heldBucket, parts []participant) {
 		// by themselves once they can, and the bucket stays unserved (and
 		// the member unready) until then.
 		for {
-			restoreGC := syncgc.Bound(r.SyncHeapRatio)
+			restoreGC := func() {}
+			if !u.isCluster() { // the ClusterUser bounds a cluster's sync itself
+				restoreGC = syncgc.Bound(r.SyncHeapRatio)
+			}
 			err := p.acquire(h.ctx, marks)
 			restoreGC()
 			if err == nil {

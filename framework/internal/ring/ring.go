@@ -110,7 +110,9 @@ type Ring struct {
 	log     logr.Logger
 	metrics *Metrics
 	// SyncHeapRatio is Options.SyncHeapRatio: the heap bound while a
-	// bucket's reads first sync (see syncgc.Bound). Set it before Start.
+	// bucket's reads first sync (see syncgc.Bound), and, taken by the
+	// ClusterUser, while a cluster's informers first sync. Set it before
+	// Start.
 	SyncHeapRatio float64
 	// memberName is the name of this member's Lease.
 	memberName string
@@ -158,6 +160,9 @@ type Ring struct {
 	unseen    map[string]time.Time
 	seenCount int
 	disagree  []string
+	// deleting names the Leases of clusters no member found that a
+	// deleteLease is under way for.
+	deleting map[string]bool
 }
 
 func New(cs coordclient.LeasesGetter, opts sharding.Options, log logr.Logger, metrics *Metrics) *Ring {
@@ -171,6 +176,7 @@ func New(cs coordclient.LeasesGetter, opts sharding.Options, log logr.Logger, me
 		kick:       make(chan struct{}, 1),
 		held:       map[unit]*heldBucket{},
 		unseen:     map[string]time.Time{},
+		deleting:   map[string]bool{},
 		seen:       map[string]observation{},
 		ignored:    map[string]bool{},
 	}

@@ -37,11 +37,10 @@ func (u *gcUser) Acquire(context.Context, int, map[string]string) error {
 
 func (u *gcUser) Serve(_ context.Context, _ int, on bool) { u.served = on }
 
-func TestBucketReadSyncsUnderSyncHeapRatio(t *testing.T) {
-	// A member's buckets are its caches: their first sync decodes most of
-	// what the member keeps, as the manager's first sync does, and runs
-	// with GOGC at 100 × (Options.SyncHeapRatio − 1), restored once it is
-	// done.
+// gcRing returns a ring of SyncHeapRatio ratio holding unit u, with GOGC
+// at 100 until the test ends.
+func gcRing(t *testing.T, ratio float64, u unit) (*Ring, *heldBucket) {
+	t.Helper()
 	prev := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
 	opts := sharding.Options{
@@ -50,11 +49,20 @@ func TestBucketReadSyncsUnderSyncHeapRatio(t *testing.T) {
 		Lease:   lease.Options{Namespace: "ns", Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
 	}
 	r := New(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), NewMetrics(opts.Ring))
-	r.SyncHeapRatio = 1.3
+	r.SyncHeapRatio = ratio
 	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
+	t.Cleanup(cancel)
 	h := &heldBucket{lease: &coordinationv1.Lease{}, since: time.Now(), ctx: ctx, cancel: cancel}
-	r.held[bucketUnit(1)] = h
+	r.held[u] = h
+	return r, h
+}
+
+func TestBucketReadSyncsUnderSyncHeapRatio(t *testing.T) {
+	// A member's buckets are its caches: their first sync decodes most of
+	// what the member keeps, as the manager's first sync does, and runs
+	// with GOGC at 100 × (Options.SyncHeapRatio − 1), restored once it is
+	// done.
+	r, h := gcRing(t, 1.3, bucketUnit(1))
 	a, b := &gcUser{}, &gcUser{}
 	r.acquire(bucketUnit(1), h, []participant{bucketPart{a, 1}, bucketPart{b, 1}})
 	for name, u := range map[string]*gcUser{"first": a, "second": b} {
@@ -71,22 +79,37 @@ func TestBucketReadSyncsUnderSyncHeapRatio(t *testing.T) {
 }
 
 func TestBucketReadLeavesGCAloneWhenSyncHeapRatioIsNegative(t *testing.T) {
-	prev := debug.SetGCPercent(100)
-	t.Cleanup(func() { debug.SetGCPercent(prev) })
-	opts := sharding.Options{
-		Ring:    "r",
-		Buckets: sharding.Buckets{Count: 4},
-		Lease:   lease.Options{Namespace: "ns", Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
-	}
-	r := New(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), NewMetrics(opts.Ring))
-	r.SyncHeapRatio = -1
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	h := &heldBucket{lease: &coordinationv1.Lease{}, since: time.Now(), ctx: ctx, cancel: cancel}
-	r.held[bucketUnit(0)] = h
+	r, h := gcRing(t, -1, bucketUnit(0))
 	u := &gcUser{}
 	r.acquire(bucketUnit(0), h, []participant{bucketPart{u, 0}})
 	if len(u.during) != 1 || u.during[0] != 100 {
 		t.Errorf("with SyncHeapRatio negative the bucket was read with GOGC %v, want 100 (untouched)", u.during)
+	}
+}
+
+// gcClusters is a ClusterUser whose Acquire records the GOGC it ran
+// under; its other methods are not called here.
+type gcClusters struct {
+	ClusterUser
+	during []int
+}
+
+func (u *gcClusters) Acquire(context.Context, string) error {
+	u.during = append(u.during, gogc())
+	return nil
+}
+
+func (u *gcClusters) Serve(context.Context, string, bool) {}
+
+func TestClusterAcquireIsNotBoundByTheRing(t *testing.T) {
+	// Acquiring a cluster waits for its engagement first, which may never
+	// come (an API server that does not answer): the ring leaves GOGC
+	// alone around it, and the ClusterUser bounds the informers' sync
+	// itself (spread.Gate.Acquire).
+	r, h := gcRing(t, 1.3, clusterUnit("edge-1"))
+	u := &gcClusters{}
+	r.acquire(clusterUnit("edge-1"), h, []participant{clusterPart{u, "edge-1"}})
+	if len(u.during) != 1 || u.during[0] != 100 {
+		t.Errorf("the cluster was acquired with GOGC %v, want once at 100 (left to the ClusterUser)", u.during)
 	}
 }

@@ -99,7 +99,9 @@ type ClusterUser interface {
 	// Acquire engages the cluster named name and returns once it is
 	// engaged and read by every controller that watches it, or with ctx's
 	// error. ctx is the holding's context, which ends when the ring gives
-	// the cluster up or loses it.
+	// the cluster up or loses it. The ring does not bound the heap around
+	// it (SyncHeapRatio): an engagement may wait long for an API server
+	// that does not answer, so Acquire bounds the informers' sync only.
 	Acquire(ctx context.Context, name string) error
 	// Serve turns dispatching the cluster's keys on or off, for the
 	// holding of context ctx, as User.Serve.
@@ -328,14 +330,22 @@ func (r *Ring) orphanLocked(x string, l *coordinationv1.Lease, why string, now t
 
 // deleteGoneLocked deletes the free Leases of clusters no member found
 // (found is this member's view, which every member shares), each on the
-// condition that it is unchanged. r.mu must be held.
+// condition that it is unchanged, one delete at a time per Lease: the
+// looks until the cache shows it gone do not each send one. r.mu must be
+// held.
 func (r *Ring) deleteGoneLocked(ctx context.Context, byName map[string]*coordinationv1.Lease, found map[string]bool, now time.Time) {
 	for _, l := range byName {
 		x := l.Labels[ClusterLabel]
-		if l.Labels[RoleLabel] != RoleCluster || x == "" || found[x] || r.held[clusterUnit(x)] != nil || r.claimable(l, now) == "" || l.DeletionTimestamp != nil {
+		if l.Labels[RoleLabel] != RoleCluster || x == "" || found[x] || r.held[clusterUnit(x)] != nil || r.claimable(l, now) == "" || l.DeletionTimestamp != nil || r.deleting[l.Name] {
 			continue
 		}
-		go r.deleteLease(ctx, l.Name, l.ResourceVersion)
+		r.deleting[l.Name] = true
+		go func() {
+			r.deleteLease(ctx, l.Name, l.ResourceVersion)
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			delete(r.deleting, l.Name)
+		}()
 	}
 }
 

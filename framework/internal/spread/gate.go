@@ -12,6 +12,7 @@ import (
 	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework/internal/binding"
 	"github.com/converge-dev/converge/framework/internal/ring"
+	"github.com/converge-dev/converge/framework/internal/syncgc"
 	"github.com/converge-dev/converge/sharding"
 )
 
@@ -37,6 +38,10 @@ type Gate struct {
 	// holdings of the clusters the ring gave this member. mu guards both.
 	wanted map[string]cluster.Target
 	held   map[string]*holding
+
+	// quiescing, when not nil, is called as Serve is about to quiesce a
+	// cluster, g.engaging held: tests interleave there.
+	quiescing func(name string)
 }
 
 // holding is the ring's hold of one cluster, from Acquire to Drop.
@@ -188,7 +193,11 @@ var errNotFound = errors.New("the providers no longer find the cluster")
 
 // Acquire engages the cluster named name for the holding of ctx and
 // returns once it is engaged and every controller of many clusters read
-// it, or with ctx's error.
+// it, or with ctx's error. The heap is bounded (the ring's SyncHeapRatio)
+// while the controllers' informers sync, not while the engagement waits
+// for the API server, and for syncgc.MaxBound at most: a sync that never
+// ends (a controller that could not watch the cluster, informers that
+// cannot list) must not keep GOGC lowered for the whole process.
 func (g *Gate) Acquire(ctx context.Context, name string) error {
 	h, err := g.engage(ctx, name)
 	if err != nil {
@@ -199,6 +208,7 @@ func (g *Gate) Acquire(ctx context.Context, name string) error {
 		return ctx.Err()
 	case <-h.engaged:
 	}
+	defer syncgc.BoundWithin(g.ring.SyncHeapRatio, time.After(syncgc.MaxBound))()
 	return g.reg.Synced(ctx, name)
 }
 
@@ -227,12 +237,19 @@ func (g *Gate) engage(ctx context.Context, name string) (*holding, error) {
 }
 
 // Serve holds the cluster's keys in every controller when on is false,
-// for the holding of ctx. On, it does nothing: the keys flow once the
-// cluster's informers synced.
+// for the holding of ctx, unless that holding ended: a late quiesce must
+// not hold the keys of the next holding (engage resumes them). On, it does
+// nothing: the keys flow once the cluster's informers synced.
 func (g *Gate) Serve(ctx context.Context, name string, on bool) {
-	if !on && g.current(ctx, name) {
-		g.reg.Quiesce(name)
+	if on {
+		return
 	}
+	g.whileHeld(ctx, name, func() {
+		if g.quiescing != nil {
+			g.quiescing(name)
+		}
+		g.reg.Quiesce(name)
+	})
 }
 
 // Drain waits, at most timeout, for the cluster's reconciles in flight;
@@ -244,25 +261,26 @@ func (g *Gate) Drain(name string, timeout time.Duration) []string {
 // Drop disengages the cluster for the holding of ctx; a Drop of a holding
 // that ended, once the ring claimed the cluster again, does nothing.
 func (g *Gate) Drop(ctx context.Context, name string) {
+	g.whileHeld(ctx, name, func() {
+		g.mu.Lock()
+		delete(g.held, name)
+		g.mu.Unlock()
+		g.set.Disengage(name)
+	})
+}
+
+// whileHeld runs fn if ctx is the context of the holding of name,
+// g.engaging held throughout, so that no Drop or claim of name comes
+// between the check and fn.
+func (g *Gate) whileHeld(ctx context.Context, name string, fn func()) {
 	g.engaging.Lock()
 	defer g.engaging.Unlock()
 	g.mu.Lock()
 	h := g.held[name]
-	if h == nil || h.ctx != ctx {
-		g.mu.Unlock()
-		return
-	}
-	delete(g.held, name)
 	g.mu.Unlock()
-	g.set.Disengage(name)
-}
-
-// current reports whether ctx is the context of the holding of name.
-func (g *Gate) current(ctx context.Context, name string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	h := g.held[name]
-	return h != nil && h.ctx == ctx
+	if h != nil && h.ctx == ctx {
+		fn()
+	}
 }
 
 // markEngaged closes the engaged channel of the holding of name, if any.

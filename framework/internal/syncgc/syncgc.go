@@ -7,12 +7,17 @@ package syncgc
 import (
 	"runtime/debug"
 	"sync"
+	"time"
 )
 
 // DefaultRatio is the bound of Bound when Options.SyncHeapRatio is zero.
 // It is below the 1.5 a cold start is held to because the workqueue's keys
 // and the listeners' buffers are still live when the sync ends.
 const DefaultRatio = 1.4
+
+// MaxBound is how long at most a bound of BoundWithin lasts: the
+// default sync timeout of a cache (informers.Options.SyncTimeout).
+const MaxBound = 2 * time.Minute
 
 // syncGC is the process-wide state of Bound: GOGC is one setting per
 // process, and several managers may sync at once. mu guards every field.
@@ -67,6 +72,30 @@ func Bound(ratio float64) (restore func()) {
 				debug.SetGCPercent(syncGC.prev)
 				debug.FreeOSMemory()
 			}
+		})
+	}
+}
+
+// BoundWithin is Bound for a sync that may never end, such as the informers
+// of an engaged cluster that cannot be listed: the bound is lifted by the
+// returned function or once expire delivers (a timer's channel; MaxBound
+// is the usual wait), whichever comes first, so that GOGC is not left
+// lowered for the whole process meanwhile.
+func BoundWithin(ratio float64, expire <-chan time.Time) (restore func()) {
+	lift := Bound(ratio)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-expire:
+			lift()
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			lift()
 		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"runtime/debug"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // gogc reads GOGC without changing it.
@@ -98,4 +100,52 @@ func TestPercent(t *testing.T) {
 			t.Errorf("Percent(%v) = %d, want %d", ratio, got, want)
 		}
 	}
+}
+
+func TestBoundWithinIsLiftedWhenItExpires(t *testing.T) {
+	// A sync that never ends (informers of a cluster that cannot be
+	// listed) keeps GOGC lowered until the bound expires, not for ever; a
+	// sync that ends first lifts it then, and an expiry after that changes
+	// nothing. Time is the bubble's fake clock.
+	synctest.Test(t, func(t *testing.T) {
+		withGC(t, 100, math.MaxInt64)
+		restore := BoundWithin(1.4, time.After(MaxBound))
+		if got := gogc(); got != 40 {
+			t.Errorf("GOGC during the sync is %d, want 40", got)
+		}
+		time.Sleep(MaxBound - time.Second)
+		synctest.Wait()
+		if got := gogc(); got != 40 {
+			t.Errorf("GOGC just before the bound expires is %d, want 40", got)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := gogc(); got != 100 {
+			t.Errorf("GOGC once the bound expired is %d, want 100 again", got)
+		}
+		restore() // the sync ends later: nothing left to restore
+		if got := gogc(); got != 100 {
+			t.Errorf("GOGC after the late end of the sync is %d, want 100", got)
+		}
+
+		// Adversarial: one expiry does not lift another sync's bound.
+		expiring, other := BoundWithin(1.4, time.After(time.Minute)), Bound(1.4)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := gogc(); got != 40 {
+			t.Errorf("GOGC with another sync still going is %d, want 40", got)
+		}
+		other()
+		expiring()
+		if got := gogc(); got != 100 {
+			t.Errorf("GOGC after both syncs is %d, want 100", got)
+		}
+
+		// A sync that ends in time lifts the bound at once.
+		ended := BoundWithin(1.4, time.After(MaxBound))
+		ended()
+		if got := gogc(); got != 100 {
+			t.Errorf("GOGC after the sync ended is %d, want 100", got)
+		}
+	})
 }
