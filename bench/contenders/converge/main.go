@@ -13,6 +13,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,6 +53,7 @@ func main() {
 	mgr, err := framework.NewManager(cfg, framework.Options{
 		Cache:              cacheOpts,
 		DisableCompression: os.Getenv("BENCH_DISABLE_COMPRESSION") != "",
+		SyncHeapRatio:      envFloat("BENCH_SYNC_HEAP_RATIO"),
 		Sharding:           sharding.Options{Ring: *ring, Lease: lease.Options{Namespace: *ringNamespace, Identity: *identity}},
 	})
 	if err != nil {
@@ -84,6 +86,13 @@ func main() {
 		log.Fatal(err)
 	}
 	report.Stop()
+}
+
+// envFloat is the number in the environment variable name, zero when it is
+// unset or not a number.
+func envFloat(name string) float64 {
+	f, _ := strconv.ParseFloat(os.Getenv(name), 64)
+	return f
 }
 
 // ringStatus is the answer to the driver's "status": this member's identity
