@@ -99,9 +99,11 @@ type Options struct {
 	// when the rest.Config's Host is localhost or a loopback IP (no network
 	// to save bytes on, and gzip costs CPU at both ends), and otherwise
 	// leaves the rest.Config's setting as it is (compressed, unless the
-	// config says otherwise). It sets the transport the manager builds, so
-	// it cannot be set with Cache.HTTPClient. The README (Performance,
-	// Tuning) says when it pays.
+	// config says otherwise); a tunnel to a remote server through a local
+	// port counts as loopback (keep gzip there with a Cache.HTTPClient of
+	// your own). It sets the transport the manager builds, so it cannot be
+	// set with Cache.HTTPClient. The README (Performance, Tuning) says
+	// when it pays.
 	DisableCompression bool
 
 	// SyncHeapRatio bounds the heap while the caches first sync, then until
