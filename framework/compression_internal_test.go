@@ -1,6 +1,8 @@
 package framework
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"k8s.io/client-go/rest"
@@ -35,6 +37,49 @@ func TestClientConfigCompression(t *testing.T) {
 			}
 			if in.DisableCompression != tc.inCfg {
 				t.Errorf("clientConfig changed the caller's rest.Config")
+			}
+		})
+	}
+}
+
+// The transport built from the manager's rest.Config sends no
+// Accept-Encoding to a server on loopback, so the server answers
+// uncompressed; Go's transport would otherwise ask for gzip itself. (Over
+// plain HTTP without a proxy or dialer client-go uses Go's default
+// transport, which asks for gzip whatever the rest.Config says: the server
+// here speaks TLS, as API servers do.)
+func TestClientConfigLoopbackRequestsAskNoGzip(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Accept-Encoding")
+	}))
+	defer srv.Close()
+	tls := rest.TLSClientConfig{Insecure: true}
+	for _, tc := range []struct {
+		name string
+		opts Options
+		base *rest.Config
+		want string
+	}{
+		{name: "manager's config", base: &rest.Config{Host: srv.URL, TLSClientConfig: tls}, want: ""},
+		{name: "the caller's config as it is", want: "gzip"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &rest.Config{Host: srv.URL, TLSClientConfig: tls}
+			if tc.base != nil {
+				cfg = clientConfig(tc.base, tc.opts)
+			}
+			hc, err := rest.HTTPClientFor(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := hc.Get(srv.URL + "/api")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if ae := <-got; ae != tc.want {
+				t.Errorf("Accept-Encoding = %q, want %q", ae, tc.want)
 			}
 		})
 	}
