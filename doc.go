@@ -98,7 +98,9 @@
 // Options.Sharding.Clusters, framework/internal/spread (spread.Gate) stands
 // between the providers and the cluster.Set: it forwards a cluster to the
 // Set only while the ring holds the cluster's Lease (ring.ClusterUser),
-// and hands it over through the bindings' binding.Registry.
+// and hands it over through the bindings' binding.Registry; a controller
+// of every cluster then runs in every member, and holds its keys of the
+// manager's own cluster until the member leads (binding.Set.HoldLocal).
 // framework/internal/adapter turns an ObjectReconciler into the Reconciler
 // the workers call, reading each key's object from its cluster's cache and
 // keeping the tombstones a DeletionReconciler is handed.

@@ -173,6 +173,9 @@ func (d *Declarative[T]) locate(parent object.Object, c *child) (*site, bool, er
 		}
 		return nil, false, invalidDeclaration(fmt.Errorf("child %s carries owner references, which cannot cross clusters: cluster %s's garbage collector would delete it, as its owner is not there; leave them out (converge links the child to its parent by labels and the parent's ledger)", c, c.target))
 	}
+	if c.target != "" && d.sites.spread {
+		return nil, false, invalidDeclaration(fmt.Errorf("child %s: %w", c, spreadRefusal(c.target)))
+	}
 	at, away, err := d.siteOf(c.target)
 	if err != nil {
 		return nil, false, fmt.Errorf("child %s: %w", c, err)

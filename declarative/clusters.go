@@ -45,6 +45,15 @@ import (
 // The controller watches its children in every engaged cluster (the objects
 // labelled with its ManagerLabel, see Declarative.Sources), so a change to
 // c there reconciles the parent and is reverted.
+//
+// A manager that spreads its clusters over its sharding ring
+// (framework.Options.Sharding.Clusters) refuses c: the member that
+// reconciles the parent holds only its share of the clusters. Nothing is
+// applied for the parent, whose Ready condition (ChildGraphReason) and
+// terminal reconcile error name the parent, c and its cluster; a parent
+// whose ledger names children in another cluster (made before the
+// clusters were spread) keeps its finalizer, and its reconciles fail
+// terminally saying so.
 func (c *Child[C]) InCluster(name string) *Child[C] {
 	c.cluster = name
 	return c
@@ -155,6 +164,11 @@ func (d *Declarative[T]) memberSource(ck *childKind) framework.Source {
 // sites keeps a site per engaged cluster children were put in. It is safe
 // for concurrent use.
 type sites struct {
+	// spread is set when the manager spreads its clusters over its
+	// sharding ring (sharding.Options.Clusters): no other cluster is a
+	// site then (see spreadRefusal).
+	spread bool
+
 	mu sync.Mutex
 	// byCluster holds the site of each engaged cluster by its Cluster (a
 	// new engagement of a name is a new one); mu guards it.
@@ -168,6 +182,9 @@ type sites struct {
 func (d *Declarative[T]) siteOf(name string) (*site, string, error) {
 	if name == "" {
 		return d.local, "", nil
+	}
+	if d.sites.spread {
+		return nil, "", reconcile.Terminal(spreadRefusal(name))
 	}
 	cl, err := d.mgr.Clusters().Get(name)
 	if err != nil {
@@ -201,6 +218,14 @@ func (d *Declarative[T]) siteOf(name string) (*site, string, error) {
 	s := &site{name: name, cl: cl, client: cl.Client(), live: live, mapper: cl.RESTMapper(), manager: d.opts.FieldManager}
 	d.sites.byCluster[cl] = s
 	return s, "", nil
+}
+
+// spreadRefusal is why a child cannot be put in cluster name (see
+// Child.InCluster) when the manager spreads its clusters over its ring: the
+// member that reconciles the parent holds only its share of the clusters,
+// and may hand any of them over at any time.
+func spreadRefusal(name string) error {
+	return fmt.Errorf("cluster %s: the manager spreads its clusters over the members of its sharding ring (Options.Sharding.Clusters), so the member that reconciles the parent may not hold it: children in other clusters (Child.InCluster) cannot be used with spread clusters; a controller of every cluster (ControllerOptions.Clusters.Remote) reconciles that cluster's objects on the member that holds it", name)
 }
 
 // ledgerClusters returns the clusters other than the manager's own that

@@ -275,6 +275,9 @@ func New[T object.Object](mgr *framework.Manager, r Reconciler[T], opts Options)
 		local:     &site{client: mgr.Client(), live: live, mapper: mgr.RESTMapper(), manager: opts.FieldManager},
 		schemas:   &schemas{root: openapi3.NewRoot(disc.OpenAPIV3()), builtin: sync.OnceValue(func() managedfields.TypeConverter { return applyconfigurations.NewTypeConverter(mgr.Scheme()) })},
 	}
+	if st, _ := mgr.RingStatus(); st.Clusters != nil {
+		d.sites.spread = true
+	}
 	if f, ok := r.(Finalizer[T]); ok {
 		d.finalize = f
 	}

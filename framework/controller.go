@@ -107,8 +107,12 @@ type ControllerOptions struct {
 	// another cluster always gets a worker, and a disengaged cluster's
 	// keys are dropped. A reconcile finds its cluster with cluster.From,
 	// and runs on a context cancelled when that cluster is disengaged. It
-	// cannot be combined with Sharded. Zero means the manager's own
-	// cluster only.
+	// cannot be combined with Sharded. When Options.Sharding.Clusters
+	// spreads the clusters, a Remote controller runs in every member, and
+	// its keys of the manager's own cluster (no Request.Cluster) wait in
+	// their flow until this process leads: with leader election, one live
+	// member reconciles them; without it (or WithoutLeaderElection), every
+	// member does. Zero means the manager's own cluster only.
 	Clusters cluster.Scope
 
 	// HistoryKeys is how many keys the controller remembers the last five
@@ -244,8 +248,21 @@ func (c *Controller) release() {
 }
 
 // NeedLeaderElection reports whether the controller runs only in the leader.
+// A controller of every cluster (Clusters.Remote) in a manager that spreads
+// clusters (sharding.Options.Clusters) runs in every member: only its keys
+// of the manager's own cluster wait for leadership (see leads).
 func (c *Controller) NeedLeaderElection() bool {
-	return !c.opts.WithoutLeaderElection && !c.opts.Sharded
+	return !c.opts.WithoutLeaderElection && !c.opts.Sharded && c.leads() == nil
+}
+
+// leads is Manager.Elected when the controller's keys of the manager's own
+// cluster ("") wait, in their paused flow, until this process leads; nil
+// when they do not.
+func (c *Controller) leads() <-chan struct{} {
+	if c.opts.Clusters.Remote && !c.opts.WithoutLeaderElection && c.mgr.gate != nil {
+		return c.mgr.elected
+	}
+	return nil
 }
 
 // Name returns the controller's name.
@@ -265,6 +282,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	defer c.queue.ShutDown() // also when Start returns before its workers run
 	c.phase.Store(int32(phaseSyncing))
 	defer c.phase.Store(int32(phaseStopped))
+	c.remote.HoldLocal(ctx, c.leads())
 	srcCtx := ctx
 	if c.local != nil {
 		srcCtx = cluster.NewContext(ctx, c.local)

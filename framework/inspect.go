@@ -61,13 +61,14 @@ func (m *Manager) inspectedControllers() []inspectable {
 }
 
 // backlogs is what syncgc.Hold reads of the controllers this process runs
-// now, or is about to: those that need leadership once it leads.
+// now, or is about to: once it leads, those that need leadership and those
+// whose keys of the manager's own cluster wait for it (Controller.leads).
 func (m *Manager) backlogs() (out []syncgc.Controller) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, i := range m.inspected {
 		c, ok := i.(*Controller)
-		if !ok || c.NeedLeaderElection() && !m.leading {
+		if !ok || (c.NeedLeaderElection() || c.leads() != nil) && !m.leading {
 			continue
 		}
 		if phase := controllerPhase(c.phase.Load()); phase != phaseStopped {

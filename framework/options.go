@@ -65,7 +65,10 @@ type Options struct {
 
 	// LeaderElection makes the processes of one deployment elect a leader
 	// that alone runs the controllers, while the others keep warm caches.
-	// Zero means off: every process runs every controller.
+	// With Sharding.Clusters, every member serves the clusters it holds,
+	// and the leader alone the manager's own cluster (see
+	// ControllerOptions.Clusters). Zero means off: every process runs
+	// every controller, and reconciles the manager's own cluster.
 	LeaderElection LeaderElectionOptions
 
 	// Sharding makes this process a member of a ring of processes that
@@ -376,9 +379,6 @@ func (o Options) validate() error {
 		errs = append(errs, validateSharding(sh)...)
 	} else if sh.Clusters {
 		errs = append(errs, errors.New("Options.Sharding.Clusters needs Options.Sharding.Ring: clusters are spread over the members of a ring"))
-	}
-	if o.Sharding.Clusters && o.LeaderElection.Enabled {
-		errs = append(errs, errors.New("Options.Sharding.Clusters with Options.LeaderElection.Enabled: every member claims clusters, but a standby runs no controller that needs leadership, so the clusters it holds would go unserved; spread clusters over replicas without leader election"))
 	}
 	if r := o.SyncHeapRatio; !(r < 0) && !(r > 1 && r <= 100) {
 		errs = append(errs, fmt.Errorf("Options.SyncHeapRatio must be negative (the GC left alone), zero (1.4), or above 1 and at most 100, got %v", r))

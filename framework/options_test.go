@@ -53,8 +53,7 @@ func TestManagerOptionsValidation(t *testing.T) {
 		{"clusters spread without a ring", framework.Options{Sharding: sharding.Options{Clusters: true}},
 			[]string{"Options.Sharding.Clusters needs Options.Sharding.Ring"}},
 		{"clusters spread over a ring", framework.Options{Sharding: sharding.Options{Ring: "r", Clusters: true}}, nil},
-		{"clusters spread over a ring with leader election", framework.Options{Sharding: sharding.Options{Ring: "r", Clusters: true}, LeaderElection: framework.LeaderElectionOptions{Enabled: true}},
-			[]string{"Options.Sharding.Clusters with Options.LeaderElection.Enabled"}},
+		{"clusters spread over a ring with leader election", framework.Options{Sharding: sharding.Options{Ring: "r", Clusters: true}, LeaderElection: framework.LeaderElectionOptions{Enabled: true, ID: "x"}}, nil},
 		{"metrics and probes both on a port the kernel picks", framework.Options{HealthProbeBindAddress: "127.0.0.1:0", Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0"}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

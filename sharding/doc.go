@@ -89,10 +89,12 @@
 // and Status.Refused name both members and both layouts), the metric
 // converge_shard_refusals_total counts it, and it keeps trying: it takes
 // the ring over once no member of the layout the Lease records renewed it
-// for Lease.Duration, or for Lease.RenewDeadline after the last of them released
-// it on leaving. To change a ring's layout, stop its members before the
-// new ones start (a Deployment's Recreate strategy), or let the new ones
-// wait, unready, until the old ones are gone; the README says more.
+// for Lease.Duration, or for Lease.RenewDeadline after the last of them
+// released it on leaving: its layout is then the only one, and that is how
+// a layout changes (the providers of spread clusters included). To change
+// a ring's layout, stop its members before the new ones start (a
+// Deployment's Recreate strategy), or let the new ones wait, unready,
+// until the old ones are gone; the README says more.
 //
 // # Whole clusters
 //
@@ -124,10 +126,16 @@
 // turning Clusters on is a layout change. Only the manager's own cluster
 // holds readiness up; a cluster still syncing does not.
 //
-// The manager's own cluster is not spread: a controller with
-// cluster.Scope.Remote reconciles its keys (requests naming no cluster) on
-// every member, so such a controller skips them, or leaves them to a
-// controller of its own that is Sharded. Spread clusters need every
-// member to run the controllers, so leader election is refused with
-// Clusters (a standby would hold clusters nobody serves).
+// The manager's own cluster is not spread; leader election gives its work
+// to one member. With leader election on, every member, leader or
+// standby, claims and serves its clusters: a controller with
+// cluster.Scope.Remote runs in every member, and its keys of the
+// manager's own cluster (requests naming no cluster) wait until the member
+// leads; the controllers of the manager's own cluster run in the leader
+// alone. Without leader election, every member reconciles the manager's
+// own cluster, a Remote controller's keys of it included.
+//
+// A ring without sharded controllers has no buckets: it claims no bucket
+// Lease, and its layout is "no buckets" whatever Options.Buckets says, so
+// a member that runs a sharded controller is another layout.
 package sharding

@@ -27,7 +27,9 @@ type Options struct {
 	// of a cluster-scoped primary kind all fall into one bucket, so one
 	// member reconciles them all. Every member of a ring must use the same
 	// Buckets: a member of a ring whose live members say otherwise is
-	// refused (see Options). Zero By means ByUID; zero Count means 32.
+	// refused (see Options). A ring without sharded controllers has no
+	// buckets, whatever Buckets says. Zero By means ByUID; zero Count
+	// means 32.
 	Buckets Buckets
 
 	// Lease times and places the ring's Leases: this member's and the
@@ -86,7 +88,9 @@ type Options struct {
 	// writes are refused with ErrClusterNotHeld and it is disengaged
 	// before its Lease is released). Every member runs every provider; the
 	// providers' descriptions are part of the layout, so members that find
-	// their clusters differently refuse each other. It needs Ring. False
+	// their clusters differently refuse each other. The manager's own
+	// cluster is not spread: with leader election, the leader alone
+	// reconciles it (see the package documentation). It needs Ring. False
 	// means every member engages every cluster its providers find.
 	Clusters bool
 }

@@ -7,7 +7,8 @@ type Status struct {
 	Ring     string `json:"ring"`
 	Identity string `json:"identity"`
 	// Buckets is how the ring cuts objects into buckets: the field it hashes (By) and
-	// the bucket count, as BucketFrom reports them.
+	// the bucket count, as BucketFrom reports them. It is zero when this
+	// member runs no sharded controller: its ring then has no bucket.
 	Buckets Buckets `json:"buckets"`
 	// Forming is set while no live member holds a bucket and this member
 	// waits (Options.FormationDelay) before claiming.

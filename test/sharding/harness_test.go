@@ -162,6 +162,10 @@ type updater struct {
 	failures int
 	// log is every change that succeeded.
 	log []change
+
+	// cs and target are what the updater changes (see startUpdaterOf).
+	cs     kubernetes.Interface
+	target func(i int) (ns, name, key string)
 }
 
 // change is one update: the object, the value it set, and when the API
@@ -174,7 +178,15 @@ type change struct {
 
 func startUpdater(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, n int, rate float64) *updater {
 	t.Helper()
-	u := &updater{stopCh: make(chan struct{}), done: make(chan struct{}), last: make([]int, n), lastAt: make([]time.Time, n)}
+	return startUpdaterOf(ctx, t, cs, n, rate, func(i int) (string, string, string) { return ns, objectName(i), objectName(i) })
+}
+
+// startUpdaterOf is startUpdater of n ConfigMaps named by target: the
+// i-th object's namespace and name, and the key its changes are logged
+// under (what the members report as the reconcile's key).
+func startUpdaterOf(ctx context.Context, t *testing.T, cs kubernetes.Interface, n int, rate float64, target func(i int) (ns, name, key string)) *updater {
+	t.Helper()
+	u := &updater{stopCh: make(chan struct{}), done: make(chan struct{}), last: make([]int, n), lastAt: make([]time.Time, n), cs: cs, target: target}
 	go func() {
 		defer close(u.done)
 		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
@@ -187,28 +199,43 @@ func startUpdater(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns
 				return
 			case <-tick.C:
 			}
-			i := rand.IntN(n)
-			u.mu.Lock()
-			v := u.last[i] + 1
-			u.mu.Unlock()
-			patch := fmt.Sprintf(`{"data":{"v":%q}}`, strconv.Itoa(v))
 			u.sending.RLock()
-			_, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, objectName(i), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			u.change(ctx, rand.IntN(n))
 			u.sending.RUnlock()
-			u.mu.Lock()
-			if err == nil {
-				u.last[i] = v
-				u.lastAt[i] = time.Now()
-				u.changes++
-				u.log = append(u.log, change{name: objectName(i), value: v, at: u.lastAt[i]})
-			} else {
-				u.failures++
-			}
-			u.mu.Unlock()
 		}
 	}()
 	t.Cleanup(u.stop)
 	return u
+}
+
+// change sets the i-th object's data.v to one more than its last value,
+// and records the change or its failure. Changes of one object must not
+// run at once.
+func (u *updater) change(ctx context.Context, i int) {
+	u.mu.Lock()
+	v := u.last[i] + 1
+	u.mu.Unlock()
+	ns, name, key := u.target(i)
+	patch := fmt.Sprintf(`{"data":{"v":%q}}`, strconv.Itoa(v))
+	_, err := u.cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err != nil {
+		u.failures++
+		return
+	}
+	u.last[i] = v
+	u.lastAt[i] = time.Now()
+	u.changes++
+	u.log = append(u.log, change{name: key, value: v, at: u.lastAt[i]})
+}
+
+// changeAll changes every object once, while the updater is paused.
+func (u *updater) changeAll(ctx context.Context) {
+	defer u.pause()()
+	for i := range u.last {
+		u.change(ctx, i)
+	}
 }
 
 // pause waits for the change being sent, if any, and holds the next ones

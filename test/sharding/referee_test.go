@@ -56,6 +56,11 @@ type referee struct {
 	status   map[string]report.Status
 	killedAt map[int]time.Time
 	seen     map[string]*memberHistory
+	// engagements are every engagement of a spread cluster, in the order
+	// reported; frozen the windows each SIGSTOPped process was stopped
+	// (to is zero while it is). mu guards them.
+	engagements []*engagement
+	frozen      map[int][]window
 }
 
 // memberHistory is what a member's status reports ever said.
@@ -75,7 +80,7 @@ func newReferee(t *testing.T) *referee {
 		t.Fatal(err)
 	}
 	r := &referee{url: "http://" + l.Addr().String(), spans: map[int]map[int64]*span{}, status: map[string]report.Status{}, killedAt: map[int]time.Time{},
-		seen: map[string]*memberHistory{}}
+		seen: map[string]*memberHistory{}, frozen: map[int][]window{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /enter", func(w http.ResponseWriter, req *http.Request) {
 		var c report.Enter
@@ -93,6 +98,12 @@ func newReferee(t *testing.T) *referee {
 		var c report.Status
 		if decode(w, req, &c) {
 			r.report(c)
+		}
+	})
+	mux.HandleFunc("POST /engagement", func(w http.ResponseWriter, req *http.Request) {
+		var c report.Engagement
+		if decode(w, req, &c) {
+			r.engage(c)
 		}
 	})
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -261,7 +272,8 @@ func slowest(changes []change, done map[string][]seen, from, to time.Time) time.
 }
 
 // killed closes the open reconciles of process pid, SIGKILLed at at: they
-// ran until then, and count as accepted writes.
+// ran until then, and count as accepted writes. Its engagements end then
+// too.
 func (r *referee) killed(pid int, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -269,6 +281,11 @@ func (r *referee) killed(pid int, at time.Time) {
 	for _, s := range r.spans[pid] {
 		if s.outcome == outcomeOpen {
 			s.to, s.outcome = at, outcomeKilled
+		}
+	}
+	for _, e := range r.engagements {
+		if e.pid == pid && e.to.IsZero() {
+			e.to = at
 		}
 	}
 }

@@ -26,6 +26,21 @@
 // size it also measures what the preconditions cost at steady state (the
 // writes they refuse per 1,000 changes, with and without them).
 //
+// Then it spreads clusters over a ring (sharding.Options.Clusters): each
+// member copies a ConfigMap in every cluster it engages, each cluster a
+// labelled namespace of the plane (cluster/namespaces), and reports every
+// engagement and disengagement and every reconcile to the referee, which
+// counts two members engaging one cluster at once, reconciles of one
+// cluster by two at once, and late writes by resourceVersion. Three
+// members start together (each cluster engaged once, within one of
+// even), one is SIGKILLed (its clusters engaged elsewhere; the time is
+// printed), and at full size a fourth joins, one leaves on SIGTERM and one
+// is frozen past its Lease and thawed; every change must be copied. Two
+// members whose providers select other namespaces start together: one is
+// refused, naming both, not ready, and engages nothing. The negative
+// control runs the same program without a ring: the referee must see
+// double engagements and overlapping reconciles.
+//
 // It runs once with kube-apiserver's ShardedListAndWatch feature gate (the
 // server filters each bucket's list and watch) and once without (the
 // informers filter). `make sharding` runs both at full size
@@ -104,6 +119,8 @@ type scale struct {
 	// measured).
 	layoutRuns int
 	costFor    time.Duration
+	// spread sizes the scenarios of clusters spread over a ring.
+	spread spreadScale
 }
 
 // plane is one control plane's configuration.
@@ -123,9 +140,11 @@ var (
 
 func scaleFromEnv() scale {
 	if os.Getenv("SHARDING_FULL") != "" {
-		return scale{objects: 3000, rate: 60, planes: []plane{gated, ungated}, layoutRuns: 20, costFor: time.Minute}
+		return scale{objects: 3000, rate: 60, planes: []plane{gated, ungated}, layoutRuns: 20, costFor: time.Minute,
+			spread: spreadScale{clusters: 24, rate: 20, runs: 3, full: true, configRuns: 5}}
 	}
-	return scale{objects: 1500, rate: 30, planes: []plane{gated}, layoutRuns: 2}
+	return scale{objects: 1500, rate: 30, planes: []plane{gated}, layoutRuns: 2,
+		spread: spreadScale{clusters: 12, rate: 10, runs: 1, configRuns: 1}}
 }
 
 func TestSharding(t *testing.T) {
@@ -152,6 +171,9 @@ func TestSharding(t *testing.T) {
 				t.Run("partition healed past the lease", func(t *testing.T) { testPartition(t, env, cs, false) })
 				t.Run("partition healed past the lease without preconditions", func(t *testing.T) { testPartition(t, env, cs, true) })
 				t.Run("restart after a crash", func(t *testing.T) { testRestartAfterACrash(t, env, cs) })
+				t.Run("spread clusters", func(t *testing.T) { testSpread(t, env, cs, sc.spread) })
+				t.Run("spread clusters of two configurations", func(t *testing.T) { testSpreadConfigurations(t, env, cs, sc.spread.configRuns) })
+				t.Run("clusters not spread overlap", func(t *testing.T) { testSpreadOff(t, env, cs) })
 				if sc.costFor > 0 {
 					t.Run("steady state cost of preconditions", func(t *testing.T) { testSteadyCost(t, env, cs, sc.objects, sc.rate, sc.costFor) })
 				}

@@ -16,10 +16,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"hash/fnv"
 	"log"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -66,7 +64,7 @@ func main() {
 		scale    = flag.Float64("scale", 1, "multiply every object count by this")
 		repeats  = flag.Int("repeats", 1, "runs of each contender per workload; the order alternates and medians are reported")
 		workers  = &workerCounts{4}
-		only     = flag.String("workloads", "configmaps,pods,widgets,parents,sharded", "workloads to run, comma-separated")
+		only     = flag.String("workloads", "configmaps,pods,widgets,parents,sharded,fleet", "workloads to run, comma-separated")
 		who      = flag.String("contenders", strings.Join(contenders, ","), "contenders to run, comma-separated")
 		duration = flag.Duration("duration", 10*time.Second, "length of the fixed-rate update phase")
 		deadline = flag.Duration("deadline", 30*time.Second, "how long an update may stay unseen before it counts as missed")
@@ -98,6 +96,9 @@ func main() {
 	drainEvents := flag.Int("drain-events", 50000, "drain: the ConfigMaps, each patched once per round")
 	drainRounds := flag.Int("drain-rounds", 10, "drain: the rounds that count, per worker count")
 	idle := flag.Duration("idle", 10*time.Second, "parents: the window without changes in which writes are counted")
+	fleetSteps := flag.String("fleet-clusters", "5,20", "fleet: the idle clusters engaged, comma-separated, ascending (0 is measured first)")
+	fleetFlood := flag.Int("fleet-flood", 10000, "fleet: the patches of the flood (times --scale)")
+	fleetRate := flag.Float64("fleet-quiet-rate", 40, "fleet: ConfigMaps created per second in the quiet clusters during the flood")
 	for _, k := range workload.Kinds {
 		f := wf[k]
 		flag.IntVar(&f.n, string(k), f.n, "number of "+string(k))
@@ -114,7 +115,7 @@ func main() {
 	memAfter, quietFor := time.Second, defaultQuietFor
 	if *quick {
 		// Each default only where the flag was not given.
-		for name, v := range map[string]string{"scale": "0.01", "repeats": "1", "duration": "1s", "idle": "500ms", "deadline": "20s"} {
+		for name, v := range map[string]string{"scale": "0.01", "repeats": "1", "duration": "1s", "idle": "500ms", "deadline": "20s", "fleet-clusters": "2"} {
 			if !set[name] {
 				must(flag.Set(name, v))
 			}
@@ -181,6 +182,7 @@ func main() {
 	var (
 		kinds       []workload.Kind
 		withSharded bool
+		withFleet   bool
 		runs        []workload.Kind
 		lastUse     = map[workload.Kind]int{}
 	)
@@ -192,16 +194,25 @@ func main() {
 				lastUse[workload.ConfigMaps] = len(runs)
 			}
 			runs = append(runs, sharded)
+		case k == fleetName:
+			if (*attach != "" || *hold) && !set["workloads"] {
+				continue // on control planes of its own only: left out of the default list
+			}
+			if *attach != "" || *hold {
+				log.Fatalf("--workloads=%s starts two control planes of its own: it does not go with --kubeconfig or --hold", fleetName)
+			}
+			withFleet = true
+			runs = append(runs, workload.Kind(k))
 		case slices.Contains(workload.Kinds, workload.Kind(k)):
 			kinds = append(kinds, workload.Kind(k))
 			lastUse[workload.Kind(k)] = len(runs)
 			runs = append(runs, workload.Kind(k))
 		default:
-			log.Fatalf("unknown workload %q (have %v and %s)", k, workload.Kinds, sharded)
+			log.Fatalf("unknown workload %q (have %v, %s and %s)", k, workload.Kinds, sharded, fleetName)
 		}
 	}
 	if plan != nil { // the scale curve: only its workloads
-		kinds, withSharded, runs = nil, false, nil
+		kinds, withSharded, withFleet, runs = nil, false, false, nil
 		for _, sw := range plan {
 			kinds = append(kinds, sw.kind)
 		}
@@ -223,8 +234,8 @@ func main() {
 	}
 
 	build := names
-	if withSharded && !slices.Contains(names, "converge") {
-		build = append(slices.Clone(names), "converge") // for the sharded workload
+	if (withSharded || withFleet) && !slices.Contains(names, "converge") {
+		build = append(slices.Clone(names), "converge") // for the sharded and fleet workloads
 	}
 	var bins map[string]string
 	if *prebuilt != "" {
@@ -335,6 +346,7 @@ func main() {
 		results   []*Result
 		floorRuns []FloorRun
 		shardRuns []*ShardedRun
+		fleetRun  *FleetRun
 		created   = map[workload.Kind]bool{}
 		done      []workload.Kind // the workloads of the contenders' table run so far
 	)
@@ -353,6 +365,8 @@ func main() {
 		sum.Machine = machine(loadStart)
 		sum.Sharded = summarizeShardedCurve(shardRuns, ringSizes)
 		sum.Targets = append(sum.Targets, shardedTargets(sum.Sharded)...)
+		sum.Fleet = fleetRun
+		sum.Targets = append(sum.Targets, fleetTargets(fleetRun)...)
 		if plan != nil {
 			sum.Scale = summarizeScale(results, floorRuns, names, plan)
 		} else {
@@ -435,6 +449,23 @@ func main() {
 	}
 
 	for at, k := range runs {
+		if string(k) == fleetName {
+			fo, err := newFleetOpts(*fleetSteps, *fleetFlood, *fleetRate, *scale, (*workers)[0], *cbor, memAfter, *deadline, logDir)
+			if *quick {
+				fo.connIdle = 0 // no wait for idle connections to close
+			}
+			if err == nil {
+				fleetRun, err = runFleetWorkload(ctx, bins["converge"], fo, logf)
+			}
+			if err != nil {
+				write(false, "written after an error in "+fleetName)
+				log.Fatal(err)
+			}
+			if at < len(runs)-1 {
+				write(false, "written after "+fleetName)
+			}
+			continue
+		}
 		objs := k // the kind of objects the workload runs on
 		if k == sharded {
 			objs = workload.ConfigMaps
@@ -537,48 +568,6 @@ func runWorkload(ctx context.Context, c *cluster, cfg *rest.Config, names []stri
 		}
 	}
 	return results, floorRuns, nil
-}
-
-// buildContenders builds the contenders names in one go build, into a
-// folder of the user's cache for this checkout of the bench: a contender
-// whose binary there is up to date is not linked again. They are built as
-// the Dockerfile converge scaffolds builds a manager (CGO_ENABLED=0,
-// -trimpath, -ldflags=-s): statically, so no process maps the C library.
-// It returns the binaries by contender.
-func buildContenders(ctx context.Context, names []string) (map[string]string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return nil, err
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(cache, "converge-bench", fmt.Sprintf("%016x", fnv64(wd)))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	args := []string{"build", "-trimpath", "-ldflags=-s", "-o", dir + string(filepath.Separator)}
-	bins := map[string]string{}
-	for _, n := range names {
-		if !slices.Contains(args, contenderPkg[n]) { // converge-compact is the converge program
-			args = append(args, contenderPkg[n])
-		}
-		bins[n] = filepath.Join(dir, filepath.Base(contenderPkg[n]))
-	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("build the contenders: %w", err)
-	}
-	return bins, nil
-}
-
-func fnv64(s string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(s))
-	return h.Sum64()
 }
 
 // argsSuffix renders the flags given, for the "made by" line.

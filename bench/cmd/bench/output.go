@@ -196,6 +196,7 @@ type Summary struct {
 	Floor     *floorSummary                            `json:"floor,omitempty"`
 	Sharded   []*shardedSummary                        `json:"sharded,omitempty"` // per plane and N
 	Scale     *scaleSummary                            `json:"scale,omitempty"`
+	Fleet     *FleetRun                                `json:"fleet,omitempty"`
 	// Partial is set while the run is still going: the files then hold
 	// what was measured so far.
 	Partial string `json:"partial,omitempty"`
@@ -388,6 +389,9 @@ func renderTable(s *Summary) string {
 	if s.Scale != nil {
 		b.WriteString(renderScale(s))
 	}
+	if s.Fleet != nil {
+		b.WriteString(renderFleet(s.Fleet))
+	}
 	if len(s.Targets) > 0 {
 		met := 0
 		for _, t := range s.Targets {
@@ -397,6 +401,12 @@ func renderTable(s *Summary) string {
 		}
 		fmt.Fprintf(&b, "\nTargets met: %d of %d.", met, len(s.Targets))
 		var missed []string
+		why := whyMissed
+		for _, t := range s.Targets {
+			if !t.Met && t.Workload == fleetName {
+				why = whyMissedFleet
+			}
+		}
 		for _, t := range s.Targets {
 			if !t.Met {
 				w := t.Workload
@@ -407,7 +417,7 @@ func renderTable(s *Summary) string {
 			}
 		}
 		if len(missed) > 0 {
-			fmt.Fprintf(&b, " Not met: %s. %s", strings.Join(missed, "; "), whyMissed)
+			fmt.Fprintf(&b, " Not met: %s. %s", strings.Join(missed, "; "), why)
 		}
 		b.WriteString("\n")
 	}
@@ -417,6 +427,10 @@ func renderTable(s *Summary) string {
 // whyMissed points from a missed target to the hand-written explanation,
 // with profiles, in the repository.
 const whyMissed = "Why, with profiles: bench/results/analysis.md."
+
+// whyMissedFleet points from a missed target of the fleet workload to
+// what bench/README.md says of it.
+const whyMissedFleet = "Why: bench/README.md, \"The fleet workload\"; the other workloads' misses: bench/results/analysis.md."
 
 // renderChart draws, per workload, how many times better than
 // controller-runtime converge and client-go are on the charted metrics

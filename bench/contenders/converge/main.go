@@ -3,7 +3,8 @@
 // defaults. For the parents workload it is a declarative controller (see
 // apps.go). With --ring it is a member of that sharding ring and its
 // controller is sharded; it then answers the driver's "status" with its
-// identity and the buckets it serves.
+// identity and the buckets it serves. With --kind=fleet it is the fleet
+// workload's manager of many clusters (fleet.go).
 package main
 
 import (
@@ -30,7 +31,7 @@ import (
 )
 
 func main() {
-	kind := flag.String("kind", "configmaps", "workload: configmaps, pods or widgets")
+	kind := flag.String("kind", "configmaps", "workload: configmaps, pods, widgets, parents or fleet")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file")
 	workers := flag.Int("workers", 4, "concurrent reconciles")
 	ring := flag.String("ring", "", "join this sharding ring and shard the controller (Options.Sharding.Ring); empty: no ring")
@@ -38,6 +39,10 @@ func main() {
 	identity := flag.String("identity", "", "this member's identity in the ring (Options.Sharding.Identity)")
 	compact := flag.Bool("compact", false, "store the workload's kind compact (informers.Options.Compact, defaults)")
 	flag.Parse()
+	if workload.Kind(*kind) == workload.Fleet {
+		runFleetMain(*kubeconfig, *workers)
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -89,6 +94,31 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	if err := mgr.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	report.Stop()
+}
+
+// runFleetMain runs the fleet workload's manager (see fleet.go) until
+// SIGTERM.
+func runFleetMain(kubeconfig string, workers int) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	cfg, err := framework.LoadConfig(kubeconfig)
+	if err != nil {
+		log.Fatal(err)
+	}
+	mgr, err := newFleetManager(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	f, err := runFleet(mgr, framework.ControllerOptions{Workers: workers})
+	if err != nil {
+		log.Fatal(err)
+	}
+	report.SetStatus(func() string { return f.status(mgr) })
+	report.Start()
 	if err := mgr.Start(ctx); err != nil {
 		log.Fatal(err)
 	}

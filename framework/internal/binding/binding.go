@@ -188,6 +188,25 @@ func (s *Set) Start(ctx context.Context) {
 	}
 }
 
+// HoldLocal holds the keys of the manager's own cluster (flow "") until
+// lead is closed (this process leads) or ctx ends: with clusters spread
+// over a ring, a controller of every cluster runs in every member, and the
+// leader alone reconciles the manager's own cluster. Call it before the
+// controller's workers start. A nil lead, or a nil s, holds nothing.
+func (s *Set) HoldLocal(ctx context.Context, lead <-chan struct{}) {
+	if s == nil || lead == nil {
+		return
+	}
+	s.flows.PauseFlow("")
+	go func() {
+		select {
+		case <-lead:
+			s.flows.ResumeFlow("")
+		case <-ctx.Done():
+		}
+	}()
+}
+
 // Get returns the binding of the cluster named name, nil when the
 // controller does not watch it (any more) or s is nil.
 func (s *Set) Get(name string) *Binding {

@@ -147,3 +147,29 @@ func TestADroppedKeyIsLoggedOncePerCluster(t *testing.T) {
 		t.Errorf("the dropped keys of the disengaged edge-1 were logged %d times, want once: %q", n, lines)
 	}
 }
+
+// HoldLocal pauses the manager's own cluster's flow until lead closes,
+// and holds nothing for a nil lead.
+func TestHoldLocalPausesTheOwnClusterUntilLeading(t *testing.T) {
+	f := &flows{synced: make(chan struct{})}
+	s := binding.New("c", nil, f, logr.Discard(), nil, nil)
+	s.HoldLocal(t.Context(), nil)
+	if len(f.calls) != 0 {
+		t.Fatalf("a nil lead held %v", f.calls)
+	}
+	lead := make(chan struct{})
+	s.HoldLocal(t.Context(), lead)
+	f.mu.Lock()
+	calls := slices.Clone(f.calls)
+	f.mu.Unlock()
+	if !slices.Equal(calls, []string{"pause "}) {
+		t.Fatalf("before leading: %q, want the own cluster's flow paused", calls)
+	}
+	close(lead)
+	<-f.synced // resumed
+	if !slices.Equal(f.calls, []string{"pause ", "resume "}) {
+		t.Errorf("after leading: %q, want it resumed", f.calls)
+	}
+	var none *binding.Set
+	none.HoldLocal(t.Context(), lead) // a controller of the own cluster only
+}

@@ -119,7 +119,7 @@ type unitClaim struct {
 // may claim now (when mayClaim). r.mu must be held.
 func (r *Ring) rebalanceLocked(ctx context.Context, byName map[string]*coordinationv1.Lease, members []string, mayClaim bool, now time.Time) []unitClaim {
 	var claims []unitClaim
-	for b, owner := range Assign(r.opts.Buckets.Count, members) {
+	for b, owner := range Assign(r.buckets.Count, members) {
 		u := bucketUnit(b)
 		h := r.held[u]
 		switch {

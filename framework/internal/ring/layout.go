@@ -25,6 +25,9 @@ const (
 	// "cms (ConfigMap), web (Deployment.apps)".
 	ControllersAnno = "converge.dev/controllers"
 	RoleLayout      = "layout"
+	// NoBuckets is the Cut of a ring without sharded controllers, which
+	// claims no bucket: its Buckets are not part of its layout.
+	NoBuckets = "none"
 )
 
 // Layout is what members of one ring must agree on to share its
@@ -33,7 +36,8 @@ const (
 // controllers serve each bucket (names and kinds: a member without one of
 // them would leave that controller's objects of its buckets unserved).
 type Layout struct {
-	// Cut is "32/uid", as handoverMarks records it.
+	// Cut is "32/uid", as handoverMarks records it; NoBuckets for a
+	// ring without sharded controllers.
 	Cut string
 	// Controllers are the sharded controllers, sorted by name:
 	// "cms (ConfigMap), web (Deployment.apps)".
@@ -61,6 +65,12 @@ func (l Layout) controllersAnno() string {
 
 // String describes the layout for errors and logs.
 func (l Layout) String() string {
+	if l.Cut == NoBuckets && l.Controllers == "" {
+		if l.Units == "" {
+			return "no buckets (no sharded controllers)"
+		}
+		return "no buckets (no sharded controllers), " + l.Units
+	}
 	count, key, _ := strings.Cut(l.Cut, "/")
 	if l.Cut == "" {
 		count, key = "?", "?"

@@ -299,7 +299,13 @@ func (r *Ring) Unregister(u User) {
 // ring (see writeLayout), which it keeps trying to join.
 func (r *Ring) Start(ctx context.Context) error {
 	r.mu.Lock()
-	r.layout = newLayout(fmt.Sprintf("%d/%s", r.opts.Buckets.Count, r.opts.Buckets.By), r.users, unitsOf(r.spread))
+	cut := fmt.Sprintf("%d/%s", r.opts.Buckets.Count, r.opts.Buckets.By)
+	if len(r.users) == 0 {
+		// Buckets serve sharded controllers only: a ring without one (it
+		// spreads clusters, or nothing) claims none.
+		cut, r.buckets = NoBuckets, sharding.Buckets{}
+	}
+	r.layout = newLayout(cut, r.users, unitsOf(r.spread))
 	r.mu.Unlock()
 	go r.informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {

@@ -309,11 +309,16 @@ func (r *Ring) rebalanceClustersLocked(ctx context.Context, byName map[string]*c
 
 // orphanLocked says why the cluster named x, whose Lease l another member
 // should claim (why says how), may be claimed here: its Lease was free for
-// Lease.Duration. "" when not. r.mu must be held.
+// Lease.Duration. "" when not. A held Lease is free once it expired,
+// Lease.Duration after it last changed: at its expiry only its owner
+// claims it. r.mu must be held.
 func (r *Ring) orphanLocked(x string, l *coordinationv1.Lease, why string, now time.Time) string {
 	free := r.unseen[x]
 	if l != nil {
 		free = r.seen[l.Name].since
+		if Holder(l) != "" {
+			free = free.Add(r.opts.Lease.Duration)
+		}
 	}
 	if now.Sub(free) < r.opts.Lease.Duration {
 		return ""

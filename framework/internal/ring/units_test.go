@@ -432,3 +432,92 @@ func TestMembersWithDifferentViewsNeverHoldAClusterTwice(t *testing.T) {
 		t.Errorf("clusters held twice: %q", log.doubles)
 	}
 }
+
+// A ring that spreads clusters and has no sharded controller claims no
+// bucket: no bucket Lease, none held, and a layout that says so.
+func TestClustersAloneClaimNoBucket(t *testing.T) {
+	u := &stubClusters{}
+	u.set("edge-1")
+	r, leases := startSpreading(t, u)
+	eventually(t, "the cluster is engaged", func() bool { return u.holding("edge-1") })
+	l, err := leases.List(t.Context(), metav1.ListOptions{LabelSelector: RoleLabel + "=" + RoleBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) > 0 {
+		t.Errorf("the ring made %d bucket Leases, want none", len(l.Items))
+	}
+	if s := r.Status(); s.Buckets.Count != 0 || len(s.Serving)+len(s.Syncing) > 0 {
+		t.Errorf("Status = buckets %+v, serving %v, syncing %v; want none", s.Buckets, s.Serving, s.Syncing)
+	}
+	if got, want := r.Layout().String(), "no buckets (no sharded controllers), clusters of stub"; got != want {
+		t.Errorf("layout %q, want %q", got, want)
+	}
+}
+
+// A cluster Lease is free once released, or once it expired: a crashed
+// member's cluster is orphaned (claimed by a member it is not assigned
+// to) only once it stayed free for Lease.Duration after it expired. At
+// its expiry only its owner under the assignment claims it, so a crash
+// moves each cluster once rather than to whichever member claims first
+// and then on to its owner.
+func TestAClusterIsOrphanedLeaseDurationAfterItBecameFree(t *testing.T) {
+	cs, err := coordclient.NewForConfig(fake.Start(t, fake.Options{}).Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := 2 * time.Second
+	opts := sharding.Options{Ring: "r", Buckets: sharding.Buckets{Count: 2, By: sharding.ByUID}, FormationDelay: -1,
+		Lease: lease.Options{Namespace: "ns", Identity: "me", Duration: d, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}}
+	members := []string{"me", "other"}
+	// x is a cluster the assignment over members gives to the other.
+	var x string
+	for _, c := range clusterNames(20) {
+		if AssignClusters([]string{c}, members)[0] == "other" {
+			x = c
+			break
+		}
+	}
+	if x == "" {
+		t.Fatal("the assignment gives each of 20 clusters to me")
+	}
+	for _, tc := range []struct {
+		name    string
+		holder  string
+		changed time.Duration // how long ago the Lease last changed
+		want    string        // why it is claimed here, "" for not
+	}{
+		{"held by a live member", "gone", d / 2, ""},
+		{"expired just now", "gone", d, ""},
+		{"expired for less than Lease.Duration", "gone", d + d/2, ""},
+		{"expired for Lease.Duration", "gone", 2 * d, "orphaned (expired)"},
+		{"released just now", "", 0, ""},
+		{"released Lease.Duration ago", "", d, "orphaned (released)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(cs, opts, logr.Discard(), NewMetrics(opts.Ring))
+			u := &stubClusters{}
+			u.set(x)
+			if err := r.SpreadClusters(u); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			l := &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: ClusterLeaseName("r", x), Namespace: "ns", ResourceVersion: "7",
+					Labels: map[string]string{RingLabel: "r", RoleLabel: RoleCluster, ClusterLabel: x}},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &tc.holder},
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.seen[l.Name] = observation{rv: "7", since: now.Add(-tc.changed), at: now.Add(-tc.changed)}
+			claims := r.rebalanceClustersLocked(t.Context(), map[string]*coordinationv1.Lease{l.Name: l}, members, []string{x}, true, now)
+			var got string
+			if len(claims) > 0 {
+				got = claims[0].why
+			}
+			if got != tc.want {
+				t.Errorf("cluster %s, assigned to another member, Lease held by %q and changed %v ago (Lease.Duration %v): claimed %q, want %q", x, tc.holder, tc.changed, d, got, tc.want)
+			}
+		})
+	}
+}

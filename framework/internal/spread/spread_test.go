@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,11 +43,14 @@ type interval struct {
 }
 
 // referee records every member's engagements, and the ConfigMap versions
-// their reconciles saw.
+// their reconciles saw; with ownNS set, the reconciles of the manager's
+// own cluster's ConfigMaps in that namespace too.
 type referee struct {
 	mu        sync.Mutex
 	intervals []*interval
 	seen      map[string]string // "<cluster>/<name>" -> resourceVersion reconciled last
+	ownNS     string
+	own       []*interval // reconciles of own keys in ownNS, cluster "" and member
 }
 
 func newReferee() *referee { return &referee{seen: map[string]string{}} }
@@ -128,31 +132,73 @@ func member(t *testing.T, id, ring, leaseNS, label string, clusters bool, r *ref
 	t.Helper()
 	sh := sharding.Options{}
 	if ring != "" {
-		sh = sharding.Options{Ring: ring, Clusters: clusters, HandoverTimeout: 5 * time.Second,
-			Lease: lease.Options{Namespace: leaseNS, Identity: id, Duration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}}
+		sh = sharding.Options{Ring: ring, Clusters: clusters}
 	}
-	mgr := testenv.NewManager(t, plane.Config(t), framework.Options{Sharding: sh, Clusters: cluster.Options{
+	return memberWith(t, id, leaseNS, label, framework.Options{Sharding: sh}, r, nil)
+}
+
+// memberWith is member with the sharding and leader election of opts
+// (whose Lease namespace, identity and timings are set here); setup, when
+// not nil, builds more controllers before the manager starts.
+func memberWith(t *testing.T, id, leaseNS, label string, opts framework.Options, r *referee, setup func(*framework.Manager)) (*framework.Manager, *testenv.Run) {
+	t.Helper()
+	quick := lease.Options{Namespace: leaseNS, Identity: id, Duration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
+	if opts.Sharding.Ring != "" {
+		opts.Sharding.Lease, opts.Sharding.HandoverTimeout = quick, 5*time.Second
+	}
+	if opts.LeaderElection.Enabled {
+		opts.LeaderElection.Lease = quick
+	}
+	opts.Clusters = cluster.Options{
 		Providers: []cluster.Provider{namespaces.New(namespaces.Options{Labels: labels.SelectorFromSet(labels.Set{"spread": label})})},
-	}})
+	}
+	mgr := testenv.NewManager(t, plane.Config(t), opts)
 	mgr.Clusters().Subscribe(listener{r, id})
 	err := framework.NewBuilder[*corev1.ConfigMap](mgr, "cms", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).
 		CompleteByKey(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			if req.Cluster == "" {
+			if req.Cluster == "" && (r.ownNS == "" || req.Namespace != r.ownNS) {
 				return reconcile.Result{}, nil
 			}
+			start := time.Now()
 			var cm corev1.ConfigMap
 			if err := cluster.From(ctx).Client().Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, &cm); err != nil {
 				return reconcile.Result{}, nil // deleted meanwhile
 			}
 			r.mu.Lock()
+			defer r.mu.Unlock()
 			r.seen[req.Cluster+"/"+req.Name] = cm.ResourceVersion
-			r.mu.Unlock()
+			if req.Cluster == "" {
+				r.own = append(r.own, &interval{member: id, start: start, end: time.Now()})
+			}
 			return reconcile.Result{}, nil
 		}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if setup != nil {
+		setup(mgr)
+	}
 	return mgr, testenv.StartManager(t, mgr)
+}
+
+// ownReconcilers returns the members that reconciled a key of the manager's
+// own cluster in r.ownNS, sorted, and the first pair of such reconciles by
+// two members that overlapped in time.
+func (r *referee) ownReconcilers() (members []string, overlap string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for a, x := range r.own {
+		if !slices.Contains(members, x.member) {
+			members = append(members, x.member)
+		}
+		for _, y := range r.own[a+1:] {
+			if overlap == "" && x.member != y.member && x.start.Before(y.end) && y.start.Before(x.end) {
+				overlap = fmt.Sprintf("%s [%v, %v] and %s [%v, %v]", x.member, x.start.Format(time.StampMicro), x.end.Format(time.StampMicro), y.member, y.start.Format(time.StampMicro), y.end.Format(time.StampMicro))
+			}
+		}
+	}
+	slices.Sort(members)
+	return members, overlap
 }
 
 // spreadNamespaces makes n namespaces labelled spread=label, each with
@@ -299,4 +345,183 @@ func TestMembersFindingClustersOtherwiseRefuseEachOther(t *testing.T) {
 	if fs, _ := first.RingStatus(); fs.Refused != "" {
 		t.Errorf("the first member is refused too: %s", fs.Refused)
 	}
+}
+
+// elected returns the identities of the members of mgrs (by id) that
+// have led, sorted: a member's Elected stays closed once it led.
+func elected(mgrs map[string]*framework.Manager) []string {
+	var out []string
+	for id, m := range mgrs {
+		select {
+		case <-m.Elected():
+			out = append(out, id)
+		default:
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// With leader election, every member serves the clusters it holds, and
+// only a member that leads reconciles the manager's own cluster's keys of
+// a controller of many clusters; once the leader stops, another member
+// takes the own cluster over, and no two members ever reconciled its keys
+// at once.
+func TestOwnClusterIsReconciledByTheLeaderAlone(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(plane.Config(t))
+	leaseNS := testenv.Namespace(t, cs)
+	label := unique("lead")
+	names := spreadNamespaces(t, cs, label, 6)
+	r := newReferee()
+	r.ownNS = testenv.Namespace(t, cs)
+	testenv.CreateConfigMap(t, cs, r.ownNS, "cm", nil)
+	ids := []string{"m0", "m1", "m2"}
+	mgrs, runs := map[string]*framework.Manager{}, map[string]*testenv.Run{}
+	for _, id := range ids {
+		mgrs[id], runs[id] = memberWith(t, id, leaseNS, label, framework.Options{
+			Sharding:       sharding.Options{Ring: "lead", Clusters: true},
+			LeaderElection: framework.LeaderElectionOptions{Enabled: true, ID: "lead"},
+		}, r, nil)
+	}
+	testenv.Eventually(t, "each namespace is engaged by one member, two each", func() bool { return balanced(r, names, ids, 2) })
+	testenv.Eventually(t, "a member leads", func() bool { return len(elected(mgrs)) > 0 })
+	leader := elected(mgrs)[0]
+	want := touchAll(t, cs, r, names, "1")
+	testenv.Eventually(t, "every cluster's change, and the own cluster's, is reconciled", func() bool { return allReconciled(r, want) })
+	// Only members that led reconciled the own cluster (on a loaded
+	// machine a leader may lose its lease, and another take over).
+	onlyLeaders := func() {
+		t.Helper()
+		got, overlap := r.ownReconcilers()
+		led := elected(mgrs)
+		if slices.ContainsFunc(got, func(id string) bool { return !slices.Contains(led, id) }) {
+			t.Fatalf("the own cluster's keys were reconciled by %v, of which only %v led", got, led)
+		}
+		if overlap != "" {
+			t.Fatalf("two members reconciled the own cluster's keys at once: %s", overlap)
+		}
+	}
+	onlyLeaders()
+
+	runs[leader].Cancel()
+	<-runs[leader].Done
+	rest := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == leader })
+	testenv.Eventually(t, "the leader's namespaces move to the others, three each", func() bool { return balanced(r, names, rest, 3) })
+	testenv.Eventually(t, "another member leads", func() bool { return len(elected(mgrs)) > 1 })
+	want = touchAll(t, cs, r, names, "2")
+	testenv.Eventually(t, "every change after the move is reconciled", func() bool { return allReconciled(r, want) })
+	onlyLeaders()
+	if n, first := r.overlaps(); n > 0 {
+		t.Errorf("%d overlapping engagements, first: %s", n, first)
+	}
+}
+
+// touchAll is touch of names and of r.ownNS, whose ConfigMap the
+// referee sees as the manager's own cluster's ("/cm").
+func touchAll(t *testing.T, cs kubernetes.Interface, r *referee, names []string, v string) map[string]string {
+	t.Helper()
+	want := touch(t, cs, names, v)
+	want["/cm"] = touch(t, cs, []string{r.ownNS}, v)[r.ownNS+"/cm"]
+	return want
+}
+
+// bucketLeases counts the bucket Leases in namespace ns.
+func bucketLeases(t *testing.T, cs kubernetes.Interface, ns string) int {
+	t.Helper()
+	l, err := cs.CoordinationV1().Leases(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "converge.dev/ring-role=bucket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(l.Items)
+}
+
+// A ring that spreads clusters and runs no sharded controller claims no
+// bucket Lease, and its layout says so; a member that runs a sharded
+// controller too is another layout: it is refused, naming both, and holds
+// nothing, while the first member keeps every cluster.
+func TestRingOfClustersAloneClaimsNoBucket(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(plane.Config(t))
+	leaseNS := testenv.Namespace(t, cs)
+	label := unique("nobucket")
+	names := spreadNamespaces(t, cs, label, 2)
+	r := newReferee()
+	first, _ := member(t, "m0", "nb", leaseNS, label, true, r)
+	testenv.Eventually(t, "the first member engages both namespaces", func() bool { return balanced(r, names, []string{"m0"}, 2) })
+	if n := bucketLeases(t, cs, leaseNS); n != 0 {
+		t.Errorf("a ring without sharded controllers made %d bucket Leases, want none", n)
+	}
+	if s, _ := first.RingStatus(); s.Buckets.Count != 0 || len(s.Serving)+len(s.Syncing) > 0 {
+		t.Errorf("a ring without sharded controllers reports buckets %+v, serving %v, syncing %v", s.Buckets, s.Serving, s.Syncing)
+	}
+
+	second, _ := memberWith(t, "m1", leaseNS, label, framework.Options{Sharding: sharding.Options{Ring: "nb", Clusters: true}}, r, shardedSecrets(t))
+	testenv.Eventually(t, "the member with a sharded controller is refused", func() bool {
+		s, _ := second.RingStatus()
+		return s.Refused != ""
+	})
+	s, _ := second.RingStatus()
+	for _, want := range []string{`"m0"`, `"m1"`, "no buckets (no sharded controllers), clusters of namespaces", "32 buckets by object.metadata.uid, sharded controllers: secrets (Secret), clusters of namespaces"} {
+		if !strings.Contains(s.Refused, want) {
+			t.Errorf("the refusal does not name %s: %s", want, s.Refused)
+		}
+	}
+	if len(s.Serving)+len(s.Syncing) > 0 || s.Clusters != nil && len(s.Clusters.Serving)+len(s.Clusters.Syncing) > 0 {
+		t.Errorf("the refused member holds buckets %v %v and clusters %+v", s.Serving, s.Syncing, s.Clusters)
+	}
+	if n := bucketLeases(t, cs, leaseNS); n != 0 {
+		t.Errorf("the refused member made %d bucket Leases", n)
+	}
+	if !balanced(r, names, []string{"m0"}, 2) {
+		t.Errorf("the first member lost clusters to the refused one: %v", r.holders())
+	}
+}
+
+// shardedSecrets builds a sharded controller of Secrets that does nothing.
+func shardedSecrets(t *testing.T) func(*framework.Manager) {
+	return func(mgr *framework.Manager) {
+		err := framework.NewBuilder[*corev1.Secret](mgr, "secrets", framework.ControllerOptions{Sharded: true}).
+			Complete(reconcile.ObjectFunc[*corev1.Secret](func(context.Context, *corev1.Secret) (reconcile.Result, error) { return reconcile.Result{}, nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The other way round: a member without sharded controllers that meets a
+// ring held by one with them is refused and holds nothing, and the first
+// keeps serving every bucket and every cluster.
+func TestRingWithShardedControllersRefusesAMemberOfClustersAlone(t *testing.T) {
+	cs := kubernetes.NewForConfigOrDie(plane.Config(t))
+	leaseNS := testenv.Namespace(t, cs)
+	label := unique("withbucket")
+	names := spreadNamespaces(t, cs, label, 2)
+	r := newReferee()
+	first, _ := memberWith(t, "m0", leaseNS, label, framework.Options{Sharding: sharding.Options{Ring: "wb", Clusters: true}}, r, shardedSecrets(t))
+	testenv.Eventually(t, "the first member serves every bucket and both namespaces", func() bool {
+		s, _ := first.RingStatus()
+		return len(s.Serving) == 32 && balanced(r, names, []string{"m0"}, 2)
+	})
+	second, _ := member(t, "m1", "wb", leaseNS, label, true, r)
+	testenv.Eventually(t, "the member without sharded controllers is refused", func() bool {
+		s, _ := second.RingStatus()
+		return s.Refused != ""
+	})
+	s, _ := second.RingStatus()
+	for _, want := range []string{`"m0"`, `"m1"`, "no buckets (no sharded controllers), clusters of namespaces", "32 buckets by object.metadata.uid, sharded controllers: secrets (Secret)"} {
+		if !strings.Contains(s.Refused, want) {
+			t.Errorf("the refusal does not name %s: %s", want, s.Refused)
+		}
+	}
+	if s.Clusters != nil && len(s.Clusters.Serving)+len(s.Clusters.Syncing) > 0 {
+		t.Errorf("the refused member holds clusters %+v", s.Clusters)
+	}
+	// Asked until true: on a loaded machine a renewal may miss its
+	// deadline, and the first member then syncs a fenced bucket again.
+	testenv.Eventually(t, "the first member still serves every bucket and both namespaces", func() bool {
+		fs, _ := first.RingStatus()
+		if fs.Refused != "" {
+			t.Fatalf("the member holding the ring was refused: %s", fs.Refused)
+		}
+		return len(fs.Serving) == 32 && balanced(r, names, []string{"m0"}, 2)
+	})
 }

@@ -20,6 +20,11 @@
 // --no-preconditions turns off the preconditions of the sharded
 // reconciles' writes (a negative control).
 //
+// With --clusters=VALUE the member is instead a controller of many
+// clusters, each namespace labelled report.ClusterLabel=VALUE one
+// (cluster/namespaces); with --ring too it spreads them over the ring
+// (sharding.Options.Clusters). spread.go says what it reports.
+//
 // It stops on SIGTERM through framework.SignalContext and exits 0 when
 // Manager.Start returns nil.
 package main
@@ -42,6 +47,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework"
 	"github.com/converge-dev/converge/informers"
 	"github.com/converge-dev/converge/internal/shardtest"
@@ -68,6 +74,8 @@ type options struct {
 	workers, buckets                                       int
 	kind, server                                           string
 	noPreconditions                                        bool
+	// clusters, when set, makes the member one of spread clusters.
+	clusters string
 }
 
 func main() {
@@ -85,6 +93,7 @@ func main() {
 	flag.StringVar(&o.kind, "kind", "configmaps", "the kind the controller reconciles: configmaps or secrets (which it only reads)")
 	flag.StringVar(&o.server, "server", "", "send every request to this URL instead of the kubeconfig's server")
 	flag.BoolVar(&o.noPreconditions, "no-preconditions", false, "send the sharded reconciles' writes without preconditions (a negative control)")
+	flag.StringVar(&o.clusters, "clusters", "", "copy a ConfigMap in each namespace labelled "+report.ClusterLabel+"=VALUE, each a cluster (spread over --ring, if set)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "member:", err)
@@ -110,6 +119,9 @@ func run(o options) error {
 	}
 	if o.server != "" {
 		cfg.Host = o.server
+	}
+	if o.clusters != "" {
+		return runSpread(ctx, o, log, cfg)
 	}
 	sharding := sharding.Options{Ring: o.ring, Buckets: sharding.Buckets{Count: o.buckets}, Lease: lease.Options{Namespace: o.namespace, Identity: o.identity}}
 	if o.ring != "" {
@@ -161,11 +173,7 @@ func (m *member) reconcile(ctx context.Context, cm *corev1.ConfigMap) (reconcile
 		exit.Outcome, exit.End = report.Unchanged, time.Now().UnixNano()
 		return reconcile.Result{}, nil
 	}
-	t := time.NewTimer(m.work)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
+	if !m.worked(ctx) {
 		exit.Outcome, exit.End = report.Cancelled, time.Now().UnixNano()
 		return reconcile.Result{}, ctx.Err()
 	}
@@ -176,19 +184,37 @@ func (m *member) reconcile(ctx context.Context, cm *corev1.ConfigMap) (reconcile
 	target := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cm.Namespace, Name: cm.Name}}
 	err = m.mgr.Client().Patch(ctx, target, types.MergePatchType, patch)
 	exit.End = time.Now().UnixNano()
+	exit.Outcome, exit.WriteRV, exit.Err = outcome(ctx, err, target.ResourceVersion)
+	return reconcile.Result{}, err
+}
+
+// worked waits --work, and reports whether ctx was still live then.
+func (m *member) worked(ctx context.Context) bool {
+	t := time.NewTimer(m.work)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// outcome is the outcome of a reconcile whose write returned err, with
+// the resourceVersion rv it produced or the error's text.
+func outcome(ctx context.Context, err error, rv string) (outcome, writeRV, text string) {
 	switch {
 	case err == nil:
-		exit.Outcome, exit.WriteRV = report.Written, target.ResourceVersion
-	case errors.Is(err, sharding.ErrBucketNotHeld):
-		exit.Outcome, exit.Err = report.Fenced, err.Error()
+		return report.Written, rv, ""
+	case errors.Is(err, sharding.ErrBucketNotHeld), errors.Is(err, sharding.ErrClusterNotHeld), errors.Is(err, cluster.ErrDisengaged):
+		return report.Fenced, "", err.Error()
 	case apierrors.IsConflict(err):
-		exit.Outcome, exit.Err = report.Conflict, err.Error()
+		return report.Conflict, "", err.Error()
 	case ctx.Err() != nil:
-		exit.Outcome, exit.Err = report.Cancelled, err.Error()
+		return report.Cancelled, "", err.Error()
 	default:
-		exit.Outcome, exit.Err = report.Error, err.Error()
+		return report.Error, "", err.Error()
 	}
-	return reconcile.Result{}, err
 }
 
 // reportStatus reports the ring status and the number of cached objects
