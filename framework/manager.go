@@ -229,8 +229,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 
 // clientConfig is a copy of cfg as the manager's requests use it: without
 // a client-side rate limit unless cfg sets one, with converge's user agent
-// unless cfg names one, and without compression when opts say so or the
-// API server is on this machine.
+// unless cfg names one, and uncompressed when opts say so or on loopback.
 func clientConfig(cfg *rest.Config, opts Options) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 && cfg.RateLimiter == nil {
