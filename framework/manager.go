@@ -24,6 +24,7 @@ import (
 	"github.com/converge-dev/converge/framework/internal/ring"
 	"github.com/converge-dev/converge/framework/internal/runner"
 	"github.com/converge-dev/converge/framework/internal/served"
+	"github.com/converge-dev/converge/framework/internal/serving"
 	"github.com/converge-dev/converge/framework/internal/shard"
 	"github.com/converge-dev/converge/framework/internal/spread"
 	"github.com/converge-dev/converge/framework/webhook"
@@ -228,7 +229,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 
 // clientConfig is a copy of cfg as the manager's requests use it: without
 // a client-side rate limit unless cfg sets one, with converge's user agent
-// unless cfg names one, and without compression when opts say so.
+// unless cfg names one, and uncompressed when opts say so or on loopback.
 func clientConfig(cfg *rest.Config, opts Options) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 && cfg.RateLimiter == nil {
@@ -237,7 +238,7 @@ func clientConfig(cfg *rest.Config, opts Options) *rest.Config {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "converge"
 	}
-	if opts.DisableCompression {
+	if opts.DisableCompression || serving.LoopbackServer(cfg.Host) {
 		cfg.DisableCompression = true
 	}
 	return cfg

@@ -98,10 +98,11 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 
 	// DisableCompression asks the API server not to gzip its responses to
-	// the manager's clients. Zero (false) leaves the rest.Config's setting
-	// as it is (compressed, unless the config says otherwise). It sets the
-	// transport the manager builds, so it cannot be set with
-	// Cache.HTTPClient. The README (Performance, Tuning) says when it pays.
+	// the manager's clients. Zero (false) does so only for a Host that is
+	// localhost or a loopback IP (no network to save bytes on; a tunnel
+	// through a local port counts too), and elsewhere leaves the rest.Config
+	// as it is. It cannot be set with Cache.HTTPClient, whose transport
+	// decides. The README (Performance, Tuning) says when it pays.
 	DisableCompression bool
 
 	// SyncHeapRatio bounds the heap while the caches first sync, then until

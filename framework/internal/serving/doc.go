@@ -27,7 +27,8 @@
 //   - Graceful stop: [Serve] returns nil once its context ends and the server
 //     has shut down (waiting up to 5 s for requests in flight).
 //   - Loopback only: [LoopbackOnly] serves a handler to loopback clients
-//     asking for a loopback host name, and refuses every other request.
+//     asking for a loopback host name, and refuses every other request;
+//     [LoopbackServer] tells an API server on this machine by its address.
 //   - Probes as kube-apiserver serves them: [ProbeHandler] answers 200 "ok",
 //     or 503 listing every check; ?verbose lists them either way.
 package serving

@@ -3,6 +3,7 @@ package serving
 import (
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -28,6 +29,16 @@ func loopbackAddr(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// LoopbackServer reports whether server, a rest.Config's Host (a URL, or a
+// host with or without a port), is localhost or a loopback IP: a server on
+// this machine, with no network between the client and it.
+func LoopbackServer(server string) bool {
+	if u, err := url.Parse(server); err == nil && u.Host != "" {
+		server = u.Host
+	}
+	return server != "" && loopbackHost(server)
 }
 
 // loopbackHost reports whether hostport names a loopback host.

@@ -82,3 +82,27 @@ func TestProbeHandler(t *testing.T) {
 		})
 	}
 }
+
+func TestLoopbackServer(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		want bool
+	}{
+		{"https://127.0.0.1:6443", true},
+		{"https://127.0.0.53", true},
+		{"https://[::1]:6443/prefix", true},
+		{"https://localhost:6443", true},
+		{"http://LOCALHOST", true},
+		{"127.0.0.1:6443", true},
+		{"localhost", true},
+		{"https://10.96.0.1:443", false},
+		{"https://kubernetes.default.svc", false},
+		{"https://localhost.example.com", false},
+		{"https://[2001:db8::1]:6443", false},
+		{"", false},
+	} {
+		if got := serving.LoopbackServer(tc.host); got != tc.want {
+			t.Errorf("LoopbackServer(%q) = %v, want %v", tc.host, got, tc.want)
+		}
+	}
+}
