@@ -227,9 +227,8 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// clientConfig is a copy of cfg as the manager's requests use it: without
-// a client-side rate limit unless cfg sets one, with converge's user agent
-// unless cfg names one, and uncompressed when opts say so or on loopback.
+// clientConfig is cfg as the manager's requests use it: no client-side rate limit
+// or converge's user agent unless cfg sets them, uncompressed as opts or loopback say.
 func clientConfig(cfg *rest.Config, opts Options) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	if cfg.QPS == 0 && cfg.RateLimiter == nil {

@@ -98,11 +98,10 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 
 	// DisableCompression asks the API server not to gzip its responses to
-	// the manager's clients. Zero (false) does so only for a Host that is
-	// localhost or a loopback IP (no network to save bytes on; a tunnel
-	// through a local port counts too), and elsewhere leaves the rest.Config
-	// as it is. It cannot be set with Cache.HTTPClient, whose transport
-	// decides. The README (Performance, Tuning) says when it pays.
+	// the manager's clients. Zero (false) does so only for a localhost or
+	// loopback-IP Host (a tunnel through a local port too), and elsewhere
+	// keeps the rest.Config's setting. Cache.HTTPClient's transport decides
+	// for itself. The README (Performance, Tuning) says when it pays.
 	DisableCompression bool
 
 	// SyncHeapRatio bounds the heap while the caches first sync, then until
