@@ -201,8 +201,9 @@ type Scope struct {
 	Remote bool
 
 	// OnEngaged, when not nil, returns the requests to queue when a cluster
-	// is engaged, once the controller's informers of it synced: ctx
-	// carries c (From) and ends with its engagement. A request naming no
+	// is engaged, once the controller's informers of it synced, and again
+	// each time it turns healthy after its probes failed: ctx carries c
+	// (From) and ends with its engagement. A request naming no
 	// cluster is in c, one naming a cluster is in that one, as a Map
 	// source's. The primary kind's initial list queues every object of
 	// that kind in c already (as replays); OnEngaged is for keys c holds

@@ -38,9 +38,9 @@ import (
 // left as it is: the parent's Ready condition says it waits for the
 // cluster, nothing is pruned there, and the parent's deletion waits for it;
 // the children in other clusters are applied meanwhile, and the parent is
-// reconciled again once the cluster is engaged. After names children of
-// c's own cluster; LiveChild and LiveChildren read the parent's cluster
-// only.
+// reconciled again once the cluster is engaged, or healthy again. After
+// names children of c's own cluster; LiveChild and LiveChildren read the
+// parent's cluster only.
 //
 // The controller watches its children in every engaged cluster (the objects
 // labelled with its ManagerLabel, see Declarative.Sources), so a change to

@@ -141,7 +141,8 @@
 // it. Such children are read from that cluster's cache (its objects labelled
 // with this controller's ManagerLabel), written through its client, pruned
 // and finalized there; a cluster not engaged or unhealthy holds its children,
-// its prune and the parent's deletion until it is engaged again.
+// its prune and the parent's deletion until it is engaged, or healthy,
+// again.
 //
 // A parent deleted and made again under the same name (a new UID) finds its
 // predecessor's children still there until the garbage collector (or the

@@ -190,7 +190,8 @@ func ToLocal(src Source) Source {
 // controller of the manager's own cluster hears of the objects it keeps
 // in others. Its informers of a cluster are made at its engagement and
 // stop at its disengagement. engaged, when not nil, is called once they
-// synced, ctx carrying the cluster (cluster.From), and the requests it
+// synced, and again each time the cluster turns healthy after its probes
+// failed, ctx carrying the cluster (cluster.From), and the requests it
 // returns are queued. Complete refuses it in a controller with
 // ControllerOptions.Clusters.Remote, which binds every source to every
 // cluster. Other sources are returned as they are.

@@ -48,7 +48,9 @@ type Binding struct {
 
 	// regs are the sources' listener registrations, once started.
 	regs []cache.ResourceEventHandlerRegistration
-	// stop cancels the context the sources were started on.
+	// ctx is the context the sources were started on, carrying the
+	// cluster; stop cancels it.
+	ctx  context.Context
 	stop context.CancelFunc
 	// synced is set once the sources' informers synced, unhealthy while
 	// the cluster is unhealthy; the Set's mu guards both. The cluster's
@@ -298,15 +300,23 @@ func (s *Set) Unhealthy(cl *cluster.Cluster) { s.setHealthy(cl, false) }
 func (s *Set) Healthy(cl *cluster.Cluster) { s.setHealthy(cl, true) }
 
 // setHealthy records whether cl is healthy and pauses or resumes its flow.
+// A synced cluster that turns healthy again queues the requests of
+// onEngaged anew: what waited for the cluster while its probes failed
+// (a parent whose child there was held, say) goes on.
 func (s *Set) setHealthy(cl *cluster.Cluster, healthy bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	b := s.bindings[cl.Name()]
 	if b == nil || b.Cluster != cl {
+		s.mu.Unlock()
 		return
 	}
+	recovered := healthy && b.unhealthy && b.synced
 	b.unhealthy = !healthy
 	s.runFlowLocked(b)
+	s.mu.Unlock()
+	if recovered {
+		s.queueEngaged(b)
+	}
 }
 
 // runFlowLocked resumes b's flow when its informers synced and its
@@ -374,7 +384,7 @@ func (s *Set) attachLocked(cl *cluster.Cluster) {
 	}
 	ctx, cancel := context.WithCancel(cluster.NewContext(s.runCtx, cl))
 	stopAfter := context.AfterFunc(cl.Context(), cancel)
-	b.stop = func() { stopAfter(); cancel() }
+	b.ctx, b.stop = ctx, func() { stopAfter(); cancel() }
 	started := b.Sources[:0]
 	for _, src := range b.Sources {
 		reg, err := src.Start(ctx)
@@ -409,13 +419,22 @@ func (s *Set) waitForSync(ctx context.Context, b *Binding) {
 	}
 	s.mu.Unlock()
 	s.reg.notify()
-	if bound && s.onEngaged != nil {
-		for _, req := range s.onEngaged(ctx, b.Cluster) {
-			if req.Cluster == "" {
-				req.Cluster = name
-			}
-			s.flows.Add(req)
-		}
+	if bound {
+		s.queueEngaged(b)
 	}
 	s.log.V(1).Info("watching cluster", "cluster", name)
+}
+
+// queueEngaged adds the requests onEngaged returns for b's cluster, those
+// naming no cluster in that one.
+func (s *Set) queueEngaged(b *Binding) {
+	if s.onEngaged == nil {
+		return
+	}
+	for _, req := range s.onEngaged(b.ctx, b.Cluster) {
+		if req.Cluster == "" {
+			req.Cluster = b.Cluster.Name()
+		}
+		s.flows.Add(req)
+	}
 }

@@ -23,7 +23,9 @@ import (
 type flows struct {
 	mu     sync.Mutex
 	calls  []string
-	synced chan struct{}
+	synced chan struct{} // closed at the first ResumeFlow
+	once   sync.Once
+	added  chan string // when not nil, hears each Add after it is recorded
 }
 
 func (f *flows) record(s string) {
@@ -31,11 +33,16 @@ func (f *flows) record(s string) {
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, s)
 }
-func (f *flows) Add(req reconcile.Request) { f.record("add " + req.String()) }
-func (f *flows) PauseFlow(flow string)     { f.record("pause " + flow) }
+func (f *flows) Add(req reconcile.Request) {
+	f.record("add " + req.String())
+	if f.added != nil {
+		f.added <- req.String()
+	}
+}
+func (f *flows) PauseFlow(flow string) { f.record("pause " + flow) }
 func (f *flows) ResumeFlow(flow string) {
 	f.record("resume " + flow)
-	close(f.synced)
+	f.once.Do(func() { close(f.synced) })
 }
 func (f *flows) DropFlow(flow string) int { f.record("drop " + flow); return 0 }
 
@@ -172,4 +179,45 @@ func TestHoldLocalPausesTheOwnClusterUntilLeading(t *testing.T) {
 	}
 	var none *binding.Set
 	none.HoldLocal(t.Context(), lead) // a controller of the own cluster only
+}
+
+// A synced cluster that turns healthy again after its probes failed
+// queues OnEngaged's requests anew, so that what waited for it goes on; a
+// Healthy that follows no Unhealthy queues nothing.
+func TestOnEngagedQueuesAgainWhenTheClusterTurnsHealthy(t *testing.T) {
+	cl, err := cluster.New(cluster.Target{Name: "edge-1", Config: fake.Start(t, fake.Options{}).Config()}, informers.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	called := make(chan string, 10)
+	f := &flows{synced: make(chan struct{}), added: make(chan string, 10)}
+	s := binding.New("cms", func(c *cluster.Cluster) (*binding.Binding, error) {
+		return &binding.Binding{Cluster: c}, nil
+	}, f, logr.Discard(), func(ctx context.Context, c *cluster.Cluster) []reconcile.Request {
+		called <- cluster.From(ctx).Name()
+		return []reconcile.Request{{Namespace: "ns", Name: "waiting"}}
+	}, nil)
+	s.Start(t.Context())
+	s.Engaged(cl)
+	if got := <-called; got != "edge-1" { // once synced
+		t.Fatalf("OnEngaged's context carries cluster %q, want edge-1", got)
+	}
+	<-f.added
+	s.Healthy(cl) // no Unhealthy before it
+	s.Unhealthy(cl)
+	s.Healthy(cl)
+	close(called)
+	var again []string
+	for name := range called {
+		again = append(again, name)
+	}
+	if want := []string{"edge-1"}; !slices.Equal(again, want) {
+		t.Errorf("after the sync, OnEngaged was called for %v, want %v (once healthy again)", again, want)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	want := []string{"pause edge-1", "resume edge-1", "add edge-1:ns/waiting", "resume edge-1", "pause edge-1", "resume edge-1", "add edge-1:ns/waiting"}
+	if !slices.Equal(f.calls, want) {
+		t.Errorf("flow calls %v, want %v", f.calls, want)
+	}
 }
