@@ -33,29 +33,8 @@ func fleetChildrenSpecs(members func() []*fleetMember) {
 			m.engage(ctx, ns)
 		}
 		mgr := startFleetSites(ctx, ns, ms)
-		child := func(m *fleetMember) func() *corev1.ConfigMap {
-			return func() *corev1.ConfigMap {
-				cm, err := m.kube.CoreV1().ConfigMaps(ns).Get(ctx, "site-page", metav1.GetOptions{})
-				if apierrors.IsNotFound(err) {
-					return nil
-				}
-				Expect(err).NotTo(HaveOccurred())
-				return cm
-			}
-		}
-		k := func(m *fleetMember) func() string {
-			return func() string {
-				if cm := child(m)(); cm != nil {
-					return cm.Data["k"]
-				}
-				return "<none>"
-			}
-		}
-		setPage := func(v string) {
-			patch := `{"spec":{"pages":{"index.html":"` + v + `"}}}`
-			Expect(mgr.Client().Patch(ctx, &v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "site"}}, types.MergePatchType, []byte(patch))).To(Succeed())
-		}
-
+		pages := &fleetPages{ctx: ctx, ns: ns, mgr: mgr}
+		child, k := pages.child, pages.k
 		site := &v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "site"}, Spec: v1alpha1.StaticSiteSpec{Pages: map[string]string{"index.html": "v1"}}}
 		Expect(mgr.Client().Create(ctx, site)).To(Succeed())
 		for _, m := range ms {
@@ -78,19 +57,10 @@ func fleetChildrenSpecs(members func() []*fleetMember) {
 		Expect(b.plane.StopAPIServer(ctx)).To(Succeed())
 		DeferCleanup(b.plane.StartAPIServer, NodeTimeout(time.Minute)) // for the specs after this one, should it fail
 		Eventually(clusterState(mgr, "b")).WithTimeout(30*time.Second).Should(Equal(cluster.StateUnhealthy), "the manager sees b down")
-		setPage("v2")
+		pages.setPage("v2")
 		Eventually(k(a)).Should(Equal("v2"))
 		Eventually(k(c)).Should(Equal("v2"))
-		Eventually(func() string {
-			got := &v1alpha1.StaticSite{}
-			if err := mgr.APIReader().Get(ctx, types.NamespacedName{Namespace: ns, Name: "site"}, got); err != nil {
-				return err.Error()
-			}
-			if cond := meta.FindStatusCondition(got.Status.Conditions, declarative.ReadyCondition); cond != nil {
-				return cond.Message
-			}
-			return "no Ready condition"
-		}).Should(ContainSubstring("waits for cluster b"), "the parent's Ready condition names the member it waits for")
+		Eventually(pages.readyMessage).Should(ContainSubstring("waits for cluster b"), "the parent's Ready condition names the member it waits for")
 		Expect(b.plane.StartAPIServer(ctx)).To(Succeed())
 		Eventually(k(b)).WithTimeout(30*time.Second).Should(Equal("v2"), "b catches up with the change made while it was down")
 
@@ -109,6 +79,58 @@ func fleetChildrenSpecs(members func() []*fleetMember) {
 		Expect(kept.Labels).NotTo(HaveKey(declarative.ParentUIDLabel), "the retained child still names its parent")
 		Expect(kept.Data["k"]).To(Equal("v2"))
 	})
+}
+
+// fleetPages reads the children a startFleetSites manager declares for
+// site ns/site, and changes it.
+type fleetPages struct {
+	ctx context.Context
+	ns  string
+	mgr *framework.Manager
+}
+
+// child returns a function reading ConfigMap ns/site-page in m; nil when
+// there is none.
+func (p *fleetPages) child(m *fleetMember) func() *corev1.ConfigMap {
+	return func() *corev1.ConfigMap {
+		cm, err := m.kube.CoreV1().ConfigMaps(p.ns).Get(p.ctx, "site-page", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		Expect(err).NotTo(HaveOccurred())
+		return cm
+	}
+}
+
+// k returns a function reading the k of ConfigMap ns/site-page in m,
+// "<none>" when there is none.
+func (p *fleetPages) k(m *fleetMember) func() string {
+	return func() string {
+		if cm := p.child(m)(); cm != nil {
+			return cm.Data["k"]
+		}
+		return "<none>"
+	}
+}
+
+// setPage sets the site's index.html, which its children hold as k.
+func (p *fleetPages) setPage(v string) {
+	GinkgoHelper()
+	patch := `{"spec":{"pages":{"index.html":"` + v + `"}}}`
+	Expect(p.mgr.Client().Patch(p.ctx, &v1alpha1.StaticSite{ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: "site"}}, types.MergePatchType, []byte(patch))).To(Succeed())
+}
+
+// readyMessage returns the message of the site's Ready condition, or why
+// there is none.
+func (p *fleetPages) readyMessage() string {
+	got := &v1alpha1.StaticSite{}
+	if err := p.mgr.APIReader().Get(p.ctx, types.NamespacedName{Namespace: p.ns, Name: "site"}, got); err != nil {
+		return err.Error()
+	}
+	if cond := meta.FindStatusCondition(got.Status.Conditions, declarative.ReadyCondition); cond != nil {
+		return cond.Message
+	}
+	return "no Ready condition"
 }
 
 // startFleetSites starts a manager of namespace ns whose Secret provider

@@ -116,6 +116,9 @@ var _ = Describe("a manager of a fleet of clusters", Ordered, func() {
 		Eventually(seenIn(ctx, c.kube, ns, "cm")).WithTimeout(30 * time.Second).Should(Equal("c/0"))
 		Eventually(c.watchers(ctx)).Should(BeNumerically(">", watchesBefore), "c's API server serves the manager's watch")
 		Eventually(func() int64 { return cacheBytes(mgr) - before }).Should(BeNumerically(">", 2*before), "c's cache holds its objects")
+		with := cacheBytes(mgr)
+		watchesWith, err := c.watchers(ctx)()
+		Expect(err).NotTo(HaveOccurred())
 		Eventually(ctx, mgr.MetricsAddress).ShouldNot(BeEmpty())
 		metrics := "http://" + mgr.MetricsAddress() + "/metrics"
 		Eventually(func() (string, error) { res, err := httpGet(ctx, http.DefaultClient, metrics)(); return res.Body, err }).
@@ -125,6 +128,8 @@ var _ = Describe("a manager of a fleet of clusters", Ordered, func() {
 		Eventually(mgr.Clusters().Names).Should(Equal([]string{"", "a", "b"}), "c is disengaged, a and b are not")
 		Eventually(c.watchers(ctx)).Should(Equal(watchesBefore), "the manager's watches of c ended")
 		Eventually(func() int64 { return cacheBytes(mgr) }).Should(BeNumerically("~", before, before/10), "the caches' bytes are back within 10% of before c")
+		GinkgoWriter.Printf("cache bytes of every cluster: %d before c, %d with c, %d after; c's ConfigMap watches: %d, %d, %d\n",
+			before, with, cacheBytes(mgr), watchesBefore, watchesWith, watchesBefore)
 		Eventually(func() (string, error) { res, err := httpGet(ctx, http.DefaultClient, metrics)(); return res.Body, err }).
 			ShouldNot(ContainSubstring(`cluster="c"`), "c's series are deleted")
 
