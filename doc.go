@@ -169,10 +169,12 @@
 //
 // # Examples
 //
-// Commands examples/podlogger, examples/podphases, examples/staticsite and
-// examples/webapp are complete controllers: a typed reconciler logging
-// pods, the README's controller, a declarative controller for a custom
-// resource, and one whose children are applied in order. Package
+// Commands examples/podlogger, examples/podphases, examples/staticsite,
+// examples/webapp and examples/fleet are complete controllers: a typed
+// reconciler logging pods, the README's controller, a declarative
+// controller for a custom resource, one whose children are applied in
+// order, and one that copies the hub's policies into every cluster a
+// kubeconfig Secret engages. Package
 // examples/replicas is the README's controller-runtime controller,
 // converted.
 package converge

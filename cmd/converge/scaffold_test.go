@@ -84,6 +84,7 @@ func TestScaffoldBuildsAndPasses(t *testing.T) {
 
 	step("go build ./...", func() { goCmd(t, dir, "build", "./...") })
 	step("go vet ./...", func() { goCmd(t, dir, "vet", "./...") })
+	step("run with --cluster-secrets-namespace (engages a kubeconfig Secret's cluster)", func() { runWithClusterSecrets(t, dir) })
 	step("go test -race ./... (generated specs)", func() {
 		out := goCmd(t, dir, "test", "-race", "-count=1", "-v", "./...")
 		if !strings.Contains(out, "ok  \texample.com/team/op/internal/controller") {

@@ -1,6 +1,6 @@
 // Package e2e_test runs converge end to end: real managers, controllers and
 // declarative reconcilers against a real control plane started by
-// framework/envtest, and the examples (podlogger, staticsite) and small test
+// framework/envtest, and the examples (podlogger, staticsite, fleet) and small test
 // programs (testdata/slowctl, testdata/secretctl) as processes, as users run
 // them.
 //
@@ -71,6 +71,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		"github.com/converge-dev/converge/examples/podlogger",
 		"github.com/converge-dev/converge/examples/podphases",
 		"github.com/converge-dev/converge/examples/staticsite",
+		"github.com/converge-dev/converge/examples/fleet",
 		"./testdata/slowctl",
 		"./testdata/secretctl",
 		"github.com/converge-dev/converge/cmd/converge",
