@@ -1,0 +1,69 @@
+package framework_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/converge-dev/converge/cluster"
+	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/internal/faultproxy"
+	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/reconcile"
+)
+
+// A disengaged cluster keeps no connection to its API server: once its
+// cache has stopped, the connection its watches held (HTTP/2, idle only
+// after they ended) is closed, not left to the transport's idle timeout
+// (90 s, longer than Eventually waits).
+func TestDisengagedClusterKeepsNoConnection(t *testing.T) {
+	cfg := plane.Config(t)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ns := testenv.Namespace(t, cs)
+	testenv.CreateConfigMap(t, cs, ns, "edge-object", nil)
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.New(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	edge := *cfg
+	edge.Host = "https://" + proxy.Addr()
+
+	engager := make(chan cluster.Engager, 1)
+	mgr := testenv.NewManager(t, cfg, framework.Options{Clusters: cluster.Options{
+		Providers: []cluster.Provider{cluster.ProviderFunc(func(ctx context.Context, e cluster.Engager) error {
+			engager <- e
+			<-ctx.Done()
+			return nil
+		})},
+	}})
+	var edgeSeen seen
+	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "edge", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).
+		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
+			if c := cluster.From(ctx); c.Name() == "edge-1" {
+				edgeSeen.add(cm.Name)
+			}
+			return reconcile.Result{}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManager(t, mgr)
+	e := <-engager
+	if err := e.Engage(cluster.Target{Name: "edge-1", Config: &edge, Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "edge-1's ConfigMap is reconciled, through the proxy", func() bool { return edgeSeen.has("edge-object") })
+	if proxy.Open() == 0 {
+		t.Fatal("edge-1 is engaged but holds no connection through its proxy")
+	}
+	e.Disengage("edge-1")
+	testenv.Eventually(t, "edge-1 holds no connection through its proxy", func() bool { return proxy.Open() == 0 })
+}
