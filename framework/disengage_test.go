@@ -10,8 +10,11 @@ import (
 
 	"github.com/converge-dev/converge/cluster"
 	"github.com/converge-dev/converge/framework"
+	"github.com/converge-dev/converge/framework/fake"
+	"github.com/converge-dev/converge/framework/introspect"
 	"github.com/converge-dev/converge/internal/faultproxy"
 	"github.com/converge-dev/converge/internal/testenv"
+	"github.com/converge-dev/converge/object"
 	"github.com/converge-dev/converge/reconcile"
 )
 
@@ -66,4 +69,43 @@ func TestDisengagedClusterKeepsNoConnection(t *testing.T) {
 	}
 	e.Disengage("edge-1")
 	testenv.Eventually(t, "edge-1 holds no connection through its proxy", func() bool { return proxy.Open() == 0 })
+}
+
+// A disengaged cluster's keys leave the controller's reconcile history at
+// once; the manager's own cluster's stay.
+func TestDisengagedClustersKeysLeaveTheReconcileHistory(t *testing.T) {
+	local := fake.Start(t, fake.Options{Objects: []object.Object{memberConfigMap("ns", "cm", "local")}})
+	edge := fake.Start(t, fake.Options{Objects: []object.Object{memberConfigMap("ns", "cm", "edge"), memberConfigMap("ns", "only-edge", "edge")}})
+	f := newFleetWith(t, local, framework.Options{Metrics: framework.MetricsOptions{BindAddress: "127.0.0.1:0", Insecure: true}})
+	var calls seen
+	err := framework.NewBuilder[*corev1.ConfigMap](f.mgr, "fleet", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).
+		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
+			calls.add(cluster.From(ctx).Name() + ":" + cm.Name)
+			return reconcile.Result{}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := f.start(t, edge.Config())
+	testenv.Eventually(t, "every object is reconciled", func() bool {
+		return calls.has(":cm") && calls.has("edge-1:cm") && calls.has("edge-1:only-edge")
+	})
+	testenv.Eventually(t, "metrics served", func() bool { return f.mgr.MetricsAddress() != "" })
+	historyKeys := func() int {
+		_, body := testenv.MetricsGet(t, f.mgr, introspect.Path+"api/state")
+		for _, c := range decode[introspect.State](t, body).Controllers {
+			if c.Name == "fleet" {
+				return c.HistoryKeys
+			}
+		}
+		t.Fatal("no controller fleet in the debug state")
+		return 0
+	}
+	if n := historyKeys(); n != 3 {
+		t.Fatalf("history keys while edge-1 is engaged = %d, want 3", n)
+	}
+	e.Disengage("edge-1")
+	if n := historyKeys(); n != 1 {
+		t.Fatalf("history keys after edge-1's disengagement = %d, want the manager's own cluster's 1", n)
+	}
 }
