@@ -109,3 +109,44 @@ func TestDisengagedClustersKeysLeaveTheReconcileHistory(t *testing.T) {
 		t.Fatalf("history keys after edge-1's disengagement = %d, want the manager's own cluster's 1", n)
 	}
 }
+
+// A cluster on the manager's own API server (as cluster/namespaces makes)
+// shares the manager's connection: disengaging it closes nothing the
+// manager still uses, and the manager's own cluster goes on reconciling.
+func TestDisengagingAClusterOfTheManagersAPIServerLeavesTheManagersConnection(t *testing.T) {
+	cfg := plane.Config(t)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ns := testenv.Namespace(t, cs)
+	testenv.CreateConfigMap(t, cs, ns, "before", nil)
+	engager := make(chan cluster.Engager, 1)
+	mgr := testenv.NewManager(t, cfg, framework.Options{Clusters: cluster.Options{
+		Providers: []cluster.Provider{cluster.ProviderFunc(func(ctx context.Context, e cluster.Engager) error {
+			engager <- e
+			<-ctx.Done()
+			return nil
+		})},
+	}})
+	var calls seen
+	err := framework.NewBuilder[*corev1.ConfigMap](mgr, "both", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).
+		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
+			calls.add(cluster.From(ctx).Name() + ":" + cm.Namespace + "/" + cm.Name)
+			return reconcile.Result{}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManager(t, mgr)
+	e := <-engager
+	if err := e.Engage(cluster.Target{Name: "same", Config: cfg, Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, "the ConfigMap is reconciled in both clusters", func() bool {
+		return calls.has("same:"+ns+"/before") && calls.has(":"+ns+"/before")
+	})
+	e.Disengage("same")
+	testenv.CreateConfigMap(t, cs, ns, "after", nil)
+	testenv.Eventually(t, "a new ConfigMap is reconciled in the manager's own cluster", func() bool { return calls.has(":" + ns + "/after") })
+	if calls.has("same:" + ns + "/after") {
+		t.Error("the disengaged cluster reconciled a new ConfigMap")
+	}
+}
