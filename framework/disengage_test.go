@@ -39,14 +39,8 @@ func TestDisengagedClusterKeepsNoConnection(t *testing.T) {
 	edge := *cfg
 	edge.Host = "https://" + proxy.Addr()
 
-	engager := make(chan cluster.Engager, 1)
-	mgr := testenv.NewManager(t, cfg, framework.Options{Clusters: cluster.Options{
-		Providers: []cluster.Provider{cluster.ProviderFunc(func(ctx context.Context, e cluster.Engager) error {
-			engager <- e
-			<-ctx.Done()
-			return nil
-		})},
-	}})
+	f := newFleetOn(t, cfg, framework.Options{})
+	mgr := f.mgr
 	var edgeSeen seen
 	err = framework.NewBuilder[*corev1.ConfigMap](mgr, "edge", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).
 		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
@@ -59,7 +53,7 @@ func TestDisengagedClusterKeepsNoConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)
-	e := <-engager
+	e := <-f.engager
 	if err := e.Engage(cluster.Target{Name: "edge-1", Config: &edge, Namespace: ns}); err != nil {
 		t.Fatal(err)
 	}
@@ -118,14 +112,8 @@ func TestDisengagingAClusterOfTheManagersAPIServerLeavesTheManagersConnection(t 
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ns := testenv.Namespace(t, cs)
 	testenv.CreateConfigMap(t, cs, ns, "before", nil)
-	engager := make(chan cluster.Engager, 1)
-	mgr := testenv.NewManager(t, cfg, framework.Options{Clusters: cluster.Options{
-		Providers: []cluster.Provider{cluster.ProviderFunc(func(ctx context.Context, e cluster.Engager) error {
-			engager <- e
-			<-ctx.Done()
-			return nil
-		})},
-	}})
+	f := newFleetOn(t, cfg, framework.Options{})
+	mgr := f.mgr
 	var calls seen
 	err := framework.NewBuilder[*corev1.ConfigMap](mgr, "both", framework.ControllerOptions{Clusters: cluster.Scope{Remote: true}}).
 		Complete(reconcile.ObjectFunc[*corev1.ConfigMap](func(ctx context.Context, cm *corev1.ConfigMap) (reconcile.Result, error) {
@@ -136,7 +124,7 @@ func TestDisengagingAClusterOfTheManagersAPIServerLeavesTheManagersConnection(t 
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)
-	e := <-engager
+	e := <-f.engager
 	if err := e.Engage(cluster.Target{Name: "same", Config: cfg, Namespace: ns}); err != nil {
 		t.Fatal(err)
 	}
