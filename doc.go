@@ -93,7 +93,8 @@
 // framework/internal/binding (binding.Set, a listener of the manager's
 // cluster.Set): it binds them at engagement, runs the cluster's flow of the
 // queue once they synced and while the cluster is healthy, and drops the
-// cluster's keys and cancels its reconciles at disengagement; framework's
+// cluster's keys (from the queue and the reconcile history) and cancels
+// its reconciles at disengagement; framework's
 // binding.go hands it the sources through binding.Source. With
 // Options.Sharding.Clusters, framework/internal/spread (spread.Gate) stands
 // between the providers and the cluster.Set: it forwards a cluster to the

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 
 	"github.com/converge-dev/converge/client"
@@ -52,6 +53,10 @@ type Cluster struct {
 	// cacheDone is closed when the cache's Start returned (remote
 	// clusters, whose cache the Set runs).
 	cacheDone chan struct{}
+	// conns are the connections of a cluster with an API server of its
+	// own, closed once its cache stopped; nil for one that shares the
+	// manager's.
+	conns *conns
 
 	mu sync.Mutex
 	// health is the cluster's last reported state; mu guards it.
@@ -70,10 +75,21 @@ type Cluster struct {
 // each write after the cluster's own check (the manager's leadership),
 // and t.Fence after it.
 func New(t Target, cacheOpts informers.Options, fence func() error) (*Cluster, error) {
+	return newCluster(t, cacheOpts, fence, false)
+}
+
+// newCluster is New; with own, the cluster dials its connections itself,
+// on a transport of its own, and closes them all once its cache stopped
+// (see conns): the Set's clusters whose API server is not the manager's.
+func newCluster(t Target, cacheOpts informers.Options, fence func() error, own bool) (*Cluster, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Cluster{name: t.Name, target: t, cfg: rest.CopyConfig(t.Config), cacheDone: make(chan struct{})}
+	if own && cacheOpts.HTTPClient == nil {
+		c.conns = newConns(c.cfg.Dial)
+		c.cfg.Dial = c.conns.DialContext
+	}
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	var err error
 	if c.http = cacheOpts.HTTPClient; c.http == nil {
@@ -166,10 +182,27 @@ func (c *Cluster) setState(s State, err error) {
 	}
 }
 
-// run runs the cluster's cache until it is disengaged.
+// run runs the cluster's cache until it is disengaged, then closes its
+// connections: all of them when it has its own (conns), else the idle
+// ones once more. The cache's watches end only as Start returns, so the
+// connection they held was not idle yet when disengage closed the idle
+// ones, and would otherwise stay open, with its goroutines and buffers,
+// until the transport's idle timeout (client-go's 90 s).
 func (c *Cluster) run() {
 	defer close(c.cacheDone)
-	_ = c.cache.Start(c.ctx) // returns nil when ctx ends
+	_ = c.cache.Start(c.ctx) // returns nil when ctx ends, its informers stopped
+	if c.conns != nil {
+		c.conns.closeAll()
+	}
+	c.closeIdleConnections()
+}
+
+// closeIdleConnections closes the idle connections of the cluster's HTTP
+// client. http.Client.CloseIdleConnections would not reach them: client-go
+// wraps the transport (authentication, user agent) in round trippers that
+// have no such method, so the wrappers are unwrapped down to it.
+func (c *Cluster) closeIdleConnections() {
+	utilnet.CloseIdleConnectionsFor(c.http.Transport)
 }
 
 // probe asks the API server whether it is ready (GET /readyz), within
@@ -194,7 +227,7 @@ func (c *Cluster) disengage() {
 	c.fenced.CompareAndSwap(nil, &err)
 	c.setState(StateDisengaged, nil)
 	c.stop()
-	c.http.CloseIdleConnections()
+	c.closeIdleConnections()
 }
 
 // contextKey is the type of From's context key.

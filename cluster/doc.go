@@ -22,6 +22,10 @@
 //   - Fenced: once a cluster is disengaged, every write through its
 //     client fails with an error wrapping ErrDisengaged, its cache stops,
 //     and the context its reconciles run on (From) is cancelled.
+//   - Closed: a cluster whose API server is not the manager's has a
+//     transport of its own, whose connections are all closed once its
+//     cache has stopped; one that reaches the manager's API server shares
+//     the manager's connection, and its idle ones are closed then.
 //
 // A reconcile finds the cluster of its request with From(ctx), and writes
 // through From(ctx).Client(). See the Example.

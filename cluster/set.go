@@ -475,7 +475,10 @@ func (s *Set) connect(ctx context.Context, w *wish) error {
 	}
 	release := sync.OnceFunc(func() { <-s.slots })
 	defer release()
-	c, err := New(w.target, s.opts.Cache, s.opts.Fence)
+	// A cluster of an API server other than the manager's has connections
+	// of its own anyway: it gets a transport of its own, closed at
+	// disengagement; one of the manager's shares its connection.
+	c, err := newCluster(w.target, s.opts.Cache, s.opts.Fence, w.target.Config.Host != s.local.cfg.Host)
 	if err != nil {
 		return err
 	}

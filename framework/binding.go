@@ -63,7 +63,7 @@ func (r remoteSource) RemoveListener(reg cache.ResourceEventHandlerRegistration)
 func (b *Builder[T]) bindClusters(c *Controller, primary *kindSource[T], q *workqueue.Queue[reconcile.Request], tombstones func(string) func(T)) *binding.Set {
 	switch {
 	case b.opts.Clusters.Remote:
-		return binding.New(c.name, bindRemote(c, primary, b.sources, tombstones), q, c.log, b.opts.Clusters.OnEngaged, b.mgr.gate.Registry())
+		return binding.New(c.name, bindRemote(c, primary, b.sources, tombstones), remoteFlows{q, c}, c.log, b.opts.Clusters.OnEngaged, b.mgr.gate.Registry())
 	case len(b.others) > 0:
 		// Not in the registry that hands spread clusters over: its keys
 		// are the manager's own cluster's, and its writes to a member go
@@ -95,6 +95,19 @@ func engagedOf(srcs []Source) func(context.Context, *cluster.Cluster) []reconcil
 		}
 		return out
 	}
+}
+
+// remoteFlows is the queue of a controller of every cluster as the
+// binding.Flows of its sources: dropping a disengaged cluster's flow
+// forgets its keys' reconcile history too.
+type remoteFlows struct {
+	*workqueue.Queue[reconcile.Request]
+	c *Controller
+}
+
+func (f remoteFlows) DropFlow(flow string) int {
+	f.c.history.ForgetCluster(flow)
+	return f.Queue.DropFlow(flow)
 }
 
 // localFlows is the queue of a controller of the manager's own cluster as

@@ -43,13 +43,18 @@ func newFleet(t *testing.T, local *fake.Server) *fleet {
 // newFleetWith is newFleet with the manager's options opts, to which it
 // adds the provider.
 func newFleetWith(t *testing.T, local *fake.Server, opts framework.Options) *fleet {
+	return newFleetOn(t, local.Config(), opts)
+}
+
+// newFleetOn is newFleetWith on the API server cfg points at.
+func newFleetOn(t *testing.T, cfg *rest.Config, opts framework.Options) *fleet {
 	f := &fleet{engager: make(chan cluster.Engager, 1)}
 	opts.Clusters.Providers = append(opts.Clusters.Providers, cluster.ProviderFunc(func(ctx context.Context, e cluster.Engager) error {
 		f.engager <- e
 		<-ctx.Done()
 		return nil
 	}))
-	f.mgr = testenv.NewManager(t, local.Config(), opts)
+	f.mgr = testenv.NewManager(t, cfg, opts)
 	return f
 }
 

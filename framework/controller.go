@@ -123,7 +123,8 @@ type ControllerOptions struct {
 	// however many objects the controller sees; a slot grows with its key's
 	// reconciles up to five records: about 0.4 KB per key reconciled once
 	// (0.4 MB for the default), 0.85 KB with five records, 3.4 KB when
-	// every record holds a long error. Zero means 1024 keys; negative means
+	// every record holds a long error. A disengaged cluster's keys leave
+	// it at once. Zero means 1024 keys; negative means
 	// none (the debug endpoint still shows queues, in-flight keys and
 	// rates).
 	HistoryKeys int

@@ -79,6 +79,14 @@ func (p *Proxy) Accepted() int {
 	return p.accepted
 }
 
+// Open returns how many client connections are open: accepted and not
+// yet closed by either side.
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
 // SetMode switches what the proxy does. Switching to Reset resets every
 // open connection; switching from Blackhole to Pass does not revive the
 // connections the blackhole held (their streams are already out of step),

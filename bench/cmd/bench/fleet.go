@@ -44,6 +44,9 @@ type fleetOpts struct {
 	// transports close an idle connection after 90 s (client-go's
 	// IdleConnTimeout).
 	connIdle time.Duration
+	// profileDir, when not empty, gets a heap profile of every memory
+	// point (--profile).
+	profileDir string
 }
 
 // FleetRun is what the fleet workload measured.
@@ -260,8 +263,12 @@ func waitFleet(ctx context.Context, p *member, what string, timeout time.Duratio
 	}
 }
 
-// fleetMemPoint reads p's memory as the other workloads do: RSS after
-// memAfter, then the heap after a GC.
+// fleetMemPoint reads p's memory as the other workloads do, RSS after
+// memAfter, then the heap, but after a second GC: what a sync.Pool holds
+// survives one collection (its "victim" half) and goes at the next, and
+// the watches a disengagement ends leave their readers there (gzip
+// readers of about 44 KiB each, bufio readers), so the heap after one GC
+// counts pooled buffers a disengaged cluster no longer holds.
 func fleetMemPoint(ctx context.Context, p *member, clusters int, disengaged bool, memAfter time.Duration) (FleetMemPoint, error) {
 	pt := FleetMemPoint{Clusters: clusters, Disengaged: disengaged}
 	if err := sleepCtx(ctx, memAfter); err != nil {
@@ -269,6 +276,9 @@ func fleetMemPoint(ctx context.Context, p *member, clusters int, disengaged bool
 	}
 	if st, err := procStatusFields(p.pid()); err == nil {
 		pt.RSSBytes, pt.RSSAnon = float64(st["VmRSS"]), float64(st["RssAnon"])
+	}
+	if _, err := p.memory(); err != nil {
+		return pt, err
 	}
 	m, err := p.memory()
 	if err != nil {
@@ -284,9 +294,9 @@ func fleetMemPoint(ctx context.Context, p *member, clusters int, disengaged bool
 }
 
 // newFleetOpts makes the fleet workload's options from the flags.
-func newFleetOpts(steps string, flood int, rate, scale float64, workers int, cbor bool, memAfter, deadline time.Duration, logDir string) (fleetOpts, error) {
+func newFleetOpts(steps string, flood int, rate, scale float64, workers int, cbor bool, memAfter, deadline time.Duration, logDir, profileDir string) (fleetOpts, error) {
 	o := fleetOpts{objects: 10, flood: max(1, int(float64(flood)*scale)), quiet: 2, quietRate: rate, polled: 20,
-		workers: workers, cbor: cbor, memAfter: memAfter, deadline: deadline, logDir: logDir, connIdle: 95 * time.Second}
+		workers: workers, cbor: cbor, memAfter: memAfter, deadline: deadline, logDir: logDir, connIdle: 95 * time.Second, profileDir: profileDir}
 	var err error
 	if o.steps, err = parseSizes(steps); err != nil {
 		return o, fmt.Errorf("--fleet-clusters: %s", strings.TrimPrefix(err.Error(), "--sizes: "))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -176,6 +177,7 @@ func fleetMemory(ctx context.Context, p *fleetPlanes, bin string, o fleetOpts, e
 			}
 			pt.Cycle = cycle
 			mem.Points = append(mem.Points, pt)
+			fleetProfile(proc, o, e.via, pt)
 			logf("%s: %s: %d idle clusters (cycle %d): heap %.1f MiB, rss %.1f MiB, goroutines %d", fleetName, e.via, k, cycle, pt.HeapBytes/(1<<20), pt.RSSBytes/(1<<20), pt.Goroutines)
 		}
 		if err := e.disengage(ctx); err != nil {
@@ -192,6 +194,7 @@ func fleetMemory(ctx context.Context, p *fleetPlanes, bin string, o fleetOpts, e
 		}
 		pt.Cycle, pt.AfterSeconds = cycle, (2*time.Second + o.memAfter).Seconds()
 		mem.Points = append(mem.Points, pt)
+		fleetProfile(proc, o, e.via, pt)
 		logf("%s: %s: all disengaged (cycle %d): heap %.1f MiB, rss %.1f MiB, goroutines %d", fleetName, e.via, cycle, pt.HeapBytes/(1<<20), pt.RSSBytes/(1<<20), pt.Goroutines)
 	}
 	if e.idle > 0 {
@@ -202,11 +205,26 @@ func fleetMemory(ctx context.Context, p *fleetPlanes, bin string, o fleetOpts, e
 		}
 		pt.Cycle, pt.AfterSeconds = 2, (2*time.Second + o.memAfter + e.idle).Seconds()
 		mem.Points = append(mem.Points, pt)
+		fleetProfile(proc, o, e.via, pt)
 		logf("%s: %s: all disengaged (cycle 2, %.0fs later): heap %.1f MiB, rss %.1f MiB, goroutines %d", fleetName, e.via, pt.AfterSeconds, pt.HeapBytes/(1<<20), pt.RSSBytes/(1<<20), pt.Goroutines)
 	}
 	proc.terminate()
 	proc.wait(time.Minute)
 	return mem, nil
+}
+
+// fleetProfile writes a heap profile of proc at pt into o.profileDir, if
+// set: fleet-<via>-c<cycle>-<clusters>[-disengaged-<s>s].heap.pprof, for
+// go tool pprof -sample_index=inuse_space -base.
+func fleetProfile(proc *member, o fleetOpts, via string, pt FleetMemPoint) {
+	if o.profileDir == "" {
+		return
+	}
+	name := fmt.Sprintf("fleet-%s-c%d-%d", via, pt.Cycle, pt.Clusters)
+	if pt.Disengaged {
+		name += fmt.Sprintf("-disengaged-%.0fs", pt.AfterSeconds)
+	}
+	proc.heapProfile(filepath.Join(o.profileDir, name+".heap.pprof"))
 }
 
 // fleetEngaged waits until k clusters are ready and every cluster engaged

@@ -76,7 +76,7 @@ func renderFleet(run *FleetRun) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### fleet (converge only: no other contender has a manager of many clusters)\n\n")
 	fmt.Fprintf(&b, "One controller of ConfigMaps in every engaged cluster (`cluster.Scope{Remote: true}`), 4 workers, every other option its default.\n")
-	fmt.Fprintf(&b, "Idle clusters hold %d ConfigMaps of about 1 KiB each and see no change; `namespaces`: labelled namespaces of the manager's own control plane (cluster/namespaces); `secrets`: kubeconfig Secrets (cluster/secrets) reaching a second control plane, each through a TCP proxy of its own, so each cluster has its own connections. Cycle 1 engages them step by step and disengages them all; cycle 2 engages as many new ones and disengages them too.\n\n", run.Objects)
+	fmt.Fprintf(&b, "Idle clusters hold %d ConfigMaps of about 1 KiB each and see no change; `namespaces`: labelled namespaces of the manager's own control plane (cluster/namespaces); `secrets`: kubeconfig Secrets (cluster/secrets) reaching a second control plane, each through a TCP proxy of its own, so each cluster has its own connections. Cycle 1 engages them step by step and disengages them all; cycle 2 engages as many new ones and disengages them too. Heap: after two GCs (a sync.Pool's contents outlive one); cycle 2 is also compared with the heap after cycle 1, whose first engagement paid the one-time costs (the warm baseline).\n\n", run.Objects)
 	b.WriteString("| via | idle clusters | heap (MiB) | RSS (MiB) | RSS anon (MiB) | goroutines | caches' estimate (KiB) | heap per added cluster (KiB) | RSS per added cluster (KiB) |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, m := range run.Memory {
 		base := m.Points[0]
@@ -86,7 +86,11 @@ func renderFleet(run *FleetRun) string {
 				label += fmt.Sprintf(" (cycle %d)", pt.Cycle)
 			}
 			if pt.Disengaged {
-				label = fmt.Sprintf("0 (all disengaged, cycle %d, %.0f s later: heap %.2f× before)", pt.Cycle, pt.AfterSeconds, ratio(pt.HeapBytes, base.HeapBytes))
+				label = fmt.Sprintf("0 (all disengaged, cycle %d, %.0f s later: heap %.2f× before", pt.Cycle, pt.AfterSeconds, ratio(pt.HeapBytes, base.HeapBytes))
+				if _, back, ok := fleetBeforeAndBack(m); ok && pt.Cycle > 1 {
+					label += fmt.Sprintf(", %.2f× after cycle 1", ratio(pt.HeapBytes, back.HeapBytes))
+				}
+				label += ")"
 			} else if pt.Clusters > 0 {
 				per = fmt.Sprintf("%.0f", (pt.HeapBytes-base.HeapBytes)/float64(pt.Clusters)/1024)
 				perRSS = fmt.Sprintf("%.0f", (pt.RSSBytes-base.RSSBytes)/float64(pt.Clusters)/1024)

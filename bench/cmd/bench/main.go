@@ -450,7 +450,7 @@ func main() {
 
 	for at, k := range runs {
 		if string(k) == fleetName {
-			fo, err := newFleetOpts(*fleetSteps, *fleetFlood, *fleetRate, *scale, (*workers)[0], *cbor, memAfter, *deadline, logDir)
+			fo, err := newFleetOpts(*fleetSteps, *fleetFlood, *fleetRate, *scale, (*workers)[0], *cbor, memAfter, *deadline, logDir, profileDir)
 			if *quick {
 				fo.connIdle = 0 // no wait for idle connections to close
 			}

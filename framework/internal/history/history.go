@@ -153,7 +153,9 @@ func (h *History) slotLocked(req reconcile.Request) *keyHistory {
 	default:
 		i = h.tail
 		h.unlinkLocked(i)
-		delete(h.index, h.slots[i].req)
+		if j, ok := h.index[h.slots[i].req]; ok && j == i { // not a forgotten slot
+			delete(h.index, h.slots[i].req)
+		}
 	}
 	s := &h.slots[i]
 	if !ok {
@@ -216,6 +218,32 @@ func (h *History) EachLast(fn func(req reconcile.Request, r *Record)) {
 			fn(s.req, &s.recs[(s.n-1)%historyDepth])
 		}
 	}
+}
+
+// ForgetCluster drops the records of every key of the cluster named
+// cluster (reconcile.Request.Cluster), which was disengaged, and returns
+// how many keys it dropped. Their slots go to the least recently used end,
+// to be taken first, and their records are freed.
+func (h *History) ForgetCluster(cluster string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for req, i := range h.index {
+		if req.Cluster != cluster {
+			continue
+		}
+		delete(h.index, req)
+		h.unlinkLocked(i)
+		h.slots[i] = keyHistory{prev: h.tail, next: -1}
+		if h.tail >= 0 {
+			h.slots[h.tail].next = i
+		} else {
+			h.head = i
+		}
+		h.tail = i
+		n++
+	}
+	return n
 }
 
 // Keys returns how many keys the history holds.

@@ -147,3 +147,45 @@ func BenchmarkHistory100kKeys(b *testing.B) {
 	runtime.KeepAlive(h)
 	runtime.KeepAlive(keys)
 }
+
+func TestHistoryForgetsADisengagedClustersKeys(t *testing.T) {
+	h := New(4)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	key := func(cluster string, i int) reconcile.Request {
+		return reconcile.Request{Cluster: cluster, Namespace: "ns", Name: fmt.Sprint(i)}
+	}
+	for i := range 2 {
+		h.Record(key("edge-1", i), Record{Start: at, Result: "error", Err: "boom"})
+		h.Record(key("", i), Record{Start: at, Result: "success"})
+	}
+	if n := h.ForgetCluster("edge-1"); n != 2 {
+		t.Fatalf("ForgetCluster = %d, want the 2 keys of edge-1", n)
+	}
+	if n := h.Keys(); n != 2 {
+		t.Fatalf("keys = %d, want the 2 of the manager's own cluster", n)
+	}
+	for _, s := range h.slots {
+		if s.req.Cluster == "edge-1" || (s.n == 0 && s.recs != nil) {
+			t.Fatalf("slot %+v still holds edge-1's key or records", s)
+		}
+	}
+	var last []string
+	h.EachLast(func(req reconcile.Request, _ *Record) { last = append(last, req.String()) })
+	if len(last) != 2 {
+		t.Fatalf("EachLast = %v, want the own cluster's 2 keys", last)
+	}
+	// The freed slots are taken first: two new keys evict none of the
+	// kept ones, and a third evicts the least recent kept one.
+	h.Record(key("edge-2", 0), Record{Start: at, Result: "success"})
+	h.Record(key("edge-2", 1), Record{Start: at, Result: "success"})
+	if h.Of(key("", 0)) == nil || h.Of(key("", 1)) == nil || h.Keys() != 4 {
+		t.Fatalf("new keys evicted kept ones: %d keys", h.Keys())
+	}
+	h.Record(key("edge-2", 2), Record{Start: at, Result: "success"})
+	if h.Of(key("", 0)) != nil || h.Of(key("", 1)) == nil || h.Keys() != 4 {
+		t.Fatalf("the least recent key was not the one evicted: %d keys", h.Keys())
+	}
+	if n := h.ForgetCluster("absent"); n != 0 {
+		t.Fatalf("ForgetCluster of a cluster without keys = %d", n)
+	}
+}
