@@ -27,6 +27,9 @@ func (m *Manager) runElection(base context.Context) (stop func(), err error) {
 		return nil, fmt.Errorf("framework: leader election client: %w", err)
 	}
 	lock := fence.LeaseLock(cs.CoordinationV1(), le.Lease.Namespace, le.ID, le.Lease.Identity, le.Lease.RenewDeadline)
+	if m.leaseHook != nil {
+		m.leaseHook(lock)
+	}
 	log := m.log.WithValues("lease", le.Lease.Namespace+"/"+le.ID, "identity", le.Lease.Identity)
 	status := m.metrics.LeaderStatus.WithLabelValues(le.ID)
 	ctx, cancel := context.WithCancel(base)
@@ -42,12 +45,7 @@ func (m *Manager) runElection(base context.Context) (stop func(), err error) {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				status.Set(1)
-				isLeader := func() error {
-					if !elector.IsLeader() {
-						return fmt.Errorf("lease %s held by %q", lock.Describe(), elector.GetLeader())
-					}
-					return lock.Check()
-				}
+				isLeader := func() error { return lock.Held(elector) }
 				m.isLeader.Store(&isLeader)
 				log.Info("became leader: starting controllers")
 				m.becomeLeader()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/cluster"
+	"github.com/converge-dev/converge/framework/internal/fence"
 	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/recorder"
 	"github.com/converge-dev/converge/framework/internal/ring"
@@ -103,6 +104,8 @@ type Manager struct {
 	// the lease was last seen held by this process and renewed within
 	// RenewDeadline, else why not.
 	isLeader atomic.Pointer[func() error]
+	// leaseHook, when a test sets it before Start, edits the election's lock.
+	leaseHook func(*fence.Lock)
 	// lost is closed, once (loseOnce), when leadership is lost.
 	lost     chan struct{}
 	loseOnce sync.Once

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -92,6 +93,15 @@ func (l *Lock) Check() error {
 		return fmt.Errorf("lease %s last renewed %v ago, RenewDeadline %v", l.Describe(), now.Sub(renewed).Round(time.Millisecond), l.Deadline)
 	}
 	return nil
+}
+
+// Held returns nil while elector, which renews through l, last saw its
+// record name this holder and l.Check passes, else why not.
+func (l *Lock) Held(elector *leaderelection.LeaderElector) error {
+	if !elector.IsLeader() {
+		return fmt.Errorf("lease %s held by %q", l.Describe(), elector.GetLeader())
+	}
+	return l.Check()
 }
 
 func (l *Lock) now() time.Time {
