@@ -86,7 +86,9 @@
 // controller's sources to it through shard.Source. A Controller learns of
 // sharding only through its gate (shard.Gate), nil when it is not
 // sharded. framework/internal/syncgc lowers GOGC while
-// caches first sync, for the manager and the ring.
+// caches first sync, for the manager and the ring. framework/internal/fence
+// is the time check the ring's buckets and the leader's Lease share: a
+// holder refuses writes once its last renewal is RenewDeadline old.
 //
 // A controller of many clusters (ControllerOptions.Clusters) keeps its
 // sources bound to each engaged cluster other than the manager's own in

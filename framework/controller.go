@@ -386,9 +386,9 @@ func (c *Controller) worker(ctx context.Context, n int) {
 		if shutdown {
 			return
 		}
-		if c.stopping.Load() {
-			// Shutting down: leave queued keys alone, they are reconciled
-			// by whoever runs next (level-triggered: nothing is lost).
+		if c.stopping.Load() || c.NeedLeaderElection() && c.mgr.allowWrite() != nil {
+			// Shutting down, or leadership lost (Start cancels us): leave
+			// queued keys to whoever runs next (level-triggered).
 			c.queue.Done(req)
 			continue
 		}

@@ -53,6 +53,7 @@ func BenchmarkReconcileOne(b *testing.B) {
 			log := logr.FromSlogHandler(slog.DiscardHandler)
 			c := &Controller{
 				name:  "bench",
+				mgr:   &Manager{},
 				opts:  ControllerOptions{Workers: 1},
 				queue: nopQueue{},
 				reconciler: reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {

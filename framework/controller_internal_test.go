@@ -94,6 +94,7 @@ func newTestController(t *testing.T, r reconcile.Reconciler, timeout time.Durati
 	log := logs.logger()
 	c := &Controller{
 		name:       "test",
+		mgr:        &Manager{}, // no election: writes and keys allowed
 		opts:       ControllerOptions{Workers: 1, ReconcileTimeout: timeout},
 		queue:      q,
 		reconciler: r,

@@ -53,7 +53,7 @@ func (m *Manager) debugState(now time.Time) introspect.State {
 	if le.Enabled {
 		s.Leader.Lease, s.Leader.Identity = le.Lease.Namespace+"/"+le.ID, le.Lease.Identity
 		if leading := m.isLeader.Load(); leading != nil {
-			s.Leader.Leading = s.Leader.Leading && (*leading)()
+			s.Leader.Leading = s.Leader.Leading && (*leading)() == nil
 		}
 	}
 	cs := m.inspectedControllers()

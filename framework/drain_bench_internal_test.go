@@ -55,6 +55,7 @@ func BenchmarkDrain(b *testing.B) {
 			q := workqueue.New(workqueue.Options[reconcile.Request]{Name: "bench", MetricsProvider: m.Queue})
 			c := &Controller{
 				name:  "bench",
+				mgr:   &Manager{},
 				opts:  ControllerOptions{Workers: workers},
 				queue: q,
 				reconciler: reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {

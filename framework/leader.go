@@ -7,16 +7,17 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/converge-dev/converge/framework/internal/fence"
 )
 
 // runElection joins the election for the lease and starts the leader
 // runnables on winning. If leadership is lost while the manager runs,
-// loseLeadership is called: when the elector gives up renewing, or as soon
-// as a renewal finds the lease held by another process. The returned stop
+// loseLeadership is called: when the elector gives up renewing, as soon as
+// a renewal finds the lease held by another process, or once the lease was
+// last renewed RenewDeadline ago (fence.Lock). The returned stop
 // function ends the election and, when this process leads, releases the
 // lease; call it after the leader runnables stopped and writes are refused.
 func (m *Manager) runElection(base context.Context) (stop func(), err error) {
@@ -25,10 +26,9 @@ func (m *Manager) runElection(base context.Context) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("framework: leader election client: %w", err)
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metaFor(le.Lease.Namespace, le.ID),
-		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Lease.Identity},
+	lock := fence.LeaseLock(cs.CoordinationV1(), le.Lease.Namespace, le.ID, le.Lease.Identity, le.Lease.RenewDeadline)
+	if m.leaseHook != nil {
+		m.leaseHook(lock)
 	}
 	log := m.log.WithValues("lease", le.Lease.Namespace+"/"+le.ID, "identity", le.Lease.Identity)
 	status := m.metrics.LeaderStatus.WithLabelValues(le.ID)
@@ -45,23 +45,27 @@ func (m *Manager) runElection(base context.Context) (stop func(), err error) {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				status.Set(1)
-				isLeader := elector.IsLeader
+				isLeader := func() error { return lock.Held(elector) }
 				m.isLeader.Store(&isLeader)
 				log.Info("became leader: starting controllers")
 				m.becomeLeader()
-				go m.watchLease(ctx, elector, le.Lease.RetryPeriod, stopping)
+				go m.watchLease(ctx, le.Lease.RetryPeriod, stopping)
 			},
 			OnStoppedLeading: func() {
 				status.Set(0)
 				select {
 				case <-stopping: // our own shutdown
 				default:
-					m.loseLeadership()
+					m.loseLeadership(fmt.Errorf("lease %s not renewed within RenewDeadline %v", lock.Describe(), le.Lease.RenewDeadline))
 				}
 			},
 			OnNewLeader: func(identity string) {
-				if identity != le.Lease.Identity {
+				switch {
+				case identity == le.Lease.Identity:
+				case m.isLeader.Load() == nil:
 					log.Info("another process leads; keeping caches warm as a standby", "leader", identity)
+				default:
+					log.Info("another process leads: this one lost the lease, so its controllers stop and Start returns", "leader", identity)
 				}
 			},
 		},
@@ -83,11 +87,11 @@ func (m *Manager) runElection(base context.Context) (stop func(), err error) {
 	}, nil
 }
 
-// watchLease declares leadership lost as soon as a renewal of the elector
-// finds the lease held by another process: the elector itself keeps trying
-// until RenewDeadline, while the other process already leads. It returns
-// when ctx ends (the elector stopped leading) or the manager stops.
-func (m *Manager) watchLease(ctx context.Context, elector *leaderelection.LeaderElector, period time.Duration, stopping <-chan struct{}) {
+// watchLease declares leadership lost (allowWrite) as soon as the elector
+// finds the lease held by another process or it was last renewed
+// RenewDeadline ago, without waiting for a write. It returns when ctx ends
+// (the elector stopped leading), the manager stops or writes are refused.
+func (m *Manager) watchLease(ctx context.Context, period time.Duration, stopping <-chan struct{}) {
 	tick := time.NewTicker(max(period/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -98,12 +102,7 @@ func (m *Manager) watchLease(ctx context.Context, elector *leaderelection.Leader
 			return
 		case <-tick.C:
 		}
-		if !elector.IsLeader() {
-			select {
-			case <-stopping: // our own release
-			default:
-				m.loseLeadership()
-			}
+		if m.allowWrite() != nil {
 			return
 		}
 	}
@@ -113,8 +112,4 @@ func randomSuffix() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func metaFor(namespace, name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: namespace, Name: name}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/converge-dev/converge/client"
 	"github.com/converge-dev/converge/cluster"
+	"github.com/converge-dev/converge/framework/internal/fence"
 	"github.com/converge-dev/converge/framework/internal/metrics"
 	"github.com/converge-dev/converge/framework/internal/recorder"
 	"github.com/converge-dev/converge/framework/internal/ring"
@@ -99,9 +100,12 @@ type Manager struct {
 	// refused is why the client refuses writes, nil while it writes (see
 	// allowWrite); set once, by refuseWrites.
 	refused atomic.Pointer[error]
-	// isLeader, set while this process leads an election, reports whether
-	// the lease was last seen held by this process.
-	isLeader atomic.Pointer[func() bool]
+	// isLeader, set once this process leads an election, returns nil while
+	// the lease was last seen held by this process and renewed within
+	// RenewDeadline, else why not.
+	isLeader atomic.Pointer[func() error]
+	// leaseHook, when a test sets it before Start, edits the election's lock.
+	leaseHook func(*fence.Lock)
 	// lost is closed, once (loseOnce), when leadership is lost.
 	lost     chan struct{}
 	loseOnce sync.Once
@@ -341,15 +345,17 @@ func (m *Manager) APIReader() *client.APIReader { return m.api }
 
 // allowWrite says whether the client may send a write now: nil, or an error
 // wrapping ErrNotLeader or ErrManagerStopped. A leader that sees the lease
-// held by another process treats it as lost at once, without waiting for
-// the elector to give up at RenewDeadline.
+// held by another process, or last renewed RenewDeadline ago, treats it as
+// lost at once, without waiting for the elector to give up.
 func (m *Manager) allowWrite() error {
 	if err := m.refused.Load(); err != nil {
 		return *err
 	}
-	if leading := m.isLeader.Load(); leading != nil && !(*leading)() {
-		m.loseLeadership()
-		return *m.refused.Load()
+	if leading := m.isLeader.Load(); leading != nil {
+		if err := (*leading)(); err != nil {
+			m.loseLeadership(err)
+			return *m.refused.Load()
+		}
 	}
 	return nil
 }
@@ -360,12 +366,11 @@ func (m *Manager) refuseWrites(err error) {
 	m.refused.CompareAndSwap(nil, &err)
 }
 
-// loseLeadership refuses writes, cancels in-flight reconciles without the
-// graceful drain and tells Start, once.
-func (m *Manager) loseLeadership() {
+// loseLeadership refuses writes, naming cause, cancels in-flight reconciles
+// without the graceful drain and tells Start, once.
+func (m *Manager) loseLeadership(cause error) {
 	m.loseOnce.Do(func() {
-		le := m.opts.LeaderElection
-		m.refuseWrites(fmt.Errorf("%w (lease %s/%s)", ErrNotLeader, le.Lease.Namespace, le.ID))
+		m.refuseWrites(fmt.Errorf("%w (%v)", ErrNotLeader, cause))
 		m.lostLeadership.Store(true)
 		close(m.lost)
 	})

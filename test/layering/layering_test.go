@@ -133,7 +133,7 @@ var rules = []struct {
 		forbidden: []string{module + "/..."},
 	},
 	{
-		name:      "framework/internal/ring, the Lease ring, sits below framework: of converge it imports only sharding, lease and framework/internal/syncgc; the controllers it drives are ring.Users",
+		name:      "framework/internal/ring, the Lease ring, sits below framework: of converge it imports only sharding, lease, framework/internal/syncgc and framework/internal/fence; the controllers it drives are ring.Users",
 		from:      []string{"framework/internal/ring"},
 		forbidden: []string{module + "/framework", module + "/framework/controllerutil", module + "/declarative", module + "/client", module + "/informers", module + "/workqueue", module + "/reconcile", module + "/object", module + "/internal/..."},
 	},
@@ -151,6 +151,11 @@ var rules = []struct {
 		name:      "only framework drives the Lease ring: no package beside or below it imports framework/internal/ring",
 		from:      []string{"framework/controllerutil", "framework/webhook", "framework/fake", "framework/envtest", "framework/internal/serving", "framework/internal/syncgc", "client", "informers", "workqueue", "sharding", "lease"},
 		forbidden: []string{module + "/framework/internal/ring"},
+	},
+	{
+		name:      "framework/internal/fence, the time check of a Lease's holder that the ring and the leader election share, is a leaf below them: it imports no converge package",
+		from:      []string{"framework/internal/fence"},
+		forbidden: []string{module + "/..."},
 	},
 	{
 		name:      "framework/internal/syncgc is a leaf: the standard library only",

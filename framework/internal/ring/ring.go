@@ -18,6 +18,7 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/converge-dev/converge/framework/internal/fence"
 	"github.com/converge-dev/converge/sharding"
 )
 
@@ -408,9 +409,9 @@ func (r *Ring) renewedLocked(h *heldBucket) time.Time {
 }
 
 // lapsed says whether a bucket last renewed at renewed is fenced at now:
-// not renewed within Lease.RenewDeadline.
+// not renewed within Lease.RenewDeadline (fence.Lapsed).
 func (r *Ring) lapsed(renewed, now time.Time) bool {
-	return now.Sub(renewed) >= r.opts.Lease.RenewDeadline
+	return fence.Lapsed(renewed, now, r.opts.Lease.RenewDeadline)
 }
 
 // BucketContext returns the context of claimed bucket b, nil when not
