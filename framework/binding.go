@@ -63,12 +63,12 @@ func (r remoteSource) RemoveListener(reg cache.ResourceEventHandlerRegistration)
 func (b *Builder[T]) bindClusters(c *Controller, primary *kindSource[T], q *workqueue.Queue[reconcile.Request], tombstones func(string) func(T)) *binding.Set {
 	switch {
 	case b.opts.Clusters.Remote:
-		return binding.New(c.name, bindRemote(c, primary, b.sources, tombstones), remoteFlows{q, c}, c.log, b.opts.Clusters.OnEngaged, b.mgr.gate.Registry())
+		return binding.New(c.name, bindRemote(c, primary, b.sources, tombstones), binding.ForgetOnDrop(q, func(cl string) { c.history.ForgetCluster(cl) }), c.log, b.opts.Clusters.OnEngaged, b.mgr.gate.Registry())
 	case len(b.others) > 0:
 		// Not in the registry that hands spread clusters over: its keys
 		// are the manager's own cluster's, and its writes to a member go
 		// through that cluster's fenced client.
-		return binding.New(c.name, bindRemote[T](c, nil, b.others, nil), localFlows{q}, c.log, engagedOf(b.others), nil).OnHealthyAgain()
+		return binding.New(c.name, bindRemote[T](c, nil, b.others, nil), binding.InOwnCluster(q), c.log, engagedOf(b.others), nil).OnHealthyAgain()
 	}
 	return nil
 }
@@ -95,30 +95,6 @@ func engagedOf(srcs []Source) func(context.Context, *cluster.Cluster) []reconcil
 		}
 		return out
 	}
-}
-
-// remoteFlows is the queue of a controller of every cluster as the
-// binding.Flows of its sources: dropping a disengaged cluster's flow
-// forgets its keys' reconcile history too.
-type remoteFlows struct {
-	*workqueue.Queue[reconcile.Request]
-	c *Controller
-}
-
-func (f remoteFlows) DropFlow(flow string) int {
-	f.c.history.ForgetCluster(flow)
-	return f.Queue.DropFlow(flow)
-}
-
-// localFlows is the queue of a controller of the manager's own cluster as
-// the binding.Flows of its InOtherClusters sources: what their onEngaged
-// returns is in the manager's own cluster.
-type localFlows struct {
-	*workqueue.Queue[reconcile.Request]
-}
-
-func (f localFlows) Add(req reconcile.Request) {
-	f.Queue.Add(reconcile.Request{Namespace: req.Namespace, Name: req.Name})
 }
 
 // clusterFlow is the flow of a request: its cluster.

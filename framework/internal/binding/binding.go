@@ -446,3 +446,31 @@ func (s *Set) queueEngaged(b *Binding) {
 		s.flows.Add(req)
 	}
 }
+
+// ForgetOnDrop is flows whose DropFlow calls forget with the flow first: a
+// controller of every cluster forgets a disengaged cluster's keys'
+// reconcile history with its queued keys.
+func ForgetOnDrop(flows Flows, forget func(flow string)) Flows {
+	return forgetting{flows, forget}
+}
+
+type forgetting struct {
+	Flows
+	forget func(string)
+}
+
+func (f forgetting) DropFlow(flow string) int {
+	f.forget(flow)
+	return f.Flows.DropFlow(flow)
+}
+
+// InOwnCluster is flows whose Add queues a request without its cluster:
+// what the InOtherClusters sources of a controller of the manager's own
+// cluster map an event to is in that cluster.
+func InOwnCluster(flows Flows) Flows { return ownCluster{flows} }
+
+type ownCluster struct{ Flows }
+
+func (f ownCluster) Add(req reconcile.Request) {
+	f.Flows.Add(reconcile.Request{Namespace: req.Namespace, Name: req.Name})
+}
