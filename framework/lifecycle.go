@@ -43,8 +43,7 @@ var ErrNotStopped = errors.New("framework: left running after its context was ca
 // CancelGrace is how long a reconcile, or another runnable, whose context
 // was cancelled may take to return before the manager abandons it: leaves
 // it running, refuses its writes, and names it in an error wrapping
-// ErrNotStopped. It is what bounds Manager.Start whatever the reconcilers
-// do.
+// ErrNotStopped. It bounds Manager.Start whatever the reconcilers do.
 const CancelGrace = 2 * time.Second
 
 // newGroup returns a group of runnables on a context of parent, whose
@@ -131,8 +130,8 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 		return errors.Join(err, stopRunnables())
 	}
 	stopElection := func() {}
-	if m.opts.LeaderElection.Enabled {
-		stopElection, err = m.runElection(base)
+	if m.opts.LeaderElection.Enabled { // a member its ring refuses does not campaign
+		stopElection, err = m.ring.Campaign(base, m.elected, m.runElection, m.loseLeadership)
 		if err != nil {
 			return errors.Join(err, stopRunnables())
 		}
@@ -194,6 +193,7 @@ func (m *Manager) startRing(base context.Context) (leave func(), err error) {
 		return func() {}, nil
 	}
 	ringCtx, stopRing := context.WithCancel(base)
+	m.ring.Elects = m.opts.LeaderElection.Enabled
 	if err := m.ring.Start(ringCtx); err != nil {
 		stopRing()
 		return nil, err

@@ -65,10 +65,10 @@ type Options struct {
 
 	// LeaderElection makes the processes of one deployment elect a leader
 	// that alone runs the controllers, while the others keep warm caches.
-	// With Sharding.Clusters, every member serves the clusters it holds,
-	// and the leader alone the manager's own cluster (see
-	// ControllerOptions.Clusters). Zero means off: every process runs
-	// every controller, and reconciles the manager's own cluster.
+	// With Sharding.Clusters, members serve the clusters they hold, the
+	// leader alone the own cluster; Enabled is part of the ring's layout,
+	// and a member the ring refuses does not campaign. Zero means off:
+	// every process runs every controller and reconciles the own cluster.
 	LeaderElection LeaderElectionOptions
 
 	// Sharding makes this process a member of a ring of processes that

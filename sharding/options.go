@@ -90,7 +90,10 @@ type Options struct {
 	// providers' descriptions are part of the layout, so members that find
 	// their clusters differently refuse each other. The manager's own
 	// cluster is not spread: with leader election, the leader alone
-	// reconciles it (see the package documentation). It needs Ring. False
+	// reconciles it (see the package documentation); whether the manager
+	// elects a leader is part of the layout too, and a member the ring
+	// refuses does not campaign for leadership (a leader it comes to
+	// refuse steps down at once). It needs Ring. False
 	// means every member engages every cluster its providers find.
 	Clusters bool
 }

@@ -33,8 +33,9 @@ type Status struct {
 	// refused.
 	Members []string `json:"members"`
 	// Refused says why this member holds no bucket and is not ready: the
-	// ring is held by members of another layout (another Buckets
-	// or set of sharded controllers), which it names. The member keeps
+	// ring is held by members of another layout (another Buckets, set of
+	// sharded controllers, providers or leader election), which it names
+	// with the live members of that layout it has seen. The member keeps
 	// trying, and joins once they are gone. Empty while not refused.
 	Refused string `json:"refused,omitempty"`
 	// Clusters are the clusters this member holds, when the ring spreads

@@ -53,7 +53,9 @@ func (r *Ring) checkClock(o, n *coordinationv1.Lease) {
 			r.seen[name] = o
 		}
 	}
-	r.log.Error(fmt.Errorf("lease %s renewed by %q arrived %v after the renewal time it carries", n.Name, Holder(n), lag.Round(time.Millisecond)),
-		"a member's clock is behind this one's by more than sharding.Options.MaxClockSkew allows, or the watch of the ring's Leases is that late: from now on this member judges Leases only by when it sees them change, as if MaxClockSkew were negative",
+	// The delay may be this process's own (stopped, starved of CPU): the
+	// message blames neither side.
+	r.log.Error(fmt.Errorf("lease %s renewed by %q arrived %v after the renewal time it carries: the clock of this process or of %q is off, or this process was paused", n.Name, Holder(n), lag.Round(time.Millisecond), Holder(n)),
+		"the clocks of this process and of another member differ by more than sharding.Options.MaxClockSkew allows, or this process was paused (stopped, starved of CPU) or its watch of the ring's Leases is that late: from now on this member judges Leases only by when it sees them change, as if MaxClockSkew were negative",
 		"maxClockSkew", r.opts.MaxClockSkew)
 }

@@ -1,10 +1,12 @@
 package ring
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -53,5 +55,23 @@ func TestRingStopsTrustingCarriedTimesOnAClockFarBehind(t *testing.T) {
 	l := staleLease("y", RoleBucket, "other", now.Add(-time.Hour), Layout{})
 	if got := r.backdateLocked(l, now); !got.Equal(now) {
 		t.Errorf("backdate once distrusting = %v, want now (%v)", got, now)
+	}
+}
+
+// The late renewal may be this process's fault (a SIGSTOP, a starved CPU)
+// as much as the renewer's clock: the log names both, and blames neither.
+func TestLateRenewalLogBlamesNeitherSide(t *testing.T) {
+	var logged strings.Builder
+	log := funcr.New(func(prefix, args string) { logged.WriteString(args) }, funcr.Options{})
+	opts := sharding.Options{Ring: "r", MaxClockSkew: time.Second, Lease: lease.Options{Identity: "me", Duration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}}
+	r := &Ring{opts: opts, seen: map[string]observation{}, log: log}
+	o := staleLease("x", RoleLayout, "r2", time.Now().Add(-time.Hour), Layout{})
+	r.checkClock(o, staleLease("x", RoleLayout, "r2", time.Now().Add(-time.Minute), Layout{}))
+	got := logged.String()
+	if !strings.Contains(got, `this process or of \"r2\"`) || !strings.Contains(got, "this process was paused") {
+		t.Errorf("the log does not name both this process and r2: %s", got)
+	}
+	if strings.Contains(got, "a member's clock is behind") {
+		t.Errorf("the log blames the other member: %s", got)
 	}
 }

@@ -184,6 +184,9 @@ func (r *Ring) layoutPatch(now time.Time) []byte {
 func (r *Ring) heldLayout(start time.Time, took string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.layoutRenewed.IsZero() && r.refused == nil {
+		r.changedLocked() // held for the first time
+	}
 	if start.After(r.layoutRenewed) {
 		r.layoutRenewed = start
 	}
@@ -193,6 +196,7 @@ func (r *Ring) heldLayout(start time.Time, took string) {
 	if r.refused != nil {
 		r.log.Info("joined the ring: the members of the layout that held it are gone", "layout", r.layout.String())
 		r.refused, r.refusedBy = nil, Layout{}
+		r.changedLocked()
 		r.poke()
 	}
 }
@@ -231,15 +235,28 @@ func (r *Ring) refuse(l *coordinationv1.Lease) {
 	now := time.Now()
 	for _, m := range r.ringLeases() {
 		id := Holder(m)
+		// A Lease not looked at yet (the first rounds) is judged by the
+		// time it carries, as the next look will judge it.
+		o, ok := r.seen[m.Name]
+		if !ok {
+			o.since = r.backdateLocked(m, now)
+		}
 		if m.Labels[RoleLabel] != RoleMember || id == "" || id == r.opts.Lease.Identity || LayoutOf(m) != theirs ||
-			now.Sub(r.seen[m.Name].since) >= r.opts.Lease.Duration || slices.Contains(holders, id) {
+			now.Sub(o.since) >= r.opts.Lease.Duration || slices.Contains(holders, id) {
 			continue
 		}
 		holders = append(holders, id)
 	}
 	slices.Sort(holders)
-	err := fmt.Errorf("framework: sharding ring %q in namespace %s: member %q (%s) is refused: the ring is held by layout %s, of member(s) %q; every member of a ring needs the same Options.Sharding.Buckets (Count and By), the same sharded controllers, and the same Options.Sharding.Clusters and providers; this member joins once no member of that layout is left (sharding.Options says how to change a ring's layout)",
-		r.opts.Ring, r.opts.Lease.Namespace, r.opts.Lease.Identity, r.layout, theirs, holders)
+	elect := ""
+	if r.Elects {
+		elect = "; while refused, this member does not campaign for leadership (Options.LeaderElection), and steps down if it leads"
+	}
+	err := fmt.Errorf("framework: sharding ring %q in namespace %s: member %q (%s) is refused: the ring is held by layout %s, of the live member(s) %q this member sees; every member of a ring needs the same Options.Sharding.Buckets (Count and By), the same sharded controllers, and the same Options.Sharding.Clusters, providers and Options.LeaderElection.Enabled; this member joins once no member of that layout is left (sharding.Options says how to change a ring's layout)%s",
+		r.opts.Ring, r.opts.Lease.Namespace, r.opts.Lease.Identity, r.layout, theirs, holders, elect)
+	if r.refused == nil {
+		r.changedLocked()
+	}
 	if r.refused == nil || r.refusedBy != theirs {
 		r.log.Error(err, "refused by the sharding ring")
 		r.metrics.Refused.WithLabelValues(r.opts.Ring).Inc()

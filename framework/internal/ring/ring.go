@@ -115,6 +115,12 @@ type Ring struct {
 	// ClusterUser, while a cluster's informers first sync. Set it before
 	// Start.
 	SyncHeapRatio float64
+	// Elects is Options.LeaderElection.Enabled: whether the manager's own
+	// cluster is served by the elected leader alone or by every member.
+	// With clusters spread, it is part of the layout (see unitsOf); the
+	// refusal says the member does not campaign (see Campaign). Set it
+	// before Start.
+	Elects bool
 	// memberName is the name of this member's Lease.
 	memberName string
 	// layout is this member's layout, set by start before the ring runs.
@@ -133,6 +139,9 @@ type Ring struct {
 	refused       error
 	// refusedBy is the layout that refused this member, while refused.
 	refusedBy Layout
+	// changed is closed, and replaced, when this member comes to hold the
+	// ring's layout or is refused (see Accepted).
+	changed chan struct{}
 	// distrust is set once a Lease's renewal time showed its holder's
 	// clock further behind this member's than MaxClockSkew allows: from
 	// then on no Lease is judged by the time it carries.
@@ -175,6 +184,7 @@ func New(cs coordclient.LeasesGetter, opts sharding.Options, log logr.Logger, me
 		metrics:    metrics,
 		memberName: MemberLeaseName(opts.Ring, opts.Lease.Identity),
 		kick:       make(chan struct{}, 1),
+		changed:    make(chan struct{}),
 		held:       map[unit]*heldBucket{},
 		unseen:     map[string]time.Time{},
 		deleting:   map[string]bool{},
@@ -312,7 +322,7 @@ func (r *Ring) Start(ctx context.Context) error {
 		// spreads clusters, or nothing) claims none.
 		cut, r.buckets = NoBuckets, sharding.Buckets{}
 	}
-	r.layout = newLayout(cut, r.users, unitsOf(r.spread))
+	r.layout = newLayout(cut, r.users, unitsOf(r.spread, r.Elects))
 	r.mu.Unlock()
 	go r.informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {

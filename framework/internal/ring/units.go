@@ -376,10 +376,15 @@ func (r *Ring) clusterStatusLocked(now time.Time) *sharding.ClusterStatus {
 	return s
 }
 
-// unitsOf is Layout.Units of a ring that spreads the clusters u finds.
-func unitsOf(u ClusterUser) string {
+// unitsOf is Layout.Units of a ring that spreads the clusters u finds,
+// and whose own cluster the leader alone serves when elects.
+func unitsOf(u ClusterUser, elects bool) string {
 	if u == nil {
 		return ""
 	}
-	return "clusters of " + strings.TrimSpace(u.Describe())
+	own := "own cluster by every member"
+	if elects {
+		own = "own cluster by the leader"
+	}
+	return "clusters of " + strings.TrimSpace(u.Describe()) + "; " + own
 }

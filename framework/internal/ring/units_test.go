@@ -450,7 +450,7 @@ func TestClustersAloneClaimNoBucket(t *testing.T) {
 	if s := r.Status(); s.Buckets.Count != 0 || len(s.Serving)+len(s.Syncing) > 0 {
 		t.Errorf("Status = buckets %+v, serving %v, syncing %v; want none", s.Buckets, s.Serving, s.Syncing)
 	}
-	if got, want := r.Layout().String(), "no buckets (no sharded controllers), clusters of stub"; got != want {
+	if got, want := r.Layout().String(), "no buckets (no sharded controllers), clusters of stub; own cluster by every member"; got != want {
 		t.Errorf("layout %q, want %q", got, want)
 	}
 }
