@@ -2,6 +2,7 @@ package ring
 
 import (
 	"context"
+	"errors"
 )
 
 // changedLocked tells Accepted's callers that this member came to hold the
@@ -26,10 +27,10 @@ func (r *Ring) Accepted() (bool, <-chan struct{}) {
 // manager's own cluster, and the members of the ring would not agree on
 // who serves it. Run starts the election (until ctx ends) and returns the
 // function that stops it; elected is closed once this process leads; lose
-// steps down, refusing writes at once. A member refused while it leads
+// steps down, refusing writes at once, naming its cause. A member refused while it leads
 // steps down before its election stops, so no two leaders ever write. For
 // a nil Ring, Campaign is run. The returned function stops the campaign.
-func (r *Ring) Campaign(ctx context.Context, elected <-chan struct{}, run func(context.Context) (func(), error), lose func()) (func(), error) {
+func (r *Ring) Campaign(ctx context.Context, elected <-chan struct{}, run func(context.Context) (func(), error), lose func(cause error)) (func(), error) {
 	if r == nil {
 		return run(ctx)
 	}
@@ -57,7 +58,7 @@ func (r *Ring) Campaign(ctx context.Context, elected <-chan struct{}, run func(c
 				leads = elected
 				if isClosed(elected) {
 					r.log.Info("refused by the sharding ring while leading: stepping down")
-					lose()
+					lose(errors.New("the sharding ring refused this member while it led"))
 					return
 				}
 				if stopRun != nil {
