@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/converge-dev/converge/lease"
 	"github.com/converge-dev/converge/sharding"
@@ -73,5 +74,50 @@ func TestLateRenewalLogBlamesNeitherSide(t *testing.T) {
 	}
 	if strings.Contains(got, "a member's clock is behind") {
 		t.Errorf("the log blames the other member: %s", got)
+	}
+}
+
+// A cluster's Lease is claimed Lease.Duration after this member saw it
+// change, or, never seen before, Lease.Duration + MaxClockSkew after the
+// renewal time it carries; never earlier, even once its holder's member
+// Lease expired and the assignment gives the cluster to this member. Its
+// holder's fence closed RenewDeadline after that renewal began.
+func TestAClusterIsClaimedNoSoonerThanLeaseDurationAfterItsLastRenewal(t *testing.T) {
+	d, skew := 4*time.Second, time.Second
+	opts := sharding.Options{Ring: "r", MaxClockSkew: skew, Lease: lease.Options{Namespace: "ns", Identity: "me", Duration: d, RenewDeadline: 3 * time.Second, RetryPeriod: time.Second}}
+	t0 := time.Now()
+	for _, tc := range []struct {
+		name    string
+		seen    bool          // this member saw the Lease at an earlier version
+		carried time.Duration // its renewal time, before t0
+		expires time.Duration // after t0
+	}{
+		{"seen to change", true, time.Hour, d},
+		{"seen to change, carrying t0", true, 0, d},
+		{"first seen, renewed at t0", false, 0, d},
+		{"first seen, renewed 2 s before t0", false, 2 * time.Second, d + skew - 2*time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(fake.NewClientset().CoordinationV1(), opts, logr.Discard(), NewMetrics(opts.Ring))
+			u := &stubClusters{}
+			u.set("x")
+			if err := r.SpreadClusters(u); err != nil {
+				t.Fatal(err)
+			}
+			l := staleLease(ClusterLeaseName("r", "x"), RoleCluster, "dead", t0.Add(-tc.carried), Layout{})
+			l.Labels[ClusterLabel], l.ResourceVersion = "x", "2"
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if tc.seen {
+				r.seen[l.Name] = observation{rv: "1", since: t0.Add(-time.Hour), at: t0.Add(-time.Hour)}
+			}
+			byName := r.observeLocked([]*coordinationv1.Lease{l}, t0)
+			for _, at := range []time.Duration{tc.expires - time.Millisecond, tc.expires} {
+				claims := r.rebalanceClustersLocked(t.Context(), byName, []string{"me"}, []string{"x"}, true, t0.Add(at))
+				if got, want := len(claims) == 1 && claims[0].why == "expired", at >= tc.expires; got != want {
+					t.Errorf("claimed %v after t0: %v (%+v), want %v: the Lease expires %v after t0", at, got, claims, want, tc.expires)
+				}
+			}
+		})
 	}
 }

@@ -362,18 +362,18 @@ func (r *Ring) run(ctx context.Context) {
 		formed := time.AfterFunc(r.opts.FormationDelay, r.poke)
 		defer formed.Stop()
 	}
+	ticked := false
 	for {
-		r.mu.RLock()
-		due := time.Since(r.lastRenew) >= r.opts.Lease.RetryPeriod
-		r.mu.RUnlock()
-		if due {
+		if r.renewDue(ticked, time.Now()) {
 			r.renew(ctx)
 		}
 		r.assess(ctx)
+		ticked = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			ticked = true
 		case <-r.kick:
 			// Let a burst of Lease events settle into one look.
 			select {
@@ -383,6 +383,23 @@ func (r *Ring) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// renewDue says whether the round of renewals is due at now: at each
+// tick of RetryPeriod (ticked), unless a round began within half of it
+// (a look woken by a Lease's change renewed late), and at any other look
+// once a round is RetryPeriod late. A tick comes RetryPeriod after the
+// previous one, a hair less after the round it began: asking there for a
+// whole RetryPeriod since the round skipped every other tick, and renewed
+// every 2 × RetryPeriod.
+func (r *Ring) renewDue(ticked bool, now time.Time) bool {
+	r.mu.RLock()
+	since := now.Sub(r.lastRenew)
+	r.mu.RUnlock()
+	if ticked {
+		return since >= r.opts.Lease.RetryPeriod/2
+	}
+	return since >= r.opts.Lease.RetryPeriod
 }
 
 // Check is nil while this member holds bucket b and renewed it within

@@ -189,3 +189,32 @@ func TestRenewSendsTheBucketLeasesAtOnce(t *testing.T) {
 		t.Errorf("the member Lease was not written by the round (member %v, renewed %v)", r.member, r.memberRenewed)
 	}
 }
+
+// A round of renewals begins a hair after the tick that woke it, so the
+// next tick comes a hair less than RetryPeriod after the round: it renews
+// all the same. Asking for a whole RetryPeriod there skipped every other
+// tick, and a Lease renewed every 2 × RetryPeriod expired as little as
+// Lease.Duration − 2 × RetryPeriod after its holder crashed.
+func TestEveryTickRenews(t *testing.T) {
+	t0 := time.Now()
+	r := &Ring{opts: sharding.Options{Lease: lease.Options{RetryPeriod: time.Second}}}
+	if !r.renewDue(false, t0) {
+		t.Error("the first look does not renew")
+	}
+	r.lastRenew = t0
+	for _, c := range []struct {
+		ticked bool
+		after  time.Duration
+		want   bool
+	}{
+		{true, time.Second - time.Microsecond, true}, // the next tick, woken a hair early
+		{true, time.Second, true},
+		{false, time.Second - time.Microsecond, false}, // a look woken by a Lease's change
+		{false, time.Second, true},                     // ... once a round is late
+		{true, 100 * time.Millisecond, false},          // a tick just after a late round
+	} {
+		if got := r.renewDue(c.ticked, t0.Add(c.after)); got != c.want {
+			t.Errorf("renewDue(ticked %v, %v after the last round began) = %v, want %v", c.ticked, c.after, got, c.want)
+		}
+	}
+}
