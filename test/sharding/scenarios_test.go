@@ -279,6 +279,11 @@ func testPartition(t *testing.T, env *envtest.Environment, cs kubernetes.Interfa
 	})
 	p.SetMode(faultproxy.Hold, 0)
 	cut := time.Now()
+	// a's last renewal to reach the server is on its bucket Leases now:
+	// none sent later passes the cut. A member claims a Lease it saw
+	// unchanged for Lease.Duration, so b may claim up to RetryPeriod
+	// before cut+Lease.Duration, but never before lastRenewal+Lease.Duration.
+	lastRenewal := lastRenewalOf(ctx, t, cs, ns, "partition-bucket-", "a")
 	// b takes a's buckets over, after Lease.Duration, and reconciles a's
 	// objects at their new version.
 	eventually(t, time.Minute, 20*time.Millisecond, func() (bool, string) {
@@ -290,8 +295,8 @@ func testPartition(t *testing.T, env *envtest.Environment, cs kubernetes.Interfa
 		return err == nil && len(left) == 0, fmt.Sprintf("%d of a's objects not reconciled at v=1 by b (%v)", len(left), err)
 	})
 	held := time.Since(cut)
-	if held < lease {
-		t.Fatalf("b served a's buckets %v after the cut, within LeaseDuration (%v)", held, lease)
+	if since := time.Since(lastRenewal); since < lease {
+		t.Fatalf("b served a's buckets %v after a's last renewal (%v before the cut), within LeaseDuration (%v)", since, cut.Sub(lastRenewal), lease)
 	}
 	// The objects change again and b reconciles them: a's held writes,
 	// of the older value, would now undo b's (a write of the value b
@@ -452,4 +457,27 @@ func testSteadyCost(t *testing.T, env *envtest.Environment, cs kubernetes.Interf
 			stopAll(t, m1, m2)
 		})
 	}
+}
+
+// lastRenewalOf is the latest renewal time, on the holder's clock, of
+// the Leases in ns whose name starts with prefix and that holder holds.
+func lastRenewalOf(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, prefix, holder string) time.Time {
+	t.Helper()
+	leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	for _, l := range leases.Items {
+		if !strings.HasPrefix(l.Name, prefix) || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != holder || l.Spec.RenewTime == nil {
+			continue
+		}
+		if r := l.Spec.RenewTime.Time; r.After(last) {
+			last = r
+		}
+	}
+	if last.IsZero() {
+		t.Fatalf("no Lease %s* in %s held by %s", prefix, ns, holder)
+	}
+	return last
 }
